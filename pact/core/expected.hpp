@@ -1,0 +1,56 @@
+#pragma once
+/// Expected<T, E>: a value or the typed failure that hands the caller's inputs back (SPEC §13).
+/// libstdc++ 12 has no std::expected in C++20; this is the minimal subset Pact uses.
+
+#include <utility>
+#include <variant>
+
+#include "pact/core/error.hpp"
+
+namespace pact {
+
+/// Wraps a failure value so that Expected<T, E> can be built from it unambiguously.
+template <class E>
+struct Unexpected {
+  E error;
+};
+template <class E>
+Unexpected(E) -> Unexpected<E>;
+
+/// Either a T or an E. Move-only when either is.
+template <class T, class E>
+class Expected {
+ public:
+  Expected(T value) : state_(std::in_place_index<0>, std::move(value)) {}
+  template <class F>
+  Expected(Unexpected<F> failure) : state_(std::in_place_index<1>, std::move(failure.error)) {}
+
+  /// True when a value is held.
+  bool has_value() const noexcept { return state_.index() == 0; }
+  explicit operator bool() const noexcept { return has_value(); }
+
+  /// The value; throws the held failure's error when there is none (see failure_error()).
+  T& value() & { return std::get<0>(state_); }
+  T&& value() && { return std::get<0>(std::move(state_)); }
+  const T& value() const& { return std::get<0>(state_); }
+  T& operator*() & { return value(); }
+  T* operator->() { return &value(); }
+  const T* operator->() const { return &value(); }
+
+  /// The failure.
+  E& error() & { return std::get<1>(state_); }
+  E&& error() && { return std::get<1>(std::move(state_)); }
+  const E& error() const& { return std::get<1>(state_); }
+
+ private:
+  std::variant<T, E> state_;
+};
+
+/// A failure that returns the caller's input unchanged together with the error.
+template <class Input>
+struct Returned {
+  Input input;
+  Error error;
+};
+
+}  // namespace pact

@@ -1,0 +1,58 @@
+#pragma once
+/// Shared JSON utilities (SPEC §14): parsing with typed errors, canonical JSON, SHA-256 digests.
+///
+/// Note [Canonical JSON]
+/// The canonical form of a JSON value is its compact serialization with object keys sorted by bytes,
+/// strings as UTF-8 (invalid UTF-8 is rejected), integers in decimal, and every floating-point number
+/// written as the type-tagged exact object {"$f64": "<C99 hex float>"} (e.g. 1.5 -> {"$f64":"0x1.8p+0"}),
+/// so that no decimal rounding enters a digest. Non-finite floats are rejected (non_finite). Objects
+/// that already use the reserved key "$f64" are rejected as ambiguous. Digests are SHA-256 over a
+/// domain string, one 0x00 byte, and the canonical text, so digests of different domains never collide.
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+namespace pact {
+
+using Json = nlohmann::json;
+
+/// Parses JSON text; malformed input throws pact::Error(parse_error) naming `where` and the byte offset.
+Json parse_json(std::string_view text, std::string_view where);
+
+/// The canonical serialization (see Note [Canonical JSON]).
+std::string canonical_json(const Json& value);
+
+/// SHA-256 of bytes.
+std::array<std::uint8_t, 32> sha256(std::span<const std::byte> bytes);
+/// SHA-256 of text, lowercase hex.
+std::string sha256_hex(std::string_view text);
+/// Lowercase hex of a digest.
+std::string to_hex(std::span<const std::uint8_t> digest);
+
+/// Incremental SHA-256 (OpenSSL EVP).
+class Sha256 {
+ public:
+  Sha256();
+  ~Sha256();
+  Sha256(const Sha256&) = delete;
+  Sha256& operator=(const Sha256&) = delete;
+  /// Absorbs bytes.
+  void update(std::span<const std::byte> bytes);
+  void update(std::string_view text);
+  /// Finishes and returns the digest; the object may not be updated afterwards.
+  std::array<std::uint8_t, 32> finish();
+
+ private:
+  void* ctx_;
+};
+
+/// "sha256:<hex>" of domain || 0x00 || canonical_json(value).
+std::string digest_json(std::string_view domain, const Json& value);
+
+}  // namespace pact

@@ -1,0 +1,59 @@
+#include "pact/core/ledger.hpp"
+
+#include <atomic>
+
+namespace pact {
+
+namespace {
+thread_local LedgerRecorder* t_current = nullptr;
+std::atomic<std::uint64_t> g_allocations{0};
+std::atomic<std::uint64_t> g_copies{0};
+}  // namespace
+
+std::string_view copy_reason_name(CopyReason reason) noexcept {
+  switch (reason) {
+    case CopyReason::ExplicitDuplicate: return "ExplicitDuplicate";
+    case CopyReason::Transfer: return "Transfer";
+  }
+  return "unknown";
+}
+
+std::string_view allocation_reason_name(AllocationReason reason) noexcept {
+  switch (reason) {
+    case AllocationReason::OperationOutput: return "OperationOutput";
+    case AllocationReason::CheckpointRecomputeOutput: return "CheckpointRecomputeOutput";
+    case AllocationReason::ExplicitDuplicateDestination: return "ExplicitDuplicateDestination";
+    case AllocationReason::TransferDestination: return "TransferDestination";
+  }
+  return "unknown";
+}
+
+LedgerRecorder::LedgerRecorder() : previous_(t_current) { t_current = this; }
+LedgerRecorder::~LedgerRecorder() { t_current = previous_; }
+
+std::map<AllocationReason, int> LedgerRecorder::allocation_multiset() const {
+  std::map<AllocationReason, int> m;
+  for (const auto& e : allocations_) ++m[e.reason];
+  return m;
+}
+
+std::map<CopyReason, int> LedgerRecorder::copy_multiset() const {
+  std::map<CopyReason, int> m;
+  for (const auto& e : copies_) ++m[e.reason];
+  return m;
+}
+
+void record_allocation(const AllocationEvent& event) {
+  g_allocations.fetch_add(1, std::memory_order_relaxed);
+  for (auto* r = t_current; r != nullptr; r = r->previous_) r->allocations_.push_back(event);
+}
+
+void record_copy(const CopyEvent& event) {
+  g_copies.fetch_add(1, std::memory_order_relaxed);
+  for (auto* r = t_current; r != nullptr; r = r->previous_) r->copies_.push_back(event);
+}
+
+std::uint64_t total_allocation_events() noexcept { return g_allocations.load(); }
+std::uint64_t total_copy_events() noexcept { return g_copies.load(); }
+
+}  // namespace pact

@@ -1,0 +1,74 @@
+#pragma once
+/// Copy and allocation ledgers (seed 001, "Copy and allocation accounting"). Every physical allocation
+/// emits exactly one allocation event; every byte-preserving duplicate or transfer emits exactly one
+/// copy event. Kernel results are allocations, never copies. Retention and aliasing emit nothing.
+
+#include <cstdint>
+#include <map>
+#include <string_view>
+#include <vector>
+
+namespace pact {
+
+/// Why bytes were duplicated.
+enum class CopyReason : std::uint8_t { ExplicitDuplicate, Transfer };
+
+/// Why a physical allocation was made.
+enum class AllocationReason : std::uint8_t {
+  OperationOutput,             ///< a fresh op result, including factory ops (empty, zeros, from values)
+  CheckpointRecomputeOutput,   ///< recomputation under checkpointing
+  ExplicitDuplicateDestination,
+  TransferDestination,
+};
+
+std::string_view copy_reason_name(CopyReason reason) noexcept;
+std::string_view allocation_reason_name(AllocationReason reason) noexcept;
+
+struct AllocationEvent {
+  AllocationReason reason;
+  std::uint64_t allocation_id;
+  std::uint64_t bytes;
+  std::string_view provider;
+};
+
+struct CopyEvent {
+  CopyReason reason;
+  std::uint64_t source_allocation;
+  std::uint64_t destination_allocation;
+  std::uint64_t bytes;
+};
+
+/// Collects the events emitted on this thread while it is alive. Recorders nest: each event goes to
+/// every recorder active on the thread, so an outer scope sees what inner scopes saw.
+class LedgerRecorder {
+ public:
+  LedgerRecorder();
+  ~LedgerRecorder();
+  LedgerRecorder(const LedgerRecorder&) = delete;
+  LedgerRecorder& operator=(const LedgerRecorder&) = delete;
+
+  const std::vector<AllocationEvent>& allocations() const noexcept { return allocations_; }
+  const std::vector<CopyEvent>& copies() const noexcept { return copies_; }
+  /// Allocation reasons as a multiset (reason -> count).
+  std::map<AllocationReason, int> allocation_multiset() const;
+  /// Copy reasons as a multiset (reason -> count).
+  std::map<CopyReason, int> copy_multiset() const;
+
+ private:
+  friend void record_allocation(const AllocationEvent&);
+  friend void record_copy(const CopyEvent&);
+  LedgerRecorder* previous_;
+  std::vector<AllocationEvent> allocations_;
+  std::vector<CopyEvent> copies_;
+};
+
+/// Emits an allocation event to the active recorders (and the process totals).
+void record_allocation(const AllocationEvent& event);
+/// Emits a copy event to the active recorders (and the process totals).
+void record_copy(const CopyEvent& event);
+
+/// Process-wide totals since start.
+std::uint64_t total_allocation_events() noexcept;
+std::uint64_t total_copy_events() noexcept;
+
+}  // namespace pact

@@ -1,0 +1,183 @@
+#include "pact/core/provider.hpp"
+
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <new>
+
+#include "pact/core/error.hpp"
+
+namespace pact {
+
+std::string_view device_name(DeviceKind device) noexcept {
+  switch (device) {
+    case DeviceKind::cpu: return "cpu";
+    case DeviceKind::meta: return "meta";
+    case DeviceKind::cuda: return "cuda";
+  }
+  return "unknown";
+}
+
+namespace {
+
+// Host memory behind an opaque record: the provider keeps the block in ProviderAllocation::opaque,
+// which nothing outside the provider reads. Shared by cpu, cuda-stub and fake.
+class HostArena {
+ public:
+  ProviderAllocation allocate(std::string_view who, std::uint64_t bytes, std::uint64_t alignment) {
+    // aligned_alloc needs a size multiple of the alignment; zero-byte allocations get one block.
+    std::uint64_t rounded = ((bytes + alignment - 1) / alignment) * alignment;
+    if (rounded == 0) rounded = alignment;
+    void* p = rounded < bytes ? nullptr : std::aligned_alloc(alignment, rounded);
+    if (p == nullptr) {
+      throw_error(ErrorCode::allocation_failed, fmt::format("{}.allocate", who), fmt::format("{} bytes", bytes));
+    }
+    return ProviderAllocation{next_.fetch_add(1, std::memory_order_relaxed) + 1, bytes, p};
+  }
+  void deallocate(const ProviderAllocation& allocation) noexcept { std::free(allocation.opaque); }
+  static std::byte* base(const ProviderAllocation& allocation) noexcept {
+    return static_cast<std::byte*>(allocation.opaque);
+  }
+
+ private:
+  std::atomic<std::uint64_t> next_{0};
+};
+
+class CpuProvider final : public Provider {
+ public:
+  std::string_view name() const noexcept override { return "cpu"; }
+  DeviceKind device() const noexcept override { return DeviceKind::cpu; }
+  bool host_accessible() const noexcept override { return true; }
+  bool device_bindable() const noexcept override { return false; }
+  ProviderAllocation allocate(std::uint64_t bytes) override {
+    counters_.allocations.fetch_add(1, std::memory_order_relaxed);
+    return arena_.allocate(name(), bytes, alignment());
+  }
+  void deallocate(const ProviderAllocation& a) noexcept override {
+    counters_.deallocations.fetch_add(1, std::memory_order_relaxed);
+    arena_.deallocate(a);
+  }
+  std::byte* map_host(const ProviderAllocation& a) override {
+    counters_.mappings.fetch_add(1, std::memory_order_relaxed);
+    return arena_.base(a);
+  }
+  void synchronize(const ProviderAllocation&) override {
+    counters_.synchronizations.fetch_add(1, std::memory_order_relaxed);
+  }
+  std::uint64_t bind_device(const ProviderAllocation&) override {
+    throw_error(ErrorCode::unsupported, "cpu.bind_device", "the cpu provider has no device binding; use prepare_host");
+  }
+  std::byte* unsafe_copy_base(const ProviderAllocation& a) override { return arena_.base(a); }
+
+ private:
+  HostArena arena_;
+};
+
+class MetaProvider final : public Provider {
+ public:
+  std::string_view name() const noexcept override { return "meta"; }
+  DeviceKind device() const noexcept override { return DeviceKind::meta; }
+  bool host_accessible() const noexcept override { return false; }
+  bool device_bindable() const noexcept override { return false; }
+  bool has_bytes() const noexcept override { return false; }
+  ProviderAllocation allocate(std::uint64_t bytes) override {
+    counters_.allocations.fetch_add(1, std::memory_order_relaxed);
+    return ProviderAllocation{++next_, bytes, nullptr};
+  }
+  void deallocate(const ProviderAllocation&) noexcept override {
+    counters_.deallocations.fetch_add(1, std::memory_order_relaxed);
+  }
+  std::byte* map_host(const ProviderAllocation& a) override { refuse("meta.map_host", a); }
+  void synchronize(const ProviderAllocation&) override {}
+  std::uint64_t bind_device(const ProviderAllocation& a) override { refuse("meta.bind_device", a); }
+  std::byte* unsafe_copy_base(const ProviderAllocation& a) override { refuse("meta.copy", a); }
+
+ private:
+  [[noreturn]] static void refuse(const char* op, const ProviderAllocation& a) {
+    throw_error(ErrorCode::no_host_bytes, op,
+                fmt::format("meta storage has geometry only ({} bytes described, none allocated)", a.bytes));
+  }
+  std::atomic<std::uint64_t> next_{0};
+};
+
+// The CUDA host-parity stub (seed 000's CUDA buffer stub): allocations are host memory behind an opaque
+// handle; host access refuses as it would for device memory; bindings are opaque tokens.
+class CudaStubProvider final : public Provider {
+ public:
+  std::string_view name() const noexcept override { return "cuda-stub"; }
+  DeviceKind device() const noexcept override { return DeviceKind::cuda; }
+  bool host_accessible() const noexcept override { return false; }
+  bool device_bindable() const noexcept override { return true; }
+  ProviderAllocation allocate(std::uint64_t bytes) override {
+    counters_.allocations.fetch_add(1, std::memory_order_relaxed);
+    return arena_.allocate(name(), bytes, alignment());
+  }
+  void deallocate(const ProviderAllocation& a) noexcept override {
+    counters_.deallocations.fetch_add(1, std::memory_order_relaxed);
+    arena_.deallocate(a);
+  }
+  std::byte* map_host(const ProviderAllocation& a) override {
+    throw_error(ErrorCode::not_host_accessible, "cuda-stub.map_host",
+                fmt::format("device allocation {} is not host-accessible; transfer it to cpu", a.handle));
+  }
+  void synchronize(const ProviderAllocation&) override {
+    counters_.synchronizations.fetch_add(1, std::memory_order_relaxed);
+  }
+  std::uint64_t bind_device(const ProviderAllocation& a) override {
+    counters_.mappings.fetch_add(1, std::memory_order_relaxed);
+    return a.handle;
+  }
+  std::byte* unsafe_copy_base(const ProviderAllocation& a) override { return arena_.base(a); }
+
+ private:
+  HostArena arena_;
+};
+
+class FakeProvider final : public Provider {
+ public:
+  std::string_view name() const noexcept override { return "fake"; }
+  DeviceKind device() const noexcept override { return DeviceKind::cpu; }
+  bool host_accessible() const noexcept override { return true; }
+  bool device_bindable() const noexcept override { return true; }
+  ProviderAllocation allocate(std::uint64_t bytes) override {
+    counters_.allocations.fetch_add(1, std::memory_order_relaxed);
+    return arena_.allocate(name(), bytes, alignment());
+  }
+  void deallocate(const ProviderAllocation& a) noexcept override {
+    counters_.deallocations.fetch_add(1, std::memory_order_relaxed);
+    arena_.deallocate(a);
+  }
+  std::byte* map_host(const ProviderAllocation& a) override {
+    counters_.mappings.fetch_add(1, std::memory_order_relaxed);
+    return arena_.base(a);
+  }
+  void synchronize(const ProviderAllocation&) override {
+    counters_.synchronizations.fetch_add(1, std::memory_order_relaxed);
+  }
+  std::uint64_t bind_device(const ProviderAllocation& a) override {
+    counters_.mappings.fetch_add(1, std::memory_order_relaxed);
+    return a.handle;
+  }
+  std::byte* unsafe_copy_base(const ProviderAllocation& a) override { return arena_.base(a); }
+
+ private:
+  HostArena arena_;
+};
+
+}  // namespace
+
+std::shared_ptr<Provider> cpu_provider() {
+  static auto p = std::make_shared<CpuProvider>();
+  return p;
+}
+std::shared_ptr<Provider> meta_provider() {
+  static auto p = std::make_shared<MetaProvider>();
+  return p;
+}
+std::shared_ptr<Provider> cuda_provider() {
+  static auto p = std::make_shared<CudaStubProvider>();
+  return p;
+}
+std::shared_ptr<Provider> make_fake_provider() { return std::make_shared<FakeProvider>(); }
+
+}  // namespace pact

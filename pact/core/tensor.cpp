@@ -1,0 +1,475 @@
+#include "pact/core/tensor.hpp"
+
+#include <fmt/format.h>
+
+#include <cstring>
+
+#include "pact/core/checked_math.hpp"
+
+namespace pact {
+
+namespace core {
+
+void require_dtype(const char* operation, DType actual, DType wanted) {
+  if (actual != wanted) {
+    throw_error(ErrorCode::dtype_mismatch, operation,
+                fmt::format("view holds {}, access asked for {}", dtype_name(actual), dtype_name(wanted)));
+  }
+}
+
+std::optional<Error> host_refusal(const char* operation, const core::Claim& claim, const CheckedLayout& layout,
+                                  DType wanted, bool write) {
+  const Provider& provider = claim.root->provider();
+  if (layout.dtype() != wanted) {
+    return Error(ErrorCode::dtype_mismatch, operation,
+                 fmt::format("view holds {}, access asked for {}", dtype_name(layout.dtype()), dtype_name(wanted)),
+                 claim.identity());
+  }
+  if (!provider.has_bytes()) {
+    return Error(ErrorCode::no_host_bytes, operation, "meta storage has geometry only", claim.identity());
+  }
+  if (!provider.host_accessible()) {
+    return Error(ErrorCode::not_host_accessible, operation,
+                 fmt::format("{} storage is not host-accessible; transfer it to cpu", provider.name()),
+                 claim.identity());
+  }
+  if (write && !layout.is_injective()) {
+    return Error(ErrorCode::not_injective, operation,
+                 fmt::format("layout {} strides {} is not provably injective", layout.shape().to_string(),
+                             layout.strides().to_string()),
+                 claim.identity());
+  }
+  return std::nullopt;
+}
+
+}  // namespace core
+
+namespace {
+
+// Copies every element of `src` into `dst` in logical order (same shape and dtype), through each
+// provider's copy engine. One contiguous pair is one memcpy.
+void copy_elements(const core::Claim& src_claim, const CheckedLayout& src, const core::Claim& dst_claim,
+                   const CheckedLayout& dst) {
+  if (src.numel() == 0) return;
+  const std::byte* s = src_claim.root->provider().unsafe_copy_base(src_claim.root->allocation()) + src_claim.begin +
+                       src.byte_offset();
+  std::byte* d = dst_claim.root->provider().unsafe_copy_base(dst_claim.root->allocation()) + dst_claim.begin +
+                 dst.byte_offset();
+  const auto elem = static_cast<std::int64_t>(dtype_size(src.dtype()));
+  if (src.is_contiguous() && dst.is_contiguous()) {
+    std::memmove(d, s, static_cast<std::size_t>(src.numel() * elem));
+    return;
+  }
+  const int rank = src.rank();
+  std::array<std::int64_t, kMaxRank> coord{};
+  std::int64_t so = 0, dof = 0;
+  for (std::int64_t n = src.numel(); n > 0; --n) {
+    std::memcpy(d + dof * elem, s + so * elem, static_cast<std::size_t>(elem));
+    for (int k = rank - 1; k >= 0; --k) {
+      auto i = static_cast<std::size_t>(k);
+      so += src.strides()[k];
+      dof += dst.strides()[k];
+      if (++coord[i] < src.shape()[k]) break;
+      so -= src.shape()[k] * src.strides()[k];
+      dof -= dst.shape()[k] * dst.strides()[k];
+      coord[i] = 0;
+    }
+  }
+}
+
+LayoutRequest request_of(const CheckedLayout& layout) {
+  return LayoutRequest{layout.dtype(), layout.shape(), layout.strides(), layout.byte_offset()};
+}
+
+// The sealed scalar-pair rule for reinterpretation (see TensorView::reinterpret_view).
+LayoutRequest reinterpret_request(const CheckedLayout& from, DType to, const core::Claim& claim) {
+  LayoutRequest r = request_of(from);
+  const DType f = from.dtype();
+  auto fail = [&](const std::string& why) -> LayoutRequest {
+    throw_error(ErrorCode::reinterpret_invalid, "tensor.reinterpret",
+                fmt::format("{} -> {}: {}", dtype_name(f), dtype_name(to), why), claim.identity());
+  };
+  auto pair = [&](DType a, DType b) { return (f == a && to == b) || (f == b && to == a); };
+  r.dtype = to;
+  if (f == to || pair(DType::f32, DType::i32) || pair(DType::f64, DType::i64)) return r;
+  if (f == DType::c64 && to == DType::f32) {
+    if (r.shape.size() == kMaxRank) return fail("result would exceed the maximum rank");
+    for (int d = 0; d < r.strides.size(); ++d) r.strides[d] *= 2;  // |stride| bounded by the checked envelope
+    r.shape.push_back(2);
+    r.strides.push_back(1);
+    return r;
+  }
+  if (f == DType::f32 && to == DType::c64) {
+    const int last = r.shape.size() - 1;
+    if (last < 0 || r.shape[last] != 2 || r.strides[last] != 1) {
+      return fail("needs a trailing dimension of extent 2 and stride 1");
+    }
+    Dims shape, strides;
+    for (int d = 0; d < last; ++d) {
+      if (r.shape[d] > 1 && r.strides[d] % 2 != 0) return fail(fmt::format("stride of dimension {} is odd", d));
+      shape.push_back(r.shape[d]);
+      strides.push_back(r.strides[d] / 2);
+    }
+    r.shape = shape;
+    r.strides = strides;
+    return r;
+  }
+  return fail("not a sealed scalar pair (f32<->i32, f64<->i64, c64<->f32)");
+}
+
+void write_scalar(DType dtype, double value, std::byte* dst) {
+  if (dtype == DType::c64) {
+    std::complex<float> c(static_cast<float>(value), 0.0f);
+    std::memcpy(dst, &c, sizeof c);
+    return;
+  }
+  convert_element(DType::f64, reinterpret_cast<const std::byte*>(&value), dtype, dst);
+}
+
+// Byte offset of `index` from element [0...], after checking it (O(rank)).
+std::int64_t checked_index_offset(const char* operation, const CheckedLayout& layout, const Dims& index,
+                                  const core::Claim& claim) {
+  if (index.size() != layout.rank()) {
+    throw_error(ErrorCode::index_out_of_range, operation,
+                fmt::format("index {} has {} entries for a rank-{} view", index.to_string(), index.size(), layout.rank()),
+                claim.identity());
+  }
+  std::int64_t offset = 0;
+  for (int d = 0; d < index.size(); ++d) {
+    if (index[d] < 0 || index[d] >= layout.shape()[d]) {
+      throw_error(ErrorCode::index_out_of_range, operation,
+                  fmt::format("index {} outside shape {}", index.to_string(), layout.shape().to_string()),
+                  claim.identity());
+    }
+    offset += index[d] * layout.strides()[d];  // within the checked envelope: cannot overflow
+  }
+  return layout.byte_offset() + offset * static_cast<std::int64_t>(dtype_size(layout.dtype()));
+}
+
+std::byte* map_claim(const char* operation, const core::Claim& claim) {
+  Provider& provider = claim.root->provider();
+  if (!provider.has_bytes()) {
+    throw_error(ErrorCode::no_host_bytes, operation, "meta storage has geometry only", claim.identity());
+  }
+  if (!provider.host_accessible()) {
+    throw_error(ErrorCode::not_host_accessible, operation,
+                fmt::format("{} storage is not host-accessible; transfer it to cpu", provider.name()), claim.identity());
+  }
+  std::byte* root = provider.map_host(claim.root->allocation());
+  provider.synchronize(claim.root->allocation());
+  return root + claim.begin;
+}
+
+void require_same_geometry(const char* operation, const CheckedLayout& a, const CheckedLayout& b) {
+  if (!(a.shape() == b.shape()) || a.dtype() != b.dtype()) {
+    throw_error(ErrorCode::invalid_argument, operation,
+                fmt::format("source {}{} and destination {}{} differ", dtype_name(a.dtype()), a.shape().to_string(),
+                            dtype_name(b.dtype()), b.shape().to_string()));
+  }
+}
+
+Tensor copy_to_new(const core::Claim& claim, const CheckedLayout& layout, std::shared_ptr<Provider> provider,
+                   CopyReason copy_reason, AllocationReason allocation_reason);
+
+}  // namespace
+
+// ---- TensorView ------------------------------------------------------------------------------------
+
+std::uint64_t TensorView::nbytes() const noexcept {
+  return static_cast<std::uint64_t>(layout_.numel()) * dtype_size(layout_.dtype());
+}
+
+SpanIdentity TensorView::span_identity() const noexcept {
+  return {claim_->root->diagnostics().id, claim_->begin + layout_.envelope_begin(),
+          claim_->begin + layout_.envelope_end()};
+}
+
+std::byte* TensorView::mapped_base(const char* operation) const {
+  return map_claim(operation, *claim_) + layout_.byte_offset();
+}
+
+Scalar TensorView::get(const Dims& index) const {
+  constexpr const char* op = "tensor.get";
+  const std::int64_t offset = checked_index_offset(op, layout_, index, *claim_);
+  const std::byte* p = map_claim(op, *claim_) + offset;
+  Scalar s;
+  s.dtype = layout_.dtype();
+  switch (s.dtype) {
+    case DType::c64: {
+      std::complex<float> c;
+      std::memcpy(&c, p, sizeof c);
+      s.real = c.real();
+      s.imag = c.imag();
+      return s;
+    }
+    case DType::i64: std::memcpy(&s.integer, p, 8); break;
+    case DType::i32: { std::int32_t v; std::memcpy(&v, p, 4); s.integer = v; break; }
+    case DType::u8: { std::uint8_t v; std::memcpy(&v, p, 1); s.integer = v; break; }
+    case DType::boolean: { std::uint8_t v; std::memcpy(&v, p, 1); s.integer = v != 0; break; }
+    default: break;
+  }
+  convert_element(s.dtype, p, DType::f64, reinterpret_cast<std::byte*>(&s.real));
+  return s;
+}
+
+TensorView TensorView::derive(const char* operation, const LayoutRequest& request) const {
+  return TensorView(claim_, claim_->check(operation, request), borrow_);
+}
+
+TensorView TensorView::slice(int dim, std::int64_t start, std::int64_t stop, std::int64_t step) const {
+  constexpr const char* op = "tensor.slice";
+  if (dim < 0 || dim >= rank() || step <= 0 || start < 0 || stop < start || stop > layout_.shape()[dim]) {
+    throw_error(ErrorCode::invalid_argument, op,
+                fmt::format("slice dim {} [{}, {}) step {} of shape {}", dim, start, stop, step, shape().to_string()),
+                claim_->identity());
+  }
+  LayoutRequest r = request_of(layout_);
+  r.shape[dim] = (stop - start + step - 1) / step;
+  r.byte_offset += start * layout_.strides()[dim] * static_cast<std::int64_t>(dtype_size(dtype()));
+  r.strides[dim] = layout_.strides()[dim] * step;
+  if (r.shape[dim] == 0) r.strides[dim] = layout_.strides()[dim];
+  return derive(op, r);
+}
+
+TensorView TensorView::transpose(int a, int b) const {
+  constexpr const char* op = "tensor.transpose";
+  if (a < 0 || b < 0 || a >= rank() || b >= rank()) {
+    throw_error(ErrorCode::invalid_argument, op, fmt::format("dims {} and {} of a rank-{} view", a, b, rank()));
+  }
+  LayoutRequest r = request_of(layout_);
+  std::swap(r.shape[a], r.shape[b]);
+  std::swap(r.strides[a], r.strides[b]);
+  return derive(op, r);
+}
+
+TensorView TensorView::flip(int dim) const {
+  constexpr const char* op = "tensor.flip";
+  if (dim < 0 || dim >= rank()) {
+    throw_error(ErrorCode::invalid_argument, op, fmt::format("dim {} of a rank-{} view", dim, rank()));
+  }
+  LayoutRequest r = request_of(layout_);
+  if (r.shape[dim] > 0) {
+    r.byte_offset += (r.shape[dim] - 1) * r.strides[dim] * static_cast<std::int64_t>(dtype_size(dtype()));
+  }
+  r.strides[dim] = -r.strides[dim];
+  return derive(op, r);
+}
+
+Expected<PreparedDevice, Returned<TensorView>> TensorView::prepare_device() && {
+  try {
+    Provider& provider = claim_->root->provider();
+    if (!provider.device_bindable()) {
+      throw_error(ErrorCode::unsupported, "tensor.prepare_device",
+                  fmt::format("{} storage has no device binding", provider.name()), claim_->identity());
+    }
+    std::uint64_t binding = provider.bind_device(claim_->root->allocation());
+    return PreparedDevice(claim_, layout_, binding, false, std::move(borrow_));
+  } catch (Error& e) {
+    return Unexpected(Returned<TensorView>{std::move(*this), std::move(e)});
+  }
+}
+
+Tensor TensorView::duplicate() const {
+  return copy_to_new(*claim_, layout_, claim_->root->provider_ptr(), CopyReason::ExplicitDuplicate,
+                     AllocationReason::ExplicitDuplicateDestination);
+}
+
+Tensor TensorView::transfer_to(std::shared_ptr<Provider> provider) const {
+  return copy_to_new(*claim_, layout_, std::move(provider), CopyReason::Transfer,
+                     AllocationReason::TransferDestination);
+}
+
+TensorView TensorView::reinterpret_view(DType to) const {
+  return derive("tensor.reinterpret_view", reinterpret_request(layout_, to, *claim_));
+}
+
+std::string TensorView::to_string() const {
+  return fmt::format("{}{} {}", dtype_name(dtype()), shape().to_string(), provider_name());
+}
+
+// ---- TensorViewMut ---------------------------------------------------------------------------------
+
+TensorView TensorViewMut::as_view() const {
+  return TensorView(claim_, layout_, core::BorrowToken(borrow_.state(), core::BorrowKind::reborrow, "tensor.as_view"));
+}
+
+std::byte* TensorViewMut::mapped_base(const char* operation) const {
+  return map_claim(operation, *claim_) + layout_.byte_offset();
+}
+
+Tensor TensorViewMut::duplicate() const { return as_view().duplicate(); }
+Tensor TensorViewMut::transfer_to(std::shared_ptr<Provider> provider) const {
+  return as_view().transfer_to(std::move(provider));
+}
+
+void TensorViewMut::set(const Dims& index, double value) {
+  constexpr const char* op = "tensor.set";
+  borrow_.require_writable(op);
+  const std::int64_t offset = checked_index_offset(op, layout_, index, *claim_);
+  write_scalar(layout_.dtype(), value, map_claim(op, *claim_) + offset);
+}
+
+void TensorViewMut::fill(double value) {
+  constexpr const char* op = "tensor.fill";
+  borrow_.require_writable(op);
+  if (!layout_.is_injective()) {
+    // Writing the same value twice is harmless, but a write layout must still be injective (SPEC §4).
+    throw_error(ErrorCode::not_injective, op, "layout is not provably injective", claim_->identity());
+  }
+  std::array<std::byte, 8> bytes{};
+  write_scalar(layout_.dtype(), value, bytes.data());
+  const auto elem = dtype_size(layout_.dtype());
+  std::byte* base = mapped_base(op);
+  StridedPlan plan = layout_.plan();
+  // Walk the plan in element units over bytes.
+  std::array<std::int64_t, kMaxRank> coord{};
+  std::int64_t offset = 0;
+  for (std::int64_t n = plan.count; n > 0; --n) {
+    std::memcpy(base + offset * static_cast<std::int64_t>(elem), bytes.data(), elem);
+    int d = plan.rank - 1;
+    offset += plan.stride[static_cast<std::size_t>(d)];
+    while (++coord[static_cast<std::size_t>(d)] == plan.extent[static_cast<std::size_t>(d)] && d > 0) {
+      coord[static_cast<std::size_t>(d)] = 0;
+      offset -= plan.wrap[static_cast<std::size_t>(d)];
+      --d;
+      offset += plan.stride[static_cast<std::size_t>(d)];
+    }
+  }
+}
+
+void TensorViewMut::copy_from(const TensorView& source) {
+  constexpr const char* op = "tensor.copy_from";
+  borrow_.require_writable(op);
+  require_same_geometry(op, source.layout_, layout_);
+  if (!layout_.is_injective()) {
+    throw_error(ErrorCode::not_injective, op, "destination layout is not provably injective", claim_->identity());
+  }
+  copy_elements(*source.claim_, source.layout_, *claim_, layout_);
+  const bool same_provider = source.claim_->root->provider_ptr() == claim_->root->provider_ptr();
+  record_copy(CopyEvent{same_provider ? CopyReason::ExplicitDuplicate : CopyReason::Transfer,
+                        source.claim_->root->diagnostics().id, claim_->root->diagnostics().id, nbytes()});
+}
+
+Expected<PreparedDevice, Returned<TensorViewMut>> TensorViewMut::prepare_device_mut() && {
+  try {
+    borrow_.require_writable("tensor.prepare_device_mut");
+    Provider& provider = claim_->root->provider();
+    if (!provider.device_bindable()) {
+      throw_error(ErrorCode::unsupported, "tensor.prepare_device_mut",
+                  fmt::format("{} storage has no device binding", provider.name()), claim_->identity());
+    }
+    if (!layout_.is_injective()) {
+      throw_error(ErrorCode::not_injective, "tensor.prepare_device_mut", "layout is not provably injective",
+                  claim_->identity());
+    }
+    std::uint64_t binding = provider.bind_device(claim_->root->allocation());
+    return PreparedDevice(claim_, layout_, binding, true, std::move(borrow_));
+  } catch (Error& e) {
+    return Unexpected(Returned<TensorViewMut>{std::move(*this), std::move(e)});
+  }
+}
+
+TensorViewMut TensorViewMut::slice_mut(int dim, std::int64_t start, std::int64_t stop, std::int64_t step) && {
+  CheckedLayout sliced = as_view().slice(dim, start, stop, step).layout_;
+  return TensorViewMut(claim_, sliced, std::move(borrow_));
+}
+
+Expected<TensorViewMut, Returned<TensorViewMut>> TensorViewMut::reinterpret(TensorViewMut&& view, DType to) {
+  try {
+    view.borrow_.require_writable("tensor.reinterpret_mut");
+    CheckedLayout layout =
+        view.claim_->check("tensor.reinterpret_mut", reinterpret_request(view.layout_, to, *view.claim_));
+    if (!layout.is_injective()) {
+      throw_error(ErrorCode::not_injective, "tensor.reinterpret_mut", "result layout is not provably injective",
+                  view.claim_->identity());
+    }
+    return TensorViewMut(view.claim_, layout, std::move(view.borrow_));
+  } catch (Error& e) {
+    return Unexpected(Returned<TensorViewMut>{std::move(view), std::move(e)});
+  }
+}
+
+// ---- Tensor ----------------------------------------------------------------------------------------
+
+Tensor Tensor::empty(const Dims& shape, DType dtype, std::shared_ptr<Provider> provider, AllocationReason reason) {
+  LayoutRequest request = LayoutRequest::contiguous(dtype, shape);
+  // Size the allocation with checked arithmetic before allocating.
+  std::int64_t count = 1;
+  for (std::int64_t e : shape) {
+    auto n = e < 0 ? std::nullopt : core::checked_mul(count, e);
+    if (!n) throw_error(ErrorCode::layout_overflow, "tensor.empty", fmt::format("shape {}", shape.to_string()));
+    count = *n;
+  }
+  auto bytes = core::checked_mul(count, static_cast<std::int64_t>(dtype_size(dtype)));
+  if (!bytes) throw_error(ErrorCode::layout_overflow, "tensor.empty", fmt::format("shape {}", shape.to_string()));
+  Storage storage = Storage::allocate(std::move(provider), static_cast<std::uint64_t>(*bytes), reason);
+  CheckedLayout layout = storage.claim_->check("tensor.empty", request);
+  return Tensor(std::move(storage), layout);
+}
+
+Tensor Tensor::zeros(const Dims& shape, DType dtype, std::shared_ptr<Provider> provider) {
+  Tensor t = empty(shape, dtype, std::move(provider));
+  if (t.storage_.provider().has_bytes() && t.nbytes() > 0) {
+    std::memset(t.storage_.provider().unsafe_copy_base(t.storage_.claim_->root->allocation()), 0, t.nbytes());
+  }
+  return t;
+}
+
+Expected<Tensor, Returned<Storage>> Tensor::from_storage(Storage&& storage, const LayoutRequest& request) {
+  try {
+    if (storage.empty()) throw_error(ErrorCode::invalid_argument, "tensor.from_storage", "moved-from storage");
+    CheckedLayout layout = storage.claim_->check("tensor.from_storage", request);
+    return Tensor(std::move(storage), layout);
+  } catch (Error& e) {
+    return Unexpected(Returned<Storage>{std::move(storage), std::move(e)});
+  }
+}
+
+TensorView Tensor::as_view() const {
+  return TensorView(storage_.claim_.get(), layout_,
+                    core::BorrowToken(&storage_.claim_->borrows, core::BorrowKind::shared, "tensor.as_view"));
+}
+
+TensorViewMut Tensor::as_view_mut() {
+  return TensorViewMut(storage_.claim_.get(), layout_,
+                       core::BorrowToken(&storage_.claim_->borrows, core::BorrowKind::exclusive, "tensor.as_view_mut"));
+}
+
+Expected<Tensor, Returned<Tensor>> Tensor::reinterpret(Tensor&& owner, DType to) {
+  try {
+    const core::Claim& claim = *owner.storage_.claim_;
+    CheckedLayout layout = claim.check("tensor.reinterpret", reinterpret_request(owner.layout_, to, claim));
+    if (!layout.is_injective()) {
+      throw_error(ErrorCode::not_injective, "tensor.reinterpret", "result layout is not provably injective",
+                  claim.identity());
+    }
+    return Tensor(std::move(owner.storage_), layout);
+  } catch (Error& e) {
+    return Unexpected(Returned<Tensor>{std::move(owner), std::move(e)});
+  }
+}
+
+Storage Tensor::into_storage() && { return std::move(storage_); }
+
+// ---- copies ----------------------------------------------------------------------------------------
+
+struct core::TensorAccess {
+  static const core::Claim& claim(const TensorViewMut& v) { return *v.claim_; }
+};
+
+namespace {
+Tensor copy_to_new(const core::Claim& claim, const CheckedLayout& layout, std::shared_ptr<Provider> provider,
+                   CopyReason copy_reason, AllocationReason allocation_reason) {
+  Tensor out = Tensor::empty(layout.shape(), layout.dtype(), std::move(provider), allocation_reason);
+  {
+    TensorViewMut dst = out.as_view_mut();
+    const core::Claim& dst_claim = core::TensorAccess::claim(dst);
+    copy_elements(claim, layout, dst_claim, dst.layout());
+    record_copy(CopyEvent{copy_reason, claim.root->diagnostics().id, dst_claim.root->diagnostics().id,
+                          static_cast<std::uint64_t>(layout.numel()) * dtype_size(layout.dtype())});
+  }
+  return out;
+}
+}  // namespace
+
+}  // namespace pact

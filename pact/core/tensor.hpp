@@ -1,0 +1,488 @@
+#pragma once
+/// The dtype-erased tensor family (SPEC §4, seed 001 G1/G4): Tensor (owner), TensorView (shared read),
+/// TensorViewMut (exclusive write), and prepared host/device access.
+///
+/// Note [Method distribution]
+/// Read-only behaviour is implemented once, on TensorView; mutation once, on TensorViewMut. The owner
+/// and the mutable view delegate through as_view()/as_view_mut() (cheap reborrows: O(1), no allocation,
+/// no reference-count change). Consuming operations (reinterpret of an owner, into_storage) live on
+/// owners and groups only. The typed family (typed.hpp) wraps these and adds a static dtype and an
+/// optional static rank; it implements nothing twice. The canonical method lists are
+/// PACT_READ_METHODS and PACT_WRITE_METHODS below; tests/core/api_parity_test.cpp checks every
+/// family against them.
+
+#include <complex>
+#include <cstring>
+#include <span>
+#include <string>
+#include <variant>
+
+#include "pact/core/borrow.hpp"
+#include "pact/core/dtype.hpp"
+#include "pact/core/expected.hpp"
+#include "pact/core/layout.hpp"
+#include "pact/core/storage.hpp"
+
+namespace pact {
+
+// The canonical method lists (one source of truth for the API-parity test).
+#define PACT_READ_METHODS(X)                                                                   \
+  X(dtype) X(shape) X(strides) X(byte_offset) X(rank) X(numel) X(nbytes) X(is_contiguous)      \
+  X(device) X(provider_name) X(span_identity) X(get) X(slice) X(transpose) X(flip) X(prepare_host) \
+  X(prepare_device) X(duplicate) X(transfer_to) X(reinterpret_view) X(to_string)
+#define PACT_WRITE_METHODS(X) X(set) X(fill) X(copy_from) X(prepare_host_mut) X(prepare_device_mut) X(slice_mut)
+
+/// One element of any dtype, as read by the erased checked get().
+struct Scalar {
+  DType dtype = DType::f32;
+  double real = 0;       ///< the value for every dtype except i64 beyond 2^53 (see integer)
+  double imag = 0;       ///< c64 only
+  std::int64_t integer = 0;  ///< exact value for integer and bool dtypes
+};
+
+class TensorView;
+class TensorViewMut;
+class Tensor;
+namespace core {
+struct TensorAccess;  // core-internal access to a view's claim (copy routines); defined in tensor.cpp
+}
+
+/// A strided cursor over a prepared plan. next() performs only loop termination, typed pointer access
+/// and the precomputed stride/carry increments: no bounds, dtype, provider or index decoding work.
+template <class T>
+class StridedCursor {
+ public:
+  StridedCursor(T* base, const StridedPlan& plan) noexcept : base_(base), plan_(&plan), remaining_(plan.count) {}
+
+  /// The next element in logical row-major order, or nullptr when exhausted.
+  T* next() noexcept {
+    if (remaining_ == 0) return nullptr;
+    T* p = base_ + offset_;
+    --remaining_;
+    int d = plan_->rank - 1;
+    offset_ += plan_->stride[static_cast<std::size_t>(d)];
+    while (++coord_[static_cast<std::size_t>(d)] == plan_->extent[static_cast<std::size_t>(d)] && d > 0) {
+      coord_[static_cast<std::size_t>(d)] = 0;
+      offset_ -= plan_->wrap[static_cast<std::size_t>(d)];
+      --d;
+      offset_ += plan_->stride[static_cast<std::size_t>(d)];
+    }
+    return p;
+  }
+  /// Elements not yet returned.
+  std::int64_t remaining() const noexcept { return remaining_; }
+
+ private:
+  T* base_;
+  const StridedPlan* plan_;
+  std::int64_t offset_ = 0;
+  std::int64_t remaining_;
+  std::array<std::int64_t, kMaxRank> coord_{};
+};
+
+/// Calls f(T&) for every element of a plan in logical order; the innermost dimension is a plain
+/// strided loop, outer dimensions carry once per row.
+template <class T, class F>
+void for_each_strided(T* base, const StridedPlan& plan, F&& f) {
+  if (plan.count == 0) return;
+  const int inner = plan.rank - 1;
+  const std::int64_t n = plan.extent[static_cast<std::size_t>(inner)];
+  const std::int64_t s = plan.stride[static_cast<std::size_t>(inner)];
+  std::array<std::int64_t, kMaxRank> coord{};
+  std::int64_t offset = 0;
+  for (std::int64_t rows = plan.count / n; rows > 0; --rows) {
+    T* p = base + offset;
+    for (std::int64_t i = 0; i < n; ++i) f(p[i * s]);
+    for (int d = inner - 1; d >= 0; --d) {
+      auto k = static_cast<std::size_t>(d);
+      offset += plan.stride[k];
+      if (++coord[k] < plan.extent[k]) break;
+      coord[k] = 0;
+      offset -= plan.wrap[k];
+    }
+  }
+}
+
+/// Prepared contiguous read: the checked range as a typed span.
+template <class T>
+class PreparedContiguousRead {
+ public:
+  std::span<const T> as_span() const noexcept { return data_; }
+  const T* begin() const noexcept { return data_.data(); }
+  const T* end() const noexcept { return data_.data() + data_.size(); }
+
+ private:
+  friend class TensorView;
+  PreparedContiguousRead(std::span<const T> data, core::BorrowToken borrow) : data_(data), borrow_(std::move(borrow)) {}
+  std::span<const T> data_;
+  core::BorrowToken borrow_;
+};
+
+/// Prepared strided read: a base and a precomputed carry plan.
+template <class T>
+class PreparedStridedRead {
+ public:
+  StridedCursor<const T> cursor() const noexcept { return StridedCursor<const T>(base_, plan_); }
+  template <class F>
+  void for_each(F&& f) const { for_each_strided(base_, plan_, [&](const T& v) { f(v); }); }
+  const StridedPlan& plan() const noexcept { return plan_; }
+
+ private:
+  friend class TensorView;
+  PreparedStridedRead(const T* base, const StridedPlan& plan, core::BorrowToken borrow)
+      : base_(base), plan_(plan), borrow_(std::move(borrow)) {}
+  const T* base_;
+  StridedPlan plan_;
+  core::BorrowToken borrow_;
+};
+
+/// Prepared contiguous write.
+template <class T>
+class PreparedContiguousWrite {
+ public:
+  std::span<T> as_span() const noexcept { return data_; }
+  T* begin() const noexcept { return data_.data(); }
+  T* end() const noexcept { return data_.data() + data_.size(); }
+
+ private:
+  friend class TensorViewMut;
+  PreparedContiguousWrite(std::span<T> data, core::BorrowToken borrow) : data_(data), borrow_(std::move(borrow)) {}
+  std::span<T> data_;
+  core::BorrowToken borrow_;
+};
+
+/// Prepared strided write over an injective plan: each element is yielded exactly once.
+template <class T>
+class PreparedStridedWrite {
+ public:
+  StridedCursor<T> cursor() const noexcept { return StridedCursor<T>(base_, plan_); }
+  template <class F>
+  void for_each(F&& f) const { for_each_strided(base_, plan_, std::forward<F>(f)); }
+  const StridedPlan& plan() const noexcept { return plan_; }
+
+ private:
+  friend class TensorViewMut;
+  PreparedStridedWrite(T* base, const StridedPlan& plan, core::BorrowToken borrow)
+      : base_(base), plan_(plan), borrow_(std::move(borrow)) {}
+  T* base_;
+  StridedPlan plan_;
+  core::BorrowToken borrow_;
+};
+
+/// Exactly one host traversal state, selected once at preparation.
+template <class T>
+using PreparedHostRead = std::variant<PreparedContiguousRead<T>, PreparedStridedRead<T>>;
+template <class T>
+using PreparedHostWrite = std::variant<PreparedContiguousWrite<T>, PreparedStridedWrite<T>>;
+
+/// Device-prepared access: the checked layout and an opaque provider binding. No host pointer.
+class PreparedDevice {
+ public:
+  /// The checked layout the binding was prepared for.
+  const CheckedLayout& layout() const noexcept { return layout_; }
+  /// The provider's opaque binding token.
+  std::uint64_t binding() const noexcept { return binding_; }
+  /// True when prepared for writing.
+  bool writable() const noexcept { return writable_; }
+  /// Provider name ("cuda-stub", "fake").
+  std::string_view provider_name() const noexcept { return claim_->root->provider().name(); }
+  /// Records one dispatch of work over this binding with its provider.
+  void dispatch() const { claim_->root->provider().dispatch(); }
+
+ private:
+  friend class TensorView;
+  friend class TensorViewMut;
+  PreparedDevice(const core::Claim* claim, const CheckedLayout& layout, std::uint64_t binding, bool writable,
+                 core::BorrowToken borrow)
+      : claim_(claim), layout_(layout), binding_(binding), writable_(writable), borrow_(std::move(borrow)) {}
+  const core::Claim* claim_;
+  CheckedLayout layout_;
+  std::uint64_t binding_;
+  bool writable_;
+  core::BorrowToken borrow_;
+};
+
+/// A shared read view: a borrowed claim plus a checked layout. Copyable (each copy is one more shared
+/// borrow). Valid while its owner (Tensor or AllocationGroup) lives.
+class TensorView {
+ public:
+  friend struct core::TensorAccess;
+  /// Element type.
+  DType dtype() const noexcept { return layout_.dtype(); }
+  /// Extents.
+  Dims shape() const noexcept { return layout_.shape(); }
+  /// Strides in elements.
+  Dims strides() const noexcept { return layout_.strides(); }
+  /// Byte offset of element [0...] within the claim.
+  std::int64_t byte_offset() const noexcept { return layout_.byte_offset(); }
+  /// Number of dimensions.
+  int rank() const noexcept { return layout_.rank(); }
+  /// Number of elements.
+  std::int64_t numel() const noexcept { return layout_.numel(); }
+  /// numel * element size.
+  std::uint64_t nbytes() const noexcept;
+  /// True when row-major contiguous.
+  bool is_contiguous() const noexcept { return layout_.is_contiguous(); }
+  /// Placement.
+  DeviceKind device() const noexcept { return claim_->root->provider().device(); }
+  /// "cpu", "meta", "cuda-stub", "fake".
+  std::string_view provider_name() const noexcept { return claim_->root->provider().name(); }
+  /// Allocation id and the view's byte envelope within the root.
+  SpanIdentity span_identity() const noexcept;
+  /// The checked layout.
+  const CheckedLayout& layout() const noexcept { return layout_; }
+
+  /// Checked random read: validates the index (O(rank)) and maps once per call. Not a hot-loop API.
+  Scalar get(const Dims& index) const;
+  /// Elements [start, stop) with `step` (> 0) along `dim`; a new checked descriptor, same rank.
+  TensorView slice(int dim, std::int64_t start, std::int64_t stop, std::int64_t step = 1) const;
+  /// Swaps two dimensions.
+  TensorView transpose(int a, int b) const;
+  /// Reverses one dimension (negative stride).
+  TensorView flip(int dim) const;
+
+  /// Consumes the view and prepares host access of element type T (must equal dtype()). Maps and
+  /// synchronizes once; selects the contiguous or strided variant once. Failure returns the view.
+  template <class T>
+  Expected<PreparedHostRead<T>, Returned<TensorView>> prepare_host() &&;
+  /// Consumes the view and prepares a device binding (no host pointer). Failure returns the view.
+  Expected<PreparedDevice, Returned<TensorView>> prepare_device() &&;
+
+  /// A new contiguous owner on the same provider with the same values: one ExplicitDuplicate copy event
+  /// and one ExplicitDuplicateDestination allocation event.
+  Tensor duplicate() const;
+  /// A new contiguous owner on `provider`: one Transfer copy event and one TransferDestination
+  /// allocation event.
+  Tensor transfer_to(std::shared_ptr<Provider> provider) const;
+  /// The same bytes as another dtype (f32<->i32, f64<->i64, c64<->f32 pairs); zero copy, same root.
+  /// Rank policy: same-size pairs keep the rank; c64->f32 appends a dimension of 2 (rank + 1);
+  /// f32->c64 needs a trailing dimension of 2 with stride 1 and removes it (rank - 1).
+  TensorView reinterpret_view(DType to) const;
+  /// "f32[2, 3] cpu".
+  std::string to_string() const;
+
+ private:
+  friend class Tensor;
+  friend class TensorViewMut;
+  friend class AllocationGroup;
+  friend class PreparedDevice;
+  TensorView(const core::Claim* claim, const CheckedLayout& layout, core::BorrowToken borrow) noexcept
+      : claim_(claim), layout_(layout), borrow_(std::move(borrow)) {}
+  TensorView derive(const char* operation, const LayoutRequest& request) const;
+  std::byte* mapped_base(const char* operation) const;
+
+  const core::Claim* claim_;
+  CheckedLayout layout_;
+  core::BorrowToken borrow_;
+};
+
+/// An exclusive write view. Move-only. Read behaviour through as_view().
+class TensorViewMut {
+ public:
+  friend struct core::TensorAccess;
+  TensorViewMut(TensorViewMut&&) noexcept = default;
+  TensorViewMut& operator=(TensorViewMut&&) noexcept = default;
+  TensorViewMut(const TensorViewMut&) = delete;
+  TensorViewMut& operator=(const TensorViewMut&) = delete;
+
+  /// Read reborrow: O(1), allocation-free. While it lives this view may not write.
+  TensorView as_view() const;
+
+  DType dtype() const noexcept { return layout_.dtype(); }
+  Dims shape() const noexcept { return layout_.shape(); }
+  Dims strides() const noexcept { return layout_.strides(); }
+  std::int64_t byte_offset() const noexcept { return layout_.byte_offset(); }
+  int rank() const noexcept { return layout_.rank(); }
+  std::int64_t numel() const noexcept { return layout_.numel(); }
+  std::uint64_t nbytes() const noexcept { return as_view().nbytes(); }
+  bool is_contiguous() const noexcept { return layout_.is_contiguous(); }
+  DeviceKind device() const noexcept { return claim_->root->provider().device(); }
+  std::string_view provider_name() const noexcept { return claim_->root->provider().name(); }
+  SpanIdentity span_identity() const noexcept { return as_view().span_identity(); }
+  const CheckedLayout& layout() const noexcept { return layout_; }
+  Scalar get(const Dims& index) const { return as_view().get(index); }
+  TensorView slice(int dim, std::int64_t start, std::int64_t stop, std::int64_t step = 1) const {
+    return as_view().slice(dim, start, stop, step);
+  }
+  TensorView transpose(int a, int b) const { return as_view().transpose(a, b); }
+  TensorView flip(int dim) const { return as_view().flip(dim); }
+  template <class T>
+  Expected<PreparedHostRead<T>, Returned<TensorView>> prepare_host() const {
+    return as_view().template prepare_host<T>();
+  }
+  Expected<PreparedDevice, Returned<TensorView>> prepare_device() const { return as_view().prepare_device(); }
+  Tensor duplicate() const;
+  Tensor transfer_to(std::shared_ptr<Provider> provider) const;
+  TensorView reinterpret_view(DType to) const { return as_view().reinterpret_view(to); }
+  std::string to_string() const { return as_view().to_string(); }
+
+  /// Checked random write (converts `value` to the dtype). O(rank) per call.
+  void set(const Dims& index, double value);
+  /// Writes `value` to every element.
+  void fill(double value);
+  /// Copies `source` (same shape and dtype) into this view: one copy event (ExplicitDuplicate, or
+  /// Transfer when the providers differ), no allocation event.
+  void copy_from(const TensorView& source);
+  /// Consumes the view and prepares host write access (injective layouts only). Failure returns it.
+  template <class T>
+  Expected<PreparedHostWrite<T>, Returned<TensorViewMut>> prepare_host_mut() &&;
+  /// Consumes the view and prepares a writable device binding. Failure returns it.
+  Expected<PreparedDevice, Returned<TensorViewMut>> prepare_device_mut() &&;
+  /// A mutable sub-view; consumes this view (the exclusive borrow moves to the result).
+  TensorViewMut slice_mut(int dim, std::int64_t start, std::int64_t stop, std::int64_t step = 1) &&;
+  /// Mutable reinterpretation: needs the exclusive view and an injective result. Failure returns it.
+  static Expected<TensorViewMut, Returned<TensorViewMut>> reinterpret(TensorViewMut&& view, DType to);
+
+ private:
+  friend class Tensor;
+  friend class AllocationGroup;
+  TensorViewMut(const core::Claim* claim, const CheckedLayout& layout, core::BorrowToken borrow) noexcept
+      : claim_(claim), layout_(layout), borrow_(std::move(borrow)) {}
+  std::byte* mapped_base(const char* operation) const;
+
+  const core::Claim* claim_;
+  CheckedLayout layout_;
+  core::BorrowToken borrow_;
+};
+
+/// The owner: a storage claim plus a checked descriptor. Move-only.
+class Tensor {
+ public:
+  friend struct core::TensorAccess;
+  /// An uninitialised contiguous tensor (one OperationOutput allocation event, or `reason`).
+  static Tensor empty(const Dims& shape, DType dtype, std::shared_ptr<Provider> provider = cpu_provider(),
+                      AllocationReason reason = AllocationReason::OperationOutput);
+  /// A zero-filled contiguous tensor.
+  static Tensor zeros(const Dims& shape, DType dtype, std::shared_ptr<Provider> provider = cpu_provider());
+  /// A contiguous cpu tensor holding `values` (row-major); values.size() must equal the shape's count.
+  template <class T>
+  static Tensor from_values(const Dims& shape, std::span<const T> values);
+  /// Wraps an owner with a descriptor checked against its claim. Failure returns the owner.
+  static Expected<Tensor, Returned<Storage>> from_storage(Storage&& storage, const LayoutRequest& request);
+
+  Tensor(Tensor&&) noexcept = default;
+  Tensor& operator=(Tensor&&) noexcept = default;
+  Tensor(const Tensor&) = delete;
+  Tensor& operator=(const Tensor&) = delete;
+
+  /// Shared reborrow: O(1), no allocation, no reference-count change.
+  TensorView as_view() const;
+  /// Exclusive reborrow: O(1), no allocation, no reference-count change.
+  TensorViewMut as_view_mut();
+
+  DType dtype() const noexcept { return layout_.dtype(); }
+  Dims shape() const noexcept { return layout_.shape(); }
+  Dims strides() const noexcept { return layout_.strides(); }
+  std::int64_t byte_offset() const noexcept { return layout_.byte_offset(); }
+  int rank() const noexcept { return layout_.rank(); }
+  std::int64_t numel() const noexcept { return layout_.numel(); }
+  std::uint64_t nbytes() const noexcept { return as_view().nbytes(); }
+  bool is_contiguous() const noexcept { return layout_.is_contiguous(); }
+  DeviceKind device() const noexcept { return storage_.claim_->root->provider().device(); }
+  std::string_view provider_name() const noexcept { return storage_.claim_->root->provider().name(); }
+  SpanIdentity span_identity() const noexcept { return as_view().span_identity(); }
+  const CheckedLayout& layout() const noexcept { return layout_; }
+  Scalar get(const Dims& index) const { return as_view().get(index); }
+  TensorView slice(int dim, std::int64_t start, std::int64_t stop, std::int64_t step = 1) const {
+    return as_view().slice(dim, start, stop, step);
+  }
+  TensorView transpose(int a, int b) const { return as_view().transpose(a, b); }
+  TensorView flip(int dim) const { return as_view().flip(dim); }
+  template <class T>
+  Expected<PreparedHostRead<T>, Returned<TensorView>> prepare_host() const {
+    return as_view().template prepare_host<T>();
+  }
+  Expected<PreparedDevice, Returned<TensorView>> prepare_device() const { return as_view().prepare_device(); }
+  Tensor duplicate() const { return as_view().duplicate(); }
+  Tensor transfer_to(std::shared_ptr<Provider> provider) const { return as_view().transfer_to(std::move(provider)); }
+  TensorView reinterpret_view(DType to) const { return as_view().reinterpret_view(to); }
+  std::string to_string() const { return as_view().to_string(); }
+
+  void set(const Dims& index, double value) { as_view_mut().set(index, value); }
+  void fill(double value) { as_view_mut().fill(value); }
+  void copy_from(const TensorView& source) { as_view_mut().copy_from(source); }
+  template <class T>
+  Expected<PreparedHostWrite<T>, Returned<TensorViewMut>> prepare_host_mut() {
+    return as_view_mut().template prepare_host_mut<T>();
+  }
+  Expected<PreparedDevice, Returned<TensorViewMut>> prepare_device_mut() { return as_view_mut().prepare_device_mut(); }
+  TensorViewMut slice_mut(int dim, std::int64_t start, std::int64_t stop, std::int64_t step = 1) {
+    return as_view_mut().slice_mut(dim, start, stop, step);
+  }
+
+  /// Consuming reinterpretation over the same root (see TensorView::reinterpret_view for the rank
+  /// policy). Zero copy; the write layout must stay injective. Failure returns the owner unchanged.
+  static Expected<Tensor, Returned<Tensor>> reinterpret(Tensor&& owner, DType to);
+  /// Gives up the descriptor and returns the storage owner.
+  Storage into_storage() &&;
+  /// Number of shared_ptr holders of the root (diagnostics and tests; never authority).
+  long root_use_count() const noexcept { return storage_.root_use_count(); }
+
+ private:
+  friend class AllocationGroup;
+  Tensor(Storage storage, const CheckedLayout& layout) noexcept : storage_(std::move(storage)), layout_(layout) {}
+  Storage storage_;
+  CheckedLayout layout_;
+};
+
+// ---- templates -------------------------------------------------------------------------------------
+
+namespace core {
+/// Throws dtype_mismatch unless `actual` is T's dtype.
+void require_dtype(const char* operation, DType actual, DType wanted);
+/// Rejects host preparation of a view: returns the error, or nullopt when host access is possible.
+std::optional<Error> host_refusal(const char* operation, const core::Claim& claim, const CheckedLayout& layout,
+                                  DType wanted, bool write);
+}  // namespace core
+
+template <class T>
+Expected<PreparedHostRead<T>, Returned<TensorView>> TensorView::prepare_host() && {
+  constexpr const char* op = "tensor.prepare_host";
+  if (auto refusal = core::host_refusal(op, *claim_, layout_, dtype_of_v<T>, false)) {
+    return Unexpected(Returned<TensorView>{std::move(*this), std::move(*refusal)});
+  }
+  std::byte* base = nullptr;
+  try {
+    base = mapped_base(op);
+  } catch (Error& e) {
+    return Unexpected(Returned<TensorView>{std::move(*this), std::move(e)});
+  }
+  const T* first = reinterpret_cast<const T*>(base);
+  if (layout_.is_contiguous()) {
+    return PreparedHostRead<T>(PreparedContiguousRead<T>(
+        std::span<const T>(first, static_cast<std::size_t>(layout_.numel())), std::move(borrow_)));
+  }
+  return PreparedHostRead<T>(PreparedStridedRead<T>(first, layout_.plan(), std::move(borrow_)));
+}
+
+template <class T>
+Expected<PreparedHostWrite<T>, Returned<TensorViewMut>> TensorViewMut::prepare_host_mut() && {
+  constexpr const char* op = "tensor.prepare_host_mut";
+  std::byte* base = nullptr;
+  try {
+    borrow_.require_writable(op);
+    if (auto refusal = core::host_refusal(op, *claim_, layout_, dtype_of_v<T>, true)) throw std::move(*refusal);
+    base = mapped_base(op);
+  } catch (Error& e) {
+    return Unexpected(Returned<TensorViewMut>{std::move(*this), std::move(e)});
+  }
+  T* first = reinterpret_cast<T*>(base);
+  if (layout_.is_contiguous()) {
+    return PreparedHostWrite<T>(PreparedContiguousWrite<T>(
+        std::span<T>(first, static_cast<std::size_t>(layout_.numel())), std::move(borrow_)));
+  }
+  return PreparedHostWrite<T>(PreparedStridedWrite<T>(first, layout_.plan(), std::move(borrow_)));
+}
+
+template <class T>
+Tensor Tensor::from_values(const Dims& shape, std::span<const T> values) {
+  Tensor t = empty(shape, dtype_of_v<T>);
+  PACT_CHECK(static_cast<std::int64_t>(values.size()) == t.numel(), invalid_argument, "tensor.from_values",
+             "got " + std::to_string(values.size()) + " values for shape " + shape.to_string());
+  auto prepared = t.prepare_host_mut<T>();
+  auto& contiguous = std::get<PreparedContiguousWrite<T>>(prepared.value());
+  std::copy(values.begin(), values.end(), contiguous.begin());
+  return t;
+}
+
+}  // namespace pact
