@@ -60,6 +60,8 @@ bool provably_injective(const Dims& shape, const Dims& strides) noexcept {
   int n = 0;
   for (int d = 0; d < shape.size(); ++d) {
     if (shape[d] == 0) return true;  // no elements, nothing can collide
+  }
+  for (int d = 0; d < shape.size(); ++d) {
     if (shape[d] == 1) continue;
     if (strides[d] == 0) return false;
     // |stride| cannot overflow: check_layout bounded every |(extent-1)*stride| already, and callers

@@ -1,0 +1,259 @@
+// Prepared access (seed 001 G1/G4): one traversal selected once; the strided cursor visits elements in
+// logical order; refusals return the view unchanged; provider work is per preparation, not per element.
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "test_util.hpp"
+
+namespace pact {
+namespace {
+
+using test::code_of;
+using test::iota_tensor;
+using test::read_all;
+
+TEST(Access, ContiguousSelectsSpan) {
+  Tensor t = iota_tensor(Dims{3, 4});
+  auto p = t.prepare_host<float>();
+  ASSERT_TRUE(p.has_value());
+  ASSERT_TRUE(std::holds_alternative<PreparedContiguousRead<float>>(p.value()));
+  auto span = std::get<PreparedContiguousRead<float>>(p.value()).as_span();
+  ASSERT_EQ(span.size(), 12u);
+  for (std::size_t i = 0; i < span.size(); ++i) EXPECT_EQ(span[i], static_cast<float>(i));
+}
+
+TEST(Access, TransposeSelectsStridedCursorInLogicalOrder) {
+  Tensor t = iota_tensor(Dims{3, 4});
+  TensorView v = t.transpose(0, 1);
+  auto p = std::move(v).prepare_host<float>();
+  ASSERT_TRUE(p.has_value());
+  ASSERT_TRUE(std::holds_alternative<PreparedStridedRead<float>>(p.value()));
+  auto& strided = std::get<PreparedStridedRead<float>>(p.value());
+  std::vector<float> got;
+  auto c = strided.cursor();
+  while (const float* x = c.next()) got.push_back(*x);
+  EXPECT_EQ(c.next(), nullptr);  // exhaustion is sticky
+  std::vector<float> want;
+  for (int j = 0; j < 4; ++j)
+    for (int i = 0; i < 3; ++i) want.push_back(static_cast<float>(i * 4 + j));
+  EXPECT_EQ(got, want);
+  std::vector<float> via_for_each;
+  strided.for_each([&](const float& x) { via_for_each.push_back(x); });
+  EXPECT_EQ(via_for_each, want);
+}
+
+TEST(Access, FlipAndStepSlicesMatchCheckedGet) {
+  Tensor t = iota_tensor(Dims{4, 5, 3});
+  TensorView v = t.flip(1).slice(2, 0, 3, 2).slice(0, 1, 4, 2);
+  EXPECT_EQ(v.shape(), (Dims{2, 5, 2}));
+  std::vector<float> got = read_all(v);
+  std::vector<float> want;
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 5; ++j)
+      for (int k = 0; k < 2; ++k) want.push_back(static_cast<float>(v.get(Dims{i, j, k}).real));
+  EXPECT_EQ(got, want);
+  EXPECT_EQ(want.front(), static_cast<float>((1 * 5 + 4) * 3 + 0));
+}
+
+TEST(Access, RandomViewsAgreeWithCheckedGet) {
+  std::mt19937 rng(7);
+  Tensor t = iota_tensor(Dims{5, 4, 6});
+  for (int trial = 0; trial < 200; ++trial) {
+    TensorView v = t.as_view();
+    if (rng() % 2) v = v.transpose(static_cast<int>(rng() % 3), static_cast<int>(rng() % 3));
+    if (rng() % 2) v = v.flip(static_cast<int>(rng() % 3));
+    int dim = static_cast<int>(rng() % 3);
+    std::int64_t n = v.shape()[dim];
+    std::int64_t start = static_cast<std::int64_t>(rng() % static_cast<unsigned>(n));
+    v = v.slice(dim, start, n, 1 + static_cast<std::int64_t>(rng() % 3));
+    std::vector<float> got = read_all(v);
+    std::vector<float> want;
+    Dims s = v.shape();
+    for (std::int64_t i = 0; i < s[0]; ++i)
+      for (std::int64_t j = 0; j < s[1]; ++j)
+        for (std::int64_t k = 0; k < s[2]; ++k) want.push_back(static_cast<float>(v.get(Dims{i, j, k}).real));
+    ASSERT_EQ(got, want) << "trial " << trial;
+  }
+}
+
+TEST(Access, WritesThroughStridedCursorLandOnce) {
+  Tensor t = Tensor::zeros(Dims{3, 4}, DType::f32);
+  {
+    TensorViewMut m = t.as_view_mut();
+    auto p = std::move(m).prepare_host_mut<float>();
+    ASSERT_TRUE(p.has_value());
+    std::get<PreparedContiguousWrite<float>>(p.value()).as_span()[5] = 9.0f;
+  }
+  EXPECT_EQ(t.get(Dims{1, 1}).real, 9.0);
+  // Column 2 through a strided mutable slice.
+  {
+    TensorViewMut col = t.slice_mut(1, 2, 3);
+    auto p = std::move(col).prepare_host_mut<float>();
+    ASSERT_TRUE(p.has_value());
+    auto& w = std::get<PreparedStridedWrite<float>>(p.value());
+    w.for_each([](float& x) { x += 1.0f; });
+  }
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(t.get(Dims{i, 2}).real, 1.0);
+  EXPECT_EQ(t.get(Dims{0, 1}).real, 0.0);
+}
+
+TEST(Access, CheckedGetAndSetValidateIndices) {
+  Tensor t = iota_tensor(Dims{2, 3});
+  EXPECT_EQ(code_of([&] { t.get(Dims{2, 0}); }), ErrorCode::index_out_of_range);
+  EXPECT_EQ(code_of([&] { t.get(Dims{0}); }), ErrorCode::index_out_of_range);
+  EXPECT_EQ(code_of([&] { t.set(Dims{0, -1}, 1.0); }), ErrorCode::index_out_of_range);
+  t.set(Dims{1, 2}, 42.5);
+  EXPECT_EQ(t.get(Dims{1, 2}).real, 42.5);
+}
+
+TEST(Access, MetaStorageRefusesHostAccessTyped) {
+  Tensor m = Tensor::empty(Dims{1024, 1024}, DType::f32, meta_provider());
+  EXPECT_EQ(m.nbytes(), 4u * 1024 * 1024);
+  {
+    auto r = m.prepare_host<float>();
+    ASSERT_FALSE(r.has_value());
+    EXPECT_EQ(r.error().error.code(), ErrorCode::no_host_bytes);
+    EXPECT_EQ(r.error().input.shape(), (Dims{1024, 1024}));
+  }  // the returned view holds its shared borrow until here
+  EXPECT_EQ(code_of([&] { m.get(Dims{0, 0}); }), ErrorCode::no_host_bytes);
+  EXPECT_EQ(code_of([&] { m.fill(1.0); }), ErrorCode::no_host_bytes);
+  // Geometry still works on meta: views, slices, transposes.
+  EXPECT_EQ(m.transpose(0, 1).slice(0, 0, 10).shape(), (Dims{10, 1024}));
+}
+
+TEST(Access, CudaStubIsDeviceOnly) {
+  Tensor host = iota_tensor(Dims{4});
+  Tensor dev = host.transfer_to(cuda_provider());
+  EXPECT_EQ(dev.provider_name(), "cuda-stub");
+  EXPECT_EQ(dev.device(), DeviceKind::cuda);
+  auto refused = dev.prepare_host<float>();
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_EQ(refused.error().error.code(), ErrorCode::not_host_accessible);
+  auto bound = dev.prepare_device();
+  ASSERT_TRUE(bound.has_value());
+  EXPECT_EQ(bound->layout().numel(), 4);
+  EXPECT_FALSE(bound->writable());
+  EXPECT_EQ(test::read_all(dev.transfer_to(cpu_provider()).as_view()), (std::vector<float>{0, 1, 2, 3}));
+  // The cpu provider has no device binding: typed unsupported, view handed back.
+  auto cpu_bind = host.prepare_device();
+  ASSERT_FALSE(cpu_bind.has_value());
+  EXPECT_EQ(cpu_bind.error().error.code(), ErrorCode::unsupported);
+}
+
+TEST(Access, NonInjectiveWriteIsRefusedAndViewReturned) {
+  Storage s = Storage::allocate(cpu_provider(), 16, AllocationReason::OperationOutput);
+  auto t = Tensor::from_storage(std::move(s), LayoutRequest{DType::f32, Dims{4, 4}, Dims{0, 1}, 0});
+  ASSERT_TRUE(t.has_value());
+  {
+    auto r = t->prepare_host_mut<float>();
+    ASSERT_FALSE(r.has_value());
+    EXPECT_EQ(r.error().error.code(), ErrorCode::not_injective);
+    EXPECT_EQ(r.error().input.shape(), (Dims{4, 4}));
+  }  // the returned mutable view holds the exclusive borrow until here
+  EXPECT_EQ(read_all(t->as_view()).size(), 16u);  // reading a broadcast layout is fine
+}
+
+TEST(Access, FromStorageFailureReturnsTheOwner) {
+  Storage s = Storage::allocate(cpu_provider(), 16, AllocationReason::OperationOutput);
+  const SpanIdentity id = s.span_identity();
+  auto r = Tensor::from_storage(std::move(s), LayoutRequest::contiguous(DType::f32, Dims{5}));
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().error.code(), ErrorCode::out_of_span);
+  EXPECT_EQ(r.error().input.span_identity(), id);
+  EXPECT_EQ(r.error().error.span()->allocation_id, id.allocation_id);
+}
+
+// Seed 001 G1: validation, mapping, synchronization and dispatch counts do not depend on element count.
+TEST(Access, FakeProviderCountsDoNotGrowWithElements) {
+  auto counts_for = [](std::int64_t n) {
+    auto fake = make_fake_provider();
+    Tensor t = Tensor::empty(Dims{n, 8}, DType::f32, fake);
+    const auto v0 = fake->counters().validations.load();
+    const auto m0 = fake->counters().mappings.load();
+    const auto s0 = fake->counters().synchronizations.load();
+    double sum = 0;
+    {
+      auto w = t.prepare_host_mut<float>();
+      for (float& x : std::get<PreparedContiguousWrite<float>>(w.value())) x = 1.0f;
+    }
+    {
+      auto r = t.transpose(0, 1).prepare_host<float>();
+      std::get<PreparedStridedRead<float>>(r.value()).for_each([&](float x) { sum += x; });
+      auto c = std::get<PreparedStridedRead<float>>(r.value()).cursor();
+      while (const float* x = c.next()) sum += *x;
+    }
+    {
+      auto d = t.prepare_device();
+      d->dispatch();
+    }
+    EXPECT_EQ(sum, 2.0 * static_cast<double>(n * 8));
+    return std::array<std::uint64_t, 4>{fake->counters().validations.load() - v0, fake->counters().mappings.load() - m0,
+                                        fake->counters().synchronizations.load() - s0,
+                                        fake->counters().dispatches.load()};
+  };
+  auto small = counts_for(2);
+  auto large = counts_for(4096);
+  EXPECT_EQ(small, large);
+  EXPECT_EQ(small[0], 1u);  // one validation: the transpose's new descriptor
+  EXPECT_EQ(small[1], 3u);  // write map, read map, device binding
+  EXPECT_EQ(small[2], 2u);  // one synchronization per host preparation
+  EXPECT_EQ(small[3], 1u);  // one dispatch
+}
+
+TEST(BorrowTracker, SharedAndExclusiveConflictsAreTyped) {
+  if (!core::kBorrowTrackerEnabled) GTEST_SKIP() << "borrow tracker not compiled into this build";
+  Tensor t = iota_tensor(Dims{4});
+  {
+    TensorView v = t.as_view();
+    EXPECT_EQ(code_of([&] { t.as_view_mut(); }), ErrorCode::borrow_conflict);
+    TensorView copy = v;  // more shared borrows are fine
+    EXPECT_EQ(copy.numel(), 4);
+  }
+  {
+    TensorViewMut m = t.as_view_mut();
+    EXPECT_EQ(code_of([&] { t.as_view(); }), ErrorCode::borrow_conflict);
+    EXPECT_EQ(code_of([&] { t.as_view_mut(); }), ErrorCode::borrow_conflict);
+    {
+      TensorView reborrow = m.as_view();  // a read reborrow freezes the mutable view
+      EXPECT_EQ(code_of([&] { m.fill(1.0); }), ErrorCode::borrow_conflict);
+      EXPECT_EQ(reborrow.get(Dims{1}).real, 1.0);
+    }
+    m.fill(2.0);
+  }
+  {
+    auto prepared = t.prepare_host<float>();  // the prepared access keeps the shared borrow alive
+    EXPECT_EQ(code_of([&] { t.as_view_mut(); }), ErrorCode::borrow_conflict);
+  }
+  EXPECT_NO_THROW(t.as_view_mut().fill(3.0));
+  EXPECT_EQ(t.get(Dims{3}).real, 3.0);
+}
+
+TEST(BorrowTracker, SplitRejectsAClaimWithLiveViews) {
+  if (!core::kBorrowTrackerEnabled) GTEST_SKIP() << "borrow tracker not compiled into this build";
+  Tensor t = iota_tensor(Dims{4});
+  TensorView v = t.as_view();
+  (void)v;
+  Storage s = std::move(t).into_storage();
+  auto r = Storage::split(std::move(s), 8);
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().error.code(), ErrorCode::borrow_conflict);
+}
+
+TEST(Storage, SplitMakesDisjointClaimsOnOneRoot) {
+  Storage s = Storage::allocate(cpu_provider(), 64, AllocationReason::OperationOutput);
+  const auto id = s.span_identity().allocation_id;
+  auto bad = Storage::split(std::move(s), 65);
+  ASSERT_FALSE(bad.has_value());
+  EXPECT_EQ(bad.error().error.code(), ErrorCode::invalid_argument);
+  auto parts = Storage::split(std::move(bad.error().input), 24);
+  ASSERT_TRUE(parts.has_value());
+  auto& [head, tail] = parts.value();
+  EXPECT_EQ(head.span_identity(), (SpanIdentity{id, 0, 24}));
+  EXPECT_EQ(tail.span_identity(), (SpanIdentity{id, 24, 64}));
+  EXPECT_EQ(head.root_use_count(), 2);
+}
+
+}  // namespace
+}  // namespace pact

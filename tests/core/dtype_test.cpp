@@ -1,0 +1,75 @@
+// Dtypes and conversions.
+
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <limits>
+
+#include "test_util.hpp"
+
+namespace pact {
+namespace {
+
+TEST(DType, NamesRoundTripAndUnknownIsTyped) {
+  for (int i = 0; i < kDTypeCount; ++i) {
+    auto d = static_cast<DType>(i);
+    EXPECT_EQ(parse_dtype(dtype_name(d)), d);
+    EXPECT_GT(dtype_size(d), 0u);
+    EXPECT_EQ(dtype_size(d) % dtype_alignment(d), 0u);
+  }
+  EXPECT_EQ(dtype_name(DType::boolean), "bool");
+  EXPECT_EQ(test::code_of([] { parse_dtype("float32"); }), ErrorCode::parse_error);
+}
+
+TEST(DType, BFloat16RoundsToNearestEven) {
+  EXPECT_EQ(from_bf16(to_bf16(1.0f)), 1.0f);
+  EXPECT_EQ(from_bf16(to_bf16(-2.5f)), -2.5f);
+  // 1 + 2^-8 is exactly halfway between 1 and 1 + 2^-7: ties to even (1.0).
+  EXPECT_EQ(from_bf16(to_bf16(1.0f + std::ldexp(1.0f, -8))), 1.0f);
+  // 1 + 3*2^-8 is halfway between 1+2^-7 and 1+2^-6: ties to even (1 + 2^-6).
+  EXPECT_EQ(from_bf16(to_bf16(1.0f + 3 * std::ldexp(1.0f, -8))), 1.0f + std::ldexp(1.0f, -6));
+  EXPECT_TRUE(std::isnan(from_bf16(to_bf16(std::numeric_limits<float>::quiet_NaN()))));
+  EXPECT_TRUE(std::isinf(from_bf16(to_bf16(std::numeric_limits<float>::infinity()))));
+}
+
+TEST(DType, HalfCoversNormalsSubnormalsOverflowAndNaN) {
+  EXPECT_EQ(to_f16(1.0f).bits, 0x3c00);
+  EXPECT_EQ(to_f16(-2.0f).bits, 0xc000);
+  EXPECT_EQ(to_f16(65504.0f).bits, 0x7bff);                 // largest finite
+  EXPECT_EQ(to_f16(65520.0f).bits, 0x7c00);                 // rounds to infinity
+  EXPECT_EQ(to_f16(std::ldexp(1.0f, -24)).bits, 0x0001);    // smallest subnormal
+  EXPECT_EQ(to_f16(std::ldexp(1.0f, -25)).bits, 0x0000);    // halfway to zero: ties to even
+  EXPECT_EQ(to_f16(std::ldexp(3.0f, -25)).bits, 0x0002);    // 1.5 ulp -> 2 (even)
+  EXPECT_EQ(to_f16(std::ldexp(1.0f, -14)).bits, 0x0400);    // smallest normal
+  EXPECT_EQ(to_f16(1.0f + std::ldexp(1.0f, -11)).bits, 0x3c00);  // tie to even
+  EXPECT_EQ(to_f16(1.0f + 3 * std::ldexp(1.0f, -11)).bits, 0x3c02);
+  EXPECT_TRUE(std::isnan(from_f16(to_f16(std::numeric_limits<float>::quiet_NaN()))));
+  // Every half value converts to float and back unchanged.
+  for (std::uint32_t b = 0; b < 0x10000; ++b) {
+    Half h{static_cast<std::uint16_t>(b)};
+    float f = from_f16(h);
+    if (std::isnan(f)) continue;
+    ASSERT_EQ(to_f16(f).bits, h.bits) << std::hex << b;
+  }
+}
+
+TEST(DType, ConvertElementSaturatesAndRejectsComplexToReal) {
+  auto conv = [](DType from, auto in, DType to, auto out) {
+    convert_element(from, reinterpret_cast<const std::byte*>(&in), to, reinterpret_cast<std::byte*>(&out));
+    return out;
+  };
+  EXPECT_EQ(conv(DType::f32, 3.9f, DType::i32, std::int32_t{0}), 3);
+  EXPECT_EQ(conv(DType::f32, -3.9f, DType::i32, std::int32_t{0}), -3);
+  EXPECT_EQ(conv(DType::f64, 1e20, DType::i32, std::int32_t{0}), std::numeric_limits<std::int32_t>::max());
+  EXPECT_EQ(conv(DType::f32, -5.0f, DType::u8, std::uint8_t{0}), 0);
+  EXPECT_EQ(conv(DType::f32, std::numeric_limits<float>::quiet_NaN(), DType::i64, std::int64_t{1}), 0);
+  EXPECT_EQ(conv(DType::i64, std::int64_t{(1LL << 53) + 1}, DType::i64, std::int64_t{0}), (1LL << 53) + 1);
+  EXPECT_EQ(conv(DType::f32, 0.5f, DType::boolean, std::uint8_t{0}), 1);
+  EXPECT_EQ(conv(DType::i32, std::int32_t{7}, DType::f16, Half{}).bits, to_f16(7.0f).bits);
+  EXPECT_EQ(test::code_of([&] { conv(DType::c64, std::complex<float>(1, 2), DType::f32, 0.0f); }),
+            ErrorCode::unsupported);
+}
+
+}  // namespace
+}  // namespace pact

@@ -1,0 +1,74 @@
+// Canonical JSON, digests and the bench report schema.
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "test_util.hpp"
+
+namespace pact {
+namespace {
+
+TEST(CanonicalJson, SortsKeysAndTagsFloatsExactly) {
+  Json a = parse_json(R"({"b": 1, "a": [true, null, 1.5, -0.0], "c": {"z": "é", "y": 2}})", "test");
+  EXPECT_EQ(canonical_json(a),
+            R"({"a":[true,null,{"$f64":"0x1.8p+0"},{"$f64":"-0x0p+0"}],"b":1,"c":{"y":2,"z":"é"}})");
+  Json b = parse_json(R"({"c": {"y": 2, "z": "é"}, "a": [true, null, 1.5, -0.0], "b": 1})", "test");
+  EXPECT_EQ(canonical_json(a), canonical_json(b));
+  // Integers and floats of the same value are different canonical values.
+  EXPECT_NE(canonical_json(Json(1)), canonical_json(Json(1.0)));
+  // 0.1 is written exactly, not as a rounded decimal.
+  EXPECT_EQ(canonical_json(Json(0.1)), R"({"$f64":"0x1.999999999999ap-4"})");
+}
+
+TEST(CanonicalJson, RejectsNonFiniteReservedKeysAndBadUtf8) {
+  EXPECT_EQ(test::code_of([] { canonical_json(Json(std::nan(""))); }), ErrorCode::non_finite);
+  EXPECT_EQ(test::code_of([] { canonical_json(Json(INFINITY)); }), ErrorCode::non_finite);
+  EXPECT_EQ(test::code_of([] { canonical_json(Json{{"$f64", "0x1p+0"}}); }), ErrorCode::invalid_argument);
+  EXPECT_EQ(test::code_of([] { canonical_json(Json(std::string("\xff\xfe"))); }), ErrorCode::invalid_argument);
+}
+
+TEST(CanonicalJson, ParseErrorsNameWhereAndOffset) {
+  try {
+    parse_json("{\"a\": [1, 2", "model.json");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::parse_error);
+    EXPECT_NE(std::string(e.what()).find("model.json: byte"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Digest, Sha256KnownVectorsAndDomainSeparation) {
+  EXPECT_EQ(sha256_hex(""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  EXPECT_EQ(sha256_hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  Json v = Json{{"x", 1}};
+  EXPECT_NE(digest_json("pact.graph-shape.v1", v), digest_json("pact.values.v1", v));
+  EXPECT_EQ(digest_json("d", v), "sha256:" + sha256_hex(std::string("d") + '\0' + R"({"x":1})"));
+  EXPECT_EQ(digest_json("d", parse_json(R"({ "x" : 1 })", "t")), digest_json("d", v));
+}
+
+TEST(BenchReport, SchemaRoundTripAndForcedBaselineIsInvalid) {
+  BenchReport r("traversal", "bench/pact_bench_traversal");
+  r.add_case({"raw", "raw_loop", "ns_per_element", "ns", 1.0, 5});
+  r.add_case({"span", "prepared_span", "ns_per_element", "ns", 1.02, 5});
+  r.add_ratio({"span_vs_raw", "span", "raw", 1.05, false});
+  r.add_ratio({"forced", "span", "raw", 1.05, true});
+  EXPECT_EQ(test::code_of([&] { r.add_ratio({"x", "missing", "raw", 1.0, false}); }), ErrorCode::invalid_argument);
+  Json j = r.to_json();
+  EXPECT_NO_THROW(validate_bench_report(j));
+  EXPECT_EQ(j["ratios"][0]["verdict"], "pass");
+  EXPECT_EQ(j["ratios"][1]["verdict"], "invalid");
+  EXPECT_NEAR(j["ratios"][0]["value"].get<double>(), 1.02, 1e-12);
+  Json broken = j;
+  broken["ratios"][1]["verdict"] = "pass";
+  EXPECT_EQ(test::code_of([&] { validate_bench_report(broken); }), ErrorCode::parse_error);
+  broken = j;
+  broken["cases"][0].erase("value");
+  EXPECT_EQ(test::code_of([&] { validate_bench_report(broken); }), ErrorCode::parse_error);
+  broken = j;
+  broken["ratios"][0]["denominator"] = "nope";
+  EXPECT_EQ(test::code_of([&] { validate_bench_report(broken); }), ErrorCode::parse_error);
+}
+
+}  // namespace
+}  // namespace pact

@@ -1,0 +1,41 @@
+// The pact command line: parses arguments and calls the library. Every failure prints one line,
+// "pact: error: <what>", and exits non-zero.
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <exception>
+
+#include "pact/core/error.hpp"
+#include "tools/pact/commands.hpp"
+
+int main(int argc, char** argv) {
+  CLI::App app{"pact: a tensor runtime in which every kernel carries a contract"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "pact 0.1.0");
+
+  auto* demo = app.add_subcommand("demo", "tour the storage model: owners, views, groups, ledgers");
+
+  std::string digest_path, digest_domain = "pact.json.v1";
+  auto* digest = app.add_subcommand("digest", "print the canonical-JSON SHA-256 digest of a JSON file");
+  digest->add_option("file", digest_path, "JSON file")->required();
+  digest->add_option("--domain", digest_domain, "digest domain (domain-separates digests)");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  try {
+    if (*demo) return pact::cli::run_demo();
+    if (*digest) return pact::cli::run_digest(digest_path, digest_domain);
+  } catch (const pact::Error& e) {
+    std::fprintf(stderr, "pact: error: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "pact: error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
