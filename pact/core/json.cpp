@@ -11,16 +11,44 @@
 namespace pact {
 
 Json parse_json(std::string_view text, std::string_view where) {
+  // Bound nesting before parsing, so that no recursive consumer (destruction, canonicalisation) can
+  // exhaust the stack on hostile input.
+  int depth = 0;
+  bool in_string = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > kMaxJsonDepth) {
+        throw_error(ErrorCode::parse_error, "json.parse",
+                    fmt::format("{}: byte {}: nesting deeper than {}", where, i, kMaxJsonDepth));
+      }
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
   try {
     return Json::parse(text.begin(), text.end());
   } catch (const Json::parse_error& e) {
     throw_error(ErrorCode::parse_error, "json.parse", fmt::format("{}: byte {}: {}", where, e.byte, e.what()));
+  } catch (const Json::exception& e) {  // e.g. out_of_range 406: a number overflows a double
+    throw_error(ErrorCode::parse_error, "json.parse", fmt::format("{}: {}", where, e.what()));
   }
 }
 
 namespace {
 
-void write_canonical(const Json& v, std::string& out) {
+void write_canonical(const Json& v, std::string& out, int depth) {
+  if (depth > kMaxJsonDepth) {
+    throw_error(ErrorCode::invalid_argument, "json.canonical", fmt::format("nesting deeper than {}", kMaxJsonDepth));
+  }
   switch (v.type()) {
     case Json::value_t::object: {
       if (v.contains("$f64")) {
@@ -31,9 +59,9 @@ void write_canonical(const Json& v, std::string& out) {
       for (const auto& [key, item] : v.items()) {  // nlohmann's object is a std::map: byte-sorted keys
         if (!first) out.push_back(',');
         first = false;
-        write_canonical(Json(key), out);
+        write_canonical(Json(key), out, depth + 1);
         out.push_back(':');
-        write_canonical(item, out);
+        write_canonical(item, out, depth + 1);
       }
       out.push_back('}');
       return;
@@ -42,7 +70,7 @@ void write_canonical(const Json& v, std::string& out) {
       out.push_back('[');
       for (std::size_t i = 0; i < v.size(); ++i) {
         if (i) out.push_back(',');
-        write_canonical(v[i], out);
+        write_canonical(v[i], out, depth + 1);
       }
       out.push_back(']');
       return;
@@ -77,7 +105,7 @@ void write_canonical(const Json& v, std::string& out) {
 
 std::string canonical_json(const Json& value) {
   std::string out;
-  write_canonical(value, out);
+  write_canonical(value, out, 0);
   return out;
 }
 

@@ -18,11 +18,17 @@
 
 #include <nlohmann/json.hpp>
 
+#include "pact/core/error.hpp"
+
 namespace pact {
 
 using Json = nlohmann::json;
 
-/// Parses JSON text; malformed input throws pact::Error(parse_error) naming `where` and the byte offset.
+/// Deepest nesting of arrays and objects accepted by parse_json and canonical_json.
+inline constexpr int kMaxJsonDepth = 256;
+
+/// Parses JSON text; malformed input (including nesting deeper than kMaxJsonDepth) throws
+/// pact::Error(parse_error) naming `where` and the byte offset.
 Json parse_json(std::string_view text, std::string_view where);
 
 /// The canonical serialization (see Note [Canonical JSON]).

@@ -72,3 +72,16 @@ TEST(BenchReport, SchemaRoundTripAndForcedBaselineIsInvalid) {
 
 }  // namespace
 }  // namespace pact
+
+namespace pact {
+namespace {
+TEST(CanonicalJson, DeepNestingIsRefusedTyped) {
+  std::string deep(100000, '[');
+  EXPECT_EQ(test::code_of([&] { parse_json(deep, "deep"); }), ErrorCode::parse_error);
+  std::string ok = std::string(200, '[') + std::string(200, ']');
+  EXPECT_NO_THROW(canonical_json(parse_json(ok, "ok")));
+  // Brackets inside strings do not count.
+  EXPECT_NO_THROW(parse_json("[\"" + std::string(1000, '[') + "\\\"\"]", "strings"));
+}
+}  // namespace
+}  // namespace pact
