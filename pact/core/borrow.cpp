@@ -83,8 +83,8 @@ BorrowToken& BorrowToken::operator=(BorrowToken&& other) noexcept {
   return *this;
 }
 
-void BorrowToken::require_writable(const char* operation) const {
-  if (state_ != nullptr && state_->reborrow != 0) conflict(operation, *state_, "write through an exclusive");
+void require_unfrozen(const char* operation, const BorrowState* state) {
+  if (state != nullptr && state->reborrow != 0) conflict(operation, *state, "write through an exclusive");
 }
 
 void BorrowToken::release() noexcept {
@@ -105,7 +105,7 @@ BorrowToken::BorrowToken(const BorrowToken&) {}
 BorrowToken& BorrowToken::operator=(const BorrowToken&) { return *this; }
 BorrowToken::BorrowToken(BorrowToken&&) noexcept {}
 BorrowToken& BorrowToken::operator=(BorrowToken&&) noexcept { return *this; }
-void BorrowToken::require_writable(const char*) const {}
+void require_unfrozen(const char*, const BorrowState*) {}
 void BorrowToken::release() noexcept {}
 
 #endif

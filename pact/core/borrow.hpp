@@ -37,8 +37,6 @@ class BorrowToken {
   BorrowToken(BorrowToken&& other) noexcept;
   BorrowToken& operator=(BorrowToken&& other) noexcept;
 
-  /// Throws borrow_conflict when a read reborrow of this exclusive borrow is alive.
-  void require_writable(const char* operation) const;
   /// The tracked state (nullptr in untracked builds or for a default token).
   BorrowState* state() const noexcept {
 #ifdef PACT_BORROW_TRACKER
@@ -55,5 +53,8 @@ class BorrowToken {
   BorrowKind kind_ = BorrowKind::shared;
 #endif
 };
+
+/// Throws borrow_conflict when `state` (a mutable view's freeze state) has a live read reborrow.
+void require_unfrozen(const char* operation, const BorrowState* state);
 
 }  // namespace pact::core

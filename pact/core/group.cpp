@@ -115,18 +115,21 @@ TensorViewMut AllocationGroup::view_mut(DescriptorSlot slot) {
 std::vector<TensorViewMut> AllocationGroup::split_mut(std::span<const DescriptorSlot> slots) {
   constexpr const char* op = "group.split_mut";
   require_unborrowed(op);
-  std::vector<const Record*> records;
-  records.reserve(slots.size());
-  for (const auto& s : slots) records.push_back(&resolve(op, s));
-  for (std::size_t i = 0; i < records.size(); ++i) {
+  // Resolve and check in slot order, so that which error a bad request reports does not depend on the
+  // order of the request.
+  std::vector<std::size_t> order(slots.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    return std::pair(slots[a].group, slots[a].index) < std::pair(slots[b].group, slots[b].index);
+  });
+  std::vector<const Record*> records(slots.size());
+  for (std::size_t i : order) records[i] = &resolve(op, slots[i]);
+  for (std::size_t i : order) {
     if (!records[i]->layout.is_injective()) {
       throw_error(ErrorCode::not_injective, op, fmt::format("descriptor slot {} is not provably injective", slots[i].index),
                   inner_->allocations[records[i]->allocation]->claim_->identity());
     }
   }
-  std::vector<std::size_t> order(slots.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return slots[a].index < slots[b].index; });
   for (std::size_t x = 0; x < order.size(); ++x) {
     for (std::size_t y = x + 1; y < order.size(); ++y) {
       const std::size_t i = order[x], j = order[y];
@@ -155,11 +158,18 @@ std::vector<TensorViewMut> AllocationGroup::split_mut(std::span<const Descriptor
     }
   }
   // The proof precedes construction: from here nothing throws except the borrow check of the first child.
+  std::shared_ptr<core::BorrowState[]> freeze;
+  if (core::kBorrowTrackerEnabled && !slots.empty()) freeze.reset(new core::BorrowState[slots.size()]);
   std::vector<TensorViewMut> views;
   views.reserve(slots.size());
   for (std::size_t i = 0; i < records.size(); ++i) {
-    views.push_back(TensorViewMut(inner_->allocations[records[i]->allocation]->claim_.get(), records[i]->layout,
-                                  core::BorrowToken(&inner_->borrows, core::BorrowKind::split_child, op)));
+    TensorViewMut view(inner_->allocations[records[i]->allocation]->claim_.get(), records[i]->layout,
+                       core::BorrowToken(&inner_->borrows, core::BorrowKind::split_child, op));
+    if (freeze) {
+      view.freeze_ = &freeze[i];
+      view.freeze_block_ = freeze;
+    }
+    views.push_back(std::move(view));
   }
   return views;
 }

@@ -29,7 +29,15 @@ std::string_view allocation_reason_name(AllocationReason reason) noexcept {
 }
 
 LedgerRecorder::LedgerRecorder() : previous_(t_current) { t_current = this; }
-LedgerRecorder::~LedgerRecorder() { t_current = previous_; }
+LedgerRecorder::~LedgerRecorder() {
+  // Unlink this recorder wherever it sits, so recorders may end in any order.
+  for (LedgerRecorder** link = &t_current; *link != nullptr; link = &(*link)->previous_) {
+    if (*link == this) {
+      *link = previous_;
+      return;
+    }
+  }
+}
 
 std::map<AllocationReason, int> LedgerRecorder::allocation_multiset() const {
   std::map<AllocationReason, int> m;

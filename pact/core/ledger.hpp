@@ -39,7 +39,8 @@ struct CopyEvent {
 };
 
 /// Collects the events emitted on this thread while it is alive. Recorders nest: each event goes to
-/// every recorder active on the thread, so an outer scope sees what inner scopes saw.
+/// every recorder active on the thread, so an outer scope sees what inner scopes saw. Recorders may end
+/// in any order, but each must end on the thread that made it.
 class LedgerRecorder {
  public:
   LedgerRecorder();

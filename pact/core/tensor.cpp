@@ -279,6 +279,29 @@ Tensor TensorView::transfer_to(std::shared_ptr<Provider> provider) const {
                      AllocationReason::TransferDestination);
 }
 
+Tensor TensorView::convert(DType to) const {
+  constexpr const char* op = "tensor.convert";
+  if (to == dtype()) return duplicate();
+  const std::byte* src = map_claim(op, *claim_) + layout_.byte_offset();
+  if ((to == DType::c64) != (dtype() == DType::c64)) {
+    throw_error(ErrorCode::unsupported, op,
+                fmt::format("no conversion {} -> {}; reinterpret c64 as f32 pairs instead", dtype_name(dtype()),
+                            dtype_name(to)), claim_->identity());
+  }
+  Tensor out = Tensor::empty(shape(), to, cpu_provider());
+  {
+    TensorViewMut dst = out.as_view_mut();
+    std::byte* d = dst.mapped_base(op);
+    const auto in_size = static_cast<std::int64_t>(dtype_size(dtype()));
+    const auto out_size = static_cast<std::int64_t>(dtype_size(to));
+    std::int64_t n = 0;
+    for_each_offset(layout_.plan(), [&](std::int64_t offset) {
+      convert_element(dtype(), src + offset * in_size, to, d + (n++) * out_size);
+    });
+  }
+  return out;
+}
+
 TensorView TensorView::reinterpret_view(DType to) const {
   return derive("tensor.reinterpret_view", reinterpret_request(layout_, to, *claim_));
 }
@@ -290,7 +313,7 @@ std::string TensorView::to_string() const {
 // ---- TensorViewMut ---------------------------------------------------------------------------------
 
 TensorView TensorViewMut::as_view() const {
-  return TensorView(claim_, layout_, core::BorrowToken(borrow_.state(), core::BorrowKind::reborrow, "tensor.as_view"));
+  return TensorView(claim_, layout_, core::BorrowToken(freeze_state(), core::BorrowKind::reborrow, "tensor.as_view"));
 }
 
 std::byte* TensorViewMut::mapped_base(const char* operation) const {
@@ -304,14 +327,14 @@ Tensor TensorViewMut::transfer_to(std::shared_ptr<Provider> provider) const {
 
 void TensorViewMut::set(const Dims& index, double value) {
   constexpr const char* op = "tensor.set";
-  borrow_.require_writable(op);
+  core::require_unfrozen(op, freeze_state());
   const std::int64_t offset = checked_index_offset(op, layout_, index, *claim_);
   write_scalar(layout_.dtype(), value, map_claim(op, *claim_) + offset);
 }
 
 void TensorViewMut::fill(double value) {
   constexpr const char* op = "tensor.fill";
-  borrow_.require_writable(op);
+  core::require_unfrozen(op, freeze_state());
   if (!layout_.is_injective()) {
     // Writing the same value twice is harmless, but a write layout must still be injective (SPEC §4).
     throw_error(ErrorCode::not_injective, op, "layout is not provably injective", claim_->identity());
@@ -320,26 +343,13 @@ void TensorViewMut::fill(double value) {
   write_scalar(layout_.dtype(), value, bytes.data());
   const auto elem = dtype_size(layout_.dtype());
   std::byte* base = mapped_base(op);
-  StridedPlan plan = layout_.plan();
-  // Walk the plan in element units over bytes.
-  std::array<std::int64_t, kMaxRank> coord{};
-  std::int64_t offset = 0;
-  for (std::int64_t n = plan.count; n > 0; --n) {
-    std::memcpy(base + offset * static_cast<std::int64_t>(elem), bytes.data(), elem);
-    int d = plan.rank - 1;
-    offset += plan.stride[static_cast<std::size_t>(d)];
-    while (++coord[static_cast<std::size_t>(d)] == plan.extent[static_cast<std::size_t>(d)] && d > 0) {
-      coord[static_cast<std::size_t>(d)] = 0;
-      offset -= plan.wrap[static_cast<std::size_t>(d)];
-      --d;
-      offset += plan.stride[static_cast<std::size_t>(d)];
-    }
-  }
+  const auto size = static_cast<std::int64_t>(elem);
+  for_each_offset(layout_.plan(), [&](std::int64_t offset) { std::memcpy(base + offset * size, bytes.data(), elem); });
 }
 
 void TensorViewMut::copy_from(const TensorView& source) {
   constexpr const char* op = "tensor.copy_from";
-  borrow_.require_writable(op);
+  core::require_unfrozen(op, freeze_state());
   require_same_geometry(op, source.layout_, layout_);
   if (!layout_.is_injective()) {
     throw_error(ErrorCode::not_injective, op, "destination layout is not provably injective", claim_->identity());
@@ -352,7 +362,7 @@ void TensorViewMut::copy_from(const TensorView& source) {
 
 Expected<PreparedDevice, Returned<TensorViewMut>> TensorViewMut::prepare_device_mut() && {
   try {
-    borrow_.require_writable("tensor.prepare_device_mut");
+    core::require_unfrozen("tensor.prepare_device_mut", freeze_state());
     Provider& provider = claim_->root->provider();
     if (!provider.device_bindable()) {
       throw_error(ErrorCode::unsupported, "tensor.prepare_device_mut",
@@ -371,19 +381,25 @@ Expected<PreparedDevice, Returned<TensorViewMut>> TensorViewMut::prepare_device_
 
 TensorViewMut TensorViewMut::slice_mut(int dim, std::int64_t start, std::int64_t stop, std::int64_t step) && {
   CheckedLayout sliced = as_view().slice(dim, start, stop, step).layout_;
-  return TensorViewMut(claim_, sliced, std::move(borrow_));
+  TensorViewMut out(claim_, sliced, std::move(borrow_));
+  out.freeze_ = freeze_;
+  out.freeze_block_ = std::move(freeze_block_);
+  return out;
 }
 
 Expected<TensorViewMut, Returned<TensorViewMut>> TensorViewMut::reinterpret(TensorViewMut&& view, DType to) {
   try {
-    view.borrow_.require_writable("tensor.reinterpret_mut");
+    core::require_unfrozen("tensor.reinterpret_mut", view.freeze_state());
     CheckedLayout layout =
         view.claim_->check("tensor.reinterpret_mut", reinterpret_request(view.layout_, to, *view.claim_));
     if (!layout.is_injective()) {
       throw_error(ErrorCode::not_injective, "tensor.reinterpret_mut", "result layout is not provably injective",
                   view.claim_->identity());
     }
-    return TensorViewMut(view.claim_, layout, std::move(view.borrow_));
+    TensorViewMut out(view.claim_, layout, std::move(view.borrow_));
+    out.freeze_ = view.freeze_;
+    out.freeze_block_ = std::move(view.freeze_block_);
+    return out;
   } catch (Error& e) {
     return Unexpected(Returned<TensorViewMut>{std::move(view), std::move(e)});
   }

@@ -29,7 +29,7 @@ namespace pact {
 #define PACT_READ_METHODS(X)                                                                   \
   X(dtype) X(shape) X(strides) X(byte_offset) X(rank) X(numel) X(nbytes) X(is_contiguous)      \
   X(device) X(provider_name) X(span_identity) X(get) X(slice) X(transpose) X(flip) X(prepare_host) \
-  X(prepare_device) X(duplicate) X(transfer_to) X(reinterpret_view) X(to_string)
+  X(prepare_device) X(duplicate) X(transfer_to) X(convert) X(reinterpret_view) X(to_string)
 #define PACT_WRITE_METHODS(X) X(set) X(fill) X(copy_from) X(prepare_host_mut) X(prepare_device_mut) X(slice_mut)
 
 /// One element of any dtype, as read by the erased checked get().
@@ -80,10 +80,10 @@ class StridedCursor {
   std::array<std::int64_t, kMaxRank> coord_{};
 };
 
-/// Calls f(T&) for every element of a plan in logical order; the innermost dimension is a plain
-/// strided loop, outer dimensions carry once per row.
-template <class T, class F>
-void for_each_strided(T* base, const StridedPlan& plan, F&& f) {
+/// Calls f(offset) with the element offset of every element of a plan, in logical order. The innermost
+/// dimension is a plain strided loop; outer dimensions carry once per row.
+template <class F>
+void for_each_offset(const StridedPlan& plan, F&& f) {
   if (plan.count == 0) return;
   const int inner = plan.rank - 1;
   const std::int64_t n = plan.extent[static_cast<std::size_t>(inner)];
@@ -91,8 +91,7 @@ void for_each_strided(T* base, const StridedPlan& plan, F&& f) {
   std::array<std::int64_t, kMaxRank> coord{};
   std::int64_t offset = 0;
   for (std::int64_t rows = plan.count / n; rows > 0; --rows) {
-    T* p = base + offset;
-    for (std::int64_t i = 0; i < n; ++i) f(p[i * s]);
+    for (std::int64_t i = 0; i < n; ++i) f(offset + i * s);
     for (int d = inner - 1; d >= 0; --d) {
       auto k = static_cast<std::size_t>(d);
       offset += plan.stride[k];
@@ -101,6 +100,12 @@ void for_each_strided(T* base, const StridedPlan& plan, F&& f) {
       offset -= plan.wrap[k];
     }
   }
+}
+
+/// Calls f(T&) for every element of a plan in logical order.
+template <class T, class F>
+void for_each_strided(T* base, const StridedPlan& plan, F&& f) {
+  for_each_offset(plan, [&](std::int64_t offset) { f(base[offset]); });
 }
 
 /// Prepared contiguous read: the checked range as a typed span.
@@ -254,6 +259,9 @@ class TensorView {
   /// A new contiguous owner on `provider`: one Transfer copy event and one TransferDestination
   /// allocation event.
   Tensor transfer_to(std::shared_ptr<Provider> provider) const;
+  /// A new contiguous cpu owner holding every element converted to `to` (convert_element's rules):
+  /// one OperationOutput allocation, no copy event. Converting to the same dtype is duplicate().
+  Tensor convert(DType to) const;
   /// The same bytes as another dtype (f32<->i32, f64<->i64, c64<->f32 pairs); zero copy, same root.
   /// Rank policy: same-size pairs keep the rank; c64->f32 appends a dimension of 2 (rank + 1);
   /// f32->c64 needs a trailing dimension of 2 with stride 1 and removes it (rank - 1).
@@ -313,6 +321,7 @@ class TensorViewMut {
   Expected<PreparedDevice, Returned<TensorView>> prepare_device() const { return as_view().prepare_device(); }
   Tensor duplicate() const;
   Tensor transfer_to(std::shared_ptr<Provider> provider) const;
+  Tensor convert(DType to) const;
   TensorView reinterpret_view(DType to) const { return as_view().reinterpret_view(to); }
   std::string to_string() const { return as_view().to_string(); }
 
@@ -335,14 +344,20 @@ class TensorViewMut {
 
  private:
   friend class Tensor;
+  friend class TensorView;
   friend class AllocationGroup;
   TensorViewMut(const core::Claim* claim, const CheckedLayout& layout, core::BorrowToken borrow) noexcept
       : claim_(claim), layout_(layout), borrow_(std::move(borrow)) {}
   std::byte* mapped_base(const char* operation) const;
+  /// Where this view's read reborrows are counted: its own slot for split_mut children (so a reborrow
+  /// of one child never freezes a disjoint sibling), otherwise the borrowed claim's state.
+  core::BorrowState* freeze_state() const noexcept { return freeze_ != nullptr ? freeze_ : borrow_.state(); }
 
   const core::Claim* claim_;
   CheckedLayout layout_;
   core::BorrowToken borrow_;
+  core::BorrowState* freeze_ = nullptr;
+  std::shared_ptr<core::BorrowState[]> freeze_block_;  // keeps split children's freeze slots alive
 };
 
 /// The owner: a storage claim plus a checked descriptor. Move-only.
@@ -395,6 +410,7 @@ class Tensor {
   Expected<PreparedDevice, Returned<TensorView>> prepare_device() const { return as_view().prepare_device(); }
   Tensor duplicate() const { return as_view().duplicate(); }
   Tensor transfer_to(std::shared_ptr<Provider> provider) const { return as_view().transfer_to(std::move(provider)); }
+  Tensor convert(DType to) const { return as_view().convert(to); }
   TensorView reinterpret_view(DType to) const { return as_view().reinterpret_view(to); }
   std::string to_string() const { return as_view().to_string(); }
 
@@ -460,7 +476,7 @@ Expected<PreparedHostWrite<T>, Returned<TensorViewMut>> TensorViewMut::prepare_h
   constexpr const char* op = "tensor.prepare_host_mut";
   std::byte* base = nullptr;
   try {
-    borrow_.require_writable(op);
+    core::require_unfrozen(op, freeze_state());
     if (auto refusal = core::host_refusal(op, *claim_, layout_, dtype_of_v<T>, true)) throw std::move(*refusal);
     base = mapped_base(op);
   } catch (Error& e) {

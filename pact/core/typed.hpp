@@ -95,6 +95,9 @@ class TypedView {
   }
   TypedTensor<T, R> duplicate() const;
   TypedTensor<T, R> transfer_to(std::shared_ptr<Provider> provider) const;
+  /// Element conversion to U (a new owner; see TensorView::convert).
+  template <class U>
+  TypedTensor<U, R> convert() const;
   /// Zero-copy reinterpretation; the result rank follows reinterpret_rank.
   template <class U>
   TypedView<U, reinterpret_rank<T, U>(R)> reinterpret_view() const {
@@ -143,6 +146,10 @@ class TypedViewMut {
   TypedTensor<T, R> duplicate() const { return as_view().duplicate(); }
   TypedTensor<T, R> transfer_to(std::shared_ptr<Provider> provider) const {
     return as_view().transfer_to(std::move(provider));
+  }
+  template <class U>
+  TypedTensor<U, R> convert() const {
+    return as_view().template convert<U>();
   }
   template <class U>
   TypedView<U, reinterpret_rank<T, U>(R)> reinterpret_view() const {
@@ -227,6 +234,10 @@ class TypedTensor {
   TypedTensor duplicate() const { return as_view().duplicate(); }
   TypedTensor transfer_to(std::shared_ptr<Provider> provider) const { return as_view().transfer_to(std::move(provider)); }
   template <class U>
+  TypedTensor<U, R> convert() const {
+    return as_view().template convert<U>();
+  }
+  template <class U>
   TypedView<U, reinterpret_rank<T, U>(R)> reinterpret_view() const {
     return as_view().template reinterpret_view<U>();
   }
@@ -251,6 +262,8 @@ class TypedTensor {
  private:
   template <class, int>
   friend class TypedView;
+  template <class, int>
+  friend class TypedTensor;
   explicit TypedTensor(Tensor tensor) : tensor_(std::move(tensor)) {}
   static Tensor checked(Tensor t) {
     core::require_typed<T, R>("typed_tensor", t.layout());
@@ -262,6 +275,11 @@ class TypedTensor {
 template <class T, int R>
 TypedTensor<T, R> TypedView<T, R>::duplicate() const {
   return TypedTensor<T, R>(view_.duplicate());
+}
+template <class T, int R>
+template <class U>
+TypedTensor<U, R> TypedView<T, R>::convert() const {
+  return TypedTensor<U, R>(view_.convert(dtype_of_v<U>));
 }
 template <class T, int R>
 TypedTensor<T, R> TypedView<T, R>::transfer_to(std::shared_ptr<Provider> provider) const {

@@ -60,10 +60,12 @@ concept ReadFamily = requires(const V& v, const Dims& i) {
 template <class V>
 concept ErasedReadFamily = ReadFamily<V> && requires(const V& v, V&& r) {
   std::move(r).template prepare_host<float>(); std::move(r).prepare_device(); v.reinterpret_view(DType::i32);
+  v.convert(DType::f64);
 };
 template <class V>
 concept TypedReadFamily = ReadFamily<V> && requires(const V& v, V&& r) {
   std::move(r).prepare_host(); std::move(r).prepare_device(); v.template reinterpret_view<std::int32_t>();
+  v.template convert<double>();
 };
 template <class V>
 concept WriteFamily = requires(V& v, const Dims& i) {
@@ -80,8 +82,9 @@ static_assert(WriteFamily<TypedTensor<float, 2>> && WriteFamily<TypedViewMut<flo
 constexpr int kReadMethods = 0 PACT_READ_METHODS(PACT_COUNT);
 constexpr int kWriteMethods = 0 PACT_WRITE_METHODS(PACT_COUNT);
 #undef PACT_COUNT
-// ReadFamily probes 18 names, ErasedReadFamily 3 more (prepare_host, prepare_device, reinterpret_view).
-static_assert(kReadMethods == 21, "PACT_READ_METHODS changed: update the ReadFamily concepts above");
+// ReadFamily probes 18 names; the Erased/TypedReadFamily concepts 4 more (prepare_host, prepare_device,
+// reinterpret_view, convert).
+static_assert(kReadMethods == 22, "PACT_READ_METHODS changed: update the ReadFamily concepts above");
 // WriteFamily probes set, fill, slice_mut; copy_from, prepare_host_mut and prepare_device_mut are probed below.
 static_assert(kWriteMethods == 6, "PACT_WRITE_METHODS changed: update the WriteFamily concepts above");
 template <class V, class Src>

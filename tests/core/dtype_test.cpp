@@ -71,5 +71,24 @@ TEST(DType, ConvertElementSaturatesAndRejectsComplexToReal) {
             ErrorCode::unsupported);
 }
 
+TEST(DType, TensorConvertFollowsElementRulesAndTheLedger) {
+  Tensor t = test::iota_tensor(Dims{2, 3});
+  LedgerRecorder ledger;
+  Tensor h = t.transpose(0, 1).convert(DType::f16);  // strided source, contiguous result
+  EXPECT_EQ(h.dtype(), DType::f16);
+  EXPECT_TRUE(h.is_contiguous());
+  EXPECT_EQ(h.shape(), (Dims{3, 2}));
+  EXPECT_EQ(h.get(Dims{2, 1}).real, 5.0);  // element [1, 2] of the source
+  Tensor i = h.convert(DType::i32);
+  EXPECT_EQ(i.get(Dims{1, 0}).integer, 1);
+  EXPECT_EQ(ledger.allocation_multiset(), (std::map<AllocationReason, int>{{AllocationReason::OperationOutput, 2}}));
+  EXPECT_TRUE(ledger.copies().empty());  // conversions compute new values: not copies
+  TypedTensor<double, 2> d = TypedTensor<float, 2>::from(std::move(t)).value().convert<double>();
+  EXPECT_EQ(d.get(Dims{1, 1}), 4.0);
+  EXPECT_EQ(test::code_of([&] { d.as_view().erased().convert(DType::c64); }), ErrorCode::unsupported);
+  Tensor m = Tensor::empty(Dims{2}, DType::f32, meta_provider());
+  EXPECT_EQ(test::code_of([&] { m.convert(DType::f64); }), ErrorCode::no_host_bytes);
+}
+
 }  // namespace
 }  // namespace pact
