@@ -8,6 +8,8 @@
 #include <exception>
 
 #include "pact/core/error.hpp"
+#include "pact/ops/catalogue.hpp"
+#include "pact/ops/op_table.hpp"
 #include "tools/pact/commands.hpp"
 
 int main(int argc, char** argv) {
@@ -22,6 +24,10 @@ int main(int argc, char** argv) {
   digest->add_option("file", digest_path, "JSON file")->required();
   digest->add_option("--domain", digest_domain, "digest domain (domain-separates digests)");
 
+  bool ops_markdown = false;
+  auto* ops = app.add_subcommand("ops", "list the op table");
+  ops->add_flag("--markdown", ops_markdown, "print the catalogue as docs/ops.md holds it");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -30,6 +36,14 @@ int main(int argc, char** argv) {
   try {
     if (*demo) return pact::cli::run_demo();
     if (*digest) return pact::cli::run_digest(digest_path, digest_domain);
+    if (*ops) {
+      if (ops_markdown) {
+        std::fputs(pact::ops::render_catalogue_markdown().c_str(), stdout);
+      } else {
+        for (const auto& op : pact::ops::op_table()) std::printf("%s\n", std::string(op.kind).c_str());
+      }
+      return 0;
+    }
   } catch (const pact::Error& e) {
     std::fprintf(stderr, "pact: error: %s\n", e.what());
     return 1;

@@ -1,0 +1,45 @@
+#include "pact/ops/catalogue.hpp"
+
+#include <fmt/format.h>
+
+#include "pact/ops/op_table.hpp"
+
+namespace pact::ops {
+
+namespace {
+std::string_view role_name(OpRole r) {
+  switch (r) {
+    case OpRole::source: return "source";
+    case OpRole::view: return "view";
+    case OpRole::kernel: return "kernel";
+    case OpRole::sink: return "sink";
+  }
+  return "?";
+}
+}  // namespace
+
+std::string render_catalogue_markdown() {
+  std::string s =
+      "# Op catalogue\n\n"
+      "Generated from the op table (`pact/ops/op_table.hpp`) by `pact ops --markdown`; a test fails when this\n"
+      "file and the table differ. Tolerances compare an implementationDefined kernel with the fixedLeft\n"
+      "reference: |candidate - reference| <= abs + rel * max(1, max|reference|).\n\n"
+      "| kind | arity | attributes (* required) | role | VJP | mode-dependent | forward tolerance (abs, rel) |\n"
+      "|---|---|---|---|---|---|---|\n";
+  for (const auto& op : op_table()) {
+    std::string attrs;
+    for (const auto& a : op.attributes) {
+      if (!attrs.empty()) attrs += ", ";
+      attrs += fmt::format("`{}`{}: {}", a.name, a.required ? "*" : "", attr_type_name(a.type));
+    }
+    std::string arity = op.max_arity < 0 ? fmt::format("{}+", op.min_arity)
+                        : op.min_arity == op.max_arity ? fmt::format("{}", op.min_arity)
+                                                       : fmt::format("{}..{}", op.min_arity, op.max_arity);
+    auto t = op.tolerance();
+    s += fmt::format("| `{}` | {} | {} | {} | {} | {} | ({:g}, {:g}) |\n", op.kind, arity, attrs.empty() ? "—" : attrs,
+                     role_name(op.role), op.has_vjp ? "yes" : "no", op.mode_dependent ? "yes" : "no", t.abs, t.rel);
+  }
+  return s;
+}
+
+}  // namespace pact::ops

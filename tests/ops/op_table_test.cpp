@@ -1,0 +1,187 @@
+// The op table: wire round trip, arity and attribute schema checks, shape rules, FLOP rules, and the
+// generated catalogue in lockstep with docs/ops.md.
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "pact/ops/catalogue.hpp"
+#include "pact/ops/op_table.hpp"
+
+namespace pact::ops {
+namespace {
+
+template <class F>
+ErrorCode code_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.code();
+  }
+  ADD_FAILURE() << "expected a pact::Error";
+  return ErrorCode::invalid_argument;
+}
+
+TensorType f32(Dims shape) { return {DType::f32, shape}; }
+TensorType i64(Dims shape) { return {DType::i64, shape}; }
+
+TEST(OpTable, EveryTagRoundTripsThroughItsWireKind) {
+  std::set<std::string_view> kinds;
+  for (const auto& op : op_table()) {
+    EXPECT_EQ(parse_op_kind(op.kind), op.tag);
+    EXPECT_EQ(op_kind(op.tag), op.kind);
+    EXPECT_EQ(&op_info(op.tag), &op);
+    EXPECT_TRUE(kinds.insert(op.kind).second) << "duplicate kind " << op.kind;
+    EXPECT_TRUE(op.shape != nullptr && op.flops != nullptr);
+  }
+  EXPECT_EQ(static_cast<int>(kinds.size()), kOpCount);
+  EXPECT_EQ(code_of([] { parse_op_kind("Matmul"); }), ErrorCode::parse_error);
+  EXPECT_EQ(code_of([] { parse_op_kind(""); }), ErrorCode::parse_error);
+}
+
+TEST(OpTable, SpecOpListIsPresent) {
+  for (const char* kind : {"input", "parameter", "constant", "add", "sub", "mul", "div", "neg", "matmul", "linear",
+                           "relu", "gelu", "silu", "tanh", "sigmoid", "clamp", "exp", "log", "sqrt", "softmax",
+                           "log_softmax", "cross_entropy", "mse_loss", "layer_norm", "rms_norm", "batch_norm",
+                           "dropout", "embedding", "scaled_dot_product_attention", "conv2d", "max_pool2d",
+                           "avg_pool2d", "adaptive_avg_pool2d", "reshape", "permute", "transpose", "flatten",
+                           "concat", "slice", "sum", "mean", "max", "output"}) {
+    EXPECT_NO_THROW(parse_op_kind(kind)) << kind;
+  }
+  EXPECT_TRUE(op_info(OpTag::dropout).mode_dependent);
+  EXPECT_TRUE(op_info(OpTag::batch_norm).mode_dependent);
+  EXPECT_FALSE(op_info(OpTag::conv2d).mode_dependent);
+  EXPECT_FALSE(op_info(OpTag::input).runtime_relevant());
+  EXPECT_FALSE(op_info(OpTag::transpose).runtime_relevant());
+  EXPECT_TRUE(op_info(OpTag::matmul).runtime_relevant());
+}
+
+TEST(OpTable, ArityAndAttributeSchemaAreChecked) {
+  std::vector<TensorType> one{f32({2})};
+  EXPECT_EQ(code_of([&] { infer_type(OpTag::add, one, {}); }), ErrorCode::invalid_argument);
+  EXPECT_EQ(code_of([&] { infer_type(OpTag::softmax, one, Attributes{{"axis", std::int64_t{0}}}); }),
+            ErrorCode::invalid_argument);  // unknown attribute
+  EXPECT_EQ(code_of([&] { infer_type(OpTag::softmax, one, Attributes{{"dim", 0.5}}); }),
+            ErrorCode::invalid_argument);  // wrong type
+  EXPECT_EQ(code_of([&] { infer_type(OpTag::reshape, one, {}); }), ErrorCode::invalid_argument);  // missing
+  EXPECT_EQ(code_of([&] { infer_type(OpTag::concat, std::vector<TensorType>{}, {}); }), ErrorCode::invalid_argument);
+  try {
+    infer_type(OpTag::linear, std::vector<TensorType>{f32({4, 3}), f32({5, 2})}, {});
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.operation(), "linear");
+    EXPECT_NE(e.detail().find("weight"), std::string::npos) << e.what();
+  }
+}
+
+TEST(ShapeRules, ElementwiseBroadcastsAsNumPy) {
+  EXPECT_EQ(infer_type(OpTag::add, std::vector{f32({4, 1, 3}), f32({5, 1})}, {}).shape, (Dims{4, 5, 3}));
+  EXPECT_EQ(infer_type(OpTag::mul, std::vector{f32({}), f32({2, 2})}, {}).shape, (Dims{2, 2}));
+  EXPECT_EQ(code_of([] { infer_type(OpTag::sub, std::vector{f32({3}), f32({4})}, {}); }), ErrorCode::invalid_argument);
+  EXPECT_EQ(code_of([] { infer_type(OpTag::div, std::vector{f32({3}), TensorType{DType::f64, Dims{3}}}, {}); }),
+            ErrorCode::dtype_mismatch);
+}
+
+TEST(ShapeRules, MatmulFollowsTorchRules) {
+  auto mm = [](Dims a, Dims b) { return infer_type(OpTag::matmul, std::vector{f32(a), f32(b)}, {}).shape; };
+  EXPECT_EQ(mm({3}, {3}), (Dims{}));
+  EXPECT_EQ(mm({2, 3}, {3, 4}), (Dims{2, 4}));
+  EXPECT_EQ(mm({3}, {3, 4}), (Dims{4}));
+  EXPECT_EQ(mm({2, 3}, {3}), (Dims{2}));
+  EXPECT_EQ(mm({5, 1, 2, 3}, {7, 3, 4}), (Dims{5, 7, 2, 4}));
+  EXPECT_EQ(code_of([&] { mm({2, 3}, {4, 5}); }), ErrorCode::invalid_argument);
+}
+
+TEST(ShapeRules, ConvAndPoolingMatchPyTorch) {
+  Attributes conv{{"stride", std::vector<std::int64_t>{2}}, {"padding", std::vector<std::int64_t>{3}}};
+  // ResNet-18 stem: 1x3x224x224, 64 filters 7x7 stride 2 padding 3 -> 1x64x112x112.
+  EXPECT_EQ(infer_type(OpTag::conv2d, std::vector{f32({1, 3, 224, 224}), f32({64, 3, 7, 7})}, conv).shape,
+            (Dims{1, 64, 112, 112}));
+  // Depthwise: groups = channels.
+  Attributes dw{{"groups", std::int64_t{32}}, {"padding", std::vector<std::int64_t>{1}}};
+  EXPECT_EQ(infer_type(OpTag::conv2d, std::vector{f32({2, 32, 9, 9}), f32({32, 1, 3, 3}), f32({32})}, dw).shape,
+            (Dims{2, 32, 9, 9}));
+  EXPECT_EQ(code_of([&] { infer_type(OpTag::conv2d, std::vector{f32({1, 3, 8, 8}), f32({4, 2, 3, 3})}, {}); }),
+            ErrorCode::invalid_argument);
+  // max_pool2d(3, stride 2, padding 1) on 112 -> 56; ceil_mode matters on odd sizes.
+  Attributes mp{{"kernel_size", std::vector<std::int64_t>{3}}, {"stride", std::vector<std::int64_t>{2}},
+                {"padding", std::vector<std::int64_t>{1}}};
+  EXPECT_EQ(infer_type(OpTag::max_pool2d, std::vector{f32({1, 64, 112, 112})}, mp).shape, (Dims{1, 64, 56, 56}));
+  Attributes floor_mode{{"kernel_size", std::vector<std::int64_t>{2}}};
+  Attributes ceil_mode{{"kernel_size", std::vector<std::int64_t>{2}}, {"ceil_mode", true}};
+  EXPECT_EQ(infer_type(OpTag::max_pool2d, std::vector{f32({1, 1, 5, 5})}, floor_mode).shape, (Dims{1, 1, 2, 2}));
+  EXPECT_EQ(infer_type(OpTag::max_pool2d, std::vector{f32({1, 1, 5, 5})}, ceil_mode).shape, (Dims{1, 1, 3, 3}));
+  // torch: avg_pool2d(3, stride 2, ceil_mode) on 6 -> 3 (the last window would start at 6 >= 6 + 0: dropped)
+  Attributes ap{{"kernel_size", std::vector<std::int64_t>{3}}, {"stride", std::vector<std::int64_t>{2}}, {"ceil_mode", true}};
+  EXPECT_EQ(infer_type(OpTag::avg_pool2d, std::vector{f32({1, 1, 6, 6})}, ap).shape, (Dims{1, 1, 3, 3}));
+  Attributes bad_pad{{"kernel_size", std::vector<std::int64_t>{2}}, {"padding", std::vector<std::int64_t>{2}}};
+  EXPECT_EQ(code_of([&] { infer_type(OpTag::avg_pool2d, std::vector{f32({1, 1, 6, 6})}, bad_pad); }),
+            ErrorCode::invalid_argument);
+  Attributes ad{{"output_size", std::vector<std::int64_t>{1, 1}}};
+  EXPECT_EQ(infer_type(OpTag::adaptive_avg_pool2d, std::vector{f32({2, 512, 7, 7})}, ad).shape, (Dims{2, 512, 1, 1}));
+}
+
+TEST(ShapeRules, LossesNormsAttentionEmbedding) {
+  EXPECT_EQ(infer_type(OpTag::cross_entropy, std::vector{f32({8, 10}), i64({8})}, {}).shape, (Dims{}));
+  EXPECT_EQ(infer_type(OpTag::cross_entropy, std::vector{f32({8, 10}), i64({8})}, Attributes{{"reduction", std::string("none")}}).shape,
+            (Dims{8}));
+  EXPECT_EQ(code_of([] { infer_type(OpTag::cross_entropy, std::vector{f32({8, 10}), f32({8})}, {}); }),
+            ErrorCode::dtype_mismatch);
+  Attributes ln{{"normalized_shape", std::vector<std::int64_t>{16}}};
+  EXPECT_EQ(infer_type(OpTag::layer_norm, std::vector{f32({2, 5, 16}), f32({16}), f32({16})}, ln).shape, (Dims{2, 5, 16}));
+  EXPECT_EQ(code_of([&] { infer_type(OpTag::layer_norm, std::vector{f32({2, 5, 8})}, ln); }), ErrorCode::invalid_argument);
+  EXPECT_EQ(infer_type(OpTag::batch_norm, std::vector{f32({4, 3, 5, 5}), f32({3}), f32({3}), f32({3}), f32({3})}, {}).shape,
+            (Dims{4, 3, 5, 5}));
+  EXPECT_EQ(infer_type(OpTag::scaled_dot_product_attention, std::vector{f32({2, 4, 7, 8}), f32({2, 4, 9, 8}), f32({2, 4, 9, 6})},
+                       Attributes{{"is_causal", true}}).shape,
+            (Dims{2, 4, 7, 6}));
+  EXPECT_EQ(infer_type(OpTag::embedding, std::vector{f32({100, 16}), i64({3, 5})}, {}).shape, (Dims{3, 5, 16}));
+}
+
+TEST(ShapeRules, ViewsConcatSliceReductions) {
+  EXPECT_EQ(infer_type(OpTag::reshape, std::vector{f32({2, 3, 4})}, Attributes{{"shape", std::vector<std::int64_t>{4, -1}}}).shape,
+            (Dims{4, 6}));
+  EXPECT_EQ(code_of([] { infer_type(OpTag::reshape, std::vector{f32({2, 3})}, Attributes{{"shape", std::vector<std::int64_t>{4, -1}}}); }),
+            ErrorCode::invalid_argument);
+  EXPECT_EQ(infer_type(OpTag::permute, std::vector{f32({2, 3, 4})}, Attributes{{"dims", std::vector<std::int64_t>{2, 0, 1}}}).shape,
+            (Dims{4, 2, 3}));
+  EXPECT_EQ(code_of([] { infer_type(OpTag::permute, std::vector{f32({2, 3})}, Attributes{{"dims", std::vector<std::int64_t>{0, 0}}}); }),
+            ErrorCode::invalid_argument);
+  EXPECT_EQ(infer_type(OpTag::flatten, std::vector{f32({2, 3, 4, 5})}, Attributes{{"start_dim", std::int64_t{1}}}).shape,
+            (Dims{2, 60}));
+  EXPECT_EQ(infer_type(OpTag::concat, std::vector{f32({2, 3}), f32({2, 5})}, Attributes{{"dim", std::int64_t{1}}}).shape,
+            (Dims{2, 8}));
+  EXPECT_EQ(infer_type(OpTag::slice, std::vector{f32({10})},
+                       Attributes{{"dim", std::int64_t{0}}, {"start", std::int64_t{-7}}, {"step", std::int64_t{3}}}).shape,
+            (Dims{3}));
+  EXPECT_EQ(infer_type(OpTag::sum, std::vector{f32({2, 3, 4})}, Attributes{{"dims", std::vector<std::int64_t>{1}}, {"keepdim", true}}).shape,
+            (Dims{2, 1, 4}));
+  EXPECT_EQ(infer_type(OpTag::mean, std::vector{f32({2, 3, 4})}, {}).shape, (Dims{}));
+}
+
+TEST(FlopRules, FollowTheSpecConvention) {
+  auto out = infer_type(OpTag::matmul, std::vector{f32({8, 16}), f32({16, 32})}, {});
+  EXPECT_EQ(estimate_flops(OpTag::matmul, std::vector{f32({8, 16}), f32({16, 32})}, out, {}), 2 * 8 * 16 * 32);
+  // Attention over T = 128, d = 64, no causal halving: 4 * T^2 * d for the two products, plus softmax.
+  std::vector q{f32({1, 128, 64}), f32({1, 128, 64}), f32({1, 128, 64})};
+  auto ao = infer_type(OpTag::scaled_dot_product_attention, q, {});
+  EXPECT_EQ(estimate_flops(OpTag::scaled_dot_product_attention, q, ao, {}), 4LL * 128 * 128 * 64 + 5LL * 128 * 128);
+  std::vector emb{f32({1000, 64}), i64({32})};
+  EXPECT_EQ(estimate_flops(OpTag::embedding, emb, infer_type(OpTag::embedding, emb, {}), {}), 0);
+  std::vector conv{f32({1, 3, 224, 224}), f32({64, 3, 7, 7})};
+  Attributes ca{{"stride", std::vector<std::int64_t>{2}}, {"padding", std::vector<std::int64_t>{3}}};
+  EXPECT_EQ(estimate_flops(OpTag::conv2d, conv, infer_type(OpTag::conv2d, conv, ca), ca), 2LL * 64 * 112 * 112 * 3 * 49);
+}
+
+TEST(Catalogue, DocsOpsMdIsGeneratedFromTheTable) {
+  std::ifstream in("docs/ops.md");
+  ASSERT_TRUE(in) << "docs/ops.md missing (run from the repository root; regenerate with pact ops --markdown)";
+  std::stringstream text;
+  text << in.rdbuf();
+  EXPECT_EQ(text.str(), render_catalogue_markdown()) << "regenerate: build/release/bin/pact ops --markdown > docs/ops.md";
+}
+
+}  // namespace
+}  // namespace pact::ops
