@@ -94,7 +94,13 @@ LayoutRequest reinterpret_request(const CheckedLayout& from, DType to, const cor
   if (f == to || pair(DType::f32, DType::i32) || pair(DType::f64, DType::i64)) return r;
   if (f == DType::c64 && to == DType::f32) {
     if (r.shape.size() == kMaxRank) return fail("result would exceed the maximum rank");
-    for (int d = 0; d < r.strides.size(); ++d) r.strides[d] *= 2;  // |stride| bounded by the checked envelope
+    for (int d = 0; d < r.strides.size(); ++d) {
+      // Strides of extent <= 1 dimensions are unconstrained by the envelope and may be huge: they are
+      // irrelevant, so normalise them; other strides are bounded by the checked envelope.
+      auto doubled = r.shape[d] <= 1 ? std::optional<std::int64_t>(0) : core::checked_mul(r.strides[d], 2);
+      if (!doubled) return fail(fmt::format("stride of dimension {} overflows when doubled", d));
+      r.strides[d] = *doubled;
+    }
     r.shape.push_back(2);
     r.strides.push_back(1);
     return r;
@@ -224,10 +230,12 @@ TensorView TensorView::slice(int dim, std::int64_t start, std::int64_t stop, std
                 claim_->identity());
   }
   LayoutRequest r = request_of(layout_);
-  r.shape[dim] = (stop - start + step - 1) / step;
+  const std::int64_t span = stop - start;  // 0 <= span <= extent: no overflow
+  r.shape[dim] = span / step + (span % step != 0 ? 1 : 0);
+  // start < extent keeps this offset inside the checked envelope.
   r.byte_offset += start * layout_.strides()[dim] * static_cast<std::int64_t>(dtype_size(dtype()));
-  r.strides[dim] = layout_.strides()[dim] * step;
-  if (r.shape[dim] == 0) r.strides[dim] = layout_.strides()[dim];
+  // With two or more elements, step < extent, so stride*step is bounded by the checked extent*stride.
+  r.strides[dim] = r.shape[dim] > 1 ? layout_.strides()[dim] * step : layout_.strides()[dim];
   return derive(op, r);
 }
 
@@ -476,6 +484,11 @@ struct core::TensorAccess {
 namespace {
 Tensor copy_to_new(const core::Claim& claim, const CheckedLayout& layout, std::shared_ptr<Provider> provider,
                    CopyReason copy_reason, AllocationReason allocation_reason) {
+  // Refuse before allocating, so a failed copy leaves no unpaired allocation event.
+  if (!claim.root->provider().has_bytes() || !provider->has_bytes()) {
+    throw_error(ErrorCode::no_host_bytes, copy_reason == CopyReason::Transfer ? "tensor.transfer_to" : "tensor.duplicate",
+                "meta storage has geometry only; there are no bytes to copy", claim.identity());
+  }
   Tensor out = Tensor::empty(layout.shape(), layout.dtype(), std::move(provider), allocation_reason);
   {
     TensorViewMut dst = out.as_view_mut();

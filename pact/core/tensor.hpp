@@ -131,6 +131,10 @@ class PreparedStridedRead {
   template <class F>
   void for_each(F&& f) const { for_each_strided(base_, plan_, [&](const T& v) { f(v); }); }
   const StridedPlan& plan() const noexcept { return plan_; }
+  /// unsafe_base: element [0, ..., 0] for kernels that address elements by the view's own strides.
+  /// Valid only while this prepared object lives; every address base + sum(i_d * stride_d) with i_d in
+  /// range lies inside the checked span. The pointer must not escape the kernel.
+  const T* unsafe_base() const noexcept { return base_; }
 
  private:
   friend class TensorView;
@@ -164,6 +168,8 @@ class PreparedStridedWrite {
   template <class F>
   void for_each(F&& f) const { for_each_strided(base_, plan_, std::forward<F>(f)); }
   const StridedPlan& plan() const noexcept { return plan_; }
+  /// unsafe_base: as PreparedStridedRead::unsafe_base, for writes through an injective layout.
+  T* unsafe_base() const noexcept { return base_; }
 
  private:
   friend class TensorViewMut;

@@ -101,6 +101,8 @@ class TypedView {
   /// Zero-copy reinterpretation; the result rank follows reinterpret_rank.
   template <class U>
   TypedView<U, reinterpret_rank<T, U>(R)> reinterpret_view() const {
+    static_assert(!(R == 0 && std::is_same_v<T, float> && std::is_same_v<U, std::complex<float>>),
+                  "a rank-0 f32 view has no trailing pair to reinterpret as c64");
     return TypedView<U, reinterpret_rank<T, U>(R)>(view_.reinterpret_view(dtype_of_v<U>));
   }
   std::string to_string() const { return view_.to_string(); }

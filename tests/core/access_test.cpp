@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <random>
 
 #include "test_util.hpp"
@@ -255,5 +256,35 @@ TEST(Storage, SplitMakesDisjointClaimsOnOneRoot) {
   EXPECT_EQ(head.root_use_count(), 2);
 }
 
+}  // namespace
+}  // namespace pact
+
+namespace pact {
+namespace {
+// Regressions for signed-overflow paths reported by the UB sanitizer.
+TEST(Access, HugeSliceStepIsNotAnOverflow) {
+  Tensor t = test::iota_tensor(Dims{4});
+  TensorView v = t.slice(0, 0, 4, std::numeric_limits<std::int64_t>::max());
+  EXPECT_EQ(v.shape(), (Dims{1}));
+  EXPECT_EQ(v.get(Dims{0}).real, 0.0);
+  EXPECT_EQ(t.slice(0, 1, 4, 2).shape(), (Dims{2}));
+  EXPECT_EQ(t.slice(0, 1, 4, 2).get(Dims{1}).real, 3.0);
+}
+
+TEST(Access, ComplexToRealWithHugeUnitExtentStride) {
+  Storage s = Storage::allocate(cpu_provider(), 16, AllocationReason::OperationOutput);
+  auto t = Tensor::from_storage(std::move(s), LayoutRequest{DType::c64, Dims{1, 2}, Dims{1LL << 62, 1}, 0});
+  ASSERT_TRUE(t.has_value());
+  TensorView real = t->reinterpret_view(DType::f32);
+  EXPECT_EQ(real.shape(), (Dims{1, 2, 2}));
+}
+
+TEST(Access, MetaDuplicateRefusesBeforeAllocating) {
+  Tensor m = Tensor::empty(Dims{3}, DType::f32, meta_provider());
+  LedgerRecorder ledger;
+  EXPECT_EQ(test::code_of([&] { m.duplicate(); }), ErrorCode::no_host_bytes);
+  EXPECT_EQ(test::code_of([&] { m.transfer_to(cpu_provider()); }), ErrorCode::no_host_bytes);
+  EXPECT_TRUE(ledger.allocations().empty());
+}
 }  // namespace
 }  // namespace pact
