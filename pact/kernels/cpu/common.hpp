@@ -1,0 +1,145 @@
+#pragma once
+// Shared plumbing of the CPU providers: reading inputs through prepared access, writing fresh outputs,
+// broadcasting index walks. No floating-point arithmetic lives here, so every provider can include it
+// whatever its numerical policy.
+
+#include <fmt/format.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "pact/core/tensor.hpp"
+#include "pact/ops/op_table.hpp"
+
+namespace pact::kernels::cpu {
+
+/// A row-major read of a view: the prepared span when the view is contiguous, otherwise one gather
+/// through the prepared strided cursor into kernel scratch (not a tensor: no ledger event).
+template <class T>
+class Dense {
+ public:
+  Dense(const TensorView& view, std::string_view op, std::string_view operand) : shape_(view.shape()) {
+    if (view.dtype() != dtype_of_v<T>) {
+      throw_error(ErrorCode::dtype_mismatch, std::string(op),
+                  fmt::format("operand '{}' is {}; expected {}", operand, dtype_name(view.dtype()), dtype_name(dtype_of_v<T>)));
+    }
+    auto prepared = TensorView(view).prepare_host<T>();
+    if (!prepared) {
+      Error e = std::move(prepared).error().error;
+      throw_error(e.code(), std::string(op), fmt::format("operand '{}': {}", operand, e.what()), e.span());
+    }
+    if (auto* c = std::get_if<PreparedContiguousRead<T>>(&prepared.value())) {
+      data_ = c->as_span();
+      keep_.emplace(std::move(prepared).value());
+    } else {
+      const auto n = static_cast<std::size_t>(view.numel());
+      scratch_ = std::make_unique<T[]>(n);  // not std::vector: Dense<bool> reads bool masks
+      std::size_t i = 0;
+      std::get<PreparedStridedRead<T>>(prepared.value()).for_each([&](const T& x) { scratch_[i++] = x; });
+      data_ = std::span<const T>(scratch_.get(), n);
+    }
+  }
+  Dense(Dense&&) = default;
+
+  std::span<const T> span() const noexcept { return data_; }
+  const T* data() const noexcept { return data_.data(); }
+  const T& operator[](std::int64_t i) const noexcept { return data_[static_cast<std::size_t>(i)]; }
+  const Dims& shape() const noexcept { return shape_; }
+  std::int64_t size() const noexcept { return static_cast<std::int64_t>(data_.size()); }
+
+ private:
+  Dims shape_;
+  std::span<const T> data_;
+  std::unique_ptr<T[]> scratch_;
+  std::optional<PreparedHostRead<T>> keep_;
+};
+
+/// A fresh contiguous cpu output (one OperationOutput allocation) with write access to its elements.
+template <class T>
+class Out {
+ public:
+  explicit Out(const Dims& shape, bool zero = false)
+      : tensor_(zero ? Tensor::zeros(shape, dtype_of_v<T>) : Tensor::empty(shape, dtype_of_v<T>)) {
+    auto prepared = tensor_.prepare_host_mut<T>();
+    data_ = std::get<PreparedContiguousWrite<T>>(prepared.value()).as_span();
+    keep_.emplace(std::move(prepared).value());
+  }
+  std::span<T> span() const noexcept { return data_; }
+  T* data() const noexcept { return data_.data(); }
+  T& operator[](std::int64_t i) const noexcept { return data_[static_cast<std::size_t>(i)]; }
+  std::int64_t size() const noexcept { return static_cast<std::int64_t>(data_.size()); }
+  /// Releases write access and returns the owner.
+  Tensor finish() && {
+    keep_.reset();
+    return std::move(tensor_);
+  }
+
+ private:
+  Tensor tensor_;
+  std::span<T> data_;
+  std::optional<PreparedHostWrite<T>> keep_;
+};
+
+/// Row-major strides of a shape, with 0 for the dimensions a smaller broadcast operand lacks or has as 1.
+inline Dims broadcast_strides(const Dims& in, const Dims& out) {
+  Dims strides;
+  const Dims contiguous = contiguous_strides(in);
+  for (int i = 0; i < out.size(); ++i) {
+    const int j = i - (out.size() - in.size());
+    strides.push_back(j >= 0 && in[j] != 1 ? contiguous[j] : 0);
+  }
+  return strides;
+}
+
+/// Calls f(out_index, offset_a, offset_b) for every element of `out` in row-major order, with the
+/// row-major offsets of the broadcast operands a and b.
+template <class F>
+void for_each_broadcast(const Dims& out, const Dims& a, const Dims& b, F&& f) {
+  const Dims sa = broadcast_strides(a, out), sb = broadcast_strides(b, out);
+  const std::int64_t n = ops::numel(out);
+  std::array<std::int64_t, kMaxRank> coord{};
+  std::int64_t oa = 0, ob = 0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    f(i, oa, ob);
+    for (int d = out.size() - 1; d >= 0; --d) {
+      auto k = static_cast<std::size_t>(d);
+      oa += sa[d];
+      ob += sb[d];
+      if (++coord[k] < out[d]) break;
+      oa -= sa[d] * out[d];
+      ob -= sb[d] * out[d];
+      coord[k] = 0;
+    }
+  }
+}
+
+/// The outer/axis/inner decomposition of a shape around one dimension: element (o, k, i) is at
+/// (o * axis + k) * inner + i.
+struct AxisSplit {
+  std::int64_t outer = 1, axis = 1, inner = 1;
+};
+inline AxisSplit split_at(const Dims& shape, int dim) {
+  AxisSplit s;
+  for (int d = 0; d < shape.size(); ++d) {
+    if (d < dim) s.outer *= shape[d];
+    else if (d == dim) s.axis = shape[d];
+    else s.inner *= shape[d];
+  }
+  return s;
+}
+
+/// A deterministic per-element uniform in [0, 1) from a seed and an element index (splitmix64), so
+/// dropout masks do not depend on thread count or traversal order.
+inline double uniform01(std::uint64_t seed, std::uint64_t index) {
+  std::uint64_t z = seed + 0x9e3779b97f4a7c15ULL * (index + 1);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  z ^= z >> 31;
+  return static_cast<double>(z >> 11) * (1.0 / 9007199254740992.0);
+}
+
+}  // namespace pact::kernels::cpu

@@ -1,0 +1,35 @@
+// The reference provider (numerical policy fixedLeft): the generic kernels compiled single-threaded with
+// -ffp-contract=off and no fast-math (see CMakeLists.txt), so every reduction is a left fold in index
+// order and results are bitwise reproducible across runs and thread counts.
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "pact/kernels/cpu/common.hpp"
+#include "pact/kernels/kernel.hpp"
+
+#if defined(__FAST_MATH__)
+#error "the reference provider must not be compiled with fast-math"
+#endif
+
+namespace pact::kernels::cpu::reference {
+#include "pact/kernels/cpu/generic_kernels.inc"
+}  // namespace pact::kernels::cpu::reference
+
+namespace pact::kernels {
+
+std::span<const Handler> reference_handlers() {
+  using namespace cpu::reference;
+#define PACT_PROVIDER_NAME "reference"
+#define PACT_PROVIDER_FILE "pact/kernels/cpu/reference.cpp"
+#include "pact/kernels/cpu/handler_table.inc"
+  static const Handler table[] = {PACT_HANDLER_ROWS};
+#undef PACT_HANDLER_ROW
+#undef PACT_HANDLER_ROWS
+#undef PACT_PROVIDER_NAME
+#undef PACT_PROVIDER_FILE
+  return table;
+}
+
+}  // namespace pact::kernels

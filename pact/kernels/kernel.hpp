@@ -1,0 +1,61 @@
+#pragma once
+/// The kernel interface: a handler is the executable forward (and VJP) of one op on one provider and
+/// device. Capsules (pact/contract) state the contracts; handlers implement them; binding checks that
+/// op, provider and device agree (SPEC §6).
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "pact/core/tensor.hpp"
+#include "pact/ops/op_table.hpp"
+
+namespace pact::kernels {
+
+/// Per-call execution state a kernel may read.
+struct KernelContext {
+  bool training = false;    ///< mode-dependent ops: dropout active, batch_norm uses batch statistics
+  std::uint64_t seed = 0;   ///< dropout mask seed (forward and VJP must see the same seed)
+};
+
+/// Forward: inputs (any checked layout) -> a new contiguous output owner (one OperationOutput allocation).
+using ForwardFn = Tensor (*)(std::span<const TensorView> inputs, const ops::Attributes& attrs, const KernelContext& ctx);
+/// VJP: inputs, forward output and output cotangent -> one gradient per input, nullopt for inputs that
+/// are not differentiable (indices, targets, running statistics).
+using VjpFn = std::vector<std::optional<Tensor>> (*)(std::span<const TensorView> inputs, const TensorView& output,
+                                                     const TensorView& grad_output, const ops::Attributes& attrs,
+                                                     const KernelContext& ctx);
+
+/// One executable handler.
+struct Handler {
+  ops::OpTag op;
+  std::string_view provider;     ///< "reference", "native", "blas"
+  DeviceKind device;
+  ForwardFn forward;
+  VjpFn vjp;                     ///< nullptr when the op has no VJP
+  std::string_view source_file;  ///< provenance: file that defines the handler
+  std::string_view symbol;       ///< provenance: the handler's symbol
+};
+
+/// The reference provider: plain loops, left folds in index order (numerical policy fixedLeft).
+std::span<const Handler> reference_handlers();
+/// The native provider: blocked SIMD GEMM, fused kernels, OpenMP (numerical policy implementationDefined).
+std::span<const Handler> native_handlers();
+/// The BLAS provider: matmul, linear and conv2d through OpenBLAS cblas_sgemm (trusted external boundary).
+std::span<const Handler> blas_handlers();
+
+/// The handler of `op` in `handlers`, or nullptr.
+const Handler* find_handler(std::span<const Handler> handlers, ops::OpTag op) noexcept;
+
+/// Runs a handler's forward after inferring the output type with the op's shape rule (typed errors name
+/// the op and operand). The result has exactly the inferred type.
+Tensor run_forward(const Handler& handler, std::span<const TensorView> inputs, const ops::Attributes& attrs,
+                   const KernelContext& ctx = {});
+/// Runs a handler's VJP after checking grad_output against the output's type.
+std::vector<std::optional<Tensor>> run_vjp(const Handler& handler, std::span<const TensorView> inputs,
+                                           const TensorView& output, const TensorView& grad_output,
+                                           const ops::Attributes& attrs, const KernelContext& ctx = {});
+
+}  // namespace pact::kernels

@@ -1,0 +1,122 @@
+#pragma once
+// Sample cases for every kernel and view op (the op sweep's database, as PyTorch's OpInfo): input
+// geometry, value domain and attributes. The sweep fails when an op of the table has no case.
+
+#include <random>
+#include <vector>
+
+#include "pact/kernels/kernel.hpp"
+
+namespace pact::test {
+
+struct SampleInput {
+  enum Kind { normal, positive, index, mask } kind = normal;
+  Dims shape;
+  DType dtype = DType::f32;  // for normal/positive: the float dtype is chosen by the test
+  std::int64_t bound = 0;    // index: values in [0, bound)
+};
+
+struct Sample {
+  ops::OpTag op;
+  std::vector<SampleInput> inputs;
+  ops::Attributes attrs;
+  bool training = false;
+  const char* label = "";
+};
+
+using A = ops::Attributes;
+using L = std::vector<std::int64_t>;
+inline SampleInput N(Dims s) { return {SampleInput::normal, s}; }
+inline SampleInput P(Dims s) { return {SampleInput::positive, s}; }
+inline SampleInput I(Dims s, std::int64_t bound) { return {SampleInput::index, s, DType::i64, bound}; }
+inline SampleInput M(Dims s) { return {SampleInput::mask, s, DType::boolean}; }
+
+inline std::vector<Sample> samples() {
+  using ops::OpTag;
+  return {
+      {OpTag::add, {N({3, 4}), N({4})}, {}, false, "broadcast"},
+      {OpTag::add, {N({2, 1, 3}), N({4, 1})}, {}, false, "two-sided broadcast"},
+      {OpTag::sub, {N({3, 1}), N({3, 5})}, {}},
+      {OpTag::mul, {N({2, 3}), N({})}, {}, false, "scalar"},
+      {OpTag::div, {N({4, 3}), P({4, 1})}, {}},
+      {OpTag::neg, {N({5})}, {}},
+      {OpTag::matmul, {N({3, 4}), N({4, 5})}, {}},
+      {OpTag::matmul, {N({2, 1, 3, 4}), N({3, 4, 2})}, {}, false, "batched broadcast"},
+      {OpTag::matmul, {N({4}), N({4, 3})}, {}, false, "vector-matrix"},
+      {OpTag::matmul, {N({2, 3, 4}), N({4})}, {}, false, "matrix-vector"},
+      {OpTag::linear, {N({2, 3, 4}), N({5, 4}), N({5})}, {}},
+      {OpTag::linear, {N({3, 4}), N({2, 4})}, {}, false, "no bias"},
+      {OpTag::relu, {N({4, 5})}, {}},
+      {OpTag::gelu, {N({4, 5})}, {}},
+      {OpTag::gelu, {N({4, 5})}, A{{"approximate", std::string("tanh")}}, false, "tanh"},
+      {OpTag::silu, {N({4, 5})}, {}},
+      {OpTag::tanh, {N({4, 5})}, {}},
+      {OpTag::sigmoid, {N({4, 5})}, {}},
+      {OpTag::clamp, {N({4, 5})}, A{{"min", -0.5}, {"max", 0.5}}},
+      {OpTag::clamp, {N({4, 5})}, A{{"min", 0.0}, {"max", 6.0}}, false, "relu6"},
+      {OpTag::exp, {N({4, 5})}, {}},
+      {OpTag::log, {P({4, 5})}, {}},
+      {OpTag::sqrt, {P({4, 5})}, {}},
+      {OpTag::softmax, {N({3, 7})}, {}},
+      {OpTag::softmax, {N({3, 4, 5})}, A{{"dim", std::int64_t{1}}}, false, "middle dim"},
+      {OpTag::log_softmax, {N({3, 7})}, {}},
+      {OpTag::log_softmax, {N({2, 5, 3})}, A{{"dim", std::int64_t{0}}}, false, "dim 0"},
+      {OpTag::cross_entropy, {N({5, 7}), I({5}, 7)}, {}},
+      {OpTag::cross_entropy, {N({5, 7}), I({5}, 7)}, A{{"reduction", std::string("sum")}}, false, "sum"},
+      {OpTag::cross_entropy, {N({5, 7}), I({5}, 7)}, A{{"reduction", std::string("none")}}, false, "none"},
+      {OpTag::mse_loss, {N({3, 4}), N({3, 4})}, {}},
+      {OpTag::layer_norm, {N({3, 8}), N({8}), N({8})}, A{{"normalized_shape", L{8}}}},
+      {OpTag::layer_norm, {N({2, 3, 4})}, A{{"normalized_shape", L{3, 4}}}, false, "no affine"},
+      {OpTag::rms_norm, {N({3, 8}), N({8})}, A{{"normalized_shape", L{8}}}},
+      {OpTag::batch_norm, {N({4, 3, 2, 2}), N({3}), N({3}), N({3}), P({3})}, {}, true, "training"},
+      {OpTag::batch_norm, {N({4, 3, 2, 2}), N({3}), N({3}), N({3}), P({3})}, {}, false, "eval"},
+      {OpTag::dropout, {N({6, 5})}, A{{"p", 0.3}}, true, "training"},
+      {OpTag::dropout, {N({6, 5})}, A{{"p", 0.3}}, false, "eval"},
+      {OpTag::embedding, {N({10, 4}), I({2, 3}, 10)}, {}},
+      {OpTag::scaled_dot_product_attention, {N({2, 4, 3}), N({2, 5, 3}), N({2, 5, 2})}, {}},
+      {OpTag::scaled_dot_product_attention, {N({1, 2, 4, 3}), N({1, 2, 4, 3}), N({1, 2, 4, 3})}, A{{"is_causal", true}}, false, "causal"},
+      {OpTag::scaled_dot_product_attention, {N({2, 3, 4}), N({2, 5, 4}), N({2, 5, 4}), M({3, 5})}, {}, false, "bool mask"},
+      {OpTag::conv2d, {N({2, 3, 6, 5}), N({4, 3, 3, 3}), N({4})}, A{{"padding", L{1}}}},
+      {OpTag::conv2d, {N({1, 4, 7, 7}), N({4, 1, 3, 3})}, A{{"groups", std::int64_t{4}}, {"stride", L{2}}, {"padding", L{1}}}, false, "depthwise"},
+      {OpTag::conv2d, {N({1, 2, 7, 6}), N({4, 1, 2, 3}), N({4})}, A{{"groups", std::int64_t{2}}, {"dilation", L{2, 1}}, {"stride", L{1, 2}}}, false, "grouped dilated"},
+      {OpTag::max_pool2d, {N({2, 2, 5, 5})}, A{{"kernel_size", L{2}}, {"ceil_mode", true}}},
+      {OpTag::max_pool2d, {N({1, 2, 7, 7})}, A{{"kernel_size", L{3}}, {"stride", L{2}}, {"padding", L{1}}}, false, "padded"},
+      {OpTag::avg_pool2d, {N({2, 2, 5, 5})}, A{{"kernel_size", L{3}}, {"stride", L{2}}, {"padding", L{1}}, {"ceil_mode", true}}},
+      {OpTag::avg_pool2d, {N({1, 1, 6, 6})}, A{{"kernel_size", L{2}}, {"padding", L{1}}, {"count_include_pad", false}}, false, "exclude pad"},
+      {OpTag::adaptive_avg_pool2d, {N({2, 3, 5, 7})}, A{{"output_size", L{2, 3}}}},
+      {OpTag::reshape, {N({2, 3, 4})}, A{{"shape", L{4, -1}}}},
+      {OpTag::permute, {N({2, 3, 4})}, A{{"dims", L{2, 0, 1}}}},
+      {OpTag::transpose, {N({2, 3, 4})}, A{{"dim0", std::int64_t{0}}, {"dim1", std::int64_t{2}}}},
+      {OpTag::flatten, {N({2, 3, 4})}, A{{"start_dim", std::int64_t{1}}}},
+      {OpTag::concat, {N({2, 3}), N({2, 2}), N({2, 1})}, A{{"dim", std::int64_t{1}}}},
+      {OpTag::slice, {N({7, 3})}, A{{"dim", std::int64_t{0}}, {"start", std::int64_t{1}}, {"end", std::int64_t{-1}}, {"step", std::int64_t{2}}}},
+      {OpTag::sum, {N({3, 4, 5})}, A{{"dims", L{1}}}},
+      {OpTag::sum, {N({3, 4})}, {}, false, "all"},
+      {OpTag::mean, {N({3, 4, 5})}, A{{"dims", L{0, 2}}, {"keepdim", true}}},
+      {OpTag::max, {N({3, 4, 5})}, A{{"dims", L{2}}}},
+  };
+}
+
+/// Random values for one sample input in dtype `dtype` (normal/positive) or its own dtype (index, mask).
+inline Tensor make_input(const SampleInput& in, DType dtype, std::mt19937& rng) {
+  const std::int64_t n = ops::numel(in.shape);
+  std::vector<double> v(static_cast<std::size_t>(n));
+  std::normal_distribution<double> normal(0.0, 1.0);
+  std::uniform_real_distribution<double> pos(0.5, 2.0);
+  for (auto& x : v) {
+    switch (in.kind) {
+      case SampleInput::normal: x = normal(rng); break;
+      case SampleInput::positive: x = pos(rng); break;
+      case SampleInput::index: x = static_cast<double>(rng() % static_cast<std::uint64_t>(in.bound)); break;
+      case SampleInput::mask: x = (rng() % 4) != 0 ? 1.0 : 0.0; break;
+    }
+  }
+  if (in.kind == SampleInput::mask) {
+    for (std::int64_t i = 0; i < n; i += in.shape[in.shape.size() - 1]) v[static_cast<std::size_t>(i)] = 1.0;  // no fully masked row
+  }
+  Tensor t = Tensor::from_values<double>(in.shape, std::span<const double>(v));
+  const DType target = in.kind == SampleInput::index ? DType::i64 : in.kind == SampleInput::mask ? DType::boolean : dtype;
+  return target == DType::f64 ? std::move(t) : t.convert(target);
+}
+
+}  // namespace pact::test

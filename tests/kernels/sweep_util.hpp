@@ -1,0 +1,58 @@
+#pragma once
+// Helpers of the op sweep: reading any tensor as doubles, perturbing one element, comparing with a
+// tolerance.
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "samples.hpp"
+
+namespace pact::test {
+
+/// Every element as a double, in row-major order.
+inline std::vector<double> values_of(const TensorView& v) {
+  Tensor d = v.dtype() == DType::f64 ? v.duplicate() : v.convert(DType::f64);
+  auto p = d.prepare_host<double>();
+  auto span = std::get<PreparedContiguousRead<double>>(p.value()).as_span();
+  return {span.begin(), span.end()};
+}
+
+/// A copy of `t` (f64) with element `flat` increased by `delta`.
+inline Tensor perturbed(const Tensor& t, std::int64_t flat, double delta) {
+  Tensor c = t.duplicate();
+  {
+    auto p = c.prepare_host_mut<double>();
+    std::get<PreparedContiguousWrite<double>>(p.value()).as_span()[static_cast<std::size_t>(flat)] += delta;
+  }
+  return c;
+}
+
+/// max |a - b| <= abs + rel * max(1, max |b|), elementwise over equally long value lists.
+inline ::testing::AssertionResult close(const std::vector<double>& a, const std::vector<double>& b, ops::Tolerance tol) {
+  if (a.size() != b.size()) return ::testing::AssertionFailure() << "sizes " << a.size() << " vs " << b.size();
+  double scale = 1.0;
+  for (double x : b) scale = std::max(scale, std::abs(x));
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    const bool both_nan = std::isnan(a[i]) && std::isnan(b[i]);
+    if (!both_nan && !(std::abs(a[i] - b[i]) <= tol.abs + tol.rel * scale)) {
+      return ::testing::AssertionFailure() << "element " << i << ": " << a[i] << " vs " << b[i] << " (tolerance "
+                                           << tol.abs << " + " << tol.rel << " * " << scale << ")";
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+/// Views of owners.
+inline std::vector<TensorView> views_of(const std::vector<Tensor>& ts) {
+  std::vector<TensorView> v;
+  for (const auto& t : ts) v.push_back(t.as_view());
+  return v;
+}
+
+inline std::string describe(const Sample& s) {
+  return std::string(ops::op_kind(s.op)) + (s.label[0] ? std::string(" [") + s.label + "]" : std::string());
+}
+
+}  // namespace pact::test
