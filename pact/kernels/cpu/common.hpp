@@ -63,25 +63,24 @@ template <class T>
 class Out {
  public:
   explicit Out(const Dims& shape, bool zero = false)
-      : tensor_(zero ? Tensor::zeros(shape, dtype_of_v<T>) : Tensor::empty(shape, dtype_of_v<T>)) {
-    auto prepared = tensor_.prepare_host_mut<T>();
-    data_ = std::get<PreparedContiguousWrite<T>>(prepared.value()).as_span();
-    keep_.emplace(std::move(prepared).value());
-  }
+      : tensor_(zero ? Tensor::zeros(shape, dtype_of_v<T>) : Tensor::empty(shape, dtype_of_v<T>)),
+        prepared_(prepare(tensor_)),
+        data_(std::get<PreparedContiguousWrite<T>>(prepared_).as_span()) {}
   std::span<T> span() const noexcept { return data_; }
   T* data() const noexcept { return data_.data(); }
   T& operator[](std::int64_t i) const noexcept { return data_[static_cast<std::size_t>(i)]; }
   std::int64_t size() const noexcept { return static_cast<std::int64_t>(data_.size()); }
   /// Releases write access and returns the owner.
   Tensor finish() && {
-    keep_.reset();
+    { PreparedHostWrite<T> released = std::move(prepared_); }  // the moved-to object ends the borrow
     return std::move(tensor_);
   }
 
  private:
+  static PreparedHostWrite<T> prepare(Tensor& t) { return std::move(t.prepare_host_mut<T>()).value(); }
   Tensor tensor_;
+  PreparedHostWrite<T> prepared_;
   std::span<T> data_;
-  std::optional<PreparedHostWrite<T>> keep_;
 };
 
 /// Row-major strides of a shape, with 0 for the dimensions a smaller broadcast operand lacks or has as 1.

@@ -1,0 +1,77 @@
+// The BLAS provider (trust: trustedExternal; evidence: a trusted boundary): matmul, linear and the GEMM
+// inside conv2d through OpenBLAS cblas_sgemm. It runs the same op code as the native provider
+// (gemm_ops.inc) with OpenBLAS as the GEMM. f32 only: other dtypes are refused with a typed error.
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "pact/kernels/cpu/common.hpp"
+#include "pact/kernels/kernel.hpp"
+
+namespace pact::kernels::cpu::blas {
+
+namespace generic {
+#include "pact/kernels/cpu/generic_kernels.inc"
+}  // namespace generic
+
+using generic::GradList;
+using ops::Attributes;
+
+// The cblas (transpose, leading dimension) of a rows x cols row-major operand addressed by strides:
+// unit column stride is NoTrans with ld = row stride; unit row stride is Trans with ld = column stride.
+// A degenerate extent makes its stride irrelevant, so the leading dimension is raised to the minimum
+// cblas requires.
+std::pair<CBLAS_TRANSPOSE, int> cblas_layout(std::int64_t rows, std::int64_t cols, std::int64_t rs, std::int64_t cs) {
+  if (cs == 1 && (rs >= cols || rows <= 1)) return {CblasNoTrans, static_cast<int>(std::max<std::int64_t>({rs, cols, 1}))};
+  return {CblasTrans, static_cast<int>(std::max<std::int64_t>({cs, rows, 1}))};
+}
+
+// unsafe boundary: OpenBLAS reads and writes through these pointers for the duration of the call only.
+void blas_sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t ar, std::int64_t ac,
+                const float* b, std::int64_t br, std::int64_t bc, float* c, std::int64_t ldc, bool accumulate) {
+  if (m <= 0 || n <= 0) return;
+  const auto [ta, lda] = cblas_layout(m, k, ar, ac);
+  const auto [tb, ldb] = cblas_layout(k, n, br, bc);
+  cblas_sgemm(CblasRowMajor, ta, tb, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), 1.0f, a, lda, b, ldb,
+              accumulate ? 1.0f : 0.0f, c, static_cast<int>(std::max<std::int64_t>(ldc, n)));
+}
+
+struct Refused {
+  template <class R>
+  operator R() const {
+    __builtin_unreachable();
+  }
+};
+template <class... Rest>
+[[noreturn]] Refused refuse(const char* op, std::span<const TensorView> in, const Rest&...) {
+  throw_error(ErrorCode::dtype_mismatch, op,
+              fmt::format("the blas provider computes f32 only; operand 0 is {}", dtype_name(in[0].dtype())));
+}
+
+#define PACT_GEMM_OPS_SGEMM blas_sgemm
+#define PACT_GEMM_FALLBACK(fn, ...) refuse(#fn, __VA_ARGS__)
+#include "pact/kernels/cpu/gemm_ops.inc"
+#undef PACT_GEMM_FALLBACK
+#undef PACT_GEMM_OPS_SGEMM
+
+}  // namespace pact::kernels::cpu::blas
+
+namespace pact::kernels {
+
+std::span<const Handler> blas_handlers() {
+  using namespace cpu::blas;
+#define PACT_PROVIDER_NAME "blas"
+#define PACT_PROVIDER_FILE "pact/kernels/cpu/blas.cpp"
+#include "pact/kernels/cpu/handler_table.inc"
+  static const Handler table[] = {PACT_HANDLER_ROW(matmul) PACT_HANDLER_ROW(linear) PACT_HANDLER_ROW(conv2d)};
+#undef PACT_HANDLER_ROW
+#undef PACT_HANDLER_ROWS
+#undef PACT_PROVIDER_NAME
+#undef PACT_PROVIDER_FILE
+  return table;
+}
+
+}  // namespace pact::kernels

@@ -1,0 +1,25 @@
+#pragma once
+/// The native f32 GEMM: packed, cache-blocked, with a SIMD micro-kernel chosen once at run time from the
+/// CPU's features (AVX-512, AVX2+FMA, or a portable loop) and OpenMP threads over row blocks.
+///
+/// Operands are addressed by element strides, so transposed operands need no copy: element (i, k) of A
+/// is a[i * a_row + k * a_col]. C is row-major with leading dimension ldc.
+
+#include <cstdint>
+#include <string_view>
+
+namespace pact::kernels::cpu {
+
+/// C (+)= A * B for A: m x k, B: k x n. `accumulate` adds into C; otherwise C is overwritten.
+/// These pointers come from prepared host access and must stay valid for the call.
+void sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t a_row, std::int64_t a_col,
+           const float* b, std::int64_t b_row, std::int64_t b_col, float* c, std::int64_t ldc, bool accumulate);
+
+/// The micro-kernel variant selected for this CPU: "avx512", "avx2" or "portable".
+std::string_view sgemm_variant() noexcept;
+
+/// Forces a variant (tests compare variants); "auto" restores the CPU's choice. Returns false when the
+/// CPU cannot run the requested variant.
+bool set_sgemm_variant(std::string_view variant) noexcept;
+
+}  // namespace pact::kernels::cpu

@@ -1,0 +1,310 @@
+// The native provider (numerical policy implementationDefined): the packed SIMD GEMM behind matmul,
+// linear, conv2d (im2col) and attention; fused softmax / log_softmax / cross_entropy and layer / rms norm
+// with OpenMP over rows. f64 and the remaining ops run the generic kernels compiled in this translation
+// unit (Note [Generic kernels compiled per provider]).
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "pact/kernels/cpu/common.hpp"
+#include "pact/kernels/cpu/gemm.hpp"
+#include "pact/kernels/kernel.hpp"
+
+namespace pact::kernels::cpu::native {
+
+namespace generic {
+#include "pact/kernels/cpu/generic_kernels.inc"
+}  // namespace generic
+
+using generic::GradList;
+using ops::Attributes;
+
+// ---- matmul, linear, conv2d: the shared GEMM-based implementations over this provider's sgemm -------
+
+#define PACT_GEMM_OPS_SGEMM ::pact::kernels::cpu::sgemm
+#define PACT_GEMM_FALLBACK(fn, ...) generic::fn(__VA_ARGS__)
+#include "pact/kernels/cpu/gemm_ops.inc"
+#undef PACT_GEMM_FALLBACK
+#undef PACT_GEMM_OPS_SGEMM
+
+// ---- softmax family and cross-entropy (fused: one pass for the max, one for the sum, one to write) ---
+
+void softmax_rows(const float* x, float* y, std::int64_t rows, std::int64_t n, bool log) {
+#pragma omp parallel for schedule(static) if (rows * n > 32768)
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * n;
+    float* yr = y + r * n;
+    float mx = -std::numeric_limits<float>::infinity();
+    for (std::int64_t k = 0; k < n; ++k) mx = std::max(mx, xr[k]);
+    float sum = 0.0f;
+    if (log) {
+      for (std::int64_t k = 0; k < n; ++k) sum += std::exp(xr[k] - mx);
+      const float lse = mx + std::log(sum);
+      for (std::int64_t k = 0; k < n; ++k) yr[k] = xr[k] - lse;
+    } else {
+      for (std::int64_t k = 0; k < n; ++k) {
+        yr[k] = std::exp(xr[k] - mx);
+        sum += yr[k];
+      }
+      const float inv = 1.0f / sum;
+      for (std::int64_t k = 0; k < n; ++k) yr[k] *= inv;
+    }
+  }
+}
+
+bool last_dim(const TensorView& x, const Attributes& a, const char* op) {
+  return ops::normalize_dim(op, a.get_int(op, "dim", -1), x.rank()) == x.rank() - 1;
+}
+
+Tensor softmax_forward(std::span<const TensorView> in, const Attributes& a, const KernelContext& c) {
+  if (in[0].dtype() != DType::f32 || in[0].rank() == 0 || !last_dim(in[0], a, "softmax")) return generic::softmax_forward(in, a, c);
+  Dense<float> x(in[0], "softmax", "x");
+  const std::int64_t n = x.shape()[x.shape().size() - 1];
+  Out<float> out(x.shape());
+  if (n > 0) softmax_rows(x.data(), out.data(), x.size() / n, n, false);
+  return std::move(out).finish();
+}
+Tensor log_softmax_forward(std::span<const TensorView> in, const Attributes& a, const KernelContext& c) {
+  if (in[0].dtype() != DType::f32 || in[0].rank() == 0 || !last_dim(in[0], a, "log_softmax")) return generic::log_softmax_forward(in, a, c);
+  Dense<float> x(in[0], "log_softmax", "x");
+  const std::int64_t n = x.shape()[x.shape().size() - 1];
+  Out<float> out(x.shape());
+  if (n > 0) softmax_rows(x.data(), out.data(), x.size() / n, n, true);
+  return std::move(out).finish();
+}
+
+GradList softmax_family_vjp(const TensorView& y, const TensorView& grad, bool log) {
+  Dense<float> yv(y, "softmax", "output"), g(grad, "softmax", "grad_output");
+  const std::int64_t n = yv.shape()[yv.shape().size() - 1], rows = n == 0 ? 0 : yv.size() / n;
+  Out<float> gx(yv.shape());
+#pragma omp parallel for schedule(static) if (rows * n > 32768)
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const float* yr = yv.data() + r * n;
+    const float* gr = g.data() + r * n;
+    float* out = gx.data() + r * n;
+    float dot = 0.0f;
+    for (std::int64_t k = 0; k < n; ++k) dot += log ? gr[k] : gr[k] * yr[k];
+    for (std::int64_t k = 0; k < n; ++k) out[k] = log ? gr[k] - std::exp(yr[k]) * dot : yr[k] * (gr[k] - dot);
+  }
+  GradList res;
+  res.emplace_back(std::move(gx).finish());
+  return res;
+}
+GradList softmax_vjp(std::span<const TensorView> in, const TensorView& y, const TensorView& g, const Attributes& a,
+                     const KernelContext& c) {
+  if (in[0].dtype() != DType::f32 || in[0].rank() == 0 || !last_dim(in[0], a, "softmax")) return generic::softmax_vjp(in, y, g, a, c);
+  return softmax_family_vjp(y, g, false);
+}
+GradList log_softmax_vjp(std::span<const TensorView> in, const TensorView& y, const TensorView& g, const Attributes& a,
+                         const KernelContext& c) {
+  if (in[0].dtype() != DType::f32 || in[0].rank() == 0 || !last_dim(in[0], a, "log_softmax")) return generic::log_softmax_vjp(in, y, g, a, c);
+  return softmax_family_vjp(y, g, true);
+}
+
+// Cross-entropy without materialising the log-softmax: per row, max, log-sum-exp, then the target term.
+Tensor cross_entropy_forward(std::span<const TensorView> in, const Attributes& a, const KernelContext& c) {
+  if (in[0].dtype() != DType::f32) return generic::cross_entropy_forward(in, a, c);
+  Dense<float> x(in[0], "cross_entropy", "logits");
+  Dense<std::int64_t> t(in[1], "cross_entropy", "target");
+  const auto red = generic::loss_reduction("cross_entropy", a);
+  const std::int64_t ignore = a.get_int("cross_entropy", "ignore_index", -100);
+  const std::int64_t classes = x.shape()[x.shape().size() - 1], rows = x.shape().size() == 2 ? x.shape()[0] : 1;
+  std::vector<float> losses(static_cast<std::size_t>(rows));
+  std::int64_t counted = 0;
+  for (std::int64_t i = 0; i < rows; ++i) counted += generic::checked_class(t, i, classes, ignore) != ignore ? 1 : 0;
+#pragma omp parallel for schedule(static) if (rows * classes > 32768)
+  for (std::int64_t i = 0; i < rows; ++i) {
+    const std::int64_t cls = t[i];
+    if (cls == ignore) {
+      losses[static_cast<std::size_t>(i)] = 0.0f;
+      continue;
+    }
+    const float* row = x.data() + i * classes;
+    float mx = -std::numeric_limits<float>::infinity();
+    for (std::int64_t k = 0; k < classes; ++k) mx = std::max(mx, row[k]);
+    float sum = 0.0f;
+    for (std::int64_t k = 0; k < classes; ++k) sum += std::exp(row[k] - mx);
+    losses[static_cast<std::size_t>(i)] = std::log(sum) + mx - row[cls];
+  }
+  if (red.kind == generic::LossReduction::none) {
+    Out<float> out(x.shape().size() == 2 ? Dims{rows} : Dims{});
+    std::copy(losses.begin(), losses.end(), out.data());
+    return std::move(out).finish();
+  }
+  double total = 0.0;
+  for (float l : losses) total += l;
+  Out<float> out(Dims{});
+  out[0] = static_cast<float>(red.kind == generic::LossReduction::sum ? total : total / static_cast<double>(counted));
+  return std::move(out).finish();
+}
+
+GradList cross_entropy_vjp(std::span<const TensorView> in, const TensorView& y, const TensorView& grad,
+                           const Attributes& a, const KernelContext& c) {
+  if (in[0].dtype() != DType::f32) return generic::cross_entropy_vjp(in, y, grad, a, c);
+  Dense<float> x(in[0], "cross_entropy", "logits"), g(grad, "cross_entropy", "grad_output");
+  Dense<std::int64_t> t(in[1], "cross_entropy", "target");
+  const auto red = generic::loss_reduction("cross_entropy", a);
+  const std::int64_t ignore = a.get_int("cross_entropy", "ignore_index", -100);
+  const std::int64_t classes = x.shape()[x.shape().size() - 1], rows = x.shape().size() == 2 ? x.shape()[0] : 1;
+  std::int64_t counted = 0;
+  for (std::int64_t i = 0; i < rows; ++i) counted += generic::checked_class(t, i, classes, ignore) != ignore ? 1 : 0;
+  Out<float> gx(x.shape());
+#pragma omp parallel for schedule(static) if (rows * classes > 32768)
+  for (std::int64_t i = 0; i < rows; ++i) {
+    float* out = gx.data() + i * classes;
+    const std::int64_t cls = t[i];
+    if (cls == ignore) {
+      std::fill(out, out + classes, 0.0f);
+      continue;
+    }
+    const float gi = red.kind == generic::LossReduction::none ? g[i]
+                     : red.kind == generic::LossReduction::sum ? g[0] : g[0] / static_cast<float>(counted);
+    const float* row = x.data() + i * classes;
+    float mx = -std::numeric_limits<float>::infinity();
+    for (std::int64_t k = 0; k < classes; ++k) mx = std::max(mx, row[k]);
+    float sum = 0.0f;
+    for (std::int64_t k = 0; k < classes; ++k) {
+      out[k] = std::exp(row[k] - mx);
+      sum += out[k];
+    }
+    const float scale = gi / sum;
+    for (std::int64_t k = 0; k < classes; ++k) out[k] *= scale;
+    out[cls] -= gi;
+  }
+  GradList r;
+  r.emplace_back(std::move(gx).finish());
+  r.emplace_back(std::nullopt);
+  return r;
+}
+
+// ---- layer / rms norm ------------------------------------------------------------------------------
+
+Tensor norm_forward(std::span<const TensorView> in, const Attributes& a, bool rms) {
+  const char* name = rms ? "rms_norm" : "layer_norm";
+  Dense<float> x(in[0], name, "x");
+  std::optional<Dense<float>> w, b;
+  if (in.size() > 1) w.emplace(in[1], name, "weight");
+  if (in.size() > 2) b.emplace(in[2], name, "bias");
+  const float eps = static_cast<float>(a.get_float(name, "eps", rms ? 1e-6 : 1e-5));
+  const std::int64_t width = generic::norm_width(name, a), rows = width == 0 ? 0 : x.size() / width;
+  Out<float> out(x.shape());
+#pragma omp parallel for schedule(static) if (rows * width > 32768)
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const float* row = x.data() + r * width;
+    float* o = out.data() + r * width;
+    float mean = 0.0f;
+    if (!rms) {
+      for (std::int64_t k = 0; k < width; ++k) mean += row[k];
+      mean /= static_cast<float>(width);
+    }
+    float var = 0.0f;
+    for (std::int64_t k = 0; k < width; ++k) var += (row[k] - mean) * (row[k] - mean);
+    const float inv = 1.0f / std::sqrt(var / static_cast<float>(width) + eps);
+    for (std::int64_t k = 0; k < width; ++k) {
+      float v = (row[k] - mean) * inv;
+      if (w) v *= (*w)[k];
+      if (b) v += (*b)[k];
+      o[k] = v;
+    }
+  }
+  return std::move(out).finish();
+}
+Tensor layer_norm_forward(std::span<const TensorView> in, const Attributes& a, const KernelContext& c) {
+  return in[0].dtype() == DType::f32 ? norm_forward(in, a, false) : generic::layer_norm_forward(in, a, c);
+}
+Tensor rms_norm_forward(std::span<const TensorView> in, const Attributes& a, const KernelContext& c) {
+  return in[0].dtype() == DType::f32 ? norm_forward(in, a, true) : generic::rms_norm_forward(in, a, c);
+}
+using generic::layer_norm_vjp;
+using generic::rms_norm_vjp;
+
+// ---- attention: per batch, scores by GEMM, masked row softmax, values by GEMM ------------------------
+
+Tensor scaled_dot_product_attention_forward(std::span<const TensorView> in, const Attributes& a, const KernelContext& c) {
+  constexpr const char* op = "scaled_dot_product_attention";
+  if (in[0].dtype() != DType::f32 || in.size() == 4) return generic::scaled_dot_product_attention_forward(in, a, c);
+  Dense<float> q(in[0], op, "query"), k(in[1], op, "key"), v(in[2], op, "value");
+  const auto sh = generic::attention_shape(in);
+  const bool causal = a.get_bool(op, "is_causal", false);
+  const float scale = static_cast<float>(a.get_float(op, "scale", 1.0 / std::sqrt(static_cast<double>(sh.e))));
+  Dims out_shape = q.shape();
+  out_shape[out_shape.size() - 1] = sh.ev;
+  Out<float> out(out_shape);
+  std::vector<float> scores(static_cast<std::size_t>(std::max<std::int64_t>(sh.l * sh.s, 1)));
+  for (std::int64_t b = 0; b < sh.batch; ++b) {
+    sgemm(sh.l, sh.s, sh.e, q.data() + b * sh.l * sh.e, sh.e, 1, k.data() + b * sh.s * sh.e, 1, sh.e, scores.data(), sh.s, false);
+    for (std::int64_t i = 0; i < sh.l; ++i) {
+      float* row = scores.data() + i * sh.s;
+      float mx = -std::numeric_limits<float>::infinity();
+      for (std::int64_t j = 0; j < sh.s; ++j) {
+        row[j] = (causal && j > i) ? -std::numeric_limits<float>::infinity() : row[j] * scale;
+        mx = std::max(mx, row[j]);
+      }
+      float sum = 0.0f;
+      for (std::int64_t j = 0; j < sh.s; ++j) {
+        row[j] = std::exp(row[j] - mx);
+        sum += row[j];
+      }
+      const float inv = 1.0f / sum;
+      for (std::int64_t j = 0; j < sh.s; ++j) row[j] *= inv;
+    }
+    sgemm(sh.l, sh.ev, sh.s, scores.data(), sh.s, 1, v.data() + b * sh.s * sh.ev, sh.ev, 1, out.data() + b * sh.l * sh.ev, sh.ev, false);
+  }
+  return std::move(out).finish();
+}
+using generic::scaled_dot_product_attention_vjp;
+
+// ---- ops served by the generic kernels in this translation unit -------------------------------------
+
+using generic::add_forward; using generic::add_vjp;
+using generic::sub_forward; using generic::sub_vjp;
+using generic::mul_forward; using generic::mul_vjp;
+using generic::div_forward; using generic::div_vjp;
+using generic::neg_forward; using generic::neg_vjp;
+using generic::relu_forward; using generic::relu_vjp;
+using generic::gelu_forward; using generic::gelu_vjp;
+using generic::silu_forward; using generic::silu_vjp;
+using generic::tanh_forward; using generic::tanh_vjp;
+using generic::sigmoid_forward; using generic::sigmoid_vjp;
+using generic::clamp_forward; using generic::clamp_vjp;
+using generic::exp_forward; using generic::exp_vjp;
+using generic::log_forward; using generic::log_vjp;
+using generic::sqrt_forward; using generic::sqrt_vjp;
+using generic::mse_loss_forward; using generic::mse_loss_vjp;
+using generic::batch_norm_forward; using generic::batch_norm_vjp;
+using generic::dropout_forward; using generic::dropout_vjp;
+using generic::embedding_forward; using generic::embedding_vjp;
+using generic::max_pool2d_forward; using generic::max_pool2d_vjp;
+using generic::avg_pool2d_forward; using generic::avg_pool2d_vjp;
+using generic::adaptive_avg_pool2d_forward; using generic::adaptive_avg_pool2d_vjp;
+using generic::reshape_forward; using generic::reshape_vjp;
+using generic::permute_forward; using generic::permute_vjp;
+using generic::transpose_forward; using generic::transpose_vjp;
+using generic::flatten_forward; using generic::flatten_vjp;
+using generic::concat_forward; using generic::concat_vjp;
+using generic::slice_forward; using generic::slice_vjp;
+using generic::sum_forward; using generic::sum_vjp;
+using generic::mean_forward; using generic::mean_vjp;
+using generic::max_forward; using generic::max_vjp;
+
+}  // namespace pact::kernels::cpu::native
+
+namespace pact::kernels {
+
+std::span<const Handler> native_handlers() {
+  using namespace cpu::native;
+#define PACT_PROVIDER_NAME "native"
+#define PACT_PROVIDER_FILE "pact/kernels/cpu/native.cpp"
+#include "pact/kernels/cpu/handler_table.inc"
+  static const Handler table[] = {PACT_HANDLER_ROWS};
+#undef PACT_HANDLER_ROW
+#undef PACT_HANDLER_ROWS
+#undef PACT_PROVIDER_NAME
+#undef PACT_PROVIDER_FILE
+  return table;
+}
+
+}  // namespace pact::kernels

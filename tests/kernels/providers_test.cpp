@@ -1,0 +1,166 @@
+// Differential tests: native and blas against the reference provider on every sample, with the op
+// table's tolerance; GEMM variants on odd, unit, empty and transposed sizes; reference determinism
+// across thread counts.
+
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <cstring>
+
+#include "pact/kernels/cpu/gemm.hpp"
+#include "sweep_util.hpp"
+
+namespace pact {
+namespace {
+
+using namespace pact::test;
+using kernels::KernelContext;
+
+void compare_provider(std::span<const kernels::Handler> candidate, std::string_view name) {
+  std::mt19937 rng(99);
+  int compared = 0;
+  for (const auto& s : samples()) {
+    const kernels::Handler* h = kernels::find_handler(candidate, s.op);
+    if (!h) continue;
+    SCOPED_TRACE(std::string(name) + " " + describe(s));
+    const kernels::Handler& ref = *kernels::find_handler(kernels::reference_handlers(), s.op);
+    std::vector<Tensor> ins;
+    for (const auto& in : s.inputs) ins.push_back(make_input(in, DType::f32, rng));
+    const KernelContext ctx{s.training, 41};
+    Tensor yr = kernels::run_forward(ref, views_of(ins), s.attrs, ctx);
+    Tensor yc = kernels::run_forward(*h, views_of(ins), s.attrs, ctx);
+    const auto& info = ops::op_info(s.op);
+    EXPECT_TRUE(close(values_of(yc.as_view()), values_of(yr.as_view()), info.tolerance())) << "forward";
+    std::vector<double> gv(static_cast<std::size_t>(yr.numel()));
+    std::normal_distribution<double> nd;
+    for (auto& x : gv) x = nd(rng);
+    Tensor g = Tensor::from_values<double>(yr.shape(), std::span<const double>(gv)).convert(DType::f32);
+    auto gr = kernels::run_vjp(ref, views_of(ins), yr.as_view(), g.as_view(), s.attrs, ctx);
+    auto gc = kernels::run_vjp(*h, views_of(ins), yc.as_view(), g.as_view(), s.attrs, ctx);
+    for (std::size_t i = 0; i < gr.size(); ++i) {
+      ASSERT_EQ(gr[i].has_value(), gc[i].has_value()) << "input " << i;
+      if (gr[i]) {
+        EXPECT_TRUE(close(values_of(gc[i]->as_view()), values_of(gr[i]->as_view()), info.vjp_tolerance())) << "vjp input " << i;
+      }
+    }
+    ++compared;
+  }
+  EXPECT_GT(compared, 0);
+}
+
+TEST(Providers, NativeCoversEveryReferenceOp) {
+  for (const auto& h : kernels::reference_handlers()) {
+    const kernels::Handler* n = kernels::find_handler(kernels::native_handlers(), h.op);
+    ASSERT_NE(n, nullptr) << ops::op_kind(h.op);
+    EXPECT_EQ(n->provider, "native");
+  }
+  for (auto op : {ops::OpTag::matmul, ops::OpTag::linear, ops::OpTag::conv2d}) {
+    const kernels::Handler* b = kernels::find_handler(kernels::blas_handlers(), op);
+    ASSERT_NE(b, nullptr);
+    EXPECT_EQ(b->provider, "blas");
+  }
+}
+
+TEST(Providers, NativeMatchesReference) { compare_provider(kernels::native_handlers(), "native"); }
+TEST(Providers, BlasMatchesReference) { compare_provider(kernels::blas_handlers(), "blas"); }
+
+TEST(Providers, BlasRefusesF64Typed) {
+  Tensor a = Tensor::zeros(Dims{2, 2}, DType::f64);
+  try {
+    kernels::run_forward(*kernels::find_handler(kernels::blas_handlers(), ops::OpTag::matmul), std::vector{a.as_view(), a.as_view()}, {});
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::dtype_mismatch);
+  }
+}
+
+// Every GEMM variant the CPU can run, on awkward sizes and on transposed operands, against a double-
+// precision loop.
+TEST(Gemm, VariantsMatchAReferenceLoopOnOddAndDegenerateShapes) {
+  std::mt19937 rng(3);
+  std::normal_distribution<float> nd;
+  const std::int64_t sizes[][3] = {{1, 1, 1}, {0, 5, 3}, {5, 0, 3}, {4, 6, 0}, {13, 37, 29}, {12, 32, 256},
+                                   {25, 65, 300}, {200, 70, 513}, {1, 97, 33}, {97, 1, 33}};
+  for (std::string_view variant : {"avx512", "avx2", "portable"}) {
+    if (!kernels::cpu::set_sgemm_variant(variant)) continue;
+    for (const auto& s : sizes) {
+      const std::int64_t m = s[0], n = s[1], k = s[2];
+      for (int trans = 0; trans < 4; ++trans) {
+        SCOPED_TRACE(std::string(variant) + " " + std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) +
+                     " trans " + std::to_string(trans));
+        std::vector<float> a(static_cast<std::size_t>(std::max<std::int64_t>(m * k, 1))), b(static_cast<std::size_t>(std::max<std::int64_t>(k * n, 1)));
+        for (auto& x : a) x = nd(rng);
+        for (auto& x : b) x = nd(rng);
+        // trans bit 0: A stored k x m (column access), bit 1: B stored n x k.
+        const std::int64_t ar = trans & 1 ? 1 : k, ac = trans & 1 ? m : 1;
+        const std::int64_t br = trans & 2 ? 1 : n, bc = trans & 2 ? k : 1;
+        std::vector<float> c(static_cast<std::size_t>(std::max<std::int64_t>(m * n, 1)), 7.0f);
+        kernels::cpu::sgemm(m, n, k, a.data(), ar, ac, b.data(), br, bc, c.data(), n, false);
+        for (std::int64_t i = 0; i < m; ++i)
+          for (std::int64_t j = 0; j < n; ++j) {
+            double ref = 0;
+            for (std::int64_t p = 0; p < k; ++p) ref += double(a[static_cast<std::size_t>(i * ar + p * ac)]) * b[static_cast<std::size_t>(p * br + j * bc)];
+            ASSERT_NEAR(c[static_cast<std::size_t>(i * n + j)], ref, 1e-4 * (1 + std::sqrt(double(k)))) << i << "," << j;
+          }
+      }
+    }
+  }
+  kernels::cpu::set_sgemm_variant("auto");
+}
+
+TEST(Gemm, AccumulateAddsIntoC) {
+  std::vector<float> a{1, 2, 3, 4}, b{1, 0, 0, 1}, c{10, 10, 10, 10};
+  kernels::cpu::sgemm(2, 2, 2, a.data(), 2, 1, b.data(), 2, 1, c.data(), 2, true);
+  EXPECT_EQ(c, (std::vector<float>{11, 12, 13, 14}));
+  EXPECT_FALSE(kernels::cpu::set_sgemm_variant("sse9"));
+}
+
+TEST(Determinism, ReferenceIsBitwiseIdenticalAcrossThreadCounts) {
+  const int saved = omp_get_max_threads();
+  auto run_all = [&](int threads) {
+    omp_set_num_threads(threads);
+    std::mt19937 rng(17);
+    std::vector<std::vector<double>> out;
+    for (const auto& s : samples()) {
+      std::vector<Tensor> ins;
+      for (const auto& in : s.inputs) ins.push_back(make_input(in, DType::f32, rng));
+      out.push_back(values_of(kernels::run_forward(*kernels::find_handler(kernels::reference_handlers(), s.op), views_of(ins),
+                                                   s.attrs, KernelContext{s.training, 5}).as_view()));
+    }
+    return out;
+  };
+  auto one = run_all(1), two = run_all(2);
+  omp_set_num_threads(saved);
+  ASSERT_EQ(one.size(), two.size());
+  for (std::size_t i = 0; i < one.size(); ++i) {
+    ASSERT_EQ(one[i].size(), two[i].size());
+    EXPECT_EQ(std::memcmp(one[i].data(), two[i].data(), one[i].size() * sizeof(double)), 0) << describe(samples()[i]);
+  }
+}
+
+// Larger native cases where the threaded and blocked paths engage.
+TEST(Providers, NativeLargeSoftmaxCrossEntropyAndMatmul) {
+  std::mt19937 rng(8);
+  const auto& nat = kernels::native_handlers();
+  const auto& ref = kernels::reference_handlers();
+  struct Case {
+    ops::OpTag op;
+    std::vector<SampleInput> in;
+    ops::Attributes a;
+  };
+  std::vector<Case> cases{{ops::OpTag::softmax, {N({300, 257})}, {}},
+                          {ops::OpTag::cross_entropy, {N({300, 257}), I({300}, 257)}, {}},
+                          {ops::OpTag::matmul, {N({3, 200, 301}), N({301, 190})}, {}},
+                          {ops::OpTag::layer_norm, {N({300, 256}), N({256}), N({256})}, A{{"normalized_shape", L{256}}}}};
+  for (const auto& c : cases) {
+    SCOPED_TRACE(std::string(ops::op_kind(c.op)));
+    std::vector<Tensor> ins;
+    for (const auto& in : c.in) ins.push_back(make_input(in, DType::f32, rng));
+    auto yr = values_of(kernels::run_forward(*kernels::find_handler(ref, c.op), views_of(ins), c.a).as_view());
+    auto yn = values_of(kernels::run_forward(*kernels::find_handler(nat, c.op), views_of(ins), c.a).as_view());
+    EXPECT_TRUE(close(yn, yr, ops::op_info(c.op).tolerance()));
+  }
+}
+
+}  // namespace
+}  // namespace pact
