@@ -28,6 +28,17 @@ int main(int argc, char** argv) {
   auto* ops = app.add_subcommand("ops", "list the op table");
   ops->add_flag("--markdown", ops_markdown, "print the catalogue as docs/ops.md holds it");
 
+  auto* bench = app.add_subcommand("bench", "run a benchmark; figures are ratios against a baseline measured in the same run");
+  bench->require_subcommand(1);
+  std::vector<std::int64_t> gemm_sizes{128, 256, 512, 1024, 2048};
+  int gemm_threads = 1, gemm_reps = 5;
+  bool gemm_json = false;
+  auto* gemm = bench->add_subcommand("gemm", "native SGEMM vs OpenBLAS cblas_sgemm (run with env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE)");
+  gemm->add_option("--sizes", gemm_sizes, "square sizes")->delimiter(',');
+  gemm->add_option("--threads", gemm_threads, "threads for both contenders");
+  gemm->add_option("--repetitions", gemm_reps, "interleaved repetitions (best of N)");
+  gemm->add_flag("--json", gemm_json, "print the pact.bench.v1 report");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -36,6 +47,7 @@ int main(int argc, char** argv) {
   try {
     if (*demo) return pact::cli::run_demo();
     if (*digest) return pact::cli::run_digest(digest_path, digest_domain);
+    if (*gemm) return pact::cli::run_bench_gemm(gemm_sizes, gemm_threads, gemm_reps, gemm_json);
     if (*ops) {
       if (ops_markdown) {
         std::fputs(pact::ops::render_catalogue_markdown().c_str(), stdout);

@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "pact/kernels/cpu/common.hpp"
+#include "pact/kernels/cpu/gemm.hpp"
 #include "pact/kernels/kernel.hpp"
 
 namespace pact::kernels::cpu::blas {
@@ -20,6 +21,10 @@ namespace generic {
 using generic::GradList;
 using ops::Attributes;
 
+}  // namespace pact::kernels::cpu::blas
+
+namespace pact::kernels::cpu {
+
 // The cblas (transpose, leading dimension) of a rows x cols row-major operand addressed by strides:
 // unit column stride is NoTrans with ld = row stride; unit row stride is Trans with ld = column stride.
 // A degenerate extent makes its stride irrelevant, so the leading dimension is raised to the minimum
@@ -30,7 +35,7 @@ std::pair<CBLAS_TRANSPOSE, int> cblas_layout(std::int64_t rows, std::int64_t col
 }
 
 // unsafe boundary: OpenBLAS reads and writes through these pointers for the duration of the call only.
-void blas_sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t ar, std::int64_t ac,
+void openblas_sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t ar, std::int64_t ac,
                 const float* b, std::int64_t br, std::int64_t bc, float* c, std::int64_t ldc, bool accumulate) {
   if (m <= 0 || n <= 0) return;
   const auto [ta, lda] = cblas_layout(m, k, ar, ac);
@@ -38,6 +43,13 @@ void blas_sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, 
   cblas_sgemm(CblasRowMajor, ta, tb, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), 1.0f, a, lda, b, ldb,
               accumulate ? 1.0f : 0.0f, c, static_cast<int>(std::max<std::int64_t>(ldc, n)));
 }
+
+std::string_view openblas_corename() noexcept { return openblas_get_corename(); }
+void openblas_threads(int threads) noexcept { openblas_set_num_threads(threads); }
+
+}  // namespace pact::kernels::cpu
+
+namespace pact::kernels::cpu::blas {
 
 struct Refused {
   template <class R>
@@ -51,7 +63,7 @@ template <class... Rest>
               fmt::format("the blas provider computes f32 only; operand 0 is {}", dtype_name(in[0].dtype())));
 }
 
-#define PACT_GEMM_OPS_SGEMM blas_sgemm
+#define PACT_GEMM_OPS_SGEMM ::pact::kernels::cpu::openblas_sgemm
 #define PACT_GEMM_FALLBACK(fn, ...) refuse(#fn, __VA_ARGS__)
 #include "pact/kernels/cpu/gemm_ops.inc"
 #undef PACT_GEMM_FALLBACK

@@ -15,25 +15,29 @@ namespace {
 
 // Cache blocking: an MR x KC panel of A and a KC x NR panel of B stay in L1, an MC x KC block of A in L2,
 // a KC x NC block of B in L3.
-constexpr std::int64_t kKC = 256;
+constexpr std::int64_t kKC = 512;
 constexpr std::int64_t kMC = 192;
 constexpr std::int64_t kNC = 3072;
 
 struct Variant {
   std::string_view name;
   int mr, nr;
-  // Multiplies a packed MR x kc panel by a packed kc x NR panel into the tile t (row stride NR), overwriting it.
-  void (*kernel)(std::int64_t kc, const float* a, const float* b, float* t);
+  // Multiplies a packed MR x kc panel by a packed kc x NR panel into the MR x NR block at c (row stride
+  // ldc), adding to it when `add` is set.
+  void (*kernel)(std::int64_t kc, const float* a, const float* b, float* c, std::int64_t ldc, bool add);
 };
 
-__attribute__((target("avx512f"))) void kernel_avx512(std::int64_t kc, const float* a, const float* b, float* t) {
-  constexpr int MR = 12;
+__attribute__((target("avx512f"))) void kernel_avx512(std::int64_t kc, const float* a, const float* b, float* t,
+                                                      std::int64_t ldc, bool add) {
+  constexpr int MR = 8;
   __m512 c0[MR], c1[MR];
   for (int i = 0; i < MR; ++i) {
     c0[i] = _mm512_setzero_ps();
     c1[i] = _mm512_setzero_ps();
   }
+#pragma GCC unroll 4
   for (std::int64_t p = 0; p < kc; ++p) {
+    _mm_prefetch(reinterpret_cast<const char*>(b + 8 * 32), _MM_HINT_T0);
     const __m512 b0 = _mm512_load_ps(b);
     const __m512 b1 = _mm512_load_ps(b + 16);
     for (int i = 0; i < MR; ++i) {
@@ -45,12 +49,18 @@ __attribute__((target("avx512f"))) void kernel_avx512(std::int64_t kc, const flo
     b += 32;
   }
   for (int i = 0; i < MR; ++i) {
-    _mm512_store_ps(t + i * 32, c0[i]);
-    _mm512_store_ps(t + i * 32 + 16, c1[i]);
+    float* row = t + i * ldc;
+    if (add) {
+      c0[i] = _mm512_add_ps(c0[i], _mm512_loadu_ps(row));
+      c1[i] = _mm512_add_ps(c1[i], _mm512_loadu_ps(row + 16));
+    }
+    _mm512_storeu_ps(row, c0[i]);
+    _mm512_storeu_ps(row + 16, c1[i]);
   }
 }
 
-__attribute__((target("avx2,fma"))) void kernel_avx2(std::int64_t kc, const float* a, const float* b, float* t) {
+__attribute__((target("avx2,fma"))) void kernel_avx2(std::int64_t kc, const float* a, const float* b, float* t,
+                                                     std::int64_t ldc, bool add) {
   constexpr int MR = 6;
   __m256 c0[MR], c1[MR];
   for (int i = 0; i < MR; ++i) {
@@ -69,12 +79,17 @@ __attribute__((target("avx2,fma"))) void kernel_avx2(std::int64_t kc, const floa
     b += 16;
   }
   for (int i = 0; i < MR; ++i) {
-    _mm256_store_ps(t + i * 16, c0[i]);
-    _mm256_store_ps(t + i * 16 + 8, c1[i]);
+    float* row = t + i * ldc;
+    if (add) {
+      c0[i] = _mm256_add_ps(c0[i], _mm256_loadu_ps(row));
+      c1[i] = _mm256_add_ps(c1[i], _mm256_loadu_ps(row + 8));
+    }
+    _mm256_storeu_ps(row, c0[i]);
+    _mm256_storeu_ps(row + 8, c1[i]);
   }
 }
 
-void kernel_portable(std::int64_t kc, const float* a, const float* b, float* t) {
+void kernel_portable(std::int64_t kc, const float* a, const float* b, float* t, std::int64_t ldc, bool add) {
   constexpr int MR = 4, NR = 16;
   float acc[MR][NR] = {};
   for (std::int64_t p = 0; p < kc; ++p) {
@@ -84,10 +99,10 @@ void kernel_portable(std::int64_t kc, const float* a, const float* b, float* t) 
     b += NR;
   }
   for (int i = 0; i < MR; ++i)
-    for (int j = 0; j < NR; ++j) t[i * NR + j] = acc[i][j];
+    for (int j = 0; j < NR; ++j) t[i * ldc + j] = add ? t[i * ldc + j] + acc[i][j] : acc[i][j];
 }
 
-constexpr Variant kAvx512{"avx512", 12, 32, &kernel_avx512};
+constexpr Variant kAvx512{"avx512", 8, 32, &kernel_avx512};
 constexpr Variant kAvx2{"avx2", 6, 16, &kernel_avx2};
 constexpr Variant kPortable{"portable", 4, 16, &kernel_portable};
 
@@ -108,11 +123,20 @@ const Variant*& current() {
   return v;
 }
 
+// Per-thread packing buffers, grown on demand and reused across calls, so a GEMM allocates nothing once
+// warm (slot 0: packed B, slot 1: packed A).
 struct AlignedFree {
   void operator()(float* p) const { ::operator delete[](p, std::align_val_t{64}); }
 };
-using Buffer = std::unique_ptr<float[], AlignedFree>;
-Buffer aligned(std::size_t n) { return Buffer(static_cast<float*>(::operator new[](n * sizeof(float), std::align_val_t{64}))); }
+float* scratch(int slot, std::size_t n) {
+  thread_local std::unique_ptr<float[], AlignedFree> buffers[2];
+  thread_local std::size_t sizes[2] = {0, 0};
+  if (sizes[slot] < n) {
+    buffers[slot].reset(static_cast<float*>(::operator new[](n * sizeof(float), std::align_val_t{64})));
+    sizes[slot] = n;
+  }
+  return buffers[slot].get();
+}
 
 // Packs rows [i0, i0 + mc) x cols [p0, p0 + kc) of A into MR-row panels (k-major), zero-padding the last.
 void pack_a(const Variant& v, std::int64_t mc, std::int64_t kc, const float* a, std::int64_t ar, std::int64_t ac, float* dst) {
@@ -127,9 +151,10 @@ void pack_a(const Variant& v, std::int64_t mc, std::int64_t kc, const float* a, 
 }
 
 // Packs rows [p0, p0 + kc) x cols [j0, j0 + nc) of B into NR-column panels, zero-padding the last.
-void pack_b(const Variant& v, std::int64_t kc, std::int64_t nc, const float* b, std::int64_t br, std::int64_t bc, float* dst) {
+void pack_b(const Variant& v, std::int64_t kc, std::int64_t nc, const float* b, std::int64_t br, std::int64_t bc, float* dst,
+            bool parallel_pack) {
   const std::int64_t panels = (nc + v.nr - 1) / v.nr;
-#pragma omp parallel for schedule(static) if (panels > 4 && omp_get_level() == 0)
+#pragma omp parallel for schedule(static) if (parallel_pack && panels > 8)
   for (std::int64_t q = 0; q < panels; ++q) {
     const std::int64_t j = q * v.nr;
     const std::int64_t cols = std::min<std::int64_t>(v.nr, nc - j);
@@ -178,42 +203,65 @@ void sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::
   const Variant& v = *current();
   const std::int64_t nc_max = std::min(kNC, ((n + v.nr - 1) / v.nr) * v.nr);
   const std::int64_t kc_max = std::min(kKC, k);
-  Buffer bpack = aligned(static_cast<std::size_t>(nc_max * kc_max));
   const std::int64_t m_blocks = (m + kMC - 1) / kMC;
+  const std::int64_t a_block = ((kMC + v.mr - 1) / v.mr) * v.mr * kc_max;  // floats per packed A block
+  float* bpack = scratch(0, static_cast<std::size_t>(nc_max * kc_max));
+  float* apack = scratch(1, static_cast<std::size_t>(m_blocks * a_block));
+  // Small products run on one thread: a parallel region's start and barriers cost more than they save.
+  constexpr std::int64_t kParallelMacs = std::int64_t{4} << 20;
+  const bool small = m * n < kParallelMacs / k;
+  const int threads = omp_in_parallel() || small ? 1 : omp_get_max_threads();
   for (std::int64_t j0 = 0; j0 < n; j0 += kNC) {
     const std::int64_t nc = std::min(kNC, n - j0);
+    const std::int64_t panels = (nc + v.nr - 1) / v.nr;
+    // Work items: each A block, split along the B panels when there are fewer blocks than threads.
+    const std::int64_t split = std::min<std::int64_t>(panels, std::max<std::int64_t>(1, (threads + m_blocks - 1) / m_blocks));
+    const std::int64_t items = m_blocks * split;
     for (std::int64_t p0 = 0; p0 < k; p0 += kKC) {
       const std::int64_t kc = std::min(kKC, k - p0);
       const bool add = accumulate || p0 > 0;
-      pack_b(v, kc, nc, b + p0 * b_row + j0 * b_col, b_row, b_col, bpack.get());
-#pragma omp parallel if (m_blocks > 1 && omp_get_level() == 0)
-      {
-        Buffer apack = aligned(static_cast<std::size_t>(((kMC + v.mr - 1) / v.mr) * v.mr * kc));
-        alignas(64) float tile[12 * 32];
-#pragma omp for schedule(dynamic)
-        for (std::int64_t blk = 0; blk < m_blocks; ++blk) {
-          const std::int64_t i0 = blk * kMC;
-          const std::int64_t mc = std::min(kMC, m - i0);
-          pack_a(v, mc, kc, a + i0 * a_row + p0 * a_col, a_row, a_col, apack.get());
-          for (std::int64_t j = 0; j < nc; j += v.nr) {
-            const std::int64_t cols = std::min<std::int64_t>(v.nr, nc - j);
-            const float* bp = bpack.get() + (j / v.nr) * v.nr * kc;
-            for (std::int64_t i = 0; i < mc; i += v.mr) {
-              const std::int64_t rows = std::min<std::int64_t>(v.mr, mc - i);
-              v.kernel(kc, apack.get() + (i / v.mr) * v.mr * kc, bp, tile);
-              float* cij = c + (i0 + i) * ldc + j0 + j;
-              for (std::int64_t r = 0; r < rows; ++r) {
-                float* crow = cij + r * ldc;
-                const float* trow = tile + r * v.nr;
-                if (add) {
-                  for (std::int64_t q = 0; q < cols; ++q) crow[q] += trow[q];
-                } else {
-                  for (std::int64_t q = 0; q < cols; ++q) crow[q] = trow[q];
-                }
-              }
+      pack_b(v, kc, nc, b + p0 * b_row + j0 * b_col, b_row, b_col, bpack, threads > 1);
+      auto pack = [&](std::int64_t blk) {
+        const std::int64_t i0 = blk * kMC;
+        pack_a(v, std::min(kMC, m - i0), kc, a + i0 * a_row + p0 * a_col, a_row, a_col, apack + blk * a_block);
+      };
+      auto work = [&](std::int64_t item) {
+        const std::int64_t blk = item / split, part = item % split;
+        const std::int64_t i0 = blk * kMC, mc = std::min(kMC, m - i0);
+        const std::int64_t q0 = part * panels / split, q1 = (part + 1) * panels / split;
+        alignas(64) float tile[16 * 32];
+        for (std::int64_t q = q0; q < q1; ++q) {
+          const std::int64_t j = q * v.nr;
+          const std::int64_t cols = std::min<std::int64_t>(v.nr, nc - j);
+          const float* bp = bpack + q * v.nr * kc;
+          for (std::int64_t i = 0; i < mc; i += v.mr) {
+            const std::int64_t rows = std::min<std::int64_t>(v.mr, mc - i);
+            const float* ap = apack + blk * a_block + (i / v.mr) * v.mr * kc;
+            float* cij = c + (i0 + i) * ldc + j0 + j;
+            if (rows == v.mr && cols == v.nr) {  // full tile: straight into C
+              v.kernel(kc, ap, bp, cij, ldc, add);
+              continue;
+            }
+            v.kernel(kc, ap, bp, tile, v.nr, false);
+            for (std::int64_t r = 0; r < rows; ++r) {
+              float* crow = cij + r * ldc;
+              const float* trow = tile + r * v.nr;
+              for (std::int64_t x = 0; x < cols; ++x) crow[x] = add ? crow[x] + trow[x] : trow[x];
             }
           }
         }
+      };
+      if (threads > 1 && items > 1) {
+#pragma omp parallel num_threads(threads)
+        {
+#pragma omp for schedule(static)
+          for (std::int64_t blk = 0; blk < m_blocks; ++blk) pack(blk);
+#pragma omp for schedule(static)
+          for (std::int64_t item = 0; item < items; ++item) work(item);
+        }
+      } else {
+        for (std::int64_t blk = 0; blk < m_blocks; ++blk) pack(blk);
+        for (std::int64_t item = 0; item < items; ++item) work(item);
       }
     }
   }

@@ -22,4 +22,14 @@ std::string_view sgemm_variant() noexcept;
 /// CPU cannot run the requested variant.
 bool set_sgemm_variant(std::string_view variant) noexcept;
 
+/// OpenBLAS cblas_sgemm with the same operand convention (the blas provider's GEMM; a trusted external
+/// boundary). Used by the blas provider and by `pact bench gemm` as the baseline.
+void openblas_sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t a_row,
+                    std::int64_t a_col, const float* b, std::int64_t b_row, std::int64_t b_col, float* c,
+                    std::int64_t ldc, bool accumulate);
+/// The kernel OpenBLAS chose for this CPU (openblas_get_corename), e.g. "Cooperlake" or "Haswell".
+std::string_view openblas_corename() noexcept;
+/// Sets OpenBLAS's thread count.
+void openblas_threads(int threads) noexcept;
+
 }  // namespace pact::kernels::cpu
