@@ -21,7 +21,8 @@ class Collector : public benchmark::BenchmarkReporter {
     for (const auto& run : runs) {
       if (run.run_type != Run::RT_Iteration || run.error_occurred) continue;
       const double items = run.counters.count("items") ? static_cast<double>(run.counters.at("items")) : 1.0;
-      const double ns = run.GetAdjustedRealTime() / items;  // time unit is ns (set per benchmark)
+      // GetAdjustedRealTime is in the run's own time unit; the multiplier is units per second.
+      const double ns = run.GetAdjustedRealTime() / benchmark::GetTimeUnitMultiplier(run.time_unit) * 1e9 / items;
       auto& entry = best_[run.run_name.function_name];
       entry.first = entry.second == 0 ? ns : std::min(entry.first, ns);
       ++entry.second;

@@ -1,0 +1,102 @@
+// Kernel benchmarks, each contender beside the reference provider in the same run: softmax,
+// cross_entropy (forward + backward), layer_norm, conv2d (the ResNet-18 stem) and attention.
+// Goals (issue 3): fused softmax / cross-entropy at least 3x faster than the reference provider.
+//
+//   cmake --preset bench && cmake --build --preset bench &&
+//   ./build/bench/bench/pact_bench_kernels --benchmark_repetitions=5 --benchmark_enable_random_interleaving=true
+
+#include <benchmark/benchmark.h>
+
+#include <random>
+
+#include "bench_main.hpp"
+#include "pact/kernels/kernel.hpp"
+
+namespace {
+
+using namespace pact;
+
+Tensor random_tensor(const Dims& shape, std::uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd;
+  std::vector<float> v(static_cast<std::size_t>(ops::numel(shape)));
+  for (auto& x : v) x = nd(rng);
+  return Tensor::from_values<float>(shape, std::span<const float>(v));
+}
+
+Tensor class_targets(std::int64_t rows, std::int64_t classes) {
+  std::vector<std::int64_t> t(static_cast<std::size_t>(rows));
+  for (std::int64_t i = 0; i < rows; ++i) t[static_cast<std::size_t>(i)] = (i * 7919) % classes;
+  return Tensor::from_values<std::int64_t>(Dims{rows}, std::span<const std::int64_t>(t));
+}
+
+const kernels::Handler& handler(bool native, ops::OpTag op) {
+  return *kernels::find_handler(native ? kernels::native_handlers() : kernels::reference_handlers(), op);
+}
+
+void softmax(benchmark::State& state, bool native) {
+  Tensor x = random_tensor(Dims{256, 1024}, 1);
+  const auto& h = handler(native, ops::OpTag::softmax);
+  for (auto _ : state) benchmark::DoNotOptimize(h.forward(std::vector{x.as_view()}, {}, {}));
+  state.counters["items"] = 1;
+}
+
+void cross_entropy_step(benchmark::State& state, bool native) {
+  Tensor x = random_tensor(Dims{512, 1000}, 2);
+  Tensor t = class_targets(512, 1000);
+  Tensor g = Tensor::from_values<float>(Dims{}, std::vector<float>{1.0f});
+  const auto& h = handler(native, ops::OpTag::cross_entropy);
+  for (auto _ : state) {
+    std::vector<TensorView> in{x.as_view(), t.as_view()};
+    Tensor y = h.forward(in, {}, {});
+    benchmark::DoNotOptimize(h.vjp(in, y.as_view(), g.as_view(), {}, {}));
+  }
+  state.counters["items"] = 1;
+}
+
+void layer_norm(benchmark::State& state, bool native) {
+  Tensor x = random_tensor(Dims{256, 1024}, 3), w = random_tensor(Dims{1024}, 4), b = random_tensor(Dims{1024}, 5);
+  const ops::Attributes a{{"normalized_shape", std::vector<std::int64_t>{1024}}};
+  const auto& h = handler(native, ops::OpTag::layer_norm);
+  for (auto _ : state) benchmark::DoNotOptimize(h.forward(std::vector{x.as_view(), w.as_view(), b.as_view()}, a, {}));
+  state.counters["items"] = 1;
+}
+
+void conv2d_stem(benchmark::State& state, bool native) {
+  Tensor x = random_tensor(Dims{1, 3, 224, 224}, 6), w = random_tensor(Dims{64, 3, 7, 7}, 7);
+  const ops::Attributes a{{"stride", std::vector<std::int64_t>{2}}, {"padding", std::vector<std::int64_t>{3}}};
+  const auto& h = handler(native, ops::OpTag::conv2d);
+  for (auto _ : state) benchmark::DoNotOptimize(h.forward(std::vector{x.as_view(), w.as_view()}, a, {}));
+  state.counters["items"] = 1;
+}
+
+void attention(benchmark::State& state, bool native) {
+  Tensor q = random_tensor(Dims{8, 256, 64}, 8), k = random_tensor(Dims{8, 256, 64}, 9), v = random_tensor(Dims{8, 256, 64}, 10);
+  const ops::Attributes a{{"is_causal", true}};
+  const auto& h = handler(native, ops::OpTag::scaled_dot_product_attention);
+  for (auto _ : state) benchmark::DoNotOptimize(h.forward(std::vector{q.as_view(), k.as_view(), v.as_view()}, a, {}));
+  state.counters["items"] = 1;
+}
+
+BENCHMARK_CAPTURE(softmax, native, true)->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(softmax, reference, false)->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(cross_entropy_step, native, true)->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(cross_entropy_step, reference, false)->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(layer_norm, native, true)->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(layer_norm, reference, false)->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(conv2d_stem, native, true)->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(conv2d_stem, reference, false)->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(attention, native, true)->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(attention, reference, false)->Unit(benchmark::kMicrosecond);
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Goals as time ratios native/reference: <= 1/3 means at least 3x faster.
+  return pact::bench::run(argc, argv, "cpu_kernels", "ns_per_call",
+                          {{"softmax_native_over_reference", "softmax/native", "softmax/reference", 1.0 / 3.0},
+                           {"cross_entropy_native_over_reference", "cross_entropy_step/native", "cross_entropy_step/reference", 1.0 / 3.0},
+                           {"layer_norm_native_over_reference", "layer_norm/native", "layer_norm/reference", 1.0},
+                           {"conv2d_stem_native_over_reference", "conv2d_stem/native", "conv2d_stem/reference", 1.0},
+                           {"attention_native_over_reference", "attention/native", "attention/reference", 1.0}});
+}
