@@ -234,12 +234,18 @@ TEST(BorrowTracker, SharedAndExclusiveConflictsAreTyped) {
 TEST(BorrowTracker, SplitRejectsAClaimWithLiveViews) {
   if (!core::kBorrowTrackerEnabled) GTEST_SKIP() << "borrow tracker not compiled into this build";
   Tensor t = iota_tensor(Dims{4});
-  TensorView v = t.as_view();
-  (void)v;
-  Storage s = std::move(t).into_storage();
-  auto r = Storage::split(std::move(s), 8);
-  ASSERT_FALSE(r.has_value());
-  EXPECT_EQ(r.error().error.code(), ErrorCode::borrow_conflict);
+  std::optional<Storage> owner;  // declared first: the owner must outlive every view of it
+  {
+    TensorView v = t.as_view();
+    Storage s = std::move(t).into_storage();
+    auto r = Storage::split(std::move(s), 8);
+    ASSERT_FALSE(r.has_value());
+    EXPECT_EQ(r.error().error.code(), ErrorCode::borrow_conflict);
+    owner.emplace(std::move(r.error().input));
+    EXPECT_EQ(v.get(Dims{3}).real, 3.0);  // the view still reads the returned owner's bytes
+  }
+  auto parts = Storage::split(std::move(*owner), 8);  // no live view now
+  EXPECT_TRUE(parts.has_value());
 }
 
 TEST(Storage, SplitMakesDisjointClaimsOnOneRoot) {

@@ -16,6 +16,13 @@ namespace {
 using namespace pact::test;
 using kernels::KernelContext;
 
+// A view with the same values as `t` but a strided (transposed-back) layout, when t has rank >= 2.
+TensorView strided_copy(const Tensor& t, std::vector<Tensor>& keep) {
+  if (t.rank() < 2) return t.as_view();
+  keep.push_back(t.transpose(0, t.rank() - 1).duplicate());
+  return keep.back().transpose(0, t.rank() - 1);
+}
+
 void compare_provider(std::span<const kernels::Handler> candidate, std::string_view name) {
   std::mt19937 rng(99);
   int compared = 0;
@@ -31,6 +38,11 @@ void compare_provider(std::span<const kernels::Handler> candidate, std::string_v
     Tensor yc = kernels::run_forward(*h, views_of(ins), s.attrs, ctx);
     const auto& info = ops::op_info(s.op);
     EXPECT_TRUE(close(values_of(yc.as_view()), values_of(yr.as_view()), info.tolerance())) << "forward";
+    std::vector<Tensor> keep;
+    std::vector<TensorView> strided;
+    for (const auto& t : ins) strided.push_back(strided_copy(t, keep));
+    Tensor ys = kernels::run_forward(*h, strided, s.attrs, ctx);
+    EXPECT_TRUE(close(values_of(ys.as_view()), values_of(yr.as_view()), info.tolerance())) << "forward, strided inputs";
     std::vector<double> gv(static_cast<std::size_t>(yr.numel()));
     std::normal_distribution<double> nd;
     for (auto& x : gv) x = nd(rng);

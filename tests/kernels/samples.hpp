@@ -94,6 +94,21 @@ inline std::vector<Sample> samples() {
       {OpTag::sum, {N({3, 4})}, {}, false, "all"},
       {OpTag::mean, {N({3, 4, 5})}, A{{"dims", L{0, 2}}, {"keepdim", true}}},
       {OpTag::max, {N({3, 4, 5})}, A{{"dims", L{2}}}},
+      // Size-1 and empty dimensions.
+      {OpTag::add, {N({0, 3}), N({1, 3})}, {}, false, "empty"},
+      {OpTag::mul, {N({1, 1}), N({1})}, {}, false, "unit"},
+      {OpTag::matmul, {N({0, 3}), N({3, 4})}, {}, false, "empty rows"},
+      {OpTag::matmul, {N({2, 0}), N({0, 4})}, {}, false, "empty inner"},
+      {OpTag::matmul, {N({1, 1}), N({1, 1})}, {}, false, "1x1"},
+      {OpTag::linear, {N({0, 4}), N({3, 4}), N({3})}, {}, false, "no rows"},
+      {OpTag::softmax, {N({4, 1})}, {}, false, "one column"},
+      {OpTag::log_softmax, {N({0, 5})}, {}, false, "no rows"},
+      {OpTag::sum, {N({3, 0})}, A{{"dims", L{1}}}, false, "empty dim"},
+      {OpTag::layer_norm, {N({1, 6}), N({6}), N({6})}, A{{"normalized_shape", L{6}}}, false, "one row"},
+      {OpTag::conv2d, {N({0, 2, 5, 5}), N({3, 2, 3, 3})}, {}, false, "empty batch"},
+      {OpTag::conv2d, {N({1, 1, 1, 1}), N({1, 1, 1, 1}), N({1})}, {}, false, "1x1"},
+      {OpTag::relu, {N({0})}, {}, false, "empty"},
+      {OpTag::concat, {N({0, 2}), N({3, 2})}, A{{"dim", std::int64_t{0}}}, false, "empty part"},
   };
 }
 
