@@ -90,7 +90,9 @@ TEST(OpSweep, ReferenceIsBitwiseDeterministic) {
     auto a = values_of(kernels::run_forward(h, views_of(ins), s.attrs, ctx).as_view());
     auto b = values_of(kernels::run_forward(h, views_of(ins), s.attrs, ctx).as_view());
     ASSERT_EQ(a.size(), b.size());
-    EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(double)), 0);
+    if (!a.empty()) {  // memcmp(nullptr) is UB
+      EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(double)), 0);
+    }
   }
 }
 
