@@ -52,22 +52,32 @@ inline float fast_exp(float x) {
   return x < -87.3f ? 0.0f : (x > 88.7f ? std::numeric_limits<float>::infinity() : (x != x ? x : y));
 }
 
-// y[k] = exp(x[k] - shift); returns the sum of y. SIMD variant chosen at load time (target_clones).
+// y[k] = exp(x[k] - shift); returns the sum of y. SIMD variant chosen at load time (target_clones). The
+// sum runs in 16 independent lanes (an implementationDefined order), so the loops vectorise.
 __attribute__((target_clones("avx512f", "avx2", "default")))
 float exp_shifted(const float* x, float* y, std::int64_t n, float shift) {
+  for (std::int64_t k = 0; k < n; ++k) y[k] = fast_exp(x[k] - shift);
+  float lanes[16] = {};
+  std::int64_t k = 0;
+  for (; k + 16 <= n; k += 16)
+    for (int l = 0; l < 16; ++l) lanes[l] += y[k + l];
   float sum = 0.0f;
-  for (std::int64_t k = 0; k < n; ++k) {
-    y[k] = fast_exp(x[k] - shift);
-    sum += y[k];
-  }
+  for (; k < n; ++k) sum += y[k];
+  for (float l : lanes) sum += l;
   return sum;
 }
 
-// The maximum of x[0..n).
+// The maximum of x[0..n) (NaN if any element is NaN, as the softmax of such a row is NaN anyway).
 __attribute__((target_clones("avx512f", "avx2", "default")))
 float row_max(const float* x, std::int64_t n) {
+  float lanes[16];
+  for (float& l : lanes) l = -std::numeric_limits<float>::infinity();
+  std::int64_t k = 0;
+  for (; k + 16 <= n; k += 16)
+    for (int l = 0; l < 16; ++l) lanes[l] = std::max(lanes[l], x[k + l]);
   float mx = -std::numeric_limits<float>::infinity();
-  for (std::int64_t k = 0; k < n; ++k) mx = x[k] > mx ? x[k] : mx;
+  for (; k < n; ++k) mx = std::max(mx, x[k]);
+  for (float l : lanes) mx = std::max(mx, l);
   return mx;
 }
 
