@@ -1,5 +1,7 @@
 #include "pact/kernels/kernel.hpp"
 
+#include "pact/kernels/guards.hpp"
+
 #include <fmt/format.h>
 
 namespace pact::kernels {
@@ -23,6 +25,7 @@ std::vector<ops::TensorType> types_of(std::span<const TensorView> inputs) {
 Tensor run_forward(const Handler& handler, std::span<const TensorView> inputs, const ops::Attributes& attrs,
                    const KernelContext& ctx) {
   const ops::TensorType expected = ops::infer_type(handler.op, types_of(inputs), attrs);
+  hit(kGuardInputDevice);
   for (const auto& v : inputs) {
     if (v.device() != handler.device) {
       throw_error(ErrorCode::provider_mismatch, std::string(ops::op_kind(handler.op)),
@@ -31,6 +34,7 @@ Tensor run_forward(const Handler& handler, std::span<const TensorView> inputs, c
     }
   }
   Tensor out = handler.forward(inputs, attrs, ctx);
+  hit(kGuardShapeRule);
   if (out.dtype() != expected.dtype || !(out.shape() == expected.shape)) {
     throw_error(ErrorCode::invalid_argument, std::string(ops::op_kind(handler.op)),
                 fmt::format("{} handler produced {}{}; the shape rule says {}{}", handler.provider,
@@ -45,6 +49,7 @@ std::vector<std::optional<Tensor>> run_vjp(const Handler& handler, std::span<con
                                            const ops::Attributes& attrs, const KernelContext& ctx) {
   const std::string op(ops::op_kind(handler.op));
   if (handler.vjp == nullptr) throw_error(ErrorCode::unsupported, op, "this op has no VJP");
+  hit(kGuardVjpShapes);
   if (grad_output.dtype() != output.dtype() || !(grad_output.shape() == output.shape())) {
     throw_error(ErrorCode::invalid_argument, op,
                 fmt::format("grad_output is {}{}; the output is {}{}", dtype_name(grad_output.dtype()),

@@ -10,6 +10,7 @@
 #include "pact/core/error.hpp"
 #include "pact/ops/catalogue.hpp"
 #include "pact/ops/op_table.hpp"
+#include "pact/plan/planner.hpp"
 #include "tools/pact/commands.hpp"
 
 int main(int argc, char** argv) {
@@ -39,6 +40,14 @@ int main(int argc, char** argv) {
   gemm->add_option("--repetitions", gemm_reps, "interleaved repetitions (best of N)");
   gemm->add_flag("--json", gemm_json, "print the pact.bench.v1 report");
 
+  std::string plan_model, plan_profile = "cpu-checked";
+  bool plan_json = false, plan_vjp = false;
+  auto* plan = app.add_subcommand("plan", "plan a model under a backend profile and print the contract audit");
+  plan->add_option("model", plan_model, "model in the pact.ir.v1 wire format (JSON)")->required();
+  plan->add_option("--profile", plan_profile, "cpu-checked | cpu-external | cuda-checked | cuda-external");
+  plan->add_flag("--json", plan_json, "print the audit as JSON");
+  plan->add_flag("--vjp", plan_vjp, "plan for forward and VJP (training)");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -47,6 +56,20 @@ int main(int argc, char** argv) {
   try {
     if (*demo) return pact::cli::run_demo();
     if (*digest) return pact::cli::run_digest(digest_path, digest_domain);
+    if (*plan) {
+      const auto graph = pact::ir::load_graph(plan_model);
+      const auto profile = pact::contract::builtin_profile(plan_profile);
+      const pact::contract::DefaultEvidenceResolver resolver;
+      auto result = pact::plan::plan_graph(graph, profile, resolver,
+                                           plan_vjp ? pact::contract::VjpMode::with_vjp : pact::contract::VjpMode::forward_only);
+      const auto& audit = result ? result->audit : result.error().audit;
+      if (plan_json) {
+        std::printf("%s\n", pact::plan::render_audit_json(audit).dump(2).c_str());
+      } else {
+        std::fputs(pact::plan::render_audit_table(audit).c_str(), stdout);
+      }
+      return result ? 0 : 2;
+    }
     if (*gemm) return pact::cli::run_bench_gemm(gemm_sizes, gemm_threads, gemm_reps, gemm_json);
     if (*ops) {
       if (ops_markdown) {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "pact/core/tensor.hpp"
+#include "pact/kernels/guards.hpp"
 #include "pact/ops/op_table.hpp"
 
 namespace pact::kernels::cpu {
@@ -23,6 +24,7 @@ template <class T>
 class Dense {
  public:
   Dense(const TensorView& view, std::string_view op, std::string_view operand) : shape_(view.shape()) {
+    hit(kGuardPreparedLayout);
     if (view.dtype() != dtype_of_v<T>) {
       throw_error(ErrorCode::dtype_mismatch, std::string(op),
                   fmt::format("operand '{}' is {}; expected {}", operand, dtype_name(view.dtype()), dtype_name(dtype_of_v<T>)));

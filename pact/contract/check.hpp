@@ -1,0 +1,127 @@
+#pragma once
+/// Assurance policies, kernel policies, backend profiles, the evidence resolver interface, the
+/// kernel-policy gate and contract check, handler binding, and numerical certificates (seed 000, SPEC §6).
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "pact/contract/capsule.hpp"
+#include "pact/kernels/kernel.hpp"
+
+namespace pact::contract {
+
+/// Which evidence kinds a deployment accepts: checked admits runtimeGuard, testSuite, notApplicable;
+/// external also admits trustedBoundary.
+enum class AssurancePolicy : std::uint8_t { checked, external };
+/// Whether a run needs VJPs.
+enum class VjpMode : std::uint8_t { forward_only, with_vjp };
+
+std::string_view assurance_policy_name(AssurancePolicy p) noexcept;
+/// True when the policy admits the evidence kind.
+bool admits(AssurancePolicy policy, EvidenceKind kind) noexcept;
+
+struct KernelPolicy {
+  DeviceKind device = DeviceKind::cpu;
+  std::vector<std::string> provider_preference;  ///< most preferred first
+  AssurancePolicy assurance = AssurancePolicy::checked;
+  VjpMode vjp_mode = VjpMode::forward_only;
+};
+
+/// A backend profile: policy, what the deployment has available, and the planning registry.
+struct BackendProfile {
+  std::string name;
+  KernelPolicy policy;
+  std::vector<DeviceKind> devices;
+  std::vector<std::string> providers;
+  std::vector<const CapsuleModule*> modules;
+  bool allow_cuda_stub = false;  ///< tests only: plan cuda-* profiles against the host-parity stub
+};
+
+/// Built-in profiles: "cpu-checked" (reference + native + attention, checked), "cpu-external" (adds blas
+/// and libtorch, external), "cuda-checked", "cuda-external". Unknown names throw invalid_argument.
+BackendProfile builtin_profile(std::string_view name);
+/// The names of the built-in profiles.
+std::vector<std::string> builtin_profile_names();
+
+/// Whether one descriptor's evidence is backed, and why not.
+struct EvidenceStatus {
+  bool resolved = false;
+  std::string reason;
+};
+
+/// Resolves evidence ids. The contract check depends only on this interface, so stronger resolvers (the
+/// obligations ledger requiring a passing receipt per cited suite) plug in without a dependency cycle.
+class EvidenceResolver {
+ public:
+  virtual ~EvidenceResolver() = default;
+  virtual EvidenceStatus resolve(const Capsule& capsule, const ContractDescriptor& descriptor) const = 0;
+};
+
+/// The built-in resolver: a runtimeGuard must be registered (pact::kernels::guards), a testSuite must be
+/// one of the suites Pact ships (declared_test_suites(), kept in lockstep with the test binaries by a
+/// test), a trustedBoundary must be a declared boundary, and CUDA device evidence needs a real device
+/// (the cuda-stub never satisfies it).
+class DefaultEvidenceResolver final : public EvidenceResolver {
+ public:
+  EvidenceStatus resolve(const Capsule& capsule, const ContractDescriptor& descriptor) const override;
+};
+
+/// The GoogleTest suites capsules may cite ("Suite.Case").
+const std::vector<std::string>& declared_test_suites();
+/// The trusted external boundaries capsules may cite.
+const std::vector<std::string>& declared_trusted_boundaries();
+
+/// One obligation's verdict in an audit.
+struct ObligationReport {
+  std::string node;       ///< graph node id ("" outside a plan)
+  std::string capsule;
+  Obligation obligation;
+  Evidence evidence;
+  bool accepted = false;
+  std::string reason;     ///< why it failed ("" when accepted)
+};
+
+/// The result of the contract check over a set of obligations.
+struct ContractCheck {
+  bool accepted = false;
+  std::vector<ObligationReport> reports;  ///< every obligation, accepted or not
+  /// The failing reports only.
+  std::vector<ObligationReport> failures() const;
+};
+
+/// The kernel-policy gate for one planned kernel: op identity, forward support, VJP mode, trust,
+/// provider, device and contract alignment (each descriptor filed under its own obligation), then the
+/// evidence of every descriptor under the assurance policy. Appends one report per obligation (plus a
+/// "policy" report under the shape obligation when identity/support fails) to `out`.
+void check_kernel(const std::string& node, ops::OpTag op, const Capsule& capsule, const BackendProfile& profile,
+                  const EvidenceResolver& resolver, std::vector<ObligationReport>& out);
+
+/// An executable kernel: a capsule bound to the handler with the same op, provider and device. Binding
+/// adds no evidence.
+struct BoundKernel {
+  const Capsule* capsule;
+  const kernels::Handler* handler;
+};
+/// Binds a capsule to a handler; throws provider_mismatch when op, provider or device disagree (a CUDA
+/// capsule with a CPU handler is rejected even when both say matmul).
+BoundKernel bind(const Capsule& capsule, const kernels::Handler& handler);
+/// Finds the handler for a capsule among the providers Pact has, then binds; throws unsupported when
+/// none exists.
+BoundKernel bind(const Capsule& capsule);
+
+/// A numerical certificate for one op and input types under one numerical policy (e.g. a range trace).
+struct NumericalCertificate {
+  ops::OpTag op;
+  std::vector<ops::TensorType> inputs;
+  NumericalPolicy policy;
+  std::string evidence;
+};
+/// Refuses (throws invalid_argument) when the certificate does not apply to this capsule and input types:
+/// another op, other shapes, or another numerical policy (a fixedLeft certificate is not evidence for an
+/// implementationDefined schedule, even for the same op and shapes).
+void require_certificate_applies(const NumericalCertificate& certificate, const Capsule& capsule,
+                                 const std::vector<ops::TensorType>& inputs);
+
+}  // namespace pact::contract
