@@ -258,8 +258,14 @@ Tensor layer_norm_forward(std::span<const TensorView> in, const Attributes& a, c
 Tensor rms_norm_forward(std::span<const TensorView> in, const Attributes& a, const KernelContext& c) {
   return in[0].dtype() == DType::f32 ? norm_forward(in, a, true) : generic::rms_norm_forward(in, a, c);
 }
-using generic::layer_norm_vjp;
-using generic::rms_norm_vjp;
+GradList layer_norm_vjp(std::span<const TensorView> in, const TensorView& y, const TensorView& g, const Attributes& a,
+                        const KernelContext& c) {
+  return generic::layer_norm_vjp(in, y, g, a, c);
+}
+GradList rms_norm_vjp(std::span<const TensorView> in, const TensorView& y, const TensorView& g, const Attributes& a,
+                      const KernelContext& c) {
+  return generic::rms_norm_vjp(in, y, g, a, c);
+}
 
 // ---- attention: per batch, scores by GEMM, masked row softmax, values by GEMM ------------------------
 
@@ -295,40 +301,54 @@ Tensor scaled_dot_product_attention_forward(std::span<const TensorView> in, cons
   }
   return std::move(out).finish();
 }
-using generic::scaled_dot_product_attention_vjp;
+GradList scaled_dot_product_attention_vjp(std::span<const TensorView> in, const TensorView& y, const TensorView& g,
+                                          const Attributes& a, const KernelContext& c) {
+  return generic::scaled_dot_product_attention_vjp(in, y, g, a, c);
+}
 
 // ---- ops served by the generic kernels in this translation unit -------------------------------------
+// Real functions of this namespace (not using-declarations), so each handler's provenance symbol names
+// a function that exists in native's own symbol table.
 
-using generic::add_forward; using generic::add_vjp;
-using generic::sub_forward; using generic::sub_vjp;
-using generic::mul_forward; using generic::mul_vjp;
-using generic::div_forward; using generic::div_vjp;
-using generic::neg_forward; using generic::neg_vjp;
-using generic::relu_forward; using generic::relu_vjp;
-using generic::gelu_forward; using generic::gelu_vjp;
-using generic::silu_forward; using generic::silu_vjp;
-using generic::tanh_forward; using generic::tanh_vjp;
-using generic::sigmoid_forward; using generic::sigmoid_vjp;
-using generic::clamp_forward; using generic::clamp_vjp;
-using generic::exp_forward; using generic::exp_vjp;
-using generic::log_forward; using generic::log_vjp;
-using generic::sqrt_forward; using generic::sqrt_vjp;
-using generic::mse_loss_forward; using generic::mse_loss_vjp;
-using generic::batch_norm_forward; using generic::batch_norm_vjp;
-using generic::dropout_forward; using generic::dropout_vjp;
-using generic::embedding_forward; using generic::embedding_vjp;
-using generic::max_pool2d_forward; using generic::max_pool2d_vjp;
-using generic::avg_pool2d_forward; using generic::avg_pool2d_vjp;
-using generic::adaptive_avg_pool2d_forward; using generic::adaptive_avg_pool2d_vjp;
-using generic::reshape_forward; using generic::reshape_vjp;
-using generic::permute_forward; using generic::permute_vjp;
-using generic::transpose_forward; using generic::transpose_vjp;
-using generic::flatten_forward; using generic::flatten_vjp;
-using generic::concat_forward; using generic::concat_vjp;
-using generic::slice_forward; using generic::slice_vjp;
-using generic::sum_forward; using generic::sum_vjp;
-using generic::mean_forward; using generic::mean_vjp;
-using generic::max_forward; using generic::max_vjp;
+#define PACT_NATIVE_FROM_GENERIC(opname)                                                                   \
+  Tensor opname##_forward(std::span<const TensorView> in, const Attributes& a, const KernelContext& c) {   \
+    return generic::opname##_forward(in, a, c);                                                            \
+  }                                                                                                        \
+  GradList opname##_vjp(std::span<const TensorView> in, const TensorView& y, const TensorView& g,          \
+                        const Attributes& a, const KernelContext& c) {                                     \
+    return generic::opname##_vjp(in, y, g, a, c);                                                          \
+  }
+PACT_NATIVE_FROM_GENERIC(add)
+PACT_NATIVE_FROM_GENERIC(sub)
+PACT_NATIVE_FROM_GENERIC(mul)
+PACT_NATIVE_FROM_GENERIC(div)
+PACT_NATIVE_FROM_GENERIC(neg)
+PACT_NATIVE_FROM_GENERIC(relu)
+PACT_NATIVE_FROM_GENERIC(gelu)
+PACT_NATIVE_FROM_GENERIC(silu)
+PACT_NATIVE_FROM_GENERIC(tanh)
+PACT_NATIVE_FROM_GENERIC(sigmoid)
+PACT_NATIVE_FROM_GENERIC(clamp)
+PACT_NATIVE_FROM_GENERIC(exp)
+PACT_NATIVE_FROM_GENERIC(log)
+PACT_NATIVE_FROM_GENERIC(sqrt)
+PACT_NATIVE_FROM_GENERIC(mse_loss)
+PACT_NATIVE_FROM_GENERIC(batch_norm)
+PACT_NATIVE_FROM_GENERIC(dropout)
+PACT_NATIVE_FROM_GENERIC(embedding)
+PACT_NATIVE_FROM_GENERIC(max_pool2d)
+PACT_NATIVE_FROM_GENERIC(avg_pool2d)
+PACT_NATIVE_FROM_GENERIC(adaptive_avg_pool2d)
+PACT_NATIVE_FROM_GENERIC(reshape)
+PACT_NATIVE_FROM_GENERIC(permute)
+PACT_NATIVE_FROM_GENERIC(transpose)
+PACT_NATIVE_FROM_GENERIC(flatten)
+PACT_NATIVE_FROM_GENERIC(concat)
+PACT_NATIVE_FROM_GENERIC(slice)
+PACT_NATIVE_FROM_GENERIC(sum)
+PACT_NATIVE_FROM_GENERIC(mean)
+PACT_NATIVE_FROM_GENERIC(max)
+#undef PACT_NATIVE_FROM_GENERIC
 
 }  // namespace pact::kernels::cpu::native
 
