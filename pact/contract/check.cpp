@@ -130,6 +130,24 @@ void check_kernel(const std::string& node, ops::OpTag op, const Capsule& capsule
   }
 }
 
+const Capsule* select_capsule(const BackendProfile& profile, ops::OpTag op, VjpMode vjp_mode) {
+  auto rank = [&](const std::string& provider) {
+    auto it = std::find(profile.policy.provider_preference.begin(), profile.policy.provider_preference.end(), provider);
+    return static_cast<std::size_t>(it - profile.policy.provider_preference.begin());
+  };
+  const Capsule* best = nullptr;
+  for (const auto* m : profile.modules) {
+    for (const auto& c : m->capsules) {
+      if (c.op != op) continue;
+      const bool available = std::find(profile.devices.begin(), profile.devices.end(), c.device) != profile.devices.end() &&
+                             std::find(profile.providers.begin(), profile.providers.end(), c.provider) != profile.providers.end();
+      if (!available || !c.forward || (vjp_mode == VjpMode::with_vjp && !c.vjp)) continue;
+      if (best == nullptr || rank(c.provider) < rank(best->provider)) best = &c;
+    }
+  }
+  return best;
+}
+
 BoundKernel bind(const Capsule& capsule, const kernels::Handler& handler) {
   if (capsule.op != handler.op || capsule.provider != handler.provider || capsule.device != handler.device) {
     throw_error(ErrorCode::provider_mismatch, "bind",

@@ -98,6 +98,11 @@ struct ContractCheck {
 void check_kernel(const std::string& node, ops::OpTag op, const Capsule& capsule, const BackendProfile& profile,
                   const EvidenceResolver& resolver, std::vector<ObligationReport>& out);
 
+/// Selection (SPEC §6): among the profile's capsules for `op` whose device and provider the profile
+/// declares available and that support the run (forward; VJP when needed), the one whose provider comes
+/// first in the policy's preference order. Never filters by evidence. nullptr when none matches.
+const Capsule* select_capsule(const BackendProfile& profile, ops::OpTag op, VjpMode vjp_mode);
+
 /// An executable kernel: a capsule bound to the handler with the same op, provider and device. Binding
 /// adds no evidence.
 struct BoundKernel {

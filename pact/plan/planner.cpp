@@ -36,21 +36,11 @@ Expected<AcceptedGraphPlan, PlanRejection> plan_graph(const ir::Graph& graph, co
   contract::BackendProfile effective = profile;
   effective.policy.vjp_mode = vjp_mode;
 
-  // Candidate capsules per op, in preference order (first: most preferred provider), filtered only by
-  // availability and support, never by evidence (SPEC §6).
-  auto rank = [&](const std::string& provider) {
-    auto it = std::find(profile.policy.provider_preference.begin(), profile.policy.provider_preference.end(), provider);
-    return static_cast<std::size_t>(it - profile.policy.provider_preference.begin());
-  };
-  std::unordered_map<int, const contract::Capsule*> choice;  // by op tag
-  for (const auto* m : profile.modules) {
-    for (const auto& c : m->capsules) {
-      const bool available = std::find(profile.devices.begin(), profile.devices.end(), c.device) != profile.devices.end() &&
-                             std::find(profile.providers.begin(), profile.providers.end(), c.provider) != profile.providers.end();
-      if (!available || !c.forward || (vjp_mode == contract::VjpMode::with_vjp && !c.vjp)) continue;
-      auto& slot = choice[static_cast<int>(c.op)];
-      if (slot == nullptr || rank(c.provider) < rank(slot->provider)) slot = &c;
-    }
+  // One selection per op (contract::select_capsule: preference order, availability and support only).
+  std::unordered_map<int, const contract::Capsule*> choice;
+  for (const auto& n : graph.nodes) {
+    const int key = static_cast<int>(n.op);
+    if (ops::op_info(n.op).runtime_relevant() && !choice.count(key)) choice[key] = contract::select_capsule(profile, n.op, vjp_mode);
   }
 
   PlanAudit audit{profile.name, profile.policy.assurance, vjp_mode, {}, {}, {}};

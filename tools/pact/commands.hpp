@@ -15,4 +15,21 @@ int run_digest(const std::string& path, const std::string& domain);
 /// `pact bench gemm`: native vs OpenBLAS SGEMM, interleaved, best of `repetitions`.
 int run_bench_gemm(const std::vector<std::int64_t>& sizes, int threads, int repetitions, bool json);
 
+/// `pact train` options.
+struct TrainArgs {
+  std::string model = "mlp";
+  int epochs = 30;
+  std::int64_t batch_size = 32;
+  double lr = 0.005;
+  std::string optimizer = "adam";
+  std::uint64_t seed = 0;
+  std::string profile = "cpu-checked";
+  int threads = 0;
+  std::string out = "runs";
+  std::string data = "data/digits.csv.gz";
+  bool graph_mode = false;
+};
+/// `pact train`: trains on the digits data and writes runs/<timestamp>/report.json and loss.svg.
+int run_train(const TrainArgs& args);
+
 }  // namespace pact::cli

@@ -48,6 +48,20 @@ int main(int argc, char** argv) {
   plan->add_flag("--json", plan_json, "print the audit as JSON");
   plan->add_flag("--vjp", plan_vjp, "plan for forward and VJP (training)");
 
+  pact::cli::TrainArgs train_args;
+  auto* train = app.add_subcommand("train", "train a model on the embedded digits data (the main job)");
+  train->add_option("--model", train_args.model, "mlp, cnn, or a pact.ir.v1 JSON path");
+  train->add_option("--epochs", train_args.epochs, "epochs");
+  train->add_option("--batch-size", train_args.batch_size, "batch size");
+  train->add_option("--lr", train_args.lr, "base learning rate (cosine schedule)");
+  train->add_option("--optimizer", train_args.optimizer, "sgd | adam | adamw");
+  train->add_option("--seed", train_args.seed, "seed for the split, initialisation and shuffling");
+  train->add_option("--profile", train_args.profile, "backend profile");
+  train->add_option("--threads", train_args.threads, "OpenMP threads (default: all)");
+  train->add_option("--out", train_args.out, "directory for run reports");
+  train->add_option("--data", train_args.data, "digits CSV (gzip)");
+  train->add_flag("--graph", train_args.graph_mode, "run the loss program as a planned graph instead of eagerly");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -55,6 +69,7 @@ int main(int argc, char** argv) {
   }
   try {
     if (*demo) return pact::cli::run_demo();
+    if (*train) return pact::cli::run_train(train_args);
     if (*digest) return pact::cli::run_digest(digest_path, digest_domain);
     if (*plan) {
       const auto graph = pact::ir::load_graph(plan_model);

@@ -1,0 +1,32 @@
+#include "pact/runtime/retention.hpp"
+
+namespace pact::runtime {
+
+ValueRef retain(Tensor tensor) {
+  const CheckedLayout layout = tensor.layout();
+  std::vector<Storage> owners;
+  owners.push_back(std::move(tensor).into_storage());
+  const DescriptorSpec spec{AllocationSlot{0}, LayoutRequest{layout.dtype(), layout.shape(), layout.strides(), layout.byte_offset()}};
+  auto group = AllocationGroup::make(std::move(owners), std::span<const DescriptorSpec>(&spec, 1));
+  if (!group) throw std::move(group).error().error;  // cannot happen: the layout was checked against this claim
+  auto container = std::make_shared<RetentionContainer>(std::move(group).value());
+  const DescriptorSlot slot = container->group().slot(0);
+  return std::make_shared<const AdValueRecord>(std::move(container), slot);
+}
+
+Expected<Tensor, std::pair<IntoValueFailure, ValueRef>> into_value(ValueRef&& ref) {
+  if (ref.use_count() != 1 || ref->container().use_count() != 1) {
+    return Unexpected(std::pair{IntoValueFailure::NotUnique, std::move(ref)});
+  }
+  // Unique: this call holds the only record and the only container reference.
+  auto container = ref->container();
+  const DescriptorSlot slot = ref->slot();
+  try {
+    Tensor out = container->group_mut().try_extract(slot);
+    return out;
+  } catch (const Error&) {
+    return Unexpected(std::pair{IntoValueFailure::Extract, std::move(ref)});
+  }
+}
+
+}  // namespace pact::runtime

@@ -1,0 +1,40 @@
+#pragma once
+/// Data sets for training: the 8x8 handwritten digits (data/digits.csv.gz, 1,797 samples), a seeded
+/// stratified split, and seeded shuffled batches.
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "pact/core/tensor.hpp"
+
+namespace pact::train {
+
+/// Features as rows of floats and labels as class indices.
+struct Dataset {
+  std::int64_t features = 0;
+  std::int64_t classes = 0;
+  std::vector<float> x;          ///< row-major [rows, features]
+  std::vector<std::int64_t> y;   ///< [rows]
+  std::int64_t rows() const noexcept { return static_cast<std::int64_t>(y.size()); }
+};
+
+/// Reads the digits CSV (gzip): 64 pixel values 0..16 then the label 0..9 per line; pixels scaled to
+/// [0, 1]. A line with another field count or an out-of-range value is parse_error naming the line.
+Dataset load_digits(const std::string& path);
+
+/// A stratified split: per class, a seeded shuffle, the first `train_fraction` to train, the rest to test.
+struct Split {
+  Dataset train;
+  Dataset test;
+};
+Split stratified_split(const Dataset& data, double train_fraction, std::uint64_t seed);
+
+/// Rows [index...] of a data set as an f32 feature tensor and an i64 label tensor.
+std::pair<Tensor, Tensor> gather(const Dataset& data, std::span<const std::int64_t> rows);
+
+/// A seeded permutation of [0, n) for one epoch.
+std::vector<std::int64_t> shuffled(std::int64_t n, std::uint64_t seed);
+
+}  // namespace pact::train

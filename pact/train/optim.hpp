@@ -1,0 +1,54 @@
+#pragma once
+/// Optimizers (SPEC §8): SGD (momentum, weight decay), Adam, AdamW. State is passed in and returned,
+/// never hidden in the optimizer. Learning-rate schedules: constant, step, cosine, linear warmup.
+
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "pact/core/tensor.hpp"
+
+namespace pact::train {
+
+struct SgdOptions {
+  double lr = 0.1;
+  double momentum = 0.0;
+  double weight_decay = 0.0;  ///< L2, added to the gradient (PyTorch semantics)
+};
+struct SgdState {
+  std::vector<std::optional<Tensor>> velocity;  ///< per parameter, created on first use
+};
+/// One SGD update of `params` in place (f32); returns the new state. grads[i] nullopt skips params[i].
+SgdState sgd_step(std::span<Tensor> params, std::span<const std::optional<TensorView>> grads, const SgdOptions& options,
+                  SgdState state);
+
+struct AdamOptions {
+  double lr = 1e-3;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 0.0;
+  bool decoupled = false;  ///< AdamW: decay the weights directly instead of adding to the gradient
+};
+struct AdamState {
+  std::int64_t step = 0;
+  std::vector<std::optional<Tensor>> m, v;
+};
+/// One Adam (or AdamW when decoupled) update in place; returns the new state.
+AdamState adam_step(std::span<Tensor> params, std::span<const std::optional<TensorView>> grads, const AdamOptions& options,
+                    AdamState state);
+
+/// A learning-rate schedule.
+struct Schedule {
+  enum Kind { constant, step, cosine } kind = constant;
+  std::int64_t step_size = 1;   ///< step: decay every step_size updates
+  double gamma = 0.1;           ///< step: multiplier
+  std::int64_t total = 1;       ///< cosine: updates over which to anneal
+  double eta_min = 0.0;         ///< cosine: final learning rate
+  std::int64_t warmup = 0;      ///< linear warmup updates before the schedule (0: none)
+};
+/// The learning rate for update number `step` (0-based) given the base rate.
+double learning_rate(const Schedule& schedule, double base_lr, std::int64_t step);
+
+}  // namespace pact::train

@@ -1,0 +1,230 @@
+#include "pact/train/trainer.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <random>
+
+namespace pact::train {
+
+std::int64_t ParameterPack::count() const {
+  std::int64_t n = 0;
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    if (differentiable[i]) n += values[i].numel();
+  }
+  return n;
+}
+
+ParameterPack init_parameters(const ir::Graph& graph, std::uint64_t seed) {
+  ParameterPack pack;
+  std::mt19937_64 rng(seed);
+  for (const auto& p : graph.nodes) {
+    if (p.op != ops::OpTag::parameter) continue;
+    // The first consumer decides the initialisation.
+    const ir::Node* consumer = nullptr;
+    std::size_t slot = 0;
+    for (const auto& n : graph.nodes) {
+      auto it = std::find(n.inputs.begin(), n.inputs.end(), p.id);
+      if (it != n.inputs.end()) {
+        consumer = &n;
+        slot = static_cast<std::size_t>(it - n.inputs.begin());
+        break;
+      }
+    }
+    const Dims shape = p.type.shape;
+    const std::int64_t count = ops::numel(shape);
+    std::vector<float> v(static_cast<std::size_t>(count), 0.0f);
+    auto fan_in_of = [&](const Dims& w) { return w.size() >= 2 && w[0] > 0 ? ops::numel(w) / w[0] : std::max<std::int64_t>(ops::numel(w), 1); };
+    auto uniform = [&](std::int64_t fan_in) {
+      const double b = 1.0 / std::sqrt(static_cast<double>(std::max<std::int64_t>(fan_in, 1)));
+      std::uniform_real_distribution<double> u(-b, b);
+      for (auto& x : v) x = static_cast<float>(u(rng));
+    };
+    const bool norm = consumer && (consumer->op == ops::OpTag::layer_norm || consumer->op == ops::OpTag::rms_norm ||
+                                   consumer->op == ops::OpTag::batch_norm);
+    if (norm) {
+      const bool ones = slot == 1 || (consumer->op == ops::OpTag::batch_norm && slot == 4);
+      std::fill(v.begin(), v.end(), ones ? 1.0f : 0.0f);
+    } else if (consumer && consumer->op == ops::OpTag::embedding) {
+      std::normal_distribution<double> nd;
+      for (auto& x : v) x = static_cast<float>(nd(rng));
+    } else if (shape.size() >= 2) {
+      uniform(fan_in_of(shape));
+    } else if (consumer && consumer->inputs.size() > 1) {
+      const ir::Node* w = graph.find(consumer->inputs[1]);
+      uniform(w ? fan_in_of(w->type.shape) : count);
+    } else {
+      uniform(count);
+    }
+    pack.names.push_back(p.id);
+    pack.values.push_back(Tensor::from_values<float>(shape, v));
+    pack.differentiable.push_back(p.differentiable);
+    pack.buffer.push_back(p.buffer);
+  }
+  return pack;
+}
+
+TrainingSession::TrainingSession(Objective objective, ParameterPack parameters)
+    : objective_(std::move(objective)),
+      params_(std::move(parameters)),
+      session_(contract::builtin_profile(objective_.options.profile), objective_.options.seed) {
+  const auto& o = objective_.options;
+  if (o.optimizer != "sgd" && o.optimizer != "adam" && o.optimizer != "adamw") {
+    throw_error(ErrorCode::invalid_argument, "train", fmt::format("unknown optimizer '{}' (sgd, adam, adamw)", o.optimizer));
+  }
+  if (!(o.lr > 0) || !std::isfinite(o.lr)) throw_error(ErrorCode::invalid_argument, "train", fmt::format("learning rate {} must be positive", o.lr));
+}
+
+const plan::AcceptedGraphPlan& TrainingSession::plan_for(std::int64_t batch) {
+  auto it = plans_.find(batch);
+  if (it != plans_.end()) return it->second;
+  auto g = graphs_.find(batch);
+  if (g == graphs_.end()) g = graphs_.emplace(batch, objective_.graph(batch)).first;
+  const contract::DefaultEvidenceResolver resolver;
+  auto planned = plan::plan_graph(g->second, session_.profile(), resolver, contract::VjpMode::with_vjp);
+  if (!planned) {
+    throw_error(ErrorCode::unsupported, "train",
+                fmt::format("the training program's plan was rejected under {}:\n{}", session_.profile().name,
+                            plan::render_audit_table(planned.error().audit)));
+  }
+  return plans_.emplace(batch, std::move(planned).value()).first->second;
+}
+
+const plan::PlanAudit& TrainingSession::audit(std::int64_t batch) { return plan_for(batch).audit; }
+
+TrainingSession::Outputs TrainingSession::run(Tensor x, Tensor target, bool training, std::vector<runtime::EagerTensor>& leaves) {
+  const std::int64_t batch = x.rank() > 0 ? x.shape()[0] : 1;
+  const plan::AcceptedGraphPlan& plan = plan_for(batch);  // admission of the whole program, once per batch size
+  session_.set_training(training);
+  session_.set_grad_enabled(training);
+  std::map<std::string, runtime::EagerTensor> bindings;
+  for (std::size_t i = 0; i < params_.values.size(); ++i) {
+    // The owner moves into a retention record (no copy); take_back() recovers it after the step.
+    leaves.push_back(training ? session_.leaf(std::move(params_.values[i]), params_.differentiable[i])
+                              : session_.constant(std::move(params_.values[i])));
+    bindings.emplace(params_.names[i], leaves.back());
+  }
+  bindings.emplace(objective_.input, session_.constant(std::move(x)));
+  bindings.emplace(objective_.target, session_.constant(std::move(target)));
+  std::map<std::string, runtime::EagerTensor> out;
+  if (objective_.options.mode == ExecutionMode::eager) {
+    out = session_.run_graph(plan.graph, bindings);
+  } else {
+    out = runtime::execute(plan, bindings, training ? &session_.tape() : nullptr,
+                           kernels::KernelContext{training, objective_.options.seed + static_cast<std::uint64_t>(steps_)}).outputs;
+  }
+  return {out.at(objective_.logits), out.at(objective_.loss)};
+}
+
+void TrainingSession::take_back(std::vector<runtime::EagerTensor>& leaves) {
+  session_.tape().clear();
+  for (std::size_t i = 0; i < leaves.size(); ++i) {
+    auto owner = runtime::into_value(std::move(leaves[i].value));
+    if (!owner) {
+      throw_error(ErrorCode::invalid_argument, "train",
+                  fmt::format("parameter '{}' is still shared after the step; cannot update it in place", params_.names[i]));
+    }
+    params_.values[i] = std::move(owner).value();
+  }
+  leaves.clear();
+}
+
+namespace {
+double scalar_of(const runtime::EagerTensor& t) {
+  const double v = t.view().get(Dims{}).real;
+  if (!std::isfinite(v)) throw_error(ErrorCode::non_finite, "train", fmt::format("the loss is {}", v));
+  return v;
+}
+}  // namespace
+
+StepResult TrainingSession::step_batch(Tensor x, Tensor target) {
+  std::vector<runtime::EagerTensor> leaves;
+  StepResult result;
+  {
+    Outputs out = run(std::move(x), std::move(target), true, leaves);
+    result.loss = scalar_of(out.loss);
+    runtime::Gradients grads = session_.backward(out.loss);
+    for (const auto& leaf : leaves) result.gradients.push_back(grads.take_grad(leaf.node));
+  }  // outputs and the tape's records go out of scope / are cleared before the parameters come back
+  take_back(leaves);
+  std::vector<std::optional<TensorView>> views;
+  for (std::size_t i = 0; i < result.gradients.size(); ++i) {
+    views.push_back(result.gradients[i] && params_.differentiable[i] ? std::optional<TensorView>(result.gradients[i]->as_view())
+                                                                     : std::nullopt);
+  }
+  const auto& o = objective_.options;
+  const double lr = learning_rate(o.schedule, o.lr, steps_);
+  if (o.optimizer == "sgd") {
+    sgd_ = sgd_step(params_.values, views, SgdOptions{lr, o.momentum, o.weight_decay}, std::move(sgd_));
+  } else {
+    adam_ = adam_step(params_.values, views, AdamOptions{lr, 0.9, 0.999, 1e-8, o.weight_decay, o.optimizer == "adamw"}, std::move(adam_));
+  }
+  views.clear();
+  ++steps_;
+  return result;
+}
+
+double TrainingSession::loss(Tensor x, Tensor target) {
+  std::vector<runtime::EagerTensor> leaves;
+  double l = 0;
+  {
+    Outputs out = run(std::move(x), std::move(target), false, leaves);
+    l = scalar_of(out.loss);
+  }
+  take_back(leaves);
+  return l;
+}
+
+Tensor TrainingSession::predict(Tensor x) {
+  const std::int64_t batch = x.shape()[0];
+  Tensor target = Tensor::zeros(Dims{batch}, DType::i64);
+  std::vector<runtime::EagerTensor> leaves;
+  Tensor logits = Tensor::empty(Dims{1}, DType::f32);
+  {
+    Outputs out = run(std::move(x), std::move(target), false, leaves);
+    logits = out.logits.view().duplicate();
+  }
+  take_back(leaves);
+  return logits;
+}
+
+ParameterPack TrainingSession::finish() && { return std::move(params_); }
+
+ir::Graph digits_mlp(std::int64_t batch, std::int64_t hidden) {
+  ir::GraphBuilder b;
+  b.input("x", Dims{batch, 64});
+  b.input("target", Dims{batch}, DType::i64);
+  b.parameter("w1", Dims{hidden, 64});
+  b.parameter("b1", Dims{hidden});
+  b.parameter("w2", Dims{10, hidden});
+  b.parameter("b2", Dims{10});
+  b.op("fc1", ops::OpTag::linear, {"x", "w1", "b1"});
+  b.op("act", ops::OpTag::relu, {"fc1"});
+  b.op("logits", ops::OpTag::linear, {"act", "w2", "b2"});
+  b.op("loss", ops::OpTag::cross_entropy, {"logits", "target"});
+  b.output("logits");
+  b.output("loss");
+  return b.build();
+}
+
+ir::Graph digits_cnn(std::int64_t batch) {
+  ir::GraphBuilder b;
+  b.input("x", Dims{batch, 64});
+  b.input("target", Dims{batch}, DType::i64);
+  b.parameter("conv_w", Dims{16, 1, 3, 3});
+  b.parameter("conv_b", Dims{16});
+  b.parameter("fc_w", Dims{10, 16 * 4 * 4});
+  b.parameter("fc_b", Dims{10});
+  b.op("image", ops::OpTag::reshape, {"x"}, ops::Attributes{{"shape", std::vector<std::int64_t>{batch, 1, 8, 8}}});
+  b.op("conv", ops::OpTag::conv2d, {"image", "conv_w", "conv_b"}, ops::Attributes{{"padding", std::vector<std::int64_t>{1}}});
+  b.op("act", ops::OpTag::relu, {"conv"});
+  b.op("pool", ops::OpTag::max_pool2d, {"act"}, ops::Attributes{{"kernel_size", std::vector<std::int64_t>{2}}});
+  b.op("flat", ops::OpTag::flatten, {"pool"}, ops::Attributes{{"start_dim", std::int64_t{1}}});
+  b.op("logits", ops::OpTag::linear, {"flat", "fc_w", "fc_b"});
+  b.op("loss", ops::OpTag::cross_entropy, {"logits", "target"});
+  b.output("logits");
+  b.output("loss");
+  return b.build();
+}
+
+}  // namespace pact::train

@@ -1,0 +1,103 @@
+#pragma once
+/// Training (SPEC §8, seed 000): an Objective (the loss program per batch size plus options), a
+/// shape-indexed parameter pack (parameters and persistent buffers; differentiability flags decide which
+/// get gradients), and a TrainingSession with step_batch, loss, predict and finish. The loss program runs
+/// eagerly (runtime::Session, op by op) or as a planned graph (runtime::execute over an
+/// AcceptedGraphPlan); both record on the same tape, so both give the same losses and gradients.
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "pact/plan/planner.hpp"
+#include "pact/runtime/executor.hpp"
+#include "pact/runtime/session.hpp"
+#include "pact/train/optim.hpp"
+
+namespace pact::train {
+
+enum class ExecutionMode { eager, graph };
+
+struct TrainerOptions {
+  std::string optimizer = "adam";  ///< sgd | adam | adamw
+  double lr = 0.01;
+  double momentum = 0.9;           ///< sgd
+  double weight_decay = 0.0;
+  Schedule schedule;
+  std::uint64_t seed = 0;
+  ExecutionMode mode = ExecutionMode::eager;
+  std::string profile = "cpu-checked";
+};
+
+/// The loss program: for a batch size, an IR graph with sources `input` (features) and `target`, and
+/// outputs `logits` and `loss` (a scalar).
+struct Objective {
+  std::function<ir::Graph(std::int64_t batch)> graph;
+  std::string input = "x";
+  std::string target = "target";
+  std::string logits = "logits";
+  std::string loss = "loss";
+  TrainerOptions options;
+};
+
+/// Parameters and buffers in graph order, by name.
+struct ParameterPack {
+  std::vector<std::string> names;
+  std::vector<Tensor> values;
+  std::vector<bool> differentiable;
+  std::vector<bool> buffer;
+  std::int64_t count() const;  ///< total elements of differentiable parameters
+};
+
+/// PyTorch-style initialisation: weights U(-1/sqrt(fan_in), 1/sqrt(fan_in)), biases with their weight's
+/// fan-in, norm weights 1 and biases 0, running mean 0 and variance 1. Seeded.
+ParameterPack init_parameters(const ir::Graph& graph, std::uint64_t seed);
+
+/// What one update returns: the batch loss and the gradients (returned to the caller, by pack index).
+struct StepResult {
+  double loss = 0;
+  std::vector<std::optional<Tensor>> gradients;
+};
+
+class TrainingSession {
+ public:
+  TrainingSession(Objective objective, ParameterPack parameters);
+
+  /// One update on a batch in training mode; the step counter counts updates only.
+  StepResult step_batch(Tensor x, Tensor target);
+  /// The loss on a batch in evaluation mode (no update, no tape).
+  double loss(Tensor x, Tensor target);
+  /// Evaluation-mode logits.
+  Tensor predict(Tensor x);
+  /// Updates made so far.
+  std::int64_t steps() const noexcept { return steps_; }
+  /// The plan audit of the training program for a batch size (planned once per batch size).
+  const plan::PlanAudit& audit(std::int64_t batch);
+  /// Ends the session and returns the trained parameters.
+  ParameterPack finish() &&;
+
+ private:
+  struct Outputs {
+    runtime::EagerTensor logits, loss;
+  };
+  Outputs run(Tensor x, Tensor target, bool training, std::vector<runtime::EagerTensor>& leaves);
+  const plan::AcceptedGraphPlan& plan_for(std::int64_t batch);
+  void take_back(std::vector<runtime::EagerTensor>& leaves);
+
+  Objective objective_;
+  ParameterPack params_;
+  runtime::Session session_;
+  std::map<std::int64_t, ir::Graph> graphs_;
+  std::map<std::int64_t, plan::AcceptedGraphPlan> plans_;
+  SgdState sgd_;
+  AdamState adam_;
+  std::int64_t steps_ = 0;
+};
+
+/// Built-in models for the digits data: an MLP 64-hidden-10 and a small CNN (8x8 images).
+ir::Graph digits_mlp(std::int64_t batch, std::int64_t hidden = 128);
+ir::Graph digits_cnn(std::int64_t batch);
+
+}  // namespace pact::train
