@@ -17,15 +17,15 @@ using namespace pact;
 std::vector<ir::Node> chain_nodes(int nodes) {
   std::vector<ir::Node> out;
   std::string prev = "x";
-  out.push_back(ir::Node{"x", ops::OpTag::input, {}, ops::Attributes{{"shape", std::vector<std::int64_t>{8, 64}}}, {}, false, false});
+  out.push_back(ir::Node{"x", ops::OpTag::input, {}, ops::Attributes{{"shape", std::vector<std::int64_t>{8, 64}}}, {}, false, false, false});
   for (int i = 0; static_cast<int>(out.size()) + 3 <= nodes; ++i) {
     const std::string w = fmt::format("w{}", i), l = fmt::format("l{}", i), r = fmt::format("r{}", i);
-    out.push_back(ir::Node{w, ops::OpTag::parameter, {}, ops::Attributes{{"shape", std::vector<std::int64_t>{64, 64}}}, {}, true, false});
-    out.push_back(ir::Node{l, ops::OpTag::linear, {prev, w}, {}, {}, false, false});
-    out.push_back(ir::Node{r, ops::OpTag::relu, {l}, {}, {}, false, false});
+    out.push_back(ir::Node{w, ops::OpTag::parameter, {}, ops::Attributes{{"shape", std::vector<std::int64_t>{64, 64}}}, {}, false, true, false});
+    out.push_back(ir::Node{l, ops::OpTag::linear, {prev, w}, {}, {}, false, false, false});
+    out.push_back(ir::Node{r, ops::OpTag::relu, {l}, {}, {}, false, false, false});
     prev = r;
   }
-  out.push_back(ir::Node{"y", ops::OpTag::output, {prev}, {}, {}, false, false});
+  out.push_back(ir::Node{"y", ops::OpTag::output, {prev}, {}, {}, false, false, false});
   return out;
 }
 

@@ -4,6 +4,7 @@
 
 #include <fstream>
 #include <map>
+#include <queue>
 #include <sstream>
 #include <unordered_map>
 
@@ -41,16 +42,19 @@ Graph validate(std::vector<Node> nodes, std::vector<std::string> outputs) {
       ++pending[i];
     }
   }
-  std::vector<std::size_t> order, ready;
-  for (std::size_t i = nodes.size(); i-- > 0;) {
-    if (pending[i] == 0) ready.push_back(i);
+  // Kahn's algorithm taking the lowest index first, so a list already in dependency order keeps its order
+  // (and a wire round trip reproduces the document).
+  std::vector<std::size_t> order;
+  std::priority_queue<std::size_t, std::vector<std::size_t>, std::greater<>> ready;
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    if (pending[i] == 0) ready.push(i);
   }
   while (!ready.empty()) {
-    const std::size_t i = ready.back();
-    ready.pop_back();
+    const std::size_t i = ready.top();
+    ready.pop();
     order.push_back(i);
     for (std::size_t u : users[i]) {
-      if (--pending[u] == 0) ready.push_back(u);
+      if (--pending[u] == 0) ready.push(u);
     }
   }
   if (order.size() != nodes.size()) {
@@ -73,7 +77,7 @@ Graph validate(std::vector<Node> nodes, std::vector<std::string> outputs) {
     } catch (const Error& e) {
       bad_node(e.code(), n.id, e.what());
     }
-    if (info.role != ops::OpRole::source && !(n.type == ops::TensorType{}) && !(n.type == inferred)) {
+    if (n.type_declared && !(n.type == inferred)) {
       bad_node(ErrorCode::invalid_argument, n.id,
                fmt::format("declared type {}{} but the {} shape rule gives {}{}", dtype_name(n.type.dtype), n.type.shape.to_string(),
                            info.kind, dtype_name(inferred.dtype), inferred.shape.to_string()));
@@ -178,6 +182,7 @@ Graph parse_graph(std::string_view json_text, std::string_view where_view) {
       for (const auto& [key, value] : attrs.items()) n.attrs.set(key, attr_from_json(where, npath + ".attrs." + key, value));
     }
     if (jn.contains("type")) {
+      n.type_declared = true;
       const Json& t = jn.at("type");
       const Json& dt = require(where, t, npath + ".type", "dtype");
       const Json& sh = require(where, t, npath + ".type", "shape");
@@ -246,19 +251,19 @@ ops::Attributes source_attrs(const Dims& shape, DType dtype) {
 }  // namespace
 
 std::string GraphBuilder::input(std::string id, Dims shape, DType dtype) {
-  nodes_.push_back(Node{id, ops::OpTag::input, {}, source_attrs(shape, dtype), {}, false, false});
+  nodes_.push_back(Node{id, ops::OpTag::input, {}, source_attrs(shape, dtype), {}, false, false, false});
   return id;
 }
 std::string GraphBuilder::parameter(std::string id, Dims shape, DType dtype, bool differentiable) {
-  nodes_.push_back(Node{id, ops::OpTag::parameter, {}, source_attrs(shape, dtype), {}, differentiable, false});
+  nodes_.push_back(Node{id, ops::OpTag::parameter, {}, source_attrs(shape, dtype), {}, false, differentiable, false});
   return id;
 }
 std::string GraphBuilder::buffer(std::string id, Dims shape, DType dtype) {
-  nodes_.push_back(Node{id, ops::OpTag::parameter, {}, source_attrs(shape, dtype), {}, false, true});
+  nodes_.push_back(Node{id, ops::OpTag::parameter, {}, source_attrs(shape, dtype), {}, false, false, true});
   return id;
 }
 std::string GraphBuilder::op(std::string id, ops::OpTag tag, std::vector<std::string> inputs, ops::Attributes attrs) {
-  nodes_.push_back(Node{id, tag, std::move(inputs), std::move(attrs), {}, false, false});
+  nodes_.push_back(Node{id, tag, std::move(inputs), std::move(attrs), {}, false, false, false});
   return id;
 }
 void GraphBuilder::output(std::string id) { outputs_.push_back(std::move(id)); }

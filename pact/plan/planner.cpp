@@ -24,9 +24,11 @@ void validate_modules(const contract::BackendProfile& profile) {
 
 }  // namespace
 
-Expected<AcceptedGraphPlan, PlanRejection> plan_graph(const ir::Graph& graph, const contract::BackendProfile& profile,
+Expected<AcceptedGraphPlan, PlanRejection> plan_graph(const ir::Graph& input_graph, const contract::BackendProfile& profile,
                                                       const contract::EvidenceResolver& resolver, contract::VjpMode vjp_mode) {
   validate_modules(profile);
+  // Planning requires a well-formed graph: ir::Graph is a plain struct, so check it again here.
+  const ir::Graph graph = ir::validate(input_graph.nodes, input_graph.outputs);
   const bool wants_cuda = std::find(profile.devices.begin(), profile.devices.end(), DeviceKind::cuda) != profile.devices.end();
   if (wants_cuda && cuda_provider()->name() == "cuda-stub" && !profile.allow_cuda_stub) {
     throw_error(ErrorCode::no_device, "plan",
@@ -65,9 +67,27 @@ Expected<AcceptedGraphPlan, PlanRejection> plan_graph(const ir::Graph& graph, co
   }
   audit.check.accepted = std::all_of(reports.begin(), reports.end(), [](const auto& r) { return r.accepted; });
   if (!audit.check.accepted) return Unexpected(PlanRejection{std::move(audit)});
-  AcceptedGraphPlan accepted{graph, std::move(audit), {}};
-  for (const auto& k : accepted.audit.kernels) accepted.bound.push_back(contract::bind(*k.capsule));
-  return accepted;
+  // Bind every admitted capsule; a capsule without a handler (e.g. a CUDA capsule before a CUDA build)
+  // turns into a failing report rather than an exception.
+  std::vector<contract::BoundKernel> bound;
+  for (const auto& k : audit.kernels) {
+    try {
+      bound.push_back(contract::bind(*k.capsule));
+    } catch (const Error& e) {
+      contract::ObligationReport r;
+      r.node = k.node;
+      r.capsule = k.capsule->name;
+      r.obligation = contract::Obligation::forward_value;
+      r.evidence = k.capsule->descriptors[2].evidence;
+      r.reason = fmt::format("binding failed: {}", e.what());
+      reports.push_back(std::move(r));
+    }
+  }
+  if (bound.size() != audit.kernels.size()) {
+    audit.check.accepted = false;
+    return Unexpected(PlanRejection{std::move(audit)});
+  }
+  return AcceptedGraphPlan{graph, std::move(audit), std::move(bound)};
 }
 
 std::string render_audit_table(const PlanAudit& audit) {

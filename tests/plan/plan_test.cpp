@@ -1,0 +1,436 @@
+// Graph planning (issue 4, items 4 and 7; SPEC §6): selection by provider preference without filtering
+// by evidence, the contract check under the profile's policy, duplicate capsule names, cuda-* profiles
+// without a device, missing capsules, grouping, the audit table and JSON, and bound kernels. Runs with
+// the repository root as working directory (pact_add_test sets it).
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "pact/plan/planner.hpp"
+
+namespace pact::plan {
+namespace {
+
+using contract::AssurancePolicy;
+using contract::BackendProfile;
+using contract::DefaultEvidenceResolver;
+using contract::EvidenceKind;
+using contract::Obligation;
+using contract::VjpMode;
+
+template <class F>
+ErrorCode code_of(F f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.code();
+  }
+  ADD_FAILURE() << "expected a pact::Error";
+  return ErrorCode::invalid_argument;
+}
+
+template <class F>
+std::string message_of(F f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "expected a pact::Error";
+  return "";
+}
+
+bool mentions(const std::string& text, const std::string& needle) { return text.find(needle) != std::string::npos; }
+
+std::vector<std::string> example_models() {
+  std::vector<std::string> paths;
+  for (const auto& e : std::filesystem::directory_iterator("examples/models")) {
+    if (e.path().extension() == ".json") paths.push_back(e.path().string());
+  }
+  std::sort(paths.begin(), paths.end());
+  return paths;
+}
+
+std::vector<std::string> kernel_nodes(const ir::Graph& g) {
+  std::vector<std::string> ids;
+  for (const auto& n : g.nodes) {
+    if (ops::op_info(n.op).runtime_relevant()) ids.push_back(n.id);
+  }
+  return ids;
+}
+
+bool is_gemm(ops::OpTag op) { return op == ops::OpTag::linear || op == ops::OpTag::matmul || op == ops::OpTag::conv2d; }
+
+auto plan(const ir::Graph& g, const BackendProfile& p, VjpMode mode = VjpMode::forward_only) {
+  return plan_graph(g, p, DefaultEvidenceResolver{}, mode);
+}
+
+// cpu-checked plus the blas module, with blas available and most preferred, still under the checked policy.
+BackendProfile checked_with_blas() {
+  BackendProfile p = contract::builtin_profile("cpu-checked");
+  p.name = "cpu-checked+blas";
+  p.modules.push_back(&contract::blas_module());
+  p.providers.push_back("blas");
+  p.policy.provider_preference.insert(p.policy.provider_preference.begin(), "blas");
+  return p;
+}
+
+// ---- acceptance --------------------------------------------------------------------------------------
+
+TEST(Planner, CpuCheckedAcceptsEveryExampleModel) {
+  const auto paths = example_models();
+  ASSERT_GE(paths.size(), 3u);
+  for (const auto& path : paths) {
+    ir::Graph g = ir::load_graph(path);
+    for (VjpMode mode : {VjpMode::forward_only, VjpMode::with_vjp}) {
+      SCOPED_TRACE(path + (mode == VjpMode::with_vjp ? " with VJP" : " forward only"));
+      auto r = plan(g, contract::builtin_profile("cpu-checked"), mode);
+      ASSERT_TRUE(r.has_value()) << render_audit_table(r.error().audit);
+      const PlanAudit& a = r->audit;
+      EXPECT_TRUE(a.check.accepted);
+      EXPECT_TRUE(a.check.failures().empty());
+      EXPECT_EQ(a.profile, "cpu-checked");
+      EXPECT_EQ(a.assurance, AssurancePolicy::checked);
+      EXPECT_EQ(a.vjp_mode, mode);
+      std::vector<std::string> planned;
+      for (const auto& k : a.kernels) {
+        planned.push_back(k.node);
+        ASSERT_NE(k.capsule, nullptr) << k.node;
+        EXPECT_EQ(k.capsule->op, k.op) << k.node;
+        if (mode == VjpMode::with_vjp) {
+          EXPECT_TRUE(k.capsule->vjp) << k.node;
+        }
+      }
+      EXPECT_EQ(planned, kernel_nodes(g)) << "exactly the runtime-relevant nodes, in graph order";
+      EXPECT_EQ(a.check.reports.size(), 4 * a.kernels.size()) << "four obligations per kernel";
+      EXPECT_EQ(r->graph.nodes.size(), g.nodes.size());
+    }
+  }
+}
+
+TEST(Planner, SourcesViewsAndOutputsAreNotPlanned) {
+  ir::Graph g = ir::load_graph("examples/models/small_cnn.json");
+  auto r = plan(g, contract::builtin_profile("cpu-checked"));
+  ASSERT_TRUE(r.has_value());
+  std::set<std::string> planned;
+  for (const auto& k : r->audit.kernels) planned.insert(k.node);
+  EXPECT_FALSE(planned.count("x"));
+  EXPECT_FALSE(planned.count("conv_w"));
+  EXPECT_FALSE(planned.count("flat"));  // flatten is a view
+  EXPECT_TRUE(planned.count("conv"));
+  EXPECT_TRUE(planned.count("pool"));
+}
+
+TEST(Planner, AcceptedPlanBindsHandlersWithTheCapsulesIdentity) {
+  for (const auto& path : example_models()) {
+    SCOPED_TRACE(path);
+    for (const char* profile : {"cpu-checked", "cpu-external"}) {
+      auto r = plan(ir::load_graph(path), contract::builtin_profile(profile));
+      ASSERT_TRUE(r.has_value()) << profile;
+      ASSERT_EQ(r->bound.size(), r->audit.kernels.size());
+      for (std::size_t i = 0; i < r->bound.size(); ++i) {
+        const auto& b = r->bound[i];
+        EXPECT_EQ(b.capsule, r->audit.kernels[i].capsule);
+        ASSERT_NE(b.handler, nullptr);
+        EXPECT_EQ(b.handler->op, b.capsule->op);
+        EXPECT_EQ(b.handler->provider, b.capsule->provider);
+        EXPECT_EQ(b.handler->device, b.capsule->device);
+      }
+    }
+  }
+}
+
+// ---- selection ---------------------------------------------------------------------------------------
+
+TEST(Selection, FollowsProviderPreference) {
+  ir::Graph g = ir::load_graph("examples/models/tiny_transformer.json");
+  auto native = plan(g, contract::builtin_profile("cpu-checked"));
+  ASSERT_TRUE(native.has_value());
+  for (const auto& k : native->audit.kernels) {
+    EXPECT_EQ(k.capsule->provider, "native") << k.node << " (native is preferred over reference)";
+    if (k.op == ops::OpTag::scaled_dot_product_attention) {
+      EXPECT_EQ(k.capsule->name, "attention.scaled_dot_product_attention");
+    }
+  }
+  BackendProfile ref_first = contract::builtin_profile("cpu-checked");
+  ref_first.name = "cpu-reference-first";
+  ref_first.policy.provider_preference = {"reference", "native"};
+  auto reference = plan(g, ref_first);
+  ASSERT_TRUE(reference.has_value());
+  for (const auto& k : reference->audit.kernels) {
+    EXPECT_EQ(k.capsule->provider, "reference") << k.node;
+    EXPECT_EQ(k.capsule->numerical_policy, contract::NumericalPolicy::fixedLeft) << k.node;
+  }
+  // A provider the profile does not declare available is never chosen, whatever the preference.
+  BackendProfile native_unavailable = ref_first;
+  native_unavailable.policy.provider_preference = {"native", "reference"};
+  native_unavailable.providers = {"reference"};
+  auto only_ref = plan(g, native_unavailable);
+  ASSERT_TRUE(only_ref.has_value());
+  for (const auto& k : only_ref->audit.kernels) EXPECT_EQ(k.capsule->provider, "reference") << k.node;
+}
+
+TEST(Selection, DoesNotFilterByEvidenceBlasUnderCheckedIsRejected) {
+  for (const auto& path : example_models()) {
+    SCOPED_TRACE(path);
+    ir::Graph g = ir::load_graph(path);
+    auto r = plan(g, checked_with_blas());
+    ASSERT_FALSE(r.has_value()) << "trusted-external capsules must not pass the checked policy";
+    const PlanAudit& a = r.error().audit;
+    EXPECT_FALSE(a.check.accepted);
+    const auto failures = a.check.failures();
+    int gemm_nodes = 0;
+    for (const auto& k : a.kernels) {
+      ASSERT_NE(k.capsule, nullptr) << k.node;
+      if (!is_gemm(k.op)) {
+        EXPECT_NE(k.capsule->provider, "blas") << k.node;
+        for (const auto& f : failures) EXPECT_NE(f.node, k.node) << "non-GEMM node " << k.node << " must pass";
+        continue;
+      }
+      ++gemm_nodes;
+      SCOPED_TRACE(k.node);
+      // Selected although its evidence cannot pass: selection does not filter by evidence.
+      const std::string capsule = "blas." + std::string(ops::op_kind(k.op));
+      EXPECT_EQ(k.capsule->name, capsule);
+      bool forward = false, vjp = false;
+      for (const auto& f : failures) {
+        if (f.node != k.node) continue;
+        EXPECT_EQ(f.capsule, capsule);
+        if (f.obligation == Obligation::forward_value && f.evidence.kind == EvidenceKind::trustedBoundary) {
+          forward = true;
+          EXPECT_TRUE(mentions(f.reason, "trustedBoundary")) << f.reason;
+          EXPECT_TRUE(mentions(f.reason, "checked")) << f.reason;
+        }
+        if (f.obligation == Obligation::vjp && f.evidence.kind == EvidenceKind::trustedBoundary) vjp = true;
+      }
+      EXPECT_TRUE(forward) << "forward_value trustedBoundary obligation named";
+      EXPECT_TRUE(vjp) << "vjp trustedBoundary obligation named";
+      const std::string table = render_audit_table(a);
+      EXPECT_TRUE(mentions(table, "node " + k.node + " capsule " + capsule + " obligation forward_value")) << table;
+      EXPECT_TRUE(mentions(table, "node " + k.node + " capsule " + capsule + " obligation vjp")) << table;
+    }
+    EXPECT_GT(gemm_nodes, 0);
+    // The same graph under cpu-external is accepted, with the same blas choices.
+    auto ext = plan(g, contract::builtin_profile("cpu-external"));
+    ASSERT_TRUE(ext.has_value()) << render_audit_table(ext.error().audit);
+    for (const auto& k : ext->audit.kernels) {
+      if (is_gemm(k.op)) {
+        EXPECT_EQ(k.capsule->provider, "blas") << k.node;
+      }
+    }
+    EXPECT_TRUE(plan(g, contract::builtin_profile("cpu-external"), VjpMode::with_vjp).has_value());
+  }
+}
+
+TEST(Selection, DuplicateCapsuleNamesAcrossModulesAreRejected) {
+  ir::Graph g = ir::load_graph("examples/models/digits_mlp.json");
+  BackendProfile p = contract::builtin_profile("cpu-checked");
+  EXPECT_TRUE(plan(g, p).has_value());
+  p.modules.push_back(&contract::native_module());
+  EXPECT_EQ(code_of([&] { plan(g, p); }), ErrorCode::invalid_argument);
+  const std::string m = message_of([&] { plan(g, p); });
+  EXPECT_TRUE(mentions(m, "duplicate")) << m;
+  EXPECT_TRUE(mentions(m, "native.")) << m;
+  // A renamed copy of a module is no duplicate.
+  contract::CapsuleModule renamed = contract::native_module();
+  renamed.name = "native2";
+  for (auto& c : renamed.capsules) c.name = "native2." + std::string(ops::op_kind(c.op));
+  BackendProfile q = contract::builtin_profile("cpu-checked");
+  q.modules.push_back(&renamed);
+  EXPECT_TRUE(plan(g, q).has_value());
+}
+
+// ---- cuda profiles without a device ------------------------------------------------------------------
+
+TEST(Cuda, CudaProfilesRefuseWithoutADevice) {
+  ASSERT_EQ(cuda_provider()->name(), "cuda-stub") << "this machine's build has no CUDA device path";
+  ir::Graph g = ir::load_graph("examples/models/digits_mlp.json");
+  for (const char* name : {"cuda-checked", "cuda-external"}) {
+    SCOPED_TRACE(name);
+    EXPECT_EQ(code_of([&] { plan(g, contract::builtin_profile(name)); }), ErrorCode::no_device);
+    EXPECT_TRUE(mentions(message_of([&] { plan(g, contract::builtin_profile(name)); }), "stub"));
+    // Asked for explicitly, the stub plans, and the check rejects: cuda evidence is never satisfied.
+    BackendProfile stub = contract::builtin_profile(name);
+    stub.allow_cuda_stub = true;
+    auto r = plan(g, stub);
+    ASSERT_FALSE(r.has_value());
+    const PlanAudit& a = r.error().audit;
+    ASSERT_EQ(a.kernels.size(), kernel_nodes(g).size());
+    for (const auto& k : a.kernels) {
+      ASSERT_NE(k.capsule, nullptr) << k.node;
+      EXPECT_EQ(k.capsule->provider, "cuda") << k.node;
+    }
+    const auto failures = a.check.failures();
+    ASSERT_FALSE(failures.empty());
+    for (const auto& f : failures) {
+      EXPECT_EQ(f.evidence.id, "cuda.device_present") << f.node;
+      EXPECT_TRUE(mentions(f.reason, "cuda-stub")) << f.reason;
+    }
+    std::set<std::string> failing_nodes;
+    for (const auto& f : failures) failing_nodes.insert(f.node);
+    EXPECT_EQ(failing_nodes.size(), a.kernels.size()) << "every cuda kernel fails its evidence";
+  }
+}
+
+// ---- missing capsules --------------------------------------------------------------------------------
+
+TEST(Selection, ANodeWithoutACapsuleFailsNamingTheNode) {
+  ir::Graph g = ir::load_graph("examples/models/digits_mlp.json");
+  BackendProfile p = contract::builtin_profile("cpu-checked");
+  p.modules = {&contract::attention_module()};  // no linear, relu or cross_entropy
+  auto r = plan(g, p);
+  ASSERT_FALSE(r.has_value());
+  const auto failures = r.error().audit.check.failures();
+  std::set<std::string> nodes;
+  for (const auto& f : failures) {
+    nodes.insert(f.node);
+    EXPECT_TRUE(f.capsule.empty());
+    EXPECT_TRUE(mentions(f.reason, "no capsule")) << f.reason;
+  }
+  EXPECT_EQ(nodes, (std::set<std::string>{"fc1", "act", "logits", "loss"}));
+  for (const auto& k : r.error().audit.kernels) EXPECT_EQ(k.capsule, nullptr) << k.node;
+  const std::string table = render_audit_table(r.error().audit);
+  EXPECT_TRUE(mentions(table, "(none)")) << table;
+  EXPECT_EQ(render_audit_json(r.error().audit).at("kernels").at(0).at("capsule"), nullptr);
+}
+
+TEST(Selection, ForwardOnlyCapsulesAreNotChosenForAVjpRun) {
+  ir::GraphBuilder b;
+  b.input("x", {2, 3});
+  b.op("y", ops::OpTag::relu, {"x"});
+  b.output("y");
+  ir::Graph g = b.build();
+  contract::CapsuleModule forward_only{"fwd", {}};
+  contract::Capsule c = [] {
+    for (const auto& cap : contract::native_module().capsules) {
+      if (cap.op == ops::OpTag::relu) return cap;
+    }
+    ADD_FAILURE() << "no native relu capsule";
+    return contract::Capsule{};
+  }();
+  c.name = "fwd.relu";
+  c.vjp = false;
+  c.descriptors[3] = contract::ContractDescriptor{Obligation::vjp, "no VJP", {EvidenceKind::notApplicable, ""}};
+  forward_only.capsules.push_back(c);
+  BackendProfile p = contract::builtin_profile("cpu-checked");
+  p.modules = {&forward_only};
+  EXPECT_TRUE(plan(g, p, VjpMode::forward_only).has_value());
+  auto r = plan(g, p, VjpMode::with_vjp);
+  ASSERT_FALSE(r.has_value());
+  const auto failures = r.error().audit.check.failures();
+  ASSERT_EQ(failures.size(), 1u);
+  EXPECT_EQ(failures[0].node, "y");
+  EXPECT_TRUE(mentions(failures[0].reason, "VJP")) << failures[0].reason;
+}
+
+TEST(Selection, TheCheckUsesTheGivenResolver) {
+  struct Refuse final : contract::EvidenceResolver {
+    contract::EvidenceStatus resolve(const contract::Capsule&, const contract::ContractDescriptor& d) const override {
+      if (d.evidence.kind == EvidenceKind::testSuite) return {false, "no passing receipt"};
+      return {true, ""};
+    }
+  };
+  ir::Graph g = ir::load_graph("examples/models/digits_mlp.json");
+  auto r = plan_graph(g, contract::builtin_profile("cpu-checked"), Refuse{});
+  ASSERT_FALSE(r.has_value());
+  for (const auto& f : r.error().audit.check.failures()) {
+    EXPECT_EQ(f.evidence.kind, EvidenceKind::testSuite);
+    EXPECT_EQ(f.reason, "no passing receipt");
+  }
+  EXPECT_FALSE(r.error().audit.check.failures().empty());
+}
+
+// Regression (fixed): pact/plan/planner.cpp:27 (plan_graph) never checks that the graph is well formed
+// (SPEC §6: "require a well-formed graph"). ir::Graph is a plain struct, so a graph assembled without
+// ir::validate() — here a node reading an input that does not exist — is planned and accepted instead of
+// being refused with a typed error naming the node.
+TEST(Planner, RefusesAGraphThatIsNotWellFormed) {
+  ir::Graph g = ir::load_graph("examples/models/digits_mlp.json");
+  EXPECT_TRUE(plan(g, contract::builtin_profile("cpu-checked")).has_value());
+  for (auto& n : g.nodes) {
+    if (n.id == "act") n.inputs = {"ghost"};
+  }
+  EXPECT_EQ(code_of([&] { plan(g, contract::builtin_profile("cpu-checked")); }), ErrorCode::invalid_argument);
+}
+
+// ---- audit -------------------------------------------------------------------------------------------
+
+TEST(Audit, GroupsByProviderAndDevice) {
+  ir::Graph g = ir::load_graph("examples/models/digits_mlp.json");
+  auto ext = plan(g, contract::builtin_profile("cpu-external"));
+  ASSERT_TRUE(ext.has_value());
+  using Key = std::pair<std::string, std::string>;
+  std::map<Key, std::vector<std::string>> expected{{{"blas", "cpu"}, {"fc1", "logits"}}, {{"native", "cpu"}, {"act", "loss"}}};
+  EXPECT_EQ(ext->audit.groups, expected);
+  auto checked = plan(g, contract::builtin_profile("cpu-checked"));
+  ASSERT_TRUE(checked.has_value());
+  std::map<Key, std::vector<std::string>> one{{{"native", "cpu"}, {"fc1", "act", "logits", "loss"}}};
+  EXPECT_EQ(checked->audit.groups, one);
+}
+
+TEST(Audit, TableMentionsEveryNodeAndTheVerdict) {
+  for (const auto& path : example_models()) {
+    SCOPED_TRACE(path);
+    ir::Graph g = ir::load_graph(path);
+    auto ok = plan(g, contract::builtin_profile("cpu-checked"));
+    ASSERT_TRUE(ok.has_value());
+    const std::string table = render_audit_table(ok->audit);
+    for (const auto& id : kernel_nodes(g)) EXPECT_TRUE(mentions(table, id)) << id;
+    for (const auto& k : ok->audit.kernels) EXPECT_TRUE(mentions(table, k.capsule->name)) << k.capsule->name;
+    EXPECT_TRUE(mentions(table, "verdict: accepted")) << table;
+    EXPECT_FALSE(mentions(table, "REJECTED")) << table;
+    EXPECT_TRUE(mentions(table, "cpu-checked"));
+    EXPECT_TRUE(mentions(table, "implementationDefined"));
+    auto bad = plan(g, checked_with_blas());
+    ASSERT_FALSE(bad.has_value());
+    const std::string rejected = render_audit_table(bad.error().audit);
+    for (const auto& id : kernel_nodes(g)) EXPECT_TRUE(mentions(rejected, id)) << id;
+    EXPECT_TRUE(mentions(rejected, "verdict: rejected")) << rejected;
+    EXPECT_TRUE(mentions(rejected, "REJECTED")) << rejected;
+    EXPECT_TRUE(mentions(rejected, "trustedBoundary:openblas.cblas_sgemm")) << rejected;
+  }
+}
+
+TEST(Audit, JsonHasSchemaVerdictAndOneObligationPerReport) {
+  ir::Graph g = ir::load_graph("examples/models/tiny_transformer.json");
+  auto ok = plan(g, contract::builtin_profile("cpu-checked"), VjpMode::with_vjp);
+  ASSERT_TRUE(ok.has_value());
+  Json j = render_audit_json(ok->audit);
+  EXPECT_EQ(j.at("schema"), "pact.plan-audit.v1");
+  EXPECT_EQ(j.at("verdict"), "accepted");
+  EXPECT_EQ(j.at("profile"), "cpu-checked");
+  EXPECT_EQ(j.at("assurance"), "checked");
+  EXPECT_EQ(j.at("vjp"), true);
+  ASSERT_EQ(j.at("obligations").size(), ok->audit.check.reports.size());
+  ASSERT_EQ(j.at("kernels").size(), ok->audit.kernels.size());
+  for (std::size_t i = 0; i < ok->audit.kernels.size(); ++i) {
+    EXPECT_EQ(j["kernels"][i]["node"], ok->audit.kernels[i].node);
+    EXPECT_EQ(j["kernels"][i]["capsule"], ok->audit.kernels[i].capsule->name);
+    EXPECT_TRUE(j["kernels"][i].contains("provenance"));
+  }
+  for (std::size_t i = 0; i < ok->audit.check.reports.size(); ++i) {
+    const auto& r = ok->audit.check.reports[i];
+    EXPECT_EQ(j["obligations"][i]["node"], r.node);
+    EXPECT_EQ(j["obligations"][i]["obligation"], std::string(contract::obligation_name(r.obligation)));
+    EXPECT_EQ(j["obligations"][i]["accepted"], r.accepted);
+    EXPECT_EQ(j["obligations"][i]["evidence"]["id"], r.evidence.id);
+  }
+  EXPECT_EQ(j.at("groups").size(), ok->audit.groups.size());
+  auto bad = plan(g, checked_with_blas());
+  ASSERT_FALSE(bad.has_value());
+  Json jb = render_audit_json(bad.error().audit);
+  EXPECT_EQ(jb.at("schema"), "pact.plan-audit.v1");
+  EXPECT_EQ(jb.at("verdict"), "rejected");
+  EXPECT_EQ(jb.at("obligations").size(), bad.error().audit.check.reports.size());
+  int rejected = 0;
+  for (const auto& o : jb.at("obligations")) rejected += o.at("accepted").get<bool>() ? 0 : 1;
+  EXPECT_EQ(rejected, static_cast<int>(bad.error().audit.check.failures().size()));
+}
+
+}  // namespace
+}  // namespace pact::plan

@@ -1,0 +1,193 @@
+// Eager session, tape, retention and the graph executor.
+
+#include <gtest/gtest.h>
+
+#include "pact/runtime/executor.hpp"
+#include "pact/runtime/session.hpp"
+
+namespace pact::runtime {
+namespace {
+
+template <class F>
+ErrorCode code_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.code();
+  }
+  ADD_FAILURE() << "expected a pact::Error";
+  return ErrorCode::invalid_argument;
+}
+
+Tensor values(Dims shape, std::vector<float> v) { return Tensor::from_values<float>(shape, v); }
+
+TEST(EagerSession, CachesOneAdmittedSelectionPerSignature) {
+  Session s(contract::builtin_profile("cpu-checked"));
+  EagerTensor a = s.constant(values({2, 2}, {1, 2, 3, 4}));
+  EagerTensor b = s.constant(values({2, 2}, {5, 6, 7, 8}));
+  EagerTensor c = s.apply(ops::OpTag::add, std::vector{a, b});
+  EXPECT_EQ(c.view().get(Dims{1, 1}).real, 12.0);
+  EXPECT_EQ(s.cache_entries(), 1u);
+  EXPECT_EQ(s.cache_hits(), 0u);
+  s.apply(ops::OpTag::add, std::vector{c, b});  // same signature: a hit, the result is recomputed
+  EXPECT_EQ(s.cache_entries(), 1u);
+  EXPECT_EQ(s.cache_hits(), 1u);
+  EagerTensor d = s.constant(Tensor::from_values<double>(Dims{2}, std::vector<double>{1, 2}));
+  s.apply(ops::OpTag::add, std::vector{d, d});  // another dtype: another signature
+  EXPECT_EQ(s.cache_entries(), 2u);
+  s.apply(ops::OpTag::add, std::vector{EagerTensor{retain(Tensor::from_values<float>(Dims{2, 2}, std::vector<float>{1, 2, 3, 4}).transpose(0, 1).duplicate()), -1}, b});
+  ASSERT_NE(s.selected(ops::OpTag::add), nullptr);
+  EXPECT_EQ(s.selected(ops::OpTag::add)->provider, "native");  // cpu-checked prefers native
+}
+
+TEST(EagerSession, RefusesWhatThePolicyDoesNotAdmit) {
+  // A checked-policy profile that prefers blas: selection picks blas (no evidence filter), admission refuses.
+  contract::BackendProfile p = contract::builtin_profile("cpu-checked");
+  p.modules.push_back(&contract::blas_module());
+  p.providers.push_back("blas");
+  p.policy.provider_preference.insert(p.policy.provider_preference.begin(), "blas");
+  Session s(p);
+  EagerTensor a = s.constant(values({2, 2}, {1, 2, 3, 4}));
+  try {
+    s.apply(ops::OpTag::matmul, std::vector{a, a});
+    FAIL() << "a trusted-external capsule was admitted under the checked policy";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("blas.matmul"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("trustedBoundary"), std::string::npos) << e.what();
+  }
+  EXPECT_NO_THROW(s.apply(ops::OpTag::relu, std::vector{a}));  // other ops are unaffected
+}
+
+TEST(Tape, RetainsOnlyWhatTheVjpReadsAndNoGradRecordsNothing) {
+  Session s(contract::builtin_profile("cpu-checked"));
+  EagerTensor w = s.leaf(values({3, 2}, {1, 2, 3, 4, 5, 6}));
+  EagerTensor x = s.constant(values({1, 2}, {1, 1}));
+  EagerTensor y = s.apply(ops::OpTag::linear, std::vector{x, w});
+  EagerTensor r = s.apply(ops::OpTag::relu, std::vector{y});
+  EXPECT_EQ(s.tape().size(), 3u);  // leaf, linear, relu
+  EXPECT_FALSE(s.tape().node(y.node).output) << "linear's VJP does not read its output";
+  EXPECT_TRUE(s.tape().node(r.node).output) << "relu's VJP reads its output";
+  EXPECT_EQ(s.tape().node(y.node).inputs.size(), 2u);
+  s.set_grad_enabled(false);
+  EagerTensor z = s.apply(ops::OpTag::relu, std::vector{y});
+  EXPECT_FALSE(z.tracked());
+  EXPECT_EQ(s.tape().size(), 3u);
+}
+
+TEST(Tape, DenseAndSparseBackwardAndShapeChecks) {
+  Session s(contract::builtin_profile("cpu-checked"));
+  EagerTensor w = s.leaf(values({2, 2}, {1, -2, 3, 4}));
+  EagerTensor x = s.constant(values({1, 2}, {1, 2}));
+  EagerTensor y = s.apply(ops::OpTag::matmul, std::vector{x, w});  // [1, 2] = [7, 6]
+  EagerTensor r = s.apply(ops::OpTag::relu, std::vector{y});
+  EagerTensor l = s.apply(ops::OpTag::sum, std::vector{r});
+  EXPECT_EQ(l.view().get(Dims{}).real, 13.0);
+  Gradients dense = s.backward(l);
+  ASSERT_TRUE(dense.grad(w.node).has_value());
+  EXPECT_TRUE(dense.grad(y.node).has_value());
+  // d/dw sum(relu(x w)) = x^T * 1 (both outputs positive).
+  EXPECT_EQ(dense.grad(w.node)->get(Dims{0, 0}).real, 1.0);
+  EXPECT_EQ(dense.grad(w.node)->get(Dims{1, 1}).real, 2.0);
+  const int keep[] = {w.node};
+  Gradients sparse = s.backward(l, keep);
+  EXPECT_EQ(sparse.nodes(), std::vector<int>{w.node});
+  auto taken = sparse.take_grad(w.node);
+  ASSERT_TRUE(taken.has_value());
+  EXPECT_FALSE(sparse.grad(w.node).has_value());
+  EXPECT_FALSE(sparse.take_grad(w.node).has_value());
+  Tensor bad = Tensor::zeros(Dims{3}, DType::f32);
+  EXPECT_EQ(code_of([&] { s.tape().backward(l.node, bad.as_view()); }), ErrorCode::invalid_argument);
+  EXPECT_EQ(code_of([&] { s.tape().backward(99, bad.as_view()); }), ErrorCode::invalid_argument);
+}
+
+TEST(Tape, GradientsAccumulateOverFanOut) {
+  Session s(contract::builtin_profile("cpu-checked"));
+  EagerTensor x = s.leaf(values({2}, {3, 4}));
+  EagerTensor y = s.apply(ops::OpTag::mul, std::vector{x, x});  // x^2: gradient 2x through two paths
+  EagerTensor l = s.apply(ops::OpTag::sum, std::vector{y});
+  Gradients g = s.backward(l);
+  EXPECT_EQ(g.grad(x.node)->get(Dims{0}).real, 6.0);
+  EXPECT_EQ(g.grad(x.node)->get(Dims{1}).real, 8.0);
+}
+
+TEST(Retention, HandlesShareRecordsAndIntoValueNeedsUniqueness) {
+  LedgerRecorder ledger;
+  Tensor t = values({2}, {1, 2});
+  const auto id = t.span_identity().allocation_id;
+  ValueRef r = retain(std::move(t));
+  EXPECT_TRUE(ledger.copies().empty());
+  EXPECT_EQ(ledger.allocations().size(), 1u);  // the from_values allocation only: retention allocates nothing
+  EXPECT_EQ(r->view().span_identity().allocation_id, id);
+  ValueRef sibling = r;
+  auto refused = into_value(std::move(r));
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_EQ(refused.error().first, IntoValueFailure::NotUnique);
+  ValueRef back = std::move(refused.error().second);  // the usable handle comes back
+  EXPECT_EQ(back->view().get(Dims{1}).real, 2.0);
+  sibling.reset();
+  auto owner = into_value(std::move(back));
+  ASSERT_TRUE(owner.has_value());
+  EXPECT_EQ(owner->span_identity().allocation_id, id);  // the same allocation, moved out
+  EXPECT_TRUE(ledger.copies().empty());
+}
+
+TEST(Retention, TapeKeepsValuesAliveUntilCleared) {
+  Session s(contract::builtin_profile("cpu-checked"));
+  EagerTensor w = s.leaf(values({2}, {1, 2}));
+  EagerTensor y = s.apply(ops::OpTag::mul, std::vector{w, w});
+  (void)y;
+  auto refused = into_value(std::move(w.value));
+  ASSERT_FALSE(refused.has_value());  // the tape still retains w as mul's input
+  w.value = std::move(refused.error().second);
+  s.tape().clear();
+  y = EagerTensor{};
+  EXPECT_TRUE(into_value(std::move(w.value)).has_value());
+}
+
+TEST(Executor, RunsAPlanWithLivenessAndMatchesEager) {
+  ir::GraphBuilder b;
+  b.input("x", Dims{4, 8});
+  b.parameter("w1", Dims{16, 8});
+  b.parameter("w2", Dims{2, 16});
+  b.op("h", ops::OpTag::linear, {"x", "w1"});
+  b.op("a", ops::OpTag::relu, {"h"});
+  b.op("y", ops::OpTag::linear, {"a", "w2"});
+  b.op("s", ops::OpTag::sum, {"y"});
+  b.output("s");
+  const ir::Graph g = b.build();
+  auto plan = plan::plan_graph(g, contract::builtin_profile("cpu-checked"), contract::DefaultEvidenceResolver{}, contract::VjpMode::with_vjp);
+  ASSERT_TRUE(plan.has_value());
+  std::vector<float> xv(32), w1v(128), w2v(32);
+  for (std::size_t i = 0; i < xv.size(); ++i) xv[i] = 0.1f * static_cast<float>(i % 7) - 0.2f;
+  for (std::size_t i = 0; i < w1v.size(); ++i) w1v[i] = 0.05f * static_cast<float>(i % 11) - 0.25f;
+  for (std::size_t i = 0; i < w2v.size(); ++i) w2v[i] = 0.03f * static_cast<float>(i % 5) - 0.06f;
+
+  auto run = [&](bool graph) {
+    Session s(contract::builtin_profile("cpu-checked"));
+    std::map<std::string, EagerTensor> bind{{"x", s.constant(values({4, 8}, xv))}, {"w1", s.leaf(values({16, 8}, w1v))},
+                                            {"w2", s.leaf(values({2, 16}, w2v))}};
+    EagerTensor out = graph ? execute(*plan, bind, &s.tape()).outputs.at("s") : s.run_graph(g, bind).at("s");
+    Gradients grads = s.backward(out);
+    return std::tuple{out.view().get(Dims{}).real, grads.grad(bind.at("w1").node)->duplicate(), grads.grad(bind.at("w2").node)->duplicate()};
+  };
+  auto [le, g1e, g2e] = run(false);
+  auto [lg, g1g, g2g] = run(true);
+  EXPECT_EQ(le, lg);
+  for (std::int64_t i = 0; i < 16; ++i)
+    for (std::int64_t j = 0; j < 8; ++j) EXPECT_EQ(g1e.get(Dims{i, j}).real, g1g.get(Dims{i, j}).real);
+  for (std::int64_t i = 0; i < 2; ++i)
+    for (std::int64_t j = 0; j < 16; ++j) EXPECT_EQ(g2e.get(Dims{i, j}).real, g2g.get(Dims{i, j}).real);
+
+  // Liveness: without a tape the executor holds less than the sum of every value.
+  Session s(contract::builtin_profile("cpu-checked"));
+  std::map<std::string, EagerTensor> bind{{"x", s.constant(values({4, 8}, xv))}, {"w1", s.constant(values({16, 8}, w1v))},
+                                          {"w2", s.constant(values({2, 16}, w2v))}};
+  ExecutionResult r = execute(*plan, bind);
+  const std::uint64_t all = (32 + 128 + 32 + 64 + 64 + 8 + 1) * 4;
+  EXPECT_GT(r.peak_bytes, 0u);
+  EXPECT_LT(r.peak_bytes, all);
+  EXPECT_EQ(code_of([&] { execute(*plan, std::map<std::string, EagerTensor>{}); }), ErrorCode::invalid_argument);
+}
+
+}  // namespace
+}  // namespace pact::runtime
