@@ -40,6 +40,7 @@ class Session {
   bool training() const noexcept { return training_; }
 
   Tape& tape() noexcept { return tape_; }
+  const Tape& tape() const noexcept { return tape_; }
   const contract::BackendProfile& profile() const noexcept { return profile_; }
   /// Selection cache statistics (tests: one selection per signature).
   std::size_t cache_entries() const noexcept { return cache_.size(); }

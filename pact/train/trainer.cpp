@@ -116,6 +116,52 @@ TrainingSession::Outputs TrainingSession::run(Tensor x, Tensor target, bool trai
   return {out.at(objective_.logits), out.at(objective_.loss)};
 }
 
+// Batch norm in training mode updates its running statistics as PyTorch does:
+// running = (1 - momentum) * running + momentum * batch_statistic, with the unbiased batch variance.
+std::vector<std::pair<std::size_t, Tensor>> TrainingSession::batch_norm_updates(const std::vector<runtime::EagerTensor>& leaves) const {
+  std::vector<std::pair<std::size_t, Tensor>> updates;
+  const runtime::Tape& tape = session_.tape();
+  auto leaf_index = [&](const runtime::ValueRef& v) -> std::optional<std::size_t> {
+    for (std::size_t i = 0; i < leaves.size(); ++i) {
+      if (leaves[i].value == v) return i;
+    }
+    return std::nullopt;
+  };
+  for (std::size_t id = 0; id < tape.size(); ++id) {
+    const runtime::Tape::Node& n = tape.node(static_cast<int>(id));
+    if (n.op != ops::OpTag::batch_norm || n.inputs.size() != 5) continue;
+    const auto mean_at = leaf_index(n.inputs[3]), var_at = leaf_index(n.inputs[4]);
+    if (!mean_at || !var_at) continue;
+    const double momentum = n.attrs.get_float("batch_norm", "momentum", 0.1);
+    const TensorView x = n.inputs[0]->view();
+    const Dims s = x.shape();
+    const std::int64_t batch = s[0], channels = s[1], spatial = channels == 0 || batch == 0 ? 0 : x.numel() / (batch * channels);
+    const std::int64_t count = batch * spatial;
+    Tensor xd = x.convert(DType::f64);
+    auto px = xd.prepare_host<double>();
+    auto xs = std::get<PreparedContiguousRead<double>>(px.value()).as_span();
+    Tensor mean = n.inputs[3]->view().duplicate(), var = n.inputs[4]->view().duplicate();
+    for (std::int64_t c = 0; c < channels; ++c) {
+      double m = 0;
+      for (std::int64_t i = 0; i < batch; ++i)
+        for (std::int64_t p = 0; p < spatial; ++p) m += xs[static_cast<std::size_t>((i * channels + c) * spatial + p)];
+      m /= static_cast<double>(std::max<std::int64_t>(count, 1));
+      double v = 0;
+      for (std::int64_t i = 0; i < batch; ++i)
+        for (std::int64_t p = 0; p < spatial; ++p) {
+          const double d = xs[static_cast<std::size_t>((i * channels + c) * spatial + p)] - m;
+          v += d * d;
+        }
+      v /= static_cast<double>(std::max<std::int64_t>(count - 1, 1));
+      mean.set(Dims{c}, (1 - momentum) * mean.get(Dims{c}).real + momentum * m);
+      var.set(Dims{c}, (1 - momentum) * var.get(Dims{c}).real + momentum * v);
+    }
+    updates.emplace_back(*mean_at, std::move(mean));
+    updates.emplace_back(*var_at, std::move(var));
+  }
+  return updates;
+}
+
 void TrainingSession::take_back(std::vector<runtime::EagerTensor>& leaves) {
   session_.tape().clear();
   for (std::size_t i = 0; i < leaves.size(); ++i) {
@@ -140,13 +186,16 @@ double scalar_of(const runtime::EagerTensor& t) {
 StepResult TrainingSession::step_batch(Tensor x, Tensor target) {
   std::vector<runtime::EagerTensor> leaves;
   StepResult result;
+  std::vector<std::pair<std::size_t, Tensor>> running;  // new running statistics, by pack index
   {
     Outputs out = run(std::move(x), std::move(target), true, leaves);
     result.loss = scalar_of(out.loss);
     runtime::Gradients grads = session_.backward(out.loss);
     for (const auto& leaf : leaves) result.gradients.push_back(grads.take_grad(leaf.node));
+    running = batch_norm_updates(leaves);
   }  // outputs and the tape's records go out of scope / are cleared before the parameters come back
   take_back(leaves);
+  for (auto& [index, value] : running) params_.values[index] = std::move(value);
   std::vector<std::optional<TensorView>> views;
   for (std::size_t i = 0; i < result.gradients.size(); ++i) {
     views.push_back(result.gradients[i] && params_.differentiable[i] ? std::optional<TensorView>(result.gradients[i]->as_view())
@@ -213,11 +262,16 @@ ir::Graph digits_cnn(std::int64_t batch) {
   b.input("target", Dims{batch}, DType::i64);
   b.parameter("conv_w", Dims{16, 1, 3, 3});
   b.parameter("conv_b", Dims{16});
+  b.parameter("bn_w", Dims{16});
+  b.parameter("bn_b", Dims{16});
+  b.buffer("bn_mean", Dims{16});
+  b.buffer("bn_var", Dims{16});
   b.parameter("fc_w", Dims{10, 16 * 4 * 4});
   b.parameter("fc_b", Dims{10});
   b.op("image", ops::OpTag::reshape, {"x"}, ops::Attributes{{"shape", std::vector<std::int64_t>{batch, 1, 8, 8}}});
   b.op("conv", ops::OpTag::conv2d, {"image", "conv_w", "conv_b"}, ops::Attributes{{"padding", std::vector<std::int64_t>{1}}});
-  b.op("act", ops::OpTag::relu, {"conv"});
+  b.op("bn", ops::OpTag::batch_norm, {"conv", "bn_w", "bn_b", "bn_mean", "bn_var"});
+  b.op("act", ops::OpTag::relu, {"bn"});
   b.op("pool", ops::OpTag::max_pool2d, {"act"}, ops::Attributes{{"kernel_size", std::vector<std::int64_t>{2}}});
   b.op("flat", ops::OpTag::flatten, {"pool"}, ops::Attributes{{"start_dim", std::int64_t{1}}});
   b.op("logits", ops::OpTag::linear, {"flat", "fc_w", "fc_b"});

@@ -253,5 +253,55 @@ TEST(TrainingSession, BadInputIsTyped) {
   EXPECT_EQ(code_of([&] { TrainingSession(o, init_parameters(o.graph(4), 0)); }), ErrorCode::invalid_argument);
 }
 
+TEST(TrainingSession, BatchNormUpdatesRunningStatisticsAsPyTorch) {
+  // x [8, 64] viewed as [8, 4, 16]: batch norm over 4 channels with 16 positions each.
+  Objective o;
+  o.graph = [](std::int64_t b) {
+    ir::GraphBuilder g;
+    g.input("x", Dims{b, 64});
+    g.input("target", Dims{b}, DType::i64);
+    g.parameter("bn_w", Dims{4});
+    g.parameter("bn_b", Dims{4});
+    g.buffer("bn_mean", Dims{4});
+    g.buffer("bn_var", Dims{4});
+    g.parameter("fc_w", Dims{10, 64});
+    g.op("x3", ops::OpTag::reshape, {"x"}, ops::Attributes{{"shape", std::vector<std::int64_t>{b, 4, 16}}});
+    g.op("bn", ops::OpTag::batch_norm, {"x3", "bn_w", "bn_b", "bn_mean", "bn_var"});
+    g.op("flat", ops::OpTag::flatten, {"bn"}, ops::Attributes{{"start_dim", std::int64_t{1}}});
+    g.op("logits", ops::OpTag::linear, {"flat", "fc_w"});
+    g.op("loss", ops::OpTag::cross_entropy, {"logits", "target"});
+    g.output("logits");
+    g.output("loss");
+    return g.build();
+  };
+  for (ExecutionMode mode : {ExecutionMode::eager, ExecutionMode::graph}) {
+    o.options.mode = mode;
+    ParameterPack init = init_parameters(o.graph(8), 1);
+    EXPECT_EQ(init.buffer, (std::vector<bool>{false, false, true, true, false}));
+    EXPECT_EQ(init.values[2].get(Dims{0}).real, 0.0);  // running mean starts at 0
+    EXPECT_EQ(init.values[3].get(Dims{0}).real, 1.0);  // running variance at 1
+    TrainingSession session(o, std::move(init));
+    const Split s = stratified_split(digits(), 0.8, 0);
+    std::vector<std::int64_t> rows(8);
+    std::iota(rows.begin(), rows.end(), 0);
+    auto [x, y] = gather(s.train, rows);
+    std::vector<float> xv(s.train.x.begin(), s.train.x.begin() + 8 * 64);
+    StepResult r = session.step_batch(std::move(x), std::move(y));
+    EXPECT_FALSE(r.gradients[2].has_value()) << "buffers get no gradient";
+    ParameterPack after = std::move(session).finish();
+    for (int c = 0; c < 4; ++c) {
+      double m = 0, v = 0;
+      for (int i = 0; i < 8; ++i)
+        for (int p = 0; p < 16; ++p) m += xv[static_cast<std::size_t>(i * 64 + c * 16 + p)];
+      m /= 128;
+      for (int i = 0; i < 8; ++i)
+        for (int p = 0; p < 16; ++p) v += std::pow(xv[static_cast<std::size_t>(i * 64 + c * 16 + p)] - m, 2);
+      v /= 127;  // unbiased, as PyTorch's running variance
+      EXPECT_NEAR(after.values[2].get(Dims{c}).real, 0.1 * m, 1e-6) << "channel " << c;
+      EXPECT_NEAR(after.values[3].get(Dims{c}).real, 0.9 + 0.1 * v, 1e-6) << "channel " << c;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace pact::train
