@@ -28,6 +28,8 @@ struct TrainArgs {
   std::string out = "runs";
   std::string data = "data/digits.csv.gz";
   bool graph_mode = false;
+  std::string save;  ///< write the trained parameters here (safetensors checkpoint)
+  std::string load;  ///< start from these parameters instead of a fresh initialisation
 };
 /// `pact train`: trains on the digits data and writes runs/<timestamp>/report.json and loss.svg.
 int run_train(const TrainArgs& args);

@@ -60,6 +60,8 @@ int main(int argc, char** argv) {
   train->add_option("--threads", train_args.threads, "OpenMP threads (default: all)");
   train->add_option("--out", train_args.out, "directory for run reports");
   train->add_option("--data", train_args.data, "digits CSV (gzip)");
+  train->add_option("--save", train_args.save, "save the trained parameters as a safetensors checkpoint");
+  train->add_option("--load", train_args.load, "start from a checkpoint saved by --save");
   train->add_flag("--graph", train_args.graph_mode, "run the loss program as a planned graph instead of eagerly");
 
   try {

@@ -12,6 +12,7 @@
 #include <map>
 #include <set>
 
+#include "pact/train/checkpoint.hpp"
 #include "pact/train/data.hpp"
 #include "pact/train/trainer.hpp"
 #include "tools/pact/commands.hpp"
@@ -100,7 +101,9 @@ int run_train(const TrainArgs& args) {
   objective.options.schedule.kind = train::Schedule::cosine;
   objective.options.schedule.total = steps_per_epoch * args.epochs;
 
-  train::TrainingSession session(objective, train::init_parameters(objective.graph(batch), args.seed));
+  train::ParameterPack initial = train::init_parameters(objective.graph(batch), args.seed);
+  if (!args.load.empty()) initial = train::load_checkpoint(args.load, &initial).pack;
+  train::TrainingSession session(objective, std::move(initial));
 
   // Plan audit summary.
   const plan::PlanAudit& audit = session.audit(batch);
@@ -204,6 +207,11 @@ int run_train(const TrainArgs& args) {
   write_file(dir / "report.json", report.dump(2) + "\n");
   write_file(dir / "loss.svg", loss_svg(step_loss, epoch_acc));
   fmt::print("report: {}\n", (dir / "report.json").string());
+  if (!args.save.empty()) {
+    const train::ParameterPack trained = std::move(session).finish();
+    train::save_checkpoint(args.save, trained, Json{{"model", args.model}, {"epochs", args.epochs}, {"accuracy", epoch_acc.back()}});
+    fmt::print("checkpoint: {}\n", args.save);
+  }
   return 0;
 }
 

@@ -1,0 +1,252 @@
+#include "pact/ir/safetensors.hpp"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "pact/core/json.hpp"
+
+namespace pact::ir {
+
+const Tensor* SafetensorsFile::find(std::string_view name) const noexcept {
+  for (const auto& [n, t] : tensors) {
+    if (n == name) return &t;
+  }
+  return nullptr;
+}
+
+std::string_view safetensors_dtype(DType dtype) {
+  switch (dtype) {
+    case DType::f32: return "F32";
+    case DType::f64: return "F64";
+    case DType::bf16: return "BF16";
+    case DType::f16: return "F16";
+    case DType::c64: return "C64";
+    case DType::i64: return "I64";
+    case DType::i32: return "I32";
+    case DType::u8: return "U8";
+    case DType::boolean: return "BOOL";
+  }
+  return "?";
+}
+
+namespace {
+
+[[noreturn]] void bad(std::string_view where, const std::string& field, const std::string& why) {
+  throw_error(ErrorCode::parse_error, "safetensors", fmt::format("{}: {}: {}", where, field, why));
+}
+
+// Calls f(bytes) with the writable bytes of a fresh contiguous tensor, through prepared access of its
+// own element type.
+template <class F>
+void with_bytes(Tensor& t, F&& f) {
+  if (t.numel() == 0) return;
+  auto run = [&](auto tag) {
+    using T = decltype(tag);
+    auto p = t.prepare_host_mut<T>();
+    auto span = std::get<PreparedContiguousWrite<T>>(p.value()).as_span();
+    f(std::as_writable_bytes(span));
+  };
+  switch (t.dtype()) {
+#define PACT_ST_CASE(name, wire, type, size) \
+  case DType::name:                          \
+    run(type{});                             \
+    return;
+    PACT_DTYPES(PACT_ST_CASE)
+#undef PACT_ST_CASE
+  }
+}
+
+// Appends the bytes of a view (row-major, any layout) to `out`.
+void append_bytes(const TensorView& v, std::vector<std::byte>& out) {
+  if (v.numel() == 0) return;
+  Tensor c = v.is_contiguous() ? Tensor::empty(Dims{1}, DType::u8) : v.duplicate();
+  const TensorView src = v.is_contiguous() ? v : c.as_view();
+  auto run = [&](auto tag) {
+    using T = decltype(tag);
+    auto p = TensorView(src).prepare_host<T>();
+    if (!p) throw std::move(p).error().error;
+    auto bytes = std::as_bytes(std::get<PreparedContiguousRead<T>>(p.value()).as_span());
+    out.insert(out.end(), bytes.begin(), bytes.end());
+  };
+  switch (src.dtype()) {
+#define PACT_ST_CASE(name, wire, type, size) \
+  case DType::name:                          \
+    run(type{});                             \
+    return;
+    PACT_DTYPES(PACT_ST_CASE)
+#undef PACT_ST_CASE
+  }
+}
+
+DType dtype_from(std::string_view where, const std::string& field, const std::string& s) {
+  for (DType d : {DType::f32, DType::f64, DType::bf16, DType::f16, DType::c64, DType::i64, DType::i32, DType::u8, DType::boolean}) {
+    if (safetensors_dtype(d) == s) return d;
+  }
+  bad(where, field, fmt::format("unsupported dtype '{}'", s));
+}
+
+}  // namespace
+
+SafetensorsFile parse_safetensors(std::span<const std::byte> bytes, std::string_view where) {
+  if (bytes.size() < 8) bad(where, "header length", fmt::format("file has {} bytes; at least 8 needed", bytes.size()));
+  std::uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | std::to_integer<std::uint64_t>(bytes[static_cast<std::size_t>(i)]);
+  if (n > kMaxSafetensorsHeader) bad(where, "header length", fmt::format("{} exceeds the {}-byte limit", n, kMaxSafetensorsHeader));
+  if (n > bytes.size() - 8) bad(where, "header length", fmt::format("{} bytes of header but only {} after the length", n, bytes.size() - 8));
+  const std::string_view text(reinterpret_cast<const char*>(bytes.data() + 8), static_cast<std::size_t>(n));
+  if (text.empty() || text.front() != '{') bad(where, "header", "does not start with '{'");
+  const Json header = parse_json(text, where);
+  if (!header.is_object()) bad(where, "header", "is not an object");
+  const std::span<const std::byte> data = bytes.subspan(8 + static_cast<std::size_t>(n));
+  struct Entry {
+    std::string name;
+    DType dtype;
+    Dims shape;
+    std::uint64_t begin, end;
+  };
+  std::vector<Entry> entries;
+  SafetensorsFile file;
+  for (const auto& [name, value] : header.items()) {
+    if (name == "__metadata__") {
+      if (!value.is_object()) bad(where, "__metadata__", "is not an object");
+      for (const auto& [k, v] : value.items()) {
+        if (!v.is_string()) bad(where, "__metadata__." + k, "metadata values are strings");
+        file.metadata.emplace(k, v.get<std::string>());
+      }
+      continue;
+    }
+    if (!value.is_object()) bad(where, name, "is not an object");
+    for (const char* key : {"dtype", "shape", "data_offsets"}) {
+      if (!value.contains(key)) bad(where, name + "." + key, "missing");
+    }
+    if (!value["dtype"].is_string()) bad(where, name + ".dtype", "is not a string");
+    Entry e{name, dtype_from(where, name + ".dtype", value["dtype"].get<std::string>()), {}, 0, 0};
+    const Json& shape = value["shape"];
+    if (!shape.is_array() || shape.size() > static_cast<std::size_t>(kMaxRank)) bad(where, name + ".shape", "is not a shape of rank <= 8");
+    std::uint64_t count = 1;
+    for (const auto& d : shape) {
+      if (!d.is_number_unsigned() && !(d.is_number_integer() && d.get<std::int64_t>() >= 0)) bad(where, name + ".shape", "extents are non-negative integers");
+      const auto extent = d.get<std::uint64_t>();
+      if (extent > (1ULL << 62) || (extent != 0 && count > (1ULL << 62) / extent)) bad(where, name + ".shape", "element count overflows");
+      count *= extent;
+      e.shape.push_back(static_cast<std::int64_t>(extent));
+    }
+    const Json& off = value["data_offsets"];
+    if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() || !off[1].is_number_unsigned()) {
+      if (!(off.is_array() && off.size() == 2 && off[0].is_number_integer() && off[1].is_number_integer() &&
+            off[0].get<std::int64_t>() >= 0 && off[1].get<std::int64_t>() >= 0)) {
+        bad(where, name + ".data_offsets", "needs two non-negative integers");
+      }
+    }
+    e.begin = off[0].get<std::uint64_t>();
+    e.end = off[1].get<std::uint64_t>();
+    if (e.begin > e.end || e.end > data.size()) {
+      bad(where, name + ".data_offsets", fmt::format("[{}, {}) outside the {}-byte data section", e.begin, e.end, data.size()));
+    }
+    const std::uint64_t size = dtype_size(e.dtype);
+    if (count > (~0ULL) / size || count * size != e.end - e.begin) {
+      bad(where, name + ".data_offsets", fmt::format("[{}, {}) holds {} bytes; {}{} needs {}", e.begin, e.end, e.end - e.begin,
+                                                      safetensors_dtype(e.dtype), e.shape.to_string(), count * size));
+    }
+    entries.push_back(std::move(e));
+  }
+  // Offsets must tile the data section exactly: sorted, no overlap, no gap, no trailing bytes.
+  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) { return std::pair(a.begin, a.end) < std::pair(b.begin, b.end); });
+  std::uint64_t cursor = 0;
+  for (const auto& e : entries) {
+    if (e.begin != cursor) {
+      bad(where, e.name + ".data_offsets", e.begin < cursor ? fmt::format("overlaps the previous tensor at byte {}", e.begin)
+                                                            : fmt::format("leaves a gap [{}, {})", cursor, e.begin));
+    }
+    cursor = e.end;
+  }
+  if (cursor != data.size()) bad(where, "data", fmt::format("{} trailing bytes after the last tensor", data.size() - cursor));
+  for (const auto& e : entries) {
+    Tensor t = Tensor::empty(e.shape, e.dtype);
+    with_bytes(t, [&](std::span<std::byte> dst) {
+      std::memcpy(dst.data(), data.data() + e.begin, static_cast<std::size_t>(e.end - e.begin));
+    });
+    file.tensors.emplace_back(e.name, std::move(t));
+  }
+  return file;
+}
+
+SafetensorsFile read_safetensors(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw_error(ErrorCode::io_error, "safetensors", fmt::format("cannot read '{}'", path));
+  std::vector<char> buf((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return parse_safetensors(std::as_bytes(std::span<const char>(buf)), path);
+}
+
+std::vector<std::byte> serialize_safetensors(const std::vector<std::pair<std::string, TensorView>>& tensors,
+                                             const std::map<std::string, std::string>& metadata) {
+  Json header = Json::object();
+  std::vector<std::byte> data;
+  std::set<std::string> names;
+  for (const auto& [name, view] : tensors) {
+    if (name == "__metadata__" || !names.insert(name).second) {
+      throw_error(ErrorCode::invalid_argument, "safetensors", fmt::format("tensor name '{}' is reserved or repeated", name));
+    }
+    const std::uint64_t begin = data.size();
+    append_bytes(view, data);
+    const Dims shape = view.shape();  // one object: begin() and end() must come from the same Dims
+    header[name] = Json{{"dtype", std::string(safetensors_dtype(view.dtype()))},
+                        {"shape", std::vector<std::int64_t>(shape.begin(), shape.end())},
+                        {"data_offsets", std::vector<std::uint64_t>{begin, static_cast<std::uint64_t>(data.size())}}};
+  }
+  if (!metadata.empty()) header["__metadata__"] = metadata;
+  std::string text = header.dump();
+  while (text.size() % 8 != 0) text.push_back(' ');  // align the data section, as the reference writer does
+  std::vector<std::byte> out(8 + text.size() + data.size());
+  const std::uint64_t n = text.size();
+  for (int i = 0; i < 8; ++i) out[static_cast<std::size_t>(i)] = static_cast<std::byte>((n >> (8 * i)) & 0xff);
+  std::memcpy(out.data() + 8, text.data(), text.size());
+  if (!data.empty()) std::memcpy(out.data() + 8 + text.size(), data.data(), data.size());
+  return out;
+}
+
+void write_safetensors(const std::string& path, const std::vector<std::pair<std::string, TensorView>>& tensors,
+                       const std::map<std::string, std::string>& metadata, const std::function<void()>& before_rename) {
+  const std::vector<std::byte> bytes = serialize_safetensors(tensors, metadata);
+  const std::string tmp = path + ".tmp";
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw_error(ErrorCode::io_error, "safetensors", fmt::format("cannot create '{}': {}", tmp, std::strerror(errno)));
+  std::size_t written = 0;
+  while (written < bytes.size()) {
+    const ssize_t k = ::write(fd, bytes.data() + written, bytes.size() - written);
+    if (k < 0) {
+      if (errno == EINTR) continue;
+      const int err = errno;
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      throw_error(ErrorCode::io_error, "safetensors", fmt::format("writing '{}': {}", tmp, std::strerror(err)));
+    }
+    written += static_cast<std::size_t>(k);
+  }
+  if (::fsync(fd) != 0 || ::close(fd) != 0) {
+    ::unlink(tmp.c_str());
+    throw_error(ErrorCode::io_error, "safetensors", fmt::format("flushing '{}' failed", tmp));
+  }
+  if (before_rename) before_rename();
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    throw_error(ErrorCode::io_error, "safetensors", fmt::format("renaming to '{}': {}", path, std::strerror(err)));
+  }
+  const std::string dir = std::filesystem::path(path).parent_path().string();
+  const int dfd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
+}
+
+}  // namespace pact::ir
