@@ -1,0 +1,70 @@
+#!/usr/bin/python3
+"""One MLP training step (forward, cross-entropy, backward, Adam update) in Pact and in PyTorch eager, in one
+run, interleaved, best of N, one thread each. Shapes: 64-128-10 at batch 64 and 784-256-256-10 at batch 256.
+
+  cmake --preset bench && cmake --build --preset bench
+  env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE /usr/bin/python3 bench/train_step_vs_torch.py
+Goal (issue 5): Pact >= 2x faster than PyTorch on 64-128-10/64 and not slower on 784-256-256-10/256.
+"""
+import json, os, subprocess, sys, tempfile, time
+
+
+def main():
+    try:
+        import torch
+    except ImportError:
+        print("python3-torch is not installed (apt-get install python3-torch; run with /usr/bin/python3)", file=sys.stderr)
+        return 2
+    torch.set_num_threads(1)
+    binary = "build/bench/bench/pact_bench_train_step"
+    cases = [("64-128-10/64", [64, 128, 10], 64, 2.0), ("784-256-256-10/256", [784, 256, 256, 10], 256, 1.0)]
+    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+    out = {"schema": "pact.bench.v1", "benchmark": "train_step_vs_torch", "command": " ".join(["/usr/bin/python3"] + sys.argv),
+           "environment": {"threads": 1, "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE"), "compiler": "torch " + torch.__version__,
+                           "build_type": "release"}, "cases": [], "ratios": []}
+    for name, dims, batch, goal in cases:
+        layers = []
+        for i in range(len(dims) - 1):
+            layers.append(torch.nn.Linear(dims[i], dims[i + 1]))
+            if i + 2 < len(dims):
+                layers.append(torch.nn.ReLU())
+        model = torch.nn.Sequential(*layers)
+        opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+        x = torch.randn(batch, dims[0])
+        y = torch.randint(0, dims[-1], (batch,))
+
+        def step():
+            opt.zero_grad()
+            loss = torch.nn.functional.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+
+        best_torch, best_pact = float("inf"), float("inf")
+        for _ in range(5):  # interleaved
+            for _ in range(20):
+                step()
+            end = time.perf_counter() + 0.3
+            while time.perf_counter() < end:
+                t0 = time.perf_counter()
+                step()
+                best_torch = min(best_torch, time.perf_counter() - t0)
+            with tempfile.NamedTemporaryFile(suffix=".json") as f:
+                subprocess.run([binary, f"--benchmark_filter=step/mlp/{name}$", "--benchmark_min_time=0.3", f"--pact_json={f.name}"],
+                               check=True, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                best_pact = min(best_pact, json.load(open(f.name))["cases"][0]["value"] * 1e-9)
+        ratio = best_pact / best_torch
+        out["cases"] += [{"name": f"pact_{name}", "contender": "pact TrainingSession (eager, cpu-checked)", "metric": "seconds_per_step",
+                          "unit": "s", "value": best_pact, "repetitions": 5},
+                         {"name": f"torch_{name}", "contender": "torch eager + Adam", "metric": "seconds_per_step", "unit": "s",
+                          "value": best_torch, "repetitions": 5}]
+        forced = os.environ.get("OPENBLAS_CORETYPE") is not None
+        out["ratios"].append({"name": f"pact_over_torch_{name}", "numerator": f"pact_{name}", "denominator": f"torch_{name}",
+                              "value": ratio, "goal_max": 1.0 / goal, "baseline_forced": forced,
+                              "verdict": "invalid" if forced else ("pass" if ratio <= 1.0 / goal else "fail")})
+        print(f"{name}: pact {best_pact * 1e6:.1f} us, torch {best_torch * 1e6:.1f} us, speedup {1 / ratio:.2f}x (goal >= {goal}x)", file=sys.stderr)
+    print(json.dumps(out, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
