@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <cstdlib>
+#include <map>
+#include <mutex>
 #include <new>
 
 #include "pact/core/error.hpp"
@@ -28,19 +30,50 @@ class HostArena {
     // aligned_alloc needs a size multiple of the alignment; zero-byte allocations get one block.
     std::uint64_t rounded = ((bytes + alignment - 1) / alignment) * alignment;
     if (rounded == 0) rounded = alignment;
-    void* p = rounded < bytes ? nullptr : std::aligned_alloc(alignment, rounded);
+    void* p = rounded < bytes ? nullptr : take_cached(rounded);
+    if (p == nullptr && rounded >= bytes) p = std::aligned_alloc(alignment, rounded);
     if (p == nullptr) {
       throw_error(ErrorCode::allocation_failed, fmt::format("{}.allocate", who), fmt::format("{} bytes", bytes));
     }
-    return ProviderAllocation{next_.fetch_add(1, std::memory_order_relaxed) + 1, bytes, p};
+    return ProviderAllocation{next_.fetch_add(1, std::memory_order_relaxed) + 1, bytes, p, rounded};
   }
-  void deallocate(const ProviderAllocation& allocation) noexcept { std::free(allocation.opaque); }
+  void deallocate(const ProviderAllocation& allocation) noexcept {
+    // Large blocks are kept for reuse by size (bounded), so a training loop that frees and re-allocates
+    // the same shapes every step does not map and fault fresh pages each time.
+    if (allocation.capacity >= kCacheFrom) {
+      std::lock_guard lock(mutex_);
+      if (cached_bytes_ + allocation.capacity <= kCacheLimit) {
+        cache_.emplace(allocation.capacity, allocation.opaque);
+        cached_bytes_ += allocation.capacity;
+        return;
+      }
+    }
+    std::free(allocation.opaque);
+  }
   static std::byte* base(const ProviderAllocation& allocation) noexcept {
     return static_cast<std::byte*>(allocation.opaque);
   }
+  ~HostArena() {
+    for (auto& [size, p] : cache_) std::free(p);
+  }
 
  private:
+  static constexpr std::uint64_t kCacheFrom = 64 * 1024;
+  static constexpr std::uint64_t kCacheLimit = 256ULL * 1024 * 1024;
+  void* take_cached(std::uint64_t rounded) {
+    if (rounded < kCacheFrom) return nullptr;
+    std::lock_guard lock(mutex_);
+    auto it = cache_.find(rounded);
+    if (it == cache_.end()) return nullptr;
+    void* p = it->second;
+    cache_.erase(it);
+    cached_bytes_ -= rounded;
+    return p;
+  }
   std::atomic<std::uint64_t> next_{0};
+  std::mutex mutex_;
+  std::multimap<std::uint64_t, void*> cache_;
+  std::uint64_t cached_bytes_ = 0;
 };
 
 class CpuProvider final : public Provider {
@@ -82,7 +115,7 @@ class MetaProvider final : public Provider {
   bool has_bytes() const noexcept override { return false; }
   ProviderAllocation allocate(std::uint64_t bytes) override {
     counters_.allocations.fetch_add(1, std::memory_order_relaxed);
-    return ProviderAllocation{++next_, bytes, nullptr};
+    return ProviderAllocation{++next_, bytes, nullptr, 0};
   }
   void deallocate(const ProviderAllocation&) noexcept override {
     counters_.deallocations.fetch_add(1, std::memory_order_relaxed);

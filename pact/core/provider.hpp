@@ -23,6 +23,7 @@ struct ProviderAllocation {
   std::uint64_t handle = 0;
   std::uint64_t bytes = 0;
   void* opaque = nullptr;  ///< provider-private state; never read outside the provider
+  std::uint64_t capacity = 0;  ///< provider-private: bytes actually reserved
 };
 
 /// Counters a provider keeps of the work it was asked to do. Tests use them to show that provider

@@ -80,17 +80,20 @@ AdamState adam_step(std::span<Tensor> params, std::span<const std::optional<Tens
     auto w = writable(params[i]);
     auto m = writable(*state.m[i]);
     auto v = writable(*state.v[i]);
+    // f32 arithmetic with the bias corrections folded into one step size (as torch.optim.Adam does).
+    const auto b1 = static_cast<float>(o.beta1), b2 = static_cast<float>(o.beta2), eps = static_cast<float>(o.eps);
+    const auto step = static_cast<float>(o.lr / bc1), inv_sqrt_bc2 = static_cast<float>(1.0 / std::sqrt(bc2));
+    const auto wd = static_cast<float>(o.weight_decay), decay = static_cast<float>(1.0 - o.lr * o.weight_decay);
+    // Decay first (one branch outside the loop), so the update loop vectorises.
+    const float l2 = o.decoupled ? 0.0f : wd;
+    if (o.decoupled) {
+      for (std::size_t k = 0; k < w.size(); ++k) w[k] *= decay;
+    }
     for (std::size_t k = 0; k < w.size(); ++k) {
-      double gk = g[k];
-      if (o.decoupled) {
-        w[k] = static_cast<float>(w[k] * (1.0 - o.lr * o.weight_decay));
-      } else {
-        gk += o.weight_decay * w[k];
-      }
-      m[k] = static_cast<float>(o.beta1 * m[k] + (1 - o.beta1) * gk);
-      v[k] = static_cast<float>(o.beta2 * v[k] + (1 - o.beta2) * gk * gk);
-      const double mhat = m[k] / bc1, vhat = v[k] / bc2;
-      w[k] = static_cast<float>(w[k] - o.lr * mhat / (std::sqrt(vhat) + o.eps));
+      const float gk = g[k] + l2 * w[k];
+      m[k] = b1 * m[k] + (1.0f - b1) * gk;
+      v[k] = b2 * v[k] + (1.0f - b2) * gk * gk;
+      w[k] -= step * m[k] / (std::sqrt(v[k]) * inv_sqrt_bc2 + eps);
     }
   }
   return state;
