@@ -12,6 +12,7 @@ namespace pact {
 /// Wraps a failure value so that Expected<T, E> can be built from it unambiguously.
 template <class E>
 struct Unexpected {
+  explicit Unexpected(E e) : error(std::move(e)) {}  // a constructor, not aggregate init: clang 14 lacks P0960
   E error;
 };
 template <class E>

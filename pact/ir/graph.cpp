@@ -149,8 +149,8 @@ Graph parse_graph(std::string_view json_text, std::string_view where_view) {
     const Json& jn = jnodes[i];
     const std::string path = fmt::format("$.nodes[{}]", i);
     if (!jn.is_object()) bad_field(where, path, "not an object");
-    for (const auto& [key, value] : jn.items()) {
-      (void)value;
+    for (const auto& item : jn.items()) {
+      const std::string& key = item.key();
       static const char* known[] = {"id", "kind", "inputs", "attrs", "type", "differentiable", "buffer"};
       if (std::find_if(std::begin(known), std::end(known), [&](const char* k) { return key == k; }) == std::end(known)) {
         bad_field(where, path + "." + key, "unknown field");

@@ -727,7 +727,8 @@ TensorType infer_type(OpTag tag, std::span<const TensorType> inputs, const Attri
                                    : fmt::format("takes {}..{} inputs, got {}", info.min_arity, info.max_arity, n));
   }
   for (const auto& [name, value] : attrs.values()) {
-    auto spec = std::find_if(info.attributes.begin(), info.attributes.end(), [&](const AttrSpec& s) { return s.name == name; });
+    const std::string& key = name;  // lambdas cannot capture structured bindings before clang 16
+    auto spec = std::find_if(info.attributes.begin(), info.attributes.end(), [&](const AttrSpec& s) { return s.name == key; });
     if (spec == info.attributes.end()) {
       throw_error(ErrorCode::invalid_argument, std::string(info.kind), fmt::format("unknown attribute '{}'", name));
     }
