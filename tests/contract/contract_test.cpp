@@ -2,6 +2,7 @@
 // numerical certificates and built-in profiles (issue 4, items 1-5; SPEC §6; seed 000). Every rule has a
 // case that passes and one that fails.
 
+#include "../support/expect_error.hpp"
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -15,27 +16,9 @@
 namespace pact::contract {
 namespace {
 
-template <class F>
-ErrorCode code_of(F f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.code();
-  }
-  ADD_FAILURE() << "expected a pact::Error";
-  return ErrorCode::invalid_argument;
-}
+using ::pact::test::code_of;
 
-template <class F>
-std::string message_of(F f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected a pact::Error";
-  return "";
-}
+using ::pact::test::message_of;
 
 bool mentions(const std::string& text, const std::string& needle) { return text.find(needle) != std::string::npos; }
 

@@ -7,20 +7,11 @@
 #include <vector>
 
 #include "pact/core/core.hpp"
+#include "../support/expect_error.hpp"
 
 namespace pact::test {
 
 /// Runs f and returns the code of the pact::Error it throws; fails the test when nothing is thrown.
-template <class F>
-ErrorCode code_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.code();
-  }
-  ADD_FAILURE() << "expected a pact::Error";
-  return ErrorCode::invalid_argument;
-}
 
 /// A contiguous f32 cpu tensor holding 0, 1, 2, ... in row-major order.
 inline Tensor iota_tensor(const Dims& shape) {

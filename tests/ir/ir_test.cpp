@@ -3,6 +3,7 @@
 // the node or field; nodes given out of order are ordered topologically; the builder matches the wire.
 // Runs with the repository root as working directory (pact_add_test sets it).
 
+#include "../support/expect_error.hpp"
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -17,28 +18,9 @@
 namespace pact::ir {
 namespace {
 
-template <class F>
-ErrorCode code_of(F f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.code();
-  }
-  ADD_FAILURE() << "expected a pact::Error";
-  return ErrorCode::invalid_argument;
-}
+using ::pact::test::code_of;
 
-// The pact::Error message of f(), "" (and a test failure) when nothing is thrown.
-template <class F>
-std::string message_of(F f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected a pact::Error";
-  return "";
-}
+using ::pact::test::message_of;
 
 bool mentions(const std::string& text, const std::string& needle) { return text.find(needle) != std::string::npos; }
 

@@ -1,6 +1,7 @@
 // safetensors: round trip of every dtype and layout, the exact byte format, and typed refusals of
 // malformed files.
 
+#include "../support/expect_error.hpp"
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -10,16 +11,7 @@
 namespace pact::ir {
 namespace {
 
-template <class F>
-ErrorCode code_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.code();
-  }
-  ADD_FAILURE() << "expected a pact::Error";
-  return ErrorCode::invalid_argument;
-}
+using ::pact::test::code_of;
 
 std::vector<std::byte> file_of(const std::string& header, std::size_t data_bytes) {
   std::vector<std::byte> out(8 + header.size() + data_bytes, std::byte{0});

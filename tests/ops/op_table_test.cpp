@@ -1,6 +1,7 @@
 // The op table: wire round trip, arity and attribute schema checks, shape rules, FLOP rules, and the
 // generated catalogue in lockstep with docs/ops.md.
 
+#include "../support/expect_error.hpp"
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -13,16 +14,7 @@
 namespace pact::ops {
 namespace {
 
-template <class F>
-ErrorCode code_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.code();
-  }
-  ADD_FAILURE() << "expected a pact::Error";
-  return ErrorCode::invalid_argument;
-}
+using ::pact::test::code_of;
 
 TensorType f32(Dims shape) { return {DType::f32, shape}; }
 TensorType i64(Dims shape) { return {DType::i64, shape}; }

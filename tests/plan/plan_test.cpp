@@ -3,6 +3,7 @@
 // without a device, missing capsules, grouping, the audit table and JSON, and bound kernels. Runs with
 // the repository root as working directory (pact_add_test sets it).
 
+#include "../support/expect_error.hpp"
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -23,27 +24,9 @@ using contract::EvidenceKind;
 using contract::Obligation;
 using contract::VjpMode;
 
-template <class F>
-ErrorCode code_of(F f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.code();
-  }
-  ADD_FAILURE() << "expected a pact::Error";
-  return ErrorCode::invalid_argument;
-}
+using ::pact::test::code_of;
 
-template <class F>
-std::string message_of(F f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected a pact::Error";
-  return "";
-}
+using ::pact::test::message_of;
 
 bool mentions(const std::string& text, const std::string& needle) { return text.find(needle) != std::string::npos; }
 

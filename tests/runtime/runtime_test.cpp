@@ -1,5 +1,6 @@
 // Eager session, tape, retention and the graph executor.
 
+#include "../support/expect_error.hpp"
 #include <gtest/gtest.h>
 
 #include "pact/runtime/executor.hpp"
@@ -8,16 +9,7 @@
 namespace pact::runtime {
 namespace {
 
-template <class F>
-ErrorCode code_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.code();
-  }
-  ADD_FAILURE() << "expected a pact::Error";
-  return ErrorCode::invalid_argument;
-}
+using ::pact::test::code_of;
 
 Tensor values(Dims shape, std::vector<float> v) { return Tensor::from_values<float>(shape, v); }
 

@@ -1,6 +1,7 @@
 // Checkpoints: round trip, checks on load, and atomicity (a writer killed before the rename leaves the
 // previous checkpoint intact).
 
+#include "../support/expect_error.hpp"
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -13,16 +14,7 @@
 namespace pact::train {
 namespace {
 
-template <class F>
-ErrorCode code_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.code();
-  }
-  ADD_FAILURE() << "expected a pact::Error";
-  return ErrorCode::invalid_argument;
-}
+using ::pact::test::code_of;
 
 std::string temp(const std::string& name) { return (std::filesystem::temp_directory_path() / name).string(); }
 

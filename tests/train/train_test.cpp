@@ -1,6 +1,7 @@
 // Training: data loading and splitting, optimizers with explicit state, schedules, the training session in
 // eager and graph modes, determinism, the digits accuracy goal, and bad input.
 
+#include "../support/expect_error.hpp"
 #include <gtest/gtest.h>
 #include <zlib.h>
 
@@ -16,16 +17,7 @@
 namespace pact::train {
 namespace {
 
-template <class F>
-ErrorCode code_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.code();
-  }
-  ADD_FAILURE() << "expected a pact::Error";
-  return ErrorCode::invalid_argument;
-}
+using ::pact::test::code_of;
 
 const Dataset& digits() {
   static const Dataset d = load_digits("data/digits.csv.gz");
