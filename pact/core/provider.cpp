@@ -76,12 +76,10 @@ class HostArena {
   std::uint64_t cached_bytes_ = 0;
 };
 
-class CpuProvider final : public Provider {
+// Host memory through the arena: allocation, release, copy base and counters shared by the cpu provider,
+// the CUDA host-parity stub and the fake provider, which differ only in what access they offer.
+class HostBackedProvider : public Provider {
  public:
-  std::string_view name() const noexcept override { return "cpu"; }
-  DeviceKind device() const noexcept override { return DeviceKind::cpu; }
-  bool host_accessible() const noexcept override { return true; }
-  bool device_bindable() const noexcept override { return false; }
   ProviderAllocation allocate(std::uint64_t bytes) override {
     counters_.allocations.fetch_add(1, std::memory_order_relaxed);
     return arena_.allocate(name(), bytes, alignment());
@@ -90,20 +88,35 @@ class CpuProvider final : public Provider {
     counters_.deallocations.fetch_add(1, std::memory_order_relaxed);
     arena_.deallocate(a);
   }
-  std::byte* map_host(const ProviderAllocation& a) override {
-    counters_.mappings.fetch_add(1, std::memory_order_relaxed);
-    return arena_.base(a);
-  }
   void synchronize(const ProviderAllocation&) override {
     counters_.synchronizations.fetch_add(1, std::memory_order_relaxed);
   }
-  std::uint64_t bind_device(const ProviderAllocation&) override {
-    throw_error(ErrorCode::unsupported, "cpu.bind_device", "the cpu provider has no device binding; use prepare_host");
-  }
   std::byte* unsafe_copy_base(const ProviderAllocation& a) override { return arena_.base(a); }
+
+ protected:
+  std::byte* counted_map(const ProviderAllocation& a) {
+    counters_.mappings.fetch_add(1, std::memory_order_relaxed);
+    return arena_.base(a);
+  }
+  std::uint64_t counted_binding(const ProviderAllocation& a) {
+    counters_.mappings.fetch_add(1, std::memory_order_relaxed);
+    return a.handle;
+  }
 
  private:
   HostArena arena_;
+};
+
+class CpuProvider final : public HostBackedProvider {
+ public:
+  std::string_view name() const noexcept override { return "cpu"; }
+  DeviceKind device() const noexcept override { return DeviceKind::cpu; }
+  bool host_accessible() const noexcept override { return true; }
+  bool device_bindable() const noexcept override { return false; }
+  std::byte* map_host(const ProviderAllocation& a) override { return counted_map(a); }
+  std::uint64_t bind_device(const ProviderAllocation&) override {
+    throw_error(ErrorCode::unsupported, "cpu.bind_device", "the cpu provider has no device binding; use prepare_host");
+  }
 };
 
 class MetaProvider final : public Provider {
@@ -135,66 +148,27 @@ class MetaProvider final : public Provider {
 
 // The CUDA host-parity stub (seed 000's CUDA buffer stub): allocations are host memory behind an opaque
 // handle; host access refuses as it would for device memory; bindings are opaque tokens.
-class CudaStubProvider final : public Provider {
+class CudaStubProvider final : public HostBackedProvider {
  public:
   std::string_view name() const noexcept override { return "cuda-stub"; }
   DeviceKind device() const noexcept override { return DeviceKind::cuda; }
   bool host_accessible() const noexcept override { return false; }
   bool device_bindable() const noexcept override { return true; }
-  ProviderAllocation allocate(std::uint64_t bytes) override {
-    counters_.allocations.fetch_add(1, std::memory_order_relaxed);
-    return arena_.allocate(name(), bytes, alignment());
-  }
-  void deallocate(const ProviderAllocation& a) noexcept override {
-    counters_.deallocations.fetch_add(1, std::memory_order_relaxed);
-    arena_.deallocate(a);
-  }
   std::byte* map_host(const ProviderAllocation& a) override {
     throw_error(ErrorCode::not_host_accessible, "cuda-stub.map_host",
                 fmt::format("device allocation {} is not host-accessible; transfer it to cpu", a.handle));
   }
-  void synchronize(const ProviderAllocation&) override {
-    counters_.synchronizations.fetch_add(1, std::memory_order_relaxed);
-  }
-  std::uint64_t bind_device(const ProviderAllocation& a) override {
-    counters_.mappings.fetch_add(1, std::memory_order_relaxed);
-    return a.handle;
-  }
-  std::byte* unsafe_copy_base(const ProviderAllocation& a) override { return arena_.base(a); }
-
- private:
-  HostArena arena_;
+  std::uint64_t bind_device(const ProviderAllocation& a) override { return counted_binding(a); }
 };
 
-class FakeProvider final : public Provider {
+class FakeProvider final : public HostBackedProvider {
  public:
   std::string_view name() const noexcept override { return "fake"; }
   DeviceKind device() const noexcept override { return DeviceKind::cpu; }
   bool host_accessible() const noexcept override { return true; }
   bool device_bindable() const noexcept override { return true; }
-  ProviderAllocation allocate(std::uint64_t bytes) override {
-    counters_.allocations.fetch_add(1, std::memory_order_relaxed);
-    return arena_.allocate(name(), bytes, alignment());
-  }
-  void deallocate(const ProviderAllocation& a) noexcept override {
-    counters_.deallocations.fetch_add(1, std::memory_order_relaxed);
-    arena_.deallocate(a);
-  }
-  std::byte* map_host(const ProviderAllocation& a) override {
-    counters_.mappings.fetch_add(1, std::memory_order_relaxed);
-    return arena_.base(a);
-  }
-  void synchronize(const ProviderAllocation&) override {
-    counters_.synchronizations.fetch_add(1, std::memory_order_relaxed);
-  }
-  std::uint64_t bind_device(const ProviderAllocation& a) override {
-    counters_.mappings.fetch_add(1, std::memory_order_relaxed);
-    return a.handle;
-  }
-  std::byte* unsafe_copy_base(const ProviderAllocation& a) override { return arena_.base(a); }
-
- private:
-  HostArena arena_;
+  std::byte* map_host(const ProviderAllocation& a) override { return counted_map(a); }
+  std::uint64_t bind_device(const ProviderAllocation& a) override { return counted_binding(a); }
 };
 
 }  // namespace
