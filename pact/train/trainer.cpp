@@ -225,8 +225,13 @@ double TrainingSession::loss(Tensor x, Tensor target) {
 }
 
 Tensor TrainingSession::predict(Tensor x) {
-  const std::int64_t batch = x.shape()[0];
-  Tensor target = Tensor::zeros(Dims{batch}, DType::i64);
+  const std::int64_t batch = x.rank() > 0 ? x.shape()[0] : 1;
+  // A placeholder target of the graph's own target type (class 0 everywhere); only the logits are read.
+  const ir::Node* target_node = plan_for(batch).graph.find(objective_.target);
+  if (target_node == nullptr) {
+    throw_error(ErrorCode::invalid_argument, "train", fmt::format("the loss program has no '{}' input", objective_.target));
+  }
+  Tensor target = Tensor::zeros(target_node->type.shape, target_node->type.dtype);
   std::vector<runtime::EagerTensor> leaves;
   Tensor logits = Tensor::empty(Dims{1}, DType::f32);
   {

@@ -30,7 +30,10 @@ struct TrainArgs {
   bool graph_mode = false;
   std::string save;  ///< write the trained parameters here (safetensors checkpoint)
   std::string load;  ///< start from these parameters instead of a fresh initialisation
+  std::int64_t steps = 400;  ///< char-transformer: updates
 };
+/// `pact train --model char-transformer`: a tiny causal transformer on a text file (--steps updates).
+int run_char_transformer(const TrainArgs& args);
 /// `pact train`: trains on the digits data and writes runs/<timestamp>/report.json and loss.svg.
 int run_train(const TrainArgs& args);
 

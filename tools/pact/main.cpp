@@ -50,7 +50,7 @@ int main(int argc, char** argv) {
 
   pact::cli::TrainArgs train_args;
   auto* train = app.add_subcommand("train", "train a model on the embedded digits data (the main job)");
-  train->add_option("--model", train_args.model, "mlp, cnn, or a pact.ir.v1 JSON path");
+  train->add_option("--model", train_args.model, "mlp, cnn, char-transformer, or a pact.ir.v1 JSON path");
   train->add_option("--epochs", train_args.epochs, "epochs");
   train->add_option("--batch-size", train_args.batch_size, "batch size");
   train->add_option("--lr", train_args.lr, "base learning rate (cosine schedule)");
@@ -60,6 +60,7 @@ int main(int argc, char** argv) {
   train->add_option("--threads", train_args.threads, "OpenMP threads (default: all)");
   train->add_option("--out", train_args.out, "directory for run reports");
   train->add_option("--data", train_args.data, "digits CSV (gzip)");
+  train->add_option("--steps", train_args.steps, "char-transformer: number of updates");
   train->add_option("--save", train_args.save, "save the trained parameters as a safetensors checkpoint");
   train->add_option("--load", train_args.load, "start from a checkpoint saved by --save");
   train->add_flag("--graph", train_args.graph_mode, "run the loss program as a planned graph instead of eagerly");
