@@ -39,8 +39,12 @@ function(pact_add_fuzzer name)
   target_link_libraries(${name} PRIVATE ${ARG_DEPS})
   if(PACT_FUZZ)
     target_link_options(${name} PRIVATE -fsanitize=fuzzer)
+    # libFuzzer writes new inputs into its first corpus directory: give it one in the build tree so the
+    # checked-in seed corpus stays as committed.
+    set(scratch ${CMAKE_CURRENT_BINARY_DIR}/${name}_corpus)
+    file(MAKE_DIRECTORY ${scratch})
     add_test(NAME ${name}.smoke
-      COMMAND ${name} -runs=${ARG_RUNS} -max_total_time=60 -seed=1 ${ARG_CORPUS})
+      COMMAND ${name} -runs=${ARG_RUNS} -max_total_time=60 -seed=1 ${scratch} ${ARG_CORPUS})
   else()
     target_sources(${name} PRIVATE ${PROJECT_SOURCE_DIR}/fuzz/standalone_driver.cpp)
     add_test(NAME ${name}.smoke COMMAND ${name} ${ARG_CORPUS} --mutations=${ARG_RUNS})

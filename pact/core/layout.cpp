@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <limits>
 #include <numeric>
 
 #include "pact/core/checked_math.hpp"
@@ -36,7 +37,10 @@ Dims contiguous_strides(const Dims& shape) {
   std::int64_t running = 1;
   for (int d = shape.size() - 1; d >= 0; --d) {
     strides[d] = running;
-    running *= std::max<std::int64_t>(shape[d], 1);
+    // Saturate instead of overflowing: only an empty shape (some extent 0) can get here with a product
+    // beyond int64, and its strides are never used to address an element.
+    auto next = core::checked_mul(running, std::max<std::int64_t>(shape[d], 1));
+    running = next ? *next : std::numeric_limits<std::int64_t>::max();
   }
   return strides;
 }
@@ -130,16 +134,20 @@ CheckedLayout check_layout(const char* operation, const LayoutRequest& request, 
                                                   request.strides.size()));
   }
   const auto elem = static_cast<std::int64_t>(dtype_size(request.dtype));
-  std::int64_t numel = 1;
+  bool empty = false;
+  for (int d = 0; d < request.shape.size(); ++d) {
+    if (request.shape[d] < 0) fail(ErrorCode::invalid_argument, fmt::format("negative extent in dimension {}", d));
+    empty = empty || request.shape[d] == 0;
+  }
+  // An empty layout addresses no element: its other extents and strides constrain nothing.
+  std::int64_t numel = empty ? 0 : 1;
   std::int64_t low = 0;   // smallest element offset reached, relative to element [0, ..., 0]
   std::int64_t high = 0;  // largest
-  for (int d = 0; d < request.shape.size(); ++d) {
+  for (int d = 0; d < request.shape.size() && !empty; ++d) {
     const std::int64_t extent = request.shape[d];
-    if (extent < 0) fail(ErrorCode::invalid_argument, fmt::format("negative extent in dimension {}", d));
     auto n = core::checked_mul(numel, extent);
     if (!n) fail(ErrorCode::layout_overflow, "element count overflows");
     numel = *n;
-    if (extent == 0) continue;
     auto reach = core::checked_mul(extent - 1, request.strides[d]);
     // wrap = extent*stride is used by the traversal plan; require it to be representable too.
     if (!reach || !core::checked_mul(extent, request.strides[d])) {

@@ -182,3 +182,22 @@ TEST(Layout, RandomLayoutsEnvelopeAndInjectivityAreSound) {
 
 }  // namespace
 }  // namespace pact
+
+namespace pact {
+namespace {
+// Regression (UBSan, found by the layout fuzzer): contiguous strides of an empty shape whose other
+// extents multiply past int64 saturate instead of overflowing.
+TEST(Layout, EmptyShapeWithHugeExtentsDoesNotOverflow) {
+  const std::int64_t huge = std::int64_t{1} << 62;
+  const Dims s = contiguous_strides(Dims{huge, huge, huge, 0});
+  EXPECT_EQ(s[3], 1);
+  EXPECT_EQ(s[1], huge);
+  EXPECT_EQ(s[0], std::numeric_limits<std::int64_t>::max());  // saturated, never wrapped
+  auto l = check_layout("t", LayoutRequest{DType::f32, Dims{huge, 0, huge}, Dims{1, 1, 1}, 0}, SpanBounds{1, 0, 16, 64});
+  EXPECT_EQ(l.numel(), 0);
+  EXPECT_EQ(check_layout("t", LayoutRequest{DType::f32, Dims{huge, huge, 0}, Dims{huge, 3, 1}, 0}, SpanBounds{1, 0, 16, 64}).numel(), 0);
+  Tensor t = Tensor::empty(Dims{huge, 0, huge}, DType::f32);
+  EXPECT_EQ(t.numel(), 0);
+}
+}  // namespace
+}  // namespace pact
