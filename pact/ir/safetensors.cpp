@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <set>
 
 #include "pact/core/json.hpp"
@@ -43,47 +44,44 @@ namespace {
   throw_error(ErrorCode::parse_error, "safetensors", fmt::format("{}: {}: {}", where, field, why));
 }
 
-// Calls f(bytes) with the writable bytes of a fresh contiguous tensor, through prepared access of its
-// own element type.
+// Calls f(T{}) with the C++ element type of a dtype.
 template <class F>
-void with_bytes(Tensor& t, F&& f) {
-  if (t.numel() == 0) return;
-  auto run = [&](auto tag) {
-    using T = decltype(tag);
-    auto p = t.prepare_host_mut<T>();
-    auto span = std::get<PreparedContiguousWrite<T>>(p.value()).as_span();
-    f(std::as_writable_bytes(span));
-  };
-  switch (t.dtype()) {
+void visit_dtype(DType dtype, F&& f) {
+  switch (dtype) {
 #define PACT_ST_CASE(name, wire, type, size) \
   case DType::name:                          \
-    run(type{});                             \
+    f(type{});                               \
     return;
     PACT_DTYPES(PACT_ST_CASE)
 #undef PACT_ST_CASE
   }
 }
 
+// Calls f(bytes) with the writable bytes of a fresh contiguous tensor, through prepared access of its
+// own element type.
+template <class F>
+void with_bytes(Tensor& t, F&& f) {
+  if (t.numel() == 0) return;
+  visit_dtype(t.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    auto p = t.prepare_host_mut<T>();
+    f(std::as_writable_bytes(std::get<PreparedContiguousWrite<T>>(p.value()).as_span()));
+  });
+}
+
 // Appends the bytes of a view (row-major, any layout) to `out`.
 void append_bytes(const TensorView& v, std::vector<std::byte>& out) {
   if (v.numel() == 0) return;
-  Tensor c = v.is_contiguous() ? Tensor::empty(Dims{1}, DType::u8) : v.duplicate();
-  const TensorView src = v.is_contiguous() ? v : c.as_view();
-  auto run = [&](auto tag) {
+  std::optional<Tensor> packed;  // a strided view is written through one contiguous duplicate
+  if (!v.is_contiguous()) packed.emplace(v.duplicate());
+  const TensorView src = packed ? packed->as_view() : v;
+  visit_dtype(src.dtype(), [&](auto tag) {
     using T = decltype(tag);
     auto p = TensorView(src).prepare_host<T>();
     if (!p) throw std::move(p).error().error;
     auto bytes = std::as_bytes(std::get<PreparedContiguousRead<T>>(p.value()).as_span());
     out.insert(out.end(), bytes.begin(), bytes.end());
-  };
-  switch (src.dtype()) {
-#define PACT_ST_CASE(name, wire, type, size) \
-  case DType::name:                          \
-    run(type{});                             \
-    return;
-    PACT_DTYPES(PACT_ST_CASE)
-#undef PACT_ST_CASE
-  }
+  });
 }
 
 DType dtype_from(std::string_view where, const std::string& field, const std::string& s) {

@@ -10,6 +10,7 @@
 
 #include "pact/kernels/cpu/common.hpp"
 #include "pact/kernels/cpu/gemm.hpp"
+#include "pact/kernels/cpu/handler_table.hpp"
 #include "pact/kernels/kernel.hpp"
 
 namespace pact::kernels::cpu::blas {
@@ -74,15 +75,9 @@ template <class... Rest>
 namespace pact::kernels {
 
 std::span<const Handler> blas_handlers() {
-  using namespace cpu::blas;
-#define PACT_PROVIDER_NAME "blas"
-#define PACT_PROVIDER_FILE "pact/kernels/cpu/blas.cpp"
-#include "pact/kernels/cpu/handler_table.inc"
-  static const Handler table[] = {PACT_HANDLER_ROW(matmul) PACT_HANDLER_ROW(linear) PACT_HANDLER_ROW(conv2d)};
-#undef PACT_HANDLER_ROW
-#undef PACT_HANDLER_ROWS
-#undef PACT_PROVIDER_NAME
-#undef PACT_PROVIDER_FILE
+  static const Handler table[] = {PACT_CPU_HANDLER(blas, "pact/kernels/cpu/blas.cpp", matmul)
+                                  PACT_CPU_HANDLER(blas, "pact/kernels/cpu/blas.cpp", linear)
+                                  PACT_CPU_HANDLER(blas, "pact/kernels/cpu/blas.cpp", conv2d)};
   return table;
 }
 

@@ -12,6 +12,7 @@
 
 #include "pact/kernels/cpu/common.hpp"
 #include "pact/kernels/cpu/gemm.hpp"
+#include "pact/kernels/cpu/handler_table.hpp"
 #include "pact/kernels/kernel.hpp"
 
 namespace pact::kernels::cpu::native {
@@ -355,15 +356,7 @@ PACT_NATIVE_FROM_GENERIC(max)
 namespace pact::kernels {
 
 std::span<const Handler> native_handlers() {
-  using namespace cpu::native;
-#define PACT_PROVIDER_NAME "native"
-#define PACT_PROVIDER_FILE "pact/kernels/cpu/native.cpp"
-#include "pact/kernels/cpu/handler_table.inc"
-  static const Handler table[] = {PACT_HANDLER_ROWS};
-#undef PACT_HANDLER_ROW
-#undef PACT_HANDLER_ROWS
-#undef PACT_PROVIDER_NAME
-#undef PACT_PROVIDER_FILE
+  static const Handler table[] = {PACT_CPU_HANDLERS(native, "pact/kernels/cpu/native.cpp")};
   return table;
 }
 

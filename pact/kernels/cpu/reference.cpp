@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "pact/kernels/cpu/common.hpp"
+#include "pact/kernels/cpu/handler_table.hpp"
 #include "pact/kernels/kernel.hpp"
 
 #if defined(__FAST_MATH__)
@@ -20,15 +21,7 @@ namespace pact::kernels::cpu::reference {
 namespace pact::kernels {
 
 std::span<const Handler> reference_handlers() {
-  using namespace cpu::reference;
-#define PACT_PROVIDER_NAME "reference"
-#define PACT_PROVIDER_FILE "pact/kernels/cpu/reference.cpp"
-#include "pact/kernels/cpu/handler_table.inc"
-  static const Handler table[] = {PACT_HANDLER_ROWS};
-#undef PACT_HANDLER_ROW
-#undef PACT_HANDLER_ROWS
-#undef PACT_PROVIDER_NAME
-#undef PACT_PROVIDER_FILE
+  static const Handler table[] = {PACT_CPU_HANDLERS(reference, "pact/kernels/cpu/reference.cpp")};
   return table;
 }
 
