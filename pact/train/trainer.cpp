@@ -233,13 +233,13 @@ Tensor TrainingSession::predict(Tensor x) {
   }
   Tensor target = Tensor::zeros(target_node->type.shape, target_node->type.dtype);
   std::vector<runtime::EagerTensor> leaves;
-  Tensor logits = Tensor::empty(Dims{1}, DType::f32);
+  std::optional<Tensor> logits;
   {
     Outputs out = run(std::move(x), std::move(target), false, leaves);
-    logits = out.logits.view().duplicate();
+    logits.emplace(out.logits.view().duplicate());
   }
   take_back(leaves);
-  return logits;
+  return std::move(*logits);
 }
 
 ParameterPack TrainingSession::finish() && { return std::move(params_); }

@@ -17,10 +17,9 @@ namespace pact::contract {
 namespace {
 
 using ::pact::test::code_of;
-
 using ::pact::test::message_of;
 
-bool mentions(const std::string& text, const std::string& needle) { return text.find(needle) != std::string::npos; }
+using ::pact::test::mentions;
 
 constexpr Obligation kOrder[] = {Obligation::shape, Obligation::layout, Obligation::forward_value, Obligation::vjp};
 

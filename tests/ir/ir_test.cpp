@@ -4,6 +4,7 @@
 // Runs with the repository root as working directory (pact_add_test sets it).
 
 #include "../support/expect_error.hpp"
+#include "../support/models.hpp"
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -19,19 +20,11 @@ namespace pact::ir {
 namespace {
 
 using ::pact::test::code_of;
-
 using ::pact::test::message_of;
 
-bool mentions(const std::string& text, const std::string& needle) { return text.find(needle) != std::string::npos; }
+using ::pact::test::mentions;
 
-std::vector<std::string> example_models() {
-  std::vector<std::string> paths;
-  for (const auto& e : std::filesystem::directory_iterator("examples/models")) {
-    if (e.path().extension() == ".json") paths.push_back(e.path().string());
-  }
-  std::sort(paths.begin(), paths.end());
-  return paths;
-}
+using ::pact::test::example_models;
 
 Json source(const std::string& id, const char* kind, std::vector<std::int64_t> shape, const char* dtype = "f32") {
   return Json{{"id", id}, {"kind", kind}, {"attrs", Json{{"shape", shape}, {"dtype", dtype}}}};

@@ -4,6 +4,7 @@
 // the repository root as working directory (pact_add_test sets it).
 
 #include "../support/expect_error.hpp"
+#include "../support/models.hpp"
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -25,19 +26,11 @@ using contract::Obligation;
 using contract::VjpMode;
 
 using ::pact::test::code_of;
-
 using ::pact::test::message_of;
 
-bool mentions(const std::string& text, const std::string& needle) { return text.find(needle) != std::string::npos; }
+using ::pact::test::mentions;
 
-std::vector<std::string> example_models() {
-  std::vector<std::string> paths;
-  for (const auto& e : std::filesystem::directory_iterator("examples/models")) {
-    if (e.path().extension() == ".json") paths.push_back(e.path().string());
-  }
-  std::sort(paths.begin(), paths.end());
-  return paths;
-}
+using ::pact::test::example_models;
 
 std::vector<std::string> kernel_nodes(const ir::Graph& g) {
   std::vector<std::string> ids;

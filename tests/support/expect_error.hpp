@@ -33,4 +33,7 @@ std::string message_of(F&& f) {
   return "";
 }
 
+/// True when `text` contains `needle` (error messages name the field, node or operand).
+inline bool mentions(const std::string& text, const std::string& needle) { return text.find(needle) != std::string::npos; }
+
 }  // namespace pact::test

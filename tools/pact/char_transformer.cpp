@@ -110,17 +110,21 @@ int run_char_transformer(const TrainArgs& args) {
              audit.check.accepted ? "accepted" : "rejected");
   std::mt19937_64 rng(args.seed);
   std::uniform_int_distribution<std::size_t> start(0, tokens.size() - static_cast<std::size_t>(t) - 1);
-  const auto t0 = std::chrono::steady_clock::now();
-  double recent = 0;
-  for (std::int64_t s = 0; s < steps; ++s) {
+  // `batch` random windows: inputs [batch, t] and next-character targets [batch * t].
+  auto sample_batch = [&] {
     std::vector<std::int64_t> x, y;
     for (std::int64_t b = 0; b < batch; ++b) {
       const std::size_t o = start(rng);
       x.insert(x.end(), tokens.begin() + static_cast<long>(o), tokens.begin() + static_cast<long>(o) + t);
       y.insert(y.end(), tokens.begin() + static_cast<long>(o) + 1, tokens.begin() + static_cast<long>(o) + t + 1);
     }
-    const double loss = session.step_batch(Tensor::from_values<std::int64_t>(Dims{batch, t}, x),
-                                           Tensor::from_values<std::int64_t>(Dims{batch * t}, y)).loss;
+    return std::pair{Tensor::from_values<std::int64_t>(Dims{batch, t}, x), Tensor::from_values<std::int64_t>(Dims{batch * t}, y)};
+  };
+  const auto t0 = std::chrono::steady_clock::now();
+  double recent = 0;
+  for (std::int64_t s = 0; s < steps; ++s) {
+    auto [x, y] = sample_batch();
+    const double loss = session.step_batch(std::move(x), std::move(y)).loss;
     recent = s == 0 ? loss : 0.95 * recent + 0.05 * loss;
     if ((s + 1) % 50 == 0 || s + 1 == steps) {
       const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -131,13 +135,8 @@ int run_char_transformer(const TrainArgs& args) {
   // Held-out style estimate: mean loss over fresh random windows in evaluation mode.
   double eval = 0;
   for (int k = 0; k < 8; ++k) {
-    std::vector<std::int64_t> x, y;
-    for (std::int64_t b = 0; b < batch; ++b) {
-      const std::size_t o = start(rng);
-      x.insert(x.end(), tokens.begin() + static_cast<long>(o), tokens.begin() + static_cast<long>(o) + t);
-      y.insert(y.end(), tokens.begin() + static_cast<long>(o) + 1, tokens.begin() + static_cast<long>(o) + t + 1);
-    }
-    eval += session.loss(Tensor::from_values<std::int64_t>(Dims{batch, t}, x), Tensor::from_values<std::int64_t>(Dims{batch * t}, y));
+    auto [x, y] = sample_batch();
+    eval += session.loss(std::move(x), std::move(y));
   }
   fmt::print("evaluation loss: {:.3f} nats/char\n", eval / 8);
   // Sample 240 characters, temperature 0.8, from a prompt.

@@ -104,6 +104,7 @@ int run_train(const TrainArgs& args) {
 
   train::ParameterPack initial = train::init_parameters(objective.graph(batch), args.seed);
   if (!args.load.empty()) initial = train::load_checkpoint(args.load, &initial).pack;
+  const std::int64_t parameter_count = initial.count();
   train::TrainingSession session(objective, std::move(initial));
 
   // Plan audit summary.
@@ -116,7 +117,7 @@ int run_train(const TrainArgs& args) {
   }
   for (const auto& r : audit.check.reports) ++evidence[std::string(contract::evidence_kind_name(r.evidence.kind))];
   fmt::print("pact train: model {}, {} parameters, {} train / {} test samples, batch {}, {} epochs, {} lr {}\n", args.model,
-             train::init_parameters(objective.graph(batch), args.seed).count(), split.train.rows(), split.test.rows(), batch,
+             parameter_count, split.train.rows(), split.test.rows(), batch,
              args.epochs, args.optimizer, args.lr);
   fmt::print("plan audit ({}, {} assurance): {} kernels, {} capsules admitted [", audit.profile,
              contract::assurance_policy_name(audit.assurance), audit.kernels.size(), capsules.size());
