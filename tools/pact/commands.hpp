@@ -38,3 +38,13 @@ int run_char_transformer(const TrainArgs& args);
 int run_train(const TrainArgs& args);
 
 }  // namespace pact::cli
+
+namespace pact::cli {
+
+/// `pact import DIR -o MODEL.json [--weights FILE]`: lowers a torch_export.py capture to Pact's IR.
+int run_import(const std::string& dir, const std::string& out, const std::string& weights_out);
+/// `pact run DIR [--profile P] [--json] [--tolerance T]`: plans and runs a capture on its example input
+/// and prints the agreement with PyTorch's output; exit 3 above the tolerance, 2 when the plan is rejected.
+int run_torch(const std::string& dir, const std::string& profile, bool json, double tolerance);
+
+}  // namespace pact::cli

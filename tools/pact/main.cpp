@@ -48,6 +48,21 @@ int main(int argc, char** argv) {
   plan->add_flag("--json", plan_json, "print the audit as JSON");
   plan->add_flag("--vjp", plan_vjp, "plan for forward and VJP (training)");
 
+  std::string import_dir, import_out, import_weights;
+  auto* import_cmd = app.add_subcommand("import", "lower a tools/torch_export.py capture directory to Pact's IR");
+  import_cmd->add_option("dir", import_dir, "directory with graph.json and weights.safetensors")->required();
+  import_cmd->add_option("-o,--out", import_out, "where to write the pact.ir.v1 model")->required();
+  import_cmd->add_option("--weights", import_weights, "also write every source value (weights and lowering constants)");
+
+  std::string run_dir, run_profile = "cpu-checked";
+  bool run_json = false;
+  double run_tolerance = 1e-4;
+  auto* run_cmd = app.add_subcommand("run", "plan and run a torch_export.py capture on its example input; compare with PyTorch");
+  run_cmd->add_option("dir", run_dir, "capture directory")->required();
+  run_cmd->add_option("--profile", run_profile, "backend profile");
+  run_cmd->add_flag("--json", run_json, "print a JSON report");
+  run_cmd->add_option("--tolerance", run_tolerance, "largest accepted max|pact - torch| / max(1, max|torch|)");
+
   pact::cli::TrainArgs train_args;
   auto* train = app.add_subcommand("train", "train a model on the embedded digits data (the main job)");
   train->add_option("--model", train_args.model, "mlp, cnn, char-transformer, or a pact.ir.v1 JSON path");
@@ -73,6 +88,8 @@ int main(int argc, char** argv) {
   try {
     if (*demo) return pact::cli::run_demo();
     if (*train) return pact::cli::run_train(train_args);
+    if (*import_cmd) return pact::cli::run_import(import_dir, import_out, import_weights);
+    if (*run_cmd) return pact::cli::run_torch(run_dir, run_profile, run_json, run_tolerance);
     if (*digest) return pact::cli::run_digest(digest_path, digest_domain);
     if (*plan) {
       const auto graph = pact::ir::load_graph(plan_model);

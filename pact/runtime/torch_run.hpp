@@ -1,0 +1,43 @@
+#pragma once
+/// Running an imported PyTorch capture (SPEC §7): plan the imported graph under a profile, bind the
+/// weights (moved, not copied) and the user inputs by name, execute, and measure agreement with PyTorch's
+/// own outputs as max|pact − torch| / max(1, max|torch|) per output.
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "pact/contract/check.hpp"
+#include "pact/ir/torch_import.hpp"
+#include "pact/plan/planner.hpp"
+
+namespace pact::runtime {
+
+/// Agreement of one output with its reference.
+struct OutputAgreement {
+  std::string name;
+  Dims shape;
+  double max_abs_error = 0;      ///< max |got - want| (infinity when one side is non-finite and the other differs)
+  double max_abs_reference = 0;  ///< max |want|
+  double relative_error = 0;     ///< max_abs_error / max(1, max_abs_reference)
+};
+
+/// Compares `got` with `want` (any float dtypes; compared in f64). Different shapes are invalid_argument
+/// naming `name`.
+OutputAgreement compare_outputs(std::string name, const TensorView& got, const TensorView& want);
+
+/// The outcome of one run.
+struct TorchRunResult {
+  plan::PlanAudit audit;
+  bool accepted = false;                   ///< false: the plan was rejected (audit lists why); nothing ran
+  std::map<std::string, Tensor> outputs;   ///< by output spec name
+  std::uint64_t peak_bytes = 0;
+};
+
+/// Plans and runs `bundle` on `inputs` (safetensors tensors named by the user inputs). A missing input, or
+/// one whose dtype or shape differs from the capture, is invalid_argument naming it. The weights move
+/// into the execution; the bundle is consumed.
+TorchRunResult run_imported(ir::TorchBundle&& bundle, ir::SafetensorsFile&& inputs, const contract::BackendProfile& profile,
+                            const contract::EvidenceResolver& resolver);
+
+}  // namespace pact::runtime

@@ -1,0 +1,117 @@
+// `pact import` and `pact run`: PyTorch captures written by tools/torch_export.py.
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+
+#include "pact/core/json.hpp"
+#include "pact/ir/torch_import.hpp"
+#include "pact/plan/planner.hpp"
+#include "pact/runtime/torch_run.hpp"
+#include "tools/pact/commands.hpp"
+
+namespace pact::cli {
+
+namespace {
+
+std::size_t count_kind(const ir::TorchImport& m, ir::TorchSource::Kind kind, std::int64_t* elements) {
+  std::size_t n = 0;
+  for (const auto& s : m.sources) {
+    if (s.kind != kind || m.graph.find(s.name) == nullptr) continue;
+    ++n;
+    if (elements) *elements += ops::numel(s.type.shape);
+  }
+  return n;
+}
+
+}  // namespace
+
+int run_import(const std::string& dir, const std::string& out, const std::string& weights_out) {
+  const auto start = std::chrono::steady_clock::now();
+  ir::TorchBundle bundle = ir::load_torch_export(dir);
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  const auto& m = bundle.model;
+  {
+    const std::string tmp = out + ".tmp";
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    f << ir::to_json(m.graph).dump(1) << "\n";
+    f.close();
+    if (!f) throw_error(ErrorCode::io_error, "pact import", fmt::format("cannot write {}", tmp));
+    if (std::rename(tmp.c_str(), out.c_str()) != 0) throw_error(ErrorCode::io_error, "pact import", fmt::format("cannot write {}", out));
+  }
+  if (!weights_out.empty()) {
+    std::vector<std::pair<std::string, TensorView>> tensors;
+    for (auto& [name, view] : bundle.state()) tensors.emplace_back(name, view);
+    ir::write_safetensors(weights_out, tensors, {{"pact.source", dir}});
+  }
+  std::int64_t params = 0, buffers = 0;
+  const auto np = count_kind(m, ir::TorchSource::Kind::parameter, &params);
+  const auto nb = count_kind(m, ir::TorchSource::Kind::buffer, &buffers);
+  std::printf("imported %s (captured with %s): %zu aten nodes -> %zu IR nodes, %zu parameters (%lld elements), "
+              "%zu buffers (%lld elements), %zu outputs, in %.1f ms\n",
+              dir.c_str(), m.capture_method.empty() ? "unknown" : m.capture_method.c_str(), m.aten_nodes, m.graph.nodes.size(), np,
+              static_cast<long long>(params), nb, static_cast<long long>(buffers), m.outputs.size(), ms);
+  std::printf("wrote %s%s%s\n", out.c_str(), weights_out.empty() ? "" : " and ", weights_out.c_str());
+  return 0;
+}
+
+int run_torch(const std::string& dir, const std::string& profile_name, bool json, double tolerance) {
+  const auto profile = contract::builtin_profile(profile_name);
+  ir::TorchBundle bundle = ir::load_torch_export(dir);
+  ir::SafetensorsFile inputs = ir::read_safetensors(dir + "/example_input.safetensors");
+  const ir::SafetensorsFile expected = ir::read_safetensors(dir + "/expected_output.safetensors");
+  const std::string method = bundle.model.capture_method;
+  std::vector<std::string> names;
+  for (const auto& o : bundle.model.outputs) {
+    if (expected.find(o.name) == nullptr) {
+      throw_error(ErrorCode::invalid_argument, "pact run", fmt::format("{}/expected_output.safetensors has no output '{}'", dir, o.name));
+    }
+    names.push_back(o.name);
+  }
+  const contract::DefaultEvidenceResolver resolver;
+  const auto start = std::chrono::steady_clock::now();
+  auto result = runtime::run_imported(std::move(bundle), std::move(inputs), profile, resolver);
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  if (!result.accepted) {
+    if (json) {
+      std::printf("%s\n", plan::render_audit_json(result.audit).dump(2).c_str());
+    } else {
+      std::fputs(plan::render_audit_table(result.audit).c_str(), stdout);
+    }
+    return 2;
+  }
+  std::vector<runtime::OutputAgreement> agreement;
+  bool ok = true;
+  for (const auto& name : names) {
+    agreement.push_back(runtime::compare_outputs(name, result.outputs.at(name).as_view(), expected.find(name)->as_view()));
+    ok = ok && agreement.back().relative_error <= tolerance;
+  }
+  if (json) {
+    Json doc{{"schema", "pact.torch-run.v1"}, {"model", dir}, {"capture_method", method}, {"profile", profile_name},
+             {"tolerance", tolerance}, {"passed", ok}, {"milliseconds", ms}, {"peak_bytes", result.peak_bytes},
+             {"outputs", Json::array()}};
+    for (const auto& a : agreement) {
+      doc["outputs"].push_back({{"name", a.name},
+                                {"shape", std::vector<std::int64_t>(a.shape.begin(), a.shape.end())},
+                                {"max_abs_error", a.max_abs_error},
+                                {"max_abs_reference", a.max_abs_reference},
+                                {"relative_error", a.relative_error}});
+    }
+    std::printf("%s\n", doc.dump(2).c_str());
+  } else {
+    std::printf("%s (captured with %s) under %s: %zu kernels planned, ran in %.1f ms, peak %.2f MiB live\n", dir.c_str(),
+                method.c_str(), profile_name.c_str(), result.audit.kernels.size(), ms,
+                static_cast<double>(result.peak_bytes) / (1024.0 * 1024.0));
+    std::printf("%-16s %-18s %14s %14s %14s\n", "output", "shape", "max|pact-torch|", "max|torch|", "relative");
+    for (const auto& a : agreement) {
+      std::printf("%-16s %-18s %14.3e %14.3e %14.3e %s\n", a.name.c_str(), a.shape.to_string().c_str(), a.max_abs_error,
+                  a.max_abs_reference, a.relative_error, a.relative_error <= tolerance ? "ok" : "ABOVE TOLERANCE");
+    }
+    std::printf("%s: every output within %.0e (max|pact - torch| / max(1, max|torch|))\n", ok ? "pass" : "FAIL", tolerance);
+  }
+  return ok ? 0 : 3;
+}
+
+}  // namespace pact::cli
