@@ -9,6 +9,7 @@ required=(
   libssl-dev libopenblas-dev zlib1g-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev
+  python3-torch python3-torchvision
 )
 
 missing=()

@@ -43,6 +43,7 @@ import struct
 import sys
 
 SCHEMA = "pact.torch-export.v1"
+sys.dont_write_bytecode = True  # importing the user's MODULE must not litter the source tree
 
 DTYPES = {}  # torch dtype -> (Pact dtype name, safetensors dtype)
 
@@ -177,6 +178,7 @@ class Emitter:
         self.constants = []     # (name, tensor) captured constants
         self.input_specs = []
         self.sources = {}       # name -> tensor of every user input, parameter, buffer and constant
+        self.constant_names = set()
 
     def fresh(self, base):
         base = _sanitize(base)
@@ -218,6 +220,7 @@ class Emitter:
         name = self.fresh(f"_const{len(self.constants)}")
         self.constants.append((name, t.detach().clone()))
         self.sources[name] = self.constants[-1][1]
+        self.constant_names.add(name)
         self.input_specs.append({"kind": "constant", "name": name})
         self.bind(t, name)
         return name
@@ -263,6 +266,14 @@ class Emitter:
         env[node] = value
         schema = target._schema
         packet = target.overloadpacket.__name__
+        if self._foldable(node, names, packet, value):
+            # Every tensor input is a captured constant (or there is none, e.g. arange, full): the value is
+            # a constant too. Parameters and user inputs are never folded.
+            if isinstance(value, torch.Tensor):
+                names[node] = self.name(value)
+            else:
+                names[node] = [self.name(v) for v in value]
+            return
         overload = target._overloadname
         mutated = None
         if schema.arguments and schema.arguments[0].alias_info is not None and schema.arguments[0].alias_info.is_write \
@@ -307,6 +318,22 @@ class Emitter:
         self.nodes.append({"name": out_names[0] or self.fresh(packet), "target": f"aten.{packet}.{overload}",
                            "inputs": inputs, "outputs": outputs,
                            "metadata": {"nn_module_stack": stack, "source_node": source}})
+
+    NONDETERMINISTIC = ("rand", "normal", "bernoulli", "dropout", "uniform", "empty", "multinomial", "poisson")
+
+    def _foldable(self, node, names, packet, value):
+        if any(word in packet for word in self.NONDETERMINISTIC):
+            return False
+        values = list(value) if isinstance(value, (tuple, list)) else [value]
+        if not values or not all(isinstance(v, torch.Tensor) for v in values):
+            return False
+        refs = []
+        fx.node.map_arg((node.args, node.kwargs), lambda n: refs.append(n))
+        for r in refs:
+            name = names.get(r)
+            if not isinstance(name, str) or name not in self.constant_names:
+                return False
+        return True
 
     def eliminate_dead(self, outputs):
         """Drops nodes none of whose outputs reach a graph output (e.g. the reserve tensor batch norm

@@ -1,0 +1,249 @@
+// The PyTorch adapter: the committed fixture corpus imports, plans and matches PyTorch; malformed captures
+// fail typed, naming the node, tensor or field.
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "pact/core/json.hpp"
+#include "tests/interop/torch_util.hpp"
+#include "tests/support/expect_error.hpp"
+
+namespace pact {
+namespace {
+
+using test::code_of;
+using test::mentions;
+using test::message_of;
+using test::read_text;
+
+const std::string kFixtures = "tests/fixtures/torch";
+
+class Fixture : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(Fixture, MatchesPyTorchWithinOneInTenThousand) {
+  const std::string dir = kFixtures + "/" + GetParam();
+  EXPECT_LE(test::worst_relative_error(dir, "cpu-checked"), 1e-4);
+  EXPECT_LE(test::worst_relative_error(dir, "cpu-external"), 1e-4);
+}
+
+TEST_P(Fixture, ImportRoundTripsThroughTheWireFormat) {
+  const auto bundle = ir::load_torch_export(kFixtures + "/" + GetParam());
+  const auto& m = bundle.model;
+  EXPECT_FALSE(m.capture_method.empty());
+  EXPECT_GT(m.aten_nodes, 0u);
+  ASSERT_FALSE(m.outputs.empty());
+  for (const auto& o : m.outputs) EXPECT_NE(m.graph.find(o.node), nullptr) << o.name;
+  const ir::Graph again = ir::parse_graph(ir::to_json(m.graph).dump());
+  ASSERT_EQ(again.nodes.size(), m.graph.nodes.size());
+  for (std::size_t i = 0; i < again.nodes.size(); ++i) {
+    EXPECT_EQ(again.nodes[i].id, m.graph.nodes[i].id);
+    EXPECT_EQ(again.nodes[i].type, m.graph.nodes[i].type) << again.nodes[i].id;
+  }
+  // Every source the graph keeps has a value: a weight or a lowering constant.
+  const auto state = bundle.state();
+  for (const auto& n : m.graph.nodes) {
+    if (n.op == ops::OpTag::parameter || n.op == ops::OpTag::constant) {
+      EXPECT_TRUE(state.count(n.id)) << n.id;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Corpus, Fixture, ::testing::Values("mlp", "small_cnn", "tiny_transformer", "tiny_gpt"));
+
+TEST(TorchImport, LowersTheCnnToTheExpectedOps) {
+  const auto m = ir::load_torch_export(kFixtures + "/small_cnn").model;
+  std::map<ops::OpTag, int> count;
+  for (const auto& n : m.graph.nodes) ++count[n.op];
+  EXPECT_EQ(count[ops::OpTag::conv2d], 7);
+  EXPECT_EQ(count[ops::OpTag::batch_norm], 6);  // eval-mode batch norm keeps its running statistics
+  EXPECT_EQ(count[ops::OpTag::max_pool2d], 1);
+  EXPECT_EQ(count[ops::OpTag::linear], 1);      // addmm(bias, x, t(W)) is nn.Linear
+  EXPECT_EQ(count[ops::OpTag::clamp], 1);       // relu6 -> hardtanh -> clamp
+  EXPECT_EQ(count[ops::OpTag::concat], 1);
+  // Buffers stay buffers, parameters stay differentiable.
+  const auto* rv = m.graph.find("stem.1.running_var");
+  ASSERT_NE(rv, nullptr);
+  EXPECT_TRUE(rv->buffer);
+  const auto* w = m.graph.find("stem.0.weight");
+  ASSERT_NE(w, nullptr);
+  EXPECT_TRUE(w->differentiable);
+  // The nn.Module stack survives as the innermost module of each node.
+  bool saw_block = false;
+  for (const auto& [id, module] : m.module_of) saw_block = saw_block || module == "layer2.down.0";
+  EXPECT_TRUE(saw_block);
+}
+
+TEST(TorchImport, TransformerAndGptUseAttentionBuildingBlocks) {
+  const auto t = ir::load_torch_export(kFixtures + "/tiny_transformer").model;
+  std::map<ops::OpTag, int> count;
+  for (const auto& n : t.graph.nodes) ++count[n.op];
+  EXPECT_EQ(count[ops::OpTag::softmax], 1);
+  EXPECT_EQ(count[ops::OpTag::layer_norm], 3);
+  EXPECT_EQ(count[ops::OpTag::gelu], 1);
+  const auto g = ir::load_torch_export(kFixtures + "/tiny_gpt").model;
+  EXPECT_EQ(g.capture_method, "make_fx");  // arange over a traced size is control flow to torch.fx
+  std::map<ops::OpTag, int> gcount;
+  for (const auto& n : g.graph.nodes) ++gcount[n.op];
+  EXPECT_EQ(gcount[ops::OpTag::embedding], 2);
+  EXPECT_EQ(gcount[ops::OpTag::log_softmax], 1);
+  const auto* idx = g.find_source("idx");
+  ASSERT_NE(idx, nullptr);
+  EXPECT_EQ(idx->type.dtype, DType::i64);
+}
+
+// ---- malformed captures --------------------------------------------------------------------------
+
+Json mlp_doc() { return parse_json(read_text(kFixtures + "/mlp/graph.json"), "mlp"); }
+
+Json& node_named(Json& doc, const std::string& target_prefix) {
+  for (auto& n : doc["graph"]["nodes"]) {
+    if (n["target"].get<std::string>().rfind(target_prefix, 0) == 0) return n;
+  }
+  ADD_FAILURE() << "no node " << target_prefix;
+  return doc;
+}
+
+TEST(TorchImport, UnsupportedTargetNamesTheNodeAndTarget) {
+  Json doc = mlp_doc();
+  Json& n = node_named(doc, "aten.relu");
+  const std::string name = n["name"];
+  n["target"] = "aten.frobnicate.default";
+  const auto msg = message_of([&] { ir::import_torch_graph(doc.dump()); });
+  EXPECT_TRUE(mentions(msg, name)) << msg;
+  EXPECT_TRUE(mentions(msg, "aten.frobnicate.default")) << msg;
+  EXPECT_EQ(code_of([&] { ir::import_torch_graph(doc.dump()); }), ErrorCode::unsupported);
+  n["target"] = "prims.relu.default";
+  EXPECT_EQ(code_of([&] { ir::import_torch_graph(doc.dump()); }), ErrorCode::unsupported);
+}
+
+TEST(TorchImport, MetadataThatDisagreesWithTheLoweringIsRejected) {
+  Json doc = mlp_doc();
+  Json& n = node_named(doc, "aten.relu");
+  const std::string out = n["outputs"][0]["as_tensor"]["name"];
+  doc["graph"]["tensor_values"][out]["sizes"] = Json::array({4, 127});
+  const auto msg = message_of([&] { ir::import_torch_graph(doc.dump()); });
+  EXPECT_TRUE(mentions(msg, out)) << msg;
+  EXPECT_EQ(code_of([&] { ir::import_torch_graph(doc.dump()); }), ErrorCode::invalid_argument);
+}
+
+TEST(TorchImport, DanglingReferencesAndMissingNamesAreTyped) {
+  {
+    Json doc = mlp_doc();
+    node_named(doc, "aten.relu")["inputs"][0]["arg"]["as_tensor"]["name"] = "ghost";
+    const auto msg = message_of([&] { ir::import_torch_graph(doc.dump()); });
+    EXPECT_TRUE(mentions(msg, "ghost")) << msg;
+  }
+  {
+    Json doc = mlp_doc();
+    doc["signature"]["output_specs"][0]["arg"]["as_tensor"]["name"] = "nowhere";
+    const auto msg = message_of([&] { ir::import_torch_graph(doc.dump()); });
+    EXPECT_TRUE(mentions(msg, "nowhere")) << msg;
+    EXPECT_TRUE(mentions(msg, "output_0")) << msg;
+  }
+  {
+    Json doc = mlp_doc();
+    doc["signature"]["output_specs"] = Json::array();
+    EXPECT_EQ(code_of([&] { ir::import_torch_graph(doc.dump()); }), ErrorCode::invalid_argument);
+  }
+  {
+    Json doc = mlp_doc();
+    doc["graph"]["tensor_values"].erase("x");
+    const auto msg = message_of([&] { ir::import_torch_graph(doc.dump()); });
+    EXPECT_TRUE(mentions(msg, "'x'")) << msg;
+  }
+  {
+    Json doc = mlp_doc();
+    doc["signature"]["input_specs"].push_back(doc["signature"]["input_specs"][0]);
+    EXPECT_TRUE(mentions(message_of([&] { ir::import_torch_graph(doc.dump()); }), "repeats"));
+  }
+  {
+    Json doc = mlp_doc();
+    doc["signature"]["input_specs"][0]["kind"] = "mystery";
+    EXPECT_EQ(code_of([&] { ir::import_torch_graph(doc.dump()); }), ErrorCode::parse_error);
+  }
+}
+
+TEST(TorchImport, StructuralDamageIsAParseError) {
+  const std::string text = read_text(kFixtures + "/mlp/graph.json");
+  EXPECT_EQ(code_of([&] { ir::import_torch_graph(text.substr(0, text.size() / 2)); }), ErrorCode::parse_error);
+  Json doc = mlp_doc();
+  doc["schema"] = "pact.torch-export.v0";
+  EXPECT_EQ(code_of([&] { ir::import_torch_graph(doc.dump()); }), ErrorCode::parse_error);
+  Json no_graph = mlp_doc();
+  no_graph.erase("graph");
+  EXPECT_TRUE(mentions(message_of([&] { ir::import_torch_graph(no_graph.dump()); }), "graph"));
+  Json bad_arg = mlp_doc();
+  node_named(bad_arg, "aten.addmm")["inputs"][3]["arg"] = Json{{"as_tensor", 5}};
+  EXPECT_EQ(code_of([&] { ir::import_torch_graph(bad_arg.dump()); }), ErrorCode::parse_error);
+  Json bad_dtype = mlp_doc();
+  bad_dtype["graph"]["tensor_values"]["x"]["dtype"] = "q4";
+  EXPECT_EQ(code_of([&] { ir::import_torch_graph(bad_dtype.dump()); }), ErrorCode::unsupported);
+}
+
+TEST(TorchImport, EveryTruncationFailsTypedAndNeverCrashes) {
+  const std::string text = read_text(kFixtures + "/mlp/graph.json");
+  for (std::size_t n = 0; n < text.size(); n += 97) {
+    EXPECT_THROW(ir::import_torch_graph(text.substr(0, n)), Error) << "prefix of " << n << " bytes";
+  }
+}
+
+TEST(TorchImport, WeightsMustMatchTheGraph) {
+  const auto bundle = ir::load_torch_export(kFixtures + "/mlp");
+  const auto& param = bundle.model.sources[1];
+  ASSERT_EQ(param.kind, ir::TorchSource::Kind::parameter);
+  // Missing.
+  std::vector<std::pair<std::string, TensorView>> fewer;
+  for (const auto& [name, t] : bundle.weights.tensors) {
+    if (name != param.name) fewer.emplace_back(name, t.as_view());
+  }
+  const auto missing = ir::parse_safetensors(ir::serialize_safetensors(fewer, {}), "fewer");
+  auto msg = message_of([&] { ir::check_torch_weights(bundle.model, missing, "fewer"); });
+  EXPECT_TRUE(mentions(msg, param.name)) << msg;
+  // Wrong shape.
+  std::vector<std::pair<std::string, TensorView>> wrong;
+  const Tensor other = Tensor::zeros(Dims{3}, DType::f32);
+  for (const auto& [name, t] : bundle.weights.tensors) wrong.emplace_back(name, name == param.name ? other.as_view() : t.as_view());
+  const auto reshaped = ir::parse_safetensors(ir::serialize_safetensors(wrong, {}), "wrong");
+  msg = message_of([&] { ir::check_torch_weights(bundle.model, reshaped, "wrong"); });
+  EXPECT_TRUE(mentions(msg, param.name) && mentions(msg, "[3]")) << msg;
+}
+
+TEST(TorchImport, RunChecksTheInputs) {
+  const contract::DefaultEvidenceResolver resolver;
+  const auto profile = contract::builtin_profile("cpu-checked");
+  {
+    auto bundle = ir::load_torch_export(kFixtures + "/mlp");
+    ir::SafetensorsFile none;
+    const auto msg = message_of([&] { runtime::run_imported(std::move(bundle), std::move(none), profile, resolver); });
+    EXPECT_TRUE(mentions(msg, "'x'")) << msg;
+  }
+  {
+    auto bundle = ir::load_torch_export(kFixtures + "/mlp");
+    ir::SafetensorsFile wrong;
+    wrong.tensors.emplace_back("x", Tensor::zeros(Dims{4, 63}, DType::f32));
+    const auto msg = message_of([&] { runtime::run_imported(std::move(bundle), std::move(wrong), profile, resolver); });
+    EXPECT_TRUE(mentions(msg, "[4, 63]")) << msg;
+  }
+}
+
+TEST(TorchImport, MissingFilesAreIoErrors) {
+  EXPECT_EQ(code_of([] { ir::load_torch_export("tests/fixtures/torch/no-such-model"); }), ErrorCode::io_error);
+}
+
+TEST(TorchImport, AgreementMeasureIsRelativeToTheReferenceScale) {
+  const float a[] = {1.0f, 2.0f, 103.0f}, b[] = {1.0f, 2.5f, 100.0f};
+  const Tensor x = Tensor::from_values<float>(Dims{3}, a), y = Tensor::from_values<float>(Dims{3}, b);
+  const auto r = runtime::compare_outputs("o", x.as_view(), y.as_view());
+  EXPECT_DOUBLE_EQ(r.max_abs_error, 3.0);
+  EXPECT_DOUBLE_EQ(r.max_abs_reference, 100.0);
+  EXPECT_DOUBLE_EQ(r.relative_error, 0.03);
+  const float small[] = {0.001f, 0.002f, 0.0f};
+  const Tensor z = Tensor::from_values<float>(Dims{3}, small);
+  EXPECT_NEAR(runtime::compare_outputs("o", z.as_view(), Tensor::zeros(Dims{3}, DType::f32).as_view()).relative_error, 0.002, 1e-9);
+  EXPECT_EQ(code_of([&] { runtime::compare_outputs("o", x.as_view(), Tensor::zeros(Dims{2}, DType::f32).as_view()); }),
+            ErrorCode::invalid_argument);
+}
+
+}  // namespace
+}  // namespace pact

@@ -1,0 +1,93 @@
+// Re-exports models with tools/torch_export.py at test time (Debian's python3-torch, which the test
+// command's setup installs) and checks Pact's run against PyTorch's own output. Without torch the tests
+// say so and skip; the committed corpus (torch_import_test.cpp) is still checked in full.
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include <unistd.h>
+
+#include "tests/interop/torch_util.hpp"
+
+namespace pact {
+namespace {
+
+const char* kPython = "/usr/bin/python3";
+
+bool python_has(const std::string& module) {
+  const std::string cmd = std::string(kPython) + " -c 'import " + module + "' >/dev/null 2>&1";
+  return std::system(cmd.c_str()) == 0;
+}
+
+std::string scratch(const std::string& name) {
+  auto dir = std::filesystem::temp_directory_path() / ("pact-reexport-" + std::to_string(::getpid()) + "-" + name);
+  std::filesystem::remove_all(dir);
+  return dir.string();
+}
+
+/// Exports `target` and returns the capture directory ("" on failure, with the exporter's log attached).
+std::string export_model(const std::string& target, const std::string& shape, const std::string& extra,
+                         const std::string& name) {
+  const std::string dir = scratch(name);
+  const std::string log = dir + ".log";
+  const std::string cmd = std::string("PYTHONPATH=bench/models:. ") + kPython +
+                          " tools/torch_export.py " + target + " --input-shape " + shape + " " + extra + " -o " + dir +
+                          " >" + log + " 2>&1";
+  if (std::system(cmd.c_str()) != 0) {
+    ADD_FAILURE() << cmd << "\n" << test::read_text(log);
+    return "";
+  }
+  return dir;
+}
+
+#define REQUIRE_TORCH()                                                                                   \
+  if (!python_has("torch")) GTEST_SKIP() << "no torch in /usr/bin/python3 (Debian python3-torch): re-export " \
+                                            "tests skipped; the committed corpus is still tested"
+
+TEST(TorchReexport, EveryCaptureMethodMatchesPyTorch) {
+  REQUIRE_TORCH();
+  for (const char* method : {"fx", "make_fx"}) {
+    for (const auto& [model, shape] : std::vector<std::pair<std::string, std::string>>{
+             {"small_cnn", "2,3,16,16"}, {"tiny_transformer", "2,6,16"}}) {
+      const auto dir = export_model("tests.fixtures.torch.models:" + model, shape, std::string("--method ") + method,
+                                    model + "-" + method);
+      if (dir.empty()) continue;
+      const auto bundle = ir::load_torch_export(dir);
+      EXPECT_EQ(bundle.model.capture_method, std::string(method) == "fx" ? "fx.symbolic_trace" : "make_fx");
+      EXPECT_LE(test::worst_relative_error(dir), 1e-4) << model << " via " << method;
+      std::filesystem::remove_all(dir);
+    }
+  }
+}
+
+TEST(TorchReexport, TorchvisionArchitecturesWithRandomWeightsMatchPyTorch) {
+  REQUIRE_TORCH();
+  if (!python_has("torchvision")) GTEST_SKIP() << "no torchvision in /usr/bin/python3 (Debian python3-torchvision)";
+  for (const char* arch : {"resnet18", "mobilenet_v2", "squeezenet1_0"}) {
+    const auto dir = export_model(std::string("torchvision_zoo:") + arch, "1,3,64,64", "--random-weights", arch);
+    if (dir.empty()) continue;
+    EXPECT_LE(test::worst_relative_error(dir), 1e-4) << arch;
+    std::filesystem::remove_all(dir);
+  }
+}
+
+TEST(TorchReexport, UnsupportedModelsFailTypedNamingTheTarget) {
+  REQUIRE_TORCH();
+  // A transposed convolution is not in the lowering table: the import names the node and the target.
+  const auto dir = export_model("torchvision_zoo:upsampler", "1,4,8,8", "", "upsampler");
+  if (dir.empty()) return;
+  try {
+    ir::load_torch_export(dir);
+    ADD_FAILURE() << "a transposed convolution imported";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::unsupported);
+    EXPECT_NE(std::string(e.what()).find("aten.convolution"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("transposed"), std::string::npos) << e.what();
+  }
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace pact
