@@ -49,3 +49,8 @@ def vit_b_16():
 def upsampler():
     """A transposed convolution: not supported by the importer (a typed refusal)."""
     return nn.Sequential(nn.Conv2d(4, 4, 3, padding=1), nn.ConvTranspose2d(4, 2, 2, stride=2))
+
+
+def mlp_1mb():
+    """256-512-256-10: 265,482 f32 parameters, 1.06 MB of weights (the import-time goal's size)."""
+    return nn.Sequential(nn.Linear(256, 512), nn.ReLU(), nn.Linear(512, 256), nn.ReLU(), nn.Linear(256, 10))

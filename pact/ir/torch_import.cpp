@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <functional>
@@ -460,7 +461,7 @@ const std::unordered_map<std::string, LowerFn>& lowerings() {
     // Views: one reshape to the captured shape.
     auto view = [](Step& s) { s.reshape_to(s.in("self"), s.out_meta().shape); };
     for (const char* k : {"view", "_unsafe_view", "reshape", "_reshape_alias", "flatten", "unflatten", "squeeze",
-                          "unsqueeze", "view_copy", "expand_dims"}) {
+                          "unsqueeze", "view_copy"}) {
       t[k] = view;
     }
     t["as_strided"] = [](Step& s) {
@@ -1002,6 +1003,13 @@ TorchImport import_torch_graph(std::string_view json_text, std::string_view wher
     if (kept_ids.count(id)) result.module_of.emplace(id, m);
   }
   return result;
+}
+
+std::vector<std::string> supported_aten_targets() {
+  std::vector<std::string> out;
+  for (const auto& [k, fn] : lowerings()) out.push_back(k);
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 void check_torch_weights(const TorchImport& model, const SafetensorsFile& weights, std::string_view where) {

@@ -67,6 +67,10 @@ struct TorchBundle {
   std::map<std::string, TensorView> state() const;
 };
 
+/// The ATen operator packets the adapter lowers ("convolution", "addmm", ...), sorted. docs/guides/pytorch-import.md
+/// lists them (a lockstep test keeps the two equal).
+std::vector<std::string> supported_aten_targets();
+
 /// Loads a directory written by tools/torch_export.py (io_error when a file is missing).
 TorchBundle load_torch_export(const std::string& dir);
 

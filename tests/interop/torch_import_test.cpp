@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <set>
 
 #include "pact/core/json.hpp"
 #include "tests/interop/torch_util.hpp"
@@ -243,6 +244,31 @@ TEST(TorchImport, AgreementMeasureIsRelativeToTheReferenceScale) {
   EXPECT_NEAR(runtime::compare_outputs("o", z.as_view(), Tensor::zeros(Dims{3}, DType::f32).as_view()).relative_error, 0.002, 1e-9);
   EXPECT_EQ(code_of([&] { runtime::compare_outputs("o", x.as_view(), Tensor::zeros(Dims{2}, DType::f32).as_view()); }),
             ErrorCode::invalid_argument);
+}
+
+}  // namespace
+}  // namespace pact
+
+namespace pact {
+namespace {
+
+TEST(TorchImport, GuideListsExactlyTheSupportedTargets) {
+  const std::string guide = test::read_text("docs/guides/pytorch-import.md");
+  const auto begin = guide.find("<!-- supported-targets -->");
+  const auto end = guide.find("<!-- /supported-targets -->");
+  ASSERT_NE(begin, std::string::npos);
+  ASSERT_NE(end, std::string::npos);
+  const std::string section = guide.substr(begin, end - begin);
+  std::set<std::string> listed;
+  for (std::size_t at = section.find('`'); at != std::string::npos; at = section.find('`', at + 1)) {
+    const auto close = section.find('`', at + 1);
+    if (close == std::string::npos) break;
+    listed.insert(section.substr(at + 1, close - at - 1));
+    at = close;
+  }
+  const auto targets = ir::supported_aten_targets();
+  EXPECT_EQ(listed, std::set<std::string>(targets.begin(), targets.end()))
+      << "update the supported-targets list in docs/guides/pytorch-import.md";
 }
 
 }  // namespace
