@@ -159,8 +159,15 @@ const CapsuleModule& cuda_module() {
   return m;
 }
 
+// LibTorch capsules (the optional -DPACT_WITH_LIBTORCH=ON build; empty otherwise): forward only, a
+// trusted external boundary, admitted only under an external assurance policy (cpu-external).
 const CapsuleModule& libtorch_module() {
-  static const CapsuleModule m{"libtorch", {}};  // filled by the PyTorch interop (optional LibTorch build)
+  static const CapsuleModule m =
+      module_from(kernels::libtorch_handlers(),
+                  {"libtorch", Trust::trustedExternal, NumericalPolicy::implementationDefined,
+                   {EvidenceKind::trustedBoundary, "libtorch.aten"},
+                   {EvidenceKind::notApplicable, ""}},
+                  false, false);
   return m;
 }
 

@@ -65,7 +65,7 @@ struct CapsuleModule {
 };
 
 /// The maintained modules: reference, native (cpu), attention, blas, cuda (native CUDA; the host-parity
-/// stub until a CUDA build exists), and the libtorch slot (empty until the PyTorch interop lands).
+/// stub until a CUDA build exists), and libtorch (the optional -DPACT_WITH_LIBTORCH=ON build; empty otherwise).
 const CapsuleModule& reference_module();
 const CapsuleModule& native_module();
 const CapsuleModule& attention_module();

@@ -54,7 +54,11 @@ const std::vector<std::string>& declared_test_suites() {
 }
 
 const std::vector<std::string>& declared_trusted_boundaries() {
-  static const std::vector<std::string> boundaries{"openblas.cblas_sgemm"};
+  static const std::vector<std::string> boundaries = [] {
+    std::vector<std::string> b{"openblas.cblas_sgemm"};
+    if (kernels::libtorch_built()) b.push_back("libtorch.aten");
+    return b;
+  }();
   return boundaries;
 }
 
@@ -159,7 +163,8 @@ BoundKernel bind(const Capsule& capsule, const kernels::Handler& handler) {
 }
 
 BoundKernel bind(const Capsule& capsule) {
-  for (auto handlers : {kernels::reference_handlers(), kernels::native_handlers(), kernels::blas_handlers()}) {
+  for (auto handlers : {kernels::reference_handlers(), kernels::native_handlers(), kernels::blas_handlers(),
+                        kernels::libtorch_handlers()}) {
     for (const auto& h : handlers) {
       if (h.op == capsule.op && h.provider == capsule.provider && h.device == capsule.device) return bind(capsule, h);
     }

@@ -45,6 +45,11 @@ std::span<const Handler> reference_handlers();
 std::span<const Handler> native_handlers();
 /// The BLAS provider: matmul, linear and conv2d through OpenBLAS cblas_sgemm (trusted external boundary).
 std::span<const Handler> blas_handlers();
+/// The LibTorch provider's handlers (trustedExternal, forward only); empty unless built with
+/// -DPACT_WITH_LIBTORCH=ON.
+std::span<const Handler> libtorch_handlers();
+/// True when this build links LibTorch.
+bool libtorch_built() noexcept;
 
 /// The handler of `op` in `handlers`, or nullptr.
 const Handler* find_handler(std::span<const Handler> handlers, ops::OpTag op) noexcept;

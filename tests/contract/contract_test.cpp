@@ -67,7 +67,8 @@ TEST(Capsules, ModulesAreNonEmptyWhereTheyShouldBe) {
   EXPECT_FALSE(attention_module().capsules.empty());
   EXPECT_FALSE(blas_module().capsules.empty());
   EXPECT_FALSE(cuda_module().capsules.empty());
-  EXPECT_TRUE(libtorch_module().capsules.empty());
+  // LibTorch capsules exist exactly when the build links LibTorch (-DPACT_WITH_LIBTORCH=ON).
+  EXPECT_EQ(libtorch_module().capsules.empty(), !kernels::libtorch_built());
   const auto mods = maintained_modules();
   std::vector<std::string> names;
   for (const auto* m : mods) names.push_back(m->name);
@@ -107,6 +108,40 @@ TEST(Capsules, ModulesHoldTheirProvidersCapsules) {
     for (const auto& c : reference_module().capsules) found = found || c.op == info.tag;
     EXPECT_TRUE(found) << "no reference capsule for " << info.kind;
   }
+}
+
+TEST(Capsules, LibTorchIsTrustedExternalForwardOnlyAndAdmittedOnlyUnderExternal) {
+  const auto checked = builtin_profile("cpu-checked");
+  const auto external = builtin_profile("cpu-external");
+  // Never under the checked profile, whatever the build.
+  for (const auto& info : ops::op_table()) {
+    if (!info.runtime_relevant()) continue;
+    const Capsule* c = select_capsule(checked, info.tag, VjpMode::forward_only);
+    if (c != nullptr) {
+      EXPECT_NE(c->provider, "libtorch") << info.kind;
+    }
+  }
+  if (!kernels::libtorch_built()) {
+    GTEST_SKIP() << "built without -DPACT_WITH_LIBTORCH=ON (cmake --preset libtorch): the libtorch module is empty";
+  }
+  std::set<ops::OpTag> ops_seen;
+  for (const auto& c : libtorch_module().capsules) {
+    ops_seen.insert(c.op);
+    EXPECT_EQ(c.provider, "libtorch");
+    EXPECT_EQ(c.trust, Trust::trustedExternal) << c.name;
+    EXPECT_FALSE(c.vjp) << c.name;
+    EXPECT_EQ(c.descriptors[2].evidence.kind, EvidenceKind::trustedBoundary) << c.name;
+    EXPECT_EQ(c.descriptors[2].evidence.id, "libtorch.aten") << c.name;
+  }
+  EXPECT_EQ(ops_seen.size(), 8u);
+  // cpu-external prefers blas, then libtorch: attention (no blas capsule) goes to LibTorch for inference,
+  // and to the native attention capsule when a VJP is needed.
+  const Capsule* fwd = select_capsule(external, ops::OpTag::scaled_dot_product_attention, VjpMode::forward_only);
+  ASSERT_NE(fwd, nullptr);
+  EXPECT_EQ(fwd->provider, "libtorch");
+  const Capsule* train = select_capsule(external, ops::OpTag::scaled_dot_product_attention, VjpMode::with_vjp);
+  ASSERT_NE(train, nullptr);
+  EXPECT_NE(train->provider, "libtorch");
 }
 
 TEST(Capsules, EveryCapsuleHasFourDescriptorsInObligationOrder) {
