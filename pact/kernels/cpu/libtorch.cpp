@@ -52,9 +52,9 @@ Tensor call(const char* op, F&& f) {
   }
 }
 
-std::optional<at::Tensor> optional_lend(std::span<const TensorView> in, std::size_t i, std::optional<Dense<float>>& keep,
+c10::optional<at::Tensor> optional_lend(std::span<const TensorView> in, std::size_t i, std::optional<Dense<float>>& keep,
                                         const char* op, const char* name) {
-  if (in.size() <= i) return std::nullopt;
+  if (in.size() <= i) return c10::nullopt;
   keep.emplace(in[i], op, name);
   return lend(*keep);
 }
