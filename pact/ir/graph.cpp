@@ -122,16 +122,18 @@ ops::AttrValue attr_from_json(const std::string& where, const std::string& field
   bad_field(where, field, fmt::format("unsupported attribute value of type {}", v.type_name()));
 }
 
-Json attr_to_json(const ops::AttrValue& v) {
-  return std::visit([](const auto& x) { return Json(x); }, v);
-}
-
 const Json& require(const std::string& where, const Json& obj, const std::string& path, const char* key) {
   if (!obj.is_object() || !obj.contains(key)) bad_field(where, path + "." + key, "missing");
   return obj.at(key);
 }
 
 }  // namespace
+
+Json attributes_to_json(const ops::Attributes& attrs) {
+  Json out = Json::object();
+  for (const auto& [k, v] : attrs.values()) out[k] = std::visit([](const auto& x) { return Json(x); }, v);
+  return out;
+}
 
 Graph parse_graph(std::string_view json_text, std::string_view where_view) {
   const std::string where(where_view);
@@ -229,11 +231,7 @@ Json to_json(const Graph& g) {
   for (const auto& n : g.nodes) {
     Json jn{{"id", n.id}, {"kind", std::string(ops::op_kind(n.op))}};
     if (!n.inputs.empty()) jn["inputs"] = n.inputs;
-    if (!n.attrs.values().empty()) {
-      Json attrs = Json::object();
-      for (const auto& [k, v] : n.attrs.values()) attrs[k] = attr_to_json(v);
-      jn["attrs"] = attrs;
-    }
+    if (!n.attrs.values().empty()) jn["attrs"] = attributes_to_json(n.attrs);
     jn["type"] = Json{{"dtype", std::string(dtype_name(n.type.dtype))}, {"shape", std::vector<std::int64_t>(n.type.shape.begin(), n.type.shape.end())}};
     if (n.differentiable) jn["differentiable"] = true;
     if (n.buffer) jn["buffer"] = true;

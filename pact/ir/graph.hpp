@@ -42,6 +42,8 @@ inline constexpr std::string_view kWireFormat = "pact.ir.v1";
 Graph parse_graph(std::string_view json_text, std::string_view where = "graph");
 /// Reads a file and parses it; io_error when unreadable.
 Graph load_graph(const std::string& path);
+/// Attributes as a JSON object (the wire format's "attrs").
+Json attributes_to_json(const ops::Attributes& attrs);
 /// Serialises a graph to the v1 wire format (parse_graph(to_json(g)) reproduces g).
 Json to_json(const Graph& graph);
 

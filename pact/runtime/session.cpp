@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "pact/capture/capabilities.hpp"
+
 namespace pact::runtime {
 
 Session::Session(contract::BackendProfile profile, std::uint64_t seed, std::shared_ptr<const contract::EvidenceResolver> resolver)
@@ -16,6 +18,65 @@ EagerTensor Session::leaf(Tensor value, bool requires_grad) {
   EagerTensor t{retain(std::move(value)), -1};
   t.node = tape_.leaf(type, requires_grad);
   return t;
+}
+
+EagerTensor Session::named(const std::string& name, EagerTensor value, SourceKind kind, bool persistent) {
+  if (observer_ != nullptr) observer_->on_source(value, module_.empty() ? name : module_ + "." + name, kind, persistent, module_);
+  return value;
+}
+
+EagerTensor Session::input(const std::string& name, Tensor value) {
+  return named(name, constant(std::move(value)), SourceKind::input, true);
+}
+
+EagerTensor Session::parameter(const std::string& name, Tensor value, bool requires_grad) {
+  // Structure-only captures record no gradients (backward_grads is refused), so no tape node is made.
+  EagerTensor t = structure_only_ ? constant(std::move(value)) : leaf(std::move(value), requires_grad);
+  return named(name, std::move(t), SourceKind::parameter, true);
+}
+
+EagerTensor Session::tie(const std::string& name, const EagerTensor& value) { return named(name, value, SourceKind::parameter, true); }
+
+EagerTensor Session::buffer(const std::string& name, Tensor value, bool persistent) {
+  return named(name, constant(std::move(value)), SourceKind::buffer, persistent);
+}
+
+Session::ModuleScope::ModuleScope(Session& s, std::string_view name) : session_(s), restore_(s.module_.size()) {
+  if (!s.module_.empty()) s.module_ += '.';
+  s.module_ += name;
+}
+Session::ModuleScope::~ModuleScope() { session_.module_.resize(restore_); }
+
+void Session::value_escape(const char* what, const EagerTensor& t, const std::source_location& loc) const {
+  if (structure_only_) {
+    capture::require_structure_only_capability(
+        "value_payloads", fmt::format("{} of a {} tensor {} at {}", what, t.view().provider_name(), t.shape().to_string(),
+                                      capture::where(loc)));
+  }
+  if (t.view().provider_name() == "meta") {
+    throw capture::Refusal(std::string(capture::kMetaOutsideStructureOnly), "session.value",
+                           fmt::format("{} of a meta tensor at {} outside structure-only mode", what, capture::where(loc)));
+  }
+}
+
+double Session::item(const EagerTensor& t, std::source_location loc) {
+  value_escape("item()", t, loc);
+  if (t.view().numel() != 1) {
+    throw_error(ErrorCode::invalid_argument, "session.item", fmt::format("item() of {} elements at {}", t.view().numel(), capture::where(loc)));
+  }
+  Dims zero;
+  for (int i = 0; i < t.shape().size(); ++i) zero.push_back(0);
+  return t.view().get(zero).real;
+}
+
+double Session::read(const EagerTensor& t, const Dims& index, std::source_location loc) {
+  value_escape("an element read", t, loc);
+  return t.view().get(index).real;
+}
+
+bool Session::branch(const EagerTensor& predicate, std::source_location loc) {
+  value_escape("a value-dependent branch", predicate, loc);
+  return item(predicate, loc) != 0.0;
 }
 
 const contract::Capsule* Session::selected(ops::OpTag op) const noexcept {
@@ -52,7 +113,34 @@ const contract::BoundKernel& Session::admit(const Signature& signature, ops::OpT
   return cache_.emplace(signature, contract::bind(*capsule)).first->second;
 }
 
-EagerTensor Session::apply(ops::OpTag op, std::span<const EagerTensor> inputs, const ops::Attributes& attrs) {
+EagerTensor Session::apply(ops::OpTag op, std::span<const EagerTensor> inputs, const ops::Attributes& attrs,
+                           std::string_view name, std::source_location loc) {
+  if (structure_only_) {
+    // The substrate must stay uniform: a real tensor met mid-forward refuses at the user's line.
+    std::vector<ops::TensorType> types;
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+      if (inputs[i].view().provider_name() != "meta") {
+        capture::require_structure_only_capability("substrate_uniformity");
+        throw capture::Refusal("structure_only_substrate_mismatch", std::string(ops::op_kind(op)),
+                               fmt::format("operand {} is a real {} tensor {} in a structure-only capture whose inputs and "
+                                           "parameters are meta, at {}",
+                                           i, inputs[i].view().provider_name(), inputs[i].shape().to_string(), capture::where(loc)));
+      }
+      types.push_back({inputs[i].dtype(), inputs[i].shape()});
+    }
+    const ops::TensorType out = ops::infer_type(op, types, attrs);
+    EagerTensor result{retain(Tensor::empty(out.shape, out.dtype, meta_provider())), -1};
+    if (observer_ != nullptr) observer_->on_op(op, inputs, attrs, result, name, module_);
+    return result;
+  }
+  for (const auto& in : inputs) {
+    if (in.view().provider_name() == "meta") {
+      capture::require_structure_only_capability("meta_admission");
+      throw capture::Refusal(std::string(capture::kMetaOutsideStructureOnly), std::string(ops::op_kind(op)),
+                             fmt::format("a meta tensor {} reached the runtime outside structure-only mode at {}",
+                                         in.shape().to_string(), capture::where(loc)));
+    }
+  }
   std::vector<TensorView> views;
   views.reserve(inputs.size());
   std::vector<int> dtypes;
@@ -83,6 +171,7 @@ EagerTensor Session::apply(ops::OpTag op, std::span<const EagerTensor> inputs, c
     if (vjp_reads_output(op)) n.output = result.value;
     result.node = tape_.record(std::move(n));
   }
+  if (observer_ != nullptr) observer_->on_op(op, inputs, attrs, result, name, module_);
   return result;
 }
 
@@ -107,7 +196,7 @@ std::map<std::string, EagerTensor> Session::run_graph(const ir::Graph& graph, co
       values.emplace(n.id, in[0]);
       continue;
     }
-    values.emplace(n.id, apply(n.op, in, n.attrs));
+    values.emplace(n.id, apply(n.op, in, n.attrs, n.id));
   }
   std::map<std::string, EagerTensor> outputs;
   for (const auto& o : graph.outputs) outputs.emplace(o, values.at(o));
@@ -115,6 +204,7 @@ std::map<std::string, EagerTensor> Session::run_graph(const ir::Graph& graph, co
 }
 
 Gradients Session::backward(const EagerTensor& root, std::span<const int> keep) {
+  if (structure_only_) capture::require_structure_only_capability("backward_grads", "Session::backward");
   if (!root.tracked()) throw_error(ErrorCode::invalid_argument, "session.backward", "the value is not on the tape");
   Tensor ones = Tensor::empty(root.shape(), root.dtype());
   ones.fill(1.0);

@@ -6,6 +6,8 @@
 /// on the tape when gradients are enabled.
 
 #include <map>
+#include <source_location>
+#include <string>
 #include <tuple>
 
 #include "pact/contract/check.hpp"
@@ -13,6 +15,20 @@
 #include "pact/runtime/tape.hpp"
 
 namespace pact::runtime {
+
+/// What a named source is (SPEC §9's parameter geometry and persistence partition).
+enum class SourceKind { input, parameter, buffer };
+
+/// Observes the structure of what a session runs: named sources, each applied op, and the module scope
+/// it ran in. pact/capture records structure-only and real captures through it.
+class StructureObserver {
+ public:
+  virtual ~StructureObserver() = default;
+  virtual void on_source(const EagerTensor& value, const std::string& name, SourceKind kind, bool persistent,
+                         const std::string& module) = 0;
+  virtual void on_op(ops::OpTag op, std::span<const EagerTensor> inputs, const ops::Attributes& attrs,
+                     const EagerTensor& output, std::string_view name, const std::string& module) = 0;
+};
 
 class Session {
  public:
@@ -23,14 +39,57 @@ class Session {
   EagerTensor constant(Tensor value);
   /// A tracked leaf (a parameter); gradients reach it when requires_grad.
   EagerTensor leaf(Tensor value, bool requires_grad = true);
+  /// A named model input (untracked).
+  EagerTensor input(const std::string& name, Tensor value);
+  /// A named parameter (a tracked leaf). Registering the same value under a second name ties it (an
+  /// observer counts it once).
+  EagerTensor parameter(const std::string& name, Tensor value, bool requires_grad = true);
+  /// Registers an existing value under another parameter name (weight tying).
+  EagerTensor tie(const std::string& name, const EagerTensor& value);
+  /// A named buffer (persistent state that is not optimised, e.g. running statistics).
+  EagerTensor buffer(const std::string& name, Tensor value, bool persistent = true);
+
   /// Applies an op. Throws pact::Error when no capsule is selected or admission fails (the message lists
-  /// every failing obligation).
-  EagerTensor apply(ops::OpTag op, std::span<const EagerTensor> inputs, const ops::Attributes& attrs = {});
+  /// every failing obligation). Under structure-only mode no kernel runs: the op table infers the output
+  /// type and the output is a meta tensor. `name` labels the node for an observer (IR node ids).
+  EagerTensor apply(ops::OpTag op, std::span<const EagerTensor> inputs, const ops::Attributes& attrs = {},
+                    std::string_view name = {}, std::source_location loc = std::source_location::current());
   /// Runs an IR graph node by node through apply(); `bindings` maps source node ids to values.
   std::map<std::string, EagerTensor> run_graph(const ir::Graph& graph, const std::map<std::string, EagerTensor>& bindings);
 
   /// Backward from a scalar (or any) tracked value with a ones cotangent; dense unless `keep` is given.
   Gradients backward(const EagerTensor& root, std::span<const int> keep = {});
+
+  /// Structure-only mode (SPEC §9): meta tensors are admitted, no kernel runs, every value escape refuses.
+  /// Outside it, a meta tensor reaching apply() is refused at entry.
+  void set_structure_only(bool on) noexcept { structure_only_ = on; }
+  bool structure_only() const noexcept { return structure_only_; }
+  /// The observer notified of sources and ops (not owned; nullptr for none).
+  void set_observer(StructureObserver* observer) noexcept { observer_ = observer; }
+
+  /// Module nesting: ops applied while a scope lives are recorded under "outer.inner".
+  class ModuleScope {
+   public:
+    ModuleScope(ModuleScope&&) = delete;
+    ~ModuleScope();
+
+   private:
+    friend class Session;
+    ModuleScope(Session& s, std::string_view name);
+    Session& session_;
+    std::size_t restore_;
+  };
+  [[nodiscard]] ModuleScope module(std::string_view name) { return ModuleScope(*this, name); }
+  const std::string& module_path() const noexcept { return module_; }
+
+  /// The value-escape surface of model code. Each reads a value; under structure-only mode each refuses
+  /// (structure_only_values_unsupported) naming the caller's source line, whatever the tensor's device.
+  /// The one element of a single-element tensor, as double.
+  double item(const EagerTensor& t, std::source_location loc = std::source_location::current());
+  /// One element, by index.
+  double read(const EagerTensor& t, const Dims& index, std::source_location loc = std::source_location::current());
+  /// A value-dependent branch: true when the single element is non-zero.
+  bool branch(const EagerTensor& predicate, std::source_location loc = std::source_location::current());
 
   /// Gradient recording (no-grad mode when false).
   void set_grad_enabled(bool enabled) noexcept { grad_enabled_ = enabled; }
@@ -59,8 +118,14 @@ class Session {
   std::uint64_t hits_ = 0;
   std::uint64_t seed_;
   std::uint64_t calls_ = 0;
+  void value_escape(const char* what, const EagerTensor& t, const std::source_location& loc) const;
+  EagerTensor named(const std::string& name, EagerTensor value, SourceKind kind, bool persistent);
+
   bool grad_enabled_ = true;
   bool training_ = false;
+  bool structure_only_ = false;
+  StructureObserver* observer_ = nullptr;
+  std::string module_;
   Tape tape_;
 };
 

@@ -48,3 +48,32 @@ int run_import(const std::string& dir, const std::string& out, const std::string
 int run_torch(const std::string& dir, const std::string& profile, bool json, double tolerance);
 
 }  // namespace pact::cli
+
+namespace pact::cli {
+
+/// `pact capture` / `pact discharge` options.
+struct CaptureArgs {
+  std::string model;        ///< llama | mlp | cnn | IR JSON path | torch_export.py directory
+  std::string config = "tiny";
+  std::int64_t batch = 0;   ///< 0: the model's default
+  std::int64_t seq = 0;
+  bool structure_only = false;
+  bool json = false;
+  std::string optimizer = "adamw";
+  std::string out;
+  std::uint64_t seed = 0;
+  std::string chrome_trace;
+  bool values = false, previews = false, halt_on_nonfinite = false, save_runnable = false, replay = false,
+       validate = false, backward = false, symbolic = false;
+  // discharge
+  std::string capture_file;
+  std::string against;
+};
+/// `pact capture MODEL [--structure-only]`: module tree, per-op shapes, estimated FLOPs and memory.
+int run_capture(const CaptureArgs& args);
+/// `pact discharge CAPTURE.json --against MODEL`: the verdict per hypothesis row.
+int run_discharge(const CaptureArgs& args);
+/// `pact capture --capabilities`: the capability table as docs/structure-only-capabilities.md holds it.
+int run_capabilities();
+
+}  // namespace pact::cli

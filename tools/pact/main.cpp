@@ -63,6 +63,40 @@ int main(int argc, char** argv) {
   run_cmd->add_flag("--json", run_json, "print a JSON report");
   run_cmd->add_option("--tolerance", run_tolerance, "largest accepted max|pact - torch| / max(1, max|torch|)");
 
+  pact::cli::CaptureArgs capture_args;
+  bool capabilities = false;
+  auto* capture_cmd = app.add_subcommand("capture", "capture a model's structure: graph, modules, parameters, shapes, FLOPs, memory");
+  capture_cmd->add_option("model", capture_args.model, "llama | mlp | cnn | pact.ir.v1 JSON | torch_export.py directory");
+  capture_cmd->add_flag("--structure-only", capture_args.structure_only, "meta storage: no values, no weights, shapes as hypotheses");
+  capture_cmd->add_flag("--capabilities", capabilities, "print the structure-only capability table and exit");
+  capture_cmd->add_option("--config", capture_args.config, "llama configuration: 7b | 13b | tiny");
+  capture_cmd->add_option("--batch", capture_args.batch, "batch size (llama, mlp, cnn)");
+  capture_cmd->add_option("--seq", capture_args.seq, "sequence length (llama)");
+  capture_cmd->add_option("--optimizer", capture_args.optimizer, "memory estimate for sgd | sgd-momentum | adam | adamw");
+  capture_cmd->add_option("--seed", capture_args.seed, "values of a real capture");
+  capture_cmd->add_flag("--json", capture_args.json, "print the capture as JSON");
+  capture_cmd->add_option("-o,--out", capture_args.out, "save the capture (pact.capture.v1) here");
+  capture_cmd->add_option("--chrome-trace", capture_args.chrome_trace, "write measured per-op times (real captures only)");
+  capture_cmd->add_flag("--values", capture_args.values, "record activation values");
+  capture_cmd->add_flag("--previews", capture_args.previews, "record value previews");
+  capture_cmd->add_flag("--halt-on-nonfinite", capture_args.halt_on_nonfinite, "stop at the first NaN or infinity");
+  capture_cmd->add_flag("--save-runnable", capture_args.save_runnable, "save a runnable artifact");
+  capture_cmd->add_flag("--replay", capture_args.replay, "replay the capture");
+  capture_cmd->add_flag("--validate", capture_args.validate, "validate recorded values");
+  capture_cmd->add_flag("--backward", capture_args.backward, "capture the backward pass");
+  capture_cmd->add_flag("--symbolic", capture_args.symbolic, "symbolic (dynamic) shapes");
+
+  pact::cli::CaptureArgs discharge_args;
+  auto* discharge_cmd = app.add_subcommand("discharge", "discharge a structure-only capture's hypotheses with a real capture");
+  discharge_cmd->add_option("capture", discharge_args.capture_file, "capture saved by pact capture --structure-only -o")->required();
+  discharge_cmd->add_option("--against", discharge_args.against, "the model, with weights or seeded random values")->required();
+  discharge_cmd->add_option("--config", discharge_args.config, "llama configuration");
+  discharge_cmd->add_option("--batch", discharge_args.batch, "batch size");
+  discharge_cmd->add_option("--seq", discharge_args.seq, "sequence length (llama)");
+  discharge_cmd->add_option("--seed", discharge_args.seed, "values of the real capture");
+  discharge_cmd->add_flag("--json", discharge_args.json, "print the verdicts as JSON");
+  discharge_cmd->add_option("-o,--out", discharge_args.out, "save the discharged capture here");
+
   pact::cli::TrainArgs train_args;
   auto* train = app.add_subcommand("train", "train a model on the embedded digits data (the main job)");
   train->add_option("--model", train_args.model, "mlp, cnn, char-transformer, or a pact.ir.v1 JSON path");
@@ -88,6 +122,12 @@ int main(int argc, char** argv) {
   try {
     if (*demo) return pact::cli::run_demo();
     if (*train) return pact::cli::run_train(train_args);
+    if (*capture_cmd) {
+      if (capabilities) return pact::cli::run_capabilities();
+      if (capture_args.model.empty()) throw pact::Error(pact::ErrorCode::invalid_argument, "pact capture", "MODEL is required");
+      return pact::cli::run_capture(capture_args);
+    }
+    if (*discharge_cmd) return pact::cli::run_discharge(discharge_args);
     if (*import_cmd) return pact::cli::run_import(import_dir, import_out, import_weights);
     if (*run_cmd) return pact::cli::run_torch(run_dir, run_profile, run_json, run_tolerance);
     if (*digest) return pact::cli::run_digest(digest_path, digest_domain);

@@ -1,0 +1,653 @@
+#include "pact/capture/capture.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <set>
+#include <unordered_map>
+
+#include "pact/contract/check.hpp"
+
+namespace pact::capture {
+
+using runtime::EagerTensor;
+using runtime::SourceKind;
+
+std::string_view row_state_name(RowState s) noexcept {
+  switch (s) {
+    case RowState::hypothesis: return "hypothesis";
+    case RowState::corroborated: return "corroborated";
+    case RowState::refuted: return "refuted";
+  }
+  return "hypothesis";
+}
+
+namespace {
+
+std::string_view kind_name(SourceKind k) {
+  switch (k) {
+    case SourceKind::input: return "input";
+    case SourceKind::parameter: return "parameter";
+    case SourceKind::buffer: return "buffer";
+  }
+  return "input";
+}
+
+SourceKind parse_kind(const std::string& s, std::string_view where) {
+  if (s == "input") return SourceKind::input;
+  if (s == "parameter") return SourceKind::parameter;
+  if (s == "buffer") return SourceKind::buffer;
+  throw_error(ErrorCode::parse_error, "capture.load", fmt::format("{}: unknown source kind '{}'", where, s));
+}
+
+Json type_json(const ops::TensorType& t) {
+  return Json{{"dtype", std::string(dtype_name(t.dtype))}, {"shape", std::vector<std::int64_t>(t.shape.begin(), t.shape.end())}};
+}
+
+std::int64_t bytes_of(const ops::TensorType& t) { return ops::numel(t.shape) * static_cast<std::int64_t>(dtype_size(t.dtype)); }
+
+std::string parent_module(std::string_view name) {
+  const auto dot = name.rfind('.');
+  return dot == std::string_view::npos ? std::string{} : std::string(name.substr(0, dot));
+}
+
+// The entry gate: every request the table refuses, in the table's order.
+void entry_gate(const CaptureOptions& o) {
+  if (!o.structure_only) return;
+  if (o.values) require_structure_only_capability("value_payloads", "CaptureOptions::values");
+  if (o.previews) require_structure_only_capability("previews", "CaptureOptions::previews");
+  if (o.nonfinite_halt) require_structure_only_capability("nonfinite_predicates", "CaptureOptions::nonfinite_halt");
+  if (o.runnable_ready) require_structure_only_capability("runnable_ready_composition", "CaptureOptions::runnable_ready");
+  if (o.runnable_save) require_structure_only_capability("save_runnable", "CaptureOptions::runnable_save");
+  if (o.replay) require_structure_only_capability("live_replay", "CaptureOptions::replay");
+  if (o.validate) require_structure_only_capability("validation_entry", "CaptureOptions::validate");
+  if (o.backward) require_structure_only_capability("backward_grads", "CaptureOptions::backward");
+  if (o.episode) require_structure_only_capability("episode_composition", "CaptureOptions::episode");
+  if (o.distributed) require_structure_only_capability("distributed", "CaptureOptions::distributed");
+  if (o.fake_tensor) require_structure_only_capability("fake_tensor_substrate", "CaptureOptions::fake_tensor");
+  if (o.symbolic_shapes) require_structure_only_capability("symbolic_shapes", "CaptureOptions::symbolic_shapes");
+  if (o.optimizer != "sgd" && o.optimizer != "sgd-momentum" && o.optimizer != "adam" && o.optimizer != "adamw") {
+    throw_error(ErrorCode::invalid_argument, "capture", fmt::format("unknown optimizer '{}' (sgd, sgd-momentum, adam, adamw)", o.optimizer));
+  }
+}
+
+// Records sources and ops as the session runs them.
+class Recorder : public runtime::StructureObserver {
+ public:
+  Recorder(StructureCapture& c, bool structure_only) : c_(c), structure_only_(structure_only) {}
+
+  void on_source(const EagerTensor& value, const std::string& name, SourceKind kind, bool persistent,
+                 const std::string& module) override {
+    const void* key = value.value.get();
+    if (auto it = id_of_.find(key); it != id_of_.end()) {  // tied: the same object under another name
+      for (auto& s : c_.sources) {
+        if (s.name == it->second) s.tied.push_back(name);
+      }
+      return;
+    }
+    check_substrate(value, name, kind);
+    if (c_.find_source(name) != nullptr || ids_.count(name)) {
+      throw_error(ErrorCode::invalid_argument, "capture", fmt::format("source name '{}' is registered twice", name));
+    }
+    c_.sources.push_back(CapturedSource{name, kind, {value.dtype(), value.shape()}, persistent, {}, module});
+    id_of_[key] = name;
+    ids_.insert(name);
+    keep_.push_back(value);
+    last_ = std::chrono::steady_clock::now();
+  }
+
+  void on_op(ops::OpTag op, std::span<const EagerTensor> inputs, const ops::Attributes& attrs, const EagerTensor& output,
+             std::string_view name, const std::string& module) override {
+    const auto now = std::chrono::steady_clock::now();
+    CapturedOp rec;
+    rec.op = op;
+    rec.attrs = attrs;
+    rec.module = !module.empty() ? module : parent_module(name);
+    std::vector<ops::TensorType> in_types;
+    for (const auto& in : inputs) {
+      rec.inputs.push_back(id_for(in));
+      in_types.push_back({in.dtype(), in.shape()});
+    }
+    rec.type = {output.dtype(), output.shape()};
+    rec.flops = ops::estimate_flops(op, in_types, rec.type, attrs);
+    std::string base = !name.empty() ? std::string(name)
+                                     : (module.empty() ? std::string(ops::op_kind(op)) : module + "." + std::string(ops::op_kind(op)));
+    rec.id = base;
+    for (int i = 1; ids_.count(rec.id); ++i) rec.id = fmt::format("{}_{}", base, i);
+    ids_.insert(rec.id);
+    if (!structure_only_) rec.measured_us = std::chrono::duration<double, std::micro>(now - last_).count();
+    id_of_[output.value.get()] = rec.id;
+    keep_.push_back(output);
+    c_.ops.push_back(std::move(rec));
+    last_ = std::chrono::steady_clock::now();
+  }
+
+  std::string id_for(const EagerTensor& t) {
+    const void* key = t.value.get();
+    if (auto it = id_of_.find(key); it != id_of_.end()) return it->second;
+    // An unnamed constant made by model code (a mask, a scale): recorded as a non-persistent buffer.
+    std::string name = fmt::format("_const{}", anonymous_++);
+    check_substrate(t, name, SourceKind::buffer);
+    c_.sources.push_back(CapturedSource{name, SourceKind::buffer, {t.dtype(), t.shape()}, false, {}, ""});
+    id_of_[key] = name;
+    ids_.insert(name);
+    keep_.push_back(t);
+    return name;
+  }
+
+ private:
+  void check_substrate(const EagerTensor& v, const std::string& name, SourceKind kind) {
+    const bool meta = v.view().provider_name() == "meta";
+    if (meta == structure_only_) {
+      if (meta) first_meta_ = first_meta_.empty() ? name : first_meta_;
+      else first_real_ = first_real_.empty() ? name : first_real_;
+      return;
+    }
+    if (structure_only_) require_structure_only_capability("substrate_uniformity");
+    const std::string other = structure_only_ ? first_meta_ : first_real_;
+    throw Refusal("structure_only_substrate_mismatch", "capture",
+                  fmt::format("{} '{}' is {} ({}) but {}{}", kind_name(kind), name, meta ? "meta" : "real",
+                              v.view().provider_name(),
+                              structure_only_ ? "a structure-only capture needs every input and parameter meta"
+                                              : "a real capture needs every input and parameter real",
+                              other.empty() ? "" : fmt::format(" (as '{}' is)", other)));
+  }
+
+  StructureCapture& c_;
+  bool structure_only_;
+  std::unordered_map<const void*, std::string> id_of_;
+  std::set<std::string> ids_;
+  std::vector<EagerTensor> keep_;  // keeps recorded values alive so their identities stay unique
+  std::string first_meta_, first_real_;
+  int anonymous_ = 0;
+  std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
+};
+
+Json graph_shape_json(const StructureCapture& c) {
+  Json sources = Json::array();
+  for (const auto& s : c.sources) {
+    sources.push_back(Json{{"name", s.name}, {"kind", std::string(kind_name(s.kind))}, {"type", type_json(s.type)},
+                           {"persistent", s.persistent}, {"tied", s.tied}, {"module", s.module}});
+  }
+  Json ops_json = Json::array();
+  for (const auto& o : c.ops) {
+    ops_json.push_back(Json{{"id", o.id}, {"op", std::string(ops::op_kind(o.op))}, {"inputs", o.inputs},
+                            {"attrs", ir::attributes_to_json(o.attrs)}, {"module", o.module}});
+  }
+  return Json{{"sources", sources}, {"ops", ops_json}, {"outputs", c.outputs}};
+}
+
+std::string meta_content_digest(const StructureCapture& c) {
+  Json hyp = Json::array();
+  for (const auto& o : c.ops) hyp.push_back(type_json(o.type));
+  return digest_json(kMetaContentDomain, Json{{"graph_shape", c.graph_shape_digest}, {"hypotheses", hyp}, {"values", "absent"}});
+}
+
+}  // namespace
+
+// ---- substrate --------------------------------------------------------------------------------------
+
+Tensor Substrate::parameter(const Dims& shape, double scale, DType dtype) {
+  if (meta_) return Tensor::empty(shape, dtype, meta_provider());
+  std::normal_distribution<double> nd(0.0, scale);
+  std::vector<double> v(static_cast<std::size_t>(ops::numel(shape)));
+  for (auto& x : v) x = nd(rng_);
+  Tensor t = Tensor::from_values<double>(shape, v);
+  return dtype == DType::f64 ? std::move(t) : t.convert(dtype);
+}
+
+Tensor Substrate::filled(const Dims& shape, double value, DType dtype) {
+  if (meta_) return Tensor::empty(shape, dtype, meta_provider());
+  Tensor t = Tensor::empty(shape, dtype);
+  t.fill(value);
+  return t;
+}
+
+Tensor Substrate::input(const Dims& shape, DType dtype, std::int64_t bound) {
+  if (meta_) return Tensor::empty(shape, dtype, meta_provider());
+  std::vector<double> v(static_cast<std::size_t>(ops::numel(shape)));
+  if (is_floating(dtype)) {
+    std::normal_distribution<double> nd;
+    for (auto& x : v) x = nd(rng_);
+  } else {
+    std::uniform_int_distribution<std::int64_t> ud(0, std::max<std::int64_t>(bound, 1) - 1);
+    for (auto& x : v) x = static_cast<double>(ud(rng_));
+  }
+  Tensor t = Tensor::from_values<double>(shape, v);
+  return dtype == DType::f64 ? std::move(t) : t.convert(dtype);
+}
+
+// ---- capture ----------------------------------------------------------------------------------------
+
+StructureCapture capture(const ModelFn& model, const CaptureOptions& options) {
+  entry_gate(options);
+  StructureCapture c;
+  c.structure_only = options.structure_only;
+  runtime::Session session(contract::builtin_profile("cpu-checked"), options.seed);
+  session.set_structure_only(options.structure_only);
+  session.set_grad_enabled(false);
+  Recorder recorder(c, options.structure_only);
+  session.set_observer(&recorder);
+  Substrate substrate(options.structure_only, options.seed);
+  std::vector<EagerTensor> outs;
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    outs = model(session, substrate);
+  } catch (const Refusal&) {
+    throw;
+  } catch (const Error& e) {
+    if (!options.structure_only) throw;
+    // The typed backstop: a failure of the meta mechanism that no enumerated refusal names.
+    throw Refusal(std::string(kBackstop), "capture", fmt::format("under meta: {}", e.what()));
+  }
+  if (!options.structure_only) c.measured_total_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+  for (const auto& o : outs) c.outputs.push_back(recorder.id_for(o));
+  if (c.outputs.empty()) throw_error(ErrorCode::invalid_argument, "capture", "the model returned no outputs");
+  c.graph_shape_digest = digest_json(kGraphShapeDomain, graph_shape_json(c));
+  if (options.structure_only) {
+    c.content_domain = std::string(kMetaContentDomain);
+    c.content_digest = meta_content_digest(c);
+  } else {
+    Json observed = Json::array();
+    for (const auto& o : c.ops) observed.push_back(type_json(o.type));
+    Json values = Json::array();
+    for (const auto& o : outs) {
+      Tensor d = o.view().convert(DType::f64);
+      auto p = d.prepare_host<double>();
+      values.push_back(to_hex(sha256(std::as_bytes(std::get<PreparedContiguousRead<double>>(p.value()).as_span()))));
+    }
+    c.content_domain = std::string(kValueContentDomain);
+    c.content_digest = digest_json(kValueContentDomain, Json{{"graph_shape", c.graph_shape_digest}, {"observed", observed},
+                                                             {"output_values_sha256", values}, {"seed", options.seed}});
+  }
+  return c;
+}
+
+ModelFn graph_model(const ir::Graph& graph, const std::map<std::string, TensorView>* weights) {
+  return [&graph, weights](runtime::Session& s, Substrate& sub) {
+    std::map<std::string, EagerTensor> bindings;
+    for (const auto& n : graph.nodes) {
+      if (ops::op_info(n.op).role != ops::OpRole::source) continue;
+      auto value = [&](double scale) -> Tensor {
+        if (weights != nullptr && !sub.meta()) {
+          auto it = weights->find(n.id);
+          if (it != weights->end()) return it->second.duplicate();
+        }
+        if (n.op == ops::OpTag::input) return sub.input(n.type.shape, n.type.dtype, n.type.shape.size() > 0 ? 10 : 2);
+        if (n.buffer && n.id.find("var") != std::string::npos) return sub.filled(n.type.shape, 1.0, n.type.dtype);
+        return sub.parameter(n.type.shape, scale, n.type.dtype);
+      };
+      if (n.op == ops::OpTag::input) {
+        bindings.emplace(n.id, s.input(n.id, value(1.0)));
+      } else if (n.op == ops::OpTag::parameter && n.buffer) {
+        bindings.emplace(n.id, s.buffer(n.id, value(0.1)));
+      } else if (n.op == ops::OpTag::parameter) {
+        bindings.emplace(n.id, s.parameter(n.id, value(0.1), n.differentiable));
+      } else {
+        bindings.emplace(n.id, s.buffer(n.id, value(0.1), false));
+      }
+    }
+    auto outs = s.run_graph(graph, bindings);
+    std::vector<EagerTensor> result;
+    for (const auto& o : graph.outputs) result.push_back(outs.at(o));
+    return result;
+  };
+}
+
+// ---- queries ----------------------------------------------------------------------------------------
+
+const CapturedSource* StructureCapture::find_source(std::string_view name) const noexcept {
+  for (const auto& s : sources) {
+    if (s.name == name) return &s;
+  }
+  return nullptr;
+}
+
+const CapturedOp* StructureCapture::find_op(std::string_view id) const noexcept {
+  for (const auto& o : ops) {
+    if (o.id == id) return &o;
+  }
+  return nullptr;
+}
+
+std::int64_t StructureCapture::parameter_count() const noexcept {
+  std::int64_t n = 0;
+  for (const auto& s : sources) {
+    if (s.kind == SourceKind::parameter) n += ops::numel(s.type.shape);
+  }
+  return n;
+}
+
+std::int64_t StructureCapture::flops() const noexcept {
+  std::int64_t n = 0;
+  for (const auto& o : ops) n += o.flops;
+  return n;
+}
+
+namespace {
+void refuse_refuted(const StructureCapture& c, std::string_view consumer) {
+  for (const auto& o : c.ops) {
+    if (o.state() == RowState::refuted) {
+      require_structure_only_capability("refuted_rows");
+      throw Refusal(std::string(kRefutedRow), std::string(consumer),
+                    fmt::format("op '{}' was refuted by discharge (hypothesis {}{}, observed {}{})", o.id, dtype_name(o.type.dtype),
+                                o.type.shape.to_string(), dtype_name(o.observed()->dtype), o.observed()->shape.to_string()));
+    }
+  }
+}
+}  // namespace
+
+MemoryEstimate StructureCapture::memory(const std::string& optimizer) const {
+  refuse_refuted(*this, "capture.memory");
+  MemoryEstimate m;
+  m.optimizer = optimizer;
+  std::int64_t trainable = 0;
+  std::map<std::string, std::int64_t> live;  // value id -> bytes
+  std::map<std::string, int> uses;
+  for (const auto& o : ops) {
+    for (const auto& in : o.inputs) ++uses[in];
+  }
+  for (const auto& o : outputs) ++uses[o];
+  std::int64_t current = 0;
+  for (const auto& s : sources) {
+    const std::int64_t b = bytes_of(s.type);
+    if (s.kind == SourceKind::parameter) {
+      m.parameters += b;
+      trainable += b;
+    } else if (s.kind == SourceKind::buffer) {
+      m.buffers += b;
+    } else {
+      live[s.name] = b;
+      current += b;
+    }
+  }
+  m.activations_peak = current;
+  for (const auto& o : ops) {
+    const bool view = ops::op_info(o.op).role == ops::OpRole::view;
+    const std::int64_t b = view ? 0 : bytes_of(o.type);
+    if (!view) m.activations_saved += b;
+    live[o.id] = b;
+    current += b;
+    m.activations_peak = std::max(m.activations_peak, current);
+    for (const auto& in : o.inputs) {
+      auto it = live.find(in);
+      if (it != live.end() && --uses[in] == 0) {
+        current -= it->second;
+        live.erase(it);
+      }
+    }
+  }
+  m.gradients = trainable;
+  if (optimizer == "adam" || optimizer == "adamw") m.optimizer_state = 2 * trainable;
+  else if (optimizer == "sgd-momentum") m.optimizer_state = trainable;
+  else if (optimizer != "sgd") throw_error(ErrorCode::invalid_argument, "capture.memory", fmt::format("unknown optimizer '{}'", optimizer));
+  return m;
+}
+
+std::vector<std::pair<std::string, std::int64_t>> StructureCapture::module_tree() const {
+  std::map<std::string, std::int64_t> per;
+  for (const auto& s : sources) {
+    if (s.kind != SourceKind::parameter) continue;
+    const std::int64_t n = ops::numel(s.type.shape);
+    per[""] += n;
+    std::string path = parent_module(s.name);
+    while (!path.empty()) {
+      per[path] += n;
+      path = parent_module(path);
+    }
+  }
+  return {per.begin(), per.end()};
+}
+
+// ---- discharge --------------------------------------------------------------------------------------
+
+struct DischargeAuthority {
+  static void set(CapturedOp& o, RowState s, const ops::TensorType& observed) {
+    o.state_ = s;
+    o.observed_ = observed;
+  }
+};
+
+DischargeReport discharge(StructureCapture& h, const StructureCapture& real) {
+  require_structure_only_capability("discharge");
+  if (!h.structure_only) {
+    throw_error(ErrorCode::invalid_argument, "capture.discharge", "only a structure-only capture holds hypotheses to discharge");
+  }
+  if (real.structure_only) {
+    throw_error(ErrorCode::invalid_argument, "capture.discharge", "discharge needs a real capture (values computed), not another structure-only one");
+  }
+  if (h.graph_shape_digest != real.graph_shape_digest || h.ops.size() != real.ops.size()) {
+    throw Refusal(std::string(kGraphMismatch), "capture.discharge",
+                  fmt::format("graph-shape digests differ ({} vs {}): the real capture is of another graph", h.graph_shape_digest,
+                              real.graph_shape_digest));
+  }
+  DischargeReport r;
+  r.against = real.content_digest;
+  for (std::size_t i = 0; i < h.ops.size(); ++i) {
+    const bool ok = h.ops[i].type == real.ops[i].type;
+    DischargeAuthority::set(h.ops[i], ok ? RowState::corroborated : RowState::refuted, real.ops[i].type);
+    if (ok) {
+      ++r.corroborated;
+    } else {
+      ++r.refuted;
+      r.refuted_ops.push_back(h.ops[i].id);
+    }
+  }
+  h.discharged_against = real.content_digest;
+  return r;
+}
+
+// ---- plan check -------------------------------------------------------------------------------------
+
+bool PlanCheckReport::consistent() const noexcept {
+  for (const auto& r : rows) {
+    if (!r.multiplicity_ok || !r.disagreements.empty() || r.matched.empty()) return false;
+  }
+  return true;
+}
+
+PlanCheckReport check_plan(const StructureCapture& c, const std::vector<PlanEntry>& plan) {
+  require_structure_only_capability("plan_shape_check");
+  PlanCheckReport report;
+  for (const auto& e : plan) {
+    const auto colon = e.selector.find(':');
+    const std::string kind = colon == std::string::npos ? "" : e.selector.substr(0, colon);
+    const std::string arg = colon == std::string::npos ? "" : e.selector.substr(colon + 1);
+    if (kind == "fn" || kind == "value") {
+      throw Refusal("plan_check_unsupported", "capture.check_plan",
+                    fmt::format("selector '{}': callables and value-derived selection cannot be resolved without values", e.selector));
+    }
+    if (kind != "node" && kind != "op" && kind != "module") {
+      throw_error(ErrorCode::invalid_argument, "capture.check_plan",
+                  fmt::format("selector '{}' is not node:<id>, op:<kind> or module:<path>", e.selector));
+    }
+    PlanCheckRow row;
+    row.selector = e.selector;
+    for (const auto& o : c.ops) {
+      const bool hit = kind == "node" ? o.id == arg
+                       : kind == "op" ? ops::op_kind(o.op) == arg
+                                      : (o.module == arg || o.module.rfind(arg + ".", 0) == 0);
+      if (!hit) continue;
+      if (o.state() == RowState::refuted) {
+        throw Refusal(std::string(kRefutedRow), "capture.check_plan",
+                      fmt::format("selector '{}' resolves to op '{}', which discharge refuted", e.selector, o.id));
+      }
+      row.matched.push_back(o.id);
+      if (!(o.type == e.declared)) {
+        row.disagreements.push_back(fmt::format("{}: hypothesis {}{} vs declared {}{}", o.id, dtype_name(o.type.dtype),
+                                                o.type.shape.to_string(), dtype_name(e.declared.dtype), e.declared.shape.to_string()));
+      }
+    }
+    if (e.multiplicity) row.multiplicity_ok = row.matched.size() == *e.multiplicity;
+    report.rows.push_back(std::move(row));
+  }
+  return report;
+}
+
+// ---- artifacts --------------------------------------------------------------------------------------
+
+Json to_json(const StructureCapture& c) {
+  require_structure_only_capability("save_analysis_artifact");
+  Json doc = graph_shape_json(c);
+  doc["schema"] = "pact.capture.v1";
+  doc["structure_only"] = c.structure_only;
+  if (c.structure_only) doc["banner"] = std::string(kBanner);
+  for (std::size_t i = 0; i < c.ops.size(); ++i) {
+    const auto& o = c.ops[i];
+    Json& j = doc["ops"][i];
+    j["type"] = type_json(o.type);
+    j["status"] = c.structure_only ? std::string(row_state_name(o.state())) : "observed";
+    if (o.observed()) j["observed"] = type_json(*o.observed());
+    j["flops"] = Json{{"estimated", o.flops}};
+    j["measured_us"] = o.measured_us < 0 ? Json("unknown") : Json(o.measured_us);
+  }
+  doc["digests"] = Json{{"graph_shape", c.graph_shape_digest}, {"content", c.content_digest}, {"content_domain", c.content_domain}};
+  if (!c.discharged_against.empty()) doc["discharged_against"] = c.discharged_against;
+  doc["estimates"] = Json{{"label", "estimated"}, {"parameters", c.parameter_count()}, {"forward_flops", c.flops()}};
+  doc["measured"] = Json{{"total_us", c.measured_total_us < 0 ? Json("unknown") : Json(c.measured_total_us)},
+                         {"peak_bytes", "unknown"}};
+  return doc;
+}
+
+StructureCapture load_capture(std::string_view text, std::string_view where) {
+  const Json doc = parse_json(text, where);
+  auto bad = [&](const std::string& why) -> void {
+    throw_error(ErrorCode::parse_error, "capture.load", fmt::format("{}: {}", where, why));
+  };
+  auto forged = [&](const std::string& why) -> void {
+    throw Refusal(std::string(kForgedArtifact), "capture.load", fmt::format("{}: {}", where, why));
+  };
+  try {
+    if (!doc.is_object() || doc.value("schema", "") != "pact.capture.v1") bad("not a pact.capture.v1 document");
+    if (!doc.contains("structure_only") || !doc["structure_only"].is_boolean()) bad("structure_only marker missing");
+    StructureCapture c;
+    c.structure_only = doc["structure_only"].get<bool>();
+    for (const auto& s : doc.at("sources")) {
+      CapturedSource src;
+      src.name = s.at("name").get<std::string>();
+      src.kind = parse_kind(s.at("kind").get<std::string>(), where);
+      src.type = {parse_dtype(s.at("type").at("dtype").get<std::string>()), Dims(s.at("type").at("shape").get<std::vector<std::int64_t>>())};
+      src.persistent = s.at("persistent").get<bool>();
+      src.tied = s.at("tied").get<std::vector<std::string>>();
+      src.module = s.at("module").get<std::string>();
+      c.sources.push_back(std::move(src));
+    }
+    for (const auto& j : doc.at("ops")) {
+      CapturedOp o;
+      o.id = j.at("id").get<std::string>();
+      o.op = ops::parse_op_kind(j.at("op").get<std::string>());
+      o.inputs = j.at("inputs").get<std::vector<std::string>>();
+      for (const auto& [k, v] : j.at("attrs").items()) {
+        if (v.is_boolean()) o.attrs.set(k, v.get<bool>());
+        else if (v.is_number_integer()) o.attrs.set(k, v.get<std::int64_t>());
+        else if (v.is_number()) o.attrs.set(k, v.get<double>());
+        else if (v.is_string()) o.attrs.set(k, v.get<std::string>());
+        else o.attrs.set(k, v.get<std::vector<std::int64_t>>());
+      }
+      o.module = j.at("module").get<std::string>();
+      o.type = {parse_dtype(j.at("type").at("dtype").get<std::string>()), Dims(j.at("type").at("shape").get<std::vector<std::int64_t>>())};
+      o.flops = j.at("flops").at("estimated").get<std::int64_t>();
+      const std::string status = j.at("status").get<std::string>();
+      const Json& measured = j.at("measured_us");
+      if (c.structure_only) {
+        if (!measured.is_string() || measured.get<std::string>() != "unknown") forged(fmt::format("op '{}' claims a measurement in a structure-only capture", o.id));
+        if (status == "refuted" && j.contains("observed")) {
+          DischargeAuthority::set(o, RowState::refuted,
+                                  {parse_dtype(j["observed"].at("dtype").get<std::string>()),
+                                   Dims(j["observed"].at("shape").get<std::vector<std::int64_t>>())});
+        } else if (status != "hypothesis" && status != "corroborated" && status != "refuted") {
+          forged(fmt::format("op '{}' has status '{}' in a structure-only capture", o.id, status));
+        }
+        // A corroborated claim in a file is not discharge authority: it loads as a hypothesis.
+      } else {
+        if (status != "observed") forged(fmt::format("op '{}' has status '{}' in a real capture", o.id, status));
+        o.measured_us = measured.is_number() ? measured.get<double>() : -1;
+      }
+      c.ops.push_back(std::move(o));
+    }
+    c.outputs = doc.at("outputs").get<std::vector<std::string>>();
+    const Json& d = doc.at("digests");
+    c.graph_shape_digest = d.at("graph_shape").get<std::string>();
+    c.content_digest = d.at("content").get<std::string>();
+    c.content_domain = d.at("content_domain").get<std::string>();
+    if (doc.contains("values") || doc.contains("activations")) forged("the file carries values");
+    if (c.structure_only) {
+      if (c.content_domain != kMetaContentDomain) forged("a structure-only capture with a value-domain content digest");
+      if (doc.at("measured").at("peak_bytes") != "unknown" || doc.at("measured").at("total_us") != "unknown") {
+        forged("a structure-only capture claims measurements");
+      }
+      if (doc.value("banner", "") != kBanner) forged("the structure-only banner is missing");
+    } else if (c.content_domain != kValueContentDomain) {
+      forged("a capture that claims real values carries a meta-domain content digest (values are not real)");
+    }
+    if (digest_json(kGraphShapeDomain, graph_shape_json(c)) != c.graph_shape_digest) forged("the graph-shape digest does not match the contents");
+    if (c.structure_only && meta_content_digest(c) != c.content_digest) forged("the meta-domain content digest does not match the contents");
+    if (doc.contains("discharged_against")) c.discharged_against = doc["discharged_against"].get<std::string>();
+    return c;
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    bad(fmt::format("malformed capture: {}", e.what()));
+  }
+  return {};
+}
+
+// ---- rendering --------------------------------------------------------------------------------------
+
+namespace {
+std::string human(double v) {
+  const char* units[] = {"", "K", "M", "G", "T", "P"};
+  int u = 0;
+  while (std::abs(v) >= 1000.0 && u < 5) {
+    v /= 1000.0;
+    ++u;
+  }
+  return u == 0 ? fmt::format("{:.0f}", v) : fmt::format("{:.2f}{}", v, units[u]);
+}
+std::string mib(std::int64_t b) { return fmt::format("{:.1f} MiB", static_cast<double>(b) / (1024.0 * 1024.0)); }
+}  // namespace
+
+std::string render(const StructureCapture& c, const std::string& optimizer) {
+  require_structure_only_capability("viz_graph_render");
+  std::string out;
+  if (c.structure_only) out += fmt::format("== {} ==\n", kBanner);
+  out += "module tree (parameters)\n";
+  for (const auto& [path, n] : c.module_tree()) {
+    const int depth = path.empty() ? 0 : static_cast<int>(std::count(path.begin(), path.end(), '.')) + 1;
+    if (depth > 3) continue;
+    out += fmt::format("  {:<{}}{:<40} {:>12}\n", "", depth * 2, path.empty() ? "(model)" : path, human(static_cast<double>(n)));
+  }
+  out += fmt::format("\n{:<44} {:<24} {:<22} {:>14} {:>10}\n", "op", "kind", c.structure_only ? "shape (hypothesis)" : "shape",
+                     "FLOPs (est.)", "measured");
+  for (const auto& o : c.ops) {
+    out += fmt::format("{:<44} {:<24} {:<22} {:>14} {:>10}\n", o.id, ops::op_kind(o.op),
+                       fmt::format("{}{}", dtype_name(o.type.dtype), o.type.shape.to_string()), human(static_cast<double>(o.flops)),
+                       o.measured_us < 0 ? std::string("unknown") : fmt::format("{:.1f} us", o.measured_us));
+  }
+  const MemoryEstimate m = c.memory(optimizer);
+  out += fmt::format("\nparameters: {} ({} elements)   forward FLOPs (estimated): {}\n", human(static_cast<double>(c.parameter_count())),
+                     c.parameter_count(), human(static_cast<double>(c.flops())));
+  out += fmt::format("memory (estimated, {}): parameters {}, buffers {}, activations peak {}, saved for backward {}, gradients {}, "
+                     "optimizer state {}, training total {}\n",
+                     optimizer, mib(m.parameters), mib(m.buffers), mib(m.activations_peak), mib(m.activations_saved), mib(m.gradients),
+                     mib(m.optimizer_state), mib(m.training_total()));
+  out += fmt::format("measured: time {}, peak memory unknown\n",
+                     c.measured_total_us < 0 ? std::string("unknown") : fmt::format("{:.1f} us", c.measured_total_us));
+  out += fmt::format("digests: graph-shape {}\n         content {} ({})\n", c.graph_shape_digest, c.content_digest, c.content_domain);
+  return out;
+}
+
+Json chrome_trace(const StructureCapture& c) {
+  if (c.structure_only) require_structure_only_capability("measurement_exports", "chrome_trace");
+  Json events = Json::array();
+  double ts = 0;
+  for (const auto& o : c.ops) {
+    events.push_back(Json{{"name", o.id}, {"cat", std::string(ops::op_kind(o.op))}, {"ph", "X"}, {"ts", ts}, {"dur", o.measured_us},
+                          {"pid", 1}, {"tid", 1}});
+    ts += o.measured_us;
+  }
+  return Json{{"traceEvents", events}, {"displayTimeUnit", "ms"}};
+}
+
+}  // namespace pact::capture

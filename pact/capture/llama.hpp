@@ -1,0 +1,29 @@
+#pragma once
+/// A Llama-style decoder written against the eager API (SPEC §9): token embedding, per layer RMSNorm,
+/// multi-head attention with grouped key/value heads (repeat-interleaved) and a causal mask, residual,
+/// RMSNorm, SwiGLU feed-forward, residual; a final RMSNorm and an untied output head. Parameter names
+/// follow Meta's checkpoints (tok_embeddings, layers.N.attention.wq, feed_forward.w1, ...). Rotary
+/// position embeddings are left out: they have no parameters and under 0.1% of the FLOPs, and the op
+/// table has no rotary op. Under structure-only capture it runs with no weights anywhere.
+
+#include <string_view>
+
+#include "pact/capture/capture.hpp"
+
+namespace pact::capture {
+
+struct LlamaConfig {
+  std::string name;
+  std::int64_t layers = 2, d_model = 64, heads = 4, kv_heads = 4, ffn = 172, vocab = 256, seq = 32, batch = 1;
+  double norm_eps = 1e-5;
+};
+
+/// Named configurations: "7b" (32 layers, d_model 4096, 32 heads, ffn 11008, vocab 32000, seq 2048),
+/// "13b", "tiny" (2 layers, d_model 64, 4 heads, 2 kv heads, ffn 172, vocab 256, seq 32). Unknown names
+/// are invalid_argument listing the known ones.
+LlamaConfig llama_config(std::string_view name);
+
+/// The model code of a configuration (inputs: "tokens", i64 [batch, seq]; output: logits [batch, seq, vocab]).
+ModelFn llama_model(const LlamaConfig& config);
+
+}  // namespace pact::capture

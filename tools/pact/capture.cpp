@@ -1,0 +1,149 @@
+// `pact capture` and `pact discharge`: structure-only capture of a model and discharge of its hypotheses.
+
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <sstream>
+
+#include "pact/capture/capture.hpp"
+#include "pact/capture/llama.hpp"
+#include "pact/ir/torch_import.hpp"
+#include "pact/train/trainer.hpp"
+#include "tools/pact/commands.hpp"
+
+namespace pact::cli {
+
+namespace {
+
+// A model the CLI can capture: its code, and whatever the code reads (graph, weights) kept alive.
+struct Resolved {
+  std::unique_ptr<ir::Graph> graph;
+  std::unique_ptr<ir::TorchBundle> bundle;
+  std::map<std::string, TensorView> weights;
+  capture::ModelFn fn;
+  std::string description;
+};
+
+std::unique_ptr<Resolved> resolve(const CaptureArgs& a) {
+  auto r = std::make_unique<Resolved>();
+  if (a.model == "llama") {
+    capture::LlamaConfig c = capture::llama_config(a.config);
+    if (a.batch > 0) c.batch = a.batch;
+    if (a.seq > 0) c.seq = a.seq;
+    r->fn = capture::llama_model(c);
+    r->description = fmt::format("llama {} ({} layers, d_model {}, {} heads, {} kv heads, ffn {}, vocab {}; batch {}, seq {})", c.name,
+                                 c.layers, c.d_model, c.heads, c.kv_heads, c.ffn, c.vocab, c.batch, c.seq);
+    return r;
+  }
+  if (a.seq > 0) throw_error(ErrorCode::invalid_argument, "pact capture", "--seq applies to the llama model only");
+  const std::int64_t batch = a.batch > 0 ? a.batch : 32;
+  if (a.model == "mlp" || a.model == "cnn") {
+    r->graph = std::make_unique<ir::Graph>(a.model == "mlp" ? train::digits_mlp(batch) : train::digits_cnn(batch));
+    r->description = fmt::format("digits {} (batch {})", a.model, batch);
+  } else if (std::filesystem::is_directory(a.model)) {
+    if (a.batch > 0) throw_error(ErrorCode::invalid_argument, "pact capture", "--batch does not apply to a captured PyTorch model");
+    r->bundle = std::make_unique<ir::TorchBundle>(ir::load_torch_export(a.model));
+    r->weights = r->bundle->state();
+    r->graph = std::make_unique<ir::Graph>(r->bundle->model.graph);
+    r->description = fmt::format("PyTorch capture {} ({} weights)", a.model, r->weights.size());
+  } else {
+    if (a.batch > 0) throw_error(ErrorCode::invalid_argument, "pact capture", "--batch does not apply to an IR model");
+    r->graph = std::make_unique<ir::Graph>(ir::load_graph(a.model));
+    r->description = a.model;
+  }
+  r->fn = capture::graph_model(*r->graph, r->bundle ? &r->weights : nullptr);
+  return r;
+}
+
+capture::CaptureOptions options_of(const CaptureArgs& a, bool structure_only) {
+  capture::CaptureOptions o;
+  o.structure_only = structure_only;
+  o.optimizer = a.optimizer;
+  o.seed = a.seed;
+  o.values = a.values;
+  o.previews = a.previews;
+  o.nonfinite_halt = a.halt_on_nonfinite;
+  o.runnable_save = a.save_runnable;
+  o.replay = a.replay;
+  o.validate = a.validate;
+  o.backward = a.backward;
+  o.symbolic_shapes = a.symbolic;
+  return o;
+}
+
+void write_file(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+  f << text;
+  f.close();
+  if (!f || std::rename(tmp.c_str(), path.c_str()) != 0) throw_error(ErrorCode::io_error, "pact", fmt::format("cannot write {}", path));
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw_error(ErrorCode::io_error, "pact", fmt::format("cannot read {}", path));
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+}  // namespace
+
+int run_capabilities() {
+  std::fputs(capture::render_capabilities_markdown().c_str(), stdout);
+  return 0;
+}
+
+int run_capture(const CaptureArgs& a) {
+  auto model = resolve(a);
+  const auto c = capture::capture(model->fn, options_of(a, a.structure_only));
+  if (!a.chrome_trace.empty()) write_file(a.chrome_trace, capture::chrome_trace(c).dump(1) + "\n");
+  const Json doc = capture::to_json(c);
+  if (!a.out.empty()) write_file(a.out, doc.dump(1) + "\n");
+  if (a.json) {
+    Json out = doc;
+    const auto m = c.memory(a.optimizer);
+    out["estimates"]["memory"] = Json{{"label", "estimated"}, {"optimizer", a.optimizer}, {"parameters_bytes", m.parameters},
+                                      {"buffers_bytes", m.buffers}, {"activations_peak_bytes", m.activations_peak},
+                                      {"activations_saved_bytes", m.activations_saved}, {"gradients_bytes", m.gradients},
+                                      {"optimizer_state_bytes", m.optimizer_state}, {"training_total_bytes", m.training_total()}};
+    std::printf("%s\n", out.dump(1).c_str());
+  } else {
+    std::printf("%s\n%s", model->description.c_str(), capture::render(c, a.optimizer).c_str());
+    if (!a.out.empty()) std::printf("wrote %s\n", a.out.c_str());
+  }
+  return 0;
+}
+
+int run_discharge(const CaptureArgs& a) {
+  auto hyp = capture::load_capture(read_file(a.capture_file), a.capture_file);
+  CaptureArgs against = a;
+  against.model = a.against;
+  auto model = resolve(against);
+  const auto real = capture::capture(model->fn, options_of(a, false));
+  const auto report = capture::discharge(hyp, real);
+  if (a.json) {
+    Json rows = Json::array();
+    for (const auto& o : hyp.ops) {
+      rows.push_back(Json{{"op", o.id}, {"verdict", std::string(capture::row_state_name(o.state()))}});
+    }
+    std::printf("%s\n", Json{{"schema", "pact.discharge.v1"}, {"graph_shape", hyp.graph_shape_digest}, {"against", report.against},
+                             {"corroborated", report.corroborated}, {"refuted", report.refuted}, {"rows", rows}}
+                            .dump(1)
+                            .c_str());
+  } else {
+    std::printf("discharge of %s against a real capture of %s\n", a.capture_file.c_str(), model->description.c_str());
+    for (const auto& o : hyp.ops) {
+      std::printf("  %-44s %-12s %s%s\n", o.id.c_str(), std::string(capture::row_state_name(o.state())).c_str(),
+                  std::string(dtype_name(o.type.dtype)).c_str(), o.type.shape.to_string().c_str());
+    }
+    std::printf("%zu corroborated, %zu refuted (against %s)\n", report.corroborated, report.refuted, report.against.c_str());
+  }
+  if (!a.out.empty()) write_file(a.out, capture::to_json(hyp).dump(1) + "\n");
+  return report.refuted == 0 ? 0 : 4;
+}
+
+}  // namespace pact::cli
