@@ -325,6 +325,14 @@ std::int64_t StructureCapture::flops() const noexcept {
   return n;
 }
 
+std::int64_t StructureCapture::macs() const noexcept {
+  std::int64_t n = 0;
+  for (const auto& o : ops) {
+    if (ops::op_info(o.op).tolerance_class == ops::ToleranceClass::contraction) n += o.flops / 2;
+  }
+  return n;
+}
+
 namespace {
 void refuse_refuted(const StructureCapture& c, std::string_view consumer) {
   for (const auto& o : c.ops) {
@@ -504,7 +512,7 @@ Json to_json(const StructureCapture& c) {
   }
   doc["digests"] = Json{{"graph_shape", c.graph_shape_digest}, {"content", c.content_digest}, {"content_domain", c.content_domain}};
   if (!c.discharged_against.empty()) doc["discharged_against"] = c.discharged_against;
-  doc["estimates"] = Json{{"label", "estimated"}, {"parameters", c.parameter_count()}, {"forward_flops", c.flops()}};
+  doc["estimates"] = Json{{"label", "estimated"}, {"parameters", c.parameter_count()}, {"forward_flops", c.flops()}, {"forward_macs", c.macs()}};
   doc["measured"] = Json{{"total_us", c.measured_total_us < 0 ? Json("unknown") : Json(c.measured_total_us)},
                          {"peak_bytes", "unknown"}};
   return doc;
@@ -626,8 +634,9 @@ std::string render(const StructureCapture& c, const std::string& optimizer) {
                        o.measured_us < 0 ? std::string("unknown") : fmt::format("{:.1f} us", o.measured_us));
   }
   const MemoryEstimate m = c.memory(optimizer);
-  out += fmt::format("\nparameters: {} ({} elements)   forward FLOPs (estimated): {}\n", human(static_cast<double>(c.parameter_count())),
-                     c.parameter_count(), human(static_cast<double>(c.flops())));
+  out += fmt::format("\nparameters: {} ({} elements)   forward FLOPs (estimated): {}   MACs (estimated): {}\n",
+                     human(static_cast<double>(c.parameter_count())), c.parameter_count(), human(static_cast<double>(c.flops())),
+                     human(static_cast<double>(c.macs())));
   out += fmt::format("memory (estimated, {}): parameters {}, buffers {}, activations peak {}, saved for backward {}, gradients {}, "
                      "optimizer state {}, training total {}\n",
                      optimizer, mib(m.parameters), mib(m.buffers), mib(m.activations_peak), mib(m.activations_saved), mib(m.gradients),

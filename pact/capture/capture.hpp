@@ -125,6 +125,9 @@ struct StructureCapture {
   std::int64_t parameter_count() const noexcept;
   /// Forward FLOPs, estimated (SPEC §9's convention, from the op table).
   std::int64_t flops() const noexcept;
+  /// Forward multiply-accumulates of the contraction ops (matmul, linear, conv2d, attention), estimated:
+  /// half their FLOPs.
+  std::int64_t macs() const noexcept;
   /// Memory estimate for training with `optimizer`. A consumer of hypotheses: refuses refuted rows.
   MemoryEstimate memory(const std::string& optimizer) const;
   /// Parameter elements per module path prefix ("" is the whole model), for the module tree.

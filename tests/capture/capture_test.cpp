@@ -336,6 +336,8 @@ TEST(CaptureHonesty, EstimatesAreLabelledAndMeasuredColumnsUnknown) {
   EXPECT_TRUE(mentions(text, std::string(kBanner)));
   EXPECT_TRUE(mentions(text, "measured: time unknown, peak memory unknown"));
   EXPECT_EQ(c.flops(), (2 * 4 * 8 * 8 + 4 * 8) + 4 * 8 + 2 * 4 * 8 * 8);  // linear+bias, relu, linear
+  EXPECT_EQ(c.macs(), (2 * 4 * 8 * 8 + 4 * 8) / 2 + 4 * 8 * 8);
+  EXPECT_EQ(j["estimates"]["forward_macs"], c.macs());
   const auto m = c.memory("adamw");
   EXPECT_EQ(m.parameters, (64 + 8 + 64) * 4);
   EXPECT_EQ(m.gradients, m.parameters);
