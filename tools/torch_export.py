@@ -611,7 +611,13 @@ def export(target, shapes, dtypes, out_dir, method="auto", seed=0, random_weight
         raise SystemExit(f"torch_export: {target!r} is not MODULE:FACTORY")
     module_name, factory_name = target.rsplit(":", 1)
     sys.path.insert(0, os.getcwd())
-    factory = getattr(importlib.import_module(module_name), factory_name)
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as e:  # the user's module: report, do not trace back through the exporter
+        raise SystemExit(f"torch_export: cannot import {module_name!r}: {type(e).__name__}: {e}")
+    factory = getattr(module, factory_name, None)
+    if not callable(factory):
+        raise SystemExit(f"torch_export: {module_name!r} has no callable {factory_name!r}")
     torch.manual_seed(seed)
     model = factory()
     if not isinstance(model, torch.nn.Module):
@@ -627,8 +633,11 @@ def export(target, shapes, dtypes, out_dir, method="auto", seed=0, random_weight
             inputs.append(torch.randn(shape, generator=gen).to(tdt))
         else:
             inputs.append(torch.randint(0, 8, shape, generator=gen).to(tdt))
-    with torch.no_grad():
-        expected = model(*[x.clone() for x in inputs])
+    try:
+        with torch.no_grad():
+            expected = model(*[x.clone() for x in inputs])
+    except Exception as e:
+        raise SystemExit(f"torch_export: {target} fails on inputs of shape {shapes}: {type(e).__name__}: {e}")
     expected_leaves, _ = tree_flatten(expected)
     if not expected_leaves or not all(isinstance(t, torch.Tensor) for t in expected_leaves):
         raise SystemExit(f"torch_export: {target} must return a tensor or a tuple/list/dict of tensors")
