@@ -77,3 +77,22 @@ int run_discharge(const CaptureArgs& args);
 int run_capabilities();
 
 }  // namespace pact::cli
+
+namespace pact::cli {
+
+/// `pact contracts validate|audit|score|scaffold|falsify` options.
+struct ContractsArgs {
+  std::string dir = "contracts";
+  std::string contract;  ///< falsify/score: one contract id; scaffold: a contract file
+  std::string out;       ///< scaffold: write here instead of stdout
+  std::uint64_t seed = 0;
+  int trials = 20;
+  bool json = false;
+};
+int run_contracts_validate(const ContractsArgs& args);
+int run_contracts_audit(const ContractsArgs& args);
+int run_contracts_score(const ContractsArgs& args);
+int run_contracts_scaffold(const ContractsArgs& args);
+int run_contracts_falsify(const ContractsArgs& args);
+
+}  // namespace pact::cli

@@ -97,6 +97,24 @@ int main(int argc, char** argv) {
   discharge_cmd->add_flag("--json", discharge_args.json, "print the verdicts as JSON");
   discharge_cmd->add_option("-o,--out", discharge_args.out, "save the discharged capture here");
 
+  pact::cli::ContractsArgs contracts_args;
+  auto* contracts_cmd = app.add_subcommand("contracts", "kernel contracts: validate, audit, score, scaffold, falsify");
+  contracts_cmd->require_subcommand(1);
+  contracts_cmd->add_option("--dir", contracts_args.dir, "the contracts folder");
+  auto* c_validate = contracts_cmd->add_subcommand("validate", "check every contract and binding; evaluate every obligation briefly");
+  auto* c_audit = contracts_cmd->add_subcommand("audit", "binding coverage, unbound equations, bindings naming missing capsules or symbols");
+  auto* c_score = contracts_cmd->add_subcommand("score", "per-contract score from obligations passed and mutants caught");
+  c_score->add_option("contract", contracts_args.contract, "one contract id");
+  auto* c_scaffold = contracts_cmd->add_subcommand("scaffold", "a GoogleTest skeleton from a contract file");
+  c_scaffold->add_option("file", contracts_args.contract, "contract YAML")->required();
+  c_scaffold->add_option("-o,--out", contracts_args.out, "write here");
+  auto* c_falsify = contracts_cmd->add_subcommand("falsify", "run every obligation as a property test and prove each gate can fail");
+  c_falsify->add_option("contract", contracts_args.contract, "one contract id");
+  for (auto* sub : {c_score, c_falsify}) {
+    sub->add_option("--seed", contracts_args.seed, "seed of the random cases");
+    sub->add_option("--trials", contracts_args.trials, "cases per obligation");
+  }
+
   pact::cli::TrainArgs train_args;
   auto* train = app.add_subcommand("train", "train a model on the embedded digits data (the main job)");
   train->add_option("--model", train_args.model, "mlp, cnn, char-transformer, or a pact.ir.v1 JSON path");
@@ -127,6 +145,11 @@ int main(int argc, char** argv) {
       if (capture_args.model.empty()) throw pact::Error(pact::ErrorCode::invalid_argument, "pact capture", "MODEL is required");
       return pact::cli::run_capture(capture_args);
     }
+    if (*c_validate) return pact::cli::run_contracts_validate(contracts_args);
+    if (*c_audit) return pact::cli::run_contracts_audit(contracts_args);
+    if (*c_score) return pact::cli::run_contracts_score(contracts_args);
+    if (*c_scaffold) return pact::cli::run_contracts_scaffold(contracts_args);
+    if (*c_falsify) return pact::cli::run_contracts_falsify(contracts_args);
     if (*discharge_cmd) return pact::cli::run_discharge(discharge_args);
     if (*import_cmd) return pact::cli::run_import(import_dir, import_out, import_weights);
     if (*run_cmd) return pact::cli::run_torch(run_dir, run_profile, run_json, run_tolerance);

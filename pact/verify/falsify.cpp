@@ -1,0 +1,612 @@
+#include "pact/verify/falsify.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <map>
+#include <random>
+
+#include "pact/contract/capsule.hpp"
+#include "pact/contract/check.hpp"
+#include "pact/kernels/kernel.hpp"
+
+namespace pact::verify {
+
+namespace {
+
+using ops::Attributes;
+
+std::vector<double> vals(const TensorView& v) {
+  Tensor d = v.convert(DType::f64);
+  auto p = d.prepare_host<double>();
+  const auto s = std::get<PreparedContiguousRead<double>>(p.value()).as_span();
+  return {s.begin(), s.end()};
+}
+
+Tensor make(const Dims& shape, const std::vector<double>& v, DType dtype = DType::f32) {
+  Tensor t = Tensor::from_values<double>(shape, v);
+  if (dtype == DType::f64) return t;
+  return t.convert(dtype);
+}
+
+struct Case {
+  std::vector<Tensor> in;
+  Attributes attrs;
+  template <class... T>
+  static Case of(Attributes a, T&&... tensors) {
+    Case c;
+    (c.in.push_back(std::forward<T>(tensors)), ...);
+    c.attrs = std::move(a);
+    return c;
+  }
+  Case clone() const {
+    Case c;
+    for (const auto& t : in) c.in.push_back(t.duplicate());
+    c.attrs = attrs;
+    return c;
+  }
+  std::vector<TensorView> views() const {
+    std::vector<TensorView> v;
+    for (const auto& t : in) v.push_back(t.as_view());
+    return v;
+  }
+};
+
+struct Rng {
+  std::mt19937_64 gen;
+  std::int64_t pick(std::int64_t lo, std::int64_t hi) { return std::uniform_int_distribution<std::int64_t>(lo, hi)(gen); }
+  Tensor randn(const Dims& shape, double scale, double offset = 0) {
+    std::normal_distribution<double> nd(offset, scale);
+    std::vector<double> v(static_cast<std::size_t>(ops::numel(shape)));
+    for (auto& x : v) x = nd(gen);
+    return make(shape, v);
+  }
+};
+
+Case make_case(const std::string& op, Rng& r, int trial) {
+  const double scale = trial % 4 == 3 ? 1e4 : 3.0;  // every fourth case: logits far beyond exp's range
+  if (op == "softmax" || op == "log_softmax") {
+    return Case::of(Attributes{{"dim", std::int64_t{-1}}}, r.randn(Dims{r.pick(1, 5), r.pick(2, 17)}, scale));
+  }
+  if (op == "cross_entropy") {
+    const auto n = r.pick(1, 6), c = r.pick(2, 9);
+    std::vector<double> t(static_cast<std::size_t>(n));
+    for (auto& x : t) x = static_cast<double>(r.pick(0, c - 1));
+    return Case::of({}, r.randn(Dims{n, c}, scale), make(Dims{n}, t, DType::i64));
+  }
+  if (op == "layer_norm" || op == "rms_norm") {
+    const auto rows = r.pick(1, 5), n = r.pick(2, 33);
+    Case c = Case::of(Attributes{{"normalized_shape", std::vector<std::int64_t>{n}}, {"eps", 1e-5}},
+                      r.randn(Dims{rows, n}, 3.0, op == "layer_norm" ? 1.5 : 0.0), r.randn(Dims{n}, 0.5, 1.0));
+    if (op == "layer_norm") c.in.push_back(r.randn(Dims{n}, 0.1));
+    return c;
+  }
+  if (op == "matmul") {
+    const auto m = r.pick(1, 9), k = r.pick(2, 9), n = r.pick(1, 9);
+    return Case::of({}, r.randn(Dims{m, k}, 1.0), r.randn(Dims{k, n}, 1.0));
+  }
+  if (op == "scaled_dot_product_attention") {
+    const auto b = r.pick(1, 2), l = r.pick(1, 5), s = r.pick(1, 6), e = r.pick(2, 8), ev = r.pick(1, 6);
+    return Case::of(Attributes{{"is_causal", trial % 2 == 1}}, r.randn(Dims{b, l, e}, 1.0), r.randn(Dims{b, s, e}, 1.0),
+                    r.randn(Dims{b, s, ev}, 1.0));
+  }
+  if (op == "gelu") return Case::of({}, r.randn(Dims{r.pick(1, 40)}, 4.0));
+  if (op == "conv2d") {
+    const auto groups = r.pick(1, 2), c = groups * r.pick(1, 3), o = groups * r.pick(1, 3), k = r.pick(1, 3);
+    const auto h = r.pick(k, 7), w = r.pick(k, 7);
+    Attributes attrs{{"stride", std::vector<std::int64_t>{r.pick(1, 2), r.pick(1, 2)}},
+                     {"padding", std::vector<std::int64_t>{r.pick(0, 1), r.pick(0, 1)}},
+                     {"groups", groups}};
+    return Case::of(std::move(attrs), r.randn(Dims{r.pick(1, 2), c, h, w}, 1.0), r.randn(Dims{o, c / groups, k, k}, 0.5),
+                    r.randn(Dims{o}, 0.5));
+  }
+  throw_error(ErrorCode::unsupported, "falsify", fmt::format("no case generator for op '{}'", op));
+}
+
+const kernels::Handler& reference_of(const std::string& op) {
+  const auto* h = kernels::find_handler(kernels::reference_handlers(), ops::parse_op_kind(op));
+  if (h == nullptr) throw_error(ErrorCode::unsupported, "falsify", fmt::format("no reference kernel for '{}'", op));
+  return *h;
+}
+
+Tensor reference(const std::string& op, std::span<const TensorView> in, const Attributes& a) {
+  return kernels::run_forward(reference_of(op), in, a);
+}
+
+using Finding = std::optional<std::string>;
+struct CheckArgs {
+  const std::string& op;
+  const KernelFn& kernel;
+  Case& c;
+  double tol;  // -1: the op's tolerance
+  Rng& rng;
+};
+using Check = Finding (*)(CheckArgs&);
+
+std::int64_t last_dim(const Tensor& t) { return t.shape()[t.shape().size() - 1]; }
+
+Finding rows_sum(CheckArgs& a, bool exp_first) {
+  const Tensor y = a.kernel(a.c.views(), a.c.attrs);
+  const auto v = vals(y.as_view());
+  const auto n = last_dim(y);
+  for (std::size_t r = 0; r * static_cast<std::size_t>(n) < v.size(); ++r) {
+    double s = 0;
+    for (std::int64_t j = 0; j < n; ++j) s += exp_first ? std::exp(v[r * n + j]) : v[r * n + j];
+    if (!(std::abs(s - 1.0) <= std::max(a.tol, 0.0) + 1e-12)) return fmt::format("row {} sums to {}", r, s);
+  }
+  return std::nullopt;
+}
+
+Finding within(const std::vector<double>& got, const std::vector<double>& want, double abs, double rel, const char* what) {
+  if (got.size() != want.size()) return fmt::format("{}: {} elements, expected {}", what, got.size(), want.size());
+  double scale = 1.0;
+  for (double w : want) scale = std::max(scale, std::abs(w));
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const double d = std::abs(got[i] - want[i]);
+    if (!(d <= abs + rel * scale)) return fmt::format("{}: element {} is {}, expected {} (tolerance {})", what, i, got[i], want[i], abs + rel * scale);
+  }
+  return std::nullopt;
+}
+
+Tensor scaled(const Tensor& t, double mul, double add) {
+  auto v = vals(t.as_view());
+  for (auto& x : v) x = x * mul + add;
+  return make(t.shape(), v, t.dtype());
+}
+
+Tensor ones(const Dims& s, double value = 1.0) { return make(s, std::vector<double>(static_cast<std::size_t>(ops::numel(s)), value)); }
+
+const std::map<std::string, Check>& checks() {
+  static const std::map<std::string, Check> table = {
+      {"rows_sum_to_one", [](CheckArgs& a) { return rows_sum(a, false); }},
+      {"exp_rows_sum_to_one", [](CheckArgs& a) { return rows_sum(a, true); }},
+      {"unit_interval",
+       [](CheckArgs& a) -> Finding {
+         for (double y : vals(a.kernel(a.c.views(), a.c.attrs).as_view())) {
+           if (!(y >= -a.tol && y <= 1.0 + std::max(a.tol, 0.0))) return fmt::format("output {} is outside [0, 1]", y);
+         }
+         return std::nullopt;
+       }},
+      {"nonpositive",
+       [](CheckArgs& a) -> Finding {
+         for (double y : vals(a.kernel(a.c.views(), a.c.attrs).as_view())) {
+           if (!(y <= std::max(a.tol, 0.0))) return fmt::format("output {} is positive", y);
+         }
+         return std::nullopt;
+       }},
+      {"nonnegative",
+       [](CheckArgs& a) -> Finding {
+         for (double y : vals(a.kernel(a.c.views(), a.c.attrs).as_view())) {
+           if (!(y >= -std::max(a.tol, 0.0))) return fmt::format("output {} is negative", y);
+         }
+         return std::nullopt;
+       }},
+      {"shift_invariance",
+       [](CheckArgs& a) -> Finding {
+         const auto y = vals(a.kernel(a.c.views(), a.c.attrs).as_view());
+         Case shifted = a.c.clone();
+         shifted.in[0] = scaled(a.c.in[0], 1.0, 5.0);
+         const auto z = vals(a.kernel(shifted.views(), shifted.attrs).as_view());
+         return within(z, y, std::max(a.tol, 0.0), 0.0, "softmax(x + 5) vs softmax(x)");
+       }},
+      {"scale_invariance",
+       [](CheckArgs& a) -> Finding {
+         const auto y = vals(a.kernel(a.c.views(), a.c.attrs).as_view());
+         Case s = a.c.clone();
+         s.in[0] = scaled(a.c.in[0], 3.0, 0.0);
+         return within(vals(a.kernel(s.views(), s.attrs).as_view()), y, std::max(a.tol, 0.0), 0.0, "f(3x) vs f(x)");
+       }},
+      {"matches_reference",
+       [](CheckArgs& a) -> Finding {
+         const auto& info = ops::op_info(ops::parse_op_kind(a.op));
+         const auto tol = info.tolerance();
+         const double abs = a.tol >= 0 ? a.tol : tol.abs, rel = a.tol >= 0 ? a.tol : tol.rel;
+         return within(vals(a.kernel(a.c.views(), a.c.attrs).as_view()), vals(reference(a.op, a.c.views(), a.c.attrs).as_view()),
+                       abs, rel, "kernel vs reference");
+       }},
+      {"matches_log_softmax_at_targets",
+       [](CheckArgs& a) -> Finding {
+         const double ce = vals(a.kernel(a.c.views(), a.c.attrs).as_view())[0];
+         const TensorView logits[] = {a.c.in[0].as_view()};
+         const auto ls = vals(reference("log_softmax", logits, Attributes{{"dim", std::int64_t{-1}}}).as_view());
+         const auto t = vals(a.c.in[1].as_view());
+         const auto c = last_dim(a.c.in[0]);
+         double m = 0;
+         for (std::size_t n = 0; n < t.size(); ++n) m -= ls[n * static_cast<std::size_t>(c) + static_cast<std::size_t>(t[n])];
+         m /= static_cast<double>(t.size());
+         if (!(std::abs(ce - m) <= std::max(a.tol, 0.0) * std::max(1.0, std::abs(m)))) {
+           return fmt::format("loss {} but mean -log_softmax at the targets is {}", ce, m);
+         }
+         return std::nullopt;
+       }},
+      {"zero_mean_unit_variance",
+       [](CheckArgs& a) -> Finding {
+         const Dims ns{last_dim(a.c.in[0])};
+         Case c = Case::of(a.c.attrs, a.c.in[0].duplicate(), ones(ns), ones(ns, 0.0));
+         const auto y = vals(a.kernel(c.views(), c.attrs).as_view());
+         const auto n = static_cast<std::size_t>(ns[0]);
+         for (std::size_t r = 0; r * n < y.size(); ++r) {
+           double m = 0, v = 0;
+           for (std::size_t j = 0; j < n; ++j) m += y[r * n + j];
+           m /= static_cast<double>(n);
+           for (std::size_t j = 0; j < n; ++j) v += (y[r * n + j] - m) * (y[r * n + j] - m);
+           v /= static_cast<double>(n);
+           if (!(std::abs(m) <= a.tol && std::abs(v - 1.0) <= a.tol)) return fmt::format("row {}: mean {}, variance {}", r, m, v);
+         }
+         return std::nullopt;
+       }},
+      {"unit_rms",
+       [](CheckArgs& a) -> Finding {
+         const Dims ns{last_dim(a.c.in[0])};
+         Case c = Case::of(a.c.attrs, a.c.in[0].duplicate(), ones(ns));
+         const auto y = vals(a.kernel(c.views(), c.attrs).as_view());
+         const auto n = static_cast<std::size_t>(ns[0]);
+         for (std::size_t r = 0; r * n < y.size(); ++r) {
+           double s = 0;
+           for (std::size_t j = 0; j < n; ++j) s += y[r * n + j] * y[r * n + j];
+           const double rms = std::sqrt(s / static_cast<double>(n));
+           if (!(std::abs(rms - 1.0) <= a.tol)) return fmt::format("row {}: rms {}", r, rms);
+         }
+         return std::nullopt;
+       }},
+      {"identity",
+       [](CheckArgs& a) -> Finding {
+         const auto k = last_dim(a.c.in[0]);
+         std::vector<double> eye(static_cast<std::size_t>(k * k), 0.0);
+         for (std::int64_t i = 0; i < k; ++i) eye[static_cast<std::size_t>(i * k + i)] = 1.0;
+         Case c = Case::of({}, a.c.in[0].duplicate(), make(Dims{k, k}, eye));
+         return within(vals(a.kernel(c.views(), c.attrs).as_view()), vals(a.c.in[0].as_view()), std::max(a.tol, 0.0), 0.0, "A I vs A");
+       }},
+      {"convex_in_values",
+       [](CheckArgs& a) -> Finding {
+         const auto y = vals(a.kernel(a.c.views(), a.c.attrs).as_view());
+         const auto v = vals(a.c.in[2].as_view());
+         const Dims vs = a.c.in[2].shape();
+         const auto b = vs[0], s = vs[1], ev = vs[2];
+         const auto l = a.c.in[0].shape()[1];
+         for (std::int64_t bi = 0; bi < b; ++bi)
+           for (std::int64_t d = 0; d < ev; ++d) {
+             double lo = std::numeric_limits<double>::infinity(), hi = -lo;
+             for (std::int64_t j = 0; j < s; ++j) {
+               lo = std::min(lo, v[static_cast<std::size_t>((bi * s + j) * ev + d)]);
+               hi = std::max(hi, v[static_cast<std::size_t>((bi * s + j) * ev + d)]);
+             }
+             for (std::int64_t i = 0; i < l; ++i) {
+               const double o = y[static_cast<std::size_t>((bi * l + i) * ev + d)];
+               if (!(o >= lo - a.tol && o <= hi + a.tol)) return fmt::format("output {} outside [{}, {}]", o, lo, hi);
+             }
+           }
+         return std::nullopt;
+       }},
+      {"gelu_envelope",
+       [](CheckArgs& a) -> Finding {
+         const auto x = vals(a.c.in[0].as_view());
+         const auto y = vals(a.kernel(a.c.views(), a.c.attrs).as_view());
+         for (std::size_t i = 0; i < x.size(); ++i) {
+           if (!(y[i] <= std::max(0.0, x[i]) + a.tol && y[i] >= std::min(0.0, x[i]) - 0.17 - a.tol)) {
+             return fmt::format("gelu({}) = {} is outside the envelope", x[i], y[i]);
+           }
+         }
+         return std::nullopt;
+       }},
+      {"identity_kernel",
+       [](CheckArgs& a) -> Finding {
+         const Dims xs = a.c.in[0].shape();
+         const auto c = xs[1];
+         std::vector<double> w(static_cast<std::size_t>(c * c), 0.0);
+         for (std::int64_t i = 0; i < c; ++i) w[static_cast<std::size_t>(i * c + i)] = 1.0;
+         Case k = Case::of({}, a.c.in[0].duplicate(), make(Dims{c, c, 1, 1}, w));
+         return within(vals(a.kernel(k.views(), k.attrs).as_view()), vals(a.c.in[0].as_view()), std::max(a.tol, 0.0), 0.0,
+                       "conv2d(x, identity) vs x");
+       }},
+  };
+  return table;
+}
+
+// Row-wise helper for the mutants: applies f to each row of the last dimension.
+Tensor rowwise(const TensorView& x, const std::function<void(const double*, double*, std::int64_t)>& f) {
+  const auto v = vals(x);
+  const Dims s = x.shape();
+  const auto n = s[s.size() - 1];
+  std::vector<double> out(v.size());
+  for (std::size_t r = 0; r * static_cast<std::size_t>(n) < v.size(); ++r) f(v.data() + r * n, out.data() + r * n, n);
+  return make(s, out);
+}
+
+const std::map<std::string, KernelFn>& mutants() {
+  static const std::map<std::string, KernelFn> table = {
+      {"softmax_without_max_subtraction",
+       [](std::span<const TensorView> in, const Attributes&) {
+         return rowwise(in[0], [](const double* x, double* y, std::int64_t n) {
+           float s = 0;
+           for (std::int64_t j = 0; j < n; ++j) s += std::exp(static_cast<float>(x[j]));
+           for (std::int64_t j = 0; j < n; ++j) y[j] = std::exp(static_cast<float>(x[j])) / s;
+         });
+       }},
+      {"log_softmax_without_max_subtraction",
+       [](std::span<const TensorView> in, const Attributes&) {
+         return rowwise(in[0], [](const double* x, double* y, std::int64_t n) {
+           float s = 0;
+           for (std::int64_t j = 0; j < n; ++j) s += std::exp(static_cast<float>(x[j]));
+           for (std::int64_t j = 0; j < n; ++j) y[j] = static_cast<float>(x[j]) - std::log(s);
+         });
+       }},
+      {"cross_entropy_off_by_one_reduction",
+       [](std::span<const TensorView> in, const Attributes&) {
+         const auto x = vals(in[0]);
+         const auto t = vals(in[1]);
+         const auto c = in[0].shape()[1];
+         double loss = 0;
+         for (std::size_t n = 0; n < t.size(); ++n) {
+           const double* row = x.data() + n * static_cast<std::size_t>(c);
+           double m = row[0];
+           for (std::int64_t j = 0; j < c - 1; ++j) m = std::max(m, row[j]);
+           double s = 0;
+           for (std::int64_t j = 0; j < c - 1; ++j) s += std::exp(row[j] - m);  // skips the last class
+           loss += m + std::log(s) - row[static_cast<std::size_t>(t[n])];
+         }
+         return make(Dims{}, {loss / static_cast<double>(t.size())});
+       }},
+      {"layer_norm_unbiased_variance",
+       [](std::span<const TensorView> in, const Attributes& a) {
+         const auto w = vals(in[1]);
+         const auto b = in.size() > 2 ? vals(in[2]) : std::vector<double>(w.size(), 0.0);
+         const double eps = a.get_float("layer_norm", "eps", 1e-5);
+         return rowwise(in[0], [&](const double* x, double* y, std::int64_t n) {
+           double m = 0, v = 0;
+           for (std::int64_t j = 0; j < n; ++j) m += x[j];
+           m /= static_cast<double>(n);
+           for (std::int64_t j = 0; j < n; ++j) v += (x[j] - m) * (x[j] - m);
+           v /= static_cast<double>(n - 1);
+           for (std::int64_t j = 0; j < n; ++j) y[j] = (x[j] - m) / std::sqrt(v + eps) * w[j] + b[j];
+         });
+       }},
+      {"rms_norm_off_by_one_reduction",
+       [](std::span<const TensorView> in, const Attributes& a) {
+         const auto w = vals(in[1]);
+         const double eps = a.get_float("rms_norm", "eps", 1e-5);
+         return rowwise(in[0], [&](const double* x, double* y, std::int64_t n) {
+           double s = 0;
+           for (std::int64_t j = 0; j < n - 1; ++j) s += x[j] * x[j];  // skips the last element
+           const double r = std::sqrt(s / static_cast<double>(n) + eps);
+           for (std::int64_t j = 0; j < n; ++j) y[j] = x[j] / r * w[j];
+         });
+       }},
+      {"matmul_off_by_one_k",
+       [](std::span<const TensorView> in, const Attributes&) {
+         const auto a = vals(in[0]);
+         const auto b = vals(in[1]);
+         const auto m = in[0].shape()[0], k = in[0].shape()[1], n = in[1].shape()[1];
+         std::vector<double> c(static_cast<std::size_t>(m * n), 0.0);
+         for (std::int64_t i = 0; i < m; ++i)
+           for (std::int64_t j = 0; j < n; ++j)
+             for (std::int64_t p = 0; p < k - 1; ++p) c[static_cast<std::size_t>(i * n + j)] += a[static_cast<std::size_t>(i * k + p)] * b[static_cast<std::size_t>(p * n + j)];
+         return make(Dims{m, n}, c);
+       }},
+      {"attention_without_scale",
+       [](std::span<const TensorView> in, const Attributes& a) {
+         Attributes unscaled = a;
+         unscaled.set("scale", 1.0);
+         return reference("scaled_dot_product_attention", in, unscaled);
+       }},
+      {"gelu_as_relu",
+       [](std::span<const TensorView> in, const Attributes&) {
+         auto v = vals(in[0]);
+         for (auto& x : v) x = std::max(0.0, x);
+         return make(in[0].shape(), v);
+       }},
+      {"conv2d_dropped_bias",
+       [](std::span<const TensorView> in, const Attributes& a) { return reference("conv2d", in.subspan(0, 2), a); }},
+  };
+  return table;
+}
+
+std::uint64_t mix(std::uint64_t seed, std::string_view s) {
+  std::uint64_t h = seed ^ 0xcbf29ce484222325ULL;
+  for (char c : s) h = (h ^ static_cast<unsigned char>(c)) * 0x100000001b3ULL;
+  return h;
+}
+
+const contract::Capsule* find_capsule(const std::string& name) {
+  for (const auto* m : contract::maintained_modules()) {
+    for (const auto& c : m->capsules) {
+      if (c.name == name) return &c;
+    }
+  }
+  return nullptr;
+}
+
+const Equation* equation_of(const Contract& c, const std::string& name) {
+  for (const auto& e : c.equations) {
+    if (e.name == name) return &e;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+std::vector<std::string> known_checks() {
+  std::vector<std::string> out;
+  for (const auto& [k, f] : checks()) out.push_back(k);
+  return out;
+}
+
+std::vector<std::string> known_mutants() {
+  std::vector<std::string> out;
+  for (const auto& [k, f] : mutants()) out.push_back(k);
+  return out;
+}
+
+KernelFn mutant(const std::string& name) {
+  auto it = mutants().find(name);
+  if (it == mutants().end()) throw_error(ErrorCode::invalid_argument, "falsify", fmt::format("unknown mutant '{}'", name));
+  return it->second;
+}
+
+KernelFn capsule_kernel(const std::string& name) {
+  const contract::Capsule* c = find_capsule(name);
+  if (c == nullptr) throw_error(ErrorCode::unsupported, "falsify", fmt::format("no capsule named '{}' in the registry", name));
+  const contract::BoundKernel bound = contract::bind(*c);
+  const kernels::Handler* h = bound.handler;
+  return [h](std::span<const TensorView> in, const Attributes& a) { return kernels::run_forward(*h, in, a); };
+}
+
+CheckOutcome evaluate(const ProofObligation& o, const std::string& op, const KernelFn& kernel, std::uint64_t seed, int trials) {
+  auto it = checks().find(o.check);
+  if (it == checks().end()) throw_error(ErrorCode::invalid_argument, "falsify", fmt::format("obligation {}: unknown check '{}'", o.id, o.check));
+  CheckOutcome out;
+  for (int t = 0; t < trials; ++t) {
+    Rng rng{std::mt19937_64(mix(seed + static_cast<std::uint64_t>(t), o.id))};
+    Case c = make_case(op, rng, t);
+    CheckArgs args{op, kernel, c, o.tolerance, rng};
+    Finding f;
+    try {
+      f = it->second(args);
+    } catch (const Error& e) {
+      f = fmt::format("the kernel failed: {}", e.what());
+    }
+    ++out.trials;
+    if (f) {
+      if (out.failed++ == 0) out.first_failure = fmt::format("case {}: {}", t, *f);
+    }
+  }
+  return out;
+}
+
+std::size_t FalsifyReport::failed() const noexcept {
+  return static_cast<std::size_t>(std::count_if(obligations.begin(), obligations.end(), [](const auto& r) { return r.outcome.failed > 0; }));
+}
+std::size_t FalsifyReport::caught() const noexcept {
+  return static_cast<std::size_t>(std::count_if(mutants.begin(), mutants.end(), [](const auto& m) { return m.caught; }));
+}
+bool FalsifyReport::ok() const noexcept { return evaluated() > 0 && failed() == 0 && caught() == mutants.size(); }
+
+FalsifyReport falsify(const std::vector<Contract>& contracts, const BindingFile& bindings, const std::string& only, std::uint64_t seed,
+                      int trials, bool run_mutants) {
+  FalsifyReport report;
+  bool matched = only.empty();
+  for (const auto& c : contracts) {
+    if (!only.empty() && c.id != only) continue;
+    matched = true;
+    report.declared += c.obligations.size();
+    for (const auto& o : c.obligations) {
+      const Equation* eq = equation_of(c, o.equation);
+      for (const auto& b : bindings.bindings) {
+        if (b.contract != c.id || b.equation != o.equation || b.status != BindingStatus::implemented) continue;
+        report.obligations.push_back({c.id, o.id, b.capsule, evaluate(o, eq->op, capsule_kernel(b.capsule), seed, trials)});
+      }
+    }
+    if (!run_mutants) continue;
+    for (const auto& t : c.falsification) {
+      const auto& o = *std::find_if(c.obligations.begin(), c.obligations.end(), [&](const auto& x) { return x.id == t.obligation; });
+      const CheckOutcome out = evaluate(o, equation_of(c, o.equation)->op, mutant(t.mutant), seed, trials);
+      report.mutants.push_back({c.id, t.id, t.mutant, o.id, out.failed > 0,
+                                out.failed > 0 ? out.first_failure : fmt::format("{} cases, none failed", out.trials)});
+    }
+  }
+  if (!matched) throw_error(ErrorCode::invalid_argument, "falsify", fmt::format("no contract '{}'", only));
+  return report;
+}
+
+AuditReport audit(const std::vector<Contract>& contracts, const BindingFile& bindings) {
+  AuditReport r;
+  std::map<std::string, const Contract*> by_id;
+  for (const auto& c : contracts) by_id[c.id] = &c;
+  for (const auto& c : contracts) {
+    AuditReport::Coverage cov{c.id, c.equations.size(), 0, {}};
+    for (const auto& e : c.equations) {
+      const bool bound = std::any_of(bindings.bindings.begin(), bindings.bindings.end(), [&](const Binding& b) {
+        return b.contract == c.id && b.equation == e.name && b.status == BindingStatus::implemented;
+      });
+      if (bound) ++cov.bound;
+      else cov.unbound.push_back(e.name);
+      if (!bound && !bindings.admits(c.id, e.name)) {
+        r.problems.push_back(fmt::format("{}: equation '{}' has no implemented binding and is not an allowed gap (AllImplemented)", c.id, e.name));
+      }
+      for (const auto& o : c.obligations) {
+        if (o.equation == e.name && !checks().count(o.check)) r.problems.push_back(fmt::format("{}: obligation {} names unknown check '{}'", c.id, o.id, o.check));
+      }
+      for (const auto& t : c.falsification) {
+        if (!mutants().count(t.mutant)) r.problems.push_back(fmt::format("{}: falsification test {} names unknown mutant '{}'", c.id, t.id, t.mutant));
+      }
+    }
+    r.coverage.push_back(std::move(cov));
+  }
+  for (const auto& b : bindings.bindings) {
+    const std::string where = fmt::format("{}:{}", bindings.file, b.line);
+    auto it = by_id.find(b.contract);
+    if (it == by_id.end()) {
+      r.problems.push_back(fmt::format("{}: binding names unknown contract '{}'", where, b.contract));
+      continue;
+    }
+    const Equation* eq = equation_of(*it->second, b.equation);
+    if (eq == nullptr) {
+      r.problems.push_back(fmt::format("{}: contract {} has no equation '{}'", where, b.contract, b.equation));
+      continue;
+    }
+    const contract::Capsule* cap = find_capsule(b.capsule);
+    if (cap == nullptr) {
+      r.problems.push_back(fmt::format("{}: capsule '{}' is not in the registry", where, b.capsule));
+      continue;
+    }
+    if (ops::op_kind(cap->op) != eq->op) {
+      r.problems.push_back(fmt::format("{}: capsule {} computes {}, the equation describes {}", where, b.capsule, ops::op_kind(cap->op), eq->op));
+    }
+    if (cap->provenance.symbol != b.symbol) {
+      r.problems.push_back(fmt::format("{}: symbol '{}' is not the capsule's ({})", where, b.symbol, cap->provenance.symbol));
+    }
+  }
+  for (const auto* m : contract::maintained_modules()) {
+    for (const auto& cap : m->capsules) {
+      if (cap.descriptors.size() < 3 || cap.descriptors[2].evidence.kind != contract::EvidenceKind::testSuite) continue;
+      const bool linked = std::any_of(bindings.bindings.begin(), bindings.bindings.end(), [&](const Binding& b) { return b.capsule == cap.name; });
+      if (!linked) r.unlinked_capsules.push_back(cap.name);
+    }
+  }
+  return r;
+}
+
+std::string scaffold(const Contract& c, const BindingFile& bindings) {
+  std::string suite;
+  for (char ch : c.id) suite += std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
+  std::string out = fmt::format(
+      "// Generated by `pact contracts scaffold {}`: one test per obligation per bound capsule, one per\n"
+      "// falsification test. Each evaluates the obligation through pact::verify (20 seeded cases).\n\n"
+      "#include <gtest/gtest.h>\n\n#include \"pact/verify/falsify.hpp\"\n\nnamespace {{\n\n"
+      "const pact::verify::Contract& contract() {{\n"
+      "  static const auto c = pact::verify::parse_contract(pact::verify::read_text_file(\"{}\"), \"{}\");\n  return c;\n}}\n\n"
+      "const pact::verify::ProofObligation& obligation(const std::string& id) {{\n"
+      "  for (const auto& o : contract().obligations) {{\n    if (o.id == id) return o;\n  }}\n"
+      "  throw std::runtime_error(\"no obligation \" + id);\n}}\n\n"
+      "std::string op_of(const pact::verify::ProofObligation& o) {{\n"
+      "  for (const auto& e : contract().equations) {{\n    if (e.name == o.equation) return e.op;\n  }}\n  return {{}};\n}}\n\n",
+      c.file, c.file, c.file);
+  for (const auto& o : c.obligations) {
+    for (const auto& b : bindings.bindings) {
+      if (b.contract != c.id || b.equation != o.equation || b.status != BindingStatus::implemented) continue;
+      std::string name;
+      for (char ch : o.id + "_" + b.capsule) name += std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
+      out += fmt::format(
+          "// {}: {}\nTEST({}, {}) {{\n  const auto& o = obligation(\"{}\");\n"
+          "  const auto r = pact::verify::evaluate(o, op_of(o), pact::verify::capsule_kernel(\"{}\"), 0, 20);\n"
+          "  EXPECT_EQ(r.failed, 0) << r.first_failure;\n}}\n\n",
+          o.id, o.property, suite, name, o.id, b.capsule);
+    }
+  }
+  for (const auto& t : c.falsification) {
+    std::string name;
+    for (char ch : t.id + "_catches_" + t.mutant) name += std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
+    out += fmt::format(
+        "// {}: {}\nTEST({}, {}) {{\n  const auto& o = obligation(\"{}\");\n"
+        "  const auto r = pact::verify::evaluate(o, op_of(o), pact::verify::mutant(\"{}\"), 0, 20);\n"
+        "  EXPECT_GT(r.failed, 0) << \"the gate did not catch {}\";\n}}\n\n",
+        t.id, t.description, suite, name, t.obligation, t.mutant, t.mutant);
+  }
+  out += "}  // namespace\n";
+  return out;
+}
+
+}  // namespace pact::verify

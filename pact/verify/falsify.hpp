@@ -1,0 +1,82 @@
+#pragma once
+/// Contract checking (SPEC §10): every proof obligation runs as a seeded property test against every
+/// capsule bound to its contract, and every QA gate is proven able to fail by running the same
+/// obligation against a deliberately mutated kernel that it must catch. Also the audit of
+/// contracts/binding.yaml against the capsule registry, per-contract scores and test scaffolding.
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "pact/core/tensor.hpp"
+#include "pact/ops/attributes.hpp"
+#include "pact/verify/spec.hpp"
+
+namespace pact::verify {
+
+/// A kernel under test: inputs and attributes to a new output.
+using KernelFn = std::function<Tensor(std::span<const TensorView>, const ops::Attributes&)>;
+
+/// The property checks obligations may name, and the mutants falsification tests may name.
+std::vector<std::string> known_checks();
+std::vector<std::string> known_mutants();
+/// The mutated kernel `name` (invalid_argument for an unknown name).
+KernelFn mutant(const std::string& name);
+/// The kernel of a capsule of the maintained registry, by name ("native.softmax"); unsupported when none.
+KernelFn capsule_kernel(const std::string& capsule);
+
+/// One evaluation of an obligation against a kernel: `trials` seeded random cases.
+struct CheckOutcome {
+  int trials = 0;
+  int failed = 0;
+  std::string first_failure;  ///< what the first failing case showed
+};
+/// Runs `obligation` (whose equation is `op`) against `kernel`. An unknown check is invalid_argument.
+CheckOutcome evaluate(const ProofObligation& obligation, const std::string& op, const KernelFn& kernel, std::uint64_t seed,
+                      int trials);
+
+struct ObligationResult {
+  std::string contract, obligation, capsule;
+  CheckOutcome outcome;
+};
+struct MutantResult {
+  std::string contract, test, mutant, obligation;
+  bool caught = false;
+  std::string detail;
+};
+struct FalsifyReport {
+  std::vector<ObligationResult> obligations;
+  std::vector<MutantResult> mutants;
+  std::size_t declared = 0;  ///< obligations declared by the contracts considered
+
+  std::size_t evaluated() const noexcept { return obligations.size(); }
+  std::size_t failed() const noexcept;
+  std::size_t caught() const noexcept;
+  /// True when something was evaluated, nothing failed, and every gate caught every mutant it names.
+  bool ok() const noexcept;
+};
+
+/// Evaluates `contracts` (all, or only `only`) against the capsules `bindings` binds them to; with
+/// `mutants`, also runs every falsification test against its mutant. Seeded and reproducible.
+FalsifyReport falsify(const std::vector<Contract>& contracts, const BindingFile& bindings, const std::string& only,
+                      std::uint64_t seed, int trials, bool mutants);
+
+/// Audit findings: binding coverage and problems. `problems` non-empty means the audit fails.
+struct AuditReport {
+  struct Coverage {
+    std::string contract;
+    std::size_t equations = 0, bound = 0;
+    std::vector<std::string> unbound;
+  };
+  std::vector<Coverage> coverage;
+  std::vector<std::string> problems;  ///< bindings to unknown contracts, equations, capsules, or mismatched symbols
+  std::vector<std::string> unlinked_capsules;  ///< capsules citing testSuite evidence that no contract obligation binds
+};
+AuditReport audit(const std::vector<Contract>& contracts, const BindingFile& bindings);
+
+/// A GoogleTest skeleton for a contract: one test per obligation per bound capsule, one per
+/// falsification test, each calling this library.
+std::string scaffold(const Contract& contract, const BindingFile& bindings);
+
+}  // namespace pact::verify

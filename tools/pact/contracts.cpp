@@ -1,0 +1,115 @@
+// `pact contracts`: validate, audit, score, scaffold and falsify the kernel contracts (SPEC §10).
+
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include "pact/verify/falsify.hpp"
+#include "tools/pact/commands.hpp"
+
+namespace pact::cli {
+
+namespace {
+
+verify::BindingFile bindings_of(const ContractsArgs& a) {
+  const std::string path = a.dir + "/binding.yaml";
+  return verify::parse_bindings(verify::read_text_file(path), path);
+}
+
+void print_failures(const verify::FalsifyReport& r) {
+  for (const auto& o : r.obligations) {
+    if (o.outcome.failed > 0) {
+      std::printf("  FAILED %s %s on %s: %d of %d cases (%s)\n", o.contract.c_str(), o.obligation.c_str(), o.capsule.c_str(),
+                  o.outcome.failed, o.outcome.trials, o.outcome.first_failure.c_str());
+    }
+  }
+}
+
+}  // namespace
+
+int run_contracts_validate(const ContractsArgs& a) {
+  const auto contracts = verify::load_contracts(a.dir);
+  const auto bindings = bindings_of(a);
+  // Evaluating is part of validating: an obligation that names no runnable check is not validated.
+  const auto report = verify::falsify(contracts, bindings, "", a.seed, 3, false);
+  std::printf("%zu contracts, %zu bindings\n", contracts.size(), bindings.bindings.size());
+  print_failures(report);
+  std::printf("%zu declared, %zu evaluated, %zu failed\n", report.declared, report.evaluated(), report.failed());
+  if (report.evaluated() == 0) {
+    std::printf("nothing was evaluated: validation fails\n");
+    return 1;
+  }
+  return report.failed() == 0 ? 0 : 1;
+}
+
+int run_contracts_audit(const ContractsArgs& a) {
+  const auto contracts = verify::load_contracts(a.dir);
+  const auto r = verify::audit(contracts, bindings_of(a));
+  for (const auto& c : r.coverage) {
+    std::printf("%-28s %zu/%zu equations bound%s\n", c.contract.c_str(), c.bound, c.equations,
+                c.unbound.empty() ? "" : fmt::format(" (unbound: {})", fmt::join(c.unbound, ", ")).c_str());
+  }
+  if (!r.unlinked_capsules.empty()) {
+    std::printf("capsules citing test-suite evidence that no contract obligation binds (%zu): %s\n", r.unlinked_capsules.size(),
+                fmt::format("{}", fmt::join(r.unlinked_capsules, ", ")).c_str());
+  }
+  for (const auto& p : r.problems) std::printf("PROBLEM %s\n", p.c_str());
+  std::printf("%zu contracts audited, %zu problems\n", r.coverage.size(), r.problems.size());
+  return r.problems.empty() ? 0 : 1;
+}
+
+int run_contracts_score(const ContractsArgs& a) {
+  const auto contracts = verify::load_contracts(a.dir);
+  const auto report = verify::falsify(contracts, bindings_of(a), a.contract, a.seed, a.trials, true);
+  std::printf("%-28s %10s %10s %8s\n", "contract", "passed", "mutants", "score");
+  for (const auto& c : contracts) {
+    if (!a.contract.empty() && c.id != a.contract) continue;
+    std::size_t evaluated = 0, passed = 0, mutants = 0, caught = 0;
+    for (const auto& o : report.obligations) {
+      if (o.contract != c.id) continue;
+      ++evaluated;
+      passed += o.outcome.failed == 0;
+    }
+    for (const auto& m : report.mutants) {
+      if (m.contract != c.id) continue;
+      ++mutants;
+      caught += m.caught;
+    }
+    // Score: the share of evaluations that passed times the share of mutants caught (0 when nothing ran).
+    const double score = evaluated == 0 || mutants == 0 ? 0.0
+                                                        : static_cast<double>(passed) / static_cast<double>(evaluated) *
+                                                              static_cast<double>(caught) / static_cast<double>(mutants);
+    std::printf("%-28s %4zu/%-5zu %4zu/%-5zu %7.0f%%\n", c.id.c_str(), passed, evaluated, caught, mutants, 100.0 * score);
+  }
+  return report.ok() ? 0 : 1;
+}
+
+int run_contracts_scaffold(const ContractsArgs& a) {
+  const auto contract = verify::parse_contract(verify::read_text_file(a.contract), a.contract);
+  const std::string text = verify::scaffold(contract, bindings_of(a));
+  if (a.out.empty()) {
+    std::fputs(text.c_str(), stdout);
+    return 0;
+  }
+  std::ofstream f(a.out, std::ios::binary | std::ios::trunc);
+  f << text;
+  if (!f) throw_error(ErrorCode::io_error, "pact contracts scaffold", fmt::format("cannot write {}", a.out));
+  std::printf("wrote %s\n", a.out.c_str());
+  return 0;
+}
+
+int run_contracts_falsify(const ContractsArgs& a) {
+  const auto contracts = verify::load_contracts(a.dir);
+  const auto r = verify::falsify(contracts, bindings_of(a), a.contract, a.seed, a.trials, true);
+  print_failures(r);
+  for (const auto& m : r.mutants) {
+    std::printf("  gate %-24s %-40s %s (%s)\n", m.contract.c_str(), m.mutant.c_str(), m.caught ? "caught" : "NOT CAUGHT", m.detail.c_str());
+  }
+  std::printf("%zu declared, %zu evaluated (%d cases each), %zu failed; %zu of %zu mutants caught (seed %llu)\n", r.declared, r.evaluated(),
+              a.trials, r.failed(), r.caught(), r.mutants.size(), static_cast<unsigned long long>(a.seed));
+  if (r.mutants.empty()) std::printf("no falsification test ran: a gate that catches nothing is a failure\n");
+  return r.ok() && !r.mutants.empty() ? 0 : 1;
+}
+
+}  // namespace pact::cli
