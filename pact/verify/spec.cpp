@@ -74,17 +74,62 @@ struct At {
   }
 };
 
+// yaml-cpp recurses once per nesting level: bound the nesting (flow brackets and block indentation) and the
+// size before handing it the text, so a hostile document cannot exhaust the stack.
+constexpr std::size_t kMaxDocument = 1 << 20;
+constexpr int kMaxFlowDepth = 64;
+constexpr int kMaxIndent = 256;
+
+void check_shape(std::string_view text, std::string_view file) {
+  if (text.size() > kMaxDocument) {
+    throw_error(ErrorCode::parse_error, "contracts", fmt::format("{}: {} bytes exceed the {}-byte limit", file, text.size(), kMaxDocument));
+  }
+  int depth = 0, line = 1, indent = 0;
+  bool at_line_start = true;
+  char quote = 0;
+  for (char c : text) {
+    if (c == '\n') {
+      ++line;
+      at_line_start = true;
+      indent = 0;
+      continue;
+    }
+    if (at_line_start && (c == ' ' || c == '-')) {
+      if (++indent > kMaxIndent) {
+        throw_error(ErrorCode::parse_error, "contracts", fmt::format("{}:{}: nesting deeper than {} columns", file, line, kMaxIndent));
+      }
+      continue;
+    }
+    at_line_start = false;
+    if (quote != 0) {
+      if (c == quote) quote = 0;
+      continue;
+    }
+    if (c == '"' || c == '\'') {
+      quote = c;
+    } else if (c == '[' || c == '{') {
+      if (++depth > kMaxFlowDepth) {
+        throw_error(ErrorCode::parse_error, "contracts", fmt::format("{}:{}: flow nesting deeper than {}", file, line, kMaxFlowDepth));
+      }
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+}
+
 YAML::Node load_yaml(std::string_view text, std::string_view file) {
+  check_shape(text, file);
   try {
     return YAML::Load(std::string(text));
-  } catch (const YAML::ParserException& e) {
+  } catch (const YAML::Exception& e) {
     throw_error(ErrorCode::parse_error, "contracts", fmt::format("{}:{}: malformed YAML: {}", file, e.mark.line + 1, e.msg));
   }
 }
 
 }  // namespace
 
-Contract parse_contract(std::string_view text, std::string_view file) {
+namespace {
+Contract parse_contract_document(std::string_view text, std::string_view file) {
   const At root{file, "", load_yaml(text, file)};
   if (!root.node.IsMap()) root.bad("the document is not a mapping");
   root.only({"metadata", "equations", "proof_obligations", "falsification_tests", "qa_gate"});
@@ -166,6 +211,21 @@ Contract parse_contract(std::string_view text, std::string_view file) {
   return c;
 }
 
+// yaml-cpp throws its own exceptions for conversions it cannot make (a mapping used as a key, ...).
+template <class F>
+auto typed_yaml_errors(std::string_view file, F&& f) {
+  try {
+    return f();
+  } catch (const YAML::Exception& e) {
+    throw_error(ErrorCode::parse_error, "contracts", fmt::format("{}:{}: {}", file, e.mark.line + 1, e.msg));
+  }
+}
+}  // namespace
+
+Contract parse_contract(std::string_view text, std::string_view file) {
+  return typed_yaml_errors(file, [&] { return parse_contract_document(text, file); });
+}
+
 std::string read_text_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw_error(ErrorCode::io_error, "contracts", fmt::format("cannot read {}", path));
@@ -212,7 +272,8 @@ bool BindingFile::admits(std::string_view contract, std::string_view equation) c
   return false;
 }
 
-BindingFile parse_bindings(std::string_view text, std::string_view file) {
+namespace {
+BindingFile parse_bindings_document(std::string_view text, std::string_view file) {
   const At root{file, "", load_yaml(text, file)};
   if (!root.node.IsMap()) root.bad("the document is not a mapping");
   root.only({"policy", "allowed_gaps", "bindings"});
@@ -257,6 +318,12 @@ BindingFile parse_bindings(std::string_view text, std::string_view file) {
     out.bindings.push_back(std::move(x));
   }
   return out;
+}
+
+}  // namespace
+
+BindingFile parse_bindings(std::string_view text, std::string_view file) {
+  return typed_yaml_errors(file, [&] { return parse_bindings_document(text, file); });
 }
 
 }  // namespace pact::verify

@@ -100,7 +100,6 @@ int main(int argc, char** argv) {
   pact::cli::ContractsArgs contracts_args;
   auto* contracts_cmd = app.add_subcommand("contracts", "kernel contracts: validate, audit, score, scaffold, falsify");
   contracts_cmd->require_subcommand(1);
-  contracts_cmd->add_option("--dir", contracts_args.dir, "the contracts folder");
   auto* c_validate = contracts_cmd->add_subcommand("validate", "check every contract and binding; evaluate every obligation briefly");
   auto* c_audit = contracts_cmd->add_subcommand("audit", "binding coverage, unbound equations, bindings naming missing capsules or symbols");
   auto* c_score = contracts_cmd->add_subcommand("score", "per-contract score from obligations passed and mutants caught");
@@ -112,7 +111,10 @@ int main(int argc, char** argv) {
   c_falsify->add_option("contract", contracts_args.contract, "one contract id");
   for (auto* sub : {c_score, c_falsify}) {
     sub->add_option("--seed", contracts_args.seed, "seed of the random cases");
-    sub->add_option("--trials", contracts_args.trials, "cases per obligation");
+    sub->add_option("--trials", contracts_args.trials, "cases per obligation")->check(CLI::Range(1, 100000));
+  }
+  for (auto* sub : {c_validate, c_audit, c_score, c_scaffold, c_falsify}) {
+    sub->add_option("--dir", contracts_args.dir, "the contracts folder (with binding.yaml)");
   }
 
   pact::cli::TrainArgs train_args;

@@ -1,0 +1,179 @@
+// Contract tooling (SPEC §10): the shipped contracts validate and every gate catches its mutant; malformed
+// contracts and bindings fail with file, line and field; the audit finds broken bindings; a gate that
+// catches nothing fails; falsification is reproducible; scaffolds name every obligation.
+
+#include <gtest/gtest.h>
+
+#include "pact/verify/falsify.hpp"
+#include "tests/support/expect_error.hpp"
+
+namespace pact::verify {
+namespace {
+
+using test::code_of;
+using test::mentions;
+using test::message_of;
+
+BindingFile shipped_bindings() { return parse_bindings(read_text_file("contracts/binding.yaml"), "contracts/binding.yaml"); }
+
+TEST(Contracts, ShippedContractsValidateAndEveryGateCatchesItsMutant) {
+  const auto contracts = load_contracts("contracts");
+  ASSERT_EQ(contracts.size(), 9u);
+  std::set<std::string> ops;
+  for (const auto& c : contracts) ops.insert(c.equations.at(0).op);
+  EXPECT_EQ(ops, (std::set<std::string>{"softmax", "log_softmax", "cross_entropy", "layer_norm", "rms_norm", "matmul",
+                                        "scaled_dot_product_attention", "gelu", "conv2d"}));
+  const auto report = falsify(contracts, shipped_bindings(), "", 0, 20, true);
+  EXPECT_EQ(report.failed(), 0u);
+  EXPECT_GT(report.evaluated(), report.declared);  // several capsules per obligation
+  EXPECT_EQ(report.mutants.size(), 9u);
+  EXPECT_EQ(report.caught(), 9u);
+  EXPECT_TRUE(report.ok());
+  const auto audited = audit(contracts, shipped_bindings());
+  EXPECT_TRUE(audited.problems.empty()) << audited.problems.front();
+}
+
+TEST(Contracts, FalsificationIsReproducible) {
+  const auto contracts = load_contracts("contracts");
+  const auto a = falsify(contracts, shipped_bindings(), "softmax-kernel-v1", 7, 8, true);
+  const auto b = falsify(contracts, shipped_bindings(), "softmax-kernel-v1", 7, 8, true);
+  ASSERT_EQ(a.mutants.size(), 1u);
+  EXPECT_EQ(a.mutants[0].detail, b.mutants[0].detail);
+  EXPECT_EQ(code_of([&] { falsify(contracts, shipped_bindings(), "no-such-v1", 0, 1, true); }), ErrorCode::invalid_argument);
+}
+
+TEST(Contracts, AGateThatCatchesNothingFails) {
+  // relu satisfies the GELU envelope, so this gate can never fail: the report must not pass.
+  const std::string text = R"yaml(metadata: {id: weak-gelu-v1, version: 1, description: weak}
+equations:
+  gelu: {op: gelu, formula: "y = gelu(x)"}
+proof_obligations:
+  - {id: W-1, kind: bound, equation: gelu, property: envelope, check: gelu_envelope, tolerance: 1.0e-6}
+falsification_tests:
+  - {id: W-F1, obligation: W-1, mutant: gelu_as_relu, description: relu}
+qa_gate: {id: W-GATE, checks: [W-1], pass_criteria: all, must_catch: [gelu_as_relu]}
+)yaml";
+  const auto c = parse_contract(text, "weak.yaml");
+  BindingFile b = parse_bindings(R"(policy: AllImplemented
+bindings:
+  - {contract: weak-gelu-v1, equation: gelu, capsule: native.gelu, symbol: "pact::kernels::cpu::native::gelu_forward", status: implemented}
+)",
+                                 "b.yaml");
+  const auto report = falsify({c}, b, "", 0, 10, true);
+  EXPECT_EQ(report.failed(), 0u);
+  ASSERT_EQ(report.mutants.size(), 1u);
+  EXPECT_FALSE(report.mutants[0].caught);
+  EXPECT_FALSE(report.ok());
+}
+
+TEST(Contracts, ABrokenKernelFailsItsObligations) {
+  // Binding the softmax contract to the log_softmax capsule: the audit and the obligations both object.
+  const auto contracts = load_contracts("contracts");
+  BindingFile b = parse_bindings(R"(policy: AllImplemented
+bindings:
+  - {contract: softmax-kernel-v1, equation: softmax, capsule: native.log_softmax, symbol: "pact::kernels::cpu::native::log_softmax_forward", status: implemented}
+)",
+                                 "b.yaml");
+  const auto report = falsify(contracts, b, "softmax-kernel-v1", 0, 10, false);
+  EXPECT_GT(report.failed(), 0u);
+  EXPECT_FALSE(report.ok());
+  const auto a = audit(contracts, b);
+  bool op_mismatch = false;
+  for (const auto& p : a.problems) op_mismatch = op_mismatch || mentions(p, "computes log_softmax");
+  EXPECT_TRUE(op_mismatch);
+}
+
+std::string valid_contract() { return read_text_file("contracts/softmax.yaml"); }
+
+void expect_parse_error(const std::string& text, const std::string& needle) {
+  const auto msg = message_of([&] { parse_contract(text, "c.yaml"); });
+  EXPECT_TRUE(mentions(msg, "c.yaml:")) << msg;
+  EXPECT_TRUE(mentions(msg, needle)) << "wanted '" << needle << "' in: " << msg;
+  EXPECT_EQ(code_of([&] { parse_contract(text, "c.yaml"); }), ErrorCode::parse_error);
+}
+
+std::string replace(std::string s, const std::string& from, const std::string& to) {
+  const auto at = s.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  if (at != std::string::npos) s.replace(at, from.size(), to);
+  return s;
+}
+
+TEST(Contracts, MalformedContractsNameFileLineAndField) {
+  const std::string ok = valid_contract();
+  EXPECT_NO_THROW(parse_contract(ok, "c.yaml"));
+  expect_parse_error(replace(ok, "  version: 1\n", "  version: 1\n  colour: red\n"), "metadata.colour: unknown field");
+  expect_parse_error(replace(ok, "  version: 1\n", ""), "missing field 'version'");
+  expect_parse_error(replace(ok, "  version: 1\n", "  version: one\n"), "metadata.version: 'one' is not an integer");
+  expect_parse_error(replace(ok, "id: SM-2", "id: SM-1"), "duplicate id 'SM-1'");
+  expect_parse_error(replace(ok, "    equation: softmax\n    property: every output", "    equation: softmin\n    property: every output"),
+                     "'softmin' is not an equation");
+  expect_parse_error(replace(ok, "must_catch: [softmax_without_max_subtraction]", "must_catch: [other]"), "mutant 'other' has no falsification test");
+  expect_parse_error(replace(ok, "checks: [SM-1, SM-2, SM-3, SM-4]", "checks: [SM-1, SM-9]"), "'SM-9' is not an obligation");
+  expect_parse_error(replace(ok, "kind: bound", "kind: vibe"), "is not invariant, bound");
+  expect_parse_error(replace(ok, "tolerance: 0\n", "tolerance: -1\n"), "is negative");
+  expect_parse_error(replace(ok, "equations:", "equations: [unclosed"), "malformed YAML");
+  expect_parse_error("- just\n- a list\n", "not a mapping");
+  expect_parse_error(std::string(100, '[') + std::string(100, ']'), "flow nesting deeper");
+  expect_parse_error("? [a, b]\n: c\n", "c.yaml:");
+  // The line is the field's own.
+  const auto msg = message_of([&] { parse_contract(replace(ok, "kind: bound", "kind: vibe"), "c.yaml"); });
+  EXPECT_TRUE(mentions(msg, "c.yaml:18:")) << msg;  // contracts/softmax.yaml line 18: "kind: bound"
+}
+
+TEST(Contracts, MalformedBindingsAreTyped) {
+  auto bad = [](const std::string& text, const std::string& needle) {
+    const auto msg = message_of([&] { parse_bindings(text, "b.yaml"); });
+    EXPECT_TRUE(mentions(msg, needle)) << "wanted '" << needle << "' in: " << msg;
+  };
+  const std::string row = "  - {contract: a-v1, equation: e, capsule: native.relu, symbol: s, status: implemented}\n";
+  bad("policy: SomeImplemented\nbindings: []\n", "is not AllImplemented");
+  bad("policy: AllImplemented\nbindings:\n  - {contract: a-v1, equation: e, capsule: c, symbol: s, status: done}\n", "'done' is not implemented");
+  bad("policy: AllImplemented\nbindings:\n" + row + row, "duplicate binding");
+  bad("policy: AllImplemented\nbindings:\n  - {contract: 'a\"v1', equation: e, capsule: c, symbol: s, status: implemented}\n", "may hold only");
+  bad("policy: AllImplemented\nbindings:\n  - {contract: a-v1, equation: e, capsule: c, status: implemented}\n", "missing field 'symbol'");
+  bad("policy: AllImplemented\nextra: 1\nbindings: []\n", "extra: unknown field");
+  const auto b = parse_bindings("policy: AllImplemented\nallowed_gaps:\n  - {contract: g-v1, equation: e}\nbindings:\n" + row +
+                                    "  - {contract: p-v1, equation: e, capsule: c, symbol: s, status: partial}\n",
+                                "b.yaml");
+  EXPECT_TRUE(b.admits("a-v1", "e"));
+  EXPECT_TRUE(b.admits("g-v1", "e"));
+  EXPECT_FALSE(b.admits("p-v1", "e"));  // partial is not implemented
+  EXPECT_FALSE(b.admits("x-v1", "e"));
+}
+
+TEST(Contracts, AuditFindsMissingCapsulesSymbolsAndUnboundEquations) {
+  const auto contracts = load_contracts("contracts");
+  const auto b = parse_bindings(R"(policy: AllImplemented
+bindings:
+  - {contract: softmax-kernel-v1, equation: softmax, capsule: native.softmax, symbol: "pact::kernels::cpu::native::softmax_forward", status: implemented}
+  - {contract: softmax-kernel-v1, equation: softmax, capsule: turbo.softmax, symbol: x, status: implemented}
+  - {contract: matmul-kernel-v1, equation: matmul, capsule: native.matmul, symbol: "wrong::symbol", status: implemented}
+  - {contract: nope-v1, equation: e, capsule: native.relu, symbol: x, status: implemented}
+)",
+                                "b.yaml");
+  const auto a = audit(contracts, b);
+  auto has = [&](const std::string& needle) {
+    return std::any_of(a.problems.begin(), a.problems.end(), [&](const std::string& p) { return mentions(p, needle); });
+  };
+  EXPECT_TRUE(has("capsule 'turbo.softmax' is not in the registry"));
+  EXPECT_TRUE(has("symbol 'wrong::symbol'"));
+  EXPECT_TRUE(has("unknown contract 'nope-v1'"));
+  EXPECT_TRUE(has("gelu-kernel-v1: equation 'gelu' has no implemented binding"));
+  EXPECT_TRUE(has("b.yaml:4:"));
+}
+
+TEST(Contracts, ScaffoldNamesEveryObligationAndFalsificationTest) {
+  const auto c = parse_contract(read_text_file("contracts/layer_norm.yaml"), "contracts/layer_norm.yaml");
+  const std::string text = scaffold(c, shipped_bindings());
+  for (const auto& o : c.obligations) {
+    EXPECT_TRUE(mentions(text, "obligation(\"" + o.id + "\")")) << o.id;
+  }
+  EXPECT_TRUE(mentions(text, "capsule_kernel(\"native.layer_norm\")"));
+  EXPECT_TRUE(mentions(text, "mutant(\"layer_norm_unbiased_variance\")"));
+  EXPECT_EQ(code_of([] { mutant("nothing"); }), ErrorCode::invalid_argument);
+  EXPECT_EQ(code_of([] { capsule_kernel("nothing.softmax"); }), ErrorCode::unsupported);
+}
+
+}  // namespace
+}  // namespace pact::verify
