@@ -238,7 +238,8 @@ std::vector<Contract> load_contracts(const std::string& dir) {
   std::vector<std::string> files;
   std::error_code ec;
   for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
-    if (e.path().extension() == ".yaml" && e.path().filename() != "binding.yaml") files.push_back(e.path().string());
+    const auto name = e.path().filename();
+    if (e.path().extension() == ".yaml" && name != "binding.yaml" && name != "performance.yaml") files.push_back(e.path().string());
   }
   if (ec) throw_error(ErrorCode::io_error, "contracts", fmt::format("cannot list {}: {}", dir, ec.message()));
   std::sort(files.begin(), files.end());
@@ -320,7 +321,55 @@ BindingFile parse_bindings_document(std::string_view text, std::string_view file
   return out;
 }
 
+PerformanceContract parse_performance_document(std::string_view text, std::string_view file) {
+  const At root{file, "", load_yaml(text, file)};
+  if (!root.node.IsMap()) root.bad("the document is not a mapping");
+  root.only({"metadata", "obligations"});
+  PerformanceContract out;
+  out.file = std::string(file);
+  const At meta = root.child("metadata");
+  meta.only({"id", "description"});
+  out.id = meta.child("id").str();
+  meta.child("description").str();
+  std::set<std::string> ids;
+  for (const auto& o : root.child("obligations").items()) {
+    o.only({"id", "benchmark", "shape", "contender", "baseline", "min_ratio", "threads", "repetitions"});
+    PerformanceObligation p;
+    p.id = o.child("id").str();
+    p.benchmark = o.child("benchmark").str();
+    for (const auto& e : o.child("shape").items()) {
+      const int v = e.integer();
+      if (v <= 0 || v > 16384) e.bad(fmt::format("extent {} is outside 1..16384", v));
+      p.shape.push_back(v);
+    }
+    if (p.shape.empty() || p.shape.size() > 4) o.child("shape").bad("needs 1 to 4 extents");
+    p.contender = o.child("contender").str();
+    p.baseline = o.child("baseline").str();
+    p.min_ratio = o.child("min_ratio").number();
+    if (!(p.min_ratio > 0)) o.child("min_ratio").bad("must be positive");
+    if (o.has("threads")) p.threads = o.child("threads").integer();
+    if (o.has("repetitions")) p.repetitions = o.child("repetitions").integer();
+    if (p.threads < 1 || p.threads > 256) o.child("threads").bad("must be 1..256");
+    if (p.repetitions < 1 || p.repetitions > 100) o.child("repetitions").bad("must be 1..100");
+    auto provider = [&](const std::string& v, const char* field) {
+      if (v != "native" && v != "reference" && v != "blas" && v != "openblas") o.child(field).bad(fmt::format("'{}' is not native, reference, blas or openblas", v));
+    };
+    provider(p.contender, "contender");
+    provider(p.baseline, "baseline");
+    if (p.benchmark == "gemm" && p.shape.size() != 1) o.child("shape").bad("gemm takes one extent (n for n x n x n)");
+    if (!ids.insert(p.id).second) o.child("id").bad(fmt::format("duplicate id '{}'", p.id));
+    p.line = o.line();
+    out.obligations.push_back(std::move(p));
+  }
+  if (out.obligations.empty()) root.child("obligations").bad("needs at least one obligation");
+  return out;
+}
+
 }  // namespace
+
+PerformanceContract parse_performance(std::string_view text, std::string_view file) {
+  return typed_yaml_errors(file, [&] { return parse_performance_document(text, file); });
+}
 
 BindingFile parse_bindings(std::string_view text, std::string_view file) {
   return typed_yaml_errors(file, [&] { return parse_bindings_document(text, file); });

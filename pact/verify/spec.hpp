@@ -97,6 +97,29 @@ struct BindingFile {
 /// Parses contracts/binding.yaml (same error rules).
 BindingFile parse_bindings(std::string_view text, std::string_view file);
 
+/// One performance obligation (contracts/performance.yaml): the contender's throughput must be at least
+/// min_ratio times the baseline's, both measured in the same run, interleaved, best of `repetitions`.
+struct PerformanceObligation {
+  std::string id;
+  std::string benchmark;              ///< gemm | an op kind (cross_entropy, softmax, layer_norm, ...)
+  std::vector<std::int64_t> shape;    ///< gemm: [n]; ops: the shape of the first operand
+  std::string contender;              ///< native | reference | blas
+  std::string baseline;               ///< openblas (gemm) | reference | native | blas
+  double min_ratio = 1.0;
+  int threads = 1;
+  int repetitions = 5;
+  int line = 0;
+};
+
+struct PerformanceContract {
+  std::string file;
+  std::string id;
+  std::vector<PerformanceObligation> obligations;
+};
+
+/// Parses contracts/performance.yaml (same error rules as the kernel contracts).
+PerformanceContract parse_performance(std::string_view text, std::string_view file);
+
 /// Reads a file (io_error naming it when unreadable).
 std::string read_text_file(const std::string& path);
 

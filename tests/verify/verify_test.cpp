@@ -177,3 +177,51 @@ TEST(Contracts, ScaffoldNamesEveryObligationAndFalsificationTest) {
 
 }  // namespace
 }  // namespace pact::verify
+
+#include "pact/verify/perf.hpp"
+
+namespace pact::verify {
+namespace {
+
+TEST(PerformanceContracts, ShippedFileParsesAndBadOnesAreTyped) {
+  const auto c = parse_performance(read_text_file("contracts/performance.yaml"), "contracts/performance.yaml");
+  EXPECT_GE(c.obligations.size(), 3u);
+  auto bad = [](const std::string& text, const std::string& needle) {
+    const auto msg = message_of([&] { parse_performance(text, "p.yaml"); });
+    EXPECT_TRUE(mentions(msg, needle)) << "wanted '" << needle << "' in: " << msg;
+  };
+  const std::string head = "metadata: {id: p-v1, description: d}\nobligations:\n";
+  bad(head + "  - {id: A, benchmark: gemm, shape: [64, 64], contender: native, baseline: openblas, min_ratio: 1}\n", "gemm takes one extent");
+  bad(head + "  - {id: A, benchmark: gemm, shape: [64], contender: turbo, baseline: openblas, min_ratio: 1}\n", "'turbo' is not native");
+  bad(head + "  - {id: A, benchmark: gemm, shape: [64], contender: native, baseline: openblas, min_ratio: 0}\n", "must be positive");
+  bad(head + "  - {id: A, benchmark: gemm, shape: [0], contender: native, baseline: openblas, min_ratio: 1}\n", "outside 1..16384");
+  bad(head + "  - {id: A, benchmark: gemm, shape: [64], contender: native, baseline: openblas, min_ratio: 1, speed: 9}\n", "unknown field");
+  bad("metadata: {id: p-v1, description: d}\nobligations: []\n", "needs at least one obligation");
+}
+
+TEST(PerformanceContracts, VerdictsFailOnRegressionAndAreInvalidOnAForcedBaseline) {
+  // Not a timed test: a 10^6x requirement cannot be met, and a forced kernel is invalid whatever the timing.
+  const auto c = parse_performance(R"(metadata: {id: p-v1, description: d}
+obligations:
+  - {id: IMPOSSIBLE, benchmark: softmax, shape: [4, 16], contender: native, baseline: reference, min_ratio: 1000000, repetitions: 1}
+  - {id: FORCED, benchmark: gemm, shape: [16], contender: native, baseline: openblas, min_ratio: 0.000001, repetitions: 1}
+)",
+                                   "p.yaml");
+  const char* saved = std::getenv("OPENBLAS_CORETYPE");
+  const std::string restore = saved ? saved : "";
+  ::setenv("OPENBLAS_CORETYPE", "Haswell", 1);
+  const auto results = check_performance(c);
+  if (saved) {
+    ::setenv("OPENBLAS_CORETYPE", restore.c_str(), 1);
+  } else {
+    ::unsetenv("OPENBLAS_CORETYPE");
+  }
+  ASSERT_EQ(results.size(), 2u);
+  EXPECT_EQ(results[0].verdict, "fail");
+  EXPECT_GT(results[0].ratio, 0.0);
+  EXPECT_EQ(results[1].verdict, "invalid");  // never "pass", even with a threshold any kernel meets
+  EXPECT_EQ(code_of([&] { check_performance(c, "NOPE"); }), ErrorCode::invalid_argument);
+}
+
+}  // namespace
+}  // namespace pact::verify

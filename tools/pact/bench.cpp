@@ -12,6 +12,7 @@
 
 #include "pact/core/bench_report.hpp"
 #include "pact/kernels/cpu/gemm.hpp"
+#include "pact/verify/perf.hpp"
 #include "tools/pact/commands.hpp"
 
 namespace pact::cli {
@@ -80,6 +81,33 @@ int run_bench_gemm(const std::vector<std::int64_t>& sizes, int threads, int repe
   j["environment"]["threads"] = threads;
   if (json) fmt::print("{}\n", j.dump(2));
   return 0;
+}
+
+int run_bench_check(const std::string& file, const std::string& only, bool json) {
+  const auto contract = verify::parse_performance(verify::read_text_file(file), file);
+  const auto results = verify::check_performance(contract, only);
+  bool failed = false, invalid = false;
+  Json rows = Json::array();
+  if (!json) {
+    fmt::print("pact bench --check {}: OpenBLAS kernel {}, native micro-kernel {}\n", file, kernels::cpu::openblas_corename(),
+               kernels::cpu::sgemm_variant());
+    fmt::print("{:<18} {:<14} {:>10} {:>10} {:>9} {:>9}  {}\n", "obligation", "benchmark", "contender", "baseline", "ratio", "minimum",
+               "verdict");
+  }
+  for (const auto& r : results) {
+    failed = failed || r.verdict == "fail";
+    invalid = invalid || r.verdict == "invalid";
+    if (json) {
+      rows.push_back(Json{{"id", r.id}, {"benchmark", r.benchmark}, {"contender", r.contender}, {"baseline", r.baseline},
+                          {"contender_seconds", r.contender_seconds}, {"baseline_seconds", r.baseline_seconds}, {"ratio", r.ratio},
+                          {"min_ratio", r.min_ratio}, {"verdict", r.verdict}, {"note", r.note}});
+    } else {
+      fmt::print("{:<18} {:<14} {:>10} {:>10} {:>9.3f} {:>9.2f}  {}{}\n", r.id, r.benchmark, r.contender, r.baseline, r.ratio, r.min_ratio,
+                 r.verdict, r.note.empty() ? "" : " (" + r.note + ")");
+    }
+  }
+  if (json) fmt::print("{}\n", Json{{"schema", "pact.bench-check.v1"}, {"file", file}, {"results", rows}}.dump(2));
+  return failed ? 1 : invalid ? 2 : 0;
 }
 
 }  // namespace pact::cli

@@ -12,6 +12,8 @@ int run_demo();
 /// `pact digest FILE --domain D`: canonical JSON digest of a JSON file.
 int run_digest(const std::string& path, const std::string& domain);
 
+/// `pact bench --check`: the performance contracts; exit 1 on a regression, 2 when a verdict is invalid.
+int run_bench_check(const std::string& file, const std::string& only, bool json);
 /// `pact bench gemm`: native vs OpenBLAS SGEMM, interleaved, best of `repetitions`.
 int run_bench_gemm(const std::vector<std::int64_t>& sizes, int threads, int repetitions, bool json);
 

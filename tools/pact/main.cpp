@@ -30,7 +30,13 @@ int main(int argc, char** argv) {
   ops->add_flag("--markdown", ops_markdown, "print the catalogue as docs/ops.md holds it");
 
   auto* bench = app.add_subcommand("bench", "run a benchmark; figures are ratios against a baseline measured in the same run");
-  bench->require_subcommand(1);
+  bench->require_subcommand(0, 1);
+  bool bench_check = false, bench_json = false;
+  std::string bench_file = "contracts/performance.yaml", bench_only;
+  bench->add_flag("--check", bench_check, "evaluate the performance contracts (regression gate; not part of CI)");
+  bench->add_option("--file", bench_file, "performance contracts");
+  bench->add_option("--only", bench_only, "one obligation id");
+  bench->add_flag("--json", bench_json, "with --check: print the results as JSON");
   std::vector<std::int64_t> gemm_sizes{128, 256, 512, 1024, 2048};
   int gemm_threads = 1, gemm_reps = 5;
   bool gemm_json = false;
@@ -170,6 +176,8 @@ int main(int argc, char** argv) {
       }
       return result ? 0 : 2;
     }
+    if (*bench && bench_check) return pact::cli::run_bench_check(bench_file, bench_only, bench_json);
+    if (*bench && !*gemm) throw pact::Error(pact::ErrorCode::invalid_argument, "pact bench", "give a benchmark (gemm) or --check");
     if (*gemm) return pact::cli::run_bench_gemm(gemm_sizes, gemm_threads, gemm_reps, gemm_json);
     if (*ops) {
       if (ops_markdown) {
