@@ -147,8 +147,10 @@ Contract parse_contract_document(std::string_view text, std::string_view file) {
   for (const auto& kv : eqs.node) {
     const std::string name = kv.first.as<std::string>();
     const At e{file, "equations." + name, kv.second};
-    e.only({"op", "formula"});
-    c.equations.push_back(Equation{name, e.child("op").str(), e.child("formula").str(), e.line()});
+    e.only({"op", "formula", "kernel_functions"});
+    Equation eq{name, e.child("op").str(), e.child("formula").str(), {}, e.line()};
+    if (e.has("kernel_functions")) eq.kernel_functions = e.child("kernel_functions").strings();
+    c.equations.push_back(std::move(eq));
   }
   auto has_equation = [&](const std::string& n) {
     return std::any_of(c.equations.begin(), c.equations.end(), [&](const Equation& e) { return e.name == n; });

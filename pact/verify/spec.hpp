@@ -17,6 +17,7 @@ struct Equation {
   std::string name;
   std::string op;  ///< the op-table kind the equation describes
   std::string formula;
+  std::vector<std::string> kernel_functions;  ///< name fragments of the kernel functions whose line coverage the gate measures
   int line = 0;
 };
 

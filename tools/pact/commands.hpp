@@ -90,7 +90,9 @@ struct ContractsArgs {
   std::uint64_t seed = 0;
   int trials = 20;
   bool json = false;
+  std::string coverage;  ///< gate: gcov JSON from the coverage build
 };
+int run_contracts_gate(const ContractsArgs& args);
 int run_contracts_validate(const ContractsArgs& args);
 int run_contracts_audit(const ContractsArgs& args);
 int run_contracts_score(const ContractsArgs& args);

@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <fstream>
 
-#include "pact/verify/falsify.hpp"
+#include "pact/verify/gate.hpp"
 #include "tools/pact/commands.hpp"
 
 namespace pact::cli {
@@ -110,6 +110,27 @@ int run_contracts_falsify(const ContractsArgs& a) {
               a.trials, r.failed(), r.caught(), r.mutants.size(), static_cast<unsigned long long>(a.seed));
   if (r.mutants.empty()) std::printf("no falsification test ran: a gate that catches nothing is a failure\n");
   return r.ok() && !r.mutants.empty() ? 0 : 1;
+}
+
+int run_contracts_gate(const ContractsArgs& a) {
+  const auto contracts = verify::load_contracts(a.dir);
+  const auto report = verify::falsify(contracts, bindings_of(a), a.contract, a.seed, a.trials, true);
+  std::optional<std::vector<Json>> gcov;
+  if (!a.coverage.empty()) gcov = verify::parse_gcov_json(verify::read_text_file(a.coverage), a.coverage);
+  const auto gates = verify::evaluate_gates(contracts, report, gcov ? &*gcov : nullptr);
+  std::printf("%-26s %-12s %14s %18s %18s  %s\n", "contract", "gate", "obligations", "mutation score", "line coverage", "verdict");
+  bool fail = false, incomplete = false;
+  for (const auto& g : gates) {
+    const std::string cov = g.coverage ? fmt::format("{:.1f}% (>= {:.0f}%)", g.coverage->percent(), verify::kCoverageThreshold)
+                                       : fmt::format("unmeasured (>= {:.0f}%)", verify::kCoverageThreshold);
+    std::printf("%-26s %-12s %8zu/%-5zu %18s %18s  %s\n", g.contract.c_str(), g.gate.c_str(), g.passed, g.evaluated,
+                fmt::format("{:.0f}% (>= {:.0f}%)", g.mutation_score(), verify::kMutationThreshold).c_str(), cov.c_str(), g.verdict.c_str());
+    for (const auto& r : g.reasons) std::printf("    %s\n", r.c_str());
+    fail = fail || g.verdict == "fail";
+    incomplete = incomplete || g.verdict == "incomplete";
+  }
+  if (!gcov) std::printf("no --coverage data: line coverage is unmeasured and no gate can pass (see docs/guides/contracts.md)\n");
+  return fail ? 1 : incomplete ? 2 : 0;
 }
 
 }  // namespace pact::cli

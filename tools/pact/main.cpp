@@ -115,11 +115,14 @@ int main(int argc, char** argv) {
   c_scaffold->add_option("-o,--out", contracts_args.out, "write here");
   auto* c_falsify = contracts_cmd->add_subcommand("falsify", "run every obligation as a property test and prove each gate can fail");
   c_falsify->add_option("contract", contracts_args.contract, "one contract id");
-  for (auto* sub : {c_score, c_falsify}) {
+  auto* c_gate = contracts_cmd->add_subcommand("gate", "each QA gate: obligations, mutation score (>= 80%), line coverage (>= 95%)");
+  c_gate->add_option("contract", contracts_args.contract, "one contract id");
+  c_gate->add_option("--coverage", contracts_args.coverage, "gcov --json-format --stdout output of the coverage build");
+  for (auto* sub : {c_score, c_falsify, c_gate}) {
     sub->add_option("--seed", contracts_args.seed, "seed of the random cases");
     sub->add_option("--trials", contracts_args.trials, "cases per obligation")->check(CLI::Range(1, 100000));
   }
-  for (auto* sub : {c_validate, c_audit, c_score, c_scaffold, c_falsify}) {
+  for (auto* sub : {c_validate, c_audit, c_score, c_scaffold, c_falsify, c_gate}) {
     sub->add_option("--dir", contracts_args.dir, "the contracts folder (with binding.yaml)");
   }
 
@@ -158,6 +161,7 @@ int main(int argc, char** argv) {
     if (*c_score) return pact::cli::run_contracts_score(contracts_args);
     if (*c_scaffold) return pact::cli::run_contracts_scaffold(contracts_args);
     if (*c_falsify) return pact::cli::run_contracts_falsify(contracts_args);
+    if (*c_gate) return pact::cli::run_contracts_gate(contracts_args);
     if (*discharge_cmd) return pact::cli::run_discharge(discharge_args);
     if (*import_cmd) return pact::cli::run_import(import_dir, import_out, import_weights);
     if (*run_cmd) return pact::cli::run_torch(run_dir, run_profile, run_json, run_tolerance);

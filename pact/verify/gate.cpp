@@ -1,0 +1,118 @@
+#include "pact/verify/gate.hpp"
+
+#include <fmt/format.h>
+
+#include <map>
+#include <set>
+
+namespace pact::verify {
+
+std::vector<Json> parse_gcov_json(std::string_view text, std::string_view where) {
+  std::vector<Json> docs;
+  std::size_t line_no = 0, start = 0;
+  while (start <= text.size()) {
+    const auto end = text.find('\n', start);
+    const std::string_view line = text.substr(start, end == std::string_view::npos ? std::string_view::npos : end - start);
+    ++line_no;
+    if (line.find_first_not_of(" \t\r") != std::string_view::npos) {
+      Json doc = parse_json(line, fmt::format("{}:{}", where, line_no));
+      if (!doc.is_object() || !doc.contains("files") || !doc["files"].is_array()) {
+        throw_error(ErrorCode::parse_error, "gate", fmt::format("{}:{}: not a gcov JSON document (no 'files' list)", where, line_no));
+      }
+      docs.push_back(std::move(doc));
+    }
+    if (end == std::string_view::npos) break;
+    start = end + 1;
+  }
+  if (docs.empty()) throw_error(ErrorCode::parse_error, "gate", fmt::format("{}: no gcov JSON documents", where));
+  return docs;
+}
+
+LineCoverage kernel_coverage(const std::vector<Json>& gcov, const std::vector<std::string>& fragments) {
+  LineCoverage out;
+  std::map<std::pair<std::string, std::int64_t>, bool> lines;  // (file, line) -> executed
+  std::set<std::string> names;
+  for (const auto& doc : gcov) {
+    for (const auto& f : doc["files"]) {
+      if (!f.is_object() || !f.contains("functions") || !f.contains("lines")) continue;
+      const std::string file = f.value("file", "");
+      std::set<std::string> mangled;
+      for (const auto& fn : f["functions"]) {
+        const std::string demangled = fn.value("demangled_name", "");
+        if (demangled.find("pact::kernels::cpu::") == std::string::npos) continue;
+        const bool hit = std::any_of(fragments.begin(), fragments.end(), [&](const std::string& frag) { return demangled.find(frag) != std::string::npos; });
+        if (!hit) continue;
+        mangled.insert(fn.value("name", ""));
+        names.insert(demangled.substr(0, demangled.find('(')));
+      }
+      for (const auto& l : f["lines"]) {
+        if (!mangled.count(l.value("function_name", ""))) continue;
+        auto& executed = lines[{file, l.value("line_number", std::int64_t{0})}];
+        executed = executed || l.value("count", std::int64_t{0}) > 0;
+      }
+    }
+  }
+  out.lines = lines.size();
+  for (const auto& [key, executed] : lines) out.executed += executed ? 1 : 0;
+  out.functions.assign(names.begin(), names.end());
+  return out;
+}
+
+std::vector<GateResult> evaluate_gates(const std::vector<Contract>& contracts, const FalsifyReport& report, const std::vector<Json>* gcov) {
+  std::vector<GateResult> out;
+  for (const auto& c : contracts) {
+    GateResult g;
+    g.contract = c.id;
+    g.gate = c.gate.id;
+    bool considered = false;
+    for (const auto& o : report.obligations) {
+      if (o.contract != c.id) continue;
+      considered = true;
+      // Only the obligations the gate lists count toward it.
+      if (std::find(c.gate.checks.begin(), c.gate.checks.end(), o.obligation) == c.gate.checks.end()) continue;
+      ++g.evaluated;
+      if (o.outcome.failed == 0) ++g.passed;
+      else g.reasons.push_back(fmt::format("{} failed on {}: {}", o.obligation, o.capsule, o.outcome.first_failure));
+    }
+    if (!considered) continue;  // not part of this report (falsify ran for another contract)
+    for (const auto& m : report.mutants) {
+      if (m.contract != c.id) continue;
+      ++g.mutants;
+      if (m.caught) ++g.caught;
+    }
+    for (const auto& name : c.gate.must_catch) {
+      const bool caught = std::any_of(report.mutants.begin(), report.mutants.end(),
+                                      [&](const MutantResult& m) { return m.contract == c.id && m.mutant == name && m.caught; });
+      if (!caught) g.reasons.push_back(fmt::format("mutant {} was not caught", name));
+    }
+    bool incomplete = g.mutants == 0;
+    if (g.mutants == 0) g.reasons.push_back("no falsification test ran");
+    else if (g.mutation_score() < kMutationThreshold) g.reasons.push_back(fmt::format("mutation score {:.0f}% < {:.0f}%", g.mutation_score(), kMutationThreshold));
+    if (gcov != nullptr) {
+      std::vector<std::string> fragments;
+      for (const auto& e : c.equations) fragments.insert(fragments.end(), e.kernel_functions.begin(), e.kernel_functions.end());
+      if (fragments.empty()) {
+        incomplete = true;
+        g.reasons.push_back("no equation names kernel_functions to measure");
+      } else {
+        g.coverage = kernel_coverage(*gcov, fragments);
+        if (g.coverage->lines == 0) {
+          incomplete = true;
+          g.reasons.push_back("the coverage data holds none of the named kernel functions");
+        } else if (g.coverage->percent() < kCoverageThreshold) {
+          g.reasons.push_back(fmt::format("line coverage {:.1f}% < {:.0f}%", g.coverage->percent(), kCoverageThreshold));
+        }
+      }
+    } else {
+      incomplete = true;
+    }
+    const bool failed = g.passed < g.evaluated || (g.mutants > 0 && g.mutation_score() < kMutationThreshold) ||
+                        (g.coverage && g.coverage->lines > 0 && g.coverage->percent() < kCoverageThreshold) ||
+                        std::any_of(g.reasons.begin(), g.reasons.end(), [](const std::string& r) { return r.find("was not caught") != std::string::npos; });
+    g.verdict = failed ? "fail" : incomplete ? "incomplete" : "pass";
+    out.push_back(std::move(g));
+  }
+  return out;
+}
+
+}  // namespace pact::verify

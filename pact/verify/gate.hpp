@@ -1,0 +1,49 @@
+#pragma once
+/// QA gates (SPEC §10): per contract, the falsification results (every obligation passes on every bound
+/// capsule), the mutation score (share of its mutants caught, threshold 80%) and the line coverage of
+/// the kernel functions its equations name (from a coverage build's gcov JSON, threshold 95%). Each
+/// figure is printed beside its threshold; a figure that was not measured makes the gate "incomplete",
+/// never "pass".
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "pact/core/json.hpp"
+#include "pact/verify/falsify.hpp"
+
+namespace pact::verify {
+
+inline constexpr double kCoverageThreshold = 95.0;
+inline constexpr double kMutationThreshold = 80.0;
+
+struct LineCoverage {
+  std::size_t lines = 0;
+  std::size_t executed = 0;
+  std::vector<std::string> functions;  ///< demangled names measured
+  double percent() const noexcept { return lines == 0 ? 0.0 : 100.0 * static_cast<double>(executed) / static_cast<double>(lines); }
+};
+
+/// Parses `gcov --json-format --stdout` output (one JSON document per line; parse_error naming the line).
+std::vector<Json> parse_gcov_json(std::string_view text, std::string_view where);
+/// Line coverage of the functions in pact::kernels::cpu whose demangled names contain any fragment. Lines
+/// of the same file and number (template instances, several objects) count once, executed if any ran.
+LineCoverage kernel_coverage(const std::vector<Json>& gcov, const std::vector<std::string>& fragments);
+
+struct GateResult {
+  std::string contract, gate;
+  std::size_t evaluated = 0, passed = 0;
+  std::size_t mutants = 0, caught = 0;
+  std::optional<LineCoverage> coverage;  ///< nullopt: no coverage data given
+  std::string verdict;                   ///< pass | fail | incomplete
+  std::vector<std::string> reasons;
+  double mutation_score() const noexcept {
+    return mutants == 0 ? 0.0 : 100.0 * static_cast<double>(caught) / static_cast<double>(mutants);
+  }
+};
+
+/// Evaluates every contract's gate from a falsify report (with mutants) and optional gcov data.
+std::vector<GateResult> evaluate_gates(const std::vector<Contract>& contracts, const FalsifyReport& report,
+                                       const std::vector<Json>* gcov);
+
+}  // namespace pact::verify
