@@ -274,7 +274,8 @@ ModelFn graph_model(const ir::Graph& graph, const std::map<std::string, TensorVi
           auto it = weights->find(n.id);
           if (it != weights->end()) return it->second.duplicate();
         }
-        if (n.op == ops::OpTag::input) return sub.input(n.type.shape, n.type.dtype, n.type.shape.size() > 0 ? 10 : 2);
+        // Integer inputs (class targets, token ids) draw from {0, 1}: valid for any class count or vocabulary.
+        if (n.op == ops::OpTag::input) return sub.input(n.type.shape, n.type.dtype, 2);
         if (n.buffer && n.id.find("var") != std::string::npos) return sub.filled(n.type.shape, 1.0, n.type.dtype);
         return sub.parameter(n.type.shape, scale, n.type.dtype);
       };

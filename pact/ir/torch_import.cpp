@@ -66,9 +66,21 @@ TensorType tensor_meta(const Json& meta, std::string_view where, const std::stri
   return t;
 }
 
+/// Largest constant the lowering synthesizes (ones for expand, default batch-norm statistics): a capture
+/// whose metadata asks for more is refused rather than allowed to exhaust memory.
+constexpr std::int64_t kMaxSynthesized = std::int64_t{1} << 24;
+
 /// A tensor of `dtype` and `shape` with every element `value`.
 Tensor filled(const Dims& shape, double value, DType dtype) {
-  const std::vector<double> values(static_cast<std::size_t>(ops::numel(shape)), value);
+  std::int64_t n = 1;
+  for (auto e : shape) {
+    if (e < 0 || (e > 0 && n > kMaxSynthesized / e)) {
+      throw_error(ErrorCode::unsupported, std::string(kWhere),
+                  fmt::format("a lowering constant of shape {} exceeds {} elements", shape.to_string(), kMaxSynthesized));
+    }
+    n *= e;
+  }
+  const std::vector<double> values(static_cast<std::size_t>(n), value);
   Tensor t = Tensor::from_values<double>(shape, values);
   if (dtype == DType::f64) return t;
   return t.convert(dtype);

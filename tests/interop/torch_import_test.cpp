@@ -182,6 +182,21 @@ TEST(TorchImport, StructuralDamageIsAParseError) {
   EXPECT_EQ(code_of([&] { ir::import_torch_graph(bad_dtype.dump()); }), ErrorCode::unsupported);
 }
 
+TEST(TorchImport, HugeLoweringConstantsAreRefused) {
+  // expand lowers to a multiplication by ones of the output shape: metadata asking for 10^10 elements is
+  // refused instead of allocated.
+  const std::string doc = R"({"schema": "pact.torch-export.v1",
+    "graph": {"nodes": [{"name": "e", "target": "aten.expand.default",
+                         "inputs": [{"name": "self", "arg": {"as_tensor": {"name": "x"}}},
+                                    {"name": "size", "arg": {"as_ints": [100000, 100000]}}],
+                         "outputs": [{"as_tensor": {"name": "e"}}]}],
+              "tensor_values": {"x": {"dtype": "f32", "sizes": [1, 100000]}, "e": {"dtype": "f32", "sizes": [100000, 100000]}}},
+    "signature": {"input_specs": [{"kind": "user_input", "name": "x"}],
+                  "output_specs": [{"kind": "user_output", "name": "output_0", "arg": {"as_tensor": {"name": "e"}}}]}})";
+  EXPECT_EQ(code_of([&] { ir::import_torch_graph(doc); }), ErrorCode::unsupported);
+  EXPECT_TRUE(mentions(message_of([&] { ir::import_torch_graph(doc); }), "exceeds"));
+}
+
 TEST(TorchImport, EveryTruncationFailsTypedAndNeverCrashes) {
   const std::string text = read_text(kFixtures + "/mlp/graph.json");
   for (std::size_t n = 0; n < text.size(); n += 97) {
@@ -202,8 +217,8 @@ TEST(TorchImport, WeightsMustMatchTheGraph) {
   auto msg = message_of([&] { ir::check_torch_weights(bundle.model, missing, "fewer"); });
   EXPECT_TRUE(mentions(msg, param.name)) << msg;
   // Wrong shape.
+  const Tensor other = Tensor::zeros(Dims{3}, DType::f32);  // outlives the views below
   std::vector<std::pair<std::string, TensorView>> wrong;
-  const Tensor other = Tensor::zeros(Dims{3}, DType::f32);
   for (const auto& [name, t] : bundle.weights.tensors) wrong.emplace_back(name, name == param.name ? other.as_view() : t.as_view());
   const auto reshaped = ir::parse_safetensors(ir::serialize_safetensors(wrong, {}), "wrong");
   msg = message_of([&] { ir::check_torch_weights(bundle.model, reshaped, "wrong"); });
