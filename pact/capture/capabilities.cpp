@@ -190,7 +190,7 @@ const CapabilityRow& require_structure_only_capability(std::string_view key, std
                 fmt::format("{}{}{}", row.claim, context.empty() ? "" : " — ", context));
 }
 
-std::string where(const std::source_location& loc) { return fmt::format("{}:{}", loc.file_name(), loc.line()); }
+std::string where(const SourceLocation& loc) { return fmt::format("{}:{}", loc.file_name(), loc.line()); }
 
 Status check_amendment(const Amendment& a) {
   const CapabilityRow& row = capability(a.key);

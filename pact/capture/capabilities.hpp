@@ -5,7 +5,7 @@
 /// (render_capabilities_markdown(); a lockstep test keeps them equal).
 
 #include <optional>
-#include <source_location>
+#include "pact/core/source_location.hpp"
 #include <span>
 #include <string>
 #include <string_view>
@@ -68,7 +68,7 @@ inline constexpr std::string_view kRefutedRow = "structure_only_refuted_row";
 inline constexpr std::string_view kGraphMismatch = "structure_only_graph_mismatch";
 
 /// "file:line" of a source location (the user's line in value-escape refusals).
-std::string where(const std::source_location& loc);
+std::string where(const SourceLocation& loc);
 
 /// An amendment request: a new status for a row, by an owner at a flip event, with evidence, and the claim
 /// the requester believes the row holds.

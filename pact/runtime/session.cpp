@@ -47,7 +47,7 @@ Session::ModuleScope::ModuleScope(Session& s, std::string_view name) : session_(
 }
 Session::ModuleScope::~ModuleScope() { session_.module_.resize(restore_); }
 
-void Session::value_escape(const char* what, const EagerTensor& t, const std::source_location& loc) const {
+void Session::value_escape(const char* what, const EagerTensor& t, const SourceLocation& loc) const {
   if (structure_only_) {
     capture::require_structure_only_capability(
         "value_payloads", fmt::format("{} of a {} tensor {} at {}", what, t.view().provider_name(), t.shape().to_string(),
@@ -59,7 +59,7 @@ void Session::value_escape(const char* what, const EagerTensor& t, const std::so
   }
 }
 
-double Session::item(const EagerTensor& t, std::source_location loc) {
+double Session::item(const EagerTensor& t, SourceLocation loc) {
   value_escape("item()", t, loc);
   if (t.view().numel() != 1) {
     throw_error(ErrorCode::invalid_argument, "session.item", fmt::format("item() of {} elements at {}", t.view().numel(), capture::where(loc)));
@@ -69,12 +69,12 @@ double Session::item(const EagerTensor& t, std::source_location loc) {
   return t.view().get(zero).real;
 }
 
-double Session::read(const EagerTensor& t, const Dims& index, std::source_location loc) {
+double Session::read(const EagerTensor& t, const Dims& index, SourceLocation loc) {
   value_escape("an element read", t, loc);
   return t.view().get(index).real;
 }
 
-bool Session::branch(const EagerTensor& predicate, std::source_location loc) {
+bool Session::branch(const EagerTensor& predicate, SourceLocation loc) {
   value_escape("a value-dependent branch", predicate, loc);
   return item(predicate, loc) != 0.0;
 }
@@ -114,7 +114,7 @@ const contract::BoundKernel& Session::admit(const Signature& signature, ops::OpT
 }
 
 EagerTensor Session::apply(ops::OpTag op, std::span<const EagerTensor> inputs, const ops::Attributes& attrs,
-                           std::string_view name, std::source_location loc) {
+                           std::string_view name, SourceLocation loc) {
   if (structure_only_) {
     // The substrate must stay uniform: a real tensor met mid-forward refuses at the user's line.
     std::vector<ops::TensorType> types;

@@ -6,7 +6,7 @@
 /// on the tape when gradients are enabled.
 
 #include <map>
-#include <source_location>
+#include "pact/core/source_location.hpp"
 #include <string>
 #include <tuple>
 
@@ -53,7 +53,7 @@ class Session {
   /// every failing obligation). Under structure-only mode no kernel runs: the op table infers the output
   /// type and the output is a meta tensor. `name` labels the node for an observer (IR node ids).
   EagerTensor apply(ops::OpTag op, std::span<const EagerTensor> inputs, const ops::Attributes& attrs = {},
-                    std::string_view name = {}, std::source_location loc = std::source_location::current());
+                    std::string_view name = {}, SourceLocation loc = SourceLocation::current());
   /// Runs an IR graph node by node through apply(); `bindings` maps source node ids to values.
   std::map<std::string, EagerTensor> run_graph(const ir::Graph& graph, const std::map<std::string, EagerTensor>& bindings);
 
@@ -85,11 +85,11 @@ class Session {
   /// The value-escape surface of model code. Each reads a value; under structure-only mode each refuses
   /// (structure_only_values_unsupported) naming the caller's source line, whatever the tensor's device.
   /// The one element of a single-element tensor, as double.
-  double item(const EagerTensor& t, std::source_location loc = std::source_location::current());
+  double item(const EagerTensor& t, SourceLocation loc = SourceLocation::current());
   /// One element, by index.
-  double read(const EagerTensor& t, const Dims& index, std::source_location loc = std::source_location::current());
+  double read(const EagerTensor& t, const Dims& index, SourceLocation loc = SourceLocation::current());
   /// A value-dependent branch: true when the single element is non-zero.
-  bool branch(const EagerTensor& predicate, std::source_location loc = std::source_location::current());
+  bool branch(const EagerTensor& predicate, SourceLocation loc = SourceLocation::current());
 
   /// Gradient recording (no-grad mode when false).
   void set_grad_enabled(bool enabled) noexcept { grad_enabled_ = enabled; }
@@ -118,7 +118,7 @@ class Session {
   std::uint64_t hits_ = 0;
   std::uint64_t seed_;
   std::uint64_t calls_ = 0;
-  void value_escape(const char* what, const EagerTensor& t, const std::source_location& loc) const;
+  void value_escape(const char* what, const EagerTensor& t, const SourceLocation& loc) const;
   EagerTensor named(const std::string& name, EagerTensor value, SourceKind kind, bool persistent);
 
   bool grad_enabled_ = true;
