@@ -9,7 +9,6 @@ namespace pact::capture {
 namespace {
 
 constexpr std::string_view kNone = "—";
-constexpr std::string_view kTests = "tests/capture/capture_test.cpp";
 
 // Note [Capability table]
 // The seed's rows, with Pact's evidence. A status changes only by an amendment from the row's
