@@ -54,7 +54,17 @@ std::string parent_module(std::string_view name) {
 
 // The entry gate: every request the table refuses, in the table's order.
 void entry_gate(const CaptureOptions& o) {
-  if (!o.structure_only) return;
+  if (!o.structure_only) {
+    // A real capture records structure and measured times; it offers none of these either.
+    if (o.values || o.previews || o.nonfinite_halt || o.runnable_save || o.runnable_ready || o.replay || o.validate ||
+        o.backward || o.episode || o.distributed || o.fake_tensor || o.symbolic_shapes) {
+      throw_error(ErrorCode::unsupported, "capture",
+                  "pact captures record structure (and, when real, measured times): values, previews, halts, runnable "
+                  "artifacts, replay, validation, backward, episodes, distributed, fake-tensor and symbolic captures are "
+                  "not offered");
+    }
+    return;
+  }
   if (o.values) require_structure_only_capability("value_payloads", "CaptureOptions::values");
   if (o.previews) require_structure_only_capability("previews", "CaptureOptions::previews");
   if (o.nonfinite_halt) require_structure_only_capability("nonfinite_predicates", "CaptureOptions::nonfinite_halt");

@@ -159,6 +159,13 @@ TEST(CaptureEntry, RefusedOptionsRefuseAtEntryWithTheirCodes) {
   }
 }
 
+TEST(CaptureEntry, RealCapturesRefuseWhatTheyDoNotOffer) {
+  CaptureOptions o;
+  o.structure_only = false;
+  o.values = true;
+  EXPECT_EQ(test::code_of([&] { capture(tiny_mlp(), o); }), ErrorCode::unsupported);
+}
+
 TEST(CaptureEntry, SymbolicShapesAreRefused) {
   CaptureOptions o;
   o.symbolic_shapes = true;
