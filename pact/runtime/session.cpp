@@ -133,20 +133,18 @@ EagerTensor Session::apply(ops::OpTag op, std::span<const EagerTensor> inputs, c
     if (observer_ != nullptr) observer_->on_op(op, inputs, attrs, result, name, module_);
     return result;
   }
-  for (const auto& in : inputs) {
-    if (in.view().provider_name() == "meta") {
-      capture::require_structure_only_capability("meta_admission");
-      throw capture::Refusal(std::string(capture::kMetaOutsideStructureOnly), std::string(ops::op_kind(op)),
-                             fmt::format("a meta tensor {} reached the runtime outside structure-only mode at {}",
-                                         in.shape().to_string(), capture::where(loc)));
-    }
-  }
   std::vector<TensorView> views;
   views.reserve(inputs.size());
   std::vector<int> dtypes;
   bool contiguous = true, needs_grad = false;
   for (const auto& in : inputs) {
     views.push_back(in.view());
+    if (views.back().provider_name() == "meta") {
+      capture::require_structure_only_capability("meta_admission");
+      throw capture::Refusal(std::string(capture::kMetaOutsideStructureOnly), std::string(ops::op_kind(op)),
+                             fmt::format("a meta tensor {} reached the runtime outside structure-only mode at {}",
+                                         in.shape().to_string(), capture::where(loc)));
+    }
     dtypes.push_back(static_cast<int>(in.dtype()));
     contiguous = contiguous && views.back().is_contiguous();
     needs_grad = needs_grad || (grad_enabled_ && in.tracked() && tape_.node(in.node).requires_grad);
