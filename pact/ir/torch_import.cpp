@@ -594,6 +594,95 @@ const std::unordered_map<std::string, LowerFn>& lowerings() {
       s.emit(OpTag::div, {gated, s.L.scalar(6.0, dt)});
     };
 
+    t["leaky_relu"] = [](Step& s) {  // relu(x) (1 - a) + a x
+      const DType dt = s.out_meta().dtype;
+      const double slope = s.a.has("negative_slope") ? s.a.number("negative_slope") : 0.01;
+      const std::string x = s.in("self");
+      std::string pos = s.temp("relu", OpTag::relu, {x});
+      std::string scaled_pos = s.temp("pos", OpTag::mul, {pos, s.L.scalar(1.0 - slope, dt)});
+      std::string scaled_x = s.temp("lin", OpTag::mul, {x, s.L.scalar(slope, dt)});
+      s.emit(OpTag::add, {scaled_pos, scaled_x});
+    };
+    t["abs"] = [](Step& s) {  // relu(x) + relu(-x)
+      const std::string x = s.in("self");
+      std::string neg = s.temp("neg", OpTag::neg, {x});
+      s.emit(OpTag::add, {s.temp("relu", OpTag::relu, {x}), s.temp("relu_neg", OpTag::relu, {neg})});
+    };
+    t["elu"] = [](Step& s) {  // scale * (relu(x) + alpha * (exp(min(x, 0) * input_scale) - 1))
+      const DType dt = s.out_meta().dtype;
+      const double alpha = s.a.has("alpha") ? s.a.number("alpha") : 1.0;
+      const double scale = s.a.has("scale") ? s.a.number("scale") : 1.0;
+      const double input_scale = s.a.has("input_scale") ? s.a.number("input_scale") : 1.0;
+      const std::string x = s.in("self");
+      std::string neg_part = s.temp("min0", OpTag::clamp, {x}, Attributes{{"max", 0.0}});
+      if (input_scale != 1.0) neg_part = s.temp("input_scale", OpTag::mul, {neg_part, s.L.scalar(input_scale, dt)});
+      std::string e = s.temp("exp", OpTag::exp, {neg_part});
+      std::string em1 = s.temp("expm1", OpTag::sub, {e, s.L.scalar(1.0, dt)});
+      std::string neg = s.temp("alpha", OpTag::mul, {em1, s.L.scalar(alpha, dt)});
+      std::string sum = s.temp("sum", OpTag::add, {s.temp("relu", OpTag::relu, {x}), neg});
+      if (scale == 1.0) {
+        s.alias(sum);
+      } else {
+        s.emit(OpTag::mul, {sum, s.L.scalar(scale, dt)});
+      }
+    };
+    // softplus(x) = log(1 + exp(beta x)) / beta = (relu(z) + log(1 + exp(-|z|))) / beta with z = beta x,
+    // stable for every z; PyTorch returns x itself where z > threshold (a difference below 2e-9 there).
+    static constexpr auto softplus = [](Step& s, const std::string& x, double beta, const std::string& tag) {
+      const DType dt = s.out_meta().dtype;
+      std::string z = beta == 1.0 ? x : s.temp(tag + "beta", OpTag::mul, {x, s.L.scalar(beta, dt)});
+      std::string pos = s.temp(tag + "relu", OpTag::relu, {z});
+      std::string negz = s.temp(tag + "neg", OpTag::neg, {z});
+      std::string abs = s.temp(tag + "abs", OpTag::add, {pos, s.temp(tag + "relu_neg", OpTag::relu, {negz})});
+      std::string e = s.temp(tag + "exp", OpTag::exp, {s.temp(tag + "neg_abs", OpTag::neg, {abs})});
+      std::string l = s.temp(tag + "log1p", OpTag::log, {s.temp(tag + "one_plus", OpTag::add, {e, s.L.scalar(1.0, dt)})});
+      std::string sp = s.temp(tag + "softplus", OpTag::add, {pos, l});
+      return beta == 1.0 ? sp : s.temp(tag + "unbeta", OpTag::div, {sp, s.L.scalar(beta, dt)});
+    };
+    t["softplus"] = [](Step& s) {
+      const double beta = s.a.has("beta") ? s.a.number("beta") : 1.0;
+      if (beta <= 0) s.a.unsupported("softplus with a non-positive beta");
+      s.alias(softplus(s, s.in("self"), beta, ""));
+    };
+    t["mish"] = [](Step& s) {  // x * tanh(softplus(x))
+      const std::string x = s.in("self");
+      std::string th = s.temp("tanh", OpTag::tanh, {softplus(s, x, 1.0, "")});
+      s.emit(OpTag::mul, {x, th});
+    };
+    t["native_group_norm"] = [](Step& s) {
+      // [N, C, *] -> [N, G, C/G * HxW], normalised over the last dim, back to [N, C, *], then per-channel affine.
+      const auto& x = s.in_meta("input");
+      const std::int64_t n = s.a.integer("N"), c = s.a.integer("C"), hw = s.a.integer("HxW"), g = s.a.integer("group");
+      if (g <= 0 || c % g != 0 || x.shape.size() < 2 || x.shape[0] != n || x.shape[1] != c || n * c * hw != ops::numel(x.shape)) {
+        s.a.bad(fmt::format("group norm arguments N={} C={} HxW={} group={} do not fit input {}", n, c, hw, g, x.shape.to_string()),
+                ErrorCode::invalid_argument);
+      }
+      const std::int64_t width = c / g * hw;
+      std::string grouped = s.temp("grouped", OpTag::reshape, {s.in("input")}, Attributes{{"shape", std::vector<std::int64_t>{n, g, width}}});
+      std::string normed = s.temp("normed", OpTag::layer_norm, {grouped},
+                                  Attributes{{"normalized_shape", std::vector<std::int64_t>{width}}, {"eps", s.a.number("eps")}});
+      std::vector<std::int64_t> shape(x.shape.begin(), x.shape.end());
+      std::string y = s.temp("ungrouped", OpTag::reshape, {normed}, Attributes{{"shape", shape}});
+      std::vector<std::int64_t> per_channel(x.shape.size() - 1, 1);
+      per_channel[0] = c;
+      if (auto w = s.a.optional_tensor("weight")) {
+        y = s.temp("scale", OpTag::mul, {y, s.temp("weight", OpTag::reshape, {s.L.value(*w, s.a)}, Attributes{{"shape", per_channel}})});
+      }
+      if (auto b = s.a.optional_tensor("bias")) {
+        y = s.temp("shift", OpTag::add, {y, s.temp("bias", OpTag::reshape, {s.L.value(*b, s.a)}, Attributes{{"shape", per_channel}})});
+      }
+      s.alias(y);  // mean and rstd (outputs 1 and 2) stay undefined, as for batch norm
+    };
+    t["pixel_shuffle"] = [](Step& s) {  // [N, C r^2, H, W] -> [N, C, r, r, H, W] -> [N, C, H, r, W, r] -> [N, C, H r, W r]
+      const auto& x = s.in_meta("self").shape;
+      const std::int64_t r = s.a.integer("upscale_factor");
+      if (x.size() != 4 || r <= 0 || x[1] % (r * r) != 0) s.a.unsupported(fmt::format("pixel_shuffle of {} by {}", x.to_string(), r));
+      const std::int64_t c = x[1] / (r * r);
+      std::string split = s.temp("split", OpTag::reshape, {s.in("self")}, Attributes{{"shape", std::vector<std::int64_t>{x[0], c, r, r, x[2], x[3]}}});
+      std::string perm = s.temp("permute", OpTag::permute, {split}, Attributes{{"dims", std::vector<std::int64_t>{0, 1, 4, 2, 5, 3}}});
+      s.reshape_to(perm, s.out_meta().shape);
+    };
+
     // Contractions.
     t["addmm"] = [](Step& s) {
       lower_product(s, s.in("mat1"), s.in("mat2"), s.in("self"), s.in_meta("self").shape.size() == 1, s.a.number("beta"),

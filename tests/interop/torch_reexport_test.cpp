@@ -62,6 +62,15 @@ TEST(TorchReexport, EveryCaptureMethodMatchesPyTorch) {
   }
 }
 
+TEST(TorchReexport, ActivationsAndGroupNormMatchPyTorch) {
+  REQUIRE_TORCH();
+  // LeakyReLU, GroupNorm, ELU, Softplus, Mish, abs, PixelShuffle: each lowered to a sequence of table ops.
+  const auto dir = export_model("tests.fixtures.torch.models:activations", "2,4,4,4", "--random-weights", "activations");
+  if (dir.empty()) return;
+  EXPECT_LE(test::worst_relative_error(dir), 1e-4);
+  std::filesystem::remove_all(dir);
+}
+
 TEST(TorchReexport, TorchvisionArchitecturesWithRandomWeightsMatchPyTorch) {
   REQUIRE_TORCH();
   if (!python_has("torchvision")) GTEST_SKIP() << "no torchvision in /usr/bin/python3 (Debian python3-torchvision)";
