@@ -12,6 +12,7 @@
 #include "pact/capture/llama.hpp"
 #include "pact/ir/torch_import.hpp"
 #include "pact/train/trainer.hpp"
+#include "pact/verify/spec.hpp"
 #include "tools/pact/commands.hpp"
 
 namespace pact::cli {
@@ -82,14 +83,6 @@ void write_file(const std::string& path, const std::string& text) {
   if (!f || std::rename(tmp.c_str(), path.c_str()) != 0) throw_error(ErrorCode::io_error, "pact", fmt::format("cannot write {}", path));
 }
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw_error(ErrorCode::io_error, "pact", fmt::format("cannot read {}", path));
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 }  // namespace
 
 int run_capabilities() {
@@ -119,7 +112,7 @@ int run_capture(const CaptureArgs& a) {
 }
 
 int run_discharge(const CaptureArgs& a) {
-  auto hyp = capture::load_capture(read_file(a.capture_file), a.capture_file);
+  auto hyp = capture::load_capture(verify::read_text_file(a.capture_file), a.capture_file);
   CaptureArgs against = a;
   against.model = a.against;
   auto model = resolve(against);

@@ -15,6 +15,7 @@
 #include "pact/core/tensor.hpp"
 #include "pact/kernels/guards.hpp"
 #include "pact/ops/op_table.hpp"
+#include "pact/verify/annotate.hpp"
 
 namespace pact::kernels::cpu {
 
