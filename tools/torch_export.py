@@ -536,7 +536,9 @@ def _lower_node(node, call, leaves, spec, tensor_pos, em, stack, frames):
     return em.splice(gm, placeholders, stack_of, node.name)
 
 
-def _patched_create_node(stack):
+@contextlib.contextmanager
+def _stamping_module_stack(stack):
+    """While active, every fx node any tracer creates records the current module stack (meta "pact_stack")."""
     original = fx.Graph.create_node
 
     def create_node(self, *a, **k):
@@ -544,7 +546,11 @@ def _patched_create_node(stack):
         node.meta.setdefault("pact_stack", stack.snapshot())
         return node
 
-    return original, create_node
+    fx.Graph.create_node = create_node
+    try:
+        yield
+    finally:
+        fx.Graph.create_node = original
 
 
 def capture_torch_export(model, inputs, em):
@@ -662,21 +668,13 @@ def export(target, shapes, dtypes, out_dir, method="auto", seed=0, random_weight
         if kind == "torch.export":
             out = capture_torch_export(model, inputs, em)
         elif kind == "fx.symbolic_trace":
-            original, patched = _patched_create_node(stack)
-            fx.Graph.create_node = patched
-            try:
+            with _stamping_module_stack(stack):
                 value = capture_fx(model, inputs, em, stack)
-            finally:
-                fx.Graph.create_node = original
             leaves, _ = tree_flatten(value)
             out = [em.name_of.get(id(t)) or em.name(t) for t in leaves]
         else:
-            original, patched = _patched_create_node(stack)
-            fx.Graph.create_node = patched
-            try:
+            with _stamping_module_stack(stack):
                 out = capture_make_fx(model, inputs, em, stack)
-            finally:
-                fx.Graph.create_node = original
         return em, tree_flatten(out)[0]
 
     attempts = []

@@ -45,6 +45,10 @@ Json type_json(const ops::TensorType& t) {
   return Json{{"dtype", std::string(dtype_name(t.dtype))}, {"shape", std::vector<std::int64_t>(t.shape.begin(), t.shape.end())}};
 }
 
+ops::TensorType type_from_json(const Json& j) {
+  return {parse_dtype(j.at("dtype").get<std::string>()), Dims(j.at("shape").get<std::vector<std::int64_t>>())};
+}
+
 std::int64_t bytes_of(const ops::TensorType& t) { return ops::numel(t.shape) * static_cast<std::int64_t>(dtype_size(t.dtype)); }
 
 std::string parent_module(std::string_view name) {
@@ -546,7 +550,7 @@ StructureCapture load_capture(std::string_view text, std::string_view where) {
       CapturedSource src;
       src.name = s.at("name").get<std::string>();
       src.kind = parse_kind(s.at("kind").get<std::string>(), where);
-      src.type = {parse_dtype(s.at("type").at("dtype").get<std::string>()), Dims(s.at("type").at("shape").get<std::vector<std::int64_t>>())};
+      src.type = type_from_json(s.at("type"));
       src.persistent = s.at("persistent").get<bool>();
       src.tied = s.at("tied").get<std::vector<std::string>>();
       src.module = s.at("module").get<std::string>();
@@ -565,16 +569,14 @@ StructureCapture load_capture(std::string_view text, std::string_view where) {
         else o.attrs.set(k, v.get<std::vector<std::int64_t>>());
       }
       o.module = j.at("module").get<std::string>();
-      o.type = {parse_dtype(j.at("type").at("dtype").get<std::string>()), Dims(j.at("type").at("shape").get<std::vector<std::int64_t>>())};
+      o.type = type_from_json(j.at("type"));
       o.flops = j.at("flops").at("estimated").get<std::int64_t>();
       const std::string status = j.at("status").get<std::string>();
       const Json& measured = j.at("measured_us");
       if (c.structure_only) {
         if (!measured.is_string() || measured.get<std::string>() != "unknown") forged(fmt::format("op '{}' claims a measurement in a structure-only capture", o.id));
         if (status == "refuted" && j.contains("observed")) {
-          DischargeAuthority::set(o, RowState::refuted,
-                                  {parse_dtype(j["observed"].at("dtype").get<std::string>()),
-                                   Dims(j["observed"].at("shape").get<std::vector<std::int64_t>>())});
+          DischargeAuthority::set(o, RowState::refuted, type_from_json(j["observed"]));
         } else if (status != "hypothesis" && status != "corroborated" && status != "refuted") {
           forged(fmt::format("op '{}' has status '{}' in a structure-only capture", o.id, status));
         }

@@ -276,6 +276,15 @@ bool BindingFile::admits(std::string_view contract, std::string_view equation) c
 }
 
 namespace {
+// Contract and equation names reach generated C++ (tools/contract_bindgen): letters, digits, '-', '_', '.'.
+void require_plain_names(const At& where, std::initializer_list<const std::string*> names) {
+  for (const auto* name : names) {
+    if (!std::all_of(name->begin(), name->end(), [](char ch) { return std::isalnum(static_cast<unsigned char>(ch)) || ch == '-' || ch == '_' || ch == '.'; })) {
+      where.bad(fmt::format("'{}' may hold only letters, digits, '-', '_' and '.'", *name));
+    }
+  }
+}
+
 BindingFile parse_bindings_document(std::string_view text, std::string_view file) {
   const At root{file, "", load_yaml(text, file)};
   if (!root.node.IsMap()) root.bad("the document is not a mapping");
@@ -288,11 +297,7 @@ BindingFile parse_bindings_document(std::string_view text, std::string_view file
     for (const auto& g : root.child("allowed_gaps").items()) {
       g.only({"contract", "equation"});
       GapEntry gap{g.child("contract").str(), g.child("equation").str(), g.line()};
-      for (const auto* name : {&gap.contract, &gap.equation}) {
-        if (!std::all_of(name->begin(), name->end(), [](char ch) { return std::isalnum(static_cast<unsigned char>(ch)) || ch == '-' || ch == '_' || ch == '.'; })) {
-          g.bad(fmt::format("'{}' may hold only letters, digits, '-', '_' and '.'", *name));
-        }
-      }
+      require_plain_names(g, {&gap.contract, &gap.equation});
       out.allowed_gaps.push_back(std::move(gap));
     }
   }
@@ -305,11 +310,7 @@ BindingFile parse_bindings_document(std::string_view text, std::string_view file
     x.capsule = b.child("capsule").str();
     x.symbol = b.child("symbol").str();
     x.line = b.line();
-    for (const auto* name : {&x.contract, &x.equation}) {
-      if (!std::all_of(name->begin(), name->end(), [](char ch) { return std::isalnum(static_cast<unsigned char>(ch)) || ch == '-' || ch == '_' || ch == '.'; })) {
-        b.bad(fmt::format("'{}' may hold only letters, digits, '-', '_' and '.'", *name));
-      }
-    }
+    require_plain_names(b, {&x.contract, &x.equation});
     const std::string status = b.child("status").str();
     if (status == "implemented") x.status = BindingStatus::implemented;
     else if (status == "partial") x.status = BindingStatus::partial;
