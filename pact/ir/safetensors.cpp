@@ -1,17 +1,15 @@
 #include "pact/ir/safetensors.hpp"
 
-#include <fcntl.h>
 #include <fmt/format.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <optional>
 #include <set>
 
+#include "pact/core/file.hpp"
 #include "pact/core/json.hpp"
 
 namespace pact::ir {
@@ -221,38 +219,7 @@ std::vector<std::byte> serialize_safetensors(const std::vector<std::pair<std::st
 
 void write_safetensors(const std::string& path, const std::vector<std::pair<std::string, TensorView>>& tensors,
                        const std::map<std::string, std::string>& metadata, const std::function<void()>& before_rename) {
-  const std::vector<std::byte> bytes = serialize_safetensors(tensors, metadata);
-  const std::string tmp = path + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw_error(ErrorCode::io_error, "safetensors", fmt::format("cannot create '{}': {}", tmp, std::strerror(errno)));
-  std::size_t written = 0;
-  while (written < bytes.size()) {
-    const ssize_t k = ::write(fd, bytes.data() + written, bytes.size() - written);
-    if (k < 0) {
-      if (errno == EINTR) continue;
-      const int err = errno;
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      throw_error(ErrorCode::io_error, "safetensors", fmt::format("writing '{}': {}", tmp, std::strerror(err)));
-    }
-    written += static_cast<std::size_t>(k);
-  }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    ::unlink(tmp.c_str());
-    throw_error(ErrorCode::io_error, "safetensors", fmt::format("flushing '{}' failed", tmp));
-  }
-  if (before_rename) before_rename();
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    ::unlink(tmp.c_str());
-    throw_error(ErrorCode::io_error, "safetensors", fmt::format("renaming to '{}': {}", path, std::strerror(err)));
-  }
-  const std::string dir = std::filesystem::path(path).parent_path().string();
-  const int dfd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
-  }
+  write_file_atomic(path, serialize_safetensors(tensors, metadata), "safetensors", before_rename);
 }
 
 }  // namespace pact::ir

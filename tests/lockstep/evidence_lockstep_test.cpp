@@ -6,12 +6,14 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <string>
 
 #include "pact/contract/check.hpp"
 #include "pact/kernels/guards.hpp"
+#include "pact/verify/ledger.hpp"
 
 namespace pact {
 namespace {
@@ -64,6 +66,34 @@ TEST(EvidenceLockstep, EveryCitedTestSuiteExists) {
     }
   }
   EXPECT_GT(cited, 0);
+}
+
+// Issue 9, item 8: capsule -> ledger obligation -> test. Every suite a capsule cites (and every suite the
+// built-in resolver declares) is run by an active ledger obligation whose ctest regex selects exactly that
+// one test among the cases the test binaries list, and whose artifact defines it.
+TEST(EvidenceLockstep, EveryCitedSuiteIsRunByAnActiveLedgerObligation) {
+  ledger::CheckOptions options;
+  options.root = PACT_SOURCE_DIR;
+  const auto outcome = ledger::check(options);
+  ASSERT_TRUE(outcome.ok()) << outcome.diagnostics.render();
+  const auto tests = listed_tests(PACT_TEST_BINARIES);
+  ASSERT_FALSE(tests.empty());
+  std::set<std::string> cited(contract::declared_test_suites().begin(), contract::declared_test_suites().end());
+  for (const auto* c : all_capsules()) {
+    for (const auto& d : c->descriptors) {
+      if (d.evidence.kind == contract::EvidenceKind::testSuite) cited.insert(d.evidence.id);
+    }
+  }
+  ASSERT_FALSE(cited.empty());
+  for (const auto& id : cited) {
+    const ledger::Obligation* o = ledger::obligation_for_test(*outcome.manifest, id);
+    ASSERT_NE(o, nullptr) << "no active ledger obligation runs " << id;
+    const std::regex selects(ledger::ctest_case_regex(id));
+    int matches = 0;
+    for (const auto& t : tests) matches += std::regex_search(t, selects) ? 1 : 0;
+    EXPECT_EQ(matches, 1) << o->id << " selects " << matches << " tests, not exactly " << id;
+    EXPECT_TRUE(std::filesystem::exists(std::filesystem::path(PACT_SOURCE_DIR) / o->artifact.path)) << o->artifact.path;
+  }
 }
 
 TEST(EvidenceLockstep, EveryCitedGuardIsRegistered) {

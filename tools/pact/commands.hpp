@@ -100,3 +100,23 @@ int run_contracts_scaffold(const ContractsArgs& args);
 int run_contracts_falsify(const ContractsArgs& args);
 
 }  // namespace pact::cli
+
+namespace pact::cli {
+
+/// Arguments of `pact ledger check|run` (docs/guides/obligations-ledger.md).
+struct LedgerArgs {
+  std::string root = ".";
+  std::string manifest = "ledger/obligations.toml";
+  std::string base_commit;
+  std::string receipt;      ///< check: a receipt written by run
+  std::string receipt_out;  ///< run: where the receipt goes
+  bool summary_json = false;
+  bool diagnostics_json = false;
+  bool contract_schema = false;
+};
+/// `pact ledger check`: exit 0 when the manifest (and the receipt, when given) passes every rule, 1 otherwise.
+int run_ledger_check(const LedgerArgs& args);
+/// `pact ledger run --receipt-out FILE`: runs every active command once; exit 1 on any refusal or failure.
+int run_ledger_run(const LedgerArgs& args);
+
+}  // namespace pact::cli

@@ -6,11 +6,13 @@
 
 #include <cstdio>
 #include <exception>
+#include <optional>
 
 #include "pact/core/error.hpp"
 #include "pact/ops/catalogue.hpp"
 #include "pact/ops/op_table.hpp"
 #include "pact/plan/planner.hpp"
+#include "pact/verify/ledger.hpp"
 #include "tools/pact/commands.hpp"
 
 int main(int argc, char** argv) {
@@ -46,13 +48,17 @@ int main(int argc, char** argv) {
   gemm->add_option("--repetitions", gemm_reps, "interleaved repetitions (best of N)");
   gemm->add_flag("--json", gemm_json, "print the pact.bench.v1 report");
 
-  std::string plan_model, plan_profile = "cpu-checked";
-  bool plan_json = false, plan_vjp = false;
+  std::string plan_model, plan_profile = "cpu-checked", plan_root = ".", plan_receipt = "build/ledger-receipt.json";
+  bool plan_json = false, plan_vjp = false, plan_require_receipts = false;
   auto* plan = app.add_subcommand("plan", "plan a model under a backend profile and print the contract audit");
   plan->add_option("model", plan_model, "model in the pact.ir.v1 wire format (JSON)")->required();
   plan->add_option("--profile", plan_profile, "cpu-checked | cpu-external | cuda-checked | cuda-external");
   plan->add_flag("--json", plan_json, "print the audit as JSON");
   plan->add_flag("--vjp", plan_vjp, "plan for forward and VJP (training)");
+  plan->add_flag("--require-receipts", plan_require_receipts,
+                 "accept testSuite evidence only with a passing ledger receipt at HEAD for the obligation running it");
+  plan->add_option("--receipt", plan_receipt, "with --require-receipts: the receipt `pact ledger run` wrote");
+  plan->add_option("--root", plan_root, "with --require-receipts: the repository holding ledger/obligations.toml");
 
   std::string import_dir, import_out, import_weights;
   auto* import_cmd = app.add_subcommand("import", "lower a tools/torch_export.py capture directory to Pact's IR");
@@ -126,6 +132,22 @@ int main(int argc, char** argv) {
     sub->add_option("--dir", contracts_args.dir, "the contracts folder (with binding.yaml)");
   }
 
+  pact::cli::LedgerArgs ledger_args;
+  auto* ledger_cmd = app.add_subcommand("ledger", "the obligations ledger (ledger/obligations.toml): check and run");
+  ledger_cmd->require_subcommand(1);
+  auto* l_check = ledger_cmd->add_subcommand("check", "check the manifest's rules; with --receipt, that HEAD's evidence passed");
+  auto* l_run = ledger_cmd->add_subcommand("run", "run every active obligation's command once and write a receipt bound to HEAD");
+  for (auto* sub : {l_check, l_run}) {
+    sub->add_option("--root", ledger_args.root, "repository root (its top level)");
+    sub->add_option("--manifest", ledger_args.manifest, "repository-relative manifest");
+    sub->add_option("--base-commit", ledger_args.base_commit, "compare against this ancestor of HEAD (promotion and revision rules)");
+    sub->add_flag("--diagnostics-json", ledger_args.diagnostics_json, "print the diagnostics envelope as JSON on stdout");
+    sub->add_flag("--contract-schema", ledger_args.contract_schema, "print the CLI contract (one JSON object) and exit");
+  }
+  l_check->add_option("--receipt", ledger_args.receipt, "a receipt written by `pact ledger run`");
+  l_check->add_flag("--summary-json", ledger_args.summary_json, "print the summary as JSON on stdout");
+  l_run->add_option("--receipt-out", ledger_args.receipt_out, "where to write the receipt");
+
   pact::cli::TrainArgs train_args;
   auto* train = app.add_subcommand("train", "train a model on the embedded digits data (the main job)");
   train->add_option("--model", train_args.model, "mlp, cnn, char-transformer, or a pact.ir.v1 JSON path");
@@ -162,6 +184,8 @@ int main(int argc, char** argv) {
     if (*c_scaffold) return pact::cli::run_contracts_scaffold(contracts_args);
     if (*c_falsify) return pact::cli::run_contracts_falsify(contracts_args);
     if (*c_gate) return pact::cli::run_contracts_gate(contracts_args);
+    if (*l_check) return pact::cli::run_ledger_check(ledger_args);
+    if (*l_run) return pact::cli::run_ledger_run(ledger_args);
     if (*discharge_cmd) return pact::cli::run_discharge(discharge_args);
     if (*import_cmd) return pact::cli::run_import(import_dir, import_out, import_weights);
     if (*run_cmd) return pact::cli::run_torch(run_dir, run_profile, run_json, run_tolerance);
@@ -169,7 +193,18 @@ int main(int argc, char** argv) {
     if (*plan) {
       const auto graph = pact::ir::load_graph(plan_model);
       const auto profile = pact::contract::builtin_profile(plan_profile);
-      const pact::contract::DefaultEvidenceResolver resolver;
+      const pact::contract::DefaultEvidenceResolver default_resolver;
+      std::optional<pact::ledger::ReceiptEvidenceResolver> receipt_resolver;
+      if (plan_require_receipts) {
+        pact::ledger::CheckOptions options;
+        options.root = plan_root;
+        options.receipt = plan_receipt;
+        const auto outcome = pact::ledger::check(options);
+        if (!outcome.ok()) std::fprintf(stderr, "pact plan: the ledger refuses the receipt:\n%s", outcome.diagnostics.render().c_str());
+        receipt_resolver.emplace(outcome);
+      }
+      const pact::contract::EvidenceResolver& resolver =
+          receipt_resolver ? static_cast<const pact::contract::EvidenceResolver&>(*receipt_resolver) : default_resolver;
       auto result = pact::plan::plan_graph(graph, profile, resolver,
                                            plan_vjp ? pact::contract::VjpMode::with_vjp : pact::contract::VjpMode::forward_only);
       const auto& audit = result ? result->audit : result.error().audit;

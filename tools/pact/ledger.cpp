@@ -1,0 +1,74 @@
+// pact ledger check | run: the obligations ledger's checker and runner (pact/verify/ledger.hpp).
+
+#include <cstdio>
+
+#include "pact/core/error.hpp"
+#include "pact/verify/ledger.hpp"
+#include "tools/pact/commands.hpp"
+
+namespace pact::cli {
+
+namespace {
+
+int report(const ledger::Diagnostics& diagnostics, bool json) {
+  if (json) {
+    std::printf("%s\n", diagnostics.to_json().dump().c_str());
+  } else {
+    std::fputs(diagnostics.render().c_str(), stderr);
+  }
+  return diagnostics.empty() ? 0 : 1;
+}
+
+int print_contract(ledger::Role role) {
+  std::printf("%s\n", ledger::cli_contract(role).dump().c_str());
+  return 0;
+}
+
+}  // namespace
+
+int run_ledger_check(const LedgerArgs& args) {
+  if (args.contract_schema) return print_contract(ledger::Role::checker);
+  ledger::CheckOptions options;
+  options.root = args.root;
+  options.manifest = args.manifest;
+  if (!args.base_commit.empty()) options.base_commit = args.base_commit;
+  if (!args.receipt.empty()) options.receipt = args.receipt;
+  const auto outcome = ledger::check(options);
+  if (args.summary_json) {
+    std::printf("%s\n", outcome.summary.dump().c_str());
+  } else if (!outcome.summary.is_null()) {
+    const auto& s = outcome.summary;
+    std::printf("%s: revision %lld, %zu units, %zu obligations (%zu active, %zu deferred)\n", args.manifest.c_str(),
+                static_cast<long long>(s["revision"].get<std::int64_t>()), s["units"].size(),
+                s["obligations"]["total"].get<std::size_t>(), s["obligations"]["active"].get<std::size_t>(),
+                s["obligations"]["deferred"].get<std::size_t>());
+    for (const auto& u : s["units"]) {
+      std::printf("  %-22s %zu of %zu active%s\n", u["id"].get<std::string>().c_str(), u["active"].get<std::size_t>(),
+                  u["obligations"].get<std::size_t>(), u["complete"].get<bool>() ? ", complete (receipt at HEAD)" : "");
+    }
+    std::printf("units complete: %zu of %zu; terminal: %s%s\n", s["units_complete"].get<std::size_t>(), s["units"].size(),
+                s["terminal"].get<bool>() ? "yes" : "no", options.receipt ? "" : " (no receipt: completeness needs `pact ledger run`)");
+  }
+  const int rc = report(outcome.diagnostics, args.diagnostics_json);
+  if (rc == 0 && !args.diagnostics_json && !args.summary_json) std::printf("ledger check passed\n");
+  return rc;
+}
+
+int run_ledger_run(const LedgerArgs& args) {
+  if (args.contract_schema) return print_contract(ledger::Role::runner);
+  if (args.receipt_out.empty()) throw Error(ErrorCode::invalid_argument, "pact ledger run", "--receipt-out is required");
+  ledger::RunOptions options;
+  options.root = args.root;
+  options.manifest = args.manifest;
+  if (!args.base_commit.empty()) options.base_commit = args.base_commit;
+  options.receipt_out = args.receipt_out;
+  const auto outcome = ledger::run(options);
+  if (outcome.receipt && !args.diagnostics_json) {
+    std::printf("ran %d command%s for %zu active obligation%s; receipt for %s written to %s\n", outcome.commands_run,
+                outcome.commands_run == 1 ? "" : "s", outcome.receipt->executions.size(),
+                outcome.receipt->executions.size() == 1 ? "" : "s", outcome.receipt->candidate_commit.c_str(), args.receipt_out.c_str());
+  }
+  return report(outcome.diagnostics, args.diagnostics_json);
+}
+
+}  // namespace pact::cli
