@@ -730,5 +730,18 @@ TEST(LedgerProduction, ManifestPassesTheChecker) {
   EXPECT_GT(out.summary["obligations"]["deferred"].get<int>(), 0);  // future rows stay deferred, not fabricated
 }
 
+// The guide's code table is the registry: every code with its exact field keys.
+TEST(LedgerProduction, GuideListsEveryCodeWithItsFields) {
+  std::ifstream in(fs::path(PACT_SOURCE_DIR) / "docs/guides/obligations-ledger.md");
+  std::stringstream s;
+  s << in.rdbuf();
+  const std::string guide = s.str();
+  for (const auto& spec : diagnostic_registry()) {
+    std::string fields;
+    for (const auto& f : spec.fields) fields += (fields.empty() ? "" : ", ") + std::string(f);
+    EXPECT_NE(guide.find(fmt::format("| `{}` | {} |", spec.code, fields)), std::string::npos) << spec.code;
+  }
+}
+
 }  // namespace
 }  // namespace pact::ledger
