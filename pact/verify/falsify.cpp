@@ -66,16 +66,42 @@ struct Rng {
   }
 };
 
+// Cross-entropy's reductions over per-row losses `row_loss(n, target)`: rows whose target is the
+// ignore_index (default -100) count as 0 under "none" and are left out of "sum" and "mean".
+template <class RowLoss>
+std::vector<double> reduce_losses(const std::vector<double>& targets, const Attributes& a, RowLoss row_loss) {
+  const std::string reduction = a.get_string("cross_entropy", "reduction", std::string("mean"));
+  const auto ignore = static_cast<double>(a.get_int("cross_entropy", "ignore_index", -100));
+  std::vector<double> rows;
+  double total = 0;
+  std::size_t counted = 0;
+  for (std::size_t n = 0; n < targets.size(); ++n) {
+    const bool ignored = targets[n] == ignore;
+    const double l = ignored ? 0.0 : row_loss(n, static_cast<std::size_t>(targets[n]));
+    rows.push_back(l);
+    total += l;
+    counted += ignored ? 0 : 1;
+  }
+  if (reduction == "none") return rows;
+  if (reduction == "sum") return {total};
+  return {total / static_cast<double>(counted)};
+}
+
 Case make_case(const std::string& op, Rng& r, int trial) {
   const double scale = trial % 4 == 3 ? 1e4 : 3.0;  // every fourth case: logits far beyond exp's range
   if (op == "softmax" || op == "log_softmax") {
     return Case::of(Attributes{{"dim", std::int64_t{-1}}}, r.randn(Dims{r.pick(1, 5), r.pick(2, 17)}, scale));
   }
   if (op == "cross_entropy") {
+    // Every reduction; every other case marks some rows (never the first) with the default ignore_index.
     const auto n = r.pick(1, 6), c = r.pick(2, 9);
+    static constexpr const char* kReductions[] = {"mean", "sum", "none"};
     std::vector<double> t(static_cast<std::size_t>(n));
-    for (auto& x : t) x = static_cast<double>(r.pick(0, c - 1));
-    return Case::of({}, r.randn(Dims{n, c}, scale), make(Dims{n}, t, DType::i64));
+    for (std::size_t i = 0; i < t.size(); ++i) {
+      t[i] = trial % 2 == 1 && i > 0 && r.pick(0, 2) == 0 ? -100.0 : static_cast<double>(r.pick(0, c - 1));
+    }
+    return Case::of(Attributes{{"reduction", std::string(kReductions[trial % 3])}}, r.randn(Dims{n, c}, scale),
+                    make(Dims{n}, t, DType::i64));
   }
   if (op == "layer_norm" || op == "rms_norm") {
     const auto rows = r.pick(1, 5), n = r.pick(2, 33);
@@ -85,13 +111,28 @@ Case make_case(const std::string& op, Rng& r, int trial) {
     return c;
   }
   if (op == "matmul") {
-    const auto m = r.pick(1, 9), k = r.pick(2, 9), n = r.pick(1, 9);
+    if (trial % 10 == 7) {  // large enough for full micro-kernel tiles, several K blocks and the threaded path
+      const auto m = r.pick(33, 48), k = r.pick(1030, 1100), n = r.pick(90, 100);
+      return Case::of({}, r.randn(Dims{m, k}, 1.0), r.randn(Dims{k, n}, 1.0));
+    }
+    const auto m = r.pick(1, 9), k = trial % 10 == 3 ? 0 : r.pick(2, 9), n = r.pick(1, 9);
+    if (trial % 5 == 4) {  // batch dimensions that broadcast against each other
+      return Case::of({}, r.randn(Dims{r.pick(1, 3), 1, m, k}, 1.0), r.randn(Dims{r.pick(2, 3), k, n}, 1.0));
+    }
     return Case::of({}, r.randn(Dims{m, k}, 1.0), r.randn(Dims{k, n}, 1.0));
   }
   if (op == "scaled_dot_product_attention") {
     const auto b = r.pick(1, 2), l = r.pick(1, 5), s = r.pick(1, 6), e = r.pick(2, 8), ev = r.pick(1, 6);
-    return Case::of(Attributes{{"is_causal", trial % 2 == 1}}, r.randn(Dims{b, l, e}, 1.0), r.randn(Dims{b, s, e}, 1.0),
-                    r.randn(Dims{b, s, ev}, 1.0));
+    Case c = Case::of(Attributes{{"is_causal", trial % 2 == 1}}, r.randn(Dims{b, l, e}, 1.0), r.randn(Dims{b, s, e}, 1.0),
+                      r.randn(Dims{b, s, ev}, 1.0));
+    if (trial % 6 == 2) {  // a boolean mask (true attends) broadcast over the batch; key 0 always open
+      std::vector<double> keep(static_cast<std::size_t>(l * s));
+      for (std::size_t i = 0; i < keep.size(); ++i) keep[i] = i % static_cast<std::size_t>(s) == 0 ? 1.0 : static_cast<double>(r.pick(0, 1));
+      c.in.push_back(make(Dims{l, s}, keep, DType::boolean));
+    } else if (trial % 6 == 4) {  // an additive float mask, broadcast over the batch
+      c.in.push_back(r.randn(Dims{1, l, s}, 2.0));
+    }
+    return c;
   }
   if (op == "gelu") return Case::of({}, r.randn(Dims{r.pick(1, 40)}, 4.0));
   if (op == "conv2d") {
@@ -209,16 +250,17 @@ const std::map<std::string, Check>& checks() {
        }},
       {"matches_log_softmax_at_targets",
        [](CheckArgs& a) -> Finding {
-         const double ce = vals(a.kernel(a.c.views(), a.c.attrs).as_view())[0];
+         const auto ce = vals(a.kernel(a.c.views(), a.c.attrs).as_view());
          const TensorView logits[] = {a.c.in[0].as_view()};
          const auto ls = vals(reference("log_softmax", logits, Attributes{{"dim", std::int64_t{-1}}}).as_view());
-         const auto t = vals(a.c.in[1].as_view());
-         const auto c = last_dim(a.c.in[0]);
-         double m = 0;
-         for (std::size_t n = 0; n < t.size(); ++n) m -= ls[n * static_cast<std::size_t>(c) + static_cast<std::size_t>(t[n])];
-         m /= static_cast<double>(t.size());
-         if (!(std::abs(ce - m) <= std::max(a.tol, 0.0) * std::max(1.0, std::abs(m)))) {
-           return fmt::format("loss {} but mean -log_softmax at the targets is {}", ce, m);
+         const auto c = static_cast<std::size_t>(last_dim(a.c.in[0]));
+         const auto want = reduce_losses(vals(a.c.in[1].as_view()), a.c.attrs,
+                                         [&](std::size_t n, std::size_t t) { return -ls[n * c + t]; });
+         if (ce.size() != want.size()) return fmt::format("{} losses, expected {}", ce.size(), want.size());
+         for (std::size_t i = 0; i < ce.size(); ++i) {
+           if (!(std::abs(ce[i] - want[i]) <= std::max(a.tol, 0.0) * std::max(1.0, std::abs(want[i])))) {
+             return fmt::format("loss[{}] {} but -log_softmax at the targets gives {}", i, ce[i], want[i]);
+           }
          }
          return std::nullopt;
        }},
@@ -335,20 +377,20 @@ const std::map<std::string, KernelFn>& mutants() {
          });
        }},
       {"cross_entropy_off_by_one_reduction",
-       [](std::span<const TensorView> in, const Attributes&) {
+       [](std::span<const TensorView> in, const Attributes& a) {
          const auto x = vals(in[0]);
-         const auto t = vals(in[1]);
          const auto c = in[0].shape()[1];
-         double loss = 0;
-         for (std::size_t n = 0; n < t.size(); ++n) {
+         const auto losses = reduce_losses(vals(in[1]), a, [&](std::size_t n, std::size_t t) {
            const double* row = x.data() + n * static_cast<std::size_t>(c);
            double m = row[0];
            for (std::int64_t j = 0; j < c - 1; ++j) m = std::max(m, row[j]);
            double s = 0;
            for (std::int64_t j = 0; j < c - 1; ++j) s += std::exp(row[j] - m);  // skips the last class
-           loss += m + std::log(s) - row[static_cast<std::size_t>(t[n])];
-         }
-         return make(Dims{}, {loss / static_cast<double>(t.size())});
+           return m + std::log(s) - row[t];
+         });
+         return make(a.get_string("cross_entropy", "reduction", std::string("mean")) == "none"
+                         ? Dims{static_cast<std::int64_t>(losses.size())} : Dims{},
+                     losses);
        }},
       {"layer_norm_unbiased_variance",
        [](std::span<const TensorView> in, const Attributes& a) {

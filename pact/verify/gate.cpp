@@ -28,10 +28,26 @@ std::vector<Json> parse_gcov_json(std::string_view text, std::string_view where)
   return docs;
 }
 
-LineCoverage kernel_coverage(const std::vector<Json>& gcov, const std::vector<std::string>& fragments) {
+namespace {
+
+// True when the demangled symbol is the function `name` itself or code nested in it (a lambda, an
+// OpenMP region): "::name" followed by its parameter list or template arguments. "conv2d" names
+// conv2d(...) and conv2d<float>(...), never conv2d_vjp(...).
+bool names_function(const std::string& demangled, const std::string& name) {
+  const std::string key = "::" + name;
+  for (auto at = demangled.find(key); at != std::string::npos; at = demangled.find(key, at + 1)) {
+    const auto next = at + key.size();
+    if (next < demangled.size() && (demangled[next] == '(' || demangled[next] == '<')) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+LineCoverage kernel_coverage(const std::vector<Json>& gcov, const std::vector<std::string>& names) {
   LineCoverage out;
   std::map<std::pair<std::string, std::int64_t>, bool> lines;  // (file, line) -> executed
-  std::set<std::string> names;
+  std::set<std::string> measured;
   for (const auto& doc : gcov) {
     for (const auto& f : doc["files"]) {
       if (!f.is_object() || !f.contains("functions") || !f.contains("lines")) continue;
@@ -40,10 +56,10 @@ LineCoverage kernel_coverage(const std::vector<Json>& gcov, const std::vector<st
       for (const auto& fn : f["functions"]) {
         const std::string demangled = fn.value("demangled_name", "");
         if (demangled.find("pact::kernels::cpu::") == std::string::npos) continue;
-        const bool hit = std::any_of(fragments.begin(), fragments.end(), [&](const std::string& frag) { return demangled.find(frag) != std::string::npos; });
+        const bool hit = std::any_of(names.begin(), names.end(), [&](const std::string& name) { return names_function(demangled, name); });
         if (!hit) continue;
         mangled.insert(fn.value("name", ""));
-        names.insert(demangled.substr(0, demangled.find('(')));
+        measured.insert(demangled.substr(0, demangled.find('(')));
       }
       for (const auto& l : f["lines"]) {
         if (!mangled.count(l.value("function_name", ""))) continue;
@@ -54,7 +70,7 @@ LineCoverage kernel_coverage(const std::vector<Json>& gcov, const std::vector<st
   }
   out.lines = lines.size();
   for (const auto& [key, executed] : lines) out.executed += executed ? 1 : 0;
-  out.functions.assign(names.begin(), names.end());
+  out.functions.assign(measured.begin(), measured.end());
   return out;
 }
 

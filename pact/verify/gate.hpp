@@ -26,9 +26,10 @@ struct LineCoverage {
 
 /// Parses `gcov --json-format --stdout` output (one JSON document per line; parse_error naming the line).
 std::vector<Json> parse_gcov_json(std::string_view text, std::string_view where);
-/// Line coverage of the functions in pact::kernels::cpu whose demangled names contain any fragment. Lines
+/// Line coverage of the functions in pact::kernels::cpu named exactly by `names` (with their template
+/// instances and the lambdas and OpenMP regions nested in them; "conv2d" is not "conv2d_vjp"). Lines
 /// of the same file and number (template instances, several objects) count once, executed if any ran.
-LineCoverage kernel_coverage(const std::vector<Json>& gcov, const std::vector<std::string>& fragments);
+LineCoverage kernel_coverage(const std::vector<Json>& gcov, const std::vector<std::string>& names);
 
 struct GateResult {
   std::string contract, gate;

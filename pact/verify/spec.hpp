@@ -17,7 +17,7 @@ struct Equation {
   std::string name;
   std::string op;  ///< the op-table kind the equation describes
   std::string formula;
-  std::vector<std::string> kernel_functions;  ///< name fragments of the kernel functions whose line coverage the gate measures
+  std::vector<std::string> kernel_functions;  ///< names of the kernel functions (in pact::kernels::cpu) whose line coverage the gate measures
   int line = 0;
 };
 

@@ -452,7 +452,7 @@ TEST(LedgerDiagnostics, EveryCodeHasAOneFaultCase) {
 
 // ---- Specific rules ------------------------------------------------------------------------------
 
-TEST(Ledger, BaseManifestPassesWithoutReceiptButNothingIsComplete) {
+TEST(ObligationsLedger, BaseManifestPassesWithoutReceiptButNothingIsComplete) {
   auto repo = make_repo();
   const auto out = repo->check();
   ASSERT_TRUE(out.ok()) << codes(out.diagnostics);
@@ -463,7 +463,7 @@ TEST(Ledger, BaseManifestPassesWithoutReceiptButNothingIsComplete) {
   EXPECT_EQ(out.summary["candidate_commit"], repo->head());
 }
 
-TEST(Ledger, RunnerRunsEveryActiveArgvOnceAndNoDeferredOne) {
+TEST(ObligationsLedger, RunnerRunsEveryActiveArgvOnceAndNoDeferredOne) {
   auto repo = make_repo();
   const auto r = repo->run();
   ASSERT_TRUE(r.ok()) << codes(r.diagnostics);
@@ -500,7 +500,7 @@ TEST(Ledger, RunnerRunsEveryActiveArgvOnceAndNoDeferredOne) {
   EXPECT_FALSE(c.summary["terminal"].get<bool>());
 }
 
-TEST(Ledger, AllActiveWithReceiptIsTerminal) {
+TEST(ObligationsLedger, AllActiveWithReceiptIsTerminal) {
   Spec s;
   s.rows.pop_back();  // t1
   s.rows.erase(s.rows.begin() + 5);  // lc1
@@ -516,7 +516,7 @@ TEST(Ledger, AllActiveWithReceiptIsTerminal) {
   EXPECT_TRUE(c.summary["terminal"].get<bool>());
 }
 
-TEST(Ledger, ASharedCommandRunsOnce) {
+TEST(ObligationsLedger, ASharedCommandRunsOnce) {
   Spec s;
   Row twin = s.row("r1");
   twin.id = "r1b";
@@ -532,7 +532,7 @@ TEST(Ledger, ASharedCommandRunsOnce) {
   EXPECT_EQ(r.receipt->executions.size(), 4u);
 }
 
-TEST(Ledger, FailedCommandIsRecordedAndNeverComplete) {
+TEST(ObligationsLedger, FailedCommandIsRecordedAndNeverComplete) {
   auto repo = make_repo();
   repo->fail_on("Alpha\\.One");
   const auto r = repo->run();
@@ -546,7 +546,7 @@ TEST(Ledger, FailedCommandIsRecordedAndNeverComplete) {
   EXPECT_EQ(c.summary["units_complete"], 0);
 }
 
-TEST(Ledger, RunnerRefusesADirtyTreeAndExecutesNothing) {
+TEST(ObligationsLedger, RunnerRefusesADirtyTreeAndExecutesNothing) {
   auto repo = make_repo();
   put(repo->root() / "notes.txt", "edited\n");
   const auto r = repo->run();
@@ -560,7 +560,7 @@ TEST(Ledger, RunnerRefusesADirtyTreeAndExecutesNothing) {
   EXPECT_TRUE(repo->run().ok());
 }
 
-TEST(Ledger, ReceiptForAnOlderCommitIsRefused) {
+TEST(ObligationsLedger, ReceiptForAnOlderCommitIsRefused) {
   auto repo = make_repo();
   ASSERT_TRUE(repo->run().ok());
   put(repo->root() / "notes.txt", "next\n");
@@ -573,7 +573,7 @@ TEST(Ledger, ReceiptForAnOlderCommitIsRefused) {
   EXPECT_EQ(c.diagnostics.items()[0].fields["expected"], repo->head());
 }
 
-TEST(Ledger, CohortPromotionPasses) {
+TEST(ObligationsLedger, CohortPromotionPasses) {
   const auto d = transition([](Spec& s) {
     s.row("la1").active = true;
     s.row("lb1").active = true;
@@ -581,7 +581,7 @@ TEST(Ledger, CohortPromotionPasses) {
   EXPECT_TRUE(d.empty()) << codes(d);
 }
 
-TEST(Ledger, RevisionMayRewriteOnlyDeferredRows) {
+TEST(ObligationsLedger, RevisionMayRewriteOnlyDeferredRows) {
   EXPECT_TRUE(transition([](Spec& s) {
                 s.revision = 2;
                 s.row("lc1").path = "tests/later_test.cpp";
@@ -596,7 +596,7 @@ TEST(Ledger, RevisionMayRewriteOnlyDeferredRows) {
   EXPECT_EQ(d.items()[0].fields["field"], "gates");
 }
 
-TEST(Ledger, RunnerRecordsTheCanonicalBase) {
+TEST(ObligationsLedger, RunnerRecordsTheCanonicalBase) {
   auto repo = make_repo();
   const std::string base = repo->head();
   Spec s;
@@ -617,7 +617,7 @@ TEST(Ledger, RunnerRecordsTheCanonicalBase) {
   EXPECT_TRUE(c.ok()) << codes(c.diagnostics);
 }
 
-TEST(Ledger, SymlinkOutOfTheRepositoryIsAnEscapeReportedBeforeCommandIdentity) {
+TEST(ObligationsLedger, SymlinkOutOfTheRepositoryIsAnEscapeReportedBeforeCommandIdentity) {
   auto repo = make_repo();
   put(repo->dir() / "outside/pact", "#!/bin/sh\nexit 0\n");
   fs::create_symlink(repo->dir() / "outside", repo->root() / "tools-link");
@@ -637,7 +637,7 @@ TEST(Ledger, SymlinkOutOfTheRepositoryIsAnEscapeReportedBeforeCommandIdentity) {
   EXPECT_TRUE(repo->log().empty());
 }
 
-TEST(Ledger, MalformedManifestsNeverCrash) {
+TEST(ObligationsLedger, MalformedManifestsNeverCrash) {
   const std::string base = Spec{}.text();
   for (std::size_t cut = 0; cut < base.size(); cut += 37) {
     Diagnostics d;
@@ -651,7 +651,7 @@ TEST(Ledger, MalformedManifestsNeverCrash) {
   EXPECT_FALSE(d.empty());
 }
 
-TEST(Ledger, ContractSchemaProbeIsExact) {
+TEST(ObligationsLedger, ContractSchemaProbeIsExact) {
   const Json c = cli_contract(Role::checker);
   EXPECT_EQ(c["schema"], "pact.ledger-cli-contract.v1");
   EXPECT_EQ(c["tool"], "pact-ledger-check");

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "pact/verify/falsify.hpp"
+#include "pact/verify/gate.hpp"
 #include "tests/support/expect_error.hpp"
 
 namespace pact::verify {
@@ -223,6 +224,34 @@ obligations:
   EXPECT_GT(results[0].ratio, 0.0);
   EXPECT_EQ(results[1].verdict, "invalid");  // never "pass", even with a threshold any kernel meets
   EXPECT_EQ(code_of([&] { check_performance(c, "NOPE"); }), ErrorCode::invalid_argument);
+}
+
+}  // namespace
+}  // namespace pact::verify
+
+namespace pact::verify {
+namespace {
+
+// The gate measures exactly the named functions (their instances and nested lambdas), never a function
+// whose name merely starts with the same letters; a line shared by template instances counts once.
+TEST(Gate, CoverageCountsExactlyTheNamedFunctions) {
+  std::string doc = R"gcov({"files": [{"file": "k.inc", "functions": [
+      {"name": "a", "demangled_name": "pact::Tensor pact::kernels::cpu::generic::conv2d<float>(int)"},
+      {"name": "b", "demangled_name": "pact::Tensor pact::kernels::cpu::generic::conv2d<double>(int)"},
+      {"name": "c", "demangled_name": "pact::kernels::cpu::generic::conv2d<float>(int)::{lambda(long)#1}::operator()(long) const"},
+      {"name": "d", "demangled_name": "pact::GradList pact::kernels::cpu::generic::conv2d_vjp(int)"},
+      {"name": "e", "demangled_name": "void std::vector<pact::kernels::cpu::conv2d>::push_back()"}],
+    "lines": [
+      {"line_number": 10, "count": 0, "function_name": "a"}, {"line_number": 10, "count": 4, "function_name": "b"},
+      {"line_number": 11, "count": 0, "function_name": "a"}, {"line_number": 12, "count": 2, "function_name": "c"},
+      {"line_number": 30, "count": 0, "function_name": "d"}, {"line_number": 40, "count": 0, "function_name": "e"}]}]})gcov";
+  std::erase(doc, '\n');  // gcov writes one document per line
+  const auto gcov = parse_gcov_json(doc, "test.json");
+  const auto c = kernel_coverage(gcov, {"conv2d"});
+  EXPECT_EQ(c.lines, 3u);     // 10 (two instances, once), 11, 12 (the lambda); not conv2d_vjp's 30 nor 40
+  EXPECT_EQ(c.executed, 2u);  // 10 ran in the double instance, 12 ran
+  EXPECT_EQ(kernel_coverage(gcov, {"conv2d_vjp"}).lines, 1u);
+  EXPECT_EQ(kernel_coverage(gcov, {"conv"}).lines, 0u);
 }
 
 }  // namespace
