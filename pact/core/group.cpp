@@ -195,6 +195,28 @@ Tensor AllocationGroup::try_extract(DescriptorSlot slot) {
   return out;
 }
 
+Expected<DescriptorSlot, Returned<Tensor>> AllocationGroup::insert(AllocationGroup& group, Tensor&& owner) {
+  constexpr const char* op = "group.insert";
+  try {
+    group.require_unborrowed(op);
+    if (owner.storage_.empty()) throw_error(ErrorCode::invalid_argument, op, "the owner is moved-from");
+    const core::Claim& a = *owner.storage_.claim_;
+    for (const auto& other : group.inner_->allocations) {
+      if (other && other->claim_->root == a.root && a.begin < other->claim_->end && other->claim_->begin < a.end) {
+        throw_error(ErrorCode::overlap, op, "the owner claims bytes another allocation entry claims", a.identity());
+      }
+    }
+    group.inner_->allocations.reserve(group.inner_->allocations.size() + 1);
+    group.inner_->descriptors.reserve(group.inner_->descriptors.size() + 1);
+    const auto index = static_cast<std::uint32_t>(group.inner_->allocations.size());
+    group.inner_->descriptors.emplace_back(Record{index, owner.layout_});
+    group.inner_->allocations.emplace_back(std::move(owner.storage_));
+    return DescriptorSlot{group.inner_->id, static_cast<std::uint32_t>(group.inner_->descriptors.size() - 1)};
+  } catch (Error& e) {
+    return Unexpected(Returned<Tensor>{std::move(owner), std::move(e)});
+  }
+}
+
 Expected<Tensor, Returned<AllocationGroup>> AllocationGroup::into_tensor(AllocationGroup&& group, DescriptorSlot slot) {
   constexpr const char* op = "group.into_tensor";
   try {

@@ -78,6 +78,10 @@ class AllocationGroup {
   /// not_provably_disjoint (strided envelopes that intersect). The result does not depend on the order
   /// of the request; views come back in request order.
   std::vector<TensorViewMut> split_mut(std::span<const DescriptorSlot> slots);
+  /// Inserts a fresh owner as a new allocation entry with one descriptor for its own (already checked)
+  /// layout; no revalidation, no copy. Failure (a borrowed group, an owner over bytes another entry
+  /// claims) returns the owner unchanged.
+  static Expected<DescriptorSlot, Returned<Tensor>> insert(AllocationGroup& group, Tensor&& owner);
   /// Moves the allocation out when `slot` is its only descriptor; the descriptor and allocation entries
   /// become vacant. Fails (aliased_allocation) when another descriptor refers to it.
   Tensor try_extract(DescriptorSlot slot);

@@ -14,7 +14,14 @@ ValueRef retain(Tensor tensor) {
   return std::make_shared<const AdValueRecord>(std::move(container), slot);
 }
 
+std::shared_ptr<const AdValueRecord> AdValueRecord::borrowed(TensorView view) {
+  return std::shared_ptr<const AdValueRecord>(new AdValueRecord(std::move(view)));
+}
+
+Tensor duplicate_value(const ValueRef& ref) { return ref->view().duplicate(); }
+
 Expected<Tensor, std::pair<IntoValueFailure, ValueRef>> into_value(ValueRef&& ref) {
+  if (ref->is_borrowed()) return Unexpected(std::pair{IntoValueFailure::Extract, std::move(ref)});  // owns nothing
   if (ref.use_count() != 1 || ref->container().use_count() != 1) {
     return Unexpected(std::pair{IntoValueFailure::NotUnique, std::move(ref)});
   }

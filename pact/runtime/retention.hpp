@@ -5,6 +5,7 @@
 /// G2 extraction) or an explicit duplicate.
 
 #include <memory>
+#include <optional>
 
 #include "pact/core/group.hpp"
 
@@ -26,17 +27,29 @@ class AdValueRecord {
  public:
   AdValueRecord(std::shared_ptr<RetentionContainer> container, DescriptorSlot slot)
       : container_(std::move(container)), slot_(slot) {}
-  /// A shared view of the value (valid while the record lives).
-  TensorView view() const { return container_->group().view(slot_); }
+  /// A record over a caller's borrowed view, for scoped read-only execution only: that call is
+  /// synchronous through retirement, so the caller's borrow outlives every use. It owns nothing, retains
+  /// nothing and can never become an owner (into_value refuses it with Extract).
+  static std::shared_ptr<const AdValueRecord> borrowed(TensorView view);
+  /// A shared view of the value (valid while the record lives; for a borrowed record, while the caller's
+  /// borrow does).
+  TensorView view() const { return borrowed_ ? *borrowed_ : container_->group().view(slot_); }
   const std::shared_ptr<RetentionContainer>& container() const noexcept { return container_; }
   DescriptorSlot slot() const noexcept { return slot_; }
+  bool is_borrowed() const noexcept { return borrowed_.has_value(); }
 
  private:
+  explicit AdValueRecord(TensorView view) : borrowed_(std::move(view)) {}
   std::shared_ptr<RetentionContainer> container_;
   DescriptorSlot slot_;
+  std::optional<TensorView> borrowed_;
 };
 
 using ValueRef = std::shared_ptr<const AdValueRecord>;
+
+/// An explicit copy of a retained value into a new owner (copy reason ExplicitDuplicate, allocation
+/// reason ExplicitDuplicateDestination). The only copying path from a handle; retention never copies.
+Tensor duplicate_value(const ValueRef& ref);
 
 /// Moves an owner into a fresh container and returns its record. Retention itself allocates and copies
 /// nothing (the tensor's storage moves into the group).
