@@ -6,6 +6,7 @@ namespace pact {
 
 namespace {
 thread_local LedgerRecorder* t_current = nullptr;
+thread_local AllocationReason t_operation_output = AllocationReason::OperationOutput;
 std::atomic<std::uint64_t> g_allocations{0};
 std::atomic<std::uint64_t> g_copies{0};
 }  // namespace
@@ -50,6 +51,12 @@ std::map<CopyReason, int> LedgerRecorder::copy_multiset() const {
   for (const auto& e : copies_) ++m[e.reason];
   return m;
 }
+
+AllocationReasonScope::AllocationReasonScope(AllocationReason reason) noexcept : previous_(t_operation_output) {
+  t_operation_output = reason;
+}
+AllocationReasonScope::~AllocationReasonScope() { t_operation_output = previous_; }
+AllocationReason operation_output_reason() noexcept { return t_operation_output; }
 
 void record_allocation(const AllocationEvent& event) {
   g_allocations.fetch_add(1, std::memory_order_relaxed);

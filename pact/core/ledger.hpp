@@ -63,6 +63,22 @@ class LedgerRecorder {
   std::vector<CopyEvent> copies_;
 };
 
+/// While alive, allocations this thread makes for fresh op results (reason OperationOutput) are made and
+/// recorded with `reason` instead: checkpoint recomputation uses CheckpointRecomputeOutput. Explicit
+/// duplicates and transfers keep their own reasons. Scopes nest.
+class AllocationReasonScope {
+ public:
+  explicit AllocationReasonScope(AllocationReason reason) noexcept;
+  ~AllocationReasonScope();
+  AllocationReasonScope(const AllocationReasonScope&) = delete;
+  AllocationReasonScope& operator=(const AllocationReasonScope&) = delete;
+
+ private:
+  AllocationReason previous_;
+};
+/// The reason this thread currently gives fresh op results (OperationOutput outside any scope).
+AllocationReason operation_output_reason() noexcept;
+
 /// Emits an allocation event to the active recorders (and the process totals).
 void record_allocation(const AllocationEvent& event);
 /// Emits a copy event to the active recorders (and the process totals).

@@ -26,6 +26,7 @@ CheckedLayout core::Claim::check(const char* operation, const LayoutRequest& req
 }
 
 Storage Storage::allocate(std::shared_ptr<Provider> provider, std::uint64_t bytes, AllocationReason reason) {
+  if (reason == AllocationReason::OperationOutput) reason = operation_output_reason();  // e.g. checkpoint recompute
   ProviderAllocation allocation = provider->allocate(bytes);
   AllocationDiagnostics diagnostics{g_next_allocation_id.fetch_add(1, std::memory_order_relaxed) + 1, reason};
   std::string_view provider_name = provider->name();

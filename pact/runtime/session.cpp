@@ -2,7 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <set>
+
 #include "pact/capture/capabilities.hpp"
+#include "pact/core/ledger.hpp"
 
 namespace pact::runtime {
 
@@ -173,19 +176,26 @@ EagerTensor Session::apply(ops::OpTag op, std::span<const EagerTensor> inputs, c
   return result;
 }
 
+namespace {
+// The value bound to a source node, checked against its declared type.
+const EagerTensor& bound_source(const ir::Node& n, const std::map<std::string, EagerTensor>& bindings) {
+  auto it = bindings.find(n.id);
+  if (it == bindings.end()) throw_error(ErrorCode::invalid_argument, "session.run_graph", fmt::format("no value bound to '{}'", n.id));
+  if (it->second.dtype() != n.type.dtype || !(it->second.shape() == n.type.shape)) {
+    throw_error(ErrorCode::invalid_argument, "session.run_graph",
+                fmt::format("'{}' is bound to {}{}; the graph declares {}{}", n.id, dtype_name(it->second.dtype()),
+                            it->second.shape().to_string(), dtype_name(n.type.dtype), n.type.shape.to_string()));
+  }
+  return it->second;
+}
+}  // namespace
+
 std::map<std::string, EagerTensor> Session::run_graph(const ir::Graph& graph, const std::map<std::string, EagerTensor>& bindings) {
   std::map<std::string, EagerTensor> values;
   for (const auto& n : graph.nodes) {
     const auto role = ops::op_info(n.op).role;
     if (role == ops::OpRole::source) {
-      auto it = bindings.find(n.id);
-      if (it == bindings.end()) throw_error(ErrorCode::invalid_argument, "session.run_graph", fmt::format("no value bound to '{}'", n.id));
-      if (it->second.dtype() != n.type.dtype || !(it->second.shape() == n.type.shape)) {
-        throw_error(ErrorCode::invalid_argument, "session.run_graph",
-                    fmt::format("'{}' is bound to {}{}; the graph declares {}{}", n.id, dtype_name(it->second.dtype()),
-                                it->second.shape().to_string(), dtype_name(n.type.dtype), n.type.shape.to_string()));
-      }
-      values.emplace(n.id, it->second);
+      values.emplace(n.id, bound_source(n, bindings));
       continue;
     }
     std::vector<EagerTensor> in;
@@ -201,12 +211,164 @@ std::map<std::string, EagerTensor> Session::run_graph(const ir::Graph& graph, co
   return outputs;
 }
 
+EagerTensor Session::checkpoint(const RegionBody& body, std::span<const EagerTensor> inputs) {
+  std::vector<bool> wants;
+  bool differentiable = false;
+  for (const auto& in : inputs) {
+    wants.push_back(grad_enabled_ && in.tracked() && tape_.node(in.node).requires_grad);
+    differentiable = differentiable || wants.back();
+  }
+  if (!differentiable || structure_only_) return body(*this, inputs);
+  const std::uint64_t start = calls_;
+  EagerTensor out;
+  grad_enabled_ = false;  // no interior record: the region's values die with the body's locals
+  try {
+    out = body(*this, inputs);
+  } catch (...) {
+    grad_enabled_ = true;
+    throw;
+  }
+  grad_enabled_ = true;
+  Tape::Node n;
+  n.type = {out.dtype(), out.shape()};
+  n.requires_grad = true;
+  for (const auto& in : inputs) {
+    n.parents.push_back(in.node);
+    n.inputs.push_back(in.value);  // boundary inputs: retained records, no copy
+  }
+  n.output = out.value;  // the boundary output
+  n.vjp = [body, profile = profile_, resolver = resolver_, seed = seed_, start, training = training_, wants](
+              std::span<const ValueRef> in, const TensorView& g) {
+    Session sub(profile, seed, resolver);
+    sub.calls_ = start;  // the same kernel seeds as the forward run (dropout masks repeat)
+    sub.training_ = training;
+    std::vector<EagerTensor> leaves;
+    for (std::size_t i = 0; i < in.size(); ++i) {
+      const TensorView v = in[i]->view();
+      leaves.push_back(EagerTensor{in[i], sub.tape_.leaf({v.dtype(), v.shape()}, wants[i])});
+    }
+    EagerTensor y;
+    {
+      AllocationReasonScope recompute(AllocationReason::CheckpointRecomputeOutput);
+      y = body(sub, leaves);
+    }
+    std::vector<std::optional<Tensor>> grads(in.size());
+    if (!y.tracked()) return grads;
+    std::vector<int> keep;
+    for (const auto& l : leaves) keep.push_back(l.node);
+    Gradients pulled = sub.tape_.run_backward(y.node, std::nullopt, &g, keep);
+    for (std::size_t i = 0; i < leaves.size(); ++i) {
+      if (!wants[i]) continue;
+      if (y.node == leaves[i].node) {  // an identity region: the cotangent itself
+        grads[i] = g.duplicate();
+        continue;
+      }
+      auto t = pulled.take_grad(leaves[i].node);
+      if (!t) throw std::move(t).error();
+      grads[i] = std::move(t).value();
+    }
+    return grads;
+  };
+  out.node = tape_.record(std::move(n));
+  return out;
+}
+
+std::map<std::string, EagerTensor> Session::run_graph(const ir::Graph& graph, const std::map<std::string, EagerTensor>& bindings,
+                                                      const std::vector<std::vector<std::string>>& checkpoint_regions) {
+  if (checkpoint_regions.empty()) return run_graph(graph, bindings);
+  constexpr const char* op = "session.run_graph";
+  std::map<std::string, std::size_t> position;
+  for (std::size_t i = 0; i < graph.nodes.size(); ++i) position.emplace(graph.nodes[i].id, i);
+  struct Region {
+    std::vector<ir::Node> nodes;
+    std::vector<std::string> inputs;
+    std::string output;
+    std::size_t first = 0, last = 0;
+  };
+  std::map<std::size_t, Region> regions;  // by first position
+  std::vector<int> region_of(graph.nodes.size(), -1);
+  for (std::size_t r = 0; r < checkpoint_regions.size(); ++r) {
+    const auto& ids = checkpoint_regions[r];
+    auto bad = [&](const std::string& why) { throw_error(ErrorCode::invalid_argument, op, fmt::format("checkpoint region {}: {}", r, why)); };
+    if (ids.empty()) bad("it is empty");
+    std::vector<std::size_t> at;
+    for (const auto& id : ids) {
+      auto it = position.find(id);
+      if (it == position.end()) bad(fmt::format("no node '{}'", id));
+      const auto role = ops::op_info(graph.nodes[it->second].op).role;
+      if (role == ops::OpRole::source || role == ops::OpRole::sink) bad(fmt::format("'{}' is a source or an output, not an op", id));
+      if (region_of[it->second] >= 0) bad(fmt::format("'{}' is already in region {}", id, region_of[it->second]));
+      region_of[it->second] = static_cast<int>(r);
+      at.push_back(it->second);
+    }
+    std::sort(at.begin(), at.end());
+    for (std::size_t k = 1; k < at.size(); ++k) {
+      if (at[k] != at[k - 1] + 1) bad(fmt::format("its nodes are not consecutive ('{}' is not among them)", graph.nodes[at[k - 1] + 1].id));
+    }
+    Region region;
+    region.first = at.front();
+    region.last = at.back();
+    const std::set<std::string> members(ids.begin(), ids.end());
+    std::set<std::string> outputs;
+    for (std::size_t k = region.first; k <= region.last; ++k) {
+      region.nodes.push_back(graph.nodes[k]);
+      for (const auto& in : graph.nodes[k].inputs) {
+        if (!members.count(in) && std::find(region.inputs.begin(), region.inputs.end(), in) == region.inputs.end()) region.inputs.push_back(in);
+      }
+    }
+    for (std::size_t k = region.last + 1; k < graph.nodes.size(); ++k) {
+      for (const auto& in : graph.nodes[k].inputs) {
+        if (members.count(in)) outputs.insert(in);
+      }
+    }
+    for (const auto& o : graph.outputs) {
+      if (members.count(o)) outputs.insert(o);
+    }
+    if (outputs.size() != 1) bad(fmt::format("{} of its values are used after it; a region has exactly one output", outputs.size()));
+    region.output = *outputs.begin();
+    regions.emplace(region.first, std::move(region));
+  }
+  std::map<std::string, EagerTensor> values;
+  for (std::size_t i = 0; i < graph.nodes.size(); ++i) {
+    const ir::Node& n = graph.nodes[i];
+    if (auto reg = regions.find(i); reg != regions.end()) {
+      std::vector<EagerTensor> in;
+      for (const auto& id : reg->second.inputs) in.push_back(values.at(id));
+      const Region& region = reg->second;
+      RegionBody body = [nodes = region.nodes, names = region.inputs, output = region.output](Session& s, std::span<const EagerTensor> args) {
+        std::map<std::string, EagerTensor> local;
+        for (std::size_t k = 0; k < names.size(); ++k) local.emplace(names[k], args[k]);
+        for (const auto& node : nodes) {
+          std::vector<EagerTensor> ins;
+          for (const auto& id : node.inputs) ins.push_back(local.at(id));
+          local.emplace(node.id, s.apply(node.op, ins, node.attrs, node.id));
+        }
+        return local.at(output);
+      };
+      values.emplace(region.output, checkpoint(body, in));
+      continue;
+    }
+    if (region_of[i] >= 0) continue;  // ran inside its region
+    const auto role = ops::op_info(n.op).role;
+    if (role == ops::OpRole::source) {
+      values.emplace(n.id, bound_source(n, bindings));
+      continue;
+    }
+    std::vector<EagerTensor> in;
+    for (const auto& id : n.inputs) in.push_back(values.at(id));
+    values.emplace(n.id, role == ops::OpRole::sink ? in[0] : apply(n.op, in, n.attrs, n.id));
+  }
+  std::map<std::string, EagerTensor> outputs;
+  for (const auto& o : graph.outputs) outputs.emplace(o, values.at(o));
+  return outputs;
+}
+
 Gradients Session::backward(const EagerTensor& root, std::span<const int> keep) {
   if (structure_only_) capture::require_structure_only_capability("backward_grads", "Session::backward");
   if (!root.tracked()) throw_error(ErrorCode::invalid_argument, "session.backward", "the value is not on the tape");
   Tensor ones = Tensor::empty(root.shape(), root.dtype());
   ones.fill(1.0);
-  return tape_.backward(root.node, ones.as_view(), keep);
+  return tape_.backward(root.node, std::move(ones), keep);
 }
 
 }  // namespace pact::runtime

@@ -5,6 +5,7 @@
 /// binding. The dispatcher appends no autograd node: apply() records the op's own forward value and VJP
 /// on the tape when gradients are enabled.
 
+#include <functional>
 #include <map>
 #include "pact/core/source_location.hpp"
 #include <string>
@@ -56,6 +57,20 @@ class Session {
                     std::string_view name = {}, SourceLocation loc = SourceLocation::current());
   /// Runs an IR graph node by node through apply(); `bindings` maps source node ids to values.
   std::map<std::string, EagerTensor> run_graph(const ir::Graph& graph, const std::map<std::string, EagerTensor>& bindings);
+  /// The same with checkpoint regions: each is a run of consecutive op nodes whose values are used after
+  /// it through exactly one node (the region's output); each runs through checkpoint(). A region that
+  /// breaks these rules is invalid_argument naming it.
+  std::map<std::string, EagerTensor> run_graph(const ir::Graph& graph, const std::map<std::string, EagerTensor>& bindings,
+                                               const std::vector<std::vector<std::string>>& checkpoint_regions);
+
+  /// A checkpoint region's body: applies its ops through the given session to the boundary inputs.
+  using RegionBody = std::function<EagerTensor(Session&, std::span<const EagerTensor>)>;
+  /// Runs `body` as a checkpoint region (seed 001 G7). Forward runs with recording off, so the region's
+  /// interior values are released as soon as the body drops them and no record of them is made; the tape
+  /// gets one node retaining only the boundary (the inputs and the output). Its VJP recomputes the region
+  /// on a private tape with the same kernel seeds, recording those allocations CheckpointRecomputeOutput,
+  /// and pulls the cotangent back to the inputs. Without a differentiable input it is a plain call.
+  EagerTensor checkpoint(const RegionBody& body, std::span<const EagerTensor> inputs);
 
   /// Backward from a scalar (or any) tracked value with a ones cotangent; dense unless `keep` is given.
   Gradients backward(const EagerTensor& root, std::span<const int> keep = {});

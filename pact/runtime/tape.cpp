@@ -18,23 +18,37 @@ bool vjp_reads_output(ops::OpTag op) noexcept {
   }
 }
 
+namespace {
+AllocationGroup empty_group() {
+  auto g = AllocationGroup::make({}, {});
+  if (!g) throw std::move(g).error().error;
+  return std::move(g).value();
+}
+}  // namespace
+
+Gradients::Gradients() : group_(empty_group()) {}
+
 std::optional<TensorView> Gradients::grad(int node) const {
-  auto it = grads_.find(node);
-  if (it == grads_.end()) return std::nullopt;
-  return it->second.as_view();
+  auto it = slots_.find(node);
+  if (it == slots_.end()) return std::nullopt;
+  return group_.view(it->second);
 }
 
-std::optional<Tensor> Gradients::take_grad(int node) {
-  auto it = grads_.find(node);
-  if (it == grads_.end()) return std::nullopt;
-  Tensor t = std::move(it->second);
-  grads_.erase(it);
-  return t;
+Expected<std::optional<Tensor>, Error> Gradients::take_grad(int node) {
+  auto it = slots_.find(node);
+  if (it == slots_.end()) return std::optional<Tensor>();
+  try {
+    Tensor t = group_.try_extract(it->second);
+    slots_.erase(it);
+    return std::optional<Tensor>(std::move(t));
+  } catch (Error& e) {
+    return Unexpected(std::move(e));
+  }
 }
 
 std::vector<int> Gradients::nodes() const {
   std::vector<int> ids;
-  for (const auto& [id, g] : grads_) ids.push_back(id);
+  for (const auto& [id, g] : slots_) ids.push_back(id);
   return ids;
 }
 
@@ -80,24 +94,41 @@ Gradients Tape::backward(int root, const TensorView& seed, std::span<const int> 
     throw_error(ErrorCode::invalid_argument, "tape.backward", fmt::format("node {} is not on the tape", root));
   }
   require_tag("the seed cotangent", root, nodes_[static_cast<std::size_t>(root)].type, seed);
+  return run_backward(root, seed.duplicate(), nullptr, keep);
+}
+
+Gradients Tape::backward(int root, Tensor seed, std::span<const int> keep) const {
+  return run_backward(root, std::move(seed), nullptr, keep);
+}
+
+Gradients Tape::run_backward(int root, std::optional<Tensor> owned, const TensorView* borrowed, std::span<const int> keep) const {
+  if (root < 0 || static_cast<std::size_t>(root) >= nodes_.size()) {
+    throw_error(ErrorCode::invalid_argument, "tape.backward", fmt::format("node {} is not on the tape", root));
+  }
+  require_tag("the seed cotangent", root, nodes_[static_cast<std::size_t>(root)].type, owned ? owned->as_view() : *borrowed);
   const std::set<int> kept(keep.begin(), keep.end());
-  Gradients out;
-  std::map<int, Tensor>& grads = out.grads_;
-  grads.emplace(root, seed.duplicate());
+  std::map<int, Tensor> grads;
+  if (owned) grads.emplace(root, std::move(*owned));
   for (int id = root; id >= 0; --id) {
     auto it = grads.find(id);
-    if (it == grads.end()) continue;
+    const bool borrowed_root = id == root && borrowed != nullptr;
+    if (it == grads.end() && !borrowed_root) continue;
     const Node& n = nodes_[static_cast<std::size_t>(id)];
-    require_tag("the accumulated gradient", id, n.type, it->second.as_view());
-    if (n.handler != nullptr) {
-      std::vector<TensorView> in;
-      in.reserve(n.inputs.size());
-      for (const auto& r : n.inputs) in.push_back(r->view());
-      const TensorView g = it->second.as_view();
-      // Ops whose VJP does not read the output get the cotangent in its place (same type, never read).
-      const TensorView y = n.output ? n.output->view() : g;
-      auto input_grads = kernels::run_vjp(*n.handler, in, y, g, n.attrs, n.ctx);
-      for (std::size_t k = 0; k < n.parents.size(); ++k) {
+    const TensorView g = borrowed_root ? *borrowed : it->second.as_view();
+    require_tag("the accumulated gradient", id, n.type, g);
+    if (n.handler != nullptr || n.vjp) {
+      std::vector<std::optional<Tensor>> input_grads;
+      if (n.handler != nullptr) {
+        std::vector<TensorView> in;
+        in.reserve(n.inputs.size());
+        for (const auto& r : n.inputs) in.push_back(r->view());
+        // Ops whose VJP does not read the output get the cotangent in its place (same type, never read).
+        const TensorView y = n.output ? n.output->view() : g;
+        input_grads = kernels::run_vjp(*n.handler, in, y, g, n.attrs, n.ctx);
+      } else {
+        input_grads = n.vjp(n.inputs, g);
+      }
+      for (std::size_t k = 0; k < n.parents.size() && k < input_grads.size(); ++k) {
         const int p = n.parents[k];
         if (p < 0 || !input_grads[k] || !nodes_[static_cast<std::size_t>(p)].requires_grad) continue;
         auto slot = grads.find(p);
@@ -109,6 +140,12 @@ Gradients Tape::backward(int root, const TensorView& seed, std::span<const int> 
       }
     }
     if (!kept.empty() && !kept.count(id)) grads.erase(id);
+  }
+  Gradients out;
+  for (auto& [id, grad] : grads) {
+    auto slot = AllocationGroup::insert(out.group_, std::move(grad));
+    if (!slot) throw std::move(slot).error().error;  // fresh owners into an unborrowed group: cannot happen
+    out.slots_.emplace(id, slot.value());
   }
   return out;
 }

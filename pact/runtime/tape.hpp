@@ -3,6 +3,7 @@
 /// recorded op retains (through retention records, never copies) only the values its VJP reads: its
 /// inputs, and its output only for ops whose VJP reads the output. Backward checks shapes and accumulates.
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <span>
@@ -27,19 +28,23 @@ struct EagerTensor {
 /// True when the op's VJP reads the forward output (so the tape retains it).
 bool vjp_reads_output(ops::OpTag op) noexcept;
 
-/// Gradients of one backward pass, by tape node id; each gradient is its own owner.
+/// Gradients of one backward pass, by tape node id: a group with one allocation per gradient (seed 001
+/// G7, a G2 specialisation). The key is only a local lookup key.
 class Gradients {
  public:
+  Gradients();
   /// A view of the gradient of `node`, or nullopt when it has none.
   std::optional<TensorView> grad(int node) const;
-  /// Moves the gradient of `node` out (nullopt when none). The bundle no longer holds it.
-  std::optional<Tensor> take_grad(int node);
+  /// Three outcomes: nullopt (no gradient), the owner (moved out; the bundle no longer holds it), or the
+  /// group's error with the bundle unchanged (e.g. borrow_conflict while a grad() view is alive).
+  Expected<std::optional<Tensor>, Error> take_grad(int node);
   /// Node ids that have gradients.
   std::vector<int> nodes() const;
 
  private:
   friend class Tape;
-  std::map<int, Tensor> grads_;
+  AllocationGroup group_;
+  std::map<int, DescriptorSlot> slots_;
 };
 
 class Tape {
@@ -54,6 +59,9 @@ class Tape {
     ValueRef output;                             ///< retained only when vjp_reads_output(op)
     ops::TensorType type;                        ///< the output's shape tag
     bool requires_grad = false;
+    /// A local VJP closure for nodes that are not one op (a checkpoint region): given the retained inputs
+    /// and the output cotangent, a gradient (or none) per input. Set only when `handler` is null.
+    std::function<std::vector<std::optional<Tensor>>(std::span<const ValueRef>, const TensorView&)> vjp;
   };
 
   /// Records a leaf (a parameter or an input that wants a gradient) and returns its id.
@@ -69,10 +77,17 @@ class Tape {
   /// Reverse-mode pass from `root` with cotangent `seed` (shape-checked against the root's tag). Dense
   /// (keep empty): a gradient for every node that receives one. Sparse: only the ids in `keep` survive.
   Gradients backward(int root, const TensorView& seed, std::span<const int> keep = {}) const;
+  /// The same with an owned seed, which becomes the root's gradient without a copy (the view overload
+  /// makes one explicit duplicate).
+  Gradients backward(int root, Tensor seed, std::span<const int> keep = {}) const;
   /// Drops every node (and the values it retained).
   void clear() noexcept { nodes_.clear(); }
 
  private:
+  friend class Session;
+  // The one implementation: the root's cotangent is owned (`owned`) or borrowed (`borrowed`, for a
+  // checkpoint's private tape; the root then gets no gradient entry of its own).
+  Gradients run_backward(int root, std::optional<Tensor> owned, const TensorView* borrowed, std::span<const int> keep) const;
   std::vector<Node> nodes_;
 };
 

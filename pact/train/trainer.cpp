@@ -108,8 +108,11 @@ TrainingSession::Outputs TrainingSession::run(Tensor x, Tensor target, bool trai
   bindings.emplace(objective_.target, session_.constant(std::move(target)));
   std::map<std::string, runtime::EagerTensor> out;
   if (objective_.options.mode == ExecutionMode::eager) {
-    out = session_.run_graph(plan.graph, bindings);
+    out = session_.run_graph(plan.graph, bindings, objective_.checkpoint_regions);
   } else {
+    if (!objective_.checkpoint_regions.empty()) {
+      throw_error(ErrorCode::unsupported, "train", "checkpoint regions run in eager mode; the planned-graph executor does not checkpoint");
+    }
     out = runtime::execute(plan, bindings, training ? &session_.tape() : nullptr,
                            kernels::KernelContext{training, objective_.options.seed + static_cast<std::uint64_t>(steps_)}).outputs;
   }
@@ -191,7 +194,11 @@ StepResult TrainingSession::step_batch(Tensor x, Tensor target) {
     Outputs out = run(std::move(x), std::move(target), true, leaves);
     result.loss = scalar_of(out.loss);
     runtime::Gradients grads = session_.backward(out.loss);
-    for (const auto& leaf : leaves) result.gradients.push_back(grads.take_grad(leaf.node));
+    for (const auto& leaf : leaves) {
+      auto g = grads.take_grad(leaf.node);
+      if (!g) throw std::move(g).error();  // no view of the bundle is alive here
+      result.gradients.push_back(std::move(g).value());
+    }
     running = batch_norm_updates(leaves);
   }  // outputs and the tape's records go out of scope / are cleared before the parameters come back
   take_back(leaves);

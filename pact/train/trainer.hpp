@@ -40,6 +40,9 @@ struct Objective {
   std::string logits = "logits";
   std::string loss = "loss";
   TrainerOptions options;
+  /// Checkpoint regions of the loss program (eager mode only; Session::run_graph's rules): their interior
+  /// values are released after forward use and recomputed in backward.
+  std::vector<std::vector<std::string>> checkpoint_regions;
 };
 
 /// Parameters and buffers in graph order, by name.

@@ -83,10 +83,21 @@ TEST(Tape, DenseAndSparseBackwardAndShapeChecks) {
   const int keep[] = {w.node};
   Gradients sparse = s.backward(l, keep);
   EXPECT_EQ(sparse.nodes(), std::vector<int>{w.node});
+  {
+    // While a view of the bundle is alive, extraction fails with the bundle unchanged.
+    const auto held = sparse.grad(w.node);
+    auto refused = sparse.take_grad(w.node);
+    ASSERT_FALSE(refused.has_value());
+    EXPECT_EQ(refused.error().code(), ErrorCode::borrow_conflict);
+  }
+  ASSERT_TRUE(sparse.grad(w.node).has_value());
   auto taken = sparse.take_grad(w.node);
-  ASSERT_TRUE(taken.has_value());
+  ASSERT_TRUE(taken.has_value() && taken.value().has_value());  // the owner
+  EXPECT_EQ(taken.value()->as_view().get(Dims{1, 1}).real, 2.0);
   EXPECT_FALSE(sparse.grad(w.node).has_value());
-  EXPECT_FALSE(sparse.take_grad(w.node).has_value());
+  auto none = sparse.take_grad(w.node);
+  ASSERT_TRUE(none.has_value());
+  EXPECT_FALSE(none.value().has_value());  // no gradient
   Tensor bad = Tensor::zeros(Dims{3}, DType::f32);
   EXPECT_EQ(code_of([&] { s.tape().backward(l.node, bad.as_view()); }), ErrorCode::invalid_argument);
   EXPECT_EQ(code_of([&] { s.tape().backward(99, bad.as_view()); }), ErrorCode::invalid_argument);

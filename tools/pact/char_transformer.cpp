@@ -93,6 +93,12 @@ int run_char_transformer(const TrainArgs& args) {
   objective.options.lr = args.lr;
   objective.options.seed = args.seed;
   objective.options.profile = args.profile;
+  if (args.checkpoint) {
+    if (args.graph_mode) throw_error(ErrorCode::invalid_argument, "train", "--checkpoint runs the loss program eagerly; drop --graph");
+    objective.checkpoint_regions = {
+        {"ln1", "q", "q4", "qh", "k", "k4", "kh", "v", "v4", "vh", "att", "att_t", "att_m", "proj", "h1"},
+        {"ln2", "up", "act", "down", "h2"}};
+  }
   const std::int64_t steps = args.steps;
   if (steps <= 0) throw_error(ErrorCode::invalid_argument, "train", fmt::format("--steps {} must be positive", steps));
   objective.options.schedule.kind = train::Schedule::cosine;
@@ -104,8 +110,8 @@ int run_char_transformer(const TrainArgs& args) {
   for (const auto& k : audit.kernels) {
     if (k.capsule) capsules.insert(k.capsule->name);
   }
-  fmt::print("pact train: char-transformer (1 block, {} heads, d {}, context {}), vocabulary {} from {} ({} chars), {} updates, batch {}\n",
-             heads, d, t, vocab, path, text.size(), steps, batch);
+  fmt::print("pact train: char-transformer (1 block, {} heads, d {}, context {}), vocabulary {} from {} ({} chars), {} updates, batch {}{}\n",
+             heads, d, t, vocab, path, text.size(), steps, batch, args.checkpoint ? ", sublayers checkpointed" : "");
   fmt::print("plan audit ({}): {} kernels, {} capsules admitted, verdict {}\n", audit.profile, audit.kernels.size(), capsules.size(),
              audit.check.accepted ? "accepted" : "rejected");
   std::mt19937_64 rng(args.seed);

@@ -64,6 +64,9 @@ void write_file(const std::filesystem::path& path, const std::string& text) {
 
 int run_train(const TrainArgs& args) {
   if (args.model == "char-transformer") return run_char_transformer(args);
+  if (args.checkpoint) {
+    throw_error(ErrorCode::invalid_argument, "train", fmt::format("--checkpoint applies to --model char-transformer, not '{}'", args.model));
+  }
   if (args.epochs <= 0) throw_error(ErrorCode::invalid_argument, "train", fmt::format("--epochs {} must be positive", args.epochs));
   if (args.batch_size <= 0) throw_error(ErrorCode::invalid_argument, "train", fmt::format("--batch-size {} must be positive", args.batch_size));
   if (args.threads > 0) omp_set_num_threads(args.threads);
