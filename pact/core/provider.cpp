@@ -169,9 +169,24 @@ class FakeProvider final : public HostBackedProvider {
   bool device_bindable() const noexcept override { return true; }
   std::byte* map_host(const ProviderAllocation& a) override { return counted_map(a); }
   std::uint64_t bind_device(const ProviderAllocation& a) override { return counted_binding(a); }
+  void attach(std::uint64_t binding) override {
+    if (failures_.load() > 0) {
+      failures_.fetch_sub(1);
+      throw_error(ErrorCode::unsupported, "fake.attach", fmt::format("injected refusal to attach binding {}", binding));
+    }
+    Provider::attach(binding);
+  }
+  void fail_next_attachments(int count) override { failures_.store(count); }
+
+ private:
+  std::atomic<int> failures_{0};
 };
 
 }  // namespace
+
+void Provider::fail_next_attachments(int) {
+  throw_error(ErrorCode::unsupported, "provider.fail_next_attachments", fmt::format("{} takes no injected failures", name()));
+}
 
 std::shared_ptr<Provider> cpu_provider() {
   static auto p = std::make_shared<CpuProvider>();

@@ -33,6 +33,7 @@ struct ProviderCounters {
   std::atomic<std::uint64_t> mappings{0};         ///< host mappings (prepare_host*)
   std::atomic<std::uint64_t> synchronizations{0}; ///< waits before host access
   std::atomic<std::uint64_t> dispatches{0};       ///< device bindings dispatched
+  std::atomic<std::uint64_t> attachments{0};      ///< prepared bindings attached (bind)
   std::atomic<std::uint64_t> allocations{0};
   std::atomic<std::uint64_t> deallocations{0};
 };
@@ -70,6 +71,14 @@ class Provider {
   virtual void synchronize(const ProviderAllocation& allocation) = 0;
   /// Produces an opaque binding token for device access to an allocation; throws unsupported.
   virtual std::uint64_t bind_device(const ProviderAllocation& allocation) = 0;
+  /// Attaches a prepared binding for use by device work (binding-time provider work only: no validation,
+  /// no request, key or range). Throws pact::Error when the provider refuses; nothing is enqueued.
+  virtual void attach(std::uint64_t binding) {
+    (void)binding;
+    counters_.attachments.fetch_add(1, std::memory_order_relaxed);
+  }
+  /// Fake provider only (tests): the next `count` attach() calls fail. Others throw unsupported.
+  virtual void fail_next_attachments(int count);
   /// Records one dispatch of work over prepared bindings.
   virtual void dispatch() { counters_.dispatches.fetch_add(1, std::memory_order_relaxed); }
 

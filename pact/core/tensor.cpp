@@ -277,6 +277,15 @@ Expected<PreparedDevice, Returned<TensorView>> TensorView::prepare_device() && {
   }
 }
 
+Expected<DeviceBinding, Returned<PreparedDevice>> DeviceBinding::bind(PreparedDevice&& prepared) {
+  try {
+    prepared.claim_->root->provider().attach(prepared.binding_);
+    return DeviceBinding(std::move(prepared));
+  } catch (Error& e) {
+    return Unexpected(Returned<PreparedDevice>{std::move(prepared), std::move(e)});
+  }
+}
+
 Tensor TensorView::duplicate() const {
   return copy_to_new(*claim_, layout_, claim_->root->provider_ptr(), CopyReason::ExplicitDuplicate,
                      AllocationReason::ExplicitDuplicateDestination);

@@ -186,6 +186,8 @@ using PreparedHostRead = std::variant<PreparedContiguousRead<T>, PreparedStrided
 template <class T>
 using PreparedHostWrite = std::variant<PreparedContiguousWrite<T>, PreparedStridedWrite<T>>;
 
+class DeviceBinding;
+
 /// Device-prepared access: the checked layout and an opaque provider binding. No host pointer.
 class PreparedDevice {
  public:
@@ -203,6 +205,7 @@ class PreparedDevice {
  private:
   friend class TensorView;
   friend class TensorViewMut;
+  friend class DeviceBinding;
   PreparedDevice(const core::Claim* claim, const CheckedLayout& layout, std::uint64_t binding, bool writable,
                  core::BorrowToken borrow)
       : claim_(claim), layout_(layout), binding_(binding), writable_(writable), borrow_(std::move(borrow)) {}
@@ -211,6 +214,27 @@ class PreparedDevice {
   std::uint64_t binding_;
   bool writable_;
   core::BorrowToken borrow_;
+};
+
+/// A bound device access (seed 001 G5): made only by bind() from a PreparedDevice, which already carries
+/// the checked layout, the capability (shared or exclusive) and the provider, reached through its root.
+/// bind takes no replacement descriptor, range, key or provider and repeats no check. A distinct state
+/// from PreparedDevice, not a flag on it.
+class DeviceBinding {
+ public:
+  /// Attaches the prepared access (binding-time provider work only). On failure (the provider refuses;
+  /// nothing was enqueued) the exact prepared access comes back with the error.
+  static Expected<DeviceBinding, Returned<PreparedDevice>> bind(PreparedDevice&& prepared);
+  const CheckedLayout& layout() const noexcept { return prepared_.layout(); }
+  std::uint64_t token() const noexcept { return prepared_.binding(); }
+  bool writable() const noexcept { return prepared_.writable(); }
+  std::string_view provider_name() const noexcept { return prepared_.provider_name(); }
+  /// Records one dispatch of work over this binding with its provider.
+  void dispatch() const { prepared_.dispatch(); }
+
+ private:
+  explicit DeviceBinding(PreparedDevice prepared) : prepared_(std::move(prepared)) {}
+  PreparedDevice prepared_;
 };
 
 /// A shared read view: a borrowed claim plus a checked layout. Copyable (each copy is one more shared

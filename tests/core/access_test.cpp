@@ -143,6 +143,34 @@ TEST(Access, CudaStubIsDeviceOnly) {
   EXPECT_EQ(cpu_bind.error().error.code(), ErrorCode::unsupported);
 }
 
+// seed 001 G5: bind takes only the prepared access (no replacement descriptor, range or provider),
+// does binding-time provider work once, and a refusal returns the exact prepared access.
+TEST(Access, BindConsumesOnlyAPreparedAccessAndFailureReturnsIt) {
+  auto fake = make_fake_provider();
+  Tensor dev = iota_tensor(Dims{2, 3}).transfer_to(fake);
+  auto prepared = dev.as_view().prepare_device();
+  ASSERT_TRUE(prepared.has_value());
+  const std::uint64_t token = prepared->binding();
+  const auto validations = fake->counters().validations.load();
+  fake->fail_next_attachments(1);
+  auto refused = DeviceBinding::bind(std::move(prepared).value());
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_EQ(refused.error().error.code(), ErrorCode::unsupported);
+  EXPECT_EQ(refused.error().input.binding(), token);  // the exact prepared access
+  EXPECT_EQ(refused.error().input.layout().shape(), (Dims{2, 3}));
+  EXPECT_EQ(fake->counters().attachments.load(), 0u);
+  auto bound = DeviceBinding::bind(std::move(refused.error().input));
+  ASSERT_TRUE(bound.has_value());
+  EXPECT_EQ(bound->token(), token);
+  EXPECT_FALSE(bound->writable());
+  EXPECT_EQ(fake->counters().attachments.load(), 1u);
+  EXPECT_EQ(fake->counters().validations.load(), validations);  // no check repeated
+  bound->dispatch();
+  EXPECT_EQ(fake->counters().dispatches.load(), 1u);
+  // Only the fake provider takes injected failures.
+  EXPECT_EQ(code_of([] { cpu_provider()->fail_next_attachments(1); }), ErrorCode::unsupported);
+}
+
 TEST(Access, NonInjectiveWriteIsRefusedAndViewReturned) {
   Storage s = Storage::allocate(cpu_provider(), 16, AllocationReason::OperationOutput);
   auto t = Tensor::from_storage(std::move(s), LayoutRequest{DType::f32, Dims{4, 4}, Dims{0, 1}, 0});
