@@ -1,0 +1,28 @@
+// Fuzzes the device-plan expression language (pact/seal/expr.hpp): any text must parse or fail with a
+// typed pact::Error, and a parsed expression must evaluate or fail typed against a fixed call.
+
+#include <cstdint>
+#include <string_view>
+
+#include "pact/seal/expr.hpp"
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  const std::string_view text(reinterpret_cast<const char*>(data), size);
+  static const pact::seal::CallData call = [] {
+    pact::seal::CallData c;
+    c.tensors["x"] = {pact::Dims{8, 3, 5}, pact::Dims{15, 5, 1}};
+    c.tensors["big"] = {pact::Dims{1LL << 40, 1LL << 30}, pact::Dims{1LL << 30, 1}};
+    c.scalars["heads"] = 4;
+    c.scalars["min"] = INT64_MIN;
+    return c;
+  }();
+  try {
+    const auto e = pact::seal::Expr::parse(text, "fuzz");
+    try {
+      (void)e.eval(call);
+    } catch (const pact::Error&) {
+    }
+  } catch (const pact::Error&) {
+  }
+  return 0;
+}

@@ -1,0 +1,202 @@
+// Sealed artifacts, first part (issue 8, items 1 and 3): the closed provider registry, the closed
+// overflow-checked expression language, and the parameter materializer's closed primitives.
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+
+#include "../support/expect_error.hpp"
+#include "pact/seal/params.hpp"
+#include "pact/seal/registry.hpp"
+
+namespace pact::seal {
+namespace {
+
+using ::pact::test::code_of;
+
+TEST(SealRegistry, HoldsExactlyTheOneProviderWithSpecValues) {
+  ASSERT_EQ(provider_registry().size(), 1u);
+  const ArtifactProvider& p = require_provider("nvcc.cubin.v1");
+  EXPECT_EQ(p.artifact_kind, "cuda_cubin");
+  EXPECT_EQ(p.binding_abi, "cuda_driver_params.v1");
+  EXPECT_EQ(p.build_phase, "sandboxed_prebuild_only");
+  EXPECT_EQ(p.load_phase, "runtime_worker_only");
+  EXPECT_EQ(p.patcher, "pact.build-nvcc-cubin.v1");
+  EXPECT_EQ(p.rebuild_feature, "rebuild:nvcc_cubin");
+  EXPECT_EQ(p.publication_dir, "nvcc_cubin");
+  EXPECT_EQ(p.qualification, "authoritative");
+  EXPECT_EQ(p.aot_feature(), "aot:nvcc.cubin.v1");
+  EXPECT_EQ(p.profile_inputs.size(), 5u);
+  EXPECT_EQ(code_of([] { require_provider("cutlass.cute.cubin.v1"); }), ErrorCode::unsupported);
+  EXPECT_EQ(code_of([] { require_provider(""); }), ErrorCode::unsupported);
+}
+
+TEST(SealRegistry, TargetsMustAdmitBothFeaturesAndNothingUnregistered) {
+  const std::vector<std::string> both{"aot:nvcc.cubin.v1", "rebuild:nvcc_cubin"};
+  EXPECT_NO_THROW(admit_target("nvcc.cubin.v1", both));
+  EXPECT_EQ(code_of([] { admit_target("nvcc.cubin.v1", std::vector<std::string>{"aot:nvcc.cubin.v1"}); }), ErrorCode::unsupported);
+  EXPECT_EQ(code_of([] { admit_target("nvcc.cubin.v1", std::vector<std::string>{"rebuild:nvcc_cubin"}); }), ErrorCode::unsupported);
+  EXPECT_EQ(code_of([] {
+              admit_target("nvcc.cubin.v1", std::vector<std::string>{"aot:nvcc.cubin.v1", "rebuild:nvcc_cubin", "jit:ptx"});
+            }),
+            ErrorCode::unsupported);
+  EXPECT_EQ(code_of([] { admit_target("triton.v1", std::vector<std::string>{"aot:triton.v1"}); }), ErrorCode::unsupported);
+}
+
+TEST(SealRegistry, ProfileInputsComeFromTheAllowlistOnce) {
+  const auto& p = require_provider("nvcc.cubin.v1");
+  EXPECT_NO_THROW(require_profile_inputs(p, std::vector<std::string>{"max_active_clusters.cluster_size_2", "max_active_clusters.cluster_size_16"}));
+  EXPECT_EQ(code_of([&] { require_profile_inputs(p, std::vector<std::string>{"sm_count"}); }), ErrorCode::invalid_argument);
+  EXPECT_EQ(code_of([&] {
+              require_profile_inputs(p, std::vector<std::string>{"max_active_clusters.cluster_size_1", "max_active_clusters.cluster_size_1"});
+            }),
+            ErrorCode::invalid_argument);
+}
+
+TEST(SealRegistry, SnapshotDigestIsStableAndCoversEveryField) {
+  const Json snap = registry_snapshot();
+  EXPECT_EQ(snap["schema"], "pact.artifact-provider-registry.v1");
+  EXPECT_EQ(snap["providers"][0]["id"], "nvcc.cubin.v1");
+  EXPECT_EQ(registry_digest(), registry_digest());
+  EXPECT_EQ(registry_digest().rfind("sha256:", 0), 0u);
+  EXPECT_EQ(registry_digest().size(), 7u + 64u);
+  Json changed = snap;
+  changed["providers"][0]["qualification"] = "experimental";
+  EXPECT_NE(digest_json("pact.artifact-provider-registry.v1", changed), registry_digest());
+}
+
+CallData call() {
+  CallData c;
+  c.tensors["x"] = {Dims{8, 3, 5}, Dims{15, 5, 1}};
+  c.tensors["w"] = {Dims{64}, Dims{1}};
+  c.scalars["heads"] = 4;
+  return c;
+}
+
+std::int64_t eval(std::string_view text) { return Expr::parse(text, "test").eval(call()); }
+
+TEST(SealExpr, EvaluatesOverLiveCallData) {
+  EXPECT_EQ(eval("1 + 2 * 3"), 7);
+  EXPECT_EQ(eval("(1 + 2) * 3"), 9);
+  EXPECT_EQ(eval("dim(x, 0) * dim(x, -1)"), 40);
+  EXPECT_EQ(eval("stride(x, 0)"), 15);
+  EXPECT_EQ(eval("numel(x) + numel(w)"), 184);
+  EXPECT_EQ(eval("rank(x)"), 3);
+  EXPECT_EQ(eval("ceil_div(numel(w), 48)"), 2);
+  EXPECT_EQ(eval("ceil_div(-7, 2)"), -3);
+  EXPECT_EQ(eval("min(dim(x, 1), scalar(heads)) + max(-2, -5)"), 1);
+  EXPECT_EQ(eval("-7 / 2"), -3);
+  EXPECT_EQ(eval("-7 % 2"), -1);
+  EXPECT_EQ(eval("--3"), 3);
+  const Expr e = Expr::parse("dim(x, 0) * scalar(heads) + numel(w)", "t");
+  EXPECT_EQ(e.tensor_names(), (std::vector<std::string>{"w", "x"}));
+  EXPECT_EQ(e.scalar_names(), std::vector<std::string>{"heads"});
+}
+
+TEST(SealExpr, RefusesWhatTheLanguageDoesNotHave) {
+  for (const char* bad : {"", "1 +", "(1", "1)", "dim(x)", "dim(x, y)", "dim(1, 0)", "pointer(x)", "call(1)", "x", "1 ** 2",
+                          "numel(x, 1)", "99999999999999999999", "1; 2", "dim(x, 0) << 2"}) {
+    EXPECT_EQ(code_of([&] { Expr::parse(bad, "t"); }), ErrorCode::parse_error) << bad;
+  }
+  EXPECT_EQ(code_of([] { Expr::parse(std::string(2000, '1'), "t"); }), ErrorCode::parse_error);
+  EXPECT_EQ(code_of([] { Expr::parse(std::string(100, '(') + "1" + std::string(100, ')'), "t"); }), ErrorCode::parse_error);
+  std::string many = "1";
+  for (int i = 0; i < 300; ++i) many += "+1";
+  EXPECT_EQ(code_of([&] { Expr::parse(many, "t"); }), ErrorCode::parse_error);
+}
+
+TEST(SealExpr, OverflowDivisionByZeroAndUnknownNamesAreTyped) {
+  EXPECT_EQ(code_of([] { eval("9223372036854775807 + 1"); }), ErrorCode::layout_overflow);
+  EXPECT_EQ(code_of([] { eval("4611686018427387904 * 2"); }), ErrorCode::layout_overflow);
+  EXPECT_EQ(code_of([] { eval("-9223372036854775807 - 2"); }), ErrorCode::layout_overflow);
+  EXPECT_EQ(code_of([] { eval("(-9223372036854775807 - 1) / -1"); }), ErrorCode::layout_overflow);
+  EXPECT_EQ(code_of([] { eval("1 / (dim(x, 0) - 8)"); }), ErrorCode::invalid_argument);
+  EXPECT_EQ(code_of([] { eval("1 % 0"); }), ErrorCode::invalid_argument);
+  EXPECT_EQ(code_of([] { eval("ceil_div(4, 0)"); }), ErrorCode::invalid_argument);
+  EXPECT_EQ(code_of([] { eval("dim(y, 0)"); }), ErrorCode::invalid_argument);
+  EXPECT_EQ(code_of([] { eval("dim(x, 3)"); }), ErrorCode::invalid_argument);
+  EXPECT_EQ(code_of([] { eval("scalar(batch)"); }), ErrorCode::invalid_argument);
+  CallData huge;
+  huge.tensors["t"] = {Dims{1LL << 32, 1LL << 32}, Dims{1LL << 32, 1}};
+  EXPECT_EQ(code_of([&] { Expr::parse("numel(t)", "t").eval(huge); }), ErrorCode::layout_overflow);
+}
+
+TEST(SealParams, FastDivmodDividesExactlyOverTheIntRange) {
+  std::mt19937_64 rng(7);
+  for (std::int64_t d : {1LL, 2LL, 3LL, 7LL, 10LL, 64LL, 1000LL, 65537LL, (1LL << 31) - 1, 1LL << 31, (1LL << 31) + 1, (1LL << 32) - 1}) {
+    const FastDivmod f = make_fast_divmod(d);
+    EXPECT_EQ(f.divisor, static_cast<std::uint32_t>(d));
+    for (std::uint32_t n : {0u, 1u, static_cast<std::uint32_t>(d - 1), static_cast<std::uint32_t>(d), 0x7fffffffu}) {
+      EXPECT_EQ(f.quotient(n), n / static_cast<std::uint32_t>(d)) << n << " / " << d;
+    }
+    for (int k = 0; k < 2000; ++k) {
+      const auto n = static_cast<std::uint32_t>(rng() & 0x7fffffffu);
+      ASSERT_EQ(f.quotient(n), n / static_cast<std::uint32_t>(d)) << n << " / " << d;
+    }
+  }
+  EXPECT_EQ(code_of([] { make_fast_divmod(0); }), ErrorCode::invalid_argument);
+  EXPECT_EQ(code_of([] { make_fast_divmod(1LL << 32); }), ErrorCode::invalid_argument);
+}
+
+template <class T>
+T read_at(const ParameterFrame& f, std::size_t offset) {
+  T v;
+  std::memcpy(&v, f.bytes.data() + offset, sizeof(T));
+  return v;
+}
+
+TEST(SealParams, MaterializesTheExactFrameFromALiveCall) {
+  std::vector<ParamSpec> params;
+  params.emplace_back(PointerParam{"x"});
+  params.emplace_back(ScalarParam{ScalarType::i32, Expr::parse("dim(x, 0)", "p1")});
+  params.emplace_back(ScalarParam{ScalarType::i64, Expr::parse("numel(x) * 3", "p2")});
+  params.emplace_back(PackedStructParam{16, 8, {{0, ScalarType::u32, Expr::parse("dim(x, 1)", "f0")}, {8, ScalarType::i64, Expr::parse("-1", "f1")}}});
+  params.emplace_back(FastDivmodParam{Expr::parse("dim(x, 2)", "p4")});
+  const std::vector<std::uint32_t> widths{8, 4, 8, 16, 12};
+  const std::map<std::string, std::uint64_t, std::less<>> pointers{{"x", 0xdead0000ULL}};
+  const ParameterFrame f = materialize(params, widths, call(), pointers);
+  EXPECT_EQ(f.offsets, (std::vector<std::uint32_t>{0, 8, 16, 24, 40}));
+  EXPECT_EQ(f.widths, widths);
+  EXPECT_EQ(f.bytes.size(), 52u);
+  EXPECT_EQ(read_at<std::uint64_t>(f, 0), 0xdead0000ULL);
+  EXPECT_EQ(read_at<std::int32_t>(f, 8), 8);
+  EXPECT_EQ(read_at<std::int32_t>(f, 12), 0);  // padding is zero
+  EXPECT_EQ(read_at<std::int64_t>(f, 16), 360);
+  EXPECT_EQ(read_at<std::uint32_t>(f, 24), 3u);
+  EXPECT_EQ(read_at<std::uint32_t>(f, 28), 0u);  // a zeroed struct frame
+  EXPECT_EQ(read_at<std::int64_t>(f, 32), -1);
+  const FastDivmod five = make_fast_divmod(5);
+  EXPECT_EQ(read_at<std::uint32_t>(f, 40), 5u);
+  EXPECT_EQ(read_at<std::uint32_t>(f, 44), five.multiplier);
+  EXPECT_EQ(read_at<std::uint32_t>(f, 48), five.shift);
+}
+
+TEST(SealParams, MismatchesAndUnsupportedPrimitivesFailClosed) {
+  const std::map<std::string, std::uint64_t, std::less<>> pointers{{"x", 64}};
+  auto one = [&](ParamSpec p, std::uint32_t width) {
+    std::vector<ParamSpec> v;
+    v.push_back(std::move(p));
+    const std::vector<std::uint32_t> w{width};
+    return code_of([&] { materialize(v, w, call(), pointers); });
+  };
+  EXPECT_EQ(one(PointerParam{"x"}, 4), ErrorCode::invalid_argument);                  // width differs from the contract
+  EXPECT_EQ(one(PointerParam{"y"}, 8), ErrorCode::invalid_argument);                  // not an admitted binding
+  EXPECT_EQ(one(ScalarParam{ScalarType::u32, Expr::parse("-1", "t")}, 4), ErrorCode::layout_overflow);
+  EXPECT_EQ(one(ScalarParam{ScalarType::i32, Expr::parse("2147483648", "t")}, 4), ErrorCode::layout_overflow);
+  EXPECT_EQ(one(TmaDescriptorParam{"x"}, 128), ErrorCode::unsupported);               // CUDA machine only
+  EXPECT_EQ(one(GroupHandleParam{"tp"}, 8), ErrorCode::unsupported);                  // no resolver: fails closed
+  EXPECT_EQ(one(FastDivmodParam{Expr::parse("dim(x, 0) - 8", "t")}, 12), ErrorCode::invalid_argument);  // divisor 0
+  EXPECT_EQ(one(PackedStructParam{12, 8, {}}, 12), ErrorCode::invalid_argument);     // size not a multiple of alignment
+  EXPECT_EQ(one(PackedStructParam{16, 3, {}}, 16), ErrorCode::invalid_argument);     // alignment not a power of two
+  EXPECT_EQ(one(PackedStructParam{8, 8, {{6, ScalarType::u32, Expr::parse("1", "t")}}}, 8), ErrorCode::invalid_argument);  // misaligned
+  EXPECT_EQ(one(PackedStructParam{8, 8, {{4, ScalarType::i64, Expr::parse("1", "t")}}}, 8), ErrorCode::invalid_argument);  // leaves the struct
+  EXPECT_EQ(one(PackedStructParam{16, 8, {{0, ScalarType::i64, Expr::parse("1", "t")}, {4, ScalarType::u32, Expr::parse("1", "t")}}}, 16),
+            ErrorCode::invalid_argument);  // overlapping fields
+  std::vector<ParamSpec> two;
+  two.emplace_back(PointerParam{"x"});
+  EXPECT_EQ(code_of([&] { materialize(two, std::vector<std::uint32_t>{8, 8}, call(), pointers); }), ErrorCode::invalid_argument);
+}
+
+}  // namespace
+}  // namespace pact::seal
