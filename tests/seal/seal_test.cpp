@@ -9,6 +9,7 @@
 #include "../support/expect_error.hpp"
 #include "pact/seal/params.hpp"
 #include "pact/seal/registry.hpp"
+#include "pact/seal/specialize.hpp"
 
 namespace pact::seal {
 namespace {
@@ -196,6 +197,47 @@ TEST(SealParams, MismatchesAndUnsupportedPrimitivesFailClosed) {
   std::vector<ParamSpec> two;
   two.emplace_back(PointerParam{"x"});
   EXPECT_EQ(code_of([&] { materialize(two, std::vector<std::uint32_t>{8, 8}, call(), pointers); }), ErrorCode::invalid_argument);
+}
+
+Predicate eq(const char* expr, std::int64_t v) { return {Expr::parse(expr, "pred"), v}; }
+
+TEST(SealSpecialize, AStrictFallbackChainSelectsTheMostSpecificPlan) {
+  std::vector<Specialization> v;
+  v.push_back({"generic", {}});
+  v.push_back({"rank3", {eq("rank(x)", 3)}});
+  v.push_back({"rank3_batch8", {eq("rank( x )", 3), eq("dim(x, 0)", 8)}});  // whitespace does not make a new key
+  v.push_back({"rank2", {eq("rank(x)", 2)}});                                 // disjoint from rank3: no nesting needed
+  EXPECT_NO_THROW(check_specializations(v));
+  EXPECT_EQ(select_specialization(v, call()).plan, "rank3_batch8");
+  CallData other = call();
+  other.tensors["x"].shape = Dims{4, 3, 5};
+  EXPECT_EQ(select_specialization(v, other).plan, "rank3");
+  other.tensors["x"] = {Dims{4, 3}, Dims{3, 1}};
+  EXPECT_EQ(select_specialization(v, other).plan, "rank2");
+  other.tensors["x"] = {Dims{4}, Dims{1}};
+  EXPECT_EQ(select_specialization(v, other).plan, "generic");
+  // Without the unconditional fallback, a call no variant covers is an error.
+  v.erase(v.begin());
+  EXPECT_EQ(code_of([&] { select_specialization(v, other); }), ErrorCode::invalid_argument);
+}
+
+TEST(SealSpecialize, OverlapsThatAreNotAChainAreRefused) {
+  std::vector<Specialization> crossing;
+  crossing.push_back({"batch8", {eq("dim(x, 0)", 8)}});
+  crossing.push_back({"heads4", {eq("scalar(heads)", 4)}});  // both apply to a batch-8, 4-head call
+  EXPECT_EQ(code_of([&] { check_specializations(crossing); }), ErrorCode::invalid_argument);
+  EXPECT_EQ(code_of([&] { select_specialization(crossing, call()); }), ErrorCode::invalid_argument);  // ambiguous at run time too
+  std::vector<Specialization> same;
+  same.push_back({"a", {eq("dim(x, 0)", 8)}});
+  same.push_back({"b", {eq("dim(x,0)", 8)}});
+  EXPECT_EQ(code_of([&] { check_specializations(same); }), ErrorCode::invalid_argument);
+  std::vector<Specialization> twice;
+  twice.push_back({"a", {eq("dim(x, 0)", 8), eq("dim(x, 0)", 4)}});
+  EXPECT_EQ(code_of([&] { check_specializations(twice); }), ErrorCode::invalid_argument);
+  std::vector<Specialization> names;
+  names.push_back({"a", {}});
+  names.push_back({"a", {eq("rank(x)", 3)}});
+  EXPECT_EQ(code_of([&] { check_specializations(names); }), ErrorCode::invalid_argument);
 }
 
 }  // namespace
