@@ -4,10 +4,12 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <functional>
 #include <random>
 
 #include "../support/expect_error.hpp"
 #include "pact/seal/params.hpp"
+#include "pact/seal/profile.hpp"
 #include "pact/seal/registry.hpp"
 #include "pact/seal/specialize.hpp"
 
@@ -238,6 +240,66 @@ TEST(SealSpecialize, OverlapsThatAreNotAChainAreRefused) {
   names.push_back({"a", {}});
   names.push_back({"a", {eq("rank(x)", 3)}});
   EXPECT_EQ(code_of([&] { check_specializations(names); }), ErrorCode::invalid_argument);
+}
+
+Json profile_json() {
+  Json digests = Json::object();
+  for (auto name : compile_profile_digest_names()) digests[std::string(name)] = "sha256:" + std::string(64, 'c');
+  return {{"schema", "pact.nvcc-compile-profile.v1"}, {"provider", "nvcc.cubin.v1"}, {"logical_arch", "sm90"}, {"compiler_arch", "sm_90a"},
+          {"visible_gpus", 8}, {"tp", 2}, {"ep", 1}, {"dp", 4},
+          {"constants", {{"max_active_clusters.cluster_size_2", 66}}}, {"digests", digests}};
+}
+
+TEST(SealProfile, ParsesAValidProfileAndItsDigestIgnoresFormatting) {
+  const CompileProfile p = parse_compile_profile(profile_json().dump(), "p.json");
+  EXPECT_EQ(p.compiler_arch, "sm_90a");
+  EXPECT_EQ(p.constants.at("max_active_clusters.cluster_size_2"), 66);
+  const CompileProfile q = parse_compile_profile(profile_json().dump(4), "q.json");  // other whitespace and layout
+  EXPECT_EQ(compile_profile_digest(p), compile_profile_digest(q));
+  EXPECT_NO_THROW(require_same_profile(p, q));
+}
+
+TEST(SealProfile, MalformedProfilesAreTypedAndNameTheField) {
+  auto refused = [](const std::function<void(Json&)>& edit, const std::string& field) {
+    Json j = profile_json();
+    edit(j);
+    try {
+      parse_compile_profile(j.dump(), "p.json");
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::parse_error);
+      EXPECT_NE(std::string(e.what()).find(field), std::string::npos) << e.what();
+      return;
+    }
+    ADD_FAILURE() << "accepted a profile with a bad " << field;
+  };
+  refused([](Json& j) { j["schema"] = "pact.nvcc-compile-profile.v0"; }, "schema");
+  refused([](Json& j) { j["provider"] = "cutlass.cute.cubin.v1"; }, "provider");
+  refused([](Json& j) { j["compiler_arch"] = "sm_100a"; }, "compiler_arch");  // another family
+  refused([](Json& j) { j["logical_arch"] = "gfx90a"; }, "logical_arch");
+  refused([](Json& j) { j["visible_gpus"] = 0; }, "visible_gpus");
+  refused([](Json& j) { j["tp"] = 16; }, "tp");
+  refused([](Json& j) { j["dp"] = 8; }, "dp");  // tp 2 x dp 8 > 8 GPUs
+  refused([](Json& j) { j["constants"]["sm_count"] = 132; }, "constants.sm_count");
+  refused([](Json& j) { j["constants"]["max_active_clusters.cluster_size_2"] = -1; }, "constants.max_active_clusters.cluster_size_2");
+  refused([](Json& j) { j["digests"]["image"] = "md5:abc"; }, "digests.image");
+  refused([](Json& j) { j["digests"].erase("topology"); }, "digests.topology");
+  refused([](Json& j) { j["extra"] = true; }, "extra");
+  refused([](Json& j) { j.erase("ep"); }, "ep");
+  EXPECT_EQ(code_of([] { parse_compile_profile("{", "p.json"); }), ErrorCode::parse_error);
+}
+
+TEST(SealProfile, AnArtifactBuiltUnderAnotherProfileIsNotAuthority) {
+  const CompileProfile built = parse_compile_profile(profile_json().dump(), "built.json");
+  Json other = profile_json();
+  other["digests"]["topology"] = "sha256:" + std::string(64, 'd');
+  const CompileProfile launch = parse_compile_profile(other.dump(), "launch.json");
+  try {
+    require_same_profile(built, launch);
+    ADD_FAILURE() << "a different topology was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::invalid_argument);
+    EXPECT_NE(std::string(e.what()).find("digests"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

@@ -1,10 +1,12 @@
-// Fuzzes the device-plan expression language (pact/seal/expr.hpp): any text must parse or fail with a
-// typed pact::Error, and a parsed expression must evaluate or fail typed against a fixed call.
+// Fuzzes the sealed-artifact parsers: the device-plan expression language (pact/seal/expr.hpp; a parsed
+// expression must also evaluate or fail typed against a fixed call) and the compile profile
+// (pact/seal/profile.hpp). Any input must parse or fail with a typed pact::Error.
 
 #include <cstdint>
 #include <string_view>
 
 #include "pact/seal/expr.hpp"
+#include "pact/seal/profile.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
@@ -22,6 +24,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       (void)e.eval(call);
     } catch (const pact::Error&) {
     }
+  } catch (const pact::Error&) {
+  }
+  try {
+    const auto p = pact::seal::parse_compile_profile(text, "fuzz.json");
+    if (pact::seal::compile_profile_digest(p).size() != 71) __builtin_trap();
   } catch (const pact::Error&) {
   }
   return 0;
