@@ -1,11 +1,13 @@
 // Fuzzes the sealed-artifact parsers: the device-plan expression language (pact/seal/expr.hpp; a parsed
 // expression must also evaluate or fail typed against a fixed call) and the compile profile
-// (pact/seal/profile.hpp). Any input must parse or fail with a typed pact::Error.
+// (pact/seal/profile.hpp) and the manifest (pact/seal/manifest.hpp, toml++ underneath). Any input must
+// parse or fail with a typed pact::Error.
 
 #include <cstdint>
 #include <string_view>
 
 #include "pact/seal/expr.hpp"
+#include "pact/seal/manifest.hpp"
 #include "pact/seal/profile.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -29,6 +31,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   try {
     const auto p = pact::seal::parse_compile_profile(text, "fuzz.json");
     if (pact::seal::compile_profile_digest(p).size() != 71) __builtin_trap();
+  } catch (const pact::Error&) {
+  }
+  try {
+    const auto m = pact::seal::parse_manifest(text, "fuzz.toml");
+    pact::seal::require_capability_requirements(m, m.capability_requirements);
   } catch (const pact::Error&) {
   }
   return 0;

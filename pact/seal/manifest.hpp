@@ -1,0 +1,124 @@
+#pragma once
+/// The sealed-artifact manifest (SPEC §11, seed 002 "Manifest execution model", "Complete device ABI",
+/// "Artifact-owned storage and lifecycle"), parsed from TOML with every bound of the seed:
+///
+///   [[ops]]                          name, entry (compatibility only: required, never executed, not identity)
+///   [[ops.aot_exports]]              provider, name, factory, profile_inputs, bindings (<= 64), role
+///                                    (init|prepare|reset|run|destroy), plan, step, specializes, prelaunch,
+///                                    device_plan (schema pact.device-launch-plan.v1: sorted unique kernels
+///                                    (<= 1,024) with exact parameter byte widths; contiguous launches (<= 256)
+///                                    with kernel, grid, block, optional cluster, dynamic shared memory,
+///                                    ordered parameters, stream, allow-listed attributes)
+///   [[ops.artifact_resources]]       name (workspace.* call | prepared.* prepared | state.* engine), dtype,
+///                                    power-of-two alignment (<= 1 MiB), shape (rank 1-16, each dimension
+///                                    ceil(product(factors) / divisor) with bounded factors), scope
+///                                    (rank_local | group_ipc, the latter only for prepared/state)
+///
+/// Resource ceilings: 32 resources, 64 GiB per buffer and 128 GiB in all at their bounds. Lifecycle rules:
+/// no workspace in init or destroy; a prepared resource is produced by a prepare export and consumed by
+/// a run export; one destroy export does not mix lifetime/scope classes. Derived capability requirements
+/// are recomputed on parse and must reproduce exactly on reopen. Every fault is pact::Error naming the
+/// field path.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "pact/core/dtype.hpp"
+#include "pact/core/json.hpp"
+#include "pact/seal/params.hpp"
+#include "pact/seal/specialize.hpp"
+
+namespace pact::seal {
+
+inline constexpr std::size_t kMaxKernels = 1024;
+inline constexpr std::size_t kMaxLaunches = 256;
+inline constexpr std::size_t kMaxBindings = 64;
+inline constexpr std::size_t kMaxResources = 32;
+inline constexpr std::uint64_t kMaxAlignment = std::uint64_t{1} << 20;
+inline constexpr std::uint64_t kMaxBufferBytes = std::uint64_t{64} << 30;
+inline constexpr std::uint64_t kMaxAggregateBytes = std::uint64_t{128} << 30;
+inline constexpr std::int64_t kMaxDynamicSharedMemory = std::int64_t{1} << 20;
+inline constexpr std::string_view kDevicePlanSchema = "pact.device-launch-plan.v1";
+
+enum class Role : std::uint8_t { init, prepare, reset, run, destroy };
+std::string_view role_name(Role r) noexcept;
+
+struct KernelContract {
+  std::string name;
+  std::vector<std::uint32_t> param_widths;
+};
+struct Launch {
+  std::string kernel;
+  std::vector<Expr> grid, block;         ///< three each
+  std::optional<std::vector<Expr>> cluster;
+  Expr dynamic_smem;
+  std::vector<ParamSpec> params;
+  std::string stream;                    ///< "default" or a binding
+  std::vector<std::string> attributes;
+};
+struct DevicePlan {
+  std::vector<KernelContract> kernels;
+  std::vector<Launch> launches;
+};
+struct Prelaunch {
+  std::string target;  ///< an export binding or artifact resource
+  std::int64_t value;  ///< the fill byte pattern value (0..255)
+};
+struct AotExport {
+  std::string provider, name, factory;
+  std::vector<std::string> profile_inputs;
+  std::vector<std::string> bindings;
+  Role role = Role::run;
+  std::string plan;
+  std::int64_t step = 0;
+  std::vector<Predicate> specializes;
+  std::vector<Prelaunch> prelaunch;
+  DevicePlan device_plan;
+};
+
+enum class Lifetime : std::uint8_t { call, prepared, engine };
+enum class Scope : std::uint8_t { rank_local, group_ipc };
+/// One factor of a resource dimension: a positive constant, or a bounded projection.
+struct ShapeFactor {
+  std::int64_t constant = 0;   ///< > 0 for a constant
+  std::string tensor;          ///< a tensor's dimension ...
+  std::int64_t dim = 0;
+  std::string scalar;          ///< ... or an admitted integer scalar
+  std::int64_t max = 0;        ///< the projection's bound
+};
+struct ResourceDim {
+  std::vector<ShapeFactor> factors;
+  std::int64_t divisor = 1;
+};
+struct ArtifactResource {
+  std::string name;
+  DType dtype;
+  std::uint64_t alignment;
+  std::vector<ResourceDim> shape;
+  Lifetime lifetime;
+  Scope scope = Scope::rank_local;
+  std::uint64_t max_bytes = 0;  ///< at the factors' bounds
+};
+struct ManifestOp {
+  std::string name, entry;
+  std::vector<AotExport> exports;
+  std::vector<ArtifactResource> resources;
+};
+struct Manifest {
+  std::vector<ManifestOp> ops;
+  /// Derived when parsed: sorted provider capability requirements and specialization requirements.
+  Json capability_requirements;
+};
+
+/// Parses and validates a manifest; parse_error / invalid_argument / unsupported naming the field path.
+Manifest parse_manifest(std::string_view toml_text, std::string_view where);
+
+/// The capability requirements a manifest implies (recomputed from its content).
+Json derive_capability_requirements(const Manifest& m);
+/// Reopen check: the recorded requirements must equal the recomputed ones exactly.
+void require_capability_requirements(const Manifest& m, const Json& recorded);
+
+}  // namespace pact::seal
