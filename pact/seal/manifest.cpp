@@ -3,8 +3,12 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <set>
+#include <sstream>
 #include <toml++/toml.h>
 
 #include "pact/seal/registry.hpp"
@@ -441,6 +445,172 @@ void require_capability_requirements(const Manifest& m, const Json& recorded) {
     throw_error(ErrorCode::invalid_argument, "seal.manifest",
                 fmt::format("recorded capability requirements {} differ from the derived {}", recorded.dump(), derived.dump()));
   }
+}
+
+}  // namespace pact::seal
+
+namespace pact::seal {
+
+namespace {
+
+std::string compact(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    if (!std::isspace(static_cast<unsigned char>(c))) out += c;
+  }
+  return out;
+}
+
+Json expr_json(const Expr& e) { return compact(e.text()); }
+
+Json exprs_json(const std::vector<Expr>& v) {
+  Json a = Json::array();
+  for (const auto& e : v) a.push_back(expr_json(e));
+  return a;
+}
+
+Json param_json(const ParamSpec& p) {
+  if (const auto* x = std::get_if<PointerParam>(&p)) return {{"kind", "pointer"}, {"binding", x->binding}};
+  if (const auto* x = std::get_if<ScalarParam>(&p)) return {{"kind", "scalar"}, {"type", std::string(scalar_type_name(x->type))}, {"value", expr_json(x->value)}};
+  if (const auto* x = std::get_if<PackedStructParam>(&p)) {
+    Json fields = Json::array();
+    for (const auto& f : x->fields) fields.push_back({{"offset", f.offset}, {"type", std::string(scalar_type_name(f.type))}, {"value", expr_json(f.value)}});
+    return {{"kind", "packed_struct"}, {"size", x->size}, {"alignment", x->alignment}, {"fields", fields}};
+  }
+  if (const auto* x = std::get_if<FastDivmodParam>(&p)) return {{"kind", "fast_divmod_u32"}, {"divisor", expr_json(x->divisor)}};
+  if (const auto* x = std::get_if<TmaDescriptorParam>(&p)) return {{"kind", "tma_descriptor"}, {"binding", x->binding}};
+  return {{"kind", "group_handle"}, {"group", std::get<GroupHandleParam>(p).group}};
+}
+
+Json export_json(const AotExport& e) {
+  Json kernels = Json::array(), launches = Json::array(), specs = Json::array(), pre = Json::array();
+  for (const auto& k : e.device_plan.kernels) kernels.push_back({{"name", k.name}, {"param_widths", k.param_widths}});
+  for (const auto& l : e.device_plan.launches) {
+    Json params = Json::array();
+    for (const auto& p : l.params) params.push_back(param_json(p));
+    launches.push_back({{"kernel", l.kernel}, {"grid", exprs_json(l.grid)}, {"block", exprs_json(l.block)},
+                        {"cluster", l.cluster ? exprs_json(*l.cluster) : Json(nullptr)}, {"dynamic_smem", expr_json(l.dynamic_smem)},
+                        {"params", params}, {"stream", l.stream}, {"attributes", l.attributes}});
+  }
+  std::vector<std::pair<std::string, std::int64_t>> predicates;
+  for (const auto& s : e.specializes) predicates.emplace_back(s.key(), s.value);
+  std::sort(predicates.begin(), predicates.end());
+  for (const auto& [k, v] : predicates) specs.push_back({{"expr", k}, {"equals", v}});
+  for (const auto& p : e.prelaunch) pre.push_back({{"op", "fill"}, {"target", p.target}, {"value", p.value}});
+  std::vector<std::string> inputs = e.profile_inputs;
+  std::sort(inputs.begin(), inputs.end());
+  return {{"provider", e.provider}, {"name", e.name}, {"factory", e.factory}, {"profile_inputs", inputs}, {"bindings", e.bindings},
+          {"role", std::string(role_name(e.role))}, {"plan", e.plan}, {"step", e.step}, {"specializes", specs}, {"prelaunch", pre},
+          {"device_plan", {{"schema", std::string(kDevicePlanSchema)}, {"kernels", kernels}, {"launches", launches}}}};
+}
+
+Json resource_json(const ArtifactResource& r) {
+  Json dims = Json::array();
+  for (const auto& d : r.shape) {
+    Json factors = Json::array();
+    for (const auto& f : d.factors) {
+      if (f.constant > 0) factors.push_back({{"constant", f.constant}});
+      else if (!f.tensor.empty()) factors.push_back({{"tensor", f.tensor}, {"dim", f.dim}, {"max", f.max}});
+      else factors.push_back({{"scalar", f.scalar}, {"max", f.max}});
+    }
+    dims.push_back({{"factors", factors}, {"divisor", d.divisor}});
+  }
+  return {{"name", r.name}, {"dtype", std::string(dtype_name(r.dtype))}, {"alignment", r.alignment}, {"shape", dims},
+          {"scope", r.scope == Scope::group_ipc ? "group_ipc" : "rank_local"}};
+}
+
+// Removes comments and collapses whitespace: formatting-insensitive source text.
+std::string normalize_source(const std::string& text) {
+  std::string out;
+  bool space = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (text.compare(i, 2, "//") == 0) {
+      while (i < text.size() && text[i] != '\n') ++i;
+      space = true;
+      continue;
+    }
+    if (text.compare(i, 2, "/*") == 0) {
+      const auto end = text.find("*/", i + 2);
+      i = end == std::string::npos ? text.size() : end + 1;
+      space = true;
+      continue;
+    }
+    if (std::isspace(static_cast<unsigned char>(text[i]))) {
+      space = true;
+      continue;
+    }
+    if (space && !out.empty()) out += ' ';
+    space = false;
+    out += text[i];
+  }
+  return out;
+}
+
+}  // namespace
+
+Json execution_declaration(const Manifest& m) {
+  Json ops = Json::array();
+  std::vector<const ManifestOp*> sorted_ops;
+  for (const auto& op : m.ops) sorted_ops.push_back(&op);
+  std::sort(sorted_ops.begin(), sorted_ops.end(), [](const ManifestOp* a, const ManifestOp* b) { return a->name < b->name; });
+  for (const auto* op : sorted_ops) {
+    std::vector<Json> exports, resources;
+    for (const auto& e : op->exports) exports.push_back(export_json(e));
+    for (const auto& r : op->resources) resources.push_back(resource_json(r));
+    auto by_key = [](const Json& a, const Json& b) { return canonical_json(a) < canonical_json(b); };
+    std::sort(exports.begin(), exports.end(), by_key);
+    std::sort(resources.begin(), resources.end(), by_key);
+    ops.push_back({{"name", op->name}, {"aot_exports", exports}, {"artifact_resources", resources}});
+  }
+  return {{"schema", "pact.direct-artifact-execution.v1"}, {"ops", ops}, {"capability_requirements", derive_capability_requirements(m)}};
+}
+
+std::string execution_identity(const Manifest& m) { return digest_json("pact.direct-artifact-execution.v1", execution_declaration(m)); }
+
+std::string provenance_fingerprint(const Manifest& m, const std::string& bundle_dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path root = fs::canonical(bundle_dir, ec);
+  if (ec) throw_error(ErrorCode::io_error, "seal.fingerprint", fmt::format("cannot open bundle {}", bundle_dir));
+  std::map<std::string, std::string> sources;  // bundle-relative path -> normalized text
+  std::vector<std::string> pending;
+  for (const auto& op : m.ops) {
+    for (const auto& e : op.exports) pending.push_back(e.factory);
+  }
+  while (!pending.empty()) {
+    const std::string rel = fs::path(pending.back()).lexically_normal().generic_string();
+    pending.pop_back();
+    if (sources.count(rel)) continue;
+    if (sources.size() >= 256) throw_error(ErrorCode::invalid_argument, "seal.fingerprint", "the source closure has more than 256 files");
+    const fs::path p = root / rel;
+    if (fs::path(rel).is_absolute() || rel.rfind("..", 0) == 0 || fs::is_symlink(p, ec)) {
+      throw_error(ErrorCode::invalid_argument, "seal.fingerprint", fmt::format("source '{}' escapes the bundle or is a symlink", rel));
+    }
+    const fs::path resolved = fs::weakly_canonical(p, ec);
+    const fs::path inside = resolved.lexically_relative(root);
+    if (ec || inside.empty() || *inside.begin() == "..") {
+      throw_error(ErrorCode::invalid_argument, "seal.fingerprint", fmt::format("source '{}' escapes the bundle", rel));
+    }
+    std::ifstream in(p, std::ios::binary);
+    if (!in || !fs::is_regular_file(p, ec)) throw_error(ErrorCode::io_error, "seal.fingerprint", fmt::format("cannot read source '{}'", rel));
+    std::stringstream text;
+    text << in.rdbuf();
+    const std::string body = text.str();
+    // Quoted includes, resolved relative to the including file.
+    std::size_t at = 0;
+    while ((at = body.find("#include", at)) != std::string::npos) {
+      const auto open = body.find_first_not_of(" \t", at + 8);
+      at += 8;
+      if (open == std::string::npos || body[open] != '"') continue;
+      const auto close = body.find('"', open + 1);
+      if (close == std::string::npos) break;
+      pending.push_back((fs::path(rel).parent_path() / body.substr(open + 1, close - open - 1)).generic_string());
+    }
+    sources.emplace(rel, normalize_source(body));
+  }
+  Json closure = Json::object();
+  for (const auto& [path, text] : sources) closure[path] = text;
+  return digest_json("pact.seal-provenance.v1", {{"declaration", execution_declaration(m)}, {"sources", closure}});
 }
 
 }  // namespace pact::seal

@@ -122,3 +122,23 @@ Json derive_capability_requirements(const Manifest& m);
 void require_capability_requirements(const Manifest& m, const Json& recorded);
 
 }  // namespace pact::seal
+
+namespace pact::seal {
+
+/// The canonical direct-execution declaration of a manifest (schema pact.direct-artifact-execution.v1):
+/// every execution-bearing field — providers, factories, profile inputs, roles, plans, steps, ordered
+/// bindings, specializations, prelaunch, derived capability requirements, complete device plans and the
+/// resource plan — and deliberately not the compatibility entry. Expressions appear without whitespace;
+/// exports and resources are ordered by their identity (TOML row order is not semantic), launches and
+/// parameters keep their order (it is).
+Json execution_declaration(const Manifest& m);
+/// SHA-256 over the declaration's canonical JSON (domain pact.direct-artifact-execution.v1).
+std::string execution_identity(const Manifest& m);
+
+/// The copy/provenance fingerprint: the declaration plus the normalized transitive source closure of
+/// every factory (the CUDA source and each file it includes with #include "...", resolved inside
+/// `bundle_dir`; comments and whitespace normalized away). Insensitive to formatting and TOML row order;
+/// a missing, escaping or symlinked source is an error.
+std::string provenance_fingerprint(const Manifest& m, const std::string& bundle_dir);
+
+}  // namespace pact::seal

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <functional>
@@ -436,6 +437,61 @@ TEST(SealManifest, OverlappingSpecializationsMustFormAChain) {
               parse_manifest(second("specializes = [ { expr = \"rank(a)\", equals = 1 } ]", "specializes = [ { expr = \"numel(a)\", equals = 1024 } ]"), "m");
             }),
             ErrorCode::invalid_argument);
+}
+
+TEST(SealIdentity, TheExecutionIdentityIgnoresFormattingRowOrderAndTheCompatibilityEntry) {
+  const std::string base = example_manifest();
+  const std::string id = execution_identity(parse_manifest(base, "m"));
+  EXPECT_EQ(id.rfind("sha256:", 0), 0u);
+  // Whitespace, comments, expression spacing and the compatibility entry do not matter.
+  std::string reformatted = replaced(base, "\"ceil_div(numel(a), 256)\"", "\"ceil_div( numel(a) ,256 )\"");
+  reformatted = replaced(reformatted, "entry = \"compat_entry\"", "entry = \"another_entry\"  # still never executed");
+  reformatted = "# a comment\n\n" + replaced(reformatted, "block = [256, 1, 1]", "block = [ 256,1,   1 ]");
+  EXPECT_EQ(execution_identity(parse_manifest(reformatted, "m")), id);
+  // Resource rows in another order.
+  const std::string extra = "[[ops.artifact_resources]]\nname = \"state.cache\"\ndtype = \"u8\"\nalignment = 64\nshape = [ { factors = [ { constant = 4096 } ] } ]\n\n";
+  const std::string after = replaced(base, "[[ops.aot_exports]]", extra + "[[ops.aot_exports]]");
+  const std::string before = replaced(base, "[[ops.artifact_resources]]", extra + "[[ops.artifact_resources]]");
+  EXPECT_EQ(execution_identity(parse_manifest(after, "m")), execution_identity(parse_manifest(before, "m")));
+  // Every execution-bearing change does.
+  EXPECT_NE(execution_identity(parse_manifest(replaced(base, "block = [256, 1, 1]", "block = [128, 1, 1]"), "m")), id);
+  EXPECT_NE(execution_identity(parse_manifest(replaced(base, "divisor = 256 }", "divisor = 128 }"), "m")), id);
+  EXPECT_NE(execution_identity(parse_manifest(replaced(base, "alignment = 256", "alignment = 512"), "m")), id);
+}
+
+TEST(SealIdentity, TheFingerprintCoversTheNormalizedSourceClosure) {
+  namespace fs = std::filesystem;
+  char tmpl[] = "/tmp/pact-seal-XXXXXX";
+  const fs::path dir = ::mkdtemp(tmpl);
+  auto write = [&](const std::string& name, const std::string& text) { std::ofstream(dir / name, std::ios::binary) << text; };
+  std::string kernel;
+  {
+    std::ifstream in(std::string(PACT_SOURCE_DIR) + "/examples/seal/vector_add/vadd.cu");
+    std::stringstream t;
+    t << in.rdbuf();
+    kernel = t.str();
+  }
+  const Manifest m = parse_manifest(example_manifest(), "m");
+  write("vadd.cu", "#include \"helpers.h\"\n" + kernel);
+  write("helpers.h", "#define PACT_HELPER 1\n");
+  const std::string fp = provenance_fingerprint(m, dir.string());
+  // Comments and whitespace are normalized away.
+  write("vadd.cu", "#include \"helpers.h\"\n// reformatted\n\n" + kernel + "\n   \n");
+  EXPECT_EQ(provenance_fingerprint(m, dir.string()), fp);
+  // The included file is part of the closure.
+  write("helpers.h", "#define PACT_HELPER 2\n");
+  EXPECT_NE(provenance_fingerprint(m, dir.string()), fp);
+  write("helpers.h", "#define PACT_HELPER 1\n");
+  EXPECT_EQ(provenance_fingerprint(m, dir.string()), fp);
+  // The kernel itself.
+  write("vadd.cu", "#include \"helpers.h\"\n" + replaced(kernel, "a[k] + b[k]", "a[k] - b[k]"));
+  EXPECT_NE(provenance_fingerprint(m, dir.string()), fp);
+  // An include that leaves the bundle, a missing source.
+  write("vadd.cu", "#include \"../outside.h\"\n" + kernel);
+  EXPECT_EQ(code_of([&] { provenance_fingerprint(m, dir.string()); }), ErrorCode::invalid_argument);
+  fs::remove(dir / "vadd.cu");
+  EXPECT_EQ(code_of([&] { provenance_fingerprint(m, dir.string()); }), ErrorCode::io_error);
+  fs::remove_all(dir);
 }
 
 }  // namespace
