@@ -12,6 +12,7 @@
 #include <random>
 
 #include "../support/expect_error.hpp"
+#include "pact/seal/evidence.hpp"
 #include "pact/seal/manifest.hpp"
 #include "pact/seal/params.hpp"
 #include "pact/seal/profile.hpp"
@@ -492,6 +493,46 @@ TEST(SealIdentity, TheFingerprintCoversTheNormalizedSourceClosure) {
   fs::remove(dir / "vadd.cu");
   EXPECT_EQ(code_of([&] { provenance_fingerprint(m, dir.string()); }), ErrorCode::io_error);
   fs::remove_all(dir);
+}
+
+TEST(SealEvidence, TheCompletionGateNeedsLoadInvocationAndCompletionAndNoFallback) {
+  EvidenceLog log;
+  EXPECT_EQ(code_of([&] { log.invoked("a"); }), ErrorCode::invalid_argument);  // an invocation without a load
+  EXPECT_EQ(code_of([&] { log.completed("a"); }), ErrorCode::invalid_argument);
+  log.loaded("a");
+  log.loaded("b");
+  auto v = log.gate({"a", "b"});
+  EXPECT_FALSE(v.passed);
+  EXPECT_EQ(v.reasons.size(), 2u);  // loaded, never ran
+  log.invoked("a");
+  log.completed("a");
+  log.invoked("b");
+  EXPECT_FALSE(log.gate({"a", "b"}).passed);  // b never completed
+  log.completed("b");
+  EXPECT_TRUE(log.gate({"a", "b"}).passed);
+  EXPECT_FALSE(log.gate({"a", "c"}).passed);  // evidence for a and b says nothing of c
+  EXPECT_FALSE(log.gate({}).passed);
+  log.fallback("attention");
+  const auto f = log.gate({"a", "b"});
+  EXPECT_FALSE(f.passed);
+  EXPECT_NE(f.reasons.back().find("attention"), std::string::npos);
+  EXPECT_EQ(log.to_json()["aot_invoked"]["a"], 1);
+}
+
+TEST(SealEvidence, ArtifactStorageStaysWithinTheLiveBudget) {
+  StorageBudget budget;
+  budget.reserve("op/state.a", std::uint64_t{8} << 30);
+  budget.reserve("op/state.b", std::uint64_t{8} << 30);
+  EXPECT_EQ(budget.live_bytes(), kLiveStorageBudget);
+  EXPECT_EQ(code_of([&] { budget.reserve("op/workspace.c", 1); }), ErrorCode::allocation_failed);
+  EXPECT_EQ(code_of([&] { budget.reserve("op/state.a", 1); }), ErrorCode::invalid_argument);
+  budget.release("op/state.a");
+  EXPECT_EQ(code_of([&] { budget.release("op/state.a"); }), ErrorCode::invalid_argument);
+  EXPECT_EQ(code_of([&] { budget.reserve("huge", ~std::uint64_t{0}); }), ErrorCode::allocation_failed);
+  StorageBudget keys;
+  for (std::size_t i = 0; i < kMaxAllocationKeys; ++i) keys.reserve(fmt::format("k{}", i), 1);
+  EXPECT_EQ(code_of([&] { keys.reserve("one-more", 1); }), ErrorCode::allocation_failed);
+  EXPECT_EQ(keys.live_keys(), kMaxAllocationKeys);
 }
 
 }  // namespace
