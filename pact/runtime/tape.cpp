@@ -114,28 +114,30 @@ Gradients Tape::run_backward(int root, std::optional<Tensor> owned, const Tensor
     const bool borrowed_root = id == root && borrowed != nullptr;
     if (it == grads.end() && !borrowed_root) continue;
     const Node& n = nodes_[static_cast<std::size_t>(id)];
-    const TensorView g = borrowed_root ? *borrowed : it->second.as_view();
-    require_tag("the accumulated gradient", id, n.type, g);
-    if (n.handler != nullptr || n.vjp) {
-      std::vector<std::optional<Tensor>> input_grads;
-      if (n.handler != nullptr) {
-        std::vector<TensorView> in;
-        in.reserve(n.inputs.size());
-        for (const auto& r : n.inputs) in.push_back(r->view());
-        // Ops whose VJP does not read the output get the cotangent in its place (same type, never read).
-        const TensorView y = n.output ? n.output->view() : g;
-        input_grads = kernels::run_vjp(*n.handler, in, y, g, n.attrs, n.ctx);
-      } else {
-        input_grads = n.vjp(n.inputs, g);
-      }
-      for (std::size_t k = 0; k < n.parents.size() && k < input_grads.size(); ++k) {
-        const int p = n.parents[k];
-        if (p < 0 || !input_grads[k] || !nodes_[static_cast<std::size_t>(p)].requires_grad) continue;
-        auto slot = grads.find(p);
-        if (slot == grads.end()) {
-          grads.emplace(p, std::move(*input_grads[k]));
+    {  // the view of this node's gradient must end before the gradient may be erased below
+      const TensorView g = borrowed_root ? *borrowed : it->second.as_view();
+      require_tag("the accumulated gradient", id, n.type, g);
+      if (n.handler != nullptr || n.vjp) {
+        std::vector<std::optional<Tensor>> input_grads;
+        if (n.handler != nullptr) {
+          std::vector<TensorView> in;
+          in.reserve(n.inputs.size());
+          for (const auto& r : n.inputs) in.push_back(r->view());
+          // Ops whose VJP does not read the output get the cotangent in its place (same type, never read).
+          const TensorView y = n.output ? n.output->view() : g;
+          input_grads = kernels::run_vjp(*n.handler, in, y, g, n.attrs, n.ctx);
         } else {
-          slot->second = accumulate(std::move(slot->second), input_grads[k]->as_view());
+          input_grads = n.vjp(n.inputs, g);
+        }
+        for (std::size_t k = 0; k < n.parents.size() && k < input_grads.size(); ++k) {
+          const int p = n.parents[k];
+          if (p < 0 || !input_grads[k] || !nodes_[static_cast<std::size_t>(p)].requires_grad) continue;
+          auto slot = grads.find(p);
+          if (slot == grads.end()) {
+            grads.emplace(p, std::move(*input_grads[k]));
+          } else {
+            slot->second = accumulate(std::move(slot->second), input_grads[k]->as_view());
+          }
         }
       }
     }
