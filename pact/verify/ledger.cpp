@@ -1094,21 +1094,23 @@ std::string trim(std::string s) {
   return s;
 }
 
+// Git at the repository the caller named with --root. That directory is trusted explicitly
+// (safe.directory), so a checkout owned by another user (a CI clone) is still readable.
 class Git {
  public:
   explicit Git(fs::path root) : root_(std::move(root)) {}
   std::optional<std::string> out(std::vector<std::string> args) const {
-    args.insert(args.begin(), "git");
-    auto r = spawn(args, root_, true);
+    auto r = spawn(command(std::move(args)), root_, true);
     if (r.exit_code != 0) return std::nullopt;
     return r.out;
   }
-  int status(std::vector<std::string> args) const {
-    args.insert(args.begin(), "git");
-    return spawn(args, root_, true).exit_code;
-  }
+  int status(std::vector<std::string> args) const { return spawn(command(std::move(args)), root_, true).exit_code; }
 
  private:
+  std::vector<std::string> command(std::vector<std::string> args) const {
+    args.insert(args.begin(), {"git", "-c", "safe.directory=" + root_.string()});
+    return args;
+  }
   fs::path root_;
 };
 
