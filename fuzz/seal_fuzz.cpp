@@ -1,14 +1,17 @@
 // Fuzzes the sealed-artifact parsers: the device-plan expression language (pact/seal/expr.hpp; a parsed
 // expression must also evaluate or fail typed against a fixed call) and the compile profile
-// (pact/seal/profile.hpp) and the manifest (pact/seal/manifest.hpp, toml++ underneath). Any input must
-// parse or fail with a typed pact::Error.
+// (pact/seal/profile.hpp), the manifest (pact/seal/manifest.hpp, toml++ underneath) and the CUBIN
+// reader (pact/seal/publication.hpp: ELF header, section table, .nv.info records). Any input must parse
+// or fail with a typed pact::Error.
 
 #include <cstdint>
+#include <span>
 #include <string_view>
 
 #include "pact/seal/expr.hpp"
 #include "pact/seal/manifest.hpp"
 #include "pact/seal/profile.hpp"
+#include "pact/seal/publication.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
@@ -36,6 +39,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   try {
     const auto m = pact::seal::parse_manifest(text, "fuzz.toml");
     pact::seal::require_capability_requirements(m, m.capability_requirements);
+  } catch (const pact::Error&) {
+  }
+  try {
+    (void)pact::seal::read_cubin_kernels(std::as_bytes(std::span(data, size)), "fuzz.cubin");
   } catch (const pact::Error&) {
   }
   return 0;

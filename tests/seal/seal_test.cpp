@@ -16,6 +16,7 @@
 #include "pact/seal/manifest.hpp"
 #include "pact/seal/params.hpp"
 #include "pact/seal/profile.hpp"
+#include "pact/seal/publication.hpp"
 #include "pact/seal/registry.hpp"
 #include "pact/seal/specialize.hpp"
 
@@ -533,6 +534,123 @@ TEST(SealEvidence, ArtifactStorageStaysWithinTheLiveBudget) {
   for (std::size_t i = 0; i < kMaxAllocationKeys; ++i) keys.reserve(fmt::format("k{}", i), 1);
   EXPECT_EQ(code_of([&] { keys.reserve("one-more", 1); }), ErrorCode::allocation_failed);
   EXPECT_EQ(keys.live_keys(), kMaxAllocationKeys);
+}
+
+std::vector<std::byte> fixture_cubin() {
+  std::ifstream in(std::string(PACT_SOURCE_DIR) + "/tests/fixtures/seal/vadd_run.cubin", std::ios::binary);
+  std::vector<char> c((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<std::byte> b(c.size());
+  std::memcpy(b.data(), c.data(), c.size());
+  return b;
+}
+
+TEST(SealPublication, TheCubinsOwnMetadataGivesThePlansParameterWidths) {
+  const auto bytes = fixture_cubin();
+  ASSERT_GT(bytes.size(), 64u);
+  const auto kernels = read_cubin_kernels(bytes, "vadd_run.cubin");
+  ASSERT_EQ(kernels.size(), 1u);
+  EXPECT_EQ(kernels[0].symbol, "vadd");
+  EXPECT_EQ(kernels[0].param_widths, (std::vector<std::uint32_t>{8, 8, 8, 4, 12}));  // pointers, i32, fast_divmod_u32
+  // Truncations and a wrong machine are typed, never a crash.
+  for (std::size_t cut : {0ul, 16ul, 63ul, 64ul, bytes.size() / 2, bytes.size() - 1}) {
+    EXPECT_EQ(code_of([&] { read_cubin_kernels(std::span(bytes).first(cut), "cut"); }), ErrorCode::parse_error) << cut;
+  }
+  auto x86 = bytes;
+  x86[0x12] = std::byte{62};
+  x86[0x13] = std::byte{0};
+  EXPECT_EQ(code_of([&] { read_cubin_kernels(x86, "x86"); }), ErrorCode::parse_error);
+}
+
+struct PublicationFixture {
+  std::filesystem::path dir;
+  Manifest manifest;
+  CompileProfile profile;
+  PublicationFixture() : manifest(parse_manifest(example_manifest(), "m")), profile(parse_compile_profile(profile_json().dump(), "p")) {
+    char tmpl[] = "/tmp/pact-pub-XXXXXX";
+    dir = std::filesystem::path(::mkdtemp(tmpl)) / "publication";
+    write_publication(dir.string(), manifest, profile, {{"vadd_run", fixture_cubin()}}, Json{{"nvcc", "13.0"}});
+  }
+  ~PublicationFixture() { std::filesystem::remove_all(dir.parent_path()); }
+  ErrorCode reopen() const {
+    return code_of([&] { reopen_publication(dir.string(), manifest, profile); });
+  }
+};
+
+TEST(SealPublication, AFreshPublicationReopensGpuFree) {
+  PublicationFixture f;
+  const Json index = reopen_publication(f.dir.string(), f.manifest, f.profile);
+  EXPECT_EQ(index["schema"], "pact.seal-publication.v1");
+  EXPECT_EQ(index["execution_identity"], execution_identity(f.manifest));
+  EXPECT_EQ(index["exports"][0]["cubin"], "nvcc_cubin/vadd_run.cubin");
+  // A publication is never repaired in place.
+  EXPECT_EQ(code_of([&] { write_publication(f.dir.string(), f.manifest, f.profile, {{"vadd_run", fixture_cubin()}}, Json::object()); }),
+            ErrorCode::invalid_argument);
+}
+
+TEST(SealPublication, EveryTamperingFailsClosed) {
+  namespace fs = std::filesystem;
+  {
+    PublicationFixture f;  // a flipped CUBIN byte
+    std::fstream io(f.dir / "nvcc_cubin/vadd_run.cubin", std::ios::in | std::ios::out | std::ios::binary);
+    io.seekp(100);
+    io.put('\x5a');
+    io.close();
+    EXPECT_EQ(f.reopen(), ErrorCode::invalid_argument);
+  }
+  {
+    PublicationFixture f;  // an extra file
+    std::ofstream(f.dir / "nvcc_cubin/extra.ptx") << "ptx";
+    EXPECT_EQ(f.reopen(), ErrorCode::invalid_argument);
+  }
+  {
+    PublicationFixture f;  // a missing file
+    fs::remove(f.dir / "nvcc_cubin/vadd_run.cubin");
+    EXPECT_EQ(f.reopen(), ErrorCode::invalid_argument);
+  }
+  {
+    PublicationFixture f;  // a symlink in place of the CUBIN
+    fs::rename(f.dir / "nvcc_cubin/vadd_run.cubin", f.dir.parent_path() / "outside.cubin");
+    fs::create_symlink(f.dir.parent_path() / "outside.cubin", f.dir / "nvcc_cubin/vadd_run.cubin");
+    EXPECT_EQ(f.reopen(), ErrorCode::invalid_argument);
+  }
+  {
+    PublicationFixture f;  // parameter widths that differ from the plan
+    f.manifest = parse_manifest(replaced(replaced(example_manifest(), "param_widths = [8, 8, 8, 4, 12]", "param_widths = [8, 8, 8, 8, 12]"),
+                                         "{ kind = \"scalar\", type = \"i32\", value = \"numel(a)\" }",
+                                         "{ kind = \"scalar\", type = \"i64\", value = \"numel(a)\" }"),
+                                "m");
+    EXPECT_EQ(f.reopen(), ErrorCode::invalid_argument);  // the identity differs first
+  }
+  {
+    PublicationFixture f;  // a plan with a second kernel the CUBIN lacks: a missing ordinal
+    std::string two = replaced(example_manifest(), "kernels = [ { name = \"vadd\", param_widths = [8, 8, 8, 4, 12] } ]",
+                               "kernels = [ { name = \"vadd\", param_widths = [8, 8, 8, 4, 12] }, { name = \"vsub\", param_widths = [8] } ]");
+    const Manifest m2 = parse_manifest(two, "m");
+    const auto dir2 = f.dir.parent_path() / "two";
+    write_publication(dir2.string(), m2, f.profile, {{"vadd_run", fixture_cubin()}}, Json::object());
+    EXPECT_EQ(code_of([&] { reopen_publication(dir2.string(), m2, f.profile); }), ErrorCode::invalid_argument);
+  }
+  {
+    PublicationFixture f;  // another compile profile: not authority
+    Json other = profile_json();
+    other["digests"]["image"] = "sha256:" + std::string(64, 'e');
+    f.profile = parse_compile_profile(other.dump(), "p");
+    EXPECT_EQ(f.reopen(), ErrorCode::invalid_argument);
+  }
+  {
+    PublicationFixture f;  // an edited index
+    std::ifstream in(f.dir / "index.json");
+    std::stringstream t;
+    t << in.rdbuf();
+    in.close();
+    std::ofstream(f.dir / "index.json") << replaced(t.str(), "\"binding_abi\":\"cuda_driver_params.v1\"", "\"binding_abi\":\"cuda_driver_params.v2\"");
+    EXPECT_EQ(f.reopen(), ErrorCode::invalid_argument);
+  }
+  // Only a CUDA ELF is published.
+  PublicationFixture f;
+  const auto dir3 = f.dir.parent_path() / "three";
+  std::vector<std::byte> not_elf(100, std::byte{0});
+  EXPECT_EQ(code_of([&] { write_publication(dir3.string(), f.manifest, f.profile, {{"vadd_run", not_elf}}, Json::object()); }), ErrorCode::parse_error);
 }
 
 }  // namespace

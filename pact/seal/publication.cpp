@@ -1,0 +1,266 @@
+#include "pact/seal/publication.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "pact/core/file.hpp"
+#include "pact/seal/registry.hpp"
+
+namespace pact::seal {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr std::uint16_t kEmCuda = 190;
+constexpr std::uint8_t kEiattrKparamInfo = 0x17;
+constexpr std::uint8_t kEifmtSval = 0x04;
+
+[[noreturn]] void malformed(std::string_view where, const std::string& why) {
+  throw_error(ErrorCode::parse_error, "seal.cubin", fmt::format("{}: {}", where, why));
+}
+
+template <class T>
+T read_le(std::span<const std::byte> bytes, std::uint64_t offset, std::string_view where, const char* what) {
+  if (offset > bytes.size() || sizeof(T) > bytes.size() - offset) malformed(where, fmt::format("{} at byte {} is past the end", what, offset));
+  T v;
+  std::memcpy(&v, bytes.data() + offset, sizeof(T));
+  return v;  // the host is little-endian like the CUBIN (checked in the header)
+}
+
+std::string bytes_hex_digest(std::span<const std::byte> bytes) { return "sha256:" + to_hex(sha256(bytes)); }
+
+std::vector<std::byte> read_file(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  if (!in) throw_error(ErrorCode::io_error, "seal.publication", fmt::format("cannot read {}", p.string()));
+  std::vector<char> c((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<std::byte> b(c.size());
+  if (!c.empty()) std::memcpy(b.data(), c.data(), c.size());
+  return b;
+}
+
+std::vector<std::string> forced_options(const CompileProfile& profile) {
+  return {"-cubin", "-arch=" + profile.compiler_arch, "-rdc=false", "no -G", "no PTX fallback"};
+}
+
+Json expected_index_fields(const Manifest& m, const CompileProfile& profile) {
+  const ArtifactProvider& p = require_provider(profile.provider);
+  return {{"schema", std::string(kPublicationSchema)},
+          {"provider", std::string(p.id)},
+          {"binding_abi", std::string(p.binding_abi)},
+          {"patcher", std::string(p.patcher)},
+          {"registry_digest", registry_digest()},
+          {"profile_digest", compile_profile_digest(profile)},
+          {"logical_arch", profile.logical_arch},
+          {"compiler_arch", profile.compiler_arch},
+          {"execution_identity", execution_identity(m)},
+          {"forced_options", forced_options(profile)}};
+}
+
+[[noreturn]] void refuse(const std::string& dir, const std::string& why) {
+  throw_error(ErrorCode::invalid_argument, "seal.reopen", fmt::format("{}: {}", dir, why));
+}
+
+}  // namespace
+
+std::vector<CubinKernel> read_cubin_kernels(std::span<const std::byte> bytes, std::string_view where) {
+  if (bytes.size() < 64) malformed(where, "shorter than an ELF64 header");
+  const unsigned char* b = reinterpret_cast<const unsigned char*>(bytes.data());
+  if (!(b[0] == 0x7f && b[1] == 'E' && b[2] == 'L' && b[3] == 'F')) malformed(where, "not an ELF file");
+  if (b[4] != 2) malformed(where, "not ELF64");
+  if (b[5] != 1) malformed(where, "not little-endian");
+  if (read_le<std::uint16_t>(bytes, 0x12, where, "e_machine") != kEmCuda) malformed(where, "e_machine is not EM_CUDA (190)");
+  const auto shoff = read_le<std::uint64_t>(bytes, 0x28, where, "e_shoff");
+  const auto shentsize = read_le<std::uint16_t>(bytes, 0x3a, where, "e_shentsize");
+  const auto shnum = read_le<std::uint16_t>(bytes, 0x3c, where, "e_shnum");
+  const auto shstrndx = read_le<std::uint16_t>(bytes, 0x3e, where, "e_shstrndx");
+  if (shentsize != 64) malformed(where, fmt::format("section header size {} is not 64", shentsize));
+  // Every table the header points at lies inside the file (program headers included).
+  const auto phoff = read_le<std::uint64_t>(bytes, 0x20, where, "e_phoff");
+  const auto phentsize = read_le<std::uint16_t>(bytes, 0x36, where, "e_phentsize");
+  const auto phnum = read_le<std::uint16_t>(bytes, 0x38, where, "e_phnum");
+  if (phnum > 0 && (phentsize != 56 || phoff > bytes.size() || std::uint64_t{phnum} * 56 > bytes.size() - phoff)) {
+    malformed(where, "the program header table lies outside the file");
+  }
+  if (shoff > bytes.size() || std::uint64_t{shnum} * 64 > bytes.size() - shoff) malformed(where, "the section header table lies outside the file");
+  if (shstrndx >= shnum) malformed(where, "the section-name table index is out of range");
+  struct Section {
+    std::uint32_t name;
+    std::uint64_t offset, size;
+  };
+  std::vector<Section> sections;
+  for (std::uint16_t i = 0; i < shnum; ++i) {
+    const std::uint64_t h = shoff + static_cast<std::uint64_t>(i) * 64;
+    Section s{read_le<std::uint32_t>(bytes, h, where, "sh_name"), read_le<std::uint64_t>(bytes, h + 0x18, where, "sh_offset"),
+              read_le<std::uint64_t>(bytes, h + 0x20, where, "sh_size")};
+    if (s.offset > bytes.size() || s.size > bytes.size() - s.offset) malformed(where, fmt::format("section {} lies outside the file", i));
+    sections.push_back(s);
+  }
+  const Section& strtab = sections[shstrndx];
+  auto name_of = [&](const Section& s) {
+    if (s.name >= strtab.size) malformed(where, "a section name is outside the name table");
+    const char* start = reinterpret_cast<const char*>(bytes.data() + strtab.offset + s.name);
+    const std::size_t max = static_cast<std::size_t>(strtab.size - s.name);
+    const std::size_t len = strnlen(start, max);
+    if (len == max) malformed(where, "an unterminated section name");
+    return std::string(start, len);
+  };
+  std::vector<CubinKernel> kernels;
+  const std::string prefix = ".nv.info.";
+  for (const auto& s : sections) {
+    const std::string name = name_of(s);
+    if (name.rfind(prefix, 0) != 0 || name.size() == prefix.size()) continue;
+    CubinKernel k{name.substr(prefix.size()), {}};
+    std::map<std::uint16_t, std::uint32_t> widths;  // ordinal -> size
+    std::uint64_t at = s.offset;
+    const std::uint64_t end = s.offset + s.size;
+    while (at < end) {
+      if (end - at < 4) malformed(where, fmt::format("{}: a truncated attribute record", name));
+      const auto format = read_le<std::uint8_t>(bytes, at, where, "attribute format");
+      const auto attribute = read_le<std::uint8_t>(bytes, at + 1, where, "attribute");
+      const auto value = read_le<std::uint16_t>(bytes, at + 2, where, "attribute value");
+      std::uint64_t length = 4;
+      if (format == kEifmtSval) {
+        length += value;
+        if (length > end - at) malformed(where, fmt::format("{}: an attribute payload runs past the section", name));
+        if (attribute == kEiattrKparamInfo) {
+          if (value < 12) malformed(where, fmt::format("{}: a KPARAM_INFO record of {} bytes", name, value));
+          const auto ordinal = read_le<std::uint16_t>(bytes, at + 8, where, "parameter ordinal");
+          const auto flags = read_le<std::uint32_t>(bytes, at + 12, where, "parameter flags");
+          const std::uint32_t size = (flags >> 18) & 0x3fff;
+          if (!widths.emplace(ordinal, size).second) malformed(where, fmt::format("{}: parameter ordinal {} appears twice", name, ordinal));
+        }
+      } else if (format < 0x01 || format > 0x04) {
+        malformed(where, fmt::format("{}: unknown attribute format {}", name, format));
+      }
+      at += length;
+    }
+    for (std::uint16_t i = 0; i < widths.size(); ++i) {
+      auto it = widths.find(i);
+      if (it == widths.end()) malformed(where, fmt::format("{}: parameter ordinal {} is missing", name, i));
+      k.param_widths.push_back(it->second);
+    }
+    kernels.push_back(std::move(k));
+  }
+  return kernels;
+}
+
+Json write_publication(const std::string& dir, const Manifest& m, const CompileProfile& profile,
+                       const std::map<std::string, std::vector<std::byte>>& cubins, const Json& toolkit) {
+  std::error_code ec;
+  if (fs::exists(dir, ec) && !fs::is_empty(dir, ec)) {
+    throw_error(ErrorCode::invalid_argument, "seal.publish", fmt::format("{} is not empty: a publication is never repaired in place", dir));
+  }
+  const ArtifactProvider& p = require_provider(profile.provider);
+  fs::create_directories(fs::path(dir) / p.publication_dir);
+  Json index = expected_index_fields(m, profile);
+  index["toolkit"] = toolkit;
+  Json exports = Json::array();
+  std::set<std::string> names;
+  for (const auto& op : m.ops) {
+    for (const auto& e : op.exports) names.insert(e.name);
+  }
+  for (const auto& name : names) {
+    auto it = cubins.find(name);
+    if (it == cubins.end()) throw_error(ErrorCode::invalid_argument, "seal.publish", fmt::format("no CUBIN for export '{}'", name));
+    (void)read_cubin_kernels(it->second, name);  // only a CUDA ELF is published
+    const std::string rel = std::string(p.publication_dir) + "/" + name + ".cubin";
+    write_file_atomic((fs::path(dir) / rel).string(), std::span<const std::byte>(it->second), "seal.publish");
+    exports.push_back({{"export", name}, {"cubin", rel}, {"size", it->second.size()}, {"sha256", bytes_hex_digest(it->second)}});
+  }
+  for (const auto& [name, bytes] : cubins) {
+    if (!names.count(name)) throw_error(ErrorCode::invalid_argument, "seal.publish", fmt::format("CUBIN '{}' belongs to no export", name));
+  }
+  index["exports"] = exports;
+  write_file_atomic((fs::path(dir) / "index.json").string(), canonical_json(index) + "\n", "seal.publish");
+  return index;
+}
+
+Json reopen_publication(const std::string& dir, const Manifest& m, const CompileProfile& profile) {
+  std::error_code ec;
+  const fs::path root = fs::canonical(dir, ec);
+  if (ec) refuse(dir, "no such publication");
+  const ArtifactProvider& p = require_provider(profile.provider);
+  // Inventory: regular files only, no symlinks, nothing outside index.json and the CUBIN directory.
+  std::set<std::string> present;
+  for (auto it = fs::recursive_directory_iterator(root, fs::directory_options::none, ec); !ec && it != fs::recursive_directory_iterator();
+       it.increment(ec)) {
+    const auto rel = fs::relative(it->path(), root).generic_string();
+    if (it->is_symlink()) refuse(dir, fmt::format("'{}' is a symlink", rel));
+    if (it->is_directory()) {
+      if (rel != p.publication_dir) refuse(dir, fmt::format("unexpected directory '{}'", rel));
+      continue;
+    }
+    if (!it->is_regular_file()) refuse(dir, fmt::format("'{}' is not a regular file", rel));
+    present.insert(rel);
+  }
+  if (ec) refuse(dir, "cannot list the publication");
+  if (!present.count("index.json")) refuse(dir, "index.json is missing");
+  const auto index_bytes = read_file(root / "index.json");
+  const Json index = parse_json(std::string_view(reinterpret_cast<const char*>(index_bytes.data()), index_bytes.size()), "index.json");
+  if (!index.is_object() || !index.contains("exports") || !index["exports"].is_array() || !index.contains("toolkit")) {
+    refuse(dir, "index.json is not a publication index");
+  }
+  // The index must bind exactly this manifest, profile and registry.
+  const Json expected = expected_index_fields(m, profile);
+  for (const auto& [k, v] : expected.items()) {
+    if (!index.contains(k) || !(index[k] == v)) refuse(dir, fmt::format("index field '{}' does not match this manifest, profile or registry", k));
+  }
+  for (const auto& [k, v] : index.items()) {
+    if (!expected.contains(k) && k != "toolkit" && k != "exports") refuse(dir, fmt::format("unknown index field '{}'", k));
+  }
+  std::map<std::string, const AotExport*> exports;
+  for (const auto& op : m.ops) {
+    for (const auto& e : op.exports) exports.emplace(e.name, &e);
+  }
+  std::set<std::string> listed{"index.json"};
+  std::set<std::string> covered;
+  for (const auto& entry : index["exports"]) {
+    if (!entry.is_object() || !entry.contains("export") || !entry.contains("cubin") || !entry.contains("size") || !entry.contains("sha256") ||
+        !entry["export"].is_string() || !entry["cubin"].is_string() || !entry["size"].is_number_unsigned() || !entry["sha256"].is_string()) {
+      refuse(dir, "an index entry is malformed");
+    }
+    const std::string name = entry["export"], rel = entry["cubin"];
+    auto e = exports.find(name);
+    if (e == exports.end()) refuse(dir, fmt::format("the index publishes '{}', which the manifest does not export", name));
+    if (!covered.insert(name).second) refuse(dir, fmt::format("'{}' is published twice", name));
+    if (rel != std::string(p.publication_dir) + "/" + name + ".cubin") refuse(dir, fmt::format("'{}' is not where the provider publishes", rel));
+    listed.insert(rel);
+    if (!present.count(rel)) refuse(dir, fmt::format("'{}' is missing", rel));
+    const auto bytes = read_file(root / rel);
+    if (bytes.size() != entry["size"].get<std::uint64_t>()) refuse(dir, fmt::format("'{}' is {} bytes, the index says {}", rel, bytes.size(), entry["size"].dump()));
+    if (bytes_hex_digest(bytes) != entry["sha256"].get<std::string>()) refuse(dir, fmt::format("'{}' does not match its SHA-256", rel));
+    std::vector<CubinKernel> kernels;
+    try {
+      kernels = read_cubin_kernels(bytes, rel);
+    } catch (const Error& err) {
+      refuse(dir, err.detail());
+    }
+    const auto& plan = e->second->device_plan.kernels;
+    if (kernels.size() != plan.size()) {
+      refuse(dir, fmt::format("'{}' holds {} kernels; the device plan declares {} (ordinal {} is unbound)", rel, kernels.size(), plan.size(),
+                              std::min(kernels.size(), plan.size())));
+    }
+    for (std::size_t i = 0; i < plan.size(); ++i) {
+      if (kernels[i].param_widths != plan[i].param_widths) {
+        refuse(dir, fmt::format("kernel ordinal {} of '{}' has parameter widths {}; the plan's '{}' declares {}", i, rel,
+                                Json(kernels[i].param_widths).dump(), plan[i].name, Json(plan[i].param_widths).dump()));
+      }
+    }
+  }
+  for (const auto& [name, e] : exports) {
+    if (!covered.count(name)) refuse(dir, fmt::format("export '{}' has no published CUBIN", name));
+  }
+  for (const auto& f : present) {
+    if (!listed.count(f)) refuse(dir, fmt::format("'{}' is not part of the publication", f));
+  }
+  return index;
+}
+
+}  // namespace pact::seal

@@ -1,0 +1,47 @@
+#pragma once
+/// Sealed publication and its GPU-free reopen (SPEC §11, seed 002 "Sealed publication", "Complete device
+/// ABI"). A publication is a directory holding exactly index.json and one CUBIN per export under
+/// nvcc_cubin/. The index (schema pact.seal-publication.v1) binds the provider, binding ABI, patcher and
+/// registry digest, the compile profile digest and architectures, the execution identity of the manifest,
+/// the toolkit identity and forced options, and every CUBIN's path, size and SHA-256.
+///
+/// Reopen checks, failing closed with a typed error: the directory inventory (no extra or missing file,
+/// no symlink, no path escape), the index against the manifest, profile and registry, each file's size
+/// and SHA-256, the CUDA ELF header, and — as an extra GPU-free check — each kernel's parameter widths
+/// read from the CUBIN's own .nv.info metadata (EIATTR_KPARAM_INFO), compared per ordinal with the device
+/// plan's kernel contracts. Kernels are bound by ordinal (the order of their .nv.info sections) and width
+/// vector, never by symbol name. Reopen never compiles a missing artifact or repairs an index.
+
+#include <cstddef>
+#include <map>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "pact/core/json.hpp"
+#include "pact/seal/manifest.hpp"
+#include "pact/seal/profile.hpp"
+
+namespace pact::seal {
+
+inline constexpr std::string_view kPublicationSchema = "pact.seal-publication.v1";
+
+/// One kernel of a CUBIN, in ordinal order: its symbol (diagnostics only) and parameter widths by ordinal.
+struct CubinKernel {
+  std::string symbol;
+  std::vector<std::uint32_t> param_widths;
+};
+
+/// Checks the CUDA ELF header (ELF64, little-endian, machine EM_CUDA) and reads every kernel's parameter
+/// widths; parse_error naming `where` and the offending structure for anything malformed or truncated.
+std::vector<CubinKernel> read_cubin_kernels(std::span<const std::byte> bytes, std::string_view where);
+
+/// Writes a publication into the empty or absent directory `dir`: nvcc_cubin/<export>.cubin for each
+/// export's CUBIN (keyed by export name) and index.json. Returns the index.
+Json write_publication(const std::string& dir, const Manifest& m, const CompileProfile& profile,
+                       const std::map<std::string, std::vector<std::byte>>& cubins, const Json& toolkit);
+
+/// GPU-free reopen (see above). Returns the verified index.
+Json reopen_publication(const std::string& dir, const Manifest& m, const CompileProfile& profile);
+
+}  // namespace pact::seal
