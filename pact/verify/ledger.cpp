@@ -6,12 +6,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <csignal>
 #include <cstring>
 #include <fstream>
 #include <map>
-#include <regex>
 #include <set>
 #include <sstream>
 #include <toml++/toml.h>
@@ -709,14 +709,35 @@ bool confined(const fs::path& root, const std::string& rel) {
   return !inside.empty() && *inside.begin() != "..";
 }
 
+// True when the file defines TEST(Suite, Case) or TEST_F(Suite, Case) (whitespace free-form).
 bool file_contains_test(const fs::path& file, std::string_view test_id) {
   std::ifstream in(file, std::ios::binary);
   std::stringstream s;
   s << in.rdbuf();
-  const auto dot = test_id.find('.');
-  const std::regex re(fmt::format(R"(\bTEST(_F)?\s*\(\s*{}\s*,\s*{}\s*\))", test_id.substr(0, dot), test_id.substr(dot + 1)));
   const std::string text = s.str();
-  return std::regex_search(text, re);
+  const auto dot = test_id.find('.');
+  const std::string_view suite = test_id.substr(0, dot), name = test_id.substr(dot + 1);
+  auto word_char = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+  for (std::size_t at = text.find("TEST"); at != std::string::npos; at = text.find("TEST", at + 1)) {
+    if (at > 0 && word_char(text[at - 1])) continue;
+    std::size_t i = at + 4;
+    if (text.compare(i, 2, "_F") == 0) i += 2;
+    auto skip = [&] {
+      while (i < text.size() && std::isspace(static_cast<unsigned char>(text[i]))) ++i;
+    };
+    auto take = [&](std::string_view token) {
+      skip();
+      if (text.compare(i, token.size(), token) != 0) return false;
+      i += token.size();
+      return true;
+    };
+    if (!take("(") || !take(suite)) continue;
+    if (i < text.size() && word_char(text[i])) continue;
+    if (!take(",") || !take(name)) continue;
+    if (i < text.size() && word_char(text[i])) continue;
+    if (take(")")) return true;
+  }
+  return false;
 }
 
 }  // namespace
