@@ -191,24 +191,7 @@ const EagerTensor& bound_source(const ir::Node& n, const std::map<std::string, E
 }  // namespace
 
 std::map<std::string, EagerTensor> Session::run_graph(const ir::Graph& graph, const std::map<std::string, EagerTensor>& bindings) {
-  std::map<std::string, EagerTensor> values;
-  for (const auto& n : graph.nodes) {
-    const auto role = ops::op_info(n.op).role;
-    if (role == ops::OpRole::source) {
-      values.emplace(n.id, bound_source(n, bindings));
-      continue;
-    }
-    std::vector<EagerTensor> in;
-    for (const auto& id : n.inputs) in.push_back(values.at(id));
-    if (role == ops::OpRole::sink) {
-      values.emplace(n.id, in[0]);
-      continue;
-    }
-    values.emplace(n.id, apply(n.op, in, n.attrs, n.id));
-  }
-  std::map<std::string, EagerTensor> outputs;
-  for (const auto& o : graph.outputs) outputs.emplace(o, values.at(o));
-  return outputs;
+  return run_graph(graph, bindings, {});
 }
 
 EagerTensor Session::checkpoint(const RegionBody& body, std::span<const EagerTensor> inputs) {
@@ -275,7 +258,6 @@ EagerTensor Session::checkpoint(const RegionBody& body, std::span<const EagerTen
 
 std::map<std::string, EagerTensor> Session::run_graph(const ir::Graph& graph, const std::map<std::string, EagerTensor>& bindings,
                                                       const std::vector<std::vector<std::string>>& checkpoint_regions) {
-  if (checkpoint_regions.empty()) return run_graph(graph, bindings);
   constexpr const char* op = "session.run_graph";
   std::map<std::string, std::size_t> position;
   for (std::size_t i = 0; i < graph.nodes.size(); ++i) position.emplace(graph.nodes[i].id, i);

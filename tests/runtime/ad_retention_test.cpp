@@ -42,6 +42,14 @@ Tensor pattern(Dims shape, float scale, int mod) {
   return Tensor::from_values<float>(shape, v);
 }
 
+// The MLP's input (a constant) and weights (tracked leaves) in `s`.
+std::map<std::string, EagerTensor> bind_mlp(Session& s) {
+  return {{"x", s.constant(pattern({4, 8}, 0.25f, 7))},
+          {"w1", s.leaf(pattern({16, 8}, 0.05f, 11))},
+          {"w2", s.leaf(pattern({16, 16}, 0.04f, 9))},
+          {"w3", s.leaf(pattern({2, 16}, 0.03f, 5))}};
+}
+
 struct Scenario {
   double loss = 0;
   std::vector<Tensor> grads;  // w1, w2, w3
@@ -54,10 +62,7 @@ struct Scenario {
 Scenario run(bool checkpointed) {
   const ir::Graph g = mlp();
   Session s(contract::builtin_profile("cpu-checked"), 7);
-  std::map<std::string, EagerTensor> bind{{"x", s.constant(pattern({4, 8}, 0.25f, 7))},
-                                          {"w1", s.leaf(pattern({16, 8}, 0.05f, 11))},
-                                          {"w2", s.leaf(pattern({16, 16}, 0.04f, 9))},
-                                          {"w3", s.leaf(pattern({2, 16}, 0.03f, 5))}};
+  const std::map<std::string, EagerTensor> bind = bind_mlp(s);
   Scenario r;
   LedgerRecorder ledger;
   {
@@ -112,10 +117,7 @@ TEST(AdRetention, InteriorValuesAreReleasedAfterForwardUse) {
   // After forward, the tape's records are the only retention; none of them is a region's interior.
   const ir::Graph g = mlp();
   Session s(contract::builtin_profile("cpu-checked"));
-  std::map<std::string, EagerTensor> bind{{"x", s.constant(pattern({4, 8}, 0.25f, 7))},
-                                          {"w1", s.leaf(pattern({16, 8}, 0.05f, 11))},
-                                          {"w2", s.leaf(pattern({16, 16}, 0.04f, 9))},
-                                          {"w3", s.leaf(pattern({2, 16}, 0.03f, 5))}};
+  const std::map<std::string, EagerTensor> bind = bind_mlp(s);
   const auto out = s.run_graph(g, bind, kRegions);
   std::set<const AdValueRecord*> alive;
   for (std::size_t i = 0; i < s.tape().size(); ++i) {
@@ -132,10 +134,7 @@ TEST(AdRetention, InteriorValuesAreReleasedAfterForwardUse) {
 TEST(AdRetention, InvalidRegionsAreTyped) {
   const ir::Graph g = mlp();
   Session s(contract::builtin_profile("cpu-checked"));
-  std::map<std::string, EagerTensor> bind{{"x", s.constant(pattern({4, 8}, 0.25f, 7))},
-                                          {"w1", s.leaf(pattern({16, 8}, 0.05f, 11))},
-                                          {"w2", s.leaf(pattern({16, 16}, 0.04f, 9))},
-                                          {"w3", s.leaf(pattern({2, 16}, 0.03f, 5))}};
+  const std::map<std::string, EagerTensor> bind = bind_mlp(s);
   for (const auto& regions : std::vector<std::vector<std::vector<std::string>>>{
            {{"h1", "h2"}},              // not consecutive
            {{"nope"}},                  // no such node
