@@ -69,7 +69,8 @@ class Session {
   /// interior values are released as soon as the body drops them and no record of them is made; the tape
   /// gets one node retaining only the boundary (the inputs and the output). Its VJP recomputes the region
   /// on a private tape with the same kernel seeds, recording those allocations CheckpointRecomputeOutput,
-  /// and pulls the cotangent back to the inputs. Without a differentiable input it is a plain call.
+  /// and pulls the cotangent back to the inputs. Without a differentiable input it is a plain call. The
+  /// tape keeps a copy of `body` and calls it again in backward: whatever it captures must outlive that.
   EagerTensor checkpoint(const RegionBody& body, std::span<const EagerTensor> inputs);
 
   /// Backward from a scalar (or any) tracked value with a ones cotangent; dense unless `keep` is given.
