@@ -347,6 +347,24 @@ TEST(AdRetention, DuplicateIsTheOnlyCopyAndABorrowedRecordNeverBecomesAnOwner) {
   sibling.reset();
   EXPECT_TRUE(into_value(std::move(v)).has_value());
 
+  // A group failure: the record's allocation has a second descriptor, so extraction is refused (Extract)
+  // and the handle comes back usable.
+  {
+    std::vector<Storage> owners;
+    owners.push_back(Tensor::from_values<float>(Dims{4}, std::vector<float>{1, 2, 3, 4}).into_storage());
+    const DescriptorSpec specs[] = {{AllocationSlot{0}, LayoutRequest{DType::f32, Dims{4}, Dims{1}, 0}},
+                                    {AllocationSlot{0}, LayoutRequest{DType::f32, Dims{2}, Dims{2}, 0}}};
+    auto group = AllocationGroup::make(std::move(owners), specs);
+    ASSERT_TRUE(group.has_value());
+    auto container = std::make_shared<RetentionContainer>(std::move(group).value());
+    const DescriptorSlot slot = container->group().slot(0);
+    ValueRef aliased = std::make_shared<const AdValueRecord>(std::move(container), slot);
+    auto refused_extract = into_value(std::move(aliased));
+    ASSERT_FALSE(refused_extract.has_value());
+    EXPECT_EQ(refused_extract.error().first, IntoValueFailure::Extract);
+    EXPECT_EQ(refused_extract.error().second->view().get(Dims{3}).real, 4.0);
+  }
+
   const Tensor t = Tensor::from_values<float>(Dims{2}, std::vector<float>{5, 6});
   ValueRef b = AdValueRecord::borrowed(t.as_view());
   EXPECT_EQ(b->view().get(Dims{1}).real, 6.0);
