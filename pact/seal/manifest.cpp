@@ -9,8 +9,8 @@
 #include <map>
 #include <set>
 #include <sstream>
-#include <toml++/toml.h>
 
+#include "pact/core/toml_table.hpp"
 #include "pact/seal/registry.hpp"
 
 namespace pact::seal {
@@ -32,68 +32,56 @@ namespace {
   throw_error(code, "seal.manifest", fmt::format("{}: {}", where, why));
 }
 
-// One TOML table with an exact key set; every fault names the field path.
+// Schema faults of the shared TOML reader: the first one throws, naming the field path.
+class SealFaults final : public TomlFaults {
+ public:
+  void unknown_field(const std::string& table, std::string_view field) override { fail(ErrorCode::parse_error, at(table, field), "unknown field"); }
+  void missing_field(const std::string& table, std::string_view field) override { fail(ErrorCode::parse_error, at(table, field), "missing"); }
+  void wrong_type(const std::string& table, std::string_view field, std::string_view expected) override {
+    fail(ErrorCode::parse_error, at(table, field), fmt::format("expected {}", expected));
+  }
+  void too_many(const std::string& table, std::string_view field, std::size_t count, std::size_t max) override {
+    fail(ErrorCode::invalid_argument, at(table, field), fmt::format("{} entries; at most {}", count, max));
+  }
+
+ private:
+  static std::string at(const std::string& table, std::string_view field) { return table + "." + std::string(field); }
+};
+
+SealFaults& seal_faults() {
+  static SealFaults faults;
+  return faults;
+}
+
+// Required-value accessors over the shared reader (pact/core/toml_table.hpp); every fault throws.
 class Tbl {
  public:
-  Tbl(const toml::table& t, std::string path) : t_(t), path_(std::move(path)) {}
-  const std::string& path() const { return path_; }
-  std::string at(std::string_view key) const { return path_ + "." + std::string(key); }
+  explicit Tbl(TomlTable t) : t_(std::move(t)) {}
+  Tbl(const toml::table& t, std::string path) : t_(t, std::move(path), seal_faults()) {}
+  const std::string& path() const { return t_.path(); }
+  std::string at(std::string_view key) const { return t_.at(key); }
   void keys(std::initializer_list<std::string_view> required, std::initializer_list<std::string_view> optional = {}) const {
-    for (auto&& [k, v] : t_) {
-      const std::string_view key = k.str();
-      if (std::find(required.begin(), required.end(), key) == required.end() && std::find(optional.begin(), optional.end(), key) == optional.end()) {
-        fail(ErrorCode::parse_error, at(key), "unknown field");
-      }
-    }
-    for (auto key : required) {
-      if (!t_.contains(key)) fail(ErrorCode::parse_error, at(key), "missing");
-    }
+    t_.keys(required, optional);
   }
-  bool has(std::string_view key) const { return t_.contains(key); }
-  std::string str(std::string_view key) const {
-    const auto* s = t_.get(key) ? t_.get(key)->as_string() : nullptr;
-    if (s == nullptr || s->get().empty()) fail(ErrorCode::parse_error, at(key), "expected a non-empty string");
-    return s->get();
-  }
+  bool has(std::string_view key) const { return t_.has(key); }
+  std::string str(std::string_view key) const { return present(t_.str(key), key); }
   std::string str_or(std::string_view key, std::string fallback) const { return has(key) ? str(key) : fallback; }
-  std::int64_t integer(std::string_view key) const {
-    const auto* i = t_.get(key) ? t_.get(key)->as_integer() : nullptr;
-    if (i == nullptr) fail(ErrorCode::parse_error, at(key), "expected an integer");
-    return i->get();
-  }
+  std::int64_t integer(std::string_view key) const { return present(t_.integer(key), key); }
   const toml::array& array(std::string_view key, std::size_t max) const {
-    const auto* a = t_.get(key) ? t_.get(key)->as_array() : nullptr;
-    if (a == nullptr) fail(ErrorCode::parse_error, at(key), "expected an array");
-    if (a->size() > max) fail(ErrorCode::invalid_argument, at(key), fmt::format("{} entries; at most {}", a->size(), max));
+    const toml::array* a = t_.array(key, max);
+    if (a == nullptr) t_.faults().missing_field(t_.path(), key);
     return *a;
   }
-  std::vector<std::string> strings(std::string_view key, std::size_t max) const {
-    std::vector<std::string> out;
-    for (const auto& e : array(key, max)) {
-      const auto* s = e.as_string();
-      if (s == nullptr || s->get().empty()) fail(ErrorCode::parse_error, at(key), "expected non-empty strings");
-      out.push_back(s->get());
-    }
-    return out;
-  }
+  std::vector<std::string> strings(std::string_view key, std::size_t max) const { return present(t_.strings(key, false, max), key); }
   std::vector<Tbl> tables(std::string_view key, std::size_t max) const {
     std::vector<Tbl> out;
-    if (!has(key)) return out;
-    const auto& a = array(key, max);
-    for (std::size_t i = 0; i < a.size(); ++i) {
-      if (!a[i].is_table()) fail(ErrorCode::parse_error, fmt::format("{}[{}]", at(key), i), "expected a table");
-      out.emplace_back(*a[i].as_table(), fmt::format("{}[{}]", at(key), i));
-    }
+    for (auto& t : t_.tables(key, false, max)) out.emplace_back(std::move(t));
     return out;
   }
-  Tbl table(std::string_view key) const {
-    const auto* t = t_.get(key) ? t_.get(key)->as_table() : nullptr;
-    if (t == nullptr) fail(ErrorCode::parse_error, at(key), "expected a table");
-    return Tbl(*t, at(key));
-  }
+  Tbl table(std::string_view key) const { return Tbl(present(t_.table(key), key)); }
   // An expression given as a string or an integer literal.
   Expr expr(std::string_view key) const {
-    const toml::node* n = t_.get(key);
+    const toml::node* n = t_.node(key);
     if (n != nullptr && n->is_integer()) return Expr::parse(std::to_string(n->as_integer()->get()), at(key));
     if (n == nullptr || !n->is_string()) fail(ErrorCode::parse_error, at(key), "expected an expression (string or integer)");
     return Expr::parse(n->as_string()->get(), at(key));
@@ -116,8 +104,12 @@ class Tbl {
   }
 
  private:
-  const toml::table& t_;
-  std::string path_;
+  template <class T>
+  T present(std::optional<T> v, std::string_view key) const {
+    if (!v) t_.faults().missing_field(t_.path(), key);  // throws
+    return std::move(*v);
+  }
+  TomlTable t_;
 };
 
 Role parse_role(const std::string& s, const std::string& where) {

@@ -17,6 +17,7 @@
 #include <toml++/toml.h>
 
 #include "pact/core/file.hpp"
+#include "pact/core/toml_table.hpp"
 
 namespace pact::ledger {
 
@@ -131,130 +132,25 @@ const Obligation* Manifest::find(std::string_view id) const {
 
 namespace {
 
-// Reads one TOML table with an exact key set; every fault becomes a schema diagnostic.
-class TableReader {
+// Schema faults of the shared TOML reader become diagnostics; parsing goes on to report them all.
+class LedgerFaults final : public TomlFaults {
  public:
-  TableReader(const toml::table& t, std::string name, Diagnostics& out) : t_(t), name_(std::move(name)), out_(out) {}
-
-  // Reports unknown keys (anything not in `known`) and missing required ones.
-  void keys(std::initializer_list<std::string_view> required, std::initializer_list<std::string_view> optional = {}) {
-    for (auto&& [k, v] : t_) {
-      const std::string_view key = k.str();
-      const bool known = std::find(required.begin(), required.end(), key) != required.end() ||
-                         std::find(optional.begin(), optional.end(), key) != optional.end();
-      if (!known) unknown(key);
-    }
-    for (auto key : required) {
-      if (!t_.contains(key)) missing(key);
-    }
+  explicit LedgerFaults(Diagnostics& out) : out_(out) {}
+  void unknown_field(const std::string& table, std::string_view field) override {
+    out_.add("E_SCHEMA_UNKNOWN_FIELD", {{"table", table}, {"field", std::string(field)}}, fmt::format("{}: unknown field '{}'", table, field));
   }
-  void unknown(std::string_view key) {
-    out_.add("E_SCHEMA_UNKNOWN_FIELD", {{"table", name_}, {"field", std::string(key)}},
-             fmt::format("{}: unknown field '{}'", name_, key));
+  void missing_field(const std::string& table, std::string_view field) override {
+    out_.add("E_SCHEMA_MISSING_FIELD", {{"table", table}, {"field", std::string(field)}}, fmt::format("{}: missing field '{}'", table, field));
   }
-  void missing(std::string_view key) {
-    out_.add("E_SCHEMA_MISSING_FIELD", {{"table", name_}, {"field", std::string(key)}},
-             fmt::format("{}: missing field '{}'", name_, key));
+  void wrong_type(const std::string& table, std::string_view field, std::string_view expected) override {
+    out_.add("E_SCHEMA_TYPE", {{"table", table}, {"field", std::string(field)}, {"expected", std::string(expected)}},
+             fmt::format("{}.{}: expected {}", table, field, expected));
   }
-  void type(std::string_view key, std::string_view expected) {
-    out_.add("E_SCHEMA_TYPE", {{"table", name_}, {"field", std::string(key)}, {"expected", std::string(expected)}},
-             fmt::format("{}.{}: expected {}", name_, key, expected));
+  void too_many(const std::string& table, std::string_view field, std::size_t count, std::size_t max) override {
+    wrong_type(table, field, fmt::format("at most {} entries, not {}", max, count));
   }
-  // A non-empty string, when present.
-  std::string str(std::string_view key) {
-    const toml::node* n = t_.get(key);
-    if (n == nullptr) return {};
-    const auto* s = n->as_string();
-    if (s == nullptr || s->get().empty()) {
-      type(key, "non-empty string");
-      return {};
-    }
-    return s->get();
-  }
-  std::optional<std::string> opt_str(std::string_view key) {
-    if (!t_.contains(key)) return std::nullopt;
-    return str(key);
-  }
-  std::vector<std::string> str_list(std::string_view key, bool non_empty) {
-    std::vector<std::string> v;
-    const toml::node* n = t_.get(key);
-    if (n == nullptr) return v;
-    const auto* a = n->as_array();
-    bool ok = a != nullptr && (!non_empty || !a->empty());
-    if (ok) {
-      for (const auto& e : *a) {
-        const auto* s = e.as_string();
-        if (s == nullptr) {
-          ok = false;
-          break;
-        }
-        v.push_back(s->get());
-      }
-    }
-    if (!ok) {
-      type(key, non_empty ? "non-empty array of strings" : "array of strings");
-      v.clear();
-    }
-    return v;
-  }
-  std::vector<std::int64_t> int_list(std::string_view key) {
-    std::vector<std::int64_t> v;
-    const toml::node* n = t_.get(key);
-    if (n == nullptr) return v;
-    const auto* a = n->as_array();
-    bool ok = a != nullptr;
-    if (ok) {
-      for (const auto& e : *a) {
-        const auto* i = e.as_integer();
-        if (i == nullptr) {
-          ok = false;
-          break;
-        }
-        v.push_back(i->get());
-      }
-    }
-    if (!ok) {
-      type(key, "array of integers");
-      v.clear();
-    }
-    return v;
-  }
-  const toml::table* table(std::string_view key) {
-    const toml::node* n = t_.get(key);
-    if (n == nullptr) return nullptr;
-    if (!n->is_table()) {
-      type(key, "table");
-      return nullptr;
-    }
-    return n->as_table();
-  }
-  // Tables of an array of tables (absent: empty).
-  std::vector<const toml::table*> tables(std::string_view key, bool required_non_empty) {
-    std::vector<const toml::table*> v;
-    const toml::node* n = t_.get(key);
-    if (n == nullptr) {
-      if (required_non_empty) missing(key);
-      return v;
-    }
-    const auto* a = n->as_array();
-    if (a == nullptr || (required_non_empty && a->empty())) {
-      type(key, required_non_empty ? "non-empty array of tables" : "array of tables");
-      return v;
-    }
-    for (const auto& e : *a) {
-      if (!e.is_table()) {
-        type(key, "array of tables");
-        return {};
-      }
-      v.push_back(e.as_table());
-    }
-    return v;
-  }
-  const std::string& name() const { return name_; }
 
  private:
-  const toml::table& t_;
-  std::string name_;
   Diagnostics& out_;
 };
 
@@ -270,13 +166,11 @@ void check_unique(Diagnostics& out, std::string_view kind, const std::vector<T>&
   }
 }
 
-std::vector<Node> read_nodes(TableReader& r, std::string_view key, Diagnostics& out) {
+std::vector<Node> read_nodes(const TomlTable& r, std::string_view key) {
   std::vector<Node> nodes;
-  std::size_t i = 0;
-  for (const auto* t : r.tables(key, true)) {
-    TableReader n(*t, fmt::format("{}.{}[{}]", r.name(), key, i++), out);
+  for (const auto& n : r.tables(key, true)) {
     n.keys({"id"}, {"description"});
-    nodes.push_back({n.str("id"), n.opt_str("description").value_or("")});
+    nodes.push_back({n.str("id").value_or(""), n.str("description").value_or("")});
   }
   return nodes;
 }
@@ -296,7 +190,8 @@ std::optional<Manifest> parse_manifest(std::string_view text, std::string_view s
     return std::nullopt;
   }
   const std::size_t before = out.size();
-  TableReader top(doc, "manifest", out);
+  LedgerFaults faults(out);
+  const TomlTable top(doc, "manifest", faults);
   if (const auto* s = doc.get("schema"); s != nullptr) {
     const auto* str = s->as_string();
     const std::string actual = str != nullptr ? str->get() : std::string(s->is_value() ? "(not a string)" : "(a table)");
@@ -308,73 +203,56 @@ std::optional<Manifest> parse_manifest(std::string_view text, std::string_view s
   }
   top.keys({"schema", "registry", "obligations"});
   Manifest m;
-  if (const auto* reg = top.table("registry")) {
-    TableReader r(*reg, "registry", out);
-    r.keys({"units", "gates"}, {"revision", "edges", "cohorts"});
-    if (const auto* rev = reg->get("revision")) {
-      if (const auto* i = rev->as_integer()) {
-        m.registry.revision = i->get();
-      } else {
-        r.type("revision", "integer");
-      }
-    }
-    m.registry.units = read_nodes(r, "units", out);
-    m.registry.gates = read_nodes(r, "gates", out);
-    std::size_t i = 0;
-    for (const auto* t : r.tables("edges", false)) {
-      TableReader e(*t, fmt::format("registry.edges[{}]", i++), out);
+  if (const auto r = top.table("registry")) {
+    r->keys({"units", "gates"}, {"revision", "edges", "cohorts"});
+    m.registry.revision = r->integer("revision").value_or(m.registry.revision);
+    m.registry.units = read_nodes(*r, "units");
+    m.registry.gates = read_nodes(*r, "gates");
+    for (const auto& e : r->tables("edges", false)) {
       e.keys({"from", "to"});
-      m.registry.edges.push_back({e.str("from"), e.str("to")});
+      m.registry.edges.push_back({e.str("from").value_or(""), e.str("to").value_or("")});
     }
-    i = 0;
-    for (const auto* t : r.tables("cohorts", false)) {
-      TableReader c(*t, fmt::format("registry.cohorts[{}]", i++), out);
+    for (const auto& c : r->tables("cohorts", false)) {
       c.keys({"id", "units"}, {"description"});
-      Cohort cohort{c.str("id"), c.str_list("units", true)};
+      Cohort cohort{c.str("id").value_or(""), c.strings("units", true).value_or(std::vector<std::string>{})};
       check_unique(out, "cohort unit", cohort.units, [](const std::string& u) { return u; });
       m.registry.cohorts.push_back(std::move(cohort));
     }
   }
-  std::size_t row = 0;
-  for (const auto* t : top.tables("obligations", true)) {
-    TableReader r(*t, fmt::format("obligations[{}]", row++), out);
+  for (const auto& r : top.tables("obligations", true)) {
     r.keys({"id", "unit", "gates", "artifact", "command", "state"}, {"description"});
     Obligation o;
-    o.id = r.str("id");
-    o.unit = r.str("unit");
-    o.description = r.opt_str("description").value_or("");
-    o.gates = r.str_list("gates", false);
+    o.id = r.str("id").value_or("");
+    o.unit = r.str("unit").value_or("");
+    o.description = r.str("description").value_or("");
+    o.gates = r.strings("gates", false).value_or(std::vector<std::string>{});
     check_unique(out, fmt::format("gate of {}", o.id), o.gates, [](const std::string& g) { return g; });
-    if (const auto* a = r.table("artifact")) {
-      TableReader ar(*a, r.name() + ".artifact", out);
-      ar.keys({"id", "kind", "path"}, {"selector"});
-      o.artifact = {ar.str("id"), ar.str("kind"), ar.str("path"), ar.opt_str("selector")};
+    if (const auto a = r.table("artifact")) {
+      a->keys({"id", "kind", "path"}, {"selector"});
+      o.artifact = {a->str("id").value_or(""), a->str("kind").value_or(""), a->str("path").value_or(""), a->str("selector")};
     }
-    if (const auto* c = r.table("command")) {
-      TableReader cr(*c, r.name() + ".command", out);
-      cr.keys({"id", "kind", "argv", "cwd", "path_args", "artifact_id"});
-      o.command.id = cr.str("id");
-      o.command.kind = cr.str("kind");
-      o.command.argv = cr.str_list("argv", true);
-      o.command.cwd = cr.str("cwd");
-      o.command.path_args = cr.int_list("path_args");
-      o.command.artifact_id = cr.str("artifact_id");
+    if (const auto c = r.table("command")) {
+      c->keys({"id", "kind", "argv", "cwd", "path_args", "artifact_id"});
+      o.command.id = c->str("id").value_or("");
+      o.command.kind = c->str("kind").value_or("");
+      o.command.argv = c->strings("argv", true).value_or(std::vector<std::string>{});
+      o.command.cwd = c->str("cwd").value_or("");
+      o.command.path_args = c->integers("path_args").value_or(std::vector<std::int64_t>{});
+      o.command.artifact_id = c->str("artifact_id").value_or("");
     }
-    if (const auto* s = r.table("state")) {
-      TableReader sr(*s, r.name() + ".state", out);
-      const std::string kind = s->contains("kind") ? sr.str("kind") : std::string();
-      if (!s->contains("kind")) sr.missing("kind");
+    if (const auto st = r.table("state")) {
+      const std::string kind = st->str("kind").value_or("");
+      if (!st->has("kind")) faults.missing_field(st->path(), "kind");
       if (kind == "active") {
-        sr.keys({"kind"});
+        st->keys({"kind"});
         o.state.kind = StateKind::active;
       } else if (kind == "deferred") {
-        sr.keys({"kind", "activation_unit", "promotion"});
+        st->keys({"kind", "activation_unit", "promotion"});
         o.state.kind = StateKind::deferred;
-        o.state.activation_unit = sr.str("activation_unit");
-        if (const auto* p = sr.table("promotion")) {
-          TableReader pr(*p, sr.name() + ".promotion", out);
-          pr.keys({"mode"});
-          o.state.promotion_mode = pr.str("mode");
+        o.state.activation_unit = st->str("activation_unit").value_or("");
+        if (const auto p = st->table("promotion")) {
+          p->keys({"mode"});
+          o.state.promotion_mode = p->str("mode").value_or("");
         }
       } else if (!kind.empty()) {
         out.add("E_STATE_KIND", {{"obligation_id", o.id}, {"kind", kind}},
