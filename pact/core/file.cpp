@@ -7,10 +7,42 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 
 #include "pact/core/error.hpp"
 
 namespace pact {
+
+std::string read_file(const std::string& path, std::string_view operation) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    throw_error(ErrorCode::io_error, std::string(operation), fmt::format("cannot read '{}': it is a directory", path));
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw_error(ErrorCode::io_error, std::string(operation), fmt::format("cannot read '{}'", path));
+  // One sized read: a character iterator would cost ~10 ns per byte (100 MB/s).
+  in.seekg(0, std::ios::end);
+  const std::streamoff size = in.tellg();
+  in.seekg(0, std::ios::beg);
+  if (size < 0) throw_error(ErrorCode::io_error, std::string(operation), fmt::format("cannot size '{}'", path));
+  std::string text(static_cast<std::size_t>(size), '\0');
+  if (size > 0 && !in.read(text.data(), size)) {
+    throw_error(ErrorCode::io_error, std::string(operation), fmt::format("cannot read all {} bytes of '{}'", size, path));
+  }
+  return text;
+}
+
+bool path_within(const std::filesystem::path& root, const std::string& rel) {
+  const std::filesystem::path p(rel);
+  if (rel.empty() || p.is_absolute() || p.has_root_name()) return false;
+  const std::filesystem::path norm = p.lexically_normal();
+  if (!norm.empty() && *norm.begin() == "..") return false;
+  std::error_code ec;
+  const std::filesystem::path resolved = std::filesystem::weakly_canonical(root / p, ec);
+  if (ec) return false;
+  const std::filesystem::path inside = resolved.lexically_relative(root);
+  return !inside.empty() && *inside.begin() != "..";
+}
 
 void write_file_atomic(const std::string& path, std::span<const std::byte> bytes, std::string_view operation,
                        const std::function<void()>& before_rename) {

@@ -1,14 +1,24 @@
 #pragma once
-/// Durable file output: the one atomic write every writer of a file others rely on uses (checkpoints,
-/// safetensors, ledger receipts).
+/// Files: the one whole-file read every loader uses, the one atomic write every writer of a file others
+/// rely on uses (checkpoints, safetensors, ledger receipts), and the one repository-path confinement
+/// check (ledger artifacts and commands, sealed source closures).
 
 #include <cstddef>
+#include <filesystem>
 #include <functional>
 #include <span>
 #include <string>
 #include <string_view>
 
 namespace pact {
+
+/// Reads a whole regular file in one sized read. pact::Error(io_error) naming `operation` and the path
+/// when it is missing, a directory or unreadable.
+std::string read_file(const std::string& path, std::string_view operation);
+
+/// True when `rel` is a non-empty relative path that, with `..` and symlinks resolved, names something
+/// inside `root` (which must be canonical). The path need not exist.
+bool path_within(const std::filesystem::path& root, const std::string& rel);
 
 /// Writes `bytes` to `path` atomically: a temporary file beside it, fsync, rename over `path`, fsync of
 /// the directory. On failure the temporary file is removed and pact::Error(io_error) names `operation`

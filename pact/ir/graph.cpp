@@ -2,11 +2,11 @@
 
 #include <fmt/format.h>
 
-#include <fstream>
 #include <map>
 #include <queue>
-#include <sstream>
 #include <unordered_map>
+
+#include "pact/core/file.hpp"
 
 namespace pact::ir {
 
@@ -219,11 +219,7 @@ Graph parse_graph(std::string_view json_text, std::string_view where_view) {
 }
 
 Graph load_graph(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw_error(ErrorCode::io_error, "ir.load", fmt::format("cannot read '{}'", path));
-  std::stringstream text;
-  text << in.rdbuf();
-  return parse_graph(text.str(), path);
+  return parse_graph(read_file(path, "ir.load"), path);
 }
 
 Json to_json(const Graph& g) {

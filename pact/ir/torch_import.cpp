@@ -4,12 +4,12 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <functional>
 #include <limits>
 #include <set>
-#include <sstream>
 #include <unordered_map>
+
+#include "pact/core/file.hpp"
 
 namespace pact::ir {
 
@@ -1140,11 +1140,7 @@ std::map<std::string, TensorView> TorchBundle::state() const {
 
 TorchBundle load_torch_export(const std::string& dir) {
   const std::string graph_path = dir + "/graph.json";
-  std::ifstream in(graph_path, std::ios::binary);
-  if (!in) throw_error(ErrorCode::io_error, std::string(kWhere), fmt::format("cannot read {}", graph_path));
-  std::stringstream text;
-  text << in.rdbuf();
-  TorchBundle bundle{import_torch_graph(text.str(), graph_path), read_safetensors(dir + "/weights.safetensors")};
+  TorchBundle bundle{import_torch_graph(read_file(graph_path, kWhere), graph_path), read_safetensors(dir + "/weights.safetensors")};
   check_torch_weights(bundle.model, bundle.weights, dir + "/weights.safetensors");
   return bundle;
 }

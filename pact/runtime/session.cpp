@@ -259,8 +259,10 @@ EagerTensor Session::checkpoint(const RegionBody& body, std::span<const EagerTen
 std::map<std::string, EagerTensor> Session::run_graph(const ir::Graph& graph, const std::map<std::string, EagerTensor>& bindings,
                                                       const std::vector<std::vector<std::string>>& checkpoint_regions) {
   constexpr const char* op = "session.run_graph";
-  std::map<std::string, std::size_t> position;
-  for (std::size_t i = 0; i < graph.nodes.size(); ++i) position.emplace(graph.nodes[i].id, i);
+  std::map<std::string, std::size_t> position;  // only regions need it: run_graph is on the eager hot path
+  if (!checkpoint_regions.empty()) {
+    for (std::size_t i = 0; i < graph.nodes.size(); ++i) position.emplace(graph.nodes[i].id, i);
+  }
   struct Region {
     std::vector<ir::Node> nodes;
     std::vector<std::string> inputs;

@@ -5,11 +5,10 @@
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <set>
-#include <sstream>
 
+#include "pact/core/file.hpp"
 #include "pact/core/toml_table.hpp"
 #include "pact/seal/registry.hpp"
 
@@ -575,19 +574,10 @@ std::string provenance_fingerprint(const Manifest& m, const std::string& bundle_
     if (sources.count(rel)) continue;
     if (sources.size() >= 256) throw_error(ErrorCode::invalid_argument, "seal.fingerprint", "the source closure has more than 256 files");
     const fs::path p = root / rel;
-    if (fs::path(rel).is_absolute() || rel.rfind("..", 0) == 0 || fs::is_symlink(p, ec)) {
+    if (!path_within(root, rel) || fs::is_symlink(p, ec)) {
       throw_error(ErrorCode::invalid_argument, "seal.fingerprint", fmt::format("source '{}' escapes the bundle or is a symlink", rel));
     }
-    const fs::path resolved = fs::weakly_canonical(p, ec);
-    const fs::path inside = resolved.lexically_relative(root);
-    if (ec || inside.empty() || *inside.begin() == "..") {
-      throw_error(ErrorCode::invalid_argument, "seal.fingerprint", fmt::format("source '{}' escapes the bundle", rel));
-    }
-    std::ifstream in(p, std::ios::binary);
-    if (!in || !fs::is_regular_file(p, ec)) throw_error(ErrorCode::io_error, "seal.fingerprint", fmt::format("cannot read source '{}'", rel));
-    std::stringstream text;
-    text << in.rdbuf();
-    const std::string body = text.str();
+    const std::string body = read_file(p.string(), "seal.fingerprint");
     // Quoted includes, resolved relative to the including file.
     std::size_t at = 0;
     while ((at = body.find("#include", at)) != std::string::npos) {

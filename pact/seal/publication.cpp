@@ -5,9 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <set>
-#include <sstream>
 
 #include "pact/core/file.hpp"
 #include "pact/seal/registry.hpp"
@@ -35,15 +33,6 @@ T read_le(std::span<const std::byte> bytes, std::uint64_t offset, std::string_vi
 }
 
 std::string bytes_hex_digest(std::span<const std::byte> bytes) { return "sha256:" + to_hex(sha256(bytes)); }
-
-std::vector<std::byte> read_file(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  if (!in) throw_error(ErrorCode::io_error, "seal.publication", fmt::format("cannot read {}", p.string()));
-  std::vector<char> c((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::vector<std::byte> b(c.size());
-  if (!c.empty()) std::memcpy(b.data(), c.data(), c.size());
-  return b;
-}
 
 std::vector<std::string> forced_options(const CompileProfile& profile) {
   return {"-cubin", "-arch=" + profile.compiler_arch, "-rdc=false", "no -G", "no PTX fallback"};
@@ -202,8 +191,7 @@ Json reopen_publication(const std::string& dir, const Manifest& m, const Compile
   }
   if (ec) refuse(dir, "cannot list the publication");
   if (!present.count("index.json")) refuse(dir, "index.json is missing");
-  const auto index_bytes = read_file(root / "index.json");
-  const Json index = parse_json(std::string_view(reinterpret_cast<const char*>(index_bytes.data()), index_bytes.size()), "index.json");
+  const Json index = parse_json(read_file((root / "index.json").string(), "seal.reopen"), "index.json");
   if (!index.is_object() || !index.contains("exports") || !index["exports"].is_array() || !index.contains("toolkit")) {
     refuse(dir, "index.json is not a publication index");
   }
@@ -233,7 +221,8 @@ Json reopen_publication(const std::string& dir, const Manifest& m, const Compile
     if (rel != std::string(p.publication_dir) + "/" + name + ".cubin") refuse(dir, fmt::format("'{}' is not where the provider publishes", rel));
     listed.insert(rel);
     if (!present.count(rel)) refuse(dir, fmt::format("'{}' is missing", rel));
-    const auto bytes = read_file(root / rel);
+    const std::string file = read_file((root / rel).string(), "seal.reopen");
+    const auto bytes = std::as_bytes(std::span(file.data(), file.size()));
     if (bytes.size() != entry["size"].get<std::uint64_t>()) refuse(dir, fmt::format("'{}' is {} bytes, the index says {}", rel, bytes.size(), entry["size"].dump()));
     if (bytes_hex_digest(bytes) != entry["sha256"].get<std::string>()) refuse(dir, fmt::format("'{}' does not match its SHA-256", rel));
     std::vector<CubinKernel> kernels;

@@ -10,10 +10,8 @@
 #include <cerrno>
 #include <csignal>
 #include <cstring>
-#include <fstream>
 #include <map>
 #include <set>
-#include <sstream>
 #include <toml++/toml.h>
 
 #include "pact/core/file.hpp"
@@ -574,25 +572,9 @@ void check_structure(const Manifest& m, Diagnostics& out, const std::vector<std:
 
 namespace {
 
-// True when `rel` is repository-relative and, with symlinks resolved, stays under `root` (canonical).
-bool confined(const fs::path& root, const std::string& rel) {
-  const fs::path p(rel);
-  if (rel.empty() || p.is_absolute() || p.has_root_name()) return false;
-  const fs::path norm = p.lexically_normal();
-  if (!norm.empty() && *norm.begin() == "..") return false;
-  std::error_code ec;
-  const fs::path resolved = fs::weakly_canonical(root / p, ec);
-  if (ec) return false;
-  const fs::path inside = resolved.lexically_relative(root);
-  return !inside.empty() && *inside.begin() != "..";
-}
-
 // True when the file defines TEST(Suite, Case) or TEST_F(Suite, Case) (whitespace free-form).
 bool file_contains_test(const fs::path& file, std::string_view test_id) {
-  std::ifstream in(file, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  const std::string text = s.str();
+  const std::string text = read_file(file.string(), "ledger");
   const auto dot = test_id.find('.');
   const std::string_view suite = test_id.substr(0, dot), name = test_id.substr(dot + 1);
   auto word_char = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
@@ -633,7 +615,7 @@ std::vector<std::string> check_paths(const Manifest& m, const fs::path& root, Di
     }
     bool escape = false;
     for (const auto& [field, path] : paths) {
-      if (root_ec || !confined(canon, path)) {
+      if (root_ec || !path_within(canon, path)) {
         out.add("E_PATH_ESCAPE", {{"obligation_id", o.id}, {"field", field}, {"path", path}},
                 fmt::format("obligation '{}': {} '{}' leaves the repository", o.id, field, path));
         escape = true;
@@ -1058,18 +1040,18 @@ void check_clean(const Candidate& c, Diagnostics& out) {
 
 // Reads and parses the candidate manifest and checks paths and structure.
 std::optional<Manifest> load_candidate(const Candidate& c, const std::string& manifest, Diagnostics& out) {
-  if (!confined(c.root, manifest)) {
+  if (!path_within(c.root, manifest)) {
     out.add("E_MANIFEST_ESCAPE", {{"path", manifest}}, fmt::format("manifest {} is not inside the repository", manifest));
     return std::nullopt;
   }
-  std::ifstream in(c.root / manifest, std::ios::binary);
-  if (!in || fs::is_directory(c.root / manifest)) {
-    out.add("E_MANIFEST_MISSING", {{"path", manifest}}, fmt::format("cannot read manifest {}", manifest));
+  std::string text;
+  try {
+    text = read_file((c.root / manifest).string(), "ledger");
+  } catch (const Error& e) {
+    out.add("E_MANIFEST_MISSING", {{"path", manifest}}, fmt::format("cannot read manifest {}: {}", manifest, e.detail()));
     return std::nullopt;
   }
-  std::stringstream text;
-  text << in.rdbuf();
-  auto m = parse_manifest(text.str(), manifest, out);
+  auto m = parse_manifest(text, manifest, out);
   if (!m) return std::nullopt;
   const auto escaped = check_paths(*m, c.root, out);
   check_structure(*m, out, escaped);
@@ -1131,12 +1113,13 @@ CheckOutcome check(const CheckOptions& options) {
   if (options.base_commit) base = check_base(*cand, *options.base_commit, options.manifest, *result.manifest, out);
   if (options.receipt) {
     check_clean(*cand, out);
-    std::ifstream in(*options.receipt, std::ios::binary);
-    std::stringstream text;
-    if (in) text << in.rdbuf();
     Diagnostics receipt_diags;
-    auto receipt = in ? parse_receipt(text.str(), *options.receipt, receipt_diags) : std::nullopt;
-    if (!in) receipt_diags.add("E_RECEIPT_PARSE", {{"source", *options.receipt}}, fmt::format("cannot read receipt {}", *options.receipt));
+    std::optional<Receipt> receipt;
+    try {
+      receipt = parse_receipt(read_file(*options.receipt, "ledger"), *options.receipt, receipt_diags);
+    } catch (const Error& e) {
+      receipt_diags.add("E_RECEIPT_PARSE", {{"source", *options.receipt}}, fmt::format("cannot read receipt {}: {}", *options.receipt, e.detail()));
+    }
     if (receipt) check_receipt(*result.manifest, *receipt, cand->head, base, receipt_diags);
     for (const auto& d : receipt_diags.items()) out.add(d.code, d.fields, d.message);
     if (receipt && receipt_diags.empty()) result.receipt = std::move(receipt);

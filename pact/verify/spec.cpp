@@ -5,9 +5,9 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <set>
-#include <sstream>
+
+#include "pact/core/file.hpp"
 
 namespace pact::verify {
 
@@ -228,13 +228,7 @@ Contract parse_contract(std::string_view text, std::string_view file) {
   return typed_yaml_errors(file, [&] { return parse_contract_document(text, file); });
 }
 
-std::string read_text_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw_error(ErrorCode::io_error, "contracts", fmt::format("cannot read {}", path));
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+std::string read_text_file(const std::string& path) { return read_file(path, "contracts"); }
 
 std::vector<Contract> load_contracts(const std::string& dir) {
   std::vector<std::string> files;

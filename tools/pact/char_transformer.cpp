@@ -5,11 +5,10 @@
 #include <fmt/format.h>
 
 #include <chrono>
-#include <fstream>
 #include <random>
 #include <set>
-#include <sstream>
 
+#include "pact/core/file.hpp"
 #include "pact/train/trainer.hpp"
 #include "tools/pact/commands.hpp"
 
@@ -72,11 +71,7 @@ ir::Graph char_model(std::int64_t batch, std::int64_t t, std::int64_t vocab, std
 
 int run_char_transformer(const TrainArgs& args) {
   const std::string path = args.data == "data/digits.csv.gz" ? "/usr/share/common-licenses/GPL-3" : args.data;
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw_error(ErrorCode::io_error, "train", fmt::format("cannot read text '{}'", path));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const std::string text = ss.str();
+  const std::string text = read_file(path, "train");
   const std::int64_t t = 64, d = 64, heads = 4, batch = args.batch_size;
   if (static_cast<std::int64_t>(text.size()) < 2 * (t + 1)) throw_error(ErrorCode::invalid_argument, "train", fmt::format("'{}' is too short", path));
   std::set<unsigned char> chars(text.begin(), text.end());

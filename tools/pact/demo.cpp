@@ -1,11 +1,10 @@
 #include <fmt/format.h>
 
-#include <fstream>
 #include <numeric>
-#include <sstream>
 #include <vector>
 
 #include "pact/core/core.hpp"
+#include "pact/core/file.hpp"
 #include "tools/pact/commands.hpp"
 
 namespace pact::cli {
@@ -75,11 +74,7 @@ int run_demo() {
 }
 
 int run_digest(const std::string& path, const std::string& domain) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw_error(ErrorCode::io_error, "digest", fmt::format("cannot read '{}'", path));
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  Json value = parse_json(buffer.str(), path);
+  Json value = parse_json(read_file(path, "digest"), path);
   fmt::print("{}\n", digest_json(domain, value));
   return 0;
 }
