@@ -10,6 +10,12 @@
 
 namespace pact::ir {
 
+std::optional<std::string> Graph::binding_mismatch(const Node& n, DType dtype, const Dims& shape) {
+  if (dtype == n.type.dtype && shape == n.type.shape) return std::nullopt;
+  return fmt::format("'{}' is bound to {}{}; the graph declares {}{}", n.id, dtype_name(dtype), shape.to_string(), dtype_name(n.type.dtype),
+                     n.type.shape.to_string());
+}
+
 const Node* Graph::find(std::string_view id) const noexcept {
   for (const auto& n : nodes) {
     if (n.id == id) return &n;

@@ -31,6 +31,9 @@ struct Graph {
 
   /// The node with this id, or nullptr.
   const Node* find(std::string_view id) const noexcept;
+  /// Why a value of `dtype` and `shape` cannot be bound to source node `n` ("'x' is bound to f64[2, 3];
+  /// the graph declares f32[2, 3]"), or nullopt when it can. The one check every runner of a graph uses.
+  static std::optional<std::string> binding_mismatch(const Node& n, DType dtype, const Dims& shape);
 };
 
 /// The wire format's identity string.

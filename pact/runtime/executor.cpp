@@ -33,10 +33,8 @@ ExecutionResult execute(const plan::AcceptedGraphPlan& plan, const std::map<std:
     if (role == ops::OpRole::source) {
       auto it = bindings.find(n.id);
       if (it == bindings.end()) throw_error(ErrorCode::invalid_argument, "execute", fmt::format("no value bound to '{}'", n.id));
-      if (it->second.dtype() != n.type.dtype || !(it->second.shape() == n.type.shape)) {
-        throw_error(ErrorCode::invalid_argument, "execute",
-                    fmt::format("'{}' is bound to {}{}; the graph declares {}{}", n.id, dtype_name(it->second.dtype()),
-                                it->second.shape().to_string(), dtype_name(n.type.dtype), n.type.shape.to_string()));
+      if (auto why = ir::Graph::binding_mismatch(n, it->second.dtype(), it->second.shape())) {
+        throw_error(ErrorCode::invalid_argument, "execute", *why);
       }
       hold(n.id, it->second);
     } else {

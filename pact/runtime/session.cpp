@@ -181,10 +181,8 @@ namespace {
 const EagerTensor& bound_source(const ir::Node& n, const std::map<std::string, EagerTensor>& bindings) {
   auto it = bindings.find(n.id);
   if (it == bindings.end()) throw_error(ErrorCode::invalid_argument, "session.run_graph", fmt::format("no value bound to '{}'", n.id));
-  if (it->second.dtype() != n.type.dtype || !(it->second.shape() == n.type.shape)) {
-    throw_error(ErrorCode::invalid_argument, "session.run_graph",
-                fmt::format("'{}' is bound to {}{}; the graph declares {}{}", n.id, dtype_name(it->second.dtype()),
-                            it->second.shape().to_string(), dtype_name(n.type.dtype), n.type.shape.to_string()));
+  if (auto why = ir::Graph::binding_mismatch(n, it->second.dtype(), it->second.shape())) {
+    throw_error(ErrorCode::invalid_argument, "session.run_graph", *why);
   }
   return it->second;
 }

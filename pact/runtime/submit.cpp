@@ -253,10 +253,8 @@ std::optional<std::string> binding_problem(const Program& p, const std::vector<T
     return fmt::format("{} bindings for {} sources", views.size(), p.sources.size());
   }
   for (std::size_t i = 0; i < views.size(); ++i) {
-    const ir::Node* n = p.plan.graph.find(p.sources[i]);
-    if (views[i].dtype() != n->type.dtype || !(views[i].shape() == n->type.shape)) {
-      return fmt::format("binding {} ('{}') is {}{}; the program declares {}{}", i, p.sources[i], dtype_name(views[i].dtype()),
-                         views[i].shape().to_string(), dtype_name(n->type.dtype), n->type.shape.to_string());
+    if (auto why = ir::Graph::binding_mismatch(*p.plan.graph.find(p.sources[i]), views[i].dtype(), views[i].shape())) {
+      return fmt::format("binding {}: {}", i, *why);
     }
   }
   return std::nullopt;
