@@ -1,8 +1,9 @@
 // Fuzzes the sealed-artifact parsers: the device-plan expression language (pact/seal/expr.hpp; a parsed
 // expression must also evaluate or fail typed against a fixed call) and the compile profile
-// (pact/seal/profile.hpp), the manifest (pact/seal/manifest.hpp, toml++ underneath) and the CUBIN
-// reader (pact/seal/publication.hpp: ELF header, section table, .nv.info records). Any input must parse
-// or fail with a typed pact::Error.
+// (pact/seal/profile.hpp), the manifest (pact/seal/manifest.hpp, toml++ underneath; the collecting
+// scan must agree with the throwing parse), the publication index and the CUBIN reader
+// (pact/seal/publication.hpp: ELF header, section table, .nv.info records). Any input must parse or fail
+// with a typed pact::Error.
 
 #include <cstdint>
 #include <span>
@@ -36,9 +37,18 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (pact::seal::compile_profile_digest(p).size() != 71) __builtin_trap();
   } catch (const pact::Error&) {
   }
+  const auto scan = pact::seal::scan_manifest(text, "fuzz.toml");
+  if (scan.manifest.has_value() != scan.problems.empty()) __builtin_trap();
   try {
     const auto m = pact::seal::parse_manifest(text, "fuzz.toml");
+    if (!scan.manifest) __builtin_trap();  // the scan found a problem the parse did not
     pact::seal::require_capability_requirements(m, m.capability_requirements);
+  } catch (const pact::Error& e) {
+    if (scan.problems.empty() || scan.problems.front().code() != e.code()) __builtin_trap();
+  }
+  try {
+    const auto index = pact::seal::parse_publication_index(text, "fuzz/index.json");
+    if (index.kernels.empty()) __builtin_trap();  // a valid index declares at least one export
   } catch (const pact::Error&) {
   }
   try {

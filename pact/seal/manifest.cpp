@@ -329,90 +329,160 @@ void check_lifecycle(const ManifestOp& op, const std::string& where) {
 
 }  // namespace
 
-Manifest parse_manifest(std::string_view toml_text, std::string_view where_view) {
+namespace {
+
+// Runs one checked part of the parse. Without a sink a fault propagates (parse_manifest); with one it is
+// recorded and the parse goes on with the next part (scan_manifest reports every problem at once).
+template <class F>
+bool checked(std::vector<Error>* sink, F&& part) {
+  if (sink == nullptr) {
+    part();
+    return true;
+  }
+  try {
+    part();
+    return true;
+  } catch (const Error& e) {
+    sink->push_back(e);
+    return false;
+  }
+}
+
+// Export names become publication file names: [A-Za-z0-9_.-], 1-128 characters, not starting with '.'.
+void require_export_name(const std::string& name, const std::string& where) {
+  const bool ok = !name.empty() && name.size() <= 128 && name[0] != '.' &&
+                  std::all_of(name.begin(), name.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-'; });
+  if (!ok) fail(ErrorCode::invalid_argument, where, fmt::format("export name '{}' is not 1-128 of [A-Za-z0-9_.-] (not starting with '.')", name));
+}
+
+AotExport parse_export(const Tbl& x) {
+  x.keys({"provider", "name", "factory", "profile_inputs", "bindings", "device_plan"}, {"role", "plan", "step", "specializes", "prelaunch"});
+  AotExport e;
+  e.provider = x.str("provider");
+  try {
+    const ArtifactProvider& p = require_provider(e.provider);
+    e.profile_inputs = x.strings("profile_inputs", p.profile_inputs.size());
+    require_profile_inputs(p, e.profile_inputs);
+  } catch (const Error& err) {
+    fail(err.code(), x.at("provider"), err.detail());
+  }
+  e.name = x.str("name");
+  require_export_name(e.name, x.at("name"));
+  e.factory = x.str("factory");
+  e.bindings = x.strings("bindings", kMaxBindings);
+  if (std::set<std::string>(e.bindings.begin(), e.bindings.end()).size() != e.bindings.size()) {
+    fail(ErrorCode::invalid_argument, x.at("bindings"), "a binding appears twice");
+  }
+  e.role = parse_role(x.str_or("role", "run"), x.at("role"));
+  e.plan = x.str_or("plan", "default");
+  e.step = x.has("step") ? x.integer("step") : 0;
+  if (e.step < 0 || e.step > 255) fail(ErrorCode::invalid_argument, x.at("step"), "steps are in [0, 255]");
+  for (const auto& s : x.tables("specializes", 32)) {
+    s.keys({"expr", "equals"});
+    e.specializes.push_back({s.expr("expr"), s.integer("equals")});
+  }
+  for (const auto& p : x.tables("prelaunch", 8)) {
+    p.keys({"op", "target", "value"});
+    if (p.str("op") != "fill") fail(ErrorCode::unsupported, p.at("op"), "the only prelaunch operation is a bounded fill");
+    Prelaunch pl{p.str("target"), p.integer("value")};
+    if (pl.value < 0 || pl.value > 255) fail(ErrorCode::invalid_argument, p.at("value"), "a fill value is a byte");
+    if (std::find(e.bindings.begin(), e.bindings.end(), pl.target) == e.bindings.end()) {
+      fail(ErrorCode::invalid_argument, p.at("target"), fmt::format("'{}' is not a binding this export is authorized to write", pl.target));
+    }
+    e.prelaunch.push_back(std::move(pl));
+  }
+  e.device_plan = parse_device_plan(x.table("device_plan"), e.bindings);
+  return e;
+}
+
+std::optional<Manifest> parse_checked(std::string_view toml_text, std::string_view where_view, std::vector<Error>* sink, Manifest* partial = nullptr) {
   const std::string where(where_view);
   toml::table doc;
-  try {
-    doc = toml::parse(toml_text, where_view);
-  } catch (const toml::parse_error& e) {
-    fail(ErrorCode::parse_error, fmt::format("{}:{}:{}", where, e.source().begin.line, e.source().begin.column), std::string(e.description()));
-  }
+  const bool syntax = checked(sink, [&] {
+    try {
+      doc = toml::parse(toml_text, where_view);
+    } catch (const toml::parse_error& e) {
+      fail(ErrorCode::parse_error, fmt::format("{}:{}:{}", where, e.source().begin.line, e.source().begin.column), std::string(e.description()));
+    }
+  });
+  if (!syntax) return std::nullopt;
   const Tbl top(doc, where);
-  top.keys({"ops"});
+  bool clean = checked(sink, [&] { top.keys({"ops"}); });
+  std::vector<Tbl> ops;
+  clean = checked(sink, [&] { ops = top.tables("ops", 64); }) && clean;
   Manifest m;
   std::uint64_t aggregate = 0;
   std::size_t resource_count = 0;
-  std::set<std::string> op_names;
-  for (const auto& o : top.tables("ops", 64)) {
-    o.keys({"name", "entry", "aot_exports"}, {"artifact_resources"});
-    ManifestOp op{o.str("name"), o.str("entry"), {}, {}};
-    if (!op_names.insert(op.name).second) fail(ErrorCode::invalid_argument, o.at("name"), fmt::format("op '{}' appears twice", op.name));
+  std::set<std::string> op_names, export_names;
+  for (const auto& o : ops) {
+    ManifestOp op;
+    std::vector<Tbl> resources, exports;
+    bool op_clean = checked(sink, [&] {
+      o.keys({"name", "entry", "aot_exports"}, {"artifact_resources"});
+      op.name = o.str("name");
+      op.entry = o.str("entry");
+      if (!op_names.insert(op.name).second) fail(ErrorCode::invalid_argument, o.at("name"), fmt::format("op '{}' appears twice", op.name));
+    });
+    op_clean = checked(sink, [&] { resources = o.tables("artifact_resources", kMaxResources); }) && op_clean;
     std::set<std::string> resource_names;
-    for (const auto& r : o.tables("artifact_resources", kMaxResources)) {
-      op.resources.push_back(parse_resource(r));
-      if (!resource_names.insert(op.resources.back().name).second) fail(ErrorCode::invalid_argument, r.at("name"), "resource declared twice");
-      aggregate += op.resources.back().max_bytes;
-      if (++resource_count > kMaxResources) fail(ErrorCode::invalid_argument, r.path(), fmt::format("more than {} resources", kMaxResources));
-      if (aggregate > kMaxAggregateBytes) fail(ErrorCode::invalid_argument, r.path(), "resources can exceed 128 GiB in all at their bounds");
+    for (const auto& r : resources) {
+      op_clean = checked(sink, [&] {
+        op.resources.push_back(parse_resource(r));
+        if (!resource_names.insert(op.resources.back().name).second) fail(ErrorCode::invalid_argument, r.at("name"), "resource declared twice");
+        aggregate += op.resources.back().max_bytes;
+        if (++resource_count > kMaxResources) fail(ErrorCode::invalid_argument, r.path(), fmt::format("more than {} resources", kMaxResources));
+        if (aggregate > kMaxAggregateBytes) fail(ErrorCode::invalid_argument, r.path(), "resources can exceed 128 GiB in all at their bounds");
+      }) && op_clean;
     }
-    const auto exports = o.tables("aot_exports", 64);
-    if (exports.empty()) fail(ErrorCode::parse_error, o.at("aot_exports"), "an op declares at least one export");
-    std::set<std::string> export_names;
+    op_clean = checked(sink, [&] {
+      exports = o.tables("aot_exports", 64);
+      if (exports.empty()) fail(ErrorCode::parse_error, o.at("aot_exports"), "an op declares at least one export");
+    }) && op_clean;
     for (const auto& x : exports) {
-      x.keys({"provider", "name", "factory", "profile_inputs", "bindings", "device_plan"}, {"role", "plan", "step", "specializes", "prelaunch"});
-      AotExport e;
-      e.provider = x.str("provider");
-      try {
-        const ArtifactProvider& p = require_provider(e.provider);
-        e.profile_inputs = x.strings("profile_inputs", p.profile_inputs.size());
-        require_profile_inputs(p, e.profile_inputs);
-      } catch (const Error& err) {
-        fail(err.code(), x.at("provider"), err.detail());
-      }
-      e.name = x.str("name");
-      if (!export_names.insert(e.name).second) fail(ErrorCode::invalid_argument, x.at("name"), fmt::format("export '{}' appears twice", e.name));
-      e.factory = x.str("factory");
-      e.bindings = x.strings("bindings", kMaxBindings);
-      if (std::set<std::string>(e.bindings.begin(), e.bindings.end()).size() != e.bindings.size()) {
-        fail(ErrorCode::invalid_argument, x.at("bindings"), "a binding appears twice");
-      }
-      e.role = parse_role(x.str_or("role", "run"), x.at("role"));
-      e.plan = x.str_or("plan", "default");
-      e.step = x.has("step") ? x.integer("step") : 0;
-      if (e.step < 0 || e.step > 255) fail(ErrorCode::invalid_argument, x.at("step"), "steps are in [0, 255]");
-      for (const auto& s : x.tables("specializes", 32)) {
-        s.keys({"expr", "equals"});
-        e.specializes.push_back({s.expr("expr"), s.integer("equals")});
-      }
-      for (const auto& p : x.tables("prelaunch", 8)) {
-        p.keys({"op", "target", "value"});
-        if (p.str("op") != "fill") fail(ErrorCode::unsupported, p.at("op"), "the only prelaunch operation is a bounded fill");
-        Prelaunch pl{p.str("target"), p.integer("value")};
-        if (pl.value < 0 || pl.value > 255) fail(ErrorCode::invalid_argument, p.at("value"), "a fill value is a byte");
-        if (std::find(e.bindings.begin(), e.bindings.end(), pl.target) == e.bindings.end()) {
-          fail(ErrorCode::invalid_argument, p.at("target"), fmt::format("'{}' is not a binding this export is authorized to write", pl.target));
+      op_clean = checked(sink, [&] {
+        AotExport e = parse_export(x);
+        if (!export_names.insert(e.name).second) fail(ErrorCode::invalid_argument, x.at("name"), fmt::format("export '{}' appears twice", e.name));
+        op.exports.push_back(std::move(e));
+      }) && op_clean;
+    }
+    // The checks across an op's exports run only over a complete op (a partial one would report noise).
+    if (op_clean) {
+      op_clean = checked(sink, [&] {
+        // Specialization: among the run exports, the variants of the op's plans form a strict fallback chain.
+        std::vector<Specialization> variants;
+        for (const auto& e : op.exports) {
+          if (e.role == Role::run) variants.push_back({e.plan + "/" + e.name, e.specializes});
         }
-        e.prelaunch.push_back(std::move(pl));
-      }
-      e.device_plan = parse_device_plan(x.table("device_plan"), e.bindings);
-      op.exports.push_back(std::move(e));
+        try {
+          check_specializations(variants);
+        } catch (const Error& err) {
+          fail(ErrorCode::invalid_argument, o.at("aot_exports"), err.detail());
+        }
+        check_lifecycle(op, o.path());
+      });
     }
-    // Specialization: among the run exports, the variants of the op's plans form a strict fallback chain.
-    std::vector<Specialization> variants;
-    for (const auto& e : op.exports) {
-      if (e.role == Role::run) variants.push_back({e.plan + "/" + e.name, e.specializes});
-    }
-    try {
-      check_specializations(variants);
-    } catch (const Error& err) {
-      fail(ErrorCode::invalid_argument, o.at("aot_exports"), err.detail());
-    }
-    check_lifecycle(op, o.path());
+    clean = clean && op_clean;
     m.ops.push_back(std::move(op));
   }
-  if (m.ops.empty()) fail(ErrorCode::parse_error, where + ".ops", "a manifest declares at least one op");
+  clean = checked(sink, [&] {
+    if (ops.empty()) fail(ErrorCode::parse_error, where + ".ops", "a manifest declares at least one op");
+  }) && clean;
+  if (!clean) {
+    if (partial != nullptr) *partial = std::move(m);
+    return std::nullopt;
+  }
   m.capability_requirements = derive_capability_requirements(m);
   return m;
+}
+
+}  // namespace
+
+Manifest parse_manifest(std::string_view toml_text, std::string_view where) { return *parse_checked(toml_text, where, nullptr); }
+
+ManifestScan scan_manifest(std::string_view toml_text, std::string_view where) {
+  ManifestScan scan;
+  scan.manifest = parse_checked(toml_text, where, &scan.problems, &scan.partial);
+  return scan;
 }
 
 Json derive_capability_requirements(const Manifest& m) {
@@ -558,12 +628,12 @@ Json execution_declaration(const Manifest& m) {
 
 std::string execution_identity(const Manifest& m) { return digest_json("pact.direct-artifact-execution.v1", execution_declaration(m)); }
 
-std::string provenance_fingerprint(const Manifest& m, const std::string& bundle_dir) {
+std::map<std::string, std::string> source_closure(const Manifest& m, const std::string& bundle_dir) {
   namespace fs = std::filesystem;
   std::error_code ec;
   const fs::path root = fs::canonical(bundle_dir, ec);
-  if (ec) throw_error(ErrorCode::io_error, "seal.fingerprint", fmt::format("cannot open bundle {}", bundle_dir));
-  std::map<std::string, std::string> sources;  // bundle-relative path -> normalized text
+  if (ec) throw_error(ErrorCode::io_error, "seal.sources", fmt::format("cannot open bundle {}", bundle_dir));
+  std::map<std::string, std::string> sources;  // bundle-relative path -> bytes
   std::vector<std::string> pending;
   for (const auto& op : m.ops) {
     for (const auto& e : op.exports) pending.push_back(e.factory);
@@ -572,12 +642,14 @@ std::string provenance_fingerprint(const Manifest& m, const std::string& bundle_
     const std::string rel = fs::path(pending.back()).lexically_normal().generic_string();
     pending.pop_back();
     if (sources.count(rel)) continue;
-    if (sources.size() >= 256) throw_error(ErrorCode::invalid_argument, "seal.fingerprint", "the source closure has more than 256 files");
+    if (sources.size() >= kMaxSources) {
+      throw_error(ErrorCode::invalid_argument, "seal.sources", fmt::format("the source closure has more than {} files", kMaxSources));
+    }
     const fs::path p = root / rel;
     if (!path_within(root, rel) || fs::is_symlink(p, ec)) {
-      throw_error(ErrorCode::invalid_argument, "seal.fingerprint", fmt::format("source '{}' escapes the bundle or is a symlink", rel));
+      throw_error(ErrorCode::invalid_argument, "seal.sources", fmt::format("source '{}' escapes the bundle or is a symlink", rel));
     }
-    const std::string body = read_file(p.string(), "seal.fingerprint");
+    std::string body = read_file(p.string(), "seal.sources");
     // Quoted includes, resolved relative to the including file.
     std::size_t at = 0;
     while ((at = body.find("#include", at)) != std::string::npos) {
@@ -588,10 +660,14 @@ std::string provenance_fingerprint(const Manifest& m, const std::string& bundle_
       if (close == std::string::npos) break;
       pending.push_back((fs::path(rel).parent_path() / body.substr(open + 1, close - open - 1)).generic_string());
     }
-    sources.emplace(rel, normalize_source(body));
+    sources.emplace(rel, std::move(body));
   }
+  return sources;
+}
+
+std::string provenance_fingerprint(const Manifest& m, const std::string& bundle_dir) {
   Json closure = Json::object();
-  for (const auto& [path, text] : sources) closure[path] = text;
+  for (const auto& [path, text] : source_closure(m, bundle_dir)) closure[path] = normalize_source(text);
   return digest_json("pact.seal-provenance.v1", {{"declaration", execution_declaration(m)}, {"sources", closure}});
 }
 

@@ -21,12 +21,14 @@
 /// field path.
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "pact/core/dtype.hpp"
+#include "pact/core/error.hpp"
 #include "pact/core/json.hpp"
 #include "pact/seal/params.hpp"
 #include "pact/seal/specialize.hpp"
@@ -114,7 +116,21 @@ struct Manifest {
 };
 
 /// Parses and validates a manifest; parse_error / invalid_argument / unsupported naming the field path.
+/// Export names are unique across the manifest and are 1-128 of [A-Za-z0-9_.-], not starting with '.'
+/// (they name publication files).
 Manifest parse_manifest(std::string_view toml_text, std::string_view where);
+
+/// Every problem of a manifest at once (`pact seal scan`): each op header, resource and export is checked
+/// on its own, and the checks across an op's exports run when all of them parsed. `manifest` is set only
+/// when there is no problem; the first problem is what parse_manifest throws.
+struct ManifestScan {
+  std::optional<Manifest> manifest;
+  /// When there are problems: every op, resource and export that parsed on its own (so later checks,
+  /// such as the source closure, can still run over them).
+  Manifest partial;
+  std::vector<Error> problems;
+};
+ManifestScan scan_manifest(std::string_view toml_text, std::string_view where);
 
 /// The capability requirements a manifest implies (recomputed from its content).
 Json derive_capability_requirements(const Manifest& m);
@@ -134,6 +150,14 @@ namespace pact::seal {
 Json execution_declaration(const Manifest& m);
 /// SHA-256 over the declaration's canonical JSON (domain pact.direct-artifact-execution.v1).
 std::string execution_identity(const Manifest& m);
+
+/// Most files a factory's source closure may hold.
+inline constexpr std::size_t kMaxSources = 256;
+
+/// The transitive source closure of every factory: bundle-relative path -> bytes, following each
+/// #include "..." relative to the including file. A missing source, one that escapes the bundle and a
+/// symlink are errors; so is a closure of more than kMaxSources files.
+std::map<std::string, std::string> source_closure(const Manifest& m, const std::string& bundle_dir);
 
 /// The copy/provenance fingerprint: the declaration plus the normalized transitive source closure of
 /// every factory (the CUDA source and each file it includes with #include "...", resolved inside

@@ -134,4 +134,6 @@ void require_same_profile(const CompileProfile& built_under, const CompileProfil
                           compile_profile_digest(built_under), compile_profile_digest(launch), field));
 }
 
+std::vector<std::string> nvcc_forced_options(const CompileProfile& p) { return {"-cubin", "-arch=" + p.compiler_arch, "-rdc=false"}; }
+
 }  // namespace pact::seal

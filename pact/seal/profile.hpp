@@ -41,6 +41,9 @@ CompileProfile parse_compile_profile(std::string_view text, std::string_view whe
 Json compile_profile_json(const CompileProfile& p);
 /// digest_json(kCompileProfileSchema, ...).
 std::string compile_profile_digest(const CompileProfile& p);
+/// The options the patcher forces on nvcc for this profile: -cubin, -arch=<compiler_arch>, -rdc=false
+/// (and never -G, -lineinfo or a PTX target). Recorded in every publication index.
+std::vector<std::string> nvcc_forced_options(const CompileProfile& p);
 /// Launch-time check: the profile an artifact was built under must equal the launch's exactly; a
 /// mismatch is invalid_argument naming the first differing field.
 void require_same_profile(const CompileProfile& built_under, const CompileProfile& launch);

@@ -34,22 +34,21 @@ T read_le(std::span<const std::byte> bytes, std::uint64_t offset, std::string_vi
 
 std::string bytes_hex_digest(std::span<const std::byte> bytes) { return "sha256:" + to_hex(sha256(bytes)); }
 
-std::vector<std::string> forced_options(const CompileProfile& profile) {
-  return {"-cubin", "-arch=" + profile.compiler_arch, "-rdc=false", "no -G", "no PTX fallback"};
-}
-
-Json expected_index_fields(const Manifest& m, const CompileProfile& profile) {
+// The fields an index must hold for this declaration and profile, besides toolkit and exports.
+Json expected_index_fields(const Json& declaration, const CompileProfile& profile) {
   const ArtifactProvider& p = require_provider(profile.provider);
   return {{"schema", std::string(kPublicationSchema)},
           {"provider", std::string(p.id)},
           {"binding_abi", std::string(p.binding_abi)},
           {"patcher", std::string(p.patcher)},
           {"registry_digest", registry_digest()},
+          {"profile", compile_profile_json(profile)},
           {"profile_digest", compile_profile_digest(profile)},
           {"logical_arch", profile.logical_arch},
           {"compiler_arch", profile.compiler_arch},
-          {"execution_identity", execution_identity(m)},
-          {"forced_options", forced_options(profile)}};
+          {"declaration", declaration},
+          {"execution_identity", digest_json("pact.direct-artifact-execution.v1", declaration)},
+          {"forced_options", nvcc_forced_options(profile)}};
 }
 
 [[noreturn]] void refuse(const std::string& dir, const std::string& why) {
@@ -148,7 +147,7 @@ Json write_publication(const std::string& dir, const Manifest& m, const CompileP
   }
   const ArtifactProvider& p = require_provider(profile.provider);
   fs::create_directories(fs::path(dir) / p.publication_dir);
-  Json index = expected_index_fields(m, profile);
+  Json index = expected_index_fields(execution_declaration(m), profile);
   index["toolkit"] = toolkit;
   Json exports = Json::array();
   std::set<std::string> names;
@@ -171,11 +170,104 @@ Json write_publication(const std::string& dir, const Manifest& m, const CompileP
   return index;
 }
 
-Json reopen_publication(const std::string& dir, const Manifest& m, const CompileProfile& profile) {
+namespace {
+
+/// Each export's kernel contracts, read from an index's declaration (typed refusal when malformed).
+std::map<std::string, std::vector<KernelContract>> declared_kernels(const std::string& dir, const Json& declaration) {
+  auto bad = [&](const std::string& why) { refuse(dir, fmt::format("the index's declaration is malformed: {}", why)); };
+  if (!declaration.is_object() || !declaration.contains("ops") || !declaration["ops"].is_array()) bad("no ops");
+  std::map<std::string, std::vector<KernelContract>> out;
+  for (const auto& op : declaration["ops"]) {
+    if (!op.is_object() || !op.contains("aot_exports") || !op["aot_exports"].is_array()) bad("an op without exports");
+    for (const auto& e : op["aot_exports"]) {
+      if (!e.is_object() || !e.contains("name") || !e["name"].is_string() || !e.contains("device_plan") || !e["device_plan"].is_object() ||
+          !e["device_plan"].contains("kernels") || !e["device_plan"]["kernels"].is_array()) {
+        bad("an export without a name or device plan");
+      }
+      std::vector<KernelContract> kernels;
+      for (const auto& k : e["device_plan"]["kernels"]) {
+        if (!k.is_object() || !k.contains("name") || !k["name"].is_string() || !k.contains("param_widths") || !k["param_widths"].is_array()) {
+          bad("a kernel without a name or parameter widths");
+        }
+        KernelContract c{k["name"].get<std::string>(), {}};
+        for (const auto& w : k["param_widths"]) {
+          if (!w.is_number_unsigned() || w.get<std::uint64_t>() > 0xffffffffu) bad("a parameter width is not an unsigned 32-bit integer");
+          c.param_widths.push_back(w.get<std::uint32_t>());
+        }
+        kernels.push_back(std::move(c));
+      }
+      if (!out.emplace(e["name"].get<std::string>(), std::move(kernels)).second) bad("an export name appears twice");
+    }
+  }
+  if (out.empty()) bad("it declares no export");
+  return out;
+}
+
+}  // namespace
+
+PublicationIndex parse_publication_index(std::string_view text, std::string_view where) {
+  const std::string dir(where);
+  PublicationIndex out;
+  Json& index = out.index;
+  try {
+    index = parse_json(text, where);
+  } catch (const Error& err) {
+    refuse(dir, err.detail());
+  }
+  static const std::set<std::string> kKeys{"schema", "provider", "binding_abi", "patcher", "registry_digest", "profile", "profile_digest", "logical_arch",
+                                           "compiler_arch", "declaration", "execution_identity", "forced_options", "toolkit", "exports"};
+  if (!index.is_object()) refuse(dir, "index.json is not a publication index");
+  for (const auto& k : kKeys) {
+    if (!index.contains(k)) refuse(dir, fmt::format("index field '{}' is missing", k));
+  }
+  for (const auto& [k, v] : index.items()) {
+    if (!kKeys.count(k)) refuse(dir, fmt::format("unknown index field '{}'", k));
+  }
+  if (!index["exports"].is_array()) refuse(dir, "index field 'exports' is not an array");
+  if (!index["provider"].is_string()) refuse(dir, "index field 'provider' is not a string");
+  (void)require_provider(index["provider"].get<std::string>());
+  try {
+    out.profile = parse_compile_profile(index["profile"].dump(), "index.json profile");
+  } catch (const Error& err) {
+    refuse(dir, err.detail());
+  }
+  // Every bound field must be what the index's own declaration, profile and this registry give.
+  const Json expected = expected_index_fields(index["declaration"], out.profile);
+  for (const auto& [k, v] : expected.items()) {
+    if (!(index[k] == v)) refuse(dir, fmt::format("index field '{}' does not match its declaration, profile or this registry", k));
+  }
+  out.kernels = declared_kernels(dir, index["declaration"]);
+  std::set<std::string> covered;
+  for (const auto& entry : index["exports"]) {
+    if (!entry.is_object() || entry.size() != 4 || !entry.contains("export") || !entry.contains("cubin") || !entry.contains("size") ||
+        !entry.contains("sha256") || !entry["export"].is_string() || !entry["cubin"].is_string() || !entry["size"].is_number_unsigned() ||
+        !entry["sha256"].is_string()) {
+      refuse(dir, "an index entry is malformed");
+    }
+    const std::string name = entry["export"];
+    if (!out.kernels.count(name)) refuse(dir, fmt::format("the index publishes '{}', which the declaration does not export", name));
+    if (!covered.insert(name).second) refuse(dir, fmt::format("'{}' is published twice", name));
+    if (entry["cubin"] != std::string(require_provider(index["provider"].get<std::string>()).publication_dir) + "/" + name + ".cubin") {
+      refuse(dir, fmt::format("'{}' is not where the provider publishes", entry["cubin"].get<std::string>()));
+    }
+  }
+  for (const auto& [name, k] : out.kernels) {
+    if (!covered.count(name)) refuse(dir, fmt::format("export '{}' has no published CUBIN", name));
+  }
+  return out;
+}
+
+Json reopen_publication(const std::string& dir) {
   std::error_code ec;
   const fs::path root = fs::canonical(dir, ec);
-  if (ec) refuse(dir, "no such publication");
-  const ArtifactProvider& p = require_provider(profile.provider);
+  if (ec || !fs::is_directory(root, ec)) refuse(dir, "no such publication");
+  const fs::path index_path = root / "index.json";
+  if (fs::is_symlink(index_path, ec) || !fs::is_regular_file(index_path, ec)) refuse(dir, "index.json is missing or not a regular file");
+  const PublicationIndex parsed = parse_publication_index(read_file(index_path.string(), "seal.reopen"), dir);
+  const Json& index = parsed.index;
+  const ArtifactProvider& p = require_provider(index["provider"].get<std::string>());
+  const auto& contracts = parsed.kernels;
+
   // Inventory: regular files only, no symlinks, nothing outside index.json and the CUBIN directory.
   std::set<std::string> present;
   for (auto it = fs::recursive_directory_iterator(root, fs::directory_options::none, ec); !ec && it != fs::recursive_directory_iterator();
@@ -190,35 +282,10 @@ Json reopen_publication(const std::string& dir, const Manifest& m, const Compile
     present.insert(rel);
   }
   if (ec) refuse(dir, "cannot list the publication");
-  if (!present.count("index.json")) refuse(dir, "index.json is missing");
-  const Json index = parse_json(read_file((root / "index.json").string(), "seal.reopen"), "index.json");
-  if (!index.is_object() || !index.contains("exports") || !index["exports"].is_array() || !index.contains("toolkit")) {
-    refuse(dir, "index.json is not a publication index");
-  }
-  // The index must bind exactly this manifest, profile and registry.
-  const Json expected = expected_index_fields(m, profile);
-  for (const auto& [k, v] : expected.items()) {
-    if (!index.contains(k) || !(index[k] == v)) refuse(dir, fmt::format("index field '{}' does not match this manifest, profile or registry", k));
-  }
-  for (const auto& [k, v] : index.items()) {
-    if (!expected.contains(k) && k != "toolkit" && k != "exports") refuse(dir, fmt::format("unknown index field '{}'", k));
-  }
-  std::map<std::string, const AotExport*> exports;
-  for (const auto& op : m.ops) {
-    for (const auto& e : op.exports) exports.emplace(e.name, &e);
-  }
   std::set<std::string> listed{"index.json"};
-  std::set<std::string> covered;
   for (const auto& entry : index["exports"]) {
-    if (!entry.is_object() || !entry.contains("export") || !entry.contains("cubin") || !entry.contains("size") || !entry.contains("sha256") ||
-        !entry["export"].is_string() || !entry["cubin"].is_string() || !entry["size"].is_number_unsigned() || !entry["sha256"].is_string()) {
-      refuse(dir, "an index entry is malformed");
-    }
     const std::string name = entry["export"], rel = entry["cubin"];
-    auto e = exports.find(name);
-    if (e == exports.end()) refuse(dir, fmt::format("the index publishes '{}', which the manifest does not export", name));
-    if (!covered.insert(name).second) refuse(dir, fmt::format("'{}' is published twice", name));
-    if (rel != std::string(p.publication_dir) + "/" + name + ".cubin") refuse(dir, fmt::format("'{}' is not where the provider publishes", rel));
+    auto e = contracts.find(name);
     listed.insert(rel);
     if (!present.count(rel)) refuse(dir, fmt::format("'{}' is missing", rel));
     const std::string file = read_file((root / rel).string(), "seal.reopen");
@@ -231,7 +298,7 @@ Json reopen_publication(const std::string& dir, const Manifest& m, const Compile
     } catch (const Error& err) {
       refuse(dir, err.detail());
     }
-    const auto& plan = e->second->device_plan.kernels;
+    const auto& plan = e->second;
     if (kernels.size() != plan.size()) {
       refuse(dir, fmt::format("'{}' holds {} kernels; the device plan declares {} (ordinal {} is unbound)", rel, kernels.size(), plan.size(),
                               std::min(kernels.size(), plan.size())));
@@ -243,11 +310,18 @@ Json reopen_publication(const std::string& dir, const Manifest& m, const Compile
       }
     }
   }
-  for (const auto& [name, e] : exports) {
-    if (!covered.count(name)) refuse(dir, fmt::format("export '{}' has no published CUBIN", name));
-  }
   for (const auto& f : present) {
     if (!listed.count(f)) refuse(dir, fmt::format("'{}' is not part of the publication", f));
+  }
+  return index;
+}
+
+Json reopen_publication(const std::string& dir, const Manifest& m, const CompileProfile& profile) {
+  const Json index = reopen_publication(dir);
+  // Exact declaration equality with this manifest, and the same profile and registry.
+  const Json expected = expected_index_fields(execution_declaration(m), profile);
+  for (const auto& [k, v] : expected.items()) {
+    if (!(index[k] == v)) refuse(dir, fmt::format("index field '{}' does not match this manifest, profile or registry", k));
   }
   return index;
 }

@@ -2,8 +2,9 @@
 /// Sealed publication and its GPU-free reopen (SPEC §11, seed 002 "Sealed publication", "Complete device
 /// ABI"). A publication is a directory holding exactly index.json and one CUBIN per export under
 /// nvcc_cubin/. The index (schema pact.seal-publication.v1) binds the provider, binding ABI, patcher and
-/// registry digest, the compile profile digest and architectures, the execution identity of the manifest,
-/// the toolkit identity and forced options, and every CUBIN's path, size and SHA-256.
+/// registry digest, the compile profile (in full) with its digest and architectures, the manifest's
+/// direct-execution declaration (every export) with its execution identity, the toolkit identity and
+/// forced options, and every CUBIN's path, size and SHA-256.
 ///
 /// Reopen checks, failing closed with a typed error: the directory inventory (no extra or missing file,
 /// no symlink, no path escape), the index against the manifest, profile and registry, each file's size
@@ -41,7 +42,24 @@ std::vector<CubinKernel> read_cubin_kernels(std::span<const std::byte> bytes, st
 Json write_publication(const std::string& dir, const Manifest& m, const CompileProfile& profile,
                        const std::map<std::string, std::vector<std::byte>>& cubins, const Json& toolkit);
 
-/// GPU-free reopen (see above). Returns the verified index.
+/// A publication index, checked on its own: exact keys, a registered provider, a valid embedded compile
+/// profile, every bound field equal to what the embedded declaration, profile and this registry give
+/// (execution identity and profile digest recomputed), and exactly one well-formed entry per declared
+/// export at the provider's path. Typed errors (invalid_argument, unsupported) name `where`.
+struct PublicationIndex {
+  Json index;
+  CompileProfile profile;
+  std::map<std::string, std::vector<KernelContract>> kernels;  ///< export -> its device plan's kernels
+};
+PublicationIndex parse_publication_index(std::string_view text, std::string_view where);
+
+/// GPU-free reopen of a publication on its own (`pact seal verify OUT`): the index must be exactly what
+/// its embedded declaration and compile profile give under this registry (identity and profile digests
+/// recomputed), and the inventory, sizes, SHA-256, ELF headers and per-ordinal parameter widths must
+/// match the declaration's device plans. Returns the verified index.
+Json reopen_publication(const std::string& dir);
+/// The same, and the index must bind exactly this manifest's declaration and this profile (the runtime's
+/// reopen: exact declaration equality).
 Json reopen_publication(const std::string& dir, const Manifest& m, const CompileProfile& profile);
 
 }  // namespace pact::seal

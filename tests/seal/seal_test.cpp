@@ -537,7 +537,7 @@ TEST(SealEvidence, ArtifactStorageStaysWithinTheLiveBudget) {
 }
 
 std::vector<std::byte> fixture_cubin() {
-  std::ifstream in(std::string(PACT_SOURCE_DIR) + "/tests/fixtures/seal/vadd_run.cubin", std::ios::binary);
+  std::ifstream in(std::string(PACT_SOURCE_DIR) + "/tests/fixtures/seal/vector_add/nvcc_cubin/vadd_run.cubin", std::ios::binary);
   std::vector<char> c((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   std::vector<std::byte> b(c.size());
   std::memcpy(b.data(), c.data(), c.size());
@@ -585,6 +585,27 @@ TEST(SealPublication, AFreshPublicationReopensGpuFree) {
   // A publication is never repaired in place.
   EXPECT_EQ(code_of([&] { write_publication(f.dir.string(), f.manifest, f.profile, {{"vadd_run", fixture_cubin()}}, Json::object()); }),
             ErrorCode::invalid_argument);
+}
+
+TEST(SealPublication, TheCommittedSealedFixtureReopensAgainstTheExampleBundle) {
+  // tests/fixtures/seal/vector_add was written by `pact seal build` (tests/fixtures/seal/regenerate.sh).
+  const std::string dir = std::string(PACT_SOURCE_DIR) + "/tests/fixtures/seal/vector_add";
+  const Json index = reopen_publication(dir);
+  const std::string profile_path = std::string(PACT_SOURCE_DIR) + "/examples/seal/profiles/h100-sm90a.json";
+  std::ifstream in(profile_path);
+  std::stringstream text;
+  text << in.rdbuf();
+  const CompileProfile profile = parse_compile_profile(text.str(), profile_path);
+  const Manifest m = parse_manifest(example_manifest(), "manifest.toml");
+  EXPECT_EQ(reopen_publication(dir, m, profile), index);
+  EXPECT_EQ(index["declaration"], execution_declaration(m));
+  EXPECT_EQ(index["forced_options"], Json::parse(R"(["-cubin", "-arch=sm_90a", "-rdc=false"])"));
+  // Under another profile (the test's sm90 profile with a different measurement) it is not authority.
+  const CompileProfile other = parse_compile_profile(profile_json().dump(), "p");
+  EXPECT_EQ(code_of([&] { reopen_publication(dir, m, other); }), ErrorCode::invalid_argument);
+  // Nor for another declaration.
+  const Manifest m2 = parse_manifest(replaced(example_manifest(), "block = [256, 1, 1]", "block = [128, 1, 1]"), "m2");
+  EXPECT_EQ(code_of([&] { reopen_publication(dir, m2, profile); }), ErrorCode::invalid_argument);
 }
 
 TEST(SealPublication, EveryTamperingFailsClosed) {

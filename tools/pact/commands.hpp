@@ -121,3 +121,22 @@ int run_ledger_check(const LedgerArgs& args);
 int run_ledger_run(const LedgerArgs& args);
 
 }  // namespace pact::cli
+
+namespace pact::cli {
+
+/// Arguments of `pact seal build|verify|scan` (docs/guides/sealed-artifacts.md).
+struct SealArgs {
+  std::string bundle;   ///< build, scan: the bundle directory; verify: optional, for exact declaration equality
+  std::string dir;      ///< verify: the publication
+  std::string out;      ///< build: the publication to write (absent or empty)
+  std::string profile;  ///< build: required; scan, verify: optional
+  bool json = false;
+};
+/// `pact seal build BUNDLE --profile FILE -o OUT`: the hermetic prebuild; exit 0 when published.
+int run_seal_build(const SealArgs& args);
+/// `pact seal verify OUT [--bundle B] [--profile P]`: the GPU-free reopen; exit 0 when it passes.
+int run_seal_verify(const SealArgs& args);
+/// `pact seal scan BUNDLE [--profile P]`: every GPU-free check at once; exit 1 when any problem is found.
+int run_seal_scan(const SealArgs& args);
+
+}  // namespace pact::cli

@@ -148,6 +148,22 @@ int main(int argc, char** argv) {
   l_check->add_flag("--summary-json", ledger_args.summary_json, "print the summary as JSON on stdout");
   l_run->add_option("--receipt-out", ledger_args.receipt_out, "where to write the receipt");
 
+  pact::cli::SealArgs seal_args;
+  auto* seal_cmd = app.add_subcommand("seal", "sealed GPU kernel artifacts: build (hermetic prebuild), verify (GPU-free reopen), scan");
+  seal_cmd->require_subcommand(1);
+  auto* s_build = seal_cmd->add_subcommand("build", "compile a bundle's CUDA sources in the sandbox and publish the CUBINs with their index");
+  s_build->add_option("bundle", seal_args.bundle, "bundle directory (manifest.toml and sources)")->required();
+  s_build->add_option("-o,--out", seal_args.out, "publication directory to create (absent or empty)")->required();
+  s_build->add_option("--profile", seal_args.profile, "the measured compile profile (pact.nvcc-compile-profile.v1 JSON)")->required();
+  auto* s_verify = seal_cmd->add_subcommand("verify", "reopen a publication without a GPU: inventory, sizes, SHA-256, ELF, parameter widths");
+  s_verify->add_option("dir", seal_args.dir, "publication directory")->required();
+  s_verify->add_option("--bundle", seal_args.bundle, "also require exact declaration equality with this bundle's manifest");
+  s_verify->add_option("--profile", seal_args.profile, "also require this compile profile (the launch's)");
+  auto* s_scan = seal_cmd->add_subcommand("scan", "the author's pre-flight: every check that needs no GPU, all problems at once");
+  s_scan->add_option("bundle", seal_args.bundle, "bundle directory")->required();
+  s_scan->add_option("--profile", seal_args.profile, "also check the bundle against this compile profile");
+  for (auto* sub : {s_build, s_verify, s_scan}) sub->add_flag("--json", seal_args.json, "print JSON");
+
   pact::cli::TrainArgs train_args;
   auto* train = app.add_subcommand("train", "train a model on the embedded digits data (the main job)");
   train->add_option("--model", train_args.model, "mlp, cnn, char-transformer, or a pact.ir.v1 JSON path");
@@ -188,6 +204,9 @@ int main(int argc, char** argv) {
     if (*c_gate) return pact::cli::run_contracts_gate(contracts_args);
     if (*l_check) return pact::cli::run_ledger_check(ledger_args);
     if (*l_run) return pact::cli::run_ledger_run(ledger_args);
+    if (*s_build) return pact::cli::run_seal_build(seal_args);
+    if (*s_verify) return pact::cli::run_seal_verify(seal_args);
+    if (*s_scan) return pact::cli::run_seal_scan(seal_args);
     if (*discharge_cmd) return pact::cli::run_discharge(discharge_args);
     if (*import_cmd) return pact::cli::run_import(import_dir, import_out, import_weights);
     if (*run_cmd) return pact::cli::run_torch(run_dir, run_profile, run_json, run_tolerance);

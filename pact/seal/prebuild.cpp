@@ -1,0 +1,198 @@
+#include "pact/seal/prebuild.hpp"
+
+#include <fmt/format.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <cstdlib>
+#include <filesystem>
+#include <set>
+
+#include "pact/core/file.hpp"
+#include "pact/seal/manifest.hpp"
+#include "pact/seal/publication.hpp"
+#include "pact/seal/registry.hpp"
+
+namespace pact::seal {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+[[noreturn]] void refuse(ErrorCode code, const std::string& why) { throw_error(code, "seal.build", why); }
+
+std::optional<std::string> on_path(std::string_view name, std::string_view fallback) {
+  if (const char* path = std::getenv("PATH")) {
+    std::string_view rest(path);
+    while (!rest.empty()) {
+      const auto colon = rest.find(':');
+      const fs::path candidate = fs::path(std::string(rest.substr(0, colon))) / std::string(name);
+      if (candidate.is_absolute() && ::access(candidate.c_str(), X_OK) == 0) return fs::canonical(candidate).string();
+      if (colon == std::string_view::npos) break;
+      rest.remove_prefix(colon + 1);
+    }
+  }
+  if (::access(std::string(fallback).c_str(), X_OK) == 0) return fs::canonical(fallback).string();
+  return std::nullopt;
+}
+
+std::string file_digest(const std::string& path) {
+  const std::string bytes = read_file(path, "seal.build");
+  return "sha256:" + to_hex(sha256(std::as_bytes(std::span(bytes.data(), bytes.size()))));
+}
+
+/// A scratch directory removed on every exit path.
+struct Scratch {
+  fs::path root;
+  Scratch() {
+    char tmpl[] = "/tmp/pact-seal-build-XXXXXX";
+    if (::mkdtemp(tmpl) == nullptr) refuse(ErrorCode::io_error, "cannot create a scratch directory");
+    root = tmpl;
+    fs::permissions(root, fs::perms(0755));
+  }
+  ~Scratch() {
+    std::error_code ec;
+    fs::remove_all(root, ec);
+  }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+};
+
+/// Copies the closure read-only (files 0444, directories 0555) into `dir`.
+void stage_sources(const std::map<std::string, std::string>& closure, const fs::path& dir) {
+  fs::create_directories(dir);
+  for (const auto& [rel, bytes] : closure) {
+    const fs::path to = dir / rel;
+    fs::create_directories(to.parent_path());
+    write_file_atomic(to.string(), bytes, "seal.build");
+    fs::permissions(to, fs::perms(0444));
+  }
+  std::vector<fs::path> dirs{dir};
+  for (auto it = fs::recursive_directory_iterator(dir); it != fs::recursive_directory_iterator(); ++it) {
+    if (it->is_directory()) dirs.push_back(it->path());
+  }
+  for (const auto& d : dirs) fs::permissions(d, fs::perms(0555));
+}
+
+std::string tail(const std::string& text, std::size_t n) { return text.size() <= n ? text : "..." + text.substr(text.size() - n); }
+
+}  // namespace
+
+std::optional<Toolkit> find_toolkit() {
+  auto nvcc = on_path("nvcc", "/usr/local/cuda/bin/nvcc");
+  auto host = on_path("g++", "/usr/bin/g++");
+  if (!nvcc || !host) return std::nullopt;
+  return Toolkit{*nvcc, *host};
+}
+
+std::string profile_input_macro(std::string_view input) {
+  std::string out = "PACT_PROFILE_";
+  for (char c : input) out += std::isalnum(static_cast<unsigned char>(c)) ? static_cast<char>(std::toupper(static_cast<unsigned char>(c))) : '_';
+  return out;
+}
+
+Json build_publication(const std::string& bundle_dir, const CompileProfile& profile, const std::string& out_dir, const BuildOptions& options) {
+  // Everything that needs no compiler is checked before anything runs.
+  const std::string manifest_path = (fs::path(bundle_dir) / "manifest.toml").string();
+  const Manifest m = parse_manifest(read_file(manifest_path, "seal.build"), manifest_path);
+  const ArtifactProvider& provider = require_provider(profile.provider);
+  std::error_code ec;
+  if (fs::exists(out_dir, ec) && (!fs::is_directory(out_dir, ec) || !fs::is_empty(out_dir, ec))) {
+    refuse(ErrorCode::invalid_argument, fmt::format("{} is not an empty directory: a publication is never repaired in place", out_dir));
+  }
+  struct Job {
+    const AotExport* e;
+    std::vector<std::string> macros;
+  };
+  std::vector<Job> jobs;
+  for (const auto& op : m.ops) {
+    for (const auto& e : op.exports) {
+      if (e.provider != provider.id) {
+        refuse(ErrorCode::invalid_argument, fmt::format("export '{}' names provider '{}'; the profile is for '{}'", e.name, e.provider, provider.id));
+      }
+      Job job{&e, {}};
+      for (const auto& input : e.profile_inputs) {
+        auto it = profile.constants.find(input);
+        if (it == profile.constants.end()) {
+          refuse(ErrorCode::invalid_argument, fmt::format("export '{}' declares profile input '{}', which the compile profile does not measure", e.name, input));
+        }
+        job.macros.push_back(fmt::format("-D{}={}", profile_input_macro(input), it->second));
+      }
+      jobs.push_back(std::move(job));
+    }
+  }
+  const auto closure = source_closure(m, bundle_dir);
+  const std::optional<Toolkit> toolkit = options.toolkit ? options.toolkit : find_toolkit();
+  if (!toolkit) refuse(ErrorCode::unsupported, "no CUDA toolkit: nvcc is neither on PATH nor under /usr/local/cuda/bin (or g++ is missing)");
+
+  Scratch scratch;
+  const fs::path inputs = scratch.root / "in", output = scratch.root / "out";
+  stage_sources(closure, inputs);
+  fs::create_directories(output);
+
+  auto run = [&](std::vector<std::string> argv) {
+    SandboxSpec spec;
+    spec.argv = std::move(argv);
+    spec.inputs_dir = inputs.string();
+    spec.output_dir = output.string();
+    spec.limits = options.limits;
+    return run_sandboxed(spec);
+  };
+  const SandboxResult version = run({toolkit->nvcc, "--version"});
+  if (!version.ok()) refuse(ErrorCode::invalid_argument, fmt::format("nvcc --version failed in the sandbox ({}): {}", version.describe(), tail(version.output, 2000)));
+  std::string release;
+  for (std::size_t at = 0; at < version.output.size();) {
+    const auto end = std::min(version.output.find('\n', at), version.output.size());
+    const std::string line = version.output.substr(at, end - at);
+    if (line.find("release") != std::string::npos) release = line;
+    at = end + 1;
+  }
+
+  std::map<std::string, std::vector<std::byte>> cubins;
+  for (const auto& job : jobs) {
+    std::vector<std::string> argv{toolkit->nvcc};
+    for (const auto& o : nvcc_forced_options(profile)) argv.push_back(o);
+    argv.insert(argv.end(), {"-ccbin", toolkit->host_compiler, "-I", std::string(kSandboxInputs)});
+    argv.insert(argv.end(), job.macros.begin(), job.macros.end());
+    const std::string cubin = job.e->name + ".cubin";
+    argv.insert(argv.end(), {"-o", std::string(kSandboxOutput) + "/" + cubin,
+                             std::string(kSandboxInputs) + "/" + fs::path(job.e->factory).lexically_normal().generic_string()});
+    const SandboxResult r = run(argv);
+    if (!r.ok()) {
+      refuse(ErrorCode::invalid_argument, fmt::format("export '{}': nvcc failed in the sandbox ({}): {}", job.e->name, r.describe(), tail(r.output, 4000)));
+    }
+  }
+  // CUBIN only: exactly one file per export, nothing else.
+  std::set<std::string> expected;
+  for (const auto& job : jobs) expected.insert(job.e->name + ".cubin");
+  for (auto it = fs::recursive_directory_iterator(output); it != fs::recursive_directory_iterator(); ++it) {
+    const std::string rel = fs::relative(it->path(), output).generic_string();
+    if (it->is_symlink() || !it->is_regular_file() || !expected.count(rel)) {
+      refuse(ErrorCode::invalid_argument, fmt::format("the compiler left '{}', which is not a declared CUBIN: nothing is published", rel));
+    }
+  }
+  for (const auto& job : jobs) {
+    const fs::path file = output / (job.e->name + ".cubin");
+    if (!fs::is_regular_file(file, ec)) refuse(ErrorCode::invalid_argument, fmt::format("export '{}': nvcc produced no CUBIN", job.e->name));
+    const std::string bytes = read_file(file.string(), "seal.build");
+    auto span = std::as_bytes(std::span(bytes.data(), bytes.size()));
+    cubins.emplace(job.e->name, std::vector<std::byte>(span.begin(), span.end()));
+  }
+  const Json toolkit_identity{{"nvcc", toolkit->nvcc},
+                              {"nvcc_sha256", file_digest(toolkit->nvcc)},
+                              {"nvcc_release", release},
+                              {"host_compiler", toolkit->host_compiler},
+                              {"host_compiler_sha256", file_digest(toolkit->host_compiler)}};
+  try {
+    write_publication(out_dir, m, profile, cubins, toolkit_identity);
+    return reopen_publication(out_dir, m, profile);
+  } catch (...) {
+    // A publication that does not reopen is not left behind half-made.
+    fs::remove_all(fs::path(out_dir) / provider.publication_dir, ec);
+    fs::remove(fs::path(out_dir) / "index.json", ec);
+    throw;
+  }
+}
+
+}  // namespace pact::seal
