@@ -37,7 +37,8 @@ namespace pact {
   X(parse_error)               /* malformed serialized input */                              \
   X(non_finite)                /* NaN or infinity where only finite values are allowed */    \
   X(io_error)                  /* a file could not be read or written */                     \
-  X(no_device)                 /* no device of the requested kind is present */
+  X(no_device)                 /* no device of the requested kind is present */             \
+  X(poisoned)                  /* a provider context after launch or cleanup uncertainty */
 
 enum class ErrorCode : std::uint16_t {
 #define PACT_ERROR_ENUM(name) name,

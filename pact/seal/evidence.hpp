@@ -35,6 +35,9 @@ class EvidenceLog {
   /// Work for `slot` ran on a fallback instead of a sealed artifact.
   void fallback(const std::string& slot);
 
+  /// Whether the artifact has an aot_loaded receipt.
+  bool is_loaded(const std::string& artifact) const { return loads_.count(artifact) != 0; }
+
   struct Verdict {
     bool passed = false;
     std::vector<std::string> reasons;  ///< empty when passed

@@ -1,0 +1,372 @@
+#include "pact/seal/admission.hpp"
+
+#include <dlfcn.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <filesystem>
+#include <mutex>
+
+#include "pact/core/file.hpp"
+#include "pact/ops/op_table.hpp"
+#include "pact/seal/params.hpp"
+#include "pact/seal/publication.hpp"
+#include "pact/seal/specialize.hpp"
+
+namespace pact::seal {
+
+namespace {
+
+[[noreturn]] void reject(const std::string& why) { throw_error(ErrorCode::invalid_argument, "seal.admit", why); }
+
+constexpr std::size_t kMaxKernelParams = 1024;
+
+}  // namespace
+
+const CudaDriver& load_cuda_driver() {
+  static std::once_flag once;
+  static CudaDriver driver;
+  static std::string failure;
+  std::call_once(once, [] {
+    void* lib = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (lib == nullptr) {
+      const char* why = ::dlerror();
+      failure = fmt::format("no CUDA driver: dlopen(libcuda.so.1) failed: {}", why ? why : "unknown");
+      return;
+    }
+    auto bind = [&](auto& slot, const char* name) {
+      void* sym = ::dlsym(lib, name);
+      if (sym == nullptr && failure.empty()) failure = fmt::format("the CUDA driver lacks {} (a driver for CUDA 12.4 or newer is needed)", name);
+      slot = reinterpret_cast<std::remove_reference_t<decltype(slot)>>(sym);
+    };
+    bind(driver.init, "cuInit");
+    bind(driver.device_get_count, "cuDeviceGetCount");
+    bind(driver.device_get, "cuDeviceGet");
+    bind(driver.primary_ctx_retain, "cuDevicePrimaryCtxRetain");
+    bind(driver.primary_ctx_release, "cuDevicePrimaryCtxRelease_v2");
+    bind(driver.ctx_set_current, "cuCtxSetCurrent");
+    bind(driver.module_load_data, "cuModuleLoadData");
+    bind(driver.module_unload, "cuModuleUnload");
+    bind(driver.module_get_function_count, "cuModuleGetFunctionCount");
+    bind(driver.module_enumerate_functions, "cuModuleEnumerateFunctions");
+    bind(driver.func_get_name, "cuFuncGetName");
+    bind(driver.func_get_param_info, "cuFuncGetParamInfo");
+    bind(driver.launch_kernel_ex, "cuLaunchKernelEx");
+    bind(driver.stream_synchronize, "cuStreamSynchronize");
+    bind(driver.mem_alloc, "cuMemAlloc_v2");
+    bind(driver.mem_free, "cuMemFree_v2");
+    bind(driver.memcpy_htod, "cuMemcpyHtoD_v2");
+    bind(driver.memcpy_dtoh, "cuMemcpyDtoH_v2");
+    bind(driver.memset_d8, "cuMemsetD8_v2");
+  });
+  if (!failure.empty()) throw_error(ErrorCode::no_device, "seal.cuda", failure);
+  return driver;
+}
+
+SealedRuntime::SealedRuntime(const CudaDriver& driver, int device_ordinal) : driver_(driver), device_(device_ordinal) {
+  int count = 0;
+  if (driver_.init(0) != kCudaSuccess || driver_.device_get_count(&count) != kCudaSuccess || count <= device_ordinal || device_ordinal < 0) {
+    throw_error(ErrorCode::no_device, "seal.cuda", fmt::format("no CUDA device {} (the driver reports {})", device_ordinal, count));
+  }
+  int device = 0;
+  if (driver_.device_get(&device, device_ordinal) != kCudaSuccess || driver_.primary_ctx_retain(&context_, device) != kCudaSuccess) {
+    throw_error(ErrorCode::no_device, "seal.cuda", fmt::format("cannot retain the primary context of CUDA device {}", device_ordinal));
+  }
+  device_ = device;
+  if (driver_.ctx_set_current(context_) != kCudaSuccess) {
+    driver_.primary_ctx_release(device_);
+    throw_error(ErrorCode::no_device, "seal.cuda", "cannot make the primary context current");
+  }
+}
+
+SealedRuntime::~SealedRuntime() { release_all(); }
+
+void SealedRuntime::release_all() noexcept {
+  for (auto& [key, pointer] : resources_) {
+    if (driver_.mem_free(pointer) != kCudaSuccess) poisoned_ = true;
+  }
+  resources_.clear();
+  for (auto& [name, a] : exports_) {
+    if (a.module != nullptr && driver_.module_unload(a.module) != kCudaSuccess) poisoned_ = true;
+    a.module = nullptr;
+  }
+  if (context_ != nullptr && driver_.primary_ctx_release(device_) != kCudaSuccess) poisoned_ = true;
+  context_ = nullptr;
+}
+
+void SealedRuntime::require_healthy() const {
+  if (poisoned_) throw_error(ErrorCode::poisoned, "seal.cuda", "the provider context is poisoned by an earlier launch or cleanup failure; no result is authorized");
+}
+
+void SealedRuntime::poison(const std::string& what, int result) {
+  poisoned_ = true;
+  throw_error(ErrorCode::poisoned, "seal.cuda", fmt::format("{} failed (CUresult {}): the provider context is poisoned", what, result));
+}
+
+std::string SealedRuntime::artifact_key(const std::string& export_name) const { return authority_ + "/" + export_name; }
+
+const DriverInventory& SealedRuntime::inventory(const std::string& export_name) const {
+  auto it = exports_.find(export_name);
+  if (it == exports_.end()) throw_error(ErrorCode::invalid_argument, "seal.admit", fmt::format("export '{}' is not admitted", export_name));
+  return it->second.inventory;
+}
+
+void SealedRuntime::admit(const std::string& publication_dir, const Manifest& manifest, const CompileProfile& launch_profile) {
+  require_healthy();
+  const std::string identity = execution_identity(manifest);
+  if (!authority_.empty()) {
+    reject(authority_ == identity ? "this publication is already admitted" : "this runtime is bound to another direct-artifact authority");
+  }
+  // GPU-free first: inventory, digests, ELF, widths, exact declaration and profile equality.
+  const Json index = reopen_publication(publication_dir, manifest, launch_profile);
+  std::map<std::string, Admitted> admitted;
+  auto unload_all = [&] {
+    for (auto& [n, a] : admitted) {
+      if (a.module != nullptr && driver_.module_unload(a.module) != kCudaSuccess) poisoned_ = true;
+    }
+  };
+  try {
+    for (const auto& entry : index["exports"]) {
+      const std::string name = entry["export"], rel = entry["cubin"];
+      const AotExport* declaration = nullptr;
+      for (const auto& op : manifest.ops) {
+        for (const auto& e : op.exports) {
+          if (e.name == name) declaration = &e;
+        }
+      }
+      const std::string bytes = read_file((std::filesystem::path(publication_dir) / rel).string(), "seal.admit");
+      Admitted a;
+      a.declaration = declaration;
+      if (const int r = driver_.module_load_data(&a.module, bytes.data()); r != kCudaSuccess) {
+        reject(fmt::format("the driver refused to load '{}' (CUresult {})", rel, r));
+      }
+      Admitted& slot = admitted.emplace(name, std::move(a)).first->second;
+      // The driver's full physical inventory.
+      unsigned count = 0;
+      if (driver_.module_get_function_count(&count, slot.module) != kCudaSuccess) reject(fmt::format("cannot count the kernels of '{}'", rel));
+      const auto& plan = declaration->device_plan.kernels;
+      if (count != plan.size()) {
+        reject(fmt::format("the driver sees {} kernels in '{}'; the device plan declares {} (ordinal {} is unbound)", count, rel, plan.size(),
+                           std::min<std::size_t>(count, plan.size())));
+      }
+      std::vector<void*> functions(count);
+      if (count > 0 && driver_.module_enumerate_functions(functions.data(), count, slot.module) != kCudaSuccess) {
+        reject(fmt::format("cannot enumerate the kernels of '{}'", rel));
+      }
+      Json abi = Json::array();
+      for (unsigned i = 0; i < count; ++i) {
+        const char* physical = nullptr;
+        if (driver_.func_get_name(&physical, functions[i]) != kCudaSuccess || physical == nullptr) reject(fmt::format("kernel ordinal {} has no name", i));
+        std::vector<std::pair<std::size_t, std::size_t>> params;
+        for (std::size_t p = 0;; ++p) {
+          if (p > kMaxKernelParams) reject(fmt::format("kernel ordinal {} has more than {} parameters", i, kMaxKernelParams));
+          std::size_t offset = 0, size = 0;
+          const int r = driver_.func_get_param_info(functions[i], p, &offset, &size);
+          if (r == kCudaErrorInvalidValue) break;
+          if (r != kCudaSuccess) reject(fmt::format("cannot read parameter {} of kernel ordinal {} (CUresult {})", p, i, r));
+          params.emplace_back(offset, size);
+        }
+        std::vector<std::uint32_t> widths;
+        Json offsets = Json::array();
+        for (const auto& [offset, size] : params) {
+          widths.push_back(static_cast<std::uint32_t>(size));
+          offsets.push_back({offset, size});
+        }
+        if (widths != plan[i].param_widths) {
+          reject(fmt::format("the driver sees parameter widths {} at kernel ordinal {} of '{}'; the plan's '{}' declares {}", Json(widths).dump(), i,
+                             rel, plan[i].name, Json(plan[i].param_widths).dump()));
+        }
+        abi.push_back({{"ordinal", i}, {"name", std::string(physical)}, {"params", offsets}});
+        slot.inventory.names.emplace_back(physical);
+        slot.inventory.params.push_back(std::move(params));
+      }
+      slot.functions = std::move(functions);  // logical ordinal i -> physical ordinal i
+      slot.inventory.abi_digest = digest_json("pact.cuda-driver-abi.v1", abi);
+    }
+  } catch (...) {
+    unload_all();  // a mismatch rejects and unloads
+    throw;
+  }
+  authority_ = identity;
+  manifest_ = manifest;
+  // Rebind the declarations to this runtime's own copy of the manifest.
+  for (auto& [name, a] : admitted) {
+    for (const auto& op : manifest_->ops) {
+      for (const auto& e : op.exports) {
+        if (e.name == name) a.declaration = &e;
+      }
+    }
+    evidence_.loaded(artifact_key(name));
+  }
+  exports_ = std::move(admitted);
+}
+
+std::string SealedRuntime::launch(const std::string& op_name, const CallData& call, const std::map<std::string, std::uint64_t, std::less<>>& pointers,
+                                  void* stream) {
+  require_healthy();
+  if (!manifest_) throw_error(ErrorCode::invalid_argument, "seal.launch", "nothing is admitted: an invocation without a load is invalid");
+  const ManifestOp* op = nullptr;
+  for (const auto& o : manifest_->ops) {
+    if (o.name == op_name) op = &o;
+  }
+  if (op == nullptr) throw_error(ErrorCode::invalid_argument, "seal.launch", fmt::format("no admitted op '{}'", op_name));
+  // The unique most-specific run export for this call.
+  std::vector<Specialization> variants;
+  std::map<std::string, const AotExport*> by_variant;
+  for (const auto& e : op->exports) {
+    if (e.role != Role::run) continue;
+    variants.push_back({e.plan + "/" + e.name, e.specializes});
+    by_variant[e.plan + "/" + e.name] = &e;
+  }
+  if (variants.empty()) throw_error(ErrorCode::invalid_argument, "seal.launch", fmt::format("op '{}' has no run export", op_name));
+  const AotExport& e = *by_variant.at(select_specialization(variants, call).plan);
+  Admitted& a = exports_.at(e.name);
+
+  // Every binding resolves: tensors from the caller, artifact resources from the runtime's storage.
+  std::map<std::string, std::uint64_t, std::less<>> bound;
+  for (const auto& b : e.bindings) {
+    const ArtifactResource* resource = nullptr;
+    for (const auto& r : op->resources) {
+      if (r.name == b) resource = &r;
+    }
+    if (resource == nullptr) {
+      auto it = pointers.find(b);
+      if (it == pointers.end() || it->second == 0) {
+        throw_error(ErrorCode::invalid_argument, "seal.launch", fmt::format("binding '{}' of export '{}' has no device pointer", b, e.name));
+      }
+      bound[b] = it->second;
+      continue;
+    }
+    const std::string key = op_name + "/" + resource->name;
+    auto live = resources_.find(key);
+    if (live == resources_.end()) {
+      std::uint64_t elements = 1;
+      for (const auto& d : resource->shape) {
+        std::uint64_t product = 1;
+        for (const auto& f : d.factors) {
+          std::int64_t v = f.constant;
+          if (f.constant == 0) v = !f.tensor.empty() ? Expr::parse(fmt::format("dim({}, {})", f.tensor, f.dim), "resource").eval(call)
+                                                     : Expr::parse(f.scalar, "resource").eval(call);
+          if (v <= 0 || (f.constant == 0 && v > f.max)) {
+            throw_error(ErrorCode::invalid_argument, "seal.launch", fmt::format("resource '{}': a factor is {} (bound {})", resource->name, v, f.max));
+          }
+          product *= static_cast<std::uint64_t>(v);  // bounded: the manifest's bounds keep it under 64 GiB
+        }
+        elements *= (product + static_cast<std::uint64_t>(d.divisor) - 1) / static_cast<std::uint64_t>(d.divisor);
+      }
+      const std::uint64_t bytes = std::max<std::uint64_t>(1, elements * dtype_size(resource->dtype));
+      budget_.reserve(key, bytes);
+      std::uint64_t pointer = 0;
+      if (const int r = driver_.mem_alloc(&pointer, static_cast<std::size_t>(bytes)); r != kCudaSuccess) {
+        budget_.release(key);
+        throw_error(ErrorCode::allocation_failed, "seal.launch", fmt::format("cuMemAlloc of {} bytes for '{}' failed (CUresult {})", bytes, key, r));
+      }
+      live = resources_.emplace(key, pointer).first;
+    }
+    bound[b] = live->second;
+  }
+  // Prelaunch: the only operation is a bounded fill of an authorized target.
+  for (const auto& pre : e.prelaunch) {
+    std::uint64_t bytes = 0;
+    if (auto t = call.tensors.find(pre.target); t != call.tensors.end()) {
+      bytes = 4;
+      for (auto d : t->second.shape) bytes *= static_cast<std::uint64_t>(d);
+    }
+    if (bytes == 0) throw_error(ErrorCode::unsupported, "seal.launch", fmt::format("prelaunch fill of '{}': its extent is not known from the call", pre.target));
+    if (const int r = driver_.memset_d8(bound.at(pre.target), static_cast<unsigned char>(pre.value), bytes); r != kCudaSuccess) poison("prelaunch fill", r);
+  }
+  // Materialize every launch of the plan before anything launches, then launch them in order.
+  struct Prepared {
+    CuLaunchConfig config{};
+    ParameterFrame frame;
+    CuLaunchAttribute cluster{};
+    std::size_t ordinal = 0;
+  };
+  const auto& plan = e.device_plan;
+  std::vector<Prepared> prepared;
+  for (const auto& l : plan.launches) {
+    const auto k = std::find_if(plan.kernels.begin(), plan.kernels.end(), [&](const KernelContract& c) { return c.name == l.kernel; });
+    auto dim = [&](const std::vector<Expr>& v, const char* what) {
+      std::array<std::uint32_t, 3> out{};
+      for (std::size_t i = 0; i < 3; ++i) {
+        const std::int64_t x = v[i].eval(call);
+        if (x < 1 || x > 0x7fffffff) throw_error(ErrorCode::invalid_argument, "seal.launch", fmt::format("{}[{}] evaluates to {}", what, i, x));
+        out[i] = static_cast<std::uint32_t>(x);
+      }
+      return out;
+    };
+    const auto grid = dim(l.grid, "grid"), block = dim(l.block, "block");
+    const std::int64_t smem = l.dynamic_smem.eval(call);
+    if (smem < 0 || smem > kMaxDynamicSharedMemory) {
+      throw_error(ErrorCode::invalid_argument, "seal.launch", fmt::format("dynamic shared memory evaluates to {} bytes; at most 1 MiB", smem));
+    }
+    Prepared p;
+    p.ordinal = static_cast<std::size_t>(k - plan.kernels.begin());
+    p.frame = materialize(l.params, k->param_widths, call, bound);
+    p.config = CuLaunchConfig{grid[0], grid[1], grid[2], block[0], block[1], block[2], static_cast<std::uint32_t>(smem), stream, nullptr, 0};
+    if (l.cluster) {
+      const auto cluster = dim(*l.cluster, "cluster");
+      p.cluster.id = kCuLaunchAttributeClusterDimension;
+      p.cluster.value.cluster_dim = {cluster[0], cluster[1], cluster[2]};
+      p.config.num_attrs = 1;
+    }
+    prepared.push_back(std::move(p));
+  }
+  for (std::size_t i = 0; i < prepared.size(); ++i) {
+    Prepared& p = prepared[i];
+    std::vector<void*> params;
+    for (auto offset : p.frame.offsets) params.push_back(p.frame.bytes.data() + offset);
+    if (p.config.num_attrs == 1) p.config.attrs = &p.cluster;
+    if (const int r = driver_.launch_kernel_ex(&p.config, a.functions[p.ordinal], params.data(), nullptr); r != kCudaSuccess) {
+      poison(fmt::format("cuLaunchKernelEx of '{}' launch {}", e.name, i), r);
+    }
+  }
+  evidence_.invoked(artifact_key(e.name));
+  pending_.push_back(e.name);
+  return e.name;
+}
+
+void SealedRuntime::synchronize(void* stream) {
+  require_healthy();
+  if (const int r = driver_.stream_synchronize(stream); r != kCudaSuccess) poison("cuStreamSynchronize", r);
+  for (const auto& name : pending_) evidence_.completed(artifact_key(name));
+  pending_.clear();
+}
+
+contract::Capsule sealed_capsule(const ManifestOp& op, const AotExport& e, const std::string& execution_identity) {
+  ops::OpTag tag{};
+  try {
+    tag = ops::parse_op_kind(op.name);
+  } catch (const Error&) {
+    throw_error(ErrorCode::unsupported, "seal.capsule", fmt::format("op '{}' is not in the op table: a sealed artifact cannot add an op", op.name));
+  }
+  const contract::Evidence boundary{contract::EvidenceKind::trustedBoundary, "sealed:" + execution_identity + "/" + e.name};
+  contract::Capsule c;
+  c.name = "sealed." + e.name;
+  c.op = tag;
+  c.provider = "sealed";
+  c.device = DeviceKind::cuda;
+  c.trust = contract::Trust::trustedExternal;
+  c.forward = true;
+  c.vjp = false;
+  c.descriptors = {contract::ContractDescriptor{contract::Obligation::shape, "the device plan's launch geometry over the admitted bindings", boundary},
+                   contract::ContractDescriptor{contract::Obligation::layout, "contiguous tensors bound by pointer", boundary},
+                   contract::ContractDescriptor{contract::Obligation::forward_value, "the sealed CUBIN's result", boundary},
+                   contract::ContractDescriptor{contract::Obligation::vjp, "no VJP", contract::Evidence{}}};
+  c.numerical_policy = contract::NumericalPolicy::implementationDefined;
+  c.provenance = {"sealed publication", e.name};
+  return c;
+}
+
+contract::EvidenceStatus SealedEvidenceResolver::resolve(const contract::Capsule& capsule, const contract::ContractDescriptor& descriptor) const {
+  const auto& e = descriptor.evidence;
+  if (e.kind != contract::EvidenceKind::trustedBoundary || e.id.rfind("sealed:", 0) != 0) return base_.resolve(capsule, descriptor);
+  const std::string key = e.id.substr(7);
+  if (runtime_.poisoned()) return {false, "the sealed provider context is poisoned"};
+  if (!runtime_.evidence().is_loaded(key)) return {false, fmt::format("no aot_loaded receipt for sealed artifact '{}'", key)};
+  return {true, ""};
+}
+
+}  // namespace pact::seal

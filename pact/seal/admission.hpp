@@ -1,0 +1,173 @@
+#pragma once
+/// Runtime admission and launch of sealed artifacts on a CUDA machine (SPEC §11, seed 002 "Complete
+/// device ABI", "Validator-owned materialization", "Runtime selection and evidence").
+///
+/// The CUDA driver is loaded at run time (dlopen of libcuda.so.1), so every Pact binary starts without
+/// it; CudaDriver is the table of driver entry points admission uses, with cuda.h's ABI declared here.
+/// Tests substitute a fake table to exercise every admission rule without a GPU.
+///
+/// SealedRuntime is one process's direct-artifact authority: it is bound to one publication (a second
+/// admit of another authority is refused). admit() reopens the publication GPU-free against the manifest
+/// and the launch's compile profile (exact declaration and profile equality), then for each export loads
+/// the exact CUBIN bytes with cuModuleLoadData, observes the driver's full kernel inventory
+/// (cuModuleEnumerateFunctions, cuFuncGetParamInfo), derives the ABI digest (ordinal, name, offsets,
+/// sizes) and compares the per-ordinal parameter-width vectors with the device plan: logical ordinal i
+/// binds physical ordinal i, never a name. A mismatch unloads the module and rejects. Admission records
+/// aot_loaded evidence per export.
+///
+/// launch() selects the unique most-specific run export of an op for the live call (specialization),
+/// evaluates grid, block, optional cluster and dynamic shared memory (at most 1 MiB), performs the
+/// prelaunch fills, materializes the exact parameter frame, and launches every launch of the device plan
+/// with cuLaunchKernelEx on the caller's stream (or the default stream). synchronize() waits and records
+/// completion. A launch, synchronize or cleanup failure poisons the runtime: from then on every call
+/// fails with ErrorCode::poisoned, nothing further is authorized, and nothing aborts.
+///
+/// An admitted export can be offered to the planner as a trustedExternal capsule (sealed_capsule): its
+/// evidence is a trusted boundary naming the artifact's execution identity, so only an external profile
+/// accepts it.
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "pact/contract/capsule.hpp"
+#include "pact/contract/check.hpp"
+#include "pact/seal/evidence.hpp"
+#include "pact/seal/manifest.hpp"
+#include "pact/seal/profile.hpp"
+
+namespace pact::seal {
+
+/// cuda.h's launch structures, declared with the same layout (checked against cuda.h where the toolkit
+/// is installed: tests/seal/cuda_abi_test.cpp).
+struct CuLaunchAttribute {
+  std::uint32_t id;
+  char pad[4];
+  union {
+    char bytes[64];
+    struct {
+      std::uint32_t x, y, z;
+    } cluster_dim;
+  } value;
+};
+struct CuLaunchConfig {
+  std::uint32_t grid_x, grid_y, grid_z, block_x, block_y, block_z, shared_mem_bytes;
+  void* stream;
+  CuLaunchAttribute* attrs;
+  std::uint32_t num_attrs;
+};
+inline constexpr std::uint32_t kCuLaunchAttributeClusterDimension = 4;
+inline constexpr int kCudaSuccess = 0;
+inline constexpr int kCudaErrorInvalidValue = 1;
+
+/// The driver entry points admission and launch use (cuda.h names; the _v2 symbols where cuda.h maps
+/// to them).
+struct CudaDriver {
+  using Result = int;
+  Result (*init)(unsigned flags) = nullptr;                                            // cuInit
+  Result (*device_get_count)(int* count) = nullptr;                                    // cuDeviceGetCount
+  Result (*device_get)(int* device, int ordinal) = nullptr;                            // cuDeviceGet
+  Result (*primary_ctx_retain)(void** ctx, int device) = nullptr;                      // cuDevicePrimaryCtxRetain
+  Result (*primary_ctx_release)(int device) = nullptr;                                 // cuDevicePrimaryCtxRelease_v2
+  Result (*ctx_set_current)(void* ctx) = nullptr;                                      // cuCtxSetCurrent
+  Result (*module_load_data)(void** module, const void* image) = nullptr;              // cuModuleLoadData
+  Result (*module_unload)(void* module) = nullptr;                                     // cuModuleUnload
+  Result (*module_get_function_count)(unsigned* count, void* module) = nullptr;        // cuModuleGetFunctionCount
+  Result (*module_enumerate_functions)(void** functions, unsigned n, void* module) = nullptr;  // cuModuleEnumerateFunctions
+  Result (*func_get_name)(const char** name, void* function) = nullptr;                // cuFuncGetName
+  Result (*func_get_param_info)(void* function, std::size_t index, std::size_t* offset, std::size_t* size) = nullptr;  // cuFuncGetParamInfo
+  Result (*launch_kernel_ex)(const CuLaunchConfig* config, void* function, void** params, void** extra) = nullptr;  // cuLaunchKernelEx
+  Result (*stream_synchronize)(void* stream) = nullptr;                                // cuStreamSynchronize
+  Result (*mem_alloc)(std::uint64_t* pointer, std::size_t bytes) = nullptr;            // cuMemAlloc_v2
+  Result (*mem_free)(std::uint64_t pointer) = nullptr;                                 // cuMemFree_v2
+  Result (*memcpy_htod)(std::uint64_t dst, const void* src, std::size_t bytes) = nullptr;  // cuMemcpyHtoD_v2
+  Result (*memcpy_dtoh)(void* dst, std::uint64_t src, std::size_t bytes) = nullptr;    // cuMemcpyDtoH_v2
+  Result (*memset_d8)(std::uint64_t dst, unsigned char value, std::size_t n) = nullptr;  // cuMemsetD8_v2
+};
+
+/// The process's driver, loaded once with dlopen("libcuda.so.1"). no_device (naming dlerror or the
+/// missing symbol) when the library or a needed entry point is absent.
+const CudaDriver& load_cuda_driver();
+
+/// What the driver observed for one admitted CUBIN.
+struct DriverInventory {
+  std::vector<std::string> names;                                        ///< physical, per ordinal
+  std::vector<std::vector<std::pair<std::size_t, std::size_t>>> params;  ///< (offset, size) per ordinal
+  std::string abi_digest;                                                ///< over names, offsets and sizes
+};
+
+class SealedRuntime {
+ public:
+  /// Initializes the driver and makes `device_ordinal`'s primary context current; no_device when the
+  /// driver reports no such device.
+  explicit SealedRuntime(const CudaDriver& driver, int device_ordinal = 0);
+  /// Unloads every admitted module and releases the context; a failure there poisons (never throws).
+  ~SealedRuntime();
+  SealedRuntime(const SealedRuntime&) = delete;
+  SealedRuntime& operator=(const SealedRuntime&) = delete;
+
+  /// Reopens and admits the publication (see above). invalid_argument for any mismatch (the loaded
+  /// module is unloaded first); invalid_argument when this runtime is already bound to another authority.
+  void admit(const std::string& publication_dir, const Manifest& manifest, const CompileProfile& launch_profile);
+
+  /// Launches op `op` for the call: `pointers` maps the export's tensor bindings to device addresses;
+  /// artifact resources are allocated by the runtime (under the storage budget) and bound by name.
+  /// Returns the export that ran.
+  std::string launch(const std::string& op, const CallData& call, const std::map<std::string, std::uint64_t, std::less<>>& pointers,
+                     void* stream = nullptr);
+  /// Waits for the stream; records completion of what was launched on it.
+  void synchronize(void* stream = nullptr);
+
+  bool poisoned() const noexcept { return poisoned_; }
+  const EvidenceLog& evidence() const noexcept { return evidence_; }
+  /// The driver-observed inventory of an admitted export.
+  const DriverInventory& inventory(const std::string& export_name) const;
+  /// The evidence key of an export: "<execution identity>/<export>" (evidence never transfers).
+  std::string artifact_key(const std::string& export_name) const;
+
+ private:
+  struct Admitted {
+    const AotExport* declaration = nullptr;
+    void* module = nullptr;
+    std::vector<void*> functions;  ///< by logical ordinal
+    DriverInventory inventory;
+  };
+  void require_healthy() const;
+  void poison(const std::string& what, int result);
+  void release_all() noexcept;
+
+  const CudaDriver& driver_;
+  int device_ = 0;
+  void* context_ = nullptr;
+  bool poisoned_ = false;
+  std::string authority_;  ///< the admitted execution identity
+  std::optional<Manifest> manifest_;
+  std::map<std::string, Admitted> exports_;
+  std::map<std::string, std::uint64_t> resources_;  ///< live artifact storage by key
+  StorageBudget budget_;
+  std::vector<std::string> pending_;  ///< launched, not yet completed
+  EvidenceLog evidence_;
+};
+
+/// The capsule an admitted export offers the planner: op from the op table (the manifest op's name),
+/// provider "sealed", device cuda, trust trustedExternal, every descriptor's evidence a trusted boundary
+/// "sealed:<execution identity>/<export>". unsupported when the op is not in the op table.
+contract::Capsule sealed_capsule(const ManifestOp& op, const AotExport& e, const std::string& execution_identity);
+
+/// Resolves a sealed capsule's trusted boundary "sealed:<key>" only when `runtime` holds an aot_loaded
+/// receipt for exactly that key (evidence for one artifact never counts for another); every other
+/// descriptor goes to `base`.
+class SealedEvidenceResolver final : public contract::EvidenceResolver {
+ public:
+  SealedEvidenceResolver(const SealedRuntime& runtime, const contract::EvidenceResolver& base) : runtime_(runtime), base_(base) {}
+  contract::EvidenceStatus resolve(const contract::Capsule& capsule, const contract::ContractDescriptor& descriptor) const override;
+
+ private:
+  const SealedRuntime& runtime_;
+  const contract::EvidenceResolver& base_;
+};
+
+}  // namespace pact::seal

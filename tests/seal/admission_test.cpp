@@ -1,0 +1,316 @@
+// Sealed artifacts, runtime admission (issue 8, items 9 and 10), GPU-free: a stand-in driver table
+// serves the committed CUBIN's own kernel inventory (read from its .nv.info metadata, as a driver would
+// report it) so every admission, launch, poisoning and evidence rule runs without a GPU. The real driver
+// is exercised by gpu_test.cpp (label gpu).
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <sstream>
+
+#include "../support/expect_error.hpp"
+#include "pact/core/file.hpp"
+#include "pact/seal/admission.hpp"
+#include "pact/seal/publication.hpp"
+
+namespace pact::seal {
+namespace {
+
+using ::pact::test::code_of;
+using ::pact::test::mentions;
+using ::pact::test::message_of;
+
+const std::string kSource = PACT_SOURCE_DIR;
+
+// ---- the stand-in driver ----------------------------------------------------------------------------
+
+struct FakeFunction {
+  std::string name;
+  std::vector<std::uint32_t> widths;
+};
+struct FakeModule {
+  std::vector<FakeFunction> functions;
+};
+struct Launched {
+  CuLaunchConfig config;
+  std::vector<std::uint32_t> cluster;
+  std::vector<std::vector<std::byte>> params;
+};
+struct FakeDriver {
+  int devices = 1;
+  int loads = 0, unloads = 0, releases = 0;
+  bool widen_fourth = false, hide_kernels = false;
+  int launch_result = 0, sync_result = 0;
+  std::vector<Launched> launches;
+  std::vector<std::pair<std::uint64_t, std::size_t>> allocations;
+};
+FakeDriver g;
+
+std::size_t param_offset(const FakeFunction& f, std::size_t index) {
+  std::size_t at = 0;
+  for (std::size_t i = 0; i <= index; ++i) {
+    const std::size_t align = std::min<std::size_t>(f.widths[i] >= 8 ? 8 : f.widths[i], 8);
+    at = (at + align - 1) / align * align;
+    if (i == index) return at;
+    at += f.widths[i];
+  }
+  return at;
+}
+
+CudaDriver fake_driver() {
+  CudaDriver d;
+  d.init = [](unsigned) { return 0; };
+  d.device_get_count = [](int* n) {
+    *n = g.devices;
+    return 0;
+  };
+  d.device_get = [](int* dev, int ordinal) {
+    *dev = ordinal;
+    return 0;
+  };
+  d.primary_ctx_retain = [](void** ctx, int) {
+    static int context;
+    *ctx = &context;
+    return 0;
+  };
+  d.primary_ctx_release = [](int) {
+    ++g.releases;
+    return 0;
+  };
+  d.ctx_set_current = [](void*) { return 0; };
+  d.module_load_data = [](void** module, const void* image) {
+    // The image's extent comes from its own ELF header (the section and program header tables end it),
+    // as the driver reads it.
+    std::uint64_t shoff = 0, phoff = 0;
+    std::uint16_t shnum = 0, phnum = 0;
+    std::memcpy(&phoff, static_cast<const char*>(image) + 0x20, 8);
+    std::memcpy(&shoff, static_cast<const char*>(image) + 0x28, 8);
+    std::memcpy(&phnum, static_cast<const char*>(image) + 0x38, 2);
+    std::memcpy(&shnum, static_cast<const char*>(image) + 0x3c, 2);
+    const std::uint64_t extent = std::max(shoff + std::uint64_t{shnum} * 64, phoff + std::uint64_t{phnum} * 56);
+    const auto bytes = std::span(static_cast<const std::byte*>(image), extent);
+    auto m = std::make_unique<FakeModule>();
+    for (auto& k : read_cubin_kernels(bytes, "fake")) m->functions.push_back({k.symbol, k.param_widths});
+    if (g.widen_fourth) m->functions[0].widths[3] = 8;
+    if (g.hide_kernels) m->functions.clear();
+    ++g.loads;
+    *module = m.release();
+    return 0;
+  };
+  d.module_unload = [](void* module) {
+    delete static_cast<FakeModule*>(module);
+    ++g.unloads;
+    return 0;
+  };
+  d.module_get_function_count = [](unsigned* n, void* module) {
+    *n = static_cast<unsigned>(static_cast<FakeModule*>(module)->functions.size());
+    return 0;
+  };
+  d.module_enumerate_functions = [](void** out, unsigned n, void* module) {
+    for (unsigned i = 0; i < n; ++i) out[i] = &static_cast<FakeModule*>(module)->functions[i];
+    return 0;
+  };
+  d.func_get_name = [](const char** name, void* f) {
+    *name = static_cast<FakeFunction*>(f)->name.c_str();
+    return 0;
+  };
+  d.func_get_param_info = [](void* fp, std::size_t index, std::size_t* offset, std::size_t* size) {
+    const auto& f = *static_cast<FakeFunction*>(fp);
+    if (index >= f.widths.size()) return kCudaErrorInvalidValue;
+    *offset = param_offset(f, index);
+    *size = f.widths[index];
+    return 0;
+  };
+  d.launch_kernel_ex = [](const CuLaunchConfig* config, void* fp, void** params, void**) {
+    const auto& f = *static_cast<FakeFunction*>(fp);
+    Launched l{*config, {}, {}};
+    for (std::size_t i = 0; i < f.widths.size(); ++i) {
+      const auto* p = static_cast<const std::byte*>(params[i]);
+      l.params.emplace_back(p, p + f.widths[i]);
+    }
+    for (std::uint32_t i = 0; i < config->num_attrs; ++i) {
+      if (config->attrs[i].id == kCuLaunchAttributeClusterDimension) {
+        const auto& c = config->attrs[i].value.cluster_dim;
+        l.cluster = {c.x, c.y, c.z};
+      }
+    }
+    g.launches.push_back(std::move(l));
+    return g.launch_result;
+  };
+  d.stream_synchronize = [](void*) { return g.sync_result; };
+  d.mem_alloc = [](std::uint64_t* p, std::size_t bytes) {
+    *p = 0x100000 * (g.allocations.size() + 1);
+    g.allocations.emplace_back(*p, bytes);
+    return 0;
+  };
+  d.mem_free = [](std::uint64_t) { return 0; };
+  d.memcpy_htod = [](std::uint64_t, const void*, std::size_t) { return 0; };
+  d.memcpy_dtoh = [](void*, std::uint64_t, std::size_t) { return 0; };
+  d.memset_d8 = [](std::uint64_t, unsigned char, std::size_t) { return 0; };
+  return d;
+}
+
+// ---- fixtures ---------------------------------------------------------------------------------------
+
+struct Admission : ::testing::Test {
+  CudaDriver driver = fake_driver();
+  std::string publication = kSource + "/tests/fixtures/seal/vector_add";
+  Manifest manifest = parse_manifest(read_file(kSource + "/examples/seal/vector_add/manifest.toml", "test"), "manifest.toml");
+  CompileProfile profile = parse_compile_profile(read_file(kSource + "/examples/seal/profiles/h100-sm90a.json", "test"), "profile");
+  void SetUp() override { g = FakeDriver{}; }
+  static CallData call(std::int64_t n) {
+    CallData c;
+    for (const char* t : {"a", "b", "out"}) c.tensors[t] = {Dims{n}, Dims{1}};
+    return c;
+  }
+  static std::map<std::string, std::uint64_t, std::less<>> pointers() { return {{"a", 0xa000}, {"b", 0xb000}, {"out", 0xc000}}; }
+};
+
+template <class T>
+T read_as(const std::vector<std::byte>& bytes) {
+  T v{};
+  EXPECT_EQ(bytes.size(), sizeof v);
+  std::memcpy(&v, bytes.data(), std::min(sizeof v, bytes.size()));
+  return v;
+}
+
+TEST_F(Admission, BindsOrdinalsByWidthAndLaunchesTheExactFrame) {
+  SealedRuntime rt(driver);
+  rt.admit(publication, manifest, profile);
+  const auto& inv = rt.inventory("vadd_run");
+  EXPECT_EQ(inv.names, std::vector<std::string>{"vadd"});
+  ASSERT_EQ(inv.params.size(), 1u);
+  EXPECT_EQ(inv.params[0].size(), 5u);
+  EXPECT_EQ(inv.abi_digest.rfind("sha256:", 0), 0u);
+  const std::string key = rt.artifact_key("vadd_run");
+  EXPECT_EQ(key, execution_identity(manifest) + "/vadd_run");
+  EXPECT_TRUE(rt.evidence().is_loaded(key));
+  EXPECT_FALSE(rt.evidence().gate({key}).passed);  // loaded, never ran: does not qualify
+
+  EXPECT_EQ(rt.launch("add", call(1000), pointers()), "vadd_run");
+  ASSERT_EQ(g.launches.size(), 1u);
+  const auto& l = g.launches[0];
+  EXPECT_EQ(l.config.grid_x, 4u);  // ceil_div(numel(a), 256)
+  EXPECT_EQ(l.config.grid_y, 1u);
+  EXPECT_EQ(l.config.block_x, 256u);
+  EXPECT_EQ(l.config.shared_mem_bytes, 0u);
+  EXPECT_EQ(l.config.num_attrs, 0u);
+  ASSERT_EQ(l.params.size(), 5u);
+  EXPECT_EQ(read_as<std::uint64_t>(l.params[0]), 0xa000u);
+  EXPECT_EQ(read_as<std::uint64_t>(l.params[1]), 0xb000u);
+  EXPECT_EQ(read_as<std::uint64_t>(l.params[2]), 0xc000u);
+  EXPECT_EQ(read_as<std::int32_t>(l.params[3]), 1000);
+  const FastDivmod expected = make_fast_divmod(256);
+  const auto divmod = read_as<std::array<std::uint32_t, 3>>(l.params[4]);
+  EXPECT_EQ(divmod[0], expected.divisor);
+  EXPECT_EQ(divmod[1], expected.multiplier);
+  EXPECT_EQ(divmod[2], expected.shift);
+  // The call-local workspace was allocated by the runtime at its evaluated size: ceil(1000 / 256) f32.
+  ASSERT_EQ(g.allocations.size(), 1u);
+  EXPECT_EQ(g.allocations[0].second, 4u * 4u);
+  EXPECT_FALSE(rt.evidence().gate({key}).passed);  // invoked, not yet completed
+  rt.synchronize();
+  EXPECT_TRUE(rt.evidence().gate({key}).passed);
+  // Evidence never transfers to another artifact.
+  EXPECT_FALSE(rt.evidence().gate({execution_identity(manifest) + "/other"}).passed);
+}
+
+TEST_F(Admission, ADriverObservedWidthMismatchRejectsAndUnloads) {
+  g.widen_fourth = true;
+  SealedRuntime rt(driver);
+  const std::string msg = message_of([&] { rt.admit(publication, manifest, profile); });
+  EXPECT_TRUE(mentions(msg, "parameter widths [8,8,8,8,12] at kernel ordinal 0")) << msg;
+  EXPECT_EQ(g.loads, 1);
+  EXPECT_EQ(g.unloads, 1);
+  EXPECT_FALSE(rt.evidence().is_loaded(execution_identity(manifest) + "/vadd_run"));
+  // Nothing is admitted, so nothing launches: an invocation without a load is invalid.
+  EXPECT_EQ(code_of([&] { rt.launch("add", call(8), pointers()); }), ErrorCode::invalid_argument);
+  EXPECT_TRUE(g.launches.empty());
+}
+
+TEST_F(Admission, AMissingKernelOrdinalRejectsAndUnloads) {
+  g.hide_kernels = true;
+  SealedRuntime rt(driver);
+  EXPECT_TRUE(mentions(message_of([&] { rt.admit(publication, manifest, profile); }), "ordinal 0 is unbound"));
+  EXPECT_EQ(g.unloads, g.loads);
+}
+
+TEST_F(Admission, AnotherProfileOrDeclarationIsRefusedBeforeAnythingLoads) {
+  SealedRuntime rt(driver);
+  CompileProfile other = profile;
+  other.constants["max_active_clusters.cluster_size_1"] = 66;
+  EXPECT_EQ(code_of([&] { rt.admit(publication, manifest, other); }), ErrorCode::invalid_argument);
+  Manifest changed = parse_manifest(read_file(kSource + "/examples/seal/vector_add/manifest.toml", "test") + "\n", "m");
+  changed.ops[0].exports[0].device_plan.launches[0].block[0] = Expr::parse("128", "b");
+  EXPECT_EQ(code_of([&] { rt.admit(publication, changed, profile); }), ErrorCode::invalid_argument);
+  EXPECT_EQ(g.loads, 0);
+  // A runtime, once bound, is never rebound to another authority.
+  rt.admit(publication, manifest, profile);
+  EXPECT_TRUE(mentions(message_of([&] { rt.admit(publication, manifest, profile); }), "already admitted"));
+}
+
+TEST_F(Admission, LaunchUncertaintyPoisonsTheContextWithoutAborting) {
+  SealedRuntime rt(driver);
+  rt.admit(publication, manifest, profile);
+  g.launch_result = 719;  // CUDA_ERROR_LAUNCH_FAILED
+  EXPECT_EQ(code_of([&] { rt.launch("add", call(64), pointers()); }), ErrorCode::poisoned);
+  EXPECT_TRUE(rt.poisoned());
+  g.launch_result = 0;
+  EXPECT_EQ(code_of([&] { rt.launch("add", call(64), pointers()); }), ErrorCode::poisoned);
+  EXPECT_EQ(code_of([&] { rt.synchronize(); }), ErrorCode::poisoned);
+  EXPECT_EQ(g.launches.size(), 1u);
+  EXPECT_FALSE(rt.evidence().gate({rt.artifact_key("vadd_run")}).passed);
+}
+
+TEST_F(Admission, SynchronizeFailurePoisonsAndNothingCompletes) {
+  SealedRuntime rt(driver);
+  rt.admit(publication, manifest, profile);
+  rt.launch("add", call(64), pointers());
+  g.sync_result = 700;  // CUDA_ERROR_ILLEGAL_ADDRESS
+  EXPECT_EQ(code_of([&] { rt.synchronize(); }), ErrorCode::poisoned);
+  const auto verdict = rt.evidence().gate({rt.artifact_key("vadd_run")});
+  EXPECT_FALSE(verdict.passed);
+}
+
+TEST_F(Admission, BadCallsFailTypedBeforeAnyLaunch) {
+  SealedRuntime rt(driver);
+  rt.admit(publication, manifest, profile);
+  auto missing = pointers();
+  missing.erase("b");
+  EXPECT_TRUE(mentions(message_of([&] { rt.launch("add", call(64), missing); }), "binding 'b'"));
+  EXPECT_EQ(code_of([&] { rt.launch("mul", call(64), pointers()); }), ErrorCode::invalid_argument);
+  // numel(a) past the workspace factor's bound (16,777,216).
+  EXPECT_EQ(code_of([&] { rt.launch("add", call(std::int64_t{1} << 25), pointers()); }), ErrorCode::invalid_argument);
+  EXPECT_TRUE(g.launches.empty());
+  EXPECT_EQ(code_of([&] { SealedRuntime none(driver, 3); }), ErrorCode::no_device);
+}
+
+TEST_F(Admission, TheSealedCapsuleIsTrustedExternalAndNeedsTheLoadReceipt) {
+  SealedRuntime rt(driver);
+  const std::string identity = execution_identity(manifest);
+  const contract::Capsule capsule = sealed_capsule(manifest.ops[0], manifest.ops[0].exports[0], identity);
+  EXPECT_EQ(capsule.trust, contract::Trust::trustedExternal);
+  EXPECT_EQ(capsule.op, ops::parse_op_kind("add"));
+  const contract::DefaultEvidenceResolver base;
+  const SealedEvidenceResolver resolver(rt, base);
+  auto check = [&](const char* profile_name) {
+    contract::BackendProfile p = contract::builtin_profile(profile_name);
+    p.providers.push_back("sealed");
+    std::vector<contract::ObligationReport> reports;
+    contract::check_kernel("n0", capsule.op, capsule, p, resolver, reports);
+    return std::all_of(reports.begin(), reports.end(), [](const auto& r) { return r.accepted; });
+  };
+  EXPECT_FALSE(check("cuda-external"));  // not admitted yet: no aot_loaded receipt
+  rt.admit(publication, manifest, profile);
+  EXPECT_TRUE(check("cuda-external"));
+  EXPECT_FALSE(check("cuda-checked"));  // a checked profile never accepts trusted external evidence
+  // An op outside the op table cannot be offered.
+  ManifestOp renamed = manifest.ops[0];
+  renamed.name = "vector_add";
+  EXPECT_EQ(code_of([&] { sealed_capsule(renamed, renamed.exports[0], identity); }), ErrorCode::unsupported);
+}
+
+}  // namespace
+}  // namespace pact::seal

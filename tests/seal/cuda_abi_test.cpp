@@ -1,0 +1,32 @@
+// Pact declares cuda.h's launch structures itself (pact/seal/admission.hpp) so nothing links against
+// the CUDA toolkit; where the toolkit is installed this test holds the declarations to cuda.h's layout.
+
+#include <cuda.h>
+#include <gtest/gtest.h>
+
+#include <cstddef>
+
+#include "pact/seal/admission.hpp"
+
+namespace pact::seal {
+namespace {
+
+TEST(SealCudaAbi, LaunchStructuresMatchCudaH) {
+  EXPECT_EQ(sizeof(CuLaunchAttribute), sizeof(CUlaunchAttribute));
+  EXPECT_EQ(offsetof(CuLaunchAttribute, value), offsetof(CUlaunchAttribute, value));
+  EXPECT_EQ(sizeof(CuLaunchConfig), sizeof(CUlaunchConfig));
+  EXPECT_EQ(offsetof(CuLaunchConfig, shared_mem_bytes), offsetof(CUlaunchConfig, sharedMemBytes));
+  EXPECT_EQ(offsetof(CuLaunchConfig, stream), offsetof(CUlaunchConfig, hStream));
+  EXPECT_EQ(offsetof(CuLaunchConfig, attrs), offsetof(CUlaunchConfig, attrs));
+  EXPECT_EQ(offsetof(CuLaunchConfig, num_attrs), offsetof(CUlaunchConfig, numAttrs));
+  EXPECT_EQ(kCuLaunchAttributeClusterDimension, static_cast<std::uint32_t>(CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION));
+  EXPECT_EQ(kCudaSuccess, CUDA_SUCCESS);
+  EXPECT_EQ(kCudaErrorInvalidValue, CUDA_ERROR_INVALID_VALUE);
+  // The cluster dimension sits at the start of the value union, as cuda.h's clusterDim does.
+  CUlaunchAttribute a{};
+  EXPECT_EQ(reinterpret_cast<char*>(&a.value.clusterDim.x) - reinterpret_cast<char*>(&a.value), 0);
+  EXPECT_EQ(reinterpret_cast<char*>(&a.value.clusterDim.z) - reinterpret_cast<char*>(&a.value), 8);
+}
+
+}  // namespace
+}  // namespace pact::seal
