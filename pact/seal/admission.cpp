@@ -204,7 +204,7 @@ void SealedRuntime::admit(const std::string& publication_dir, const Manifest& ma
 }
 
 std::string SealedRuntime::launch(const std::string& op_name, const CallData& call, const std::map<std::string, std::uint64_t, std::less<>>& pointers,
-                                  void* stream) {
+                                  void* stream, Role role) {
   require_healthy();
   if (!manifest_) throw_error(ErrorCode::invalid_argument, "seal.launch", "nothing is admitted: an invocation without a load is invalid");
   const ManifestOp* op = nullptr;
@@ -212,20 +212,29 @@ std::string SealedRuntime::launch(const std::string& op_name, const CallData& ca
     if (o.name == op_name) op = &o;
   }
   if (op == nullptr) throw_error(ErrorCode::invalid_argument, "seal.launch", fmt::format("no admitted op '{}'", op_name));
-  // The unique most-specific run export for this call.
+  // The unique most-specific export of this role for the call.
   std::vector<Specialization> variants;
   std::map<std::string, const AotExport*> by_variant;
   for (const auto& e : op->exports) {
-    if (e.role != Role::run) continue;
+    if (e.role != role) continue;
     variants.push_back({e.plan + "/" + e.name, e.specializes});
     by_variant[e.plan + "/" + e.name] = &e;
   }
-  if (variants.empty()) throw_error(ErrorCode::invalid_argument, "seal.launch", fmt::format("op '{}' has no run export", op_name));
+  if (variants.empty()) {
+    throw_error(ErrorCode::invalid_argument, "seal.launch", fmt::format("op '{}' has no {} export", op_name, role_name(role)));
+  }
   const AotExport& e = *by_variant.at(select_specialization(variants, call).plan);
   Admitted& a = exports_.at(e.name);
+  Pending pending{e.name, role, {}};
 
-  // Every binding resolves: tensors from the caller, artifact resources from the runtime's storage.
+  // Every binding resolves: tensors from the caller, artifact resources from the runtime's storage. All
+  // of them are checked (and sized) before anything is allocated.
   std::map<std::string, std::uint64_t, std::less<>> bound;
+  struct Need {
+    std::string binding, key;
+    std::uint64_t bytes;
+  };
+  std::vector<Need> needs;
   for (const auto& b : e.bindings) {
     const ArtifactResource* resource = nullptr;
     for (const auto& r : op->resources) {
@@ -240,43 +249,58 @@ std::string SealedRuntime::launch(const std::string& op_name, const CallData& ca
       continue;
     }
     const std::string key = op_name + "/" + resource->name;
-    auto live = resources_.find(key);
-    if (live == resources_.end()) {
-      std::uint64_t elements = 1;
-      for (const auto& d : resource->shape) {
-        std::uint64_t product = 1;
-        for (const auto& f : d.factors) {
-          std::int64_t v = f.constant;
-          if (f.constant == 0) v = !f.tensor.empty() ? Expr::parse(fmt::format("dim({}, {})", f.tensor, f.dim), "resource").eval(call)
-                                                     : Expr::parse(f.scalar, "resource").eval(call);
-          if (v <= 0 || (f.constant == 0 && v > f.max)) {
-            throw_error(ErrorCode::invalid_argument, "seal.launch", fmt::format("resource '{}': a factor is {} (bound {})", resource->name, v, f.max));
-          }
-          product *= static_cast<std::uint64_t>(v);  // bounded: the manifest's bounds keep it under 64 GiB
+    pending.resources.emplace_back(key, resource->lifetime);
+    if (resource->lifetime == Lifetime::prepared && role == Role::run && !produced_.count(key)) {
+      throw_error(ErrorCode::invalid_argument, "seal.launch",
+                  fmt::format("export '{}' consumes '{}', which no completed prepare has produced", e.name, resource->name));
+    }
+    if (auto live = resources_.find(key); live != resources_.end()) {
+      bound[b] = live->second;
+      continue;
+    }
+    std::uint64_t elements = 1;
+    for (const auto& d : resource->shape) {
+      std::uint64_t product = 1;
+      for (const auto& f : d.factors) {
+        std::int64_t v = f.constant;
+        if (f.constant == 0) v = !f.tensor.empty() ? Expr::parse(fmt::format("dim({}, {})", f.tensor, f.dim), "resource").eval(call)
+                                                   : Expr::parse(f.scalar, "resource").eval(call);
+        if (v <= 0 || (f.constant == 0 && v > f.max)) {
+          throw_error(ErrorCode::invalid_argument, "seal.launch", fmt::format("resource '{}': a factor is {} (bound {})", resource->name, v, f.max));
         }
-        elements *= (product + static_cast<std::uint64_t>(d.divisor) - 1) / static_cast<std::uint64_t>(d.divisor);
+        product *= static_cast<std::uint64_t>(v);  // bounded: the manifest's bounds keep it under 64 GiB
       }
-      const std::uint64_t bytes = std::max<std::uint64_t>(1, elements * dtype_size(resource->dtype));
-      budget_.reserve(key, bytes);
+      elements *= (product + static_cast<std::uint64_t>(d.divisor) - 1) / static_cast<std::uint64_t>(d.divisor);
+    }
+    needs.push_back({b, key, std::max<std::uint64_t>(1, elements * dtype_size(resource->dtype))});
+  }
+  // Storage this launch allocates is released again if the launch fails before it is submitted.
+  std::vector<std::string> allocated;
+  try {
+    for (const auto& need : needs) {
+      budget_.reserve(need.key, need.bytes);
       std::uint64_t pointer = 0;
-      if (const int r = driver_.mem_alloc(&pointer, static_cast<std::size_t>(bytes)); r != kCudaSuccess) {
-        budget_.release(key);
-        throw_error(ErrorCode::allocation_failed, "seal.launch", fmt::format("cuMemAlloc of {} bytes for '{}' failed (CUresult {})", bytes, key, r));
+      if (const int r = driver_.mem_alloc(&pointer, static_cast<std::size_t>(need.bytes)); r != kCudaSuccess) {
+        budget_.release(need.key);
+        throw_error(ErrorCode::allocation_failed, "seal.launch",
+                    fmt::format("cuMemAlloc of {} bytes for '{}' failed (CUresult {})", need.bytes, need.key, r));
       }
-      live = resources_.emplace(key, pointer).first;
+      resources_.emplace(need.key, pointer);
+      resource_bytes_.emplace(need.key, need.bytes);
+      allocated.push_back(need.key);
+      bound[need.binding] = pointer;
     }
-    bound[b] = live->second;
-  }
-  // Prelaunch: the only operation is a bounded fill of an authorized target.
-  for (const auto& pre : e.prelaunch) {
-    std::uint64_t bytes = 0;
-    if (auto t = call.tensors.find(pre.target); t != call.tensors.end()) {
-      bytes = 4;
-      for (auto d : t->second.shape) bytes *= static_cast<std::uint64_t>(d);
+    return submit(e, a, call, bound, stream, std::move(pending));
+  } catch (const Error& err) {
+    if (err.code() != ErrorCode::poisoned) {
+      for (const auto& key : allocated) free_resource(key);
     }
-    if (bytes == 0) throw_error(ErrorCode::unsupported, "seal.launch", fmt::format("prelaunch fill of '{}': its extent is not known from the call", pre.target));
-    if (const int r = driver_.memset_d8(bound.at(pre.target), static_cast<unsigned char>(pre.value), bytes); r != kCudaSuccess) poison("prelaunch fill", r);
+    throw;
   }
+}
+
+std::string SealedRuntime::submit(const AotExport& e, Admitted& a, const CallData& call, const std::map<std::string, std::uint64_t, std::less<>>& bound,
+                                  void* stream, Pending pending) {
   // Materialize every launch of the plan before anything launches, then launch them in order.
   struct Prepared {
     CuLaunchConfig config{};
@@ -314,6 +338,20 @@ std::string SealedRuntime::launch(const std::string& op_name, const CallData& ca
     }
     prepared.push_back(std::move(p));
   }
+  // Prelaunch: the only operation is a bounded fill of an authorized target, over exactly the target's
+  // allocated extent. Only artifact storage has an extent the runtime knows; a tensor target fails closed.
+  for (const auto& p : e.prelaunch) {
+    std::optional<std::uint64_t> extent;
+    for (const auto& [key, lifetime] : pending.resources) {
+      if (key.ends_with("/" + p.target)) extent = resource_bytes_.at(key);
+    }
+    if (!extent) {
+      throw_error(ErrorCode::unsupported, "seal.launch", fmt::format("prelaunch fill of '{}': only artifact storage has an extent the runtime knows", p.target));
+    }
+    if (const int r = driver_.memset_d8(bound.at(p.target), static_cast<unsigned char>(p.value), static_cast<std::size_t>(*extent)); r != kCudaSuccess) {
+      poison("prelaunch fill", r);
+    }
+  }
   for (std::size_t i = 0; i < prepared.size(); ++i) {
     Prepared& p = prepared[i];
     std::vector<void*> params;
@@ -324,15 +362,39 @@ std::string SealedRuntime::launch(const std::string& op_name, const CallData& ca
     }
   }
   evidence_.invoked(artifact_key(e.name));
-  pending_.push_back(e.name);
+  pending_.push_back(std::move(pending));
   return e.name;
+}
+
+void SealedRuntime::free_resource(const std::string& key) {
+  auto it = resources_.find(key);
+  if (it == resources_.end()) return;
+  const std::uint64_t pointer = it->second;
+  resources_.erase(it);
+  resource_bytes_.erase(key);
+  budget_.release(key);
+  produced_.erase(key);
+  if (const int r = driver_.mem_free(pointer); r != kCudaSuccess) poison(fmt::format("cuMemFree of '{}'", key), r);
+}
+
+std::vector<std::string> SealedRuntime::live_resources() const {
+  std::vector<std::string> keys;
+  for (const auto& [key, pointer] : resources_) keys.push_back(key);
+  return keys;
 }
 
 void SealedRuntime::synchronize(void* stream) {
   require_healthy();
   if (const int r = driver_.stream_synchronize(stream); r != kCudaSuccess) poison("cuStreamSynchronize", r);
-  for (const auto& name : pending_) evidence_.completed(artifact_key(name));
-  pending_.clear();
+  std::vector<Pending> done;
+  done.swap(pending_);
+  for (const auto& p : done) {
+    evidence_.completed(artifact_key(p.export_name));
+    for (const auto& [key, lifetime] : p.resources) {
+      if (lifetime == Lifetime::call || p.role == Role::destroy) free_resource(key);  // call storage ends with the call
+      else if (lifetime == Lifetime::prepared && p.role == Role::prepare) produced_.insert(key);
+    }
+  }
 }
 
 contract::Capsule sealed_capsule(const ManifestOp& op, const AotExport& e, const std::string& execution_identity) {

@@ -30,6 +30,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -113,13 +114,19 @@ class SealedRuntime {
   /// module is unloaded first); invalid_argument when this runtime is already bound to another authority.
   void admit(const std::string& publication_dir, const Manifest& manifest, const CompileProfile& launch_profile);
 
-  /// Launches op `op` for the call: `pointers` maps the export's tensor bindings to device addresses;
-  /// artifact resources are allocated by the runtime (under the storage budget) and bound by name.
-  /// Returns the export that ran.
+  /// Launches op `op`'s export of `role` for the call (run: the unique most-specific variant; other
+  /// roles: the unique export of that role for the call). `pointers` maps the export's tensor bindings
+  /// to device addresses; artifact resources are allocated by the runtime under the storage budget and
+  /// bound by name, following their lifetimes: workspace.* lives for one call (freed when the call
+  /// completes), prepared.* must have been produced by a completed prepare before a run consumes it,
+  /// state.* lives until a destroy export that binds it completes. Returns the export that ran.
   std::string launch(const std::string& op, const CallData& call, const std::map<std::string, std::uint64_t, std::less<>>& pointers,
-                     void* stream = nullptr);
-  /// Waits for the stream; records completion of what was launched on it.
+                     void* stream = nullptr, Role role = Role::run);
+  /// Waits for the stream; records completion of what was launched on it and applies the lifetimes
+  /// above (workspace freed, prepared marked produced, destroyed storage freed).
   void synchronize(void* stream = nullptr);
+  /// Live artifact storage keys ("<op>/<resource>"), and those a completed prepare produced.
+  std::vector<std::string> live_resources() const;
 
   bool poisoned() const noexcept { return poisoned_; }
   const EvidenceLog& evidence() const noexcept { return evidence_; }
@@ -146,9 +153,20 @@ class SealedRuntime {
   std::string authority_;  ///< the admitted execution identity
   std::optional<Manifest> manifest_;
   std::map<std::string, Admitted> exports_;
+  struct Pending {
+    std::string export_name;
+    Role role;
+    std::vector<std::pair<std::string, Lifetime>> resources;  ///< keys the launch bound
+  };
+  void free_resource(const std::string& key);
+  std::string submit(const AotExport& e, Admitted& a, const CallData& call, const std::map<std::string, std::uint64_t, std::less<>>& bound,
+                     void* stream, Pending pending);
+
   std::map<std::string, std::uint64_t> resources_;  ///< live artifact storage by key
+  std::map<std::string, std::uint64_t> resource_bytes_;  ///< and its allocated size
+  std::set<std::string> produced_;                  ///< prepared keys a completed prepare produced
   StorageBudget budget_;
-  std::vector<std::string> pending_;  ///< launched, not yet completed
+  std::vector<Pending> pending_;  ///< launched, not yet completed
   EvidenceLog evidence_;
 };
 

@@ -6,8 +6,10 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <memory>
+#include <tuple>
 #include <sstream>
 
 #include "../support/expect_error.hpp"
@@ -45,6 +47,7 @@ struct FakeDriver {
   int launch_result = 0, sync_result = 0;
   std::vector<Launched> launches;
   std::vector<std::pair<std::uint64_t, std::size_t>> allocations;
+  std::vector<std::tuple<std::uint64_t, unsigned, std::size_t>> fills;
 };
 FakeDriver g;
 
@@ -148,7 +151,10 @@ CudaDriver fake_driver() {
   d.mem_free = [](std::uint64_t) { return 0; };
   d.memcpy_htod = [](std::uint64_t, const void*, std::size_t) { return 0; };
   d.memcpy_dtoh = [](void*, std::uint64_t, std::size_t) { return 0; };
-  d.memset_d8 = [](std::uint64_t, unsigned char, std::size_t) { return 0; };
+  d.memset_d8 = [](std::uint64_t p, unsigned char v, std::size_t n) {
+    g.fills.emplace_back(p, v, n);
+    return 0;
+  };
   return d;
 }
 
@@ -285,6 +291,64 @@ TEST_F(Admission, BadCallsFailTypedBeforeAnyLaunch) {
   EXPECT_EQ(code_of([&] { rt.launch("add", call(std::int64_t{1} << 25), pointers()); }), ErrorCode::invalid_argument);
   EXPECT_TRUE(g.launches.empty());
   EXPECT_EQ(code_of([&] { SealedRuntime none(driver, 3); }), ErrorCode::no_device);
+}
+
+// A manifest with a prepare, a run and a destroy export over one prepared resource and the call-local
+// workspace, published with the committed CUBIN for each export.
+TEST_F(Admission, ResourcesFollowTheirLifetimesAcrossRoles) {
+  const std::string base = read_file(kSource + "/examples/seal/vector_add/manifest.toml", "test");
+  const auto at = base.find("[[ops.aot_exports]]");
+  const std::string head = base.substr(0, at), exported = base.substr(at);
+  auto variant = [&](const std::string& name, const std::string& role, const std::string& bindings, const std::string& extra = "") {
+    std::string e = exported;
+    const std::string old_name = "name = \"vadd_run\"", old_role = "role = \"run\"";
+    e.replace(e.find(old_name), old_name.size(), "name = \"" + name + "\"");
+    e.replace(e.find(old_role), old_role.size(), "role = \"" + role + "\"" + extra);
+    const auto b = e.find("bindings = [");
+    e.replace(b, e.find('\n', b) - b, "bindings = " + bindings);
+    return e + "\n";
+  };
+  const std::string text = head +
+                           "[[ops.artifact_resources]]\nname = \"prepared.table\"\ndtype = \"f32\"\nalignment = 256\n"
+                           "shape = [ { factors = [ { constant = 64 } ] } ]\n\n" +
+                           variant("vadd_prepare", "prepare", R"(["a", "b", "out", "prepared.table"])",
+                                   "\nprelaunch = [ { op = \"fill\", target = \"prepared.table\", value = 7 } ]") +
+                           variant("vadd_run", "run", R"(["a", "b", "out", "workspace.partials", "prepared.table"])") +
+                           variant("vadd_destroy", "destroy", R"(["a", "b", "out", "prepared.table"])");
+  const Manifest m = parse_manifest(text, "lifecycle.toml");
+  char tmpl[] = "/tmp/pact-admit-XXXXXX";
+  const std::string dir = std::string(::mkdtemp(tmpl)) + "/pub";
+  const std::string cubin = read_file(publication + "/nvcc_cubin/vadd_run.cubin", "test");
+  const auto bytes = std::as_bytes(std::span(cubin.data(), cubin.size()));
+  std::map<std::string, std::vector<std::byte>> cubins;
+  for (const char* name : {"vadd_prepare", "vadd_run", "vadd_destroy"}) cubins[name] = {bytes.begin(), bytes.end()};
+  write_publication(dir, m, profile, cubins, Json::object());
+
+  SealedRuntime rt(driver);
+  rt.admit(dir, m, profile);
+  using Keys = std::vector<std::string>;
+  // A run before any prepare completed consumes nothing produced: refused, nothing launched.
+  EXPECT_TRUE(mentions(message_of([&] { rt.launch("add", call(512), pointers()); }), "no completed prepare"));
+  EXPECT_EQ(rt.launch("add", call(512), pointers(), nullptr, Role::prepare), "vadd_prepare");
+  EXPECT_EQ(code_of([&] { rt.launch("add", call(512), pointers()); }), ErrorCode::invalid_argument);  // not yet completed
+  rt.synchronize();
+  EXPECT_EQ(rt.live_resources(), (Keys{"add/prepared.table"}));
+  // The prepare's prelaunch filled exactly the prepared table (64 f32) with its byte.
+  ASSERT_EQ(g.fills.size(), 1u);
+  EXPECT_EQ(std::get<1>(g.fills[0]), 7u);
+  EXPECT_EQ(std::get<2>(g.fills[0]), 256u);
+  EXPECT_EQ(rt.launch("add", call(512), pointers()), "vadd_run");
+  EXPECT_EQ(rt.live_resources(), (Keys{"add/prepared.table", "add/workspace.partials"}));
+  rt.synchronize();
+  EXPECT_EQ(rt.live_resources(), (Keys{"add/prepared.table"}));  // the workspace ended with its call
+  EXPECT_EQ(rt.launch("add", call(512), pointers(), nullptr, Role::destroy), "vadd_destroy");
+  rt.synchronize();
+  EXPECT_TRUE(rt.live_resources().empty());
+  EXPECT_EQ(code_of([&] { rt.launch("add", call(512), pointers()); }), ErrorCode::invalid_argument);  // destroyed
+  EXPECT_EQ(code_of([&] { rt.launch("add", call(512), pointers(), nullptr, Role::init); }), ErrorCode::invalid_argument);  // none declared
+  EXPECT_EQ(g.launches.size(), 3u);
+  EXPECT_TRUE(rt.evidence().gate({rt.artifact_key("vadd_prepare"), rt.artifact_key("vadd_run"), rt.artifact_key("vadd_destroy")}).passed);
+  std::filesystem::remove_all(std::filesystem::path(dir).parent_path());
 }
 
 TEST_F(Admission, TheSealedCapsuleIsTrustedExternalAndNeedsTheLoadReceipt) {
