@@ -137,6 +137,10 @@ void SealedRuntime::admit(const std::string& publication_dir, const Manifest& ma
         }
       }
       const std::string bytes = read_file((std::filesystem::path(publication_dir) / rel).string(), "seal.admit");
+      // The bytes handed to the driver are the ones the index binds (the file may not change after reopen).
+      if ("sha256:" + sha256_hex(bytes) != entry["sha256"].get<std::string>()) {
+        reject(fmt::format("'{}' changed after it was verified", rel));
+      }
       Admitted a;
       a.declaration = declaration;
       if (const int r = driver_.module_load_data(&a.module, bytes.data()); r != kCudaSuccess) {

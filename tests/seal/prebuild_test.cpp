@@ -338,30 +338,45 @@ CompileProfile example_profile() {
   return parse_compile_profile(read_file(path, "test"), path);
 }
 
-/// A stand-in for nvcc, visible inside the sandbox (the build tree is part of the read-only root):
-/// answers --version, and otherwise runs `body` with $out set to the -o argument.
-Toolkit fake_toolkit(const std::string& name, const std::string& body) {
-  const fs::path dir = fs::path(PACT_BINARY_DIR) / "fake-nvcc";
-  fs::create_directories(dir);
-  const fs::path script = dir / name;
-  std::ofstream(script) << "#!/bin/sh\n"
-                           "if [ \"$1\" = --version ]; then echo 'Cuda compilation tools, release 0.0, stand-in'; exit 0; fi\n"
-                           "out=''; prev=''\n"
-                           "for a in \"$@\"; do if [ \"$prev\" = -o ]; then out=$a; fi; prev=$a; done\n"
-                        << body << "\n";
-  fs::permissions(script, fs::perms(0755));
-  for (fs::path p = dir; p != p.parent_path() && p != fs::path(PACT_BINARY_DIR).parent_path(); p = p.parent_path()) {
-    std::error_code ec;
-    fs::permissions(p, fs::perms::others_read | fs::perms::others_exec, fs::perm_options::add, ec);
+/// Where stand-in compilers live: a directory the sandbox's uid can reach. The child sees the host's
+/// root read-only but a private /tmp, and the checkout may sit under a directory only root can enter
+/// (a fresh clone under a mkdtemp directory does), so the stand-ins and the CUBIN they copy go to a
+/// world-traversable directory under /var/tmp.
+struct StandInDir {
+  fs::path path;
+  StandInDir() {
+    char tmpl[] = "/var/tmp/pact-fake-nvcc-XXXXXX";
+    if (::mkdtemp(tmpl) == nullptr) throw std::runtime_error("cannot create a directory under /var/tmp");
+    path = tmpl;
+    fs::permissions(path, fs::perms(0755));
+    fs::copy_file(kSource + "/tests/fixtures/seal/vector_add/nvcc_cubin/vadd_run.cubin", path / "vadd_run.cubin");
+    fs::permissions(path / "vadd_run.cubin", fs::perms(0444));
   }
-  return Toolkit{script.string(), "/usr/bin/g++"};
-}
+  ~StandInDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+  std::string cubin() const { return (path / "vadd_run.cubin").string(); }
+
+  /// A stand-in for nvcc: answers --version, and otherwise runs `body` with $out set to the -o argument.
+  Toolkit toolkit(const std::string& name, const std::string& body) const {
+    const fs::path script = path / name;
+    std::ofstream(script) << "#!/bin/sh\n"
+                             "if [ \"$1\" = --version ]; then echo 'Cuda compilation tools, release 0.0, stand-in'; exit 0; fi\n"
+                             "out=''; prev=''\n"
+                             "for a in \"$@\"; do if [ \"$prev\" = -o ]; then out=$a; fi; prev=$a; done\n"
+                          << body << "\n";
+    fs::permissions(script, fs::perms(0755));
+    return Toolkit{script.string(), "/usr/bin/g++"};
+  }
+};
 
 TEST(SealPrebuild, TheForcedOptionsAndOnlyTheDeclaredProfileInputsReachTheCompiler) {
   PACT_REQUIRE_ROOT();
   TempDir out;
+  StandInDir stand_in;
   BuildOptions options;
-  options.toolkit = fake_toolkit("echo-args", "echo \"ARGS $*\"; env; exit 1");
+  options.toolkit = stand_in.toolkit("echo-args", "echo \"ARGS $*\"; env; exit 1");
   const std::string msg = message_of([&] { build_publication(kBundle, example_profile(), (out.path / "pub").string(), options); });
   EXPECT_TRUE(mentions(msg, "nvcc failed in the sandbox (exit 1)")) << msg;
   EXPECT_TRUE(mentions(msg, "ARGS -cubin -arch=sm_90a -rdc=false -ccbin /usr/bin/g++ -I /tmp/pact-in "
@@ -375,7 +390,8 @@ TEST(SealPrebuild, TheForcedOptionsAndOnlyTheDeclaredProfileInputsReachTheCompil
 
 TEST(SealPrebuild, AnythingButExactlyTheDeclaredCubinsPublishesNothing) {
   PACT_REQUIRE_ROOT();
-  const std::string cubin = kSource + "/tests/fixtures/seal/vector_add/nvcc_cubin/vadd_run.cubin";
+  StandInDir stand_in;
+  const std::string cubin = stand_in.cubin();
   struct Case {
     const char* name;
     std::string body;
@@ -391,7 +407,7 @@ TEST(SealPrebuild, AnythingButExactlyTheDeclaredCubinsPublishesNothing) {
   for (const auto& c : cases) {
     TempDir out;
     BuildOptions options;
-    options.toolkit = fake_toolkit(c.name, c.body);
+    options.toolkit = stand_in.toolkit(c.name, c.body);
     const std::string msg = message_of([&] { build_publication(kBundle, example_profile(), (out.path / "pub").string(), options); });
     EXPECT_TRUE(mentions(msg, c.says)) << c.name << ": " << msg;
     EXPECT_FALSE(fs::exists(out.path / "pub" / "index.json")) << c.name;
@@ -399,7 +415,7 @@ TEST(SealPrebuild, AnythingButExactlyTheDeclaredCubinsPublishesNothing) {
   // The stand-in that copies the committed CUBIN builds a publication that reopens.
   TempDir out;
   BuildOptions options;
-  options.toolkit = fake_toolkit("copy", fmt::format("cp {} \"$out\"", cubin));
+  options.toolkit = stand_in.toolkit("copy", fmt::format("cp {} \"$out\"", cubin));
   const Json index = build_publication(kBundle, example_profile(), (out.path / "pub").string(), options);
   EXPECT_EQ(index["toolkit"]["nvcc_release"], "Cuda compilation tools, release 0.0, stand-in");
   EXPECT_NO_THROW(reopen_publication((out.path / "pub").string()));
