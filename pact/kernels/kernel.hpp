@@ -18,6 +18,11 @@ namespace pact::kernels {
 struct KernelContext {
   bool training = false;    ///< mode-dependent ops: dropout active, batch_norm uses batch statistics
   std::uint64_t seed = 0;   ///< dropout mask seed (forward and VJP must see the same seed)
+  /// VJP only: bit i set when the caller wants input i's gradient. A VJP may return nullopt for an input
+  /// whose bit is clear (the GEMM ops skip that product: the gradient of a model's input batch is never
+  /// needed in training); the gradients it does return are the same either way.
+  std::uint64_t wanted_grads = ~std::uint64_t{0};
+  bool wants_grad(std::size_t input) const noexcept { return input >= 64 || ((wanted_grads >> input) & 1u) != 0; }
 };
 
 /// Forward: inputs (any checked layout) -> a new contiguous output owner (one OperationOutput allocation).

@@ -125,7 +125,15 @@ Gradients Tape::run_backward(int root, std::optional<Tensor> owned, const Tensor
           for (const auto& r : n.inputs) in.push_back(r->view());
           // Ops whose VJP does not read the output get the cotangent in its place (same type, never read).
           const TensorView y = n.output ? n.output->view() : g;
-          input_grads = kernels::run_vjp(*n.handler, in, y, g, n.attrs, n.ctx);
+          // Only the gradients some input on the tape wants are asked for.
+          kernels::KernelContext ctx = n.ctx;
+          ctx.wanted_grads = 0;
+          for (std::size_t k = 0; k < n.parents.size() && k < 64; ++k) {
+            const int p = n.parents[k];
+            if (p >= 0 && nodes_[static_cast<std::size_t>(p)].requires_grad) ctx.wanted_grads |= std::uint64_t{1} << k;
+          }
+          if (n.parents.size() > 64) ctx.wanted_grads = ~std::uint64_t{0};
+          input_grads = kernels::run_vjp(*n.handler, in, y, g, n.attrs, ctx);
         } else {
           input_grads = n.vjp(n.inputs, g);
         }

@@ -167,6 +167,48 @@ TEST(Determinism, ReferenceIsBitwiseIdenticalAcrossThreadCounts) {
 }
 
 // Larger native cases where the threaded and blocked paths engage.
+// KernelContext::wanted_grads: a VJP asked for fewer gradients returns the others unchanged (bitwise),
+// and the GEMM ops of native and blas skip the product of an unwanted x or weight gradient.
+TEST(Providers, VjpsSkipUnwantedGradientsAndKeepTheOthers) {
+  std::mt19937 rng(5);
+  int skipped = 0;
+  for (auto handlers : {kernels::reference_handlers(), kernels::native_handlers(), kernels::blas_handlers()}) {
+    for (const auto& s : samples()) {
+      const kernels::Handler* h = kernels::find_handler(handlers, s.op);
+      if (h == nullptr || h->vjp == nullptr) continue;
+      SCOPED_TRACE(std::string(h->provider) + " " + describe(s));
+      std::vector<Tensor> ins;
+      for (const auto& in : s.inputs) ins.push_back(make_input(in, DType::f32, rng));
+      const KernelContext all{s.training, 41};
+      const Tensor y = kernels::run_forward(*h, views_of(ins), s.attrs, all);
+      std::vector<float> gv(static_cast<std::size_t>(y.numel()));
+      std::normal_distribution<float> nd;
+      for (auto& x : gv) x = nd(rng);
+      const Tensor g = Tensor::from_values<float>(y.shape(), std::span<const float>(gv));
+      const auto full = kernels::run_vjp(*h, views_of(ins), y.as_view(), g.as_view(), s.attrs, all);
+      for (std::size_t skip = 0; skip < ins.size(); ++skip) {
+        KernelContext some = all;
+        some.wanted_grads = ~(std::uint64_t{1} << skip);
+        const auto part = kernels::run_vjp(*h, views_of(ins), y.as_view(), g.as_view(), s.attrs, some);
+        ASSERT_EQ(part.size(), full.size());
+        for (std::size_t i = 0; i < full.size(); ++i) {
+          if (i == skip) continue;
+          ASSERT_EQ(part[i].has_value(), full[i].has_value()) << "input " << i;
+          if (full[i]) {
+            EXPECT_EQ(values_of(part[i]->as_view()), values_of(full[i]->as_view())) << "input " << i;
+          }
+        }
+        const bool gemm_op = s.op == ops::OpTag::matmul || s.op == ops::OpTag::linear || s.op == ops::OpTag::conv2d;
+        if (gemm_op && h->provider != "reference" && skip < 2) {
+          EXPECT_FALSE(part[skip].has_value()) << "the unwanted gradient of input " << skip << " was computed";
+          ++skipped;
+        }
+      }
+    }
+  }
+  EXPECT_GT(skipped, 0);
+}
+
 TEST(Providers, NativeLargeSoftmaxCrossEntropyAndMatmul) {
   std::mt19937 rng(8);
   const auto& nat = kernels::native_handlers();
