@@ -1,5 +1,6 @@
-// One training step (forward, backward, Adam update) of an MLP through Pact's TrainingSession, for the
-// shapes issue 5 compares against PyTorch eager (bench/train_step_vs_torch.py runs both in one run).
+// One training step (forward, backward, Adam update) through Pact's TrainingSession, for the MLP shapes
+// and the TransformerEncoderLayer-sized char transformer that issue 5 compares against PyTorch eager
+// (bench/train_step_vs_torch.py runs both in one run).
 //
 //   ./build/bench/bench/pact_bench_train_step --benchmark_filter='mlp/64-128-10/64'
 
@@ -57,6 +58,26 @@ void step(benchmark::State& state, std::vector<std::int64_t> dims, std::int64_t 
   state.counters["items"] = 1;
 }
 
+// The char transformer at TransformerEncoderLayer size (issue 5): d_model 128, 4 heads, ffn 512, seq 64,
+// batch 16, vocabulary 96; inputs and next-character targets are fixed random tokens.
+void transformer_step(benchmark::State& state) {
+  constexpr std::int64_t batch = 16, t = 64, vocab = 96, d = 128, heads = 4;
+  train::Objective o;
+  o.graph = [](std::int64_t b) { return train::char_transformer(b, t, vocab, d, heads); };
+  o.options.lr = 1e-3;
+  train::TrainingSession session(o, train::init_parameters(o.graph(batch), 0));
+  std::mt19937 rng(0);
+  std::vector<std::int64_t> xv(static_cast<std::size_t>(batch * t)), yv(xv.size());
+  for (auto& v : xv) v = static_cast<std::int64_t>(rng() % vocab);
+  for (auto& v : yv) v = static_cast<std::int64_t>(rng() % vocab);
+  for (auto _ : state) {
+    auto r = session.step_batch(Tensor::from_values<std::int64_t>(Dims{batch, t}, xv), Tensor::from_values<std::int64_t>(Dims{batch * t}, yv));
+    benchmark::DoNotOptimize(r.loss);
+  }
+  state.counters["items"] = 1;
+}
+
+BENCHMARK(transformer_step)->Name("step/transformer/d128-h4-f512-s64-b16")->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(step, mlp/64-128-10/64, std::vector<std::int64_t>{64, 128, 10}, 64, false)->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(step, mlp/784-256-256-10/256, std::vector<std::int64_t>{784, 256, 256, 10}, 256, false)->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(step, mlp_graph/64-128-10/64, std::vector<std::int64_t>{64, 128, 10}, 64, true)->Unit(benchmark::kMicrosecond);

@@ -268,6 +268,55 @@ ir::Graph digits_mlp(std::int64_t batch, std::int64_t hidden) {
   return b.build();
 }
 
+ir::Graph char_transformer(std::int64_t batch, std::int64_t t, std::int64_t vocab, std::int64_t d, std::int64_t heads) {
+  const std::int64_t dh = d / heads;
+  ir::GraphBuilder b;
+  b.input("x", Dims{batch, t}, DType::i64);
+  b.input("target", Dims{batch * t}, DType::i64);
+  b.parameter("tok", Dims{vocab, d});
+  b.parameter("pos", Dims{t, d});
+  b.parameter("ln1_w", Dims{d});
+  b.parameter("ln1_b", Dims{d});
+  for (const char* w : {"wq", "wk", "wv", "wo"}) b.parameter(w, Dims{d, d});
+  b.parameter("ln2_w", Dims{d});
+  b.parameter("ln2_b", Dims{d});
+  b.parameter("up_w", Dims{4 * d, d});
+  b.parameter("up_b", Dims{4 * d});
+  b.parameter("down_w", Dims{d, 4 * d});
+  b.parameter("down_b", Dims{d});
+  b.parameter("lnf_w", Dims{d});
+  b.parameter("lnf_b", Dims{d});
+  b.parameter("head", Dims{vocab, d});
+  const ops::Attributes norm{{"normalized_shape", std::vector<std::int64_t>{d}}};
+  b.op("emb", ops::OpTag::embedding, {"tok", "x"});
+  b.op("h0", ops::OpTag::add, {"emb", "pos"});
+  b.op("ln1", ops::OpTag::layer_norm, {"h0", "ln1_w", "ln1_b"}, norm);
+  for (const char* p : {"q", "k", "v"}) {
+    const std::string w = fmt::format("w{}", p);
+    b.op(p, ops::OpTag::linear, {"ln1", w});
+    b.op(fmt::format("{}4", p), ops::OpTag::reshape, {p}, ops::Attributes{{"shape", std::vector<std::int64_t>{batch, t, heads, dh}}});
+    b.op(fmt::format("{}h", p), ops::OpTag::permute, {fmt::format("{}4", p)}, ops::Attributes{{"dims", std::vector<std::int64_t>{0, 2, 1, 3}}});
+  }
+  b.op("att", ops::OpTag::scaled_dot_product_attention, {"qh", "kh", "vh"}, ops::Attributes{{"is_causal", true}});
+  b.op("att_t", ops::OpTag::permute, {"att"}, ops::Attributes{{"dims", std::vector<std::int64_t>{0, 2, 1, 3}}});
+  b.op("att_m", ops::OpTag::reshape, {"att_t"}, ops::Attributes{{"shape", std::vector<std::int64_t>{batch, t, d}}});
+  b.op("proj", ops::OpTag::linear, {"att_m", "wo"});
+  b.op("h1", ops::OpTag::add, {"h0", "proj"});
+  b.op("ln2", ops::OpTag::layer_norm, {"h1", "ln2_w", "ln2_b"}, norm);
+  b.op("up", ops::OpTag::linear, {"ln2", "up_w", "up_b"});
+  b.op("act", ops::OpTag::gelu, {"up"});
+  b.op("down", ops::OpTag::linear, {"act", "down_w", "down_b"});
+  b.op("h2", ops::OpTag::add, {"h1", "down"});
+  b.op("lnf", ops::OpTag::layer_norm, {"h2", "lnf_w", "lnf_b"}, norm);
+  b.op("logits3", ops::OpTag::linear, {"lnf", "head"});
+  b.op("logits", ops::OpTag::reshape, {"logits3"}, ops::Attributes{{"shape", std::vector<std::int64_t>{batch * t, vocab}}});
+  b.op("loss", ops::OpTag::cross_entropy, {"logits", "target"});
+  b.output("logits");
+  b.output("loss");
+  return b.build();
+}
+
+
 ir::Graph digits_cnn(std::int64_t batch) {
   ir::GraphBuilder b;
   b.input("x", Dims{batch, 64});

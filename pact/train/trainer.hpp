@@ -104,5 +104,9 @@ class TrainingSession {
 /// 16 channels, batch norm, relu, 2x2 max pool, linear).
 ir::Graph digits_mlp(std::int64_t batch, std::int64_t hidden = 128);
 ir::Graph digits_cnn(std::int64_t batch);
+/// The char transformer of `pact train --model char-transformer`: token and position embeddings, one
+/// pre-norm block (causal multi-head attention with `heads` heads, then a 4d GELU MLP, each residual),
+/// a final layer norm and the vocabulary head, with cross-entropy over batch * t next characters.
+ir::Graph char_transformer(std::int64_t batch, std::int64_t t, std::int64_t vocab, std::int64_t d, std::int64_t heads);
 
 }  // namespace pact::train

@@ -14,60 +14,6 @@
 
 namespace pact::cli {
 
-namespace {
-
-using ops::Attributes;
-using L = std::vector<std::int64_t>;
-
-ir::Graph char_model(std::int64_t batch, std::int64_t t, std::int64_t vocab, std::int64_t d, std::int64_t heads) {
-  const std::int64_t dh = d / heads;
-  ir::GraphBuilder b;
-  b.input("x", Dims{batch, t}, DType::i64);
-  b.input("target", Dims{batch * t}, DType::i64);
-  b.parameter("tok", Dims{vocab, d});
-  b.parameter("pos", Dims{t, d});
-  b.parameter("ln1_w", Dims{d});
-  b.parameter("ln1_b", Dims{d});
-  for (const char* w : {"wq", "wk", "wv", "wo"}) b.parameter(w, Dims{d, d});
-  b.parameter("ln2_w", Dims{d});
-  b.parameter("ln2_b", Dims{d});
-  b.parameter("up_w", Dims{4 * d, d});
-  b.parameter("up_b", Dims{4 * d});
-  b.parameter("down_w", Dims{d, 4 * d});
-  b.parameter("down_b", Dims{d});
-  b.parameter("lnf_w", Dims{d});
-  b.parameter("lnf_b", Dims{d});
-  b.parameter("head", Dims{vocab, d});
-  const Attributes norm{{"normalized_shape", L{d}}};
-  b.op("emb", ops::OpTag::embedding, {"tok", "x"});
-  b.op("h0", ops::OpTag::add, {"emb", "pos"});
-  b.op("ln1", ops::OpTag::layer_norm, {"h0", "ln1_w", "ln1_b"}, norm);
-  for (const char* p : {"q", "k", "v"}) {
-    const std::string w = fmt::format("w{}", p);
-    b.op(p, ops::OpTag::linear, {"ln1", w});
-    b.op(fmt::format("{}4", p), ops::OpTag::reshape, {p}, Attributes{{"shape", L{batch, t, heads, dh}}});
-    b.op(fmt::format("{}h", p), ops::OpTag::permute, {fmt::format("{}4", p)}, Attributes{{"dims", L{0, 2, 1, 3}}});
-  }
-  b.op("att", ops::OpTag::scaled_dot_product_attention, {"qh", "kh", "vh"}, Attributes{{"is_causal", true}});
-  b.op("att_t", ops::OpTag::permute, {"att"}, Attributes{{"dims", L{0, 2, 1, 3}}});
-  b.op("att_m", ops::OpTag::reshape, {"att_t"}, Attributes{{"shape", L{batch, t, d}}});
-  b.op("proj", ops::OpTag::linear, {"att_m", "wo"});
-  b.op("h1", ops::OpTag::add, {"h0", "proj"});
-  b.op("ln2", ops::OpTag::layer_norm, {"h1", "ln2_w", "ln2_b"}, norm);
-  b.op("up", ops::OpTag::linear, {"ln2", "up_w", "up_b"});
-  b.op("act", ops::OpTag::gelu, {"up"});
-  b.op("down", ops::OpTag::linear, {"act", "down_w", "down_b"});
-  b.op("h2", ops::OpTag::add, {"h1", "down"});
-  b.op("lnf", ops::OpTag::layer_norm, {"h2", "lnf_w", "lnf_b"}, norm);
-  b.op("logits3", ops::OpTag::linear, {"lnf", "head"});
-  b.op("logits", ops::OpTag::reshape, {"logits3"}, Attributes{{"shape", L{batch * t, vocab}}});
-  b.op("loss", ops::OpTag::cross_entropy, {"logits", "target"});
-  b.output("logits");
-  b.output("loss");
-  return b.build();
-}
-
-}  // namespace
 
 int run_char_transformer(const TrainArgs& args) {
   const std::string path = args.data == "data/digits.csv.gz" ? "/usr/share/common-licenses/GPL-3" : args.data;
@@ -83,7 +29,7 @@ int run_char_transformer(const TrainArgs& args) {
   for (unsigned char c : text) tokens.push_back(id[c]);
 
   train::Objective objective;
-  objective.graph = [=](std::int64_t b) { return char_model(b, t, vocab, d, heads); };
+  objective.graph = [=](std::int64_t b) { return train::char_transformer(b, t, vocab, d, heads); };
   objective.options.optimizer = args.optimizer;
   objective.options.lr = args.lr;
   objective.options.seed = args.seed;

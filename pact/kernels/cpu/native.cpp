@@ -280,7 +280,83 @@ GradList rms_norm_vjp(std::span<const TensorView> in, const TensorView& y, const
   return generic::rms_norm_vjp(in, y, g, a, c);
 }
 
+// ---- gelu (exact): vectorised erfc -------------------------------------------------------------------
+
+// erfc(z) for z >= 0 with relative error below about 3e-7: the Chebyshev-fitted form of Numerical
+// Recipes (fractional error 1.2e-7) over fast_exp. Branch-free, so the loops below vectorise.
+inline float erfc_nonnegative(float z) {
+  const float t = 1.0f / (1.0f + 0.5f * z);
+  float p = 0.17087277f;
+  p = p * t - 0.82215223f;
+  p = p * t + 1.48851587f;
+  p = p * t - 1.13520398f;
+  p = p * t + 0.27886807f;
+  p = p * t - 0.18628806f;
+  p = p * t + 0.09678418f;
+  p = p * t + 0.37409196f;
+  p = p * t + 1.00002368f;
+  p = p * t - 1.26551223f;
+  return t * fast_exp(p - z * z);
+}
+
+// Phi(x), the standard normal CDF, as 0.5 erfc(-x / sqrt 2): accurate in both tails.
+inline float normal_cdf(float x) {
+  const float e = 0.5f * erfc_nonnegative(std::fabs(x) * 0.70710678118654752f);
+  return x >= 0.0f ? 1.0f - e : e;
+}
+
+__attribute__((target_clones("avx512f", "avx2", "default")))
+void gelu_rows(const float* x, float* y, std::int64_t n) {
+  for (std::int64_t k = 0; k < n; ++k) y[k] = x[k] * normal_cdf(x[k]);
+}
+
+// dx = g * (Phi(x) + x phi(x)).
+__attribute__((target_clones("avx512f", "avx2", "default")))
+void gelu_backward_rows(const float* x, const float* g, float* dx, std::int64_t n) {
+  for (std::int64_t k = 0; k < n; ++k) {
+    const float pdf = fast_exp(-0.5f * x[k] * x[k]) * 0.39894228040143267794f;
+    dx[k] = g[k] * (normal_cdf(x[k]) + x[k] * pdf);
+  }
+}
+
+bool exact_gelu_f32(std::span<const TensorView> in, const Attributes& a) {
+  return in[0].dtype() == DType::f32 && a.get_string("gelu", "approximate", std::string("none")) == "none";
+}
+
+Tensor gelu_forward(std::span<const TensorView> in, const Attributes& a, const KernelContext& c) {
+  if (!exact_gelu_f32(in, a)) return generic::gelu_forward(in, a, c);
+  Dense<float> x(in[0], "gelu", "input");
+  Out<float> y(x.shape());
+  gelu_rows(x.data(), y.data(), y.size());
+  return std::move(y).finish();
+}
+GradList gelu_vjp(std::span<const TensorView> in, const TensorView& y, const TensorView& g, const Attributes& a, const KernelContext& c) {
+  if (!exact_gelu_f32(in, a)) return generic::gelu_vjp(in, y, g, a, c);
+  Dense<float> x(in[0], "gelu", "input"), gr(g, "gelu", "grad_output");
+  Out<float> dx(x.shape());
+  gelu_backward_rows(x.data(), gr.data(), dx.data(), dx.size());
+  GradList r;
+  r.emplace_back(std::move(dx).finish());
+  return r;
+}
+
 // ---- attention: per batch, scores by GEMM, masked row softmax, values by GEMM ------------------------
+
+// P = softmax(scale * Q K^T + causal mask) for one batch entry, into p (l x s), by GEMM and the fused row
+// exponential. A fully masked row gives NaN, as PyTorch does.
+void attention_probs_f32(const float* q, const float* k, const generic::AttentionShape& sh, bool causal, float scale, float* p) {
+  sgemm(sh.l, sh.s, sh.e, q, sh.e, 1, k, 1, sh.e, p, sh.s, false);
+  for (std::int64_t i = 0; i < sh.l; ++i) {
+    float* row = p + i * sh.s;
+    float mx = -std::numeric_limits<float>::infinity();
+    for (std::int64_t j = 0; j < sh.s; ++j) {
+      row[j] = (causal && j > i) ? -std::numeric_limits<float>::infinity() : row[j] * scale;
+      mx = std::max(mx, row[j]);
+    }
+    const float inv = 1.0f / exp_shifted(row, row, sh.s, mx);
+    for (std::int64_t j = 0; j < sh.s; ++j) row[j] *= inv;
+  }
+}
 
 Tensor scaled_dot_product_attention_forward(std::span<const TensorView> in, const Attributes& a, const KernelContext& c) {
   constexpr const char* op = "scaled_dot_product_attention";
@@ -292,31 +368,50 @@ Tensor scaled_dot_product_attention_forward(std::span<const TensorView> in, cons
   Dims out_shape = q.shape();
   out_shape[out_shape.size() - 1] = sh.ev;
   Out<float> out(out_shape);
-  std::vector<float> scores(static_cast<std::size_t>(std::max<std::int64_t>(sh.l * sh.s, 1)));
+  std::vector<float> p(static_cast<std::size_t>(std::max<std::int64_t>(sh.l * sh.s, 1)));
   for (std::int64_t b = 0; b < sh.batch; ++b) {
-    sgemm(sh.l, sh.s, sh.e, q.data() + b * sh.l * sh.e, sh.e, 1, k.data() + b * sh.s * sh.e, 1, sh.e, scores.data(), sh.s, false);
-    for (std::int64_t i = 0; i < sh.l; ++i) {
-      float* row = scores.data() + i * sh.s;
-      float mx = -std::numeric_limits<float>::infinity();
-      for (std::int64_t j = 0; j < sh.s; ++j) {
-        row[j] = (causal && j > i) ? -std::numeric_limits<float>::infinity() : row[j] * scale;
-        mx = std::max(mx, row[j]);
-      }
-      float sum = 0.0f;
-      for (std::int64_t j = 0; j < sh.s; ++j) {
-        row[j] = std::exp(row[j] - mx);
-        sum += row[j];
-      }
-      const float inv = 1.0f / sum;
-      for (std::int64_t j = 0; j < sh.s; ++j) row[j] *= inv;
-    }
-    sgemm(sh.l, sh.ev, sh.s, scores.data(), sh.s, 1, v.data() + b * sh.s * sh.ev, sh.ev, 1, out.data() + b * sh.l * sh.ev, sh.ev, false);
+    attention_probs_f32(q.data() + b * sh.l * sh.e, k.data() + b * sh.s * sh.e, sh, causal, scale, p.data());
+    sgemm(sh.l, sh.ev, sh.s, p.data(), sh.s, 1, v.data() + b * sh.s * sh.ev, sh.ev, 1, out.data() + b * sh.l * sh.ev, sh.ev, false);
   }
   return std::move(out).finish();
 }
+
+// Per batch entry, with P recomputed: dV = P^T dO, dP = dO V^T, dS = P * (dP - rowsum(dP * P)) * scale,
+// dQ = dS K, dK = dS^T Q, each product a GEMM.
 GradList scaled_dot_product_attention_vjp(std::span<const TensorView> in, const TensorView& y, const TensorView& g,
                                           const Attributes& a, const KernelContext& c) {
-  return generic::scaled_dot_product_attention_vjp(in, y, g, a, c);
+  constexpr const char* op = "scaled_dot_product_attention";
+  if (in[0].dtype() != DType::f32 || in.size() == 4) return generic::scaled_dot_product_attention_vjp(in, y, g, a, c);
+  Dense<float> q(in[0], op, "query"), k(in[1], op, "key"), v(in[2], op, "value"), gr(g, op, "grad_output");
+  const auto sh = generic::attention_shape(in);
+  const bool causal = a.get_bool(op, "is_causal", false);
+  const float scale = static_cast<float>(a.get_float(op, "scale", 1.0 / std::sqrt(static_cast<double>(sh.e))));
+  Out<float> gq(q.shape()), gk(k.shape()), gv(v.shape());
+  const auto scores = static_cast<std::size_t>(std::max<std::int64_t>(sh.l * sh.s, 1));
+  std::vector<float> p(scores), ds(scores);
+  for (std::int64_t b = 0; b < sh.batch; ++b) {
+    const float* qb = q.data() + b * sh.l * sh.e;
+    const float* kb = k.data() + b * sh.s * sh.e;
+    const float* vb = v.data() + b * sh.s * sh.ev;
+    const float* gb = gr.data() + b * sh.l * sh.ev;
+    attention_probs_f32(qb, kb, sh, causal, scale, p.data());
+    sgemm(sh.s, sh.ev, sh.l, p.data(), 1, sh.s, gb, sh.ev, 1, gv.data() + b * sh.s * sh.ev, sh.ev, false);
+    sgemm(sh.l, sh.s, sh.ev, gb, sh.ev, 1, vb, 1, sh.ev, ds.data(), sh.s, false);
+    for (std::int64_t i = 0; i < sh.l; ++i) {
+      const float* prow = p.data() + i * sh.s;
+      float* drow = ds.data() + i * sh.s;
+      float dot = 0.0f;
+      for (std::int64_t j = 0; j < sh.s; ++j) dot += drow[j] * prow[j];
+      for (std::int64_t j = 0; j < sh.s; ++j) drow[j] = prow[j] * (drow[j] - dot) * scale;
+    }
+    sgemm(sh.l, sh.e, sh.s, ds.data(), sh.s, 1, kb, sh.e, 1, gq.data() + b * sh.l * sh.e, sh.e, false);
+    sgemm(sh.s, sh.e, sh.l, ds.data(), 1, sh.s, qb, sh.e, 1, gk.data() + b * sh.s * sh.e, sh.e, false);
+  }
+  GradList r;
+  r.emplace_back(std::move(gq).finish());
+  r.emplace_back(std::move(gk).finish());
+  r.emplace_back(std::move(gv).finish());
+  return r;
 }
 
 // ---- ops served by the generic kernels in this translation unit -------------------------------------
@@ -337,7 +432,6 @@ PACT_NATIVE_FROM_GENERIC(mul)
 PACT_NATIVE_FROM_GENERIC(div)
 PACT_NATIVE_FROM_GENERIC(neg)
 PACT_NATIVE_FROM_GENERIC(relu)
-PACT_NATIVE_FROM_GENERIC(gelu)
 PACT_NATIVE_FROM_GENERIC(silu)
 PACT_NATIVE_FROM_GENERIC(tanh)
 PACT_NATIVE_FROM_GENERIC(sigmoid)
