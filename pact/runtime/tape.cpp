@@ -81,9 +81,10 @@ void require_tag(const char* what, int node, const ops::TensorType& tag, const T
   }
 }
 
-// acc + g through the reference add kernel (elementwise, exact): a fresh owner, no copy event.
+// acc + g through the native add kernel (elementwise and exact, so every provider gives the same bits;
+// native's same-shape path is a flat loop): a fresh owner, no copy event.
 Tensor accumulate(Tensor acc, const TensorView& g) {
-  static const kernels::Handler* add = kernels::find_handler(kernels::reference_handlers(), ops::OpTag::add);
+  static const kernels::Handler* add = kernels::find_handler(kernels::native_handlers(), ops::OpTag::add);
   return kernels::run_forward(*add, std::vector<TensorView>{acc.as_view(), g}, {});
 }
 

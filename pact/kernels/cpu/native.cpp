@@ -280,6 +280,58 @@ GradList rms_norm_vjp(std::span<const TensorView> in, const TensorView& y, const
   return generic::rms_norm_vjp(in, y, g, a, c);
 }
 
+// ---- add, sub, mul, div: same-shape f32 operands in flat loops; broadcasting goes to the generic kernel
+
+bool same_shape_f32(std::span<const TensorView> in) {
+  return in[0].dtype() == DType::f32 && in[1].dtype() == DType::f32 && in[0].shape() == in[1].shape();
+}
+
+#define PACT_NATIVE_BINARY(opname, forward_expr, ga_expr, gb_expr)                                                  \
+  Tensor opname##_forward(std::span<const TensorView> in, const Attributes& a, const KernelContext& c) {            \
+    if (!same_shape_f32(in)) return generic::opname##_forward(in, a, c);                                           \
+    Dense<float> xa(in[0], #opname, "a"), xb(in[1], #opname, "b");                                                 \
+    Out<float> out(xa.shape());                                                                                     \
+    const float* __restrict x = xa.data();                                                                          \
+    const float* __restrict y = xb.data();                                                                          \
+    float* __restrict o = out.data();                                                                               \
+    for (std::int64_t i = 0; i < out.size(); ++i) o[i] = (forward_expr);                                           \
+    return std::move(out).finish();                                                                                 \
+  }                                                                                                                 \
+  GradList opname##_vjp(std::span<const TensorView> in, const TensorView& yv, const TensorView& g, const Attributes& a, \
+                        const KernelContext& c) {                                                                   \
+    if (!same_shape_f32(in) || g.dtype() != DType::f32) return generic::opname##_vjp(in, yv, g, a, c);             \
+    Dense<float> xa(in[0], #opname, "a"), xb(in[1], #opname, "b"), gr(g, #opname, "grad_output");                 \
+    const float* __restrict x = xa.data();                                                                          \
+    const float* __restrict y = xb.data();                                                                          \
+    const float* __restrict gi = gr.data();                                                                         \
+    const std::int64_t n = gr.size();                                                                               \
+    (void)x;                                                                                                        \
+    (void)y;                                                                                                        \
+    GradList r;                                                                                                     \
+    if (c.wants_grad(0)) {                                                                                          \
+      Out<float> ga(xa.shape());                                                                                    \
+      float* __restrict d = ga.data();                                                                              \
+      for (std::int64_t i = 0; i < n; ++i) d[i] = (ga_expr);                                                       \
+      r.emplace_back(std::move(ga).finish());                                                                       \
+    } else {                                                                                                        \
+      r.emplace_back(std::nullopt);                                                                                 \
+    }                                                                                                               \
+    if (c.wants_grad(1)) {                                                                                          \
+      Out<float> gb(xb.shape());                                                                                    \
+      float* __restrict d = gb.data();                                                                              \
+      for (std::int64_t i = 0; i < n; ++i) d[i] = (gb_expr);                                                       \
+      r.emplace_back(std::move(gb).finish());                                                                       \
+    } else {                                                                                                        \
+      r.emplace_back(std::nullopt);                                                                                 \
+    }                                                                                                               \
+    return r;                                                                                                       \
+  }
+PACT_NATIVE_BINARY(add, x[i] + y[i], gi[i], gi[i])
+PACT_NATIVE_BINARY(sub, x[i] - y[i], gi[i], -gi[i])
+PACT_NATIVE_BINARY(mul, x[i] * y[i], gi[i] * y[i], gi[i] * x[i])
+PACT_NATIVE_BINARY(div, x[i] / y[i], gi[i] / y[i], -(gi[i] * x[i] / (y[i] * y[i])))
+#undef PACT_NATIVE_BINARY
+
 // ---- gelu (exact): vectorised erfc -------------------------------------------------------------------
 
 // erfc(z) for z >= 0 with relative error below about 3e-7: the Chebyshev-fitted form of Numerical
@@ -426,10 +478,6 @@ GradList scaled_dot_product_attention_vjp(std::span<const TensorView> in, const 
                         const Attributes& a, const KernelContext& c) {                                     \
     return generic::opname##_vjp(in, y, g, a, c);                                                          \
   }
-PACT_NATIVE_FROM_GENERIC(add)
-PACT_NATIVE_FROM_GENERIC(sub)
-PACT_NATIVE_FROM_GENERIC(mul)
-PACT_NATIVE_FROM_GENERIC(div)
 PACT_NATIVE_FROM_GENERIC(neg)
 PACT_NATIVE_FROM_GENERIC(relu)
 PACT_NATIVE_FROM_GENERIC(silu)
