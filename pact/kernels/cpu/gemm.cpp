@@ -139,9 +139,44 @@ float* scratch(int slot, std::size_t n) {
 }
 
 // Packs rows [i0, i0 + mc) x cols [p0, p0 + kc) of A into MR-row panels (k-major), zero-padding the last.
+// Eight full rows of a row-major A (unit column stride) packed k-major: each 8 x 8 block is transposed
+// in registers (unpack, shuffle, 128-bit permute) instead of gathered one element at a time. Only the
+// AVX-512 variant (MR = 8) uses it, so AVX is present.
+__attribute__((target("avx"))) void pack_a_8rows(const float* a, std::int64_t ar, std::int64_t kc, float* dst) {
+  std::int64_t p = 0;
+  for (; p + 8 <= kc; p += 8) {
+    __m256 r[8];
+    for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(a + i * ar + p);
+    const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+    const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+    const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+    const __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+    const __m256 s0 = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(1, 0, 1, 0)), s1 = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(3, 2, 3, 2));
+    const __m256 s2 = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(1, 0, 1, 0)), s3 = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(3, 2, 3, 2));
+    const __m256 s4 = _mm256_shuffle_ps(t4, t6, _MM_SHUFFLE(1, 0, 1, 0)), s5 = _mm256_shuffle_ps(t4, t6, _MM_SHUFFLE(3, 2, 3, 2));
+    const __m256 s6 = _mm256_shuffle_ps(t5, t7, _MM_SHUFFLE(1, 0, 1, 0)), s7 = _mm256_shuffle_ps(t5, t7, _MM_SHUFFLE(3, 2, 3, 2));
+    float* d = dst + p * 8;
+    _mm256_storeu_ps(d + 0, _mm256_permute2f128_ps(s0, s4, 0x20));
+    _mm256_storeu_ps(d + 8, _mm256_permute2f128_ps(s1, s5, 0x20));
+    _mm256_storeu_ps(d + 16, _mm256_permute2f128_ps(s2, s6, 0x20));
+    _mm256_storeu_ps(d + 24, _mm256_permute2f128_ps(s3, s7, 0x20));
+    _mm256_storeu_ps(d + 32, _mm256_permute2f128_ps(s0, s4, 0x31));
+    _mm256_storeu_ps(d + 40, _mm256_permute2f128_ps(s1, s5, 0x31));
+    _mm256_storeu_ps(d + 48, _mm256_permute2f128_ps(s2, s6, 0x31));
+    _mm256_storeu_ps(d + 56, _mm256_permute2f128_ps(s3, s7, 0x31));
+  }
+  for (; p < kc; ++p)
+    for (int i = 0; i < 8; ++i) dst[p * 8 + i] = a[i * ar + p];
+}
+
 void pack_a(const Variant& v, std::int64_t mc, std::int64_t kc, const float* a, std::int64_t ar, std::int64_t ac, float* dst) {
   for (std::int64_t i = 0; i < mc; i += v.mr) {
     const std::int64_t rows = std::min<std::int64_t>(v.mr, mc - i);
+    if (v.mr == 8 && rows == 8 && ac == 1 && &v == &kAvx512) {
+      pack_a_8rows(a + i * ar, ar, kc, dst);
+      dst += 8 * kc;
+      continue;
+    }
     for (std::int64_t p = 0; p < kc; ++p) {
       for (std::int64_t r = 0; r < rows; ++r) dst[r] = a[(i + r) * ar + p * ac];
       for (std::int64_t r = rows; r < v.mr; ++r) dst[r] = 0.0f;
