@@ -135,6 +135,22 @@ TEST(Gemm, VariantsMatchAReferenceLoopOnOddAndDegenerateShapes) {
   kernels::cpu::set_sgemm_variant("auto");
 }
 
+// im2col's strided rows: every stride and length, each source exactly as long as the copy needs (the
+// ASan preset catches a read past it; the AVX-512 stride-2 path reads 32 floats per 16 outputs).
+TEST(Gemm, StridedCopyMatchesAScalarLoopWithoutReadingPastItsSource) {
+  for (std::int64_t stride : {1, 2, 3}) {
+    for (std::int64_t count = 0; count <= 70; ++count) {
+      std::vector<float> src(static_cast<std::size_t>(count == 0 ? 0 : (count - 1) * stride + 1));
+      for (std::size_t i = 0; i < src.size(); ++i) src[i] = static_cast<float>(i) * 0.5f - 3.0f;
+      std::vector<float> dst(static_cast<std::size_t>(count), -99.0f);
+      kernels::cpu::strided_copy(src.data(), stride, dst.data(), count);
+      for (std::int64_t z = 0; z < count; ++z) {
+        ASSERT_EQ(dst[static_cast<std::size_t>(z)], src[static_cast<std::size_t>(z * stride)]) << "stride " << stride << " count " << count << " z " << z;
+      }
+    }
+  }
+}
+
 TEST(Gemm, AccumulateAddsIntoC) {
   std::vector<float> a{1, 2, 3, 4}, b{1, 0, 0, 1}, c{10, 10, 10, 10};
   kernels::cpu::sgemm(2, 2, 2, a.data(), 2, 1, b.data(), 2, 1, c.data(), 2, true);

@@ -209,6 +209,32 @@ void pack_b(const Variant& v, std::int64_t kc, std::int64_t nc, const float* b, 
 
 }  // namespace
 
+namespace {
+
+__attribute__((target("avx512f"))) void stride2_copy_avx512(const float* src, float* dst, std::int64_t count) {
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  std::int64_t z = 0;
+  // Each step reads src[2z .. 2z + 31]; the last element needed is src[2 (count - 1)], hence z + 17 <= count.
+  for (; z + 17 <= count; z += 16) {
+    const __m512 lo = _mm512_loadu_ps(src + 2 * z), hi = _mm512_loadu_ps(src + 2 * z + 16);
+    _mm512_storeu_ps(dst + z, _mm512_permutex2var_ps(lo, even, hi));
+  }
+  for (; z < count; ++z) dst[z] = src[2 * z];
+}
+
+}  // namespace
+
+void strided_copy(const float* src, std::int64_t stride, float* dst, std::int64_t count) noexcept {
+  static const bool avx512 = cpu_has("avx512");
+  if (stride == 1) {
+    std::copy(src, src + count, dst);
+  } else if (stride == 2 && avx512) {
+    stride2_copy_avx512(src, dst, count);
+  } else {
+    for (std::int64_t z = 0; z < count; ++z) dst[z] = src[z * stride];
+  }
+}
+
 std::string_view sgemm_variant() noexcept { return current()->name; }
 
 bool set_sgemm_variant(std::string_view variant) noexcept {

@@ -22,6 +22,10 @@ std::string_view sgemm_variant() noexcept;
 /// CPU cannot run the requested variant.
 bool set_sgemm_variant(std::string_view variant) noexcept;
 
+/// dst[z] = src[z * stride] for z in [0, count): the strided rows of im2col. Vectorised for stride 2 on
+/// AVX-512 CPUs (a two-register permute per 16 outputs); reads only src[0 .. (count - 1) * stride].
+void strided_copy(const float* src, std::int64_t stride, float* dst, std::int64_t count) noexcept;
+
 /// OpenBLAS cblas_sgemm with the same operand convention (the blas provider's GEMM; a trusted external
 /// boundary). Used by the blas provider and by `pact bench gemm` as the baseline.
 void openblas_sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t a_row,
