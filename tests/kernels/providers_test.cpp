@@ -237,7 +237,11 @@ TEST(Providers, NativeLargeSoftmaxCrossEntropyAndMatmul) {
   std::vector<Case> cases{{ops::OpTag::softmax, {N({300, 257})}, {}},
                           {ops::OpTag::cross_entropy, {N({300, 257}), I({300}, 257)}, {}},
                           {ops::OpTag::matmul, {N({3, 200, 301}), N({301, 190})}, {}},
-                          {ops::OpTag::layer_norm, {N({300, 256}), N({256}), N({256})}, A{{"normalized_shape", L{256}}}}};
+                          {ops::OpTag::layer_norm, {N({300, 256}), N({256}), N({256})}, A{{"normalized_shape", L{256}}}},
+                          // conv2d on wide images: output rows cross the packed-B panels (im2col_packed)
+                          {ops::OpTag::conv2d, {N({1, 3, 45, 75}), N({8, 3, 7, 7}), N({8})}, A{{"stride", L{2}}, {"padding", L{3}}}},
+                          {ops::OpTag::conv2d, {N({2, 4, 20, 40}), N({6, 2, 3, 3})}, A{{"groups", std::int64_t{2}}, {"dilation", L{2}}, {"padding", L{2}}}},
+                          {ops::OpTag::conv2d, {N({1, 2, 9, 70}), N({3, 2, 2, 5})}, A{{"stride", L{1, 3}}, {"padding", L{0, 4}}}}};
   for (const auto& c : cases) {
     SCOPED_TRACE(std::string(ops::op_kind(c.op)));
     std::vector<Tensor> ins;
