@@ -208,7 +208,7 @@ void SealedRuntime::admit(const std::string& publication_dir, const Manifest& ma
 }
 
 std::string SealedRuntime::launch(const std::string& op_name, const CallData& call, const std::map<std::string, std::uint64_t, std::less<>>& pointers,
-                                  void* stream, Role role) {
+                                  Role role) {
   require_healthy();
   if (!manifest_) throw_error(ErrorCode::invalid_argument, "seal.launch", "nothing is admitted: an invocation without a load is invalid");
   const ManifestOp* op = nullptr;
@@ -229,7 +229,7 @@ std::string SealedRuntime::launch(const std::string& op_name, const CallData& ca
   }
   const AotExport& e = *by_variant.at(select_specialization(variants, call).plan);
   Admitted& a = exports_.at(e.name);
-  Pending pending{e.name, role, {}};
+  Pending pending{e.name, role, {}, {}};
 
   // Every binding resolves: tensors from the caller, artifact resources from the runtime's storage. All
   // of them are checked (and sized) before anything is allocated.
@@ -294,7 +294,7 @@ std::string SealedRuntime::launch(const std::string& op_name, const CallData& ca
       allocated.push_back(need.key);
       bound[need.binding] = pointer;
     }
-    return submit(e, a, call, bound, stream, std::move(pending));
+    return submit(e, a, call, bound, std::move(pending));
   } catch (const Error& err) {
     if (err.code() != ErrorCode::poisoned) {
       for (const auto& key : allocated) free_resource(key);
@@ -304,12 +304,12 @@ std::string SealedRuntime::launch(const std::string& op_name, const CallData& ca
 }
 
 std::string SealedRuntime::submit(const AotExport& e, Admitted& a, const CallData& call, const std::map<std::string, std::uint64_t, std::less<>>& bound,
-                                  void* stream, Pending pending) {
+                                  Pending pending) {
   // Materialize every launch of the plan before anything launches, then launch them in order.
   struct Prepared {
     CuLaunchConfig config{};
     ParameterFrame frame;
-    CuLaunchAttribute cluster{};
+    std::array<CuLaunchAttribute, 4> attributes{};
     std::size_t ordinal = 0;
   };
   const auto& plan = e.device_plan;
@@ -333,13 +333,25 @@ std::string SealedRuntime::submit(const AotExport& e, Admitted& a, const CallDat
     Prepared p;
     p.ordinal = static_cast<std::size_t>(k - plan.kernels.begin());
     p.frame = materialize(l.params, k->param_widths, call, bound);
+    // The declared stream: a captured handle from the call's bindings, or the default stream.
+    void* const stream = l.stream == "default" ? nullptr : reinterpret_cast<void*>(static_cast<std::uintptr_t>(bound.at(l.stream)));
     p.config = CuLaunchConfig{grid[0], grid[1], grid[2], block[0], block[1], block[2], static_cast<std::uint32_t>(smem), stream, nullptr, 0};
+    auto attribute = [&](std::uint32_t id) -> CuLaunchAttribute& {
+      CuLaunchAttribute& at = p.attributes[p.config.num_attrs++];
+      at.id = id;
+      return at;
+    };
     if (l.cluster) {
       const auto cluster = dim(*l.cluster, "cluster");
-      p.cluster.id = kCuLaunchAttributeClusterDimension;
-      p.cluster.value.cluster_dim = {cluster[0], cluster[1], cluster[2]};
-      p.config.num_attrs = 1;
+      attribute(kCuLaunchAttributeClusterDimension).value.cluster_dim = {cluster[0], cluster[1], cluster[2]};
     }
+    for (const auto& name : l.attributes) {  // the manifest's allow-list, each once
+      if (name == "cooperative") attribute(kCuLaunchAttributeCooperative).value.scalar = 1;
+      else if (name == "cluster_scheduling_policy_spread") attribute(kCuLaunchAttributeClusterSchedulingPolicyPreference).value.scalar = kCuClusterSchedulingPolicySpread;
+      else if (name == "programmatic_stream_serialization") attribute(kCuLaunchAttributeProgrammaticStreamSerialization).value.scalar = 1;
+      else throw_error(ErrorCode::unsupported, "seal.launch", fmt::format("launch attribute '{}' has no CUDA encoding here", name));
+    }
+    pending.streams.insert(stream);
     prepared.push_back(std::move(p));
   }
   // Prelaunch: the only operation is a bounded fill of an authorized target, over exactly the target's
@@ -360,7 +372,7 @@ std::string SealedRuntime::submit(const AotExport& e, Admitted& a, const CallDat
     Prepared& p = prepared[i];
     std::vector<void*> params;
     for (auto offset : p.frame.offsets) params.push_back(p.frame.bytes.data() + offset);
-    if (p.config.num_attrs == 1) p.config.attrs = &p.cluster;
+    if (p.config.num_attrs > 0) p.config.attrs = p.attributes.data();
     if (const int r = driver_.launch_kernel_ex(&p.config, a.functions[p.ordinal], params.data(), nullptr); r != kCudaSuccess) {
       poison(fmt::format("cuLaunchKernelEx of '{}' launch {}", e.name, i), r);
     }
@@ -387,9 +399,13 @@ std::vector<std::string> SealedRuntime::live_resources() const {
   return keys;
 }
 
-void SealedRuntime::synchronize(void* stream) {
+void SealedRuntime::synchronize() {
   require_healthy();
-  if (const int r = driver_.stream_synchronize(stream); r != kCudaSuccess) poison("cuStreamSynchronize", r);
+  std::set<void*> streams;
+  for (const auto& p : pending_) streams.insert(p.streams.begin(), p.streams.end());
+  for (void* stream : streams) {
+    if (const int r = driver_.stream_synchronize(stream); r != kCudaSuccess) poison("cuStreamSynchronize", r);
+  }
   std::vector<Pending> done;
   done.swap(pending_);
   for (const auto& p : done) {

@@ -49,6 +49,7 @@ struct CuLaunchAttribute {
   char pad[4];
   union {
     char bytes[64];
+    std::int32_t scalar;  ///< cooperative, clusterSchedulingPolicyPreference, programmaticStreamSerializationAllowed
     struct {
       std::uint32_t x, y, z;
     } cluster_dim;
@@ -60,7 +61,11 @@ struct CuLaunchConfig {
   CuLaunchAttribute* attrs;
   std::uint32_t num_attrs;
 };
+inline constexpr std::uint32_t kCuLaunchAttributeCooperative = 2;
 inline constexpr std::uint32_t kCuLaunchAttributeClusterDimension = 4;
+inline constexpr std::uint32_t kCuLaunchAttributeClusterSchedulingPolicyPreference = 5;
+inline constexpr std::uint32_t kCuLaunchAttributeProgrammaticStreamSerialization = 6;
+inline constexpr std::int32_t kCuClusterSchedulingPolicySpread = 1;
 inline constexpr int kCudaSuccess = 0;
 inline constexpr int kCudaErrorInvalidValue = 1;
 
@@ -115,16 +120,18 @@ class SealedRuntime {
   void admit(const std::string& publication_dir, const Manifest& manifest, const CompileProfile& launch_profile);
 
   /// Launches op `op`'s export of `role` for the call (run: the unique most-specific variant; other
-  /// roles: the unique export of that role for the call). `pointers` maps the export's tensor bindings
-  /// to device addresses; artifact resources are allocated by the runtime under the storage budget and
-  /// bound by name, following their lifetimes: workspace.* lives for one call (freed when the call
-  /// completes), prepared.* must have been produced by a completed prepare before a run consumes it,
-  /// state.* lives until a destroy export that binds it completes. Returns the export that ran.
+  /// roles: the unique export of that role for the call). `pointers` maps the export's semantic bindings
+  /// to device addresses, and a launch's declared stream binding to its captured CUstream handle; a
+  /// launch declaring stream "default" runs on the default stream. Artifact resources are allocated by
+  /// the runtime under the storage budget and bound by name, following their lifetimes: workspace.*
+  /// lives for one call (freed when the call completes), prepared.* must have been produced by a
+  /// completed prepare before a run consumes it, state.* lives until a destroy export that binds it
+  /// completes. The allow-listed launch attributes become CUDA launch attributes. Returns the export.
   std::string launch(const std::string& op, const CallData& call, const std::map<std::string, std::uint64_t, std::less<>>& pointers,
-                     void* stream = nullptr, Role role = Role::run);
-  /// Waits for the stream; records completion of what was launched on it and applies the lifetimes
-  /// above (workspace freed, prepared marked produced, destroyed storage freed).
-  void synchronize(void* stream = nullptr);
+                     Role role = Role::run);
+  /// Waits for every stream the pending launches used; records their completion and applies the
+  /// lifetimes above (workspace freed, prepared marked produced, destroyed storage freed).
+  void synchronize();
   /// Live artifact storage keys ("<op>/<resource>"), and those a completed prepare produced.
   std::vector<std::string> live_resources() const;
 
@@ -157,10 +164,11 @@ class SealedRuntime {
     std::string export_name;
     Role role;
     std::vector<std::pair<std::string, Lifetime>> resources;  ///< keys the launch bound
+    std::set<void*> streams;                                   ///< the streams its launches ran on
   };
   void free_resource(const std::string& key);
   std::string submit(const AotExport& e, Admitted& a, const CallData& call, const std::map<std::string, std::uint64_t, std::less<>>& bound,
-                     void* stream, Pending pending);
+                     Pending pending);
 
   std::map<std::string, std::uint64_t> resources_;  ///< live artifact storage by key
   std::map<std::string, std::uint64_t> resource_bytes_;  ///< and its allocated size

@@ -185,10 +185,14 @@ DevicePlan parse_device_plan(const Tbl& t, const std::vector<std::string>& bindi
     l.keys({"kernel", "grid", "block", "dynamic_smem", "params"}, {"cluster", "stream", "attributes"});
     Launch launch{l.str("kernel"), l.exprs("grid", 3), l.exprs("block", 3), std::nullopt, l.expr("dynamic_smem"), {}, l.str_or("stream", "default"), {}};
     if (l.has("cluster")) launch.cluster = l.exprs("cluster", 3);
-    if (l.has("attributes")) launch.attributes = l.strings("attributes", 8);
-    for (const auto& a : launch.attributes) {
+    if (l.has("attributes")) launch.attributes = l.strings("attributes", std::size(kLaunchAttributes));
+    for (std::size_t i = 0; i < launch.attributes.size(); ++i) {
+      const auto& a = launch.attributes[i];
       if (std::find(std::begin(kLaunchAttributes), std::end(kLaunchAttributes), a) == std::end(kLaunchAttributes)) {
         fail(ErrorCode::unsupported, l.at("attributes"), fmt::format("launch attribute '{}' is not allow-listed", a));
+      }
+      if (std::find(launch.attributes.begin(), launch.attributes.begin() + static_cast<std::ptrdiff_t>(i), a) != launch.attributes.begin() + static_cast<std::ptrdiff_t>(i)) {
+        fail(ErrorCode::invalid_argument, l.at("attributes"), fmt::format("launch attribute '{}' appears twice", a));
       }
     }
     if (launch.stream != "default" && std::find(bindings.begin(), bindings.end(), launch.stream) == bindings.end()) {

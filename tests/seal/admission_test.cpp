@@ -38,6 +38,7 @@ struct FakeModule {
 struct Launched {
   CuLaunchConfig config;
   std::vector<std::uint32_t> cluster;
+  std::vector<std::pair<std::uint32_t, std::int32_t>> attributes;  ///< id, scalar value
   std::vector<std::vector<std::byte>> params;
 };
 struct FakeDriver {
@@ -45,6 +46,7 @@ struct FakeDriver {
   int loads = 0, unloads = 0, releases = 0;
   bool widen_fourth = false, hide_kernels = false;
   int launch_result = 0, sync_result = 0;
+  std::vector<void*> synced;
   std::vector<Launched> launches;
   std::vector<std::pair<std::uint64_t, std::size_t>> allocations;
   std::vector<std::tuple<std::uint64_t, unsigned, std::size_t>> fills;
@@ -128,12 +130,13 @@ CudaDriver fake_driver() {
   };
   d.launch_kernel_ex = [](const CuLaunchConfig* config, void* fp, void** params, void**) {
     const auto& f = *static_cast<FakeFunction*>(fp);
-    Launched l{*config, {}, {}};
+    Launched l{*config, {}, {}, {}};
     for (std::size_t i = 0; i < f.widths.size(); ++i) {
       const auto* p = static_cast<const std::byte*>(params[i]);
       l.params.emplace_back(p, p + f.widths[i]);
     }
     for (std::uint32_t i = 0; i < config->num_attrs; ++i) {
+      l.attributes.emplace_back(config->attrs[i].id, config->attrs[i].value.scalar);
       if (config->attrs[i].id == kCuLaunchAttributeClusterDimension) {
         const auto& c = config->attrs[i].value.cluster_dim;
         l.cluster = {c.x, c.y, c.z};
@@ -142,7 +145,10 @@ CudaDriver fake_driver() {
     g.launches.push_back(std::move(l));
     return g.launch_result;
   };
-  d.stream_synchronize = [](void*) { return g.sync_result; };
+  d.stream_synchronize = [](void* stream) {
+    g.synced.push_back(stream);
+    return g.sync_result;
+  };
   d.mem_alloc = [](std::uint64_t* p, std::size_t bytes) {
     *p = 0x100000 * (g.allocations.size() + 1);
     g.allocations.emplace_back(*p, bytes);
@@ -203,6 +209,7 @@ TEST_F(Admission, BindsOrdinalsByWidthAndLaunchesTheExactFrame) {
   EXPECT_EQ(l.config.block_x, 256u);
   EXPECT_EQ(l.config.shared_mem_bytes, 0u);
   EXPECT_EQ(l.config.num_attrs, 0u);
+  EXPECT_EQ(l.config.stream, nullptr);  // the plan declares the default stream
   ASSERT_EQ(l.params.size(), 5u);
   EXPECT_EQ(read_as<std::uint64_t>(l.params[0]), 0xa000u);
   EXPECT_EQ(read_as<std::uint64_t>(l.params[1]), 0xb000u);
@@ -329,7 +336,7 @@ TEST_F(Admission, ResourcesFollowTheirLifetimesAcrossRoles) {
   using Keys = std::vector<std::string>;
   // A run before any prepare completed consumes nothing produced: refused, nothing launched.
   EXPECT_TRUE(mentions(message_of([&] { rt.launch("add", call(512), pointers()); }), "no completed prepare"));
-  EXPECT_EQ(rt.launch("add", call(512), pointers(), nullptr, Role::prepare), "vadd_prepare");
+  EXPECT_EQ(rt.launch("add", call(512), pointers(), Role::prepare), "vadd_prepare");
   EXPECT_EQ(code_of([&] { rt.launch("add", call(512), pointers()); }), ErrorCode::invalid_argument);  // not yet completed
   rt.synchronize();
   EXPECT_EQ(rt.live_resources(), (Keys{"add/prepared.table"}));
@@ -341,13 +348,51 @@ TEST_F(Admission, ResourcesFollowTheirLifetimesAcrossRoles) {
   EXPECT_EQ(rt.live_resources(), (Keys{"add/prepared.table", "add/workspace.partials"}));
   rt.synchronize();
   EXPECT_EQ(rt.live_resources(), (Keys{"add/prepared.table"}));  // the workspace ended with its call
-  EXPECT_EQ(rt.launch("add", call(512), pointers(), nullptr, Role::destroy), "vadd_destroy");
+  EXPECT_EQ(rt.launch("add", call(512), pointers(), Role::destroy), "vadd_destroy");
   rt.synchronize();
   EXPECT_TRUE(rt.live_resources().empty());
   EXPECT_EQ(code_of([&] { rt.launch("add", call(512), pointers()); }), ErrorCode::invalid_argument);  // destroyed
-  EXPECT_EQ(code_of([&] { rt.launch("add", call(512), pointers(), nullptr, Role::init); }), ErrorCode::invalid_argument);  // none declared
+  EXPECT_EQ(code_of([&] { rt.launch("add", call(512), pointers(), Role::init); }), ErrorCode::invalid_argument);  // none declared
   EXPECT_EQ(g.launches.size(), 3u);
   EXPECT_TRUE(rt.evidence().gate({rt.artifact_key("vadd_prepare"), rt.artifact_key("vadd_run"), rt.artifact_key("vadd_destroy")}).passed);
+  std::filesystem::remove_all(std::filesystem::path(dir).parent_path());
+}
+
+// A launch declaring a captured stream binding and every allow-listed attribute, plus a cluster.
+TEST_F(Admission, DeclaredStreamsAttributesAndClustersReachTheLaunch) {
+  std::string text = read_file(kSource + "/examples/seal/vector_add/manifest.toml", "test");
+  const std::string old_bindings = R"(bindings = ["a", "b", "out", "workspace.partials"])";
+  text.replace(text.find(old_bindings), old_bindings.size(), R"(bindings = ["a", "b", "out", "workspace.partials", "s"])");
+  const std::string old_smem = "dynamic_smem = 0";
+  text.replace(text.find(old_smem), old_smem.size(),
+               "dynamic_smem = 0\nstream = \"s\"\ncluster = [2, 1, 1]\n"
+               "attributes = [\"cooperative\", \"cluster_scheduling_policy_spread\", \"programmatic_stream_serialization\"]");
+  const Manifest m = parse_manifest(text, "streams.toml");
+  char tmpl[] = "/tmp/pact-admit-XXXXXX";
+  const std::string dir = std::string(::mkdtemp(tmpl)) + "/pub";
+  const std::string cubin = read_file(publication + "/nvcc_cubin/vadd_run.cubin", "test");
+  const auto bytes = std::as_bytes(std::span(cubin.data(), cubin.size()));
+  write_publication(dir, m, profile, {{"vadd_run", {bytes.begin(), bytes.end()}}}, Json::object());
+  SealedRuntime rt(driver);
+  rt.admit(dir, m, profile);
+  auto ptrs = pointers();
+  EXPECT_TRUE(mentions(message_of([&] { rt.launch("add", call(100), ptrs); }), "binding 's'"));  // no stream captured
+  ptrs["s"] = 0x5000;
+  rt.launch("add", call(100), ptrs);
+  ASSERT_EQ(g.launches.size(), 1u);
+  const auto& l = g.launches[0];
+  EXPECT_EQ(l.config.stream, reinterpret_cast<void*>(std::uintptr_t{0x5000}));
+  EXPECT_EQ(l.cluster, (std::vector<std::uint32_t>{2, 1, 1}));
+  ASSERT_EQ(l.attributes.size(), 4u);
+  EXPECT_EQ(l.attributes[1], (std::pair<std::uint32_t, std::int32_t>{kCuLaunchAttributeCooperative, 1}));
+  EXPECT_EQ(l.attributes[2], (std::pair<std::uint32_t, std::int32_t>{kCuLaunchAttributeClusterSchedulingPolicyPreference, kCuClusterSchedulingPolicySpread}));
+  EXPECT_EQ(l.attributes[3], (std::pair<std::uint32_t, std::int32_t>{kCuLaunchAttributeProgrammaticStreamSerialization, 1}));
+  rt.synchronize();
+  EXPECT_EQ(g.synced, (std::vector<void*>{reinterpret_cast<void*>(std::uintptr_t{0x5000})}));  // the stream it ran on
+  // An attribute twice is refused at parse.
+  std::string twice = text;
+  twice.replace(twice.find("\"cooperative\""), 13, "\"cooperative\", \"cooperative\"");
+  EXPECT_EQ(code_of([&] { parse_manifest(twice, "twice.toml"); }), ErrorCode::invalid_argument);
   std::filesystem::remove_all(std::filesystem::path(dir).parent_path());
 }
 
