@@ -60,9 +60,28 @@ const CudaDriver& load_cuda_driver() {
     bind(driver.memcpy_htod, "cuMemcpyHtoD_v2");
     bind(driver.memcpy_dtoh, "cuMemcpyDtoH_v2");
     bind(driver.memset_d8, "cuMemsetD8_v2");
+    bind(driver.tensor_map_encode_tiled, "cuTensorMapEncodeTiled");
   });
   if (!failure.empty()) throw_error(ErrorCode::no_device, "seal.cuda", failure);
   return driver;
+}
+
+int cu_tensor_map_dtype(std::string_view dtype) {
+  if (dtype == "u8") return 0;
+  if (dtype == "i32") return 3;
+  if (dtype == "f16") return 6;
+  if (dtype == "f32") return 7;
+  if (dtype == "f64") return 8;
+  if (dtype == "bf16") return 9;
+  throw_error(ErrorCode::invalid_argument, "seal.tma", fmt::format("'{}' is not a TMA element type", dtype));
+}
+
+int cu_tensor_map_swizzle(std::string_view swizzle) {
+  if (swizzle == "none") return 0;
+  if (swizzle == "32B") return 1;
+  if (swizzle == "64B") return 2;
+  if (swizzle == "128B") return 3;
+  throw_error(ErrorCode::invalid_argument, "seal.tma", fmt::format("'{}' is not a TMA swizzle", swizzle));
 }
 
 SealedRuntime::SealedRuntime(const CudaDriver& driver, int device_ordinal) : driver_(driver), device_(device_ordinal) {
@@ -313,6 +332,22 @@ std::string SealedRuntime::submit(const AotExport& e, Admitted& a, const CallDat
     std::size_t ordinal = 0;
   };
   const auto& plan = e.device_plan;
+  // Tensor maps are encoded by the driver (cuTensorMapEncodeTiled) into an aligned map, then copied into
+  // the frame; an encoding the driver refuses is an argument error before anything launches.
+  const TmaEncoder tma = [&](const TmaRequest& r, std::byte* out) {
+    struct alignas(128) Map {
+      std::byte bytes[128];
+    } map{};
+    const std::vector<std::uint32_t> element_strides(r.dims.size(), 1);
+    const int result = driver_.tensor_map_encode_tiled(&map, cu_tensor_map_dtype(r.dtype), static_cast<std::uint32_t>(r.dims.size()),
+                                                        reinterpret_cast<void*>(static_cast<std::uintptr_t>(r.address)), r.dims.data(),
+                                                        r.stride_bytes.data(), r.box.data(), element_strides.data(), 0,
+                                                        cu_tensor_map_swizzle(r.swizzle), 0, 0);
+    if (result != kCudaSuccess) {
+      throw_error(ErrorCode::invalid_argument, "seal.tma", fmt::format("the driver refused to encode the tensor map (CUresult {})", result));
+    }
+    std::memcpy(out, map.bytes, sizeof map.bytes);
+  };
   std::vector<Prepared> prepared;
   for (const auto& l : plan.launches) {
     const auto k = std::find_if(plan.kernels.begin(), plan.kernels.end(), [&](const KernelContract& c) { return c.name == l.kernel; });
@@ -332,7 +367,7 @@ std::string SealedRuntime::submit(const AotExport& e, Admitted& a, const CallDat
     }
     Prepared p;
     p.ordinal = static_cast<std::size_t>(k - plan.kernels.begin());
-    p.frame = materialize(l.params, k->param_widths, call, bound);
+    p.frame = materialize(l.params, k->param_widths, call, bound, &tma);
     // The declared stream: a captured handle from the call's bindings, or the default stream.
     void* const stream = l.stream == "default" ? nullptr : reinterpret_cast<void*>(static_cast<std::uintptr_t>(bound.at(l.stream)));
     p.config = CuLaunchConfig{grid[0], grid[1], grid[2], block[0], block[1], block[2], static_cast<std::uint32_t>(smem), stream, nullptr, 0};

@@ -92,7 +92,14 @@ struct CudaDriver {
   Result (*memcpy_htod)(std::uint64_t dst, const void* src, std::size_t bytes) = nullptr;  // cuMemcpyHtoD_v2
   Result (*memcpy_dtoh)(void* dst, std::uint64_t src, std::size_t bytes) = nullptr;    // cuMemcpyDtoH_v2
   Result (*memset_d8)(std::uint64_t dst, unsigned char value, std::size_t n) = nullptr;  // cuMemsetD8_v2
+  Result (*tensor_map_encode_tiled)(void* map, int dtype, std::uint32_t rank, void* address, const std::uint64_t* dims,
+                                    const std::uint64_t* stride_bytes, const std::uint32_t* box, const std::uint32_t* element_strides,
+                                    int interleave, int swizzle, int l2_promotion, int oob_fill) = nullptr;  // cuTensorMapEncodeTiled
 };
+
+/// cuda.h's CUtensorMapDataType for a TMA element type, and CUtensorMapSwizzle for a swizzle name.
+int cu_tensor_map_dtype(std::string_view dtype);
+int cu_tensor_map_swizzle(std::string_view swizzle);
 
 /// The process's driver, loaded once with dlopen("libcuda.so.1"). no_device (naming dlerror or the
 /// missing symbol) when the library or a needed entry point is absent.

@@ -151,8 +151,18 @@ ParamSpec parse_param(const Tbl& p) {
     return FastDivmodParam{p.expr("divisor")};
   }
   if (kind == "tma_descriptor") {
-    p.keys({"kind", "binding"});
-    return TmaDescriptorParam{p.str("binding")};
+    p.keys({"kind", "binding", "dtype", "box"}, {"swizzle"});
+    TmaDescriptorParam t{p.str("binding"), p.str("dtype"), {}, p.str_or("swizzle", "none")};
+    try {
+      (void)tma_element_size(t.dtype);
+      require_tma_swizzle(t.swizzle);
+    } catch (const Error& err) {
+      fail(err.code(), p.path(), err.detail());
+    }
+    const auto& box = p.array("box", 5);
+    if (box.empty()) fail(ErrorCode::invalid_argument, p.at("box"), "a box has one extent per tensor dimension (1-5)");
+    t.box = p.exprs("box", box.size());
+    return t;
   }
   if (kind == "group_handle") {
     p.keys({"kind", "group"});
@@ -543,7 +553,9 @@ Json param_json(const ParamSpec& p) {
     return {{"kind", "packed_struct"}, {"size", x->size}, {"alignment", x->alignment}, {"fields", fields}};
   }
   if (const auto* x = std::get_if<FastDivmodParam>(&p)) return {{"kind", "fast_divmod_u32"}, {"divisor", expr_json(x->divisor)}};
-  if (const auto* x = std::get_if<TmaDescriptorParam>(&p)) return {{"kind", "tma_descriptor"}, {"binding", x->binding}};
+  if (const auto* x = std::get_if<TmaDescriptorParam>(&p)) {
+    return {{"kind", "tma_descriptor"}, {"binding", x->binding}, {"dtype", x->dtype}, {"box", exprs_json(x->box)}, {"swizzle", x->swizzle}};
+  }
   return {{"kind", "group_handle"}, {"group", std::get<GroupHandleParam>(p).group}};
 }
 

@@ -116,8 +116,58 @@ FastDivmod make_fast_divmod(std::int64_t divisor) {
   return {d, static_cast<std::uint32_t>(m), p - 32};
 }
 
+std::uint32_t tma_element_size(std::string_view dtype) {
+  if (dtype == "f32" || dtype == "i32") return 4;
+  if (dtype == "f16" || dtype == "bf16") return 2;
+  if (dtype == "f64") return 8;
+  if (dtype == "u8") return 1;
+  throw_error(ErrorCode::invalid_argument, "seal.params", fmt::format("'{}' is not a TMA element type (f32, f16, bf16, f64, i32, u8)", dtype));
+}
+
+void require_tma_swizzle(std::string_view swizzle) {
+  if (swizzle != "none" && swizzle != "32B" && swizzle != "64B" && swizzle != "128B") {
+    throw_error(ErrorCode::invalid_argument, "seal.params", fmt::format("'{}' is not a TMA swizzle (none, 32B, 64B, 128B)", swizzle));
+  }
+}
+
+namespace {
+
+TmaRequest tma_request(const TmaDescriptorParam& t, const CallData& call, const std::map<std::string, std::uint64_t, std::less<>>& device_pointers,
+                       const std::string& what) {
+  auto bad = [&](const std::string& why) { throw_error(ErrorCode::invalid_argument, "seal.params", fmt::format("{}: {}", what, why)); };
+  const auto tensor = call.tensors.find(t.binding);
+  const auto address = device_pointers.find(t.binding);
+  if (tensor == call.tensors.end() || address == device_pointers.end()) bad(fmt::format("'{}' is not an admitted tensor binding", t.binding));
+  const Dims& shape = tensor->second.shape;
+  const Dims& strides = tensor->second.strides;
+  const int rank = shape.size();
+  if (rank < 1 || rank > 5) bad(fmt::format("a tensor map covers rank 1-5; '{}' has rank {}", t.binding, rank));
+  if (static_cast<int>(t.box.size()) != rank) bad(fmt::format("the box has {} extents for a rank-{} tensor", t.box.size(), rank));
+  const std::uint64_t esize = tma_element_size(t.dtype);
+  TmaRequest r{t.dtype, address->second, {}, {}, {}, t.swizzle};
+  if (strides[rank - 1] != 1) bad("the innermost dimension is not contiguous");
+  for (int d = rank - 1; d >= 0; --d) {
+    if (shape[d] < 1) bad(fmt::format("dimension {} is empty", d));
+    r.dims.push_back(static_cast<std::uint64_t>(shape[d]));
+    const std::int64_t b = t.box[static_cast<std::size_t>(d)].eval(call);
+    if (b < 1 || b > 256) bad(fmt::format("box extent {} of dimension {} is outside [1, 256]", b, d));
+    r.box.push_back(static_cast<std::uint32_t>(b));
+    if (d < rank - 1) {
+      if (strides[d] < 1) bad(fmt::format("dimension {} has stride {}", d, strides[d]));
+      const std::uint64_t bytes = static_cast<std::uint64_t>(strides[d]) * esize;
+      if (bytes % 16 != 0) bad(fmt::format("dimension {} has a stride of {} bytes, not a multiple of 16", d, bytes));
+      r.stride_bytes.push_back(bytes);
+    }
+  }
+  if (r.box[0] * esize % 16 != 0) bad(fmt::format("the box's innermost extent is {} bytes, not a multiple of 16", r.box[0] * esize));
+  if (r.address % 16 != 0) bad("the tensor's address is not 16-byte aligned");
+  return r;
+}
+
+}  // namespace
+
 ParameterFrame materialize(std::span<const ParamSpec> params, std::span<const std::uint32_t> declared_widths, const CallData& call,
-                           const std::map<std::string, std::uint64_t, std::less<>>& device_pointers) {
+                           const std::map<std::string, std::uint64_t, std::less<>>& device_pointers, const TmaEncoder* tma) {
   if (params.size() != declared_widths.size()) {
     throw_error(ErrorCode::invalid_argument, "seal.params",
                 fmt::format("{} parameters for a kernel contract of {} formal parameters", params.size(), declared_widths.size()));
@@ -130,7 +180,7 @@ ParameterFrame materialize(std::span<const ParamSpec> params, std::span<const st
       throw_error(ErrorCode::invalid_argument, "seal.params",
                   fmt::format("parameter {} is {} bytes; the kernel contract declares {}", i, width, declared_widths[i]));
     }
-    if (std::holds_alternative<TmaDescriptorParam>(p)) {
+    if (std::holds_alternative<TmaDescriptorParam>(p) && (tma == nullptr || !*tma)) {
       throw_error(ErrorCode::unsupported, "seal.params", fmt::format("parameter {}: a TMA descriptor is encoded only on a CUDA machine", i));
     }
     if (const auto* g = std::get_if<GroupHandleParam>(&p)) {
@@ -153,6 +203,8 @@ ParameterFrame materialize(std::span<const ParamSpec> params, std::span<const st
     } else if (const auto* st = std::get_if<PackedStructParam>(&p)) {
       check_packed_struct(*st);
       for (const auto& f : st->fields) pack_scalar(f.type, f.value.eval(call), out + f.offset, fmt::format("{} field at {}", what, f.offset));
+    } else if (const auto* t = std::get_if<TmaDescriptorParam>(&p)) {
+      (*tma)(tma_request(*t, call, device_pointers, what), out);
     } else if (const auto* dm = std::get_if<FastDivmodParam>(&p)) {
       const FastDivmod r = make_fast_divmod(dm->divisor.eval(call));
       std::memcpy(out, &r.divisor, 4);

@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <span>
 #include <string>
@@ -48,8 +49,14 @@ struct PackedStructParam {
 struct FastDivmodParam {
   Expr divisor;
 };
+/// A tiled tensor map over a bound tensor: its element type (f32 | f16 | bf16 | f64 | i32 | u8), the box
+/// (one checked expression per tensor dimension, outermost first, each in [1, 256]) and the swizzle
+/// (none | 32B | 64B | 128B). Element strides are 1, no interleave, no L2 promotion, no NaN fill.
 struct TmaDescriptorParam {
   std::string binding;
+  std::string dtype = "f32";
+  std::vector<Expr> box;
+  std::string swizzle = "none";
 };
 struct GroupHandleParam {
   std::string group;
@@ -72,6 +79,23 @@ struct FastDivmod {
 };
 FastDivmod make_fast_divmod(std::int64_t divisor);
 
+/// What a tensor map encodes, in the CUDA driver's order (innermost dimension first).
+struct TmaRequest {
+  std::string dtype;
+  std::uint64_t address = 0;
+  std::vector<std::uint64_t> dims;           ///< innermost first
+  std::vector<std::uint64_t> stride_bytes;   ///< dimensions 1.. (the innermost is contiguous)
+  std::vector<std::uint32_t> box;            ///< innermost first
+  std::string swizzle;
+};
+/// The validator's encoder (admission installs one over cuTensorMapEncodeTiled): writes the 128-byte
+/// descriptor or throws. Never candidate code.
+using TmaEncoder = std::function<void(const TmaRequest&, std::byte* descriptor)>;
+/// Element size of a TMA element type; invalid_argument for another name.
+std::uint32_t tma_element_size(std::string_view dtype);
+/// Checks the swizzle name; invalid_argument otherwise.
+void require_tma_swizzle(std::string_view swizzle);
+
 struct ParameterFrame {
   std::vector<std::byte> bytes;
   std::vector<std::uint32_t> offsets;
@@ -80,7 +104,10 @@ struct ParameterFrame {
 
 /// Materializes one launch's parameters. `declared_widths` is the kernel contract (one width per formal
 /// parameter); `device_pointers` maps admitted binding names to device addresses.
+/// A tma_descriptor parameter needs `tma` (a CUDA machine's encoder); without one it is unsupported and
+/// fails closed. The tensor must be rank 1-5 with a contiguous innermost dimension, outer strides
+/// multiples of 16 bytes, and the box's innermost extent a multiple of 16 bytes.
 ParameterFrame materialize(std::span<const ParamSpec> params, std::span<const std::uint32_t> declared_widths, const CallData& call,
-                           const std::map<std::string, std::uint64_t, std::less<>>& device_pointers);
+                           const std::map<std::string, std::uint64_t, std::less<>>& device_pointers, const TmaEncoder* tma = nullptr);
 
 }  // namespace pact::seal

@@ -24,6 +24,17 @@ TEST(SealCudaAbi, LaunchStructuresMatchCudaH) {
   EXPECT_EQ(kCuLaunchAttributeClusterSchedulingPolicyPreference, static_cast<std::uint32_t>(CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE));
   EXPECT_EQ(kCuLaunchAttributeProgrammaticStreamSerialization, static_cast<std::uint32_t>(CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION));
   EXPECT_EQ(kCuClusterSchedulingPolicySpread, static_cast<std::int32_t>(CU_CLUSTER_SCHEDULING_POLICY_SPREAD));
+  EXPECT_EQ(cu_tensor_map_dtype("u8"), CU_TENSOR_MAP_DATA_TYPE_UINT8);
+  EXPECT_EQ(cu_tensor_map_dtype("i32"), CU_TENSOR_MAP_DATA_TYPE_INT32);
+  EXPECT_EQ(cu_tensor_map_dtype("f16"), CU_TENSOR_MAP_DATA_TYPE_FLOAT16);
+  EXPECT_EQ(cu_tensor_map_dtype("f32"), CU_TENSOR_MAP_DATA_TYPE_FLOAT32);
+  EXPECT_EQ(cu_tensor_map_dtype("f64"), CU_TENSOR_MAP_DATA_TYPE_FLOAT64);
+  EXPECT_EQ(cu_tensor_map_dtype("bf16"), CU_TENSOR_MAP_DATA_TYPE_BFLOAT16);
+  EXPECT_EQ(cu_tensor_map_swizzle("none"), CU_TENSOR_MAP_SWIZZLE_NONE);
+  EXPECT_EQ(cu_tensor_map_swizzle("32B"), CU_TENSOR_MAP_SWIZZLE_32B);
+  EXPECT_EQ(cu_tensor_map_swizzle("64B"), CU_TENSOR_MAP_SWIZZLE_64B);
+  EXPECT_EQ(cu_tensor_map_swizzle("128B"), CU_TENSOR_MAP_SWIZZLE_128B);
+  EXPECT_EQ(sizeof(CUtensorMap), 128u);
   EXPECT_EQ(kCudaSuccess, CUDA_SUCCESS);
   EXPECT_EQ(kCudaErrorInvalidValue, CUDA_ERROR_INVALID_VALUE);
   // The cluster dimension sits at the start of the value union, as cuda.h's clusterDim does.

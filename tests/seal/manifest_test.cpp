@@ -138,6 +138,26 @@ TEST(SealManifest, OverlappingSpecializationsMustFormAChain) {
 }
 
 
+TEST(SealManifest, TensorMapParametersDeclareTypeBoxAndSwizzle) {
+  const std::string base = example_manifest();
+  auto with = [&](const std::string& param) {
+    std::string t = replaced(base, "{ kind = \"fast_divmod_u32\", divisor = 256 },", "{ kind = \"fast_divmod_u32\", divisor = 256 },\n  " + param + ",");
+    return replaced(t, "param_widths = [8, 8, 8, 4, 12]", "param_widths = [8, 8, 8, 4, 12, 128]");
+  };
+  const Manifest m = parse_manifest(with(R"({ kind = "tma_descriptor", binding = "a", dtype = "f32", box = ["numel(a) / 64", 64], swizzle = "128B" })"), "m");
+  const auto& t = std::get<TmaDescriptorParam>(m.ops[0].exports[0].device_plan.launches[0].params.back());
+  EXPECT_EQ(t.dtype, "f32");
+  EXPECT_EQ(t.box.size(), 2u);
+  EXPECT_EQ(t.swizzle, "128B");
+  EXPECT_EQ(code_of([&] { parse_manifest(with(R"({ kind = "tma_descriptor", binding = "a", dtype = "f32", box = [64], swizzle = "256B" })"), "m"); }),
+            ErrorCode::invalid_argument);
+  EXPECT_EQ(code_of([&] { parse_manifest(with(R"({ kind = "tma_descriptor", binding = "a", dtype = "f8", box = [64] })"), "m"); }),
+            ErrorCode::invalid_argument);
+  EXPECT_EQ(code_of([&] { parse_manifest(with(R"({ kind = "tma_descriptor", binding = "a", dtype = "f32" })"), "m"); }), ErrorCode::parse_error);
+  EXPECT_EQ(code_of([&] { parse_manifest(with(R"({ kind = "tma_descriptor", binding = "a", dtype = "f32", box = [] })"), "m"); }),
+            ErrorCode::invalid_argument);
+}
+
 TEST(SealManifest, TheScanReportsEveryProblemAndAgreesWithTheParse) {
   const std::string path = std::string(PACT_SOURCE_DIR) + "/tests/fixtures/seal/bad_bundle/manifest.toml";
   const std::string text = read_file(path, "test");

@@ -186,6 +186,55 @@ TEST(SealParams, MaterializesTheExactFrameFromALiveCall) {
   EXPECT_EQ(read_at<std::uint32_t>(f, 48), five.shift);
 }
 
+// A tensor map through the validator's encoder (a stand-in here; admission installs the driver's): the
+// request is in the driver's order (innermost first), the descriptor lands 64-byte aligned in the frame.
+TEST(SealParams, TensorMapsAreEncodedThroughTheValidatorsEncoder) {
+  CallData c;
+  c.tensors["x"] = {Dims{4, 6, 64}, Dims{512, 64, 1}};  // 256-byte rows, 2048-byte planes (padded from 1536)
+  c.scalars["rows"] = 2;
+  const std::map<std::string, std::uint64_t, std::less<>> pointers{{"x", 0x10000}};
+  std::vector<TmaRequest> seen;
+  const TmaEncoder encoder = [&](const TmaRequest& r, std::byte* out) {
+    seen.push_back(r);
+    std::memset(out, 0xab, 128);
+  };
+  std::vector<ParamSpec> params;
+  params.emplace_back(ScalarParam{ScalarType::i32, Expr::parse("1", "t")});
+  params.emplace_back(TmaDescriptorParam{"x", "f32", {Expr::parse("1", "b"), Expr::parse("scalar(rows)", "b"), Expr::parse("32", "b")}, "128B"});
+  const std::vector<std::uint32_t> widths{4, 128};
+  const ParameterFrame f = materialize(params, widths, c, pointers, &encoder);
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0].dims, (std::vector<std::uint64_t>{64, 6, 4}));
+  EXPECT_EQ(seen[0].stride_bytes, (std::vector<std::uint64_t>{256, 2048}));
+  EXPECT_EQ(seen[0].box, (std::vector<std::uint32_t>{32, 2, 1}));
+  EXPECT_EQ(seen[0].address, 0x10000u);
+  EXPECT_EQ(seen[0].swizzle, "128B");
+  EXPECT_EQ(f.offsets[1], 64u);
+  for (std::size_t i = 0; i < 128; ++i) ASSERT_EQ(f.bytes[64 + i], std::byte{0xab}) << i;
+  // What the driver could not encode is refused first, typed.
+  auto code = [&](CallData cd, TmaDescriptorParam t) {
+    std::vector<ParamSpec> v;
+    v.emplace_back(std::move(t));
+    return code_of([&] { materialize(v, std::vector<std::uint32_t>{128}, cd, pointers, &encoder); });
+  };
+  const auto box2 = [](const char* a, const char* b) { return std::vector<Expr>{Expr::parse(a, "b"), Expr::parse(b, "b")}; };
+  CallData strided;
+  strided.tensors["x"] = {Dims{8, 64}, Dims{1, 8}};  // innermost not contiguous
+  EXPECT_EQ(code(strided, {"x", "f32", box2("8", "8"), "none"}), ErrorCode::invalid_argument);
+  CallData odd;
+  odd.tensors["x"] = {Dims{8, 3}, Dims{3, 1}};  // a 12-byte row stride
+  EXPECT_EQ(code(odd, {"x", "f32", box2("8", "4"), "none"}), ErrorCode::invalid_argument);
+  CallData ok;
+  ok.tensors["x"] = {Dims{8, 64}, Dims{64, 1}};
+  EXPECT_EQ(code(ok, {"x", "f32", box2("8", "300"), "none"}), ErrorCode::invalid_argument);  // box past 256
+  EXPECT_EQ(code(ok, {"x", "f32", box2("8", "2"), "none"}), ErrorCode::invalid_argument);    // 8-byte inner box
+  EXPECT_EQ(code(ok, {"x", "f32", {Expr::parse("8", "b")}, "none"}), ErrorCode::invalid_argument);  // box rank
+  EXPECT_EQ(code(ok, {"y", "f32", box2("8", "8"), "none"}), ErrorCode::invalid_argument);    // not admitted
+  EXPECT_EQ(seen.size(), 1u);
+  EXPECT_EQ(code_of([] { (void)tma_element_size("f8"); }), ErrorCode::invalid_argument);
+  EXPECT_EQ(code_of([] { require_tma_swizzle("256B"); }), ErrorCode::invalid_argument);
+}
+
 TEST(SealParams, MismatchesAndUnsupportedPrimitivesFailClosed) {
   const std::map<std::string, std::uint64_t, std::less<>> pointers{{"x", 64}};
   auto one = [&](ParamSpec p, std::uint32_t width) {
@@ -198,7 +247,7 @@ TEST(SealParams, MismatchesAndUnsupportedPrimitivesFailClosed) {
   EXPECT_EQ(one(PointerParam{"y"}, 8), ErrorCode::invalid_argument);                  // not an admitted binding
   EXPECT_EQ(one(ScalarParam{ScalarType::u32, Expr::parse("-1", "t")}, 4), ErrorCode::layout_overflow);
   EXPECT_EQ(one(ScalarParam{ScalarType::i32, Expr::parse("2147483648", "t")}, 4), ErrorCode::layout_overflow);
-  EXPECT_EQ(one(TmaDescriptorParam{"x"}, 128), ErrorCode::unsupported);               // CUDA machine only
+  EXPECT_EQ(one(TmaDescriptorParam{"x", "f32", {Expr::parse("8", "b")}, "none"}, 128), ErrorCode::unsupported);  // no encoder: CUDA machine only
   EXPECT_EQ(one(GroupHandleParam{"tp"}, 8), ErrorCode::unsupported);                  // no resolver: fails closed
   EXPECT_EQ(one(FastDivmodParam{Expr::parse("dim(x, 0) - 8", "t")}, 12), ErrorCode::invalid_argument);  // divisor 0
   EXPECT_EQ(one(PackedStructParam{12, 8, {}}, 12), ErrorCode::invalid_argument);     // size not a multiple of alignment
