@@ -15,11 +15,12 @@
 /// binds physical ordinal i, never a name. A mismatch unloads the module and rejects. Admission records
 /// aot_loaded evidence per export.
 ///
-/// launch() selects the unique most-specific run export of an op for the live call (specialization),
-/// evaluates grid, block, optional cluster and dynamic shared memory (at most 1 MiB), performs the
-/// prelaunch fills, materializes the exact parameter frame, and launches every launch of the device plan
-/// with cuLaunchKernelEx on the caller's stream (or the default stream). synchronize() waits and records
-/// completion. A launch, synchronize or cleanup failure poisons the runtime: from then on every call
+/// launch() selects the op's unique most-specific export of a role for the live call (specialization),
+/// binds artifact storage by lifetime, evaluates grid, block, optional cluster and dynamic shared memory
+/// (at most 1 MiB), materializes the exact parameter frame of every launch (tensor maps encoded through
+/// the driver), performs the prelaunch fills, and launches every launch of the device plan with
+/// cuLaunchKernelEx on its declared stream (a handle the call binds, or the default stream).
+/// synchronize() waits and records completion. A launch, synchronize or cleanup failure poisons the runtime: from then on every call
 /// fails with ErrorCode::poisoned, nothing further is authorized, and nothing aborts.
 ///
 /// An admitted export can be offered to the planner as a trustedExternal capsule (sealed_capsule): its
