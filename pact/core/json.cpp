@@ -147,6 +147,8 @@ std::string to_hex(std::span<const std::uint8_t> digest) {
   return s;
 }
 
+std::string sha256_digest(std::span<const std::byte> bytes) { return "sha256:" + to_hex(sha256(bytes)); }
+
 std::string sha256_hex(std::string_view text) {
   Sha256 h;
   h.update(text);

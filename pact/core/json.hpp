@@ -40,6 +40,8 @@ std::array<std::uint8_t, 32> sha256(std::span<const std::byte> bytes);
 std::string sha256_hex(std::string_view text);
 /// Lowercase hex of a digest.
 std::string to_hex(std::span<const std::uint8_t> digest);
+/// "sha256:<hex>" of raw bytes (the form digest_json returns, without a domain): file and artifact digests.
+std::string sha256_digest(std::span<const std::byte> bytes);
 
 /// Incremental SHA-256 (OpenSSL EVP).
 class Sha256 {

@@ -23,6 +23,15 @@ namespace {
 
 constexpr std::size_t kMaxKernelParams = 1024;
 
+const AotExport* find_export(const Manifest& m, const std::string& name) {
+  for (const auto& op : m.ops) {
+    for (const auto& e : op.exports) {
+      if (e.name == name) return &e;
+    }
+  }
+  return nullptr;
+}
+
 }  // namespace
 
 const CudaDriver& load_cuda_driver() {
@@ -149,15 +158,10 @@ void SealedRuntime::admit(const std::string& publication_dir, const Manifest& ma
   try {
     for (const auto& entry : index["exports"]) {
       const std::string name = entry["export"], rel = entry["cubin"];
-      const AotExport* declaration = nullptr;
-      for (const auto& op : manifest.ops) {
-        for (const auto& e : op.exports) {
-          if (e.name == name) declaration = &e;
-        }
-      }
+      const AotExport* declaration = find_export(manifest, name);  // reopen proved it exists
       const std::string bytes = read_file((std::filesystem::path(publication_dir) / rel).string(), "seal.admit");
       // The bytes handed to the driver are the ones the index binds (the file may not change after reopen).
-      if ("sha256:" + sha256_hex(bytes) != entry["sha256"].get<std::string>()) {
+      if (sha256_digest(std::as_bytes(std::span(bytes.data(), bytes.size()))) != entry["sha256"].get<std::string>()) {
         reject(fmt::format("'{}' changed after it was verified", rel));
       }
       Admitted a;
@@ -216,11 +220,7 @@ void SealedRuntime::admit(const std::string& publication_dir, const Manifest& ma
   manifest_ = manifest;
   // Rebind the declarations to this runtime's own copy of the manifest.
   for (auto& [name, a] : admitted) {
-    for (const auto& op : manifest_->ops) {
-      for (const auto& e : op.exports) {
-        if (e.name == name) a.declaration = &e;
-      }
-    }
+    a.declaration = find_export(*manifest_, name);
     evidence_.loaded(artifact_key(name));
   }
   exports_ = std::move(admitted);
@@ -281,21 +281,17 @@ std::string SealedRuntime::launch(const std::string& op_name, const CallData& ca
       bound[b] = live->second;
       continue;
     }
-    std::uint64_t elements = 1;
-    for (const auto& d : resource->shape) {
-      std::uint64_t product = 1;
-      for (const auto& f : d.factors) {
-        std::int64_t v = f.constant;
-        if (f.constant == 0) v = !f.tensor.empty() ? Expr::parse(fmt::format("dim({}, {})", f.tensor, f.dim), "resource").eval(call)
-                                                   : Expr::parse(f.scalar, "resource").eval(call);
-        if (v <= 0 || (f.constant == 0 && v > f.max)) {
-          throw_error(ErrorCode::invalid_argument, "seal.launch", fmt::format("resource '{}': a factor is {} (bound {})", resource->name, v, f.max));
-        }
-        product *= static_cast<std::uint64_t>(v);  // bounded: the manifest's bounds keep it under 64 GiB
+    // The live size; each projection within its declared bound keeps it within the manifest's ceiling.
+    const auto bytes = resource_bytes(*resource, [&](const ShapeFactor& f) {
+      const std::int64_t v = !f.tensor.empty() ? Expr::parse(fmt::format("dim({}, {})", f.tensor, f.dim), "resource").eval(call)
+                                               : Expr::parse(fmt::format("scalar({})", f.scalar), "resource").eval(call);
+      if (v <= 0 || v > f.max) {
+        throw_error(ErrorCode::invalid_argument, "seal.launch", fmt::format("resource '{}': a factor is {} (bound {})", resource->name, v, f.max));
       }
-      elements *= (product + static_cast<std::uint64_t>(d.divisor) - 1) / static_cast<std::uint64_t>(d.divisor);
-    }
-    needs.push_back({b, key, std::max<std::uint64_t>(1, elements * dtype_size(resource->dtype))});
+      return v;
+    });
+    if (!bytes) throw_error(ErrorCode::layout_overflow, "seal.launch", fmt::format("resource '{}' overflows", resource->name));
+    needs.push_back({b, key, *bytes});
   }
   // Storage this launch allocates is released again if the launch fails before it is submitted.
   std::vector<std::string> allocated;

@@ -265,15 +265,11 @@ ArtifactResource parse_resource(const Tbl& r) {
   }
   const auto dims = r.tables("shape", 16);
   if (dims.empty()) fail(ErrorCode::invalid_argument, r.at("shape"), "rank must be 1-16");
-  // The size at the factors' bounds, overflow-checked (anything past 2^64 is past 64 GiB anyway).
-  auto too_big = [&] { fail(ErrorCode::invalid_argument, r.at("shape"), "the buffer can exceed 64 GiB at its bounds"); };
-  std::uint64_t elements = 1;
   for (const auto& d : dims) {
     d.keys({"factors"}, {"divisor"});
     ResourceDim dim;
     dim.divisor = d.has("divisor") ? d.integer("divisor") : 1;
     if (dim.divisor <= 0) fail(ErrorCode::invalid_argument, d.at("divisor"), "the divisor is positive");
-    std::uint64_t product = 1;
     const auto factors = d.tables("factors", 8);
     if (factors.empty()) fail(ErrorCode::invalid_argument, d.at("factors"), "at least one factor");
     for (const auto& f : factors) {
@@ -282,7 +278,6 @@ ArtifactResource parse_resource(const Tbl& r) {
         f.keys({"constant"});
         sf.constant = f.integer("constant");
         if (sf.constant <= 0) fail(ErrorCode::invalid_argument, f.at("constant"), "constant factors are positive");
-        if (__builtin_mul_overflow(product, static_cast<std::uint64_t>(sf.constant), &product)) too_big();
       } else {
         if (f.has("tensor")) {
           f.keys({"tensor", "dim", "max"});
@@ -294,18 +289,15 @@ ArtifactResource parse_resource(const Tbl& r) {
         }
         sf.max = f.integer("max");
         if (sf.max <= 0 || sf.max > (std::int64_t{1} << 40)) fail(ErrorCode::invalid_argument, f.at("max"), "a projection's bound is in [1, 2^40]");
-        if (__builtin_mul_overflow(product, static_cast<std::uint64_t>(sf.max), &product)) too_big();
       }
       dim.factors.push_back(std::move(sf));
     }
-    const auto divisor = static_cast<std::uint64_t>(dim.divisor);
-    const std::uint64_t extent = product / divisor + (product % divisor != 0 ? 1 : 0);
-    if (__builtin_mul_overflow(elements, extent, &elements)) too_big();
     res.shape.push_back(std::move(dim));
   }
-  std::uint64_t bytes = 0;
-  if (__builtin_mul_overflow(elements, static_cast<std::uint64_t>(dtype_size(res.dtype)), &bytes) || bytes > kMaxBufferBytes) too_big();
-  res.max_bytes = bytes;
+  // The size at the factors' bounds (anything past 2^64 is past 64 GiB anyway).
+  const auto bytes = resource_bytes(res, [](const ShapeFactor& f) { return f.max; });
+  if (!bytes || *bytes > kMaxBufferBytes) fail(ErrorCode::invalid_argument, r.at("shape"), "the buffer can exceed 64 GiB at its bounds");
+  res.max_bytes = *bytes;
   return res;
 }
 
@@ -490,6 +482,22 @@ std::optional<Manifest> parse_checked(std::string_view toml_text, std::string_vi
 }
 
 }  // namespace
+
+std::optional<std::uint64_t> resource_bytes(const ArtifactResource& r, const std::function<std::int64_t(const ShapeFactor&)>& value) {
+  std::uint64_t elements = 1;
+  for (const auto& d : r.shape) {
+    std::uint64_t product = 1;
+    for (const auto& f : d.factors) {
+      const std::int64_t v = f.constant > 0 ? f.constant : value(f);
+      if (v <= 0 || __builtin_mul_overflow(product, static_cast<std::uint64_t>(v), &product)) return std::nullopt;
+    }
+    const auto divisor = static_cast<std::uint64_t>(d.divisor);
+    if (__builtin_mul_overflow(elements, product / divisor + (product % divisor != 0 ? 1 : 0), &elements)) return std::nullopt;
+  }
+  std::uint64_t bytes = 0;
+  if (__builtin_mul_overflow(elements, static_cast<std::uint64_t>(dtype_size(r.dtype)), &bytes)) return std::nullopt;
+  return bytes;
+}
 
 Manifest parse_manifest(std::string_view toml_text, std::string_view where) { return *parse_checked(toml_text, where, nullptr); }
 

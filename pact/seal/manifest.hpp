@@ -21,6 +21,7 @@
 /// field path.
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -114,6 +115,11 @@ struct Manifest {
   /// Derived when parsed: sorted provider capability requirements and specialization requirements.
   Json capability_requirements;
 };
+
+/// A resource's size in bytes when each projected factor takes value(factor) (a constant factor is
+/// itself): per dimension ceil(product(factors) / divisor), times the dtype size. nullopt on 64-bit
+/// overflow. The manifest sizes resources at their bounds with it; the runtime at the live call.
+std::optional<std::uint64_t> resource_bytes(const ArtifactResource& r, const std::function<std::int64_t(const ShapeFactor&)>& value);
 
 /// Parses and validates a manifest; parse_error / invalid_argument / unsupported naming the field path.
 /// Export names are unique across the manifest and are 1-128 of [A-Za-z0-9_.-], not starting with '.'

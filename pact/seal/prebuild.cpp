@@ -39,7 +39,7 @@ std::optional<std::string> on_path(std::string_view name, std::string_view fallb
 
 std::string file_digest(const std::string& path) {
   const std::string bytes = read_file(path, "seal.build");
-  return "sha256:" + to_hex(sha256(std::as_bytes(std::span(bytes.data(), bytes.size()))));
+  return sha256_digest(std::as_bytes(std::span(bytes.data(), bytes.size())));
 }
 
 /// A scratch directory removed on every exit path.
@@ -86,6 +86,20 @@ std::optional<Toolkit> find_toolkit() {
   return Toolkit{*nvcc, *host};
 }
 
+std::vector<std::string> unmeasured_profile_inputs(const Manifest& m, const CompileProfile& profile) {
+  std::vector<std::string> missing;
+  for (const auto& op : m.ops) {
+    for (const auto& e : op.exports) {
+      for (const auto& input : e.profile_inputs) {
+        if (!profile.constants.count(input)) {
+          missing.push_back(fmt::format("export '{}' declares profile input '{}', which the compile profile does not measure", e.name, input));
+        }
+      }
+    }
+  }
+  return missing;
+}
+
 std::string profile_input_macro(std::string_view input) {
   std::string out = "PACT_PROFILE_";
   for (char c : input) out += std::isalnum(static_cast<unsigned char>(c)) ? static_cast<char>(std::toupper(static_cast<unsigned char>(c))) : '_';
@@ -101,6 +115,7 @@ Json build_publication(const std::string& bundle_dir, const CompileProfile& prof
   if (fs::exists(out_dir, ec) && (!fs::is_directory(out_dir, ec) || !fs::is_empty(out_dir, ec))) {
     refuse(ErrorCode::invalid_argument, fmt::format("{} is not an empty directory: a publication is never repaired in place", out_dir));
   }
+  if (const auto missing = unmeasured_profile_inputs(m, profile); !missing.empty()) refuse(ErrorCode::invalid_argument, missing.front());
   struct Job {
     const AotExport* e;
     std::vector<std::string> macros;
@@ -113,11 +128,7 @@ Json build_publication(const std::string& bundle_dir, const CompileProfile& prof
       }
       Job job{&e, {}};
       for (const auto& input : e.profile_inputs) {
-        auto it = profile.constants.find(input);
-        if (it == profile.constants.end()) {
-          refuse(ErrorCode::invalid_argument, fmt::format("export '{}' declares profile input '{}', which the compile profile does not measure", e.name, input));
-        }
-        job.macros.push_back(fmt::format("-D{}={}", profile_input_macro(input), it->second));
+        job.macros.push_back(fmt::format("-D{}={}", profile_input_macro(input), profile.constants.at(input)));
       }
       jobs.push_back(std::move(job));
     }

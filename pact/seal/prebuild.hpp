@@ -19,6 +19,7 @@
 #include <string>
 
 #include "pact/core/json.hpp"
+#include "pact/seal/manifest.hpp"
 #include "pact/seal/profile.hpp"
 #include "pact/seal/sandbox.hpp"
 
@@ -31,6 +32,10 @@ struct Toolkit {
 
 /// nvcc from PATH or /usr/local/cuda/bin, and g++ from PATH or /usr/bin; nullopt when either is absent.
 std::optional<Toolkit> find_toolkit();
+
+/// One message per declared profile input the profile does not measure ("export 'x' declares profile
+/// input 'y', which the compile profile does not measure"); empty when every input is measured.
+std::vector<std::string> unmeasured_profile_inputs(const Manifest& m, const CompileProfile& profile);
 
 /// "max_active_clusters.cluster_size_2" -> "PACT_PROFILE_MAX_ACTIVE_CLUSTERS_CLUSTER_SIZE_2".
 std::string profile_input_macro(std::string_view input);

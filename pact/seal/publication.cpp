@@ -32,7 +32,6 @@ T read_le(std::span<const std::byte> bytes, std::uint64_t offset, std::string_vi
   return v;  // the host is little-endian like the CUBIN (checked in the header)
 }
 
-std::string bytes_hex_digest(std::span<const std::byte> bytes) { return "sha256:" + to_hex(sha256(bytes)); }
 
 // The fields an index must hold for this declaration and profile, besides toolkit and exports.
 Json expected_index_fields(const Json& declaration, const CompileProfile& profile) {
@@ -160,7 +159,7 @@ Json write_publication(const std::string& dir, const Manifest& m, const CompileP
     (void)read_cubin_kernels(it->second, name);  // only a CUDA ELF is published
     const std::string rel = std::string(p.publication_dir) + "/" + name + ".cubin";
     write_file_atomic((fs::path(dir) / rel).string(), std::span<const std::byte>(it->second), "seal.publish");
-    exports.push_back({{"export", name}, {"cubin", rel}, {"size", it->second.size()}, {"sha256", bytes_hex_digest(it->second)}});
+    exports.push_back({{"export", name}, {"cubin", rel}, {"size", it->second.size()}, {"sha256", sha256_digest(it->second)}});
   }
   for (const auto& [name, bytes] : cubins) {
     if (!names.count(name)) throw_error(ErrorCode::invalid_argument, "seal.publish", fmt::format("CUBIN '{}' belongs to no export", name));
@@ -291,7 +290,7 @@ Json reopen_publication(const std::string& dir) {
     const std::string file = read_file((root / rel).string(), "seal.reopen");
     const auto bytes = std::as_bytes(std::span(file.data(), file.size()));
     if (bytes.size() != entry["size"].get<std::uint64_t>()) refuse(dir, fmt::format("'{}' is {} bytes, the index says {}", rel, bytes.size(), entry["size"].dump()));
-    if (bytes_hex_digest(bytes) != entry["sha256"].get<std::string>()) refuse(dir, fmt::format("'{}' does not match its SHA-256", rel));
+    if (sha256_digest(bytes) != entry["sha256"].get<std::string>()) refuse(dir, fmt::format("'{}' does not match its SHA-256", rel));
     std::vector<CubinKernel> kernels;
     try {
       kernels = read_cubin_kernels(bytes, rel);

@@ -175,6 +175,7 @@ struct Admission : ::testing::Test {
   static CallData call(std::int64_t n) {
     CallData c;
     for (const char* t : {"a", "b", "out"}) c.tensors[t] = {Dims{n}, Dims{1}};
+    c.scalars["rows"] = 64;
     return c;
   }
   static std::map<std::string, std::uint64_t, std::less<>> pointers() { return {{"a", 0xa000}, {"b", 0xb000}, {"out", 0xc000}}; }
@@ -317,7 +318,7 @@ TEST_F(Admission, ResourcesFollowTheirLifetimesAcrossRoles) {
   };
   const std::string text = head +
                            "[[ops.artifact_resources]]\nname = \"prepared.table\"\ndtype = \"f32\"\nalignment = 256\n"
-                           "shape = [ { factors = [ { constant = 64 } ] } ]\n\n" +
+                           "shape = [ { factors = [ { scalar = \"rows\", max = 64 } ] } ]\n\n" +  // sized by the call's scalar
                            variant("vadd_prepare", "prepare", R"(["a", "b", "out", "prepared.table"])",
                                    "\nprelaunch = [ { op = \"fill\", target = \"prepared.table\", value = 7 } ]") +
                            variant("vadd_run", "run", R"(["a", "b", "out", "workspace.partials", "prepared.table"])") +
@@ -340,7 +341,7 @@ TEST_F(Admission, ResourcesFollowTheirLifetimesAcrossRoles) {
   EXPECT_EQ(code_of([&] { rt.launch("add", call(512), pointers()); }), ErrorCode::invalid_argument);  // not yet completed
   rt.synchronize();
   EXPECT_EQ(rt.live_resources(), (Keys{"add/prepared.table"}));
-  // The prepare's prelaunch filled exactly the prepared table (64 f32) with its byte.
+  // The prepare's prelaunch filled exactly the prepared table (scalar(rows) = 64 f32) with its byte.
   ASSERT_EQ(g.fills.size(), 1u);
   EXPECT_EQ(std::get<1>(g.fills[0]), 7u);
   EXPECT_EQ(std::get<2>(g.fills[0]), 256u);

@@ -106,15 +106,8 @@ int run_seal_scan(const SealArgs& args) {
     std::optional<seal::CompileProfile> profile;
     check([&] { profile = load_profile(args.profile); });
     if (profile && manifest) {
-      for (const auto& op : manifest->ops) {
-        for (const auto& e : op.exports) {
-          for (const auto& input : e.profile_inputs) {
-            if (!profile->constants.count(input)) {
-              problems.emplace_back(ErrorCode::invalid_argument, "seal.scan",
-                                    "export '" + e.name + "' declares profile input '" + input + "', which " + args.profile + " does not measure");
-            }
-          }
-        }
+      for (const auto& missing : seal::unmeasured_profile_inputs(*manifest, *profile)) {
+        problems.emplace_back(ErrorCode::invalid_argument, "seal.scan", missing + " (" + args.profile + ")");
       }
     }
   }
