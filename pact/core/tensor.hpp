@@ -11,6 +11,8 @@
 /// PACT_READ_METHODS and PACT_WRITE_METHODS below; tests/core/api_parity_test.cpp checks every
 /// family against them.
 
+#include <algorithm>
+#include <array>
 #include <complex>
 #include <cstring>
 #include <span>
@@ -102,6 +104,34 @@ void for_each_offset(const StridedPlan& plan, F&& f) {
   }
 }
 
+/// Copies the elements of a plan, in logical order, to dst (plan.count elements): the innermost
+/// dimension as one block copy per row where it is unit-stride, a strided loop otherwise.
+template <class T>
+void gather_strided(const T* base, const StridedPlan& plan, T* dst) {
+  if (plan.count == 0) return;
+  const int inner = plan.rank - 1;
+  const std::int64_t n = plan.extent[static_cast<std::size_t>(inner)];
+  const std::int64_t s = plan.stride[static_cast<std::size_t>(inner)];
+  std::array<std::int64_t, kMaxRank> coord{};
+  std::int64_t offset = 0;
+  for (std::int64_t rows = plan.count / n; rows > 0; --rows) {
+    const T* src = base + offset;
+    if (s == 1) {
+      std::copy(src, src + n, dst);
+    } else {
+      for (std::int64_t i = 0; i < n; ++i) dst[i] = src[i * s];
+    }
+    dst += n;
+    for (int d = inner - 1; d >= 0; --d) {
+      auto k = static_cast<std::size_t>(d);
+      offset += plan.stride[k];
+      if (++coord[k] < plan.extent[k]) break;
+      coord[k] = 0;
+      offset -= plan.wrap[k];
+    }
+  }
+}
+
 /// Calls f(T&) for every element of a plan in logical order.
 template <class T, class F>
 void for_each_strided(T* base, const StridedPlan& plan, F&& f) {
@@ -130,6 +160,8 @@ class PreparedStridedRead {
   StridedCursor<const T> cursor() const noexcept { return StridedCursor<const T>(base_, plan_); }
   template <class F>
   void for_each(F&& f) const { for_each_strided(base_, plan_, [&](const T& v) { f(v); }); }
+  /// Copies every element, in logical order, to dst (room for plan().count elements).
+  void gather(T* dst) const { gather_strided(base_, plan_, dst); }
   const StridedPlan& plan() const noexcept { return plan_; }
   /// unsafe_base: element [0, ..., 0] for kernels that address elements by the view's own strides.
   /// Valid only while this prepared object lives; every address base + sum(i_d * stride_d) with i_d in

@@ -91,6 +91,39 @@ TEST(Providers, LibTorchMatchesNative) {
   compare_provider(kernels::libtorch_handlers(), "libtorch", kernels::native_handlers());
 }
 
+// Native attention reads a head-split view (a [B, T, H, E] tensor seen as [B, H, T, E], rows H * E
+// apart) in place: forward and VJP, with the output gradient a head-split view too, match the same
+// kernel on contiguous copies. Rows of 19 exercise the 16-lane softmax with a scalar tail.
+TEST(Providers, NativeAttentionReadsHeadSplitViewsInPlace) {
+  std::mt19937 rng(5);
+  const kernels::Handler& h = *kernels::find_handler(kernels::native_handlers(), ops::OpTag::scaled_dot_product_attention);
+  std::vector<Tensor> owners, dense;
+  std::vector<TensorView> heads;
+  for (int i = 0; i < 4; ++i) owners.push_back(make_input(N({2, 19, 3, 8}), DType::f32, rng));  // q, k, v, grad
+  for (const auto& t : owners) {
+    heads.push_back(t.transpose(1, 2));
+    dense.push_back(t.transpose(1, 2).duplicate());
+  }
+  ASSERT_FALSE(heads[0].is_contiguous());
+  const ops::Tolerance tight{1e-6, 1e-5};
+  for (bool causal : {false, true}) {
+    SCOPED_TRACE(causal ? "causal" : "full");
+    const ops::Attributes a{{"is_causal", causal}};
+    const KernelContext ctx{false, 0};
+    const std::vector<TensorView> in_heads(heads.begin(), heads.begin() + 3);
+    const std::vector<TensorView> in_dense{dense[0].as_view(), dense[1].as_view(), dense[2].as_view()};
+    Tensor yh = kernels::run_forward(h, in_heads, a, ctx), yd = kernels::run_forward(h, in_dense, a, ctx);
+    EXPECT_TRUE(close(values_of(yh.as_view()), values_of(yd.as_view()), tight));
+    auto gh = kernels::run_vjp(h, in_heads, yh.as_view(), heads[3], a, ctx);
+    auto gd = kernels::run_vjp(h, in_dense, yd.as_view(), dense[3].as_view(), a, ctx);
+    ASSERT_EQ(gh.size(), 3u);
+    for (std::size_t i = 0; i < 3; ++i) {
+      ASSERT_TRUE(gh[i] && gd[i]) << "input " << i;
+      EXPECT_TRUE(close(values_of(gh[i]->as_view()), values_of(gd[i]->as_view()), tight)) << "vjp input " << i;
+    }
+  }
+}
+
 TEST(Providers, BlasRefusesF64Typed) {
   Tensor a = Tensor::zeros(Dims{2, 2}, DType::f64);
   try {

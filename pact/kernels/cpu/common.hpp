@@ -41,8 +41,7 @@ class Dense {
     } else {
       const auto n = static_cast<std::size_t>(view.numel());
       scratch_ = std::make_unique<T[]>(n);  // not std::vector: Dense<bool> reads bool masks
-      std::size_t i = 0;
-      std::get<PreparedStridedRead<T>>(prepared.value()).for_each([&](const T& x) { scratch_[i++] = x; });
+      std::get<PreparedStridedRead<T>>(prepared.value()).gather(scratch_.get());
       data_ = std::span<const T>(scratch_.get(), n);
     }
   }
@@ -59,6 +58,65 @@ class Dense {
   std::span<const T> data_;
   std::unique_ptr<T[]> scratch_;
   std::optional<PreparedHostRead<T>> keep_;
+};
+
+/// A batch of matrices (the last two dimensions of a view; the leading ones are the batch) read in place
+/// through the view's own strides, so a permuted or sliced view reaches a GEMM without a gather. Matrix
+/// b starts at base(b); element (i, j) of it is at base(b) + i * row_stride() + j * col_stride(). Views
+/// with a negative stride or a rank below 2 are gathered once into scratch (Dense) instead.
+template <class T>
+class InPlaceMatrices {
+ public:
+  InPlaceMatrices(const TensorView& view, std::string_view op, std::string_view operand) {
+    const Dims strides = view.strides(), shape = view.shape();
+    bool in_place = shape.size() >= 2 && view.dtype() == dtype_of_v<T>;
+    for (int d = 0; d < strides.size(); ++d) in_place = in_place && strides[d] >= 0;
+    if (in_place) {
+      hit(kGuardPreparedLayout);
+      auto prepared = TensorView(view).prepare_host<T>();
+      if (!prepared) {
+        Error e = std::move(prepared).error().error;
+        throw_error(e.code(), std::string(op), fmt::format("operand '{}': {}", operand, e.what()), e.span());
+      }
+      if (auto* c = std::get_if<PreparedContiguousRead<T>>(&prepared.value())) base_ = c->begin();
+      else base_ = std::get<PreparedStridedRead<T>>(prepared.value()).unsafe_base();
+      keep_.emplace(std::move(prepared).value());
+      set(shape, strides);
+    } else {
+      dense_.emplace(view, op, operand);
+      base_ = dense_->data();
+      set(shape, contiguous_strides(shape));
+    }
+  }
+  /// The first element of matrix b (b in [0, batch())).
+  const T* base(std::int64_t b) const noexcept {
+    std::int64_t offset = 0;
+    for (int d = batch_shape_.size() - 1; d >= 0; --d) {
+      offset += (b % batch_shape_[d]) * batch_strides_[d];
+      b /= batch_shape_[d];
+    }
+    return base_ + offset;
+  }
+  std::int64_t batch() const noexcept { return batch_; }
+  std::int64_t row_stride() const noexcept { return row_stride_; }
+  std::int64_t col_stride() const noexcept { return col_stride_; }
+
+ private:
+  void set(const Dims& shape, const Dims& strides) {
+    const int r = shape.size();
+    for (int d = 0; d + 2 < r; ++d) {
+      batch_shape_.push_back(shape[d]);
+      batch_strides_.push_back(strides[d]);
+      batch_ *= shape[d];
+    }
+    row_stride_ = r >= 2 ? strides[r - 2] : 0;
+    col_stride_ = r >= 1 ? strides[r - 1] : 1;
+  }
+  const T* base_ = nullptr;
+  Dims batch_shape_, batch_strides_;
+  std::int64_t batch_ = 1, row_stride_ = 0, col_stride_ = 1;
+  std::optional<PreparedHostRead<T>> keep_;
+  std::optional<Dense<T>> dense_;
 };
 
 /// A fresh contiguous cpu output (one OperationOutput allocation) with write access to its elements.

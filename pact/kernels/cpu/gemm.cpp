@@ -25,6 +25,10 @@ struct Variant {
   // Multiplies a packed MR x kc panel by a packed kc x NR panel into the MR x NR block at c (row stride
   // ldc), adding to it when `add` is set.
   void (*kernel)(std::int64_t kc, const float* a, const float* b, float* c, std::int64_t ldc, bool add);
+  // The same product with A read in place (element (i, p) at a[i * ar + p * ac], ar == 1 or ac == 1)
+  // instead of from a packed panel; null where the variant always packs A.
+  void (*direct)(std::int64_t kc, const float* a, std::int64_t ar, std::int64_t ac, const float* b, float* c, std::int64_t ldc,
+                 bool add);
 };
 
 __attribute__((target("avx512f"))) void kernel_avx512(std::int64_t kc, const float* a, const float* b, float* t,
@@ -57,6 +61,59 @@ __attribute__((target("avx512f"))) void kernel_avx512(std::int64_t kc, const flo
     _mm512_storeu_ps(row, c0[i]);
     _mm512_storeu_ps(row + 16, c1[i]);
   }
+}
+
+// kernel_avx512 with A unpacked: its eight rows are broadcast straight from the source, through eight
+// row pointers (row-major A) or one pointer stepping a whole column (column-major A). Skipping the
+// packing of A saves a full read and write of it, which for the short depths of a training step's GEMMs
+// (k of 64 to 1024) costs as much as a large part of the arithmetic.
+template <bool RowMajor>
+__attribute__((target("avx512f"))) void kernel_avx512_direct_impl(std::int64_t kc, const float* a, std::int64_t ar, std::int64_t ac,
+                                                                  const float* b, float* t, std::int64_t ldc, bool add) {
+  constexpr int MR = 8;
+  __m512 c0[MR], c1[MR];
+  for (int i = 0; i < MR; ++i) {
+    c0[i] = _mm512_setzero_ps();
+    c1[i] = _mm512_setzero_ps();
+  }
+  const float* r0 = a;
+  const float* r1 = a + ar;
+  const float* r2 = a + 2 * ar;
+  const float* r3 = a + 3 * ar;
+  const float* r4 = a + 4 * ar;
+  const float* r5 = a + 5 * ar;
+  const float* r6 = a + 6 * ar;
+  const float* r7 = a + 7 * ar;
+#pragma GCC unroll 4
+  for (std::int64_t p = 0; p < kc; ++p) {
+    _mm_prefetch(reinterpret_cast<const char*>(b + 8 * 32), _MM_HINT_T0);
+    const __m512 b0 = _mm512_load_ps(b);
+    const __m512 b1 = _mm512_load_ps(b + 16);
+    const float* col = a + p * ac;
+    const float av[MR] = {RowMajor ? r0[p] : col[0], RowMajor ? r1[p] : col[1], RowMajor ? r2[p] : col[2], RowMajor ? r3[p] : col[3],
+                          RowMajor ? r4[p] : col[4], RowMajor ? r5[p] : col[5], RowMajor ? r6[p] : col[6], RowMajor ? r7[p] : col[7]};
+    for (int i = 0; i < MR; ++i) {
+      const __m512 ai = _mm512_set1_ps(av[i]);
+      c0[i] = _mm512_fmadd_ps(ai, b0, c0[i]);
+      c1[i] = _mm512_fmadd_ps(ai, b1, c1[i]);
+    }
+    b += 32;
+  }
+  for (int i = 0; i < MR; ++i) {
+    float* row = t + i * ldc;
+    if (add) {
+      c0[i] = _mm512_add_ps(c0[i], _mm512_loadu_ps(row));
+      c1[i] = _mm512_add_ps(c1[i], _mm512_loadu_ps(row + 16));
+    }
+    _mm512_storeu_ps(row, c0[i]);
+    _mm512_storeu_ps(row + 16, c1[i]);
+  }
+}
+
+void kernel_avx512_direct(std::int64_t kc, const float* a, std::int64_t ar, std::int64_t ac, const float* b, float* t, std::int64_t ldc,
+                          bool add) {
+  if (ac == 1) kernel_avx512_direct_impl<true>(kc, a, ar, ac, b, t, ldc, add);
+  else kernel_avx512_direct_impl<false>(kc, a, ar, ac, b, t, ldc, add);
 }
 
 __attribute__((target("avx2,fma"))) void kernel_avx2(std::int64_t kc, const float* a, const float* b, float* t,
@@ -102,9 +159,9 @@ void kernel_portable(std::int64_t kc, const float* a, const float* b, float* t, 
     for (int j = 0; j < NR; ++j) t[i * ldc + j] = add ? t[i * ldc + j] + acc[i][j] : acc[i][j];
 }
 
-constexpr Variant kAvx512{"avx512", 8, 32, &kernel_avx512};
-constexpr Variant kAvx2{"avx2", 6, 16, &kernel_avx2};
-constexpr Variant kPortable{"portable", 4, 16, &kernel_portable};
+constexpr Variant kAvx512{"avx512", 8, 32, &kernel_avx512, &kernel_avx512_direct};
+constexpr Variant kAvx2{"avx2", 6, 16, &kernel_avx2, nullptr};
+constexpr Variant kPortable{"portable", 4, 16, &kernel_portable, nullptr};
 
 bool cpu_has(std::string_view name) {
   if (name == "avx512") return __builtin_cpu_supports("avx512f");
@@ -138,50 +195,93 @@ float* scratch(int slot, std::size_t n) {
   return buffers[slot].get();
 }
 
-// Packs rows [i0, i0 + mc) x cols [p0, p0 + kc) of A into MR-row panels (k-major), zero-padding the last.
-// Eight full rows of a row-major A (unit column stride) packed k-major: each 8 x 8 block is transposed
-// in registers (unpack, shuffle, 128-bit permute) instead of gathered one element at a time. Only the
-// AVX-512 variant (MR = 8) uses it, so AVX is present.
-__attribute__((target("avx"))) void pack_a_8rows(const float* a, std::int64_t ar, std::int64_t kc, float* dst) {
-  std::int64_t p = 0;
-  for (; p + 8 <= kc; p += 8) {
-    __m256 r[8];
-    for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(a + i * ar + p);
-    const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
-    const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
-    const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
-    const __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
-    const __m256 s0 = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(1, 0, 1, 0)), s1 = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(3, 2, 3, 2));
-    const __m256 s2 = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(1, 0, 1, 0)), s3 = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(3, 2, 3, 2));
-    const __m256 s4 = _mm256_shuffle_ps(t4, t6, _MM_SHUFFLE(1, 0, 1, 0)), s5 = _mm256_shuffle_ps(t4, t6, _MM_SHUFFLE(3, 2, 3, 2));
-    const __m256 s6 = _mm256_shuffle_ps(t5, t7, _MM_SHUFFLE(1, 0, 1, 0)), s7 = _mm256_shuffle_ps(t5, t7, _MM_SHUFFLE(3, 2, 3, 2));
-    float* d = dst + p * 8;
-    _mm256_storeu_ps(d + 0, _mm256_permute2f128_ps(s0, s4, 0x20));
-    _mm256_storeu_ps(d + 8, _mm256_permute2f128_ps(s1, s5, 0x20));
-    _mm256_storeu_ps(d + 16, _mm256_permute2f128_ps(s2, s6, 0x20));
-    _mm256_storeu_ps(d + 24, _mm256_permute2f128_ps(s3, s7, 0x20));
-    _mm256_storeu_ps(d + 32, _mm256_permute2f128_ps(s0, s4, 0x31));
-    _mm256_storeu_ps(d + 40, _mm256_permute2f128_ps(s1, s5, 0x31));
-    _mm256_storeu_ps(d + 48, _mm256_permute2f128_ps(s2, s6, 0x31));
-    _mm256_storeu_ps(d + 56, _mm256_permute2f128_ps(s3, s7, 0x31));
-  }
-  for (; p < kc; ++p)
-    for (int i = 0; i < 8; ++i) dst[p * 8 + i] = a[i * ar + p];
+// Transposes 8 rows of 8 floats (src rows at stride sr, unit column stride) into 8 rows of 8 at dst
+// (row stride ds): dst[p * ds + i] = src[i * sr + p]. In registers: unpack, shuffle, 128-bit permute.
+__attribute__((target("avx"))) inline void transpose_8x8(const float* src, std::int64_t sr, float* dst, std::int64_t ds) {
+  __m256 r[8];
+  for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(src + i * sr);
+  const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+  const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+  const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+  const __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+  const __m256 s0 = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(1, 0, 1, 0)), s1 = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(3, 2, 3, 2));
+  const __m256 s2 = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(1, 0, 1, 0)), s3 = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(3, 2, 3, 2));
+  const __m256 s4 = _mm256_shuffle_ps(t4, t6, _MM_SHUFFLE(1, 0, 1, 0)), s5 = _mm256_shuffle_ps(t4, t6, _MM_SHUFFLE(3, 2, 3, 2));
+  const __m256 s6 = _mm256_shuffle_ps(t5, t7, _MM_SHUFFLE(1, 0, 1, 0)), s7 = _mm256_shuffle_ps(t5, t7, _MM_SHUFFLE(3, 2, 3, 2));
+  _mm256_storeu_ps(dst + 0 * ds, _mm256_permute2f128_ps(s0, s4, 0x20));
+  _mm256_storeu_ps(dst + 1 * ds, _mm256_permute2f128_ps(s1, s5, 0x20));
+  _mm256_storeu_ps(dst + 2 * ds, _mm256_permute2f128_ps(s2, s6, 0x20));
+  _mm256_storeu_ps(dst + 3 * ds, _mm256_permute2f128_ps(s3, s7, 0x20));
+  _mm256_storeu_ps(dst + 4 * ds, _mm256_permute2f128_ps(s0, s4, 0x31));
+  _mm256_storeu_ps(dst + 5 * ds, _mm256_permute2f128_ps(s1, s5, 0x31));
+  _mm256_storeu_ps(dst + 6 * ds, _mm256_permute2f128_ps(s2, s6, 0x31));
+  _mm256_storeu_ps(dst + 7 * ds, _mm256_permute2f128_ps(s3, s7, 0x31));
 }
 
+// The packed layout of both operands is k-major panels: dst[p * width + r] holds element r of the panel
+// at depth p. `lanes` source lines (rows of A, columns of B) of kc elements each are packed into a panel
+// of width `width` (zero-padded). Source element (r, p) is at src[r * rs + p * ps]. The vectorised path
+// (AVX, so only under the AVX-512 and AVX2 variants, whose CPUs have it) covers unit depth stride with
+// 8 x 8 register transposes; unit line stride is packed in source order by pack_rows_avx below.
+__attribute__((target("avx"))) void pack_panel_avx(const float* src, std::int64_t rs, std::int64_t ps, std::int64_t lanes,
+                                                   std::int64_t width, std::int64_t kc, float* dst) {
+  if (lanes == width && ps == 1 && width % 8 == 0) {
+    std::int64_t p = 0;
+    for (; p + 8 <= kc; p += 8)
+      for (std::int64_t r = 0; r < width; r += 8) transpose_8x8(src + r * rs + p, rs, dst + p * width + r, width);
+    for (; p < kc; ++p)
+      for (std::int64_t r = 0; r < width; ++r) dst[p * width + r] = src[r * rs + p];
+    return;
+  }
+  for (std::int64_t p = 0; p < kc; ++p) {
+    for (std::int64_t r = 0; r < lanes; ++r) dst[p * width + r] = src[r * rs + p * ps];
+    for (std::int64_t r = lanes; r < width; ++r) dst[p * width + r] = 0.0f;
+  }
+}
+
+void pack_panel(const Variant& v, const float* src, std::int64_t rs, std::int64_t ps, std::int64_t lanes, std::int64_t width,
+                std::int64_t kc, float* dst) {
+  if (&v != &kPortable) {
+    pack_panel_avx(src, rs, ps, lanes, width, kc, dst);
+    return;
+  }
+  for (std::int64_t p = 0; p < kc; ++p) {
+    for (std::int64_t r = 0; r < lanes; ++r) dst[p * width + r] = src[r * rs + p * ps];
+    for (std::int64_t r = lanes; r < width; ++r) dst[p * width + r] = 0.0f;
+  }
+}
+
+// The unit-line-stride layout packed in source order: for each depth p in [p0, p1), the source row of `lanes`
+// contiguous elements is read once, front to back, and dealt out to the panels (panel q, depth p at
+// dst[(q * kc + p) * width]). Reading each source row sequentially keeps the hardware prefetcher ahead,
+// where a panel-at-a-time walk would touch a new line of every row per panel.
+__attribute__((target("avx"))) void pack_rows_avx(const float* src, std::int64_t ps, std::int64_t lanes, std::int64_t width,
+                                                  std::int64_t kc, std::int64_t p0, std::int64_t p1, float* dst) {
+  const std::int64_t full = lanes / width;
+  for (std::int64_t p = p0; p < p1; ++p) {
+    const float* s = src + p * ps;
+    for (std::int64_t q = 0; q < full; ++q) {
+      float* d = dst + (q * kc + p) * width;
+      for (std::int64_t r = 0; r < width; r += 8) _mm256_storeu_ps(d + r, _mm256_loadu_ps(s + q * width + r));
+    }
+    if (full * width < lanes) {
+      float* d = dst + (full * kc + p) * width;
+      std::int64_t r = 0;
+      for (; full * width + r < lanes; ++r) d[r] = s[full * width + r];
+      for (; r < width; ++r) d[r] = 0.0f;
+    }
+  }
+}
+
+// Packs rows [i0, i0 + mc) x cols [p0, p0 + kc) of A into MR-row panels (k-major), zero-padding the last.
 void pack_a(const Variant& v, std::int64_t mc, std::int64_t kc, const float* a, std::int64_t ar, std::int64_t ac, float* dst) {
+  if (ar == 1 && &v != &kPortable && v.mr % 8 == 0) {
+    pack_rows_avx(a, ac, mc, v.mr, kc, 0, kc, dst);
+    return;
+  }
   for (std::int64_t i = 0; i < mc; i += v.mr) {
-    const std::int64_t rows = std::min<std::int64_t>(v.mr, mc - i);
-    if (v.mr == 8 && rows == 8 && ac == 1 && &v == &kAvx512) {
-      pack_a_8rows(a + i * ar, ar, kc, dst);
-      dst += 8 * kc;
-      continue;
-    }
-    for (std::int64_t p = 0; p < kc; ++p) {
-      for (std::int64_t r = 0; r < rows; ++r) dst[r] = a[(i + r) * ar + p * ac];
-      for (std::int64_t r = rows; r < v.mr; ++r) dst[r] = 0.0f;
-      dst += v.mr;
-    }
+    pack_panel(v, a + i * ar, ar, ac, std::min<std::int64_t>(v.mr, mc - i), v.mr, kc, dst);
+    dst += v.mr * kc;
   }
 }
 
@@ -189,21 +289,19 @@ void pack_a(const Variant& v, std::int64_t mc, std::int64_t kc, const float* a, 
 void pack_b(const Variant& v, std::int64_t kc, std::int64_t nc, const float* b, std::int64_t br, std::int64_t bc, float* dst,
             bool parallel_pack) {
   const std::int64_t panels = (nc + v.nr - 1) / v.nr;
+  if (bc == 1 && &v != &kPortable && v.nr % 8 == 0) {
+    // Row order; in parallel, each thread takes a contiguous range of depths.
+    const int threads = parallel_pack && kc >= 64 && panels > 8 ? omp_get_max_threads() : 1;
+#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
+    for (int t = 0; t < threads; ++t) {
+      pack_rows_avx(b, br, nc, v.nr, kc, kc * t / threads, kc * (t + 1) / threads, dst);
+    }
+    return;
+  }
 #pragma omp parallel for schedule(static) if (parallel_pack && panels > 8)
   for (std::int64_t q = 0; q < panels; ++q) {
     const std::int64_t j = q * v.nr;
-    const std::int64_t cols = std::min<std::int64_t>(v.nr, nc - j);
-    float* d = dst + q * v.nr * kc;
-    for (std::int64_t p = 0; p < kc; ++p) {
-      const float* row = b + p * br + j * bc;
-      if (bc == 1) {
-        std::memcpy(d, row, static_cast<std::size_t>(cols) * sizeof(float));
-      } else {
-        for (std::int64_t c = 0; c < cols; ++c) d[c] = row[c * bc];
-      }
-      for (std::int64_t c = cols; c < v.nr; ++c) d[c] = 0.0f;
-      d += v.nr;
-    }
+    pack_panel(v, b + j * bc, bc, br, std::min<std::int64_t>(v.nr, nc - j), v.nr, kc, dst + q * v.nr * kc);
   }
 }
 
@@ -271,6 +369,7 @@ void sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::
   // Small products run on one thread: a parallel region's start and barriers cost more than they save.
   constexpr std::int64_t kParallelMacs = std::int64_t{4} << 20;
   const bool small = m * n < kParallelMacs / k;
+  const bool direct = v.direct != nullptr && (a_col == 1 || a_row == 1);
   const int threads = omp_in_parallel() || small ? 1 : omp_get_max_threads();
   for (std::int64_t j0 = 0; j0 < n; j0 += kNC) {
     const std::int64_t nc = std::min(kNC, n - j0);
@@ -282,9 +381,11 @@ void sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::
       const std::int64_t kc = std::min(kKC, k - p0);
       const bool add = accumulate || p0 > 0;
       pack_b(v, kc, nc, b + p0 * b_row + j0 * b_col, b_row, b_col, bpack, threads > 1);
+      // Read in place, A needs packing only for a block's last micro-panel when it is short of MR rows.
       auto pack = [&](std::int64_t blk) {
-        const std::int64_t i0 = blk * kMC;
-        pack_a(v, std::min(kMC, m - i0), kc, a + i0 * a_row + p0 * a_col, a_row, a_col, apack + blk * a_block);
+        const std::int64_t i0 = blk * kMC, mc = std::min(kMC, m - i0);
+        const std::int64_t skip = direct ? mc / v.mr * v.mr : 0;
+        if (skip < mc) pack_a(v, mc - skip, kc, a + (i0 + skip) * a_row + p0 * a_col, a_row, a_col, apack + blk * a_block + skip * kc);
       };
       auto work = [&](std::int64_t item) {
         const std::int64_t blk = item / split, part = item % split;
@@ -298,12 +399,16 @@ void sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::
           for (std::int64_t i = 0; i < mc; i += v.mr) {
             const std::int64_t rows = std::min<std::int64_t>(v.mr, mc - i);
             const float* ap = apack + blk * a_block + (i / v.mr) * v.mr * kc;
+            const float* ad = a + (i0 + i) * a_row + p0 * a_col;
+            const bool in_place = direct && rows == v.mr;
             float* cij = c + (i0 + i) * ldc + j0 + j;
             if (rows == v.mr && cols == v.nr) {  // full tile: straight into C
-              v.kernel(kc, ap, bp, cij, ldc, add);
+              if (in_place) v.direct(kc, ad, a_row, a_col, bp, cij, ldc, add);
+              else v.kernel(kc, ap, bp, cij, ldc, add);
               continue;
             }
-            v.kernel(kc, ap, bp, tile, v.nr, false);
+            if (in_place) v.direct(kc, ad, a_row, a_col, bp, tile, v.nr, false);
+            else v.kernel(kc, ap, bp, tile, v.nr, false);
             for (std::int64_t r = 0; r < rows; ++r) {
               float* crow = cij + r * ldc;
               const float* trow = tile + r * v.nr;

@@ -271,65 +271,171 @@ Tensor layer_norm_forward(std::span<const TensorView> in, const Attributes& a, c
 Tensor rms_norm_forward(std::span<const TensorView> in, const Attributes& a, const KernelContext& c) {
   return in[0].dtype() == DType::f32 ? norm_forward(in, a, true) : generic::rms_norm_forward(in, a, c);
 }
+// One row of the norm VJP: with xhat = (x - mean) inv and gxhat = g w,
+// dx = inv (gxhat - mean(gxhat) - xhat mean(gxhat xhat)) (rms: no mean(gxhat) term), and the row's
+// contributions g xhat and g added to dw and db (either may be null). xhat and gxhat are row scratch.
+__attribute__((target_clones("avx512f", "avx2", "default")))
+void norm_backward_row(const float* x, const float* g, const float* w, std::int64_t n, float eps, bool rms, float* dx,
+                       float* dw, float* db, float* xhat, float* gxhat) {
+  const float mean = rms ? 0.0f : lanes_sum(n, [x](std::int64_t k) { return x[k]; }) / static_cast<float>(n);
+  const float var = lanes_sum(n, [x, mean](std::int64_t k) { return (x[k] - mean) * (x[k] - mean); }) / static_cast<float>(n);
+  const float inv = 1.0f / std::sqrt(var + eps);
+  for (std::int64_t k = 0; k < n; ++k) {
+    xhat[k] = (x[k] - mean) * inv;
+    gxhat[k] = w != nullptr ? g[k] * w[k] : g[k];
+  }
+  const float mean_g = rms ? 0.0f : lanes_sum(n, [gxhat](std::int64_t k) { return gxhat[k]; }) / static_cast<float>(n);
+  const float mean_gx = lanes_sum(n, [gxhat, xhat](std::int64_t k) { return gxhat[k] * xhat[k]; }) / static_cast<float>(n);
+  for (std::int64_t k = 0; k < n; ++k) dx[k] = inv * (gxhat[k] - mean_g - xhat[k] * mean_gx);
+  if (dw != nullptr)
+    for (std::int64_t k = 0; k < n; ++k) dw[k] += g[k] * xhat[k];
+  if (db != nullptr)
+    for (std::int64_t k = 0; k < n; ++k) db[k] += g[k];
+}
+
+GradList norm_vjp(std::span<const TensorView> in, const TensorView& grad, const Attributes& a, const KernelContext& c, bool rms) {
+  const char* name = rms ? "rms_norm" : "layer_norm";
+  Dense<float> x(in[0], name, "x"), g(grad, name, "grad_output");
+  std::optional<Dense<float>> w;
+  if (in.size() > 1) w.emplace(in[1], name, "weight");
+  const float eps = static_cast<float>(a.get_float(name, "eps", rms ? 1e-6 : 1e-5));
+  const std::int64_t width = generic::norm_width(name, a), rows = width == 0 ? 0 : x.size() / width;
+  const bool want_w = in.size() > 1 && c.wants_grad(1), want_b = in.size() > 2 && c.wants_grad(2);
+  Out<float> gx(x.shape());
+  Out<float> gw(want_w ? Dims{width} : Dims{0}, true), gb(want_b ? Dims{width} : Dims{0}, true);
+  std::vector<float> scratch(static_cast<std::size_t>(2 * width));
+  for (std::int64_t r = 0; r < rows; ++r) {
+    norm_backward_row(x.data() + r * width, g.data() + r * width, w ? w->data() : nullptr, width, eps, rms,
+                      gx.data() + r * width, want_w ? gw.data() : nullptr, want_b ? gb.data() : nullptr, scratch.data(),
+                      scratch.data() + width);
+  }
+  GradList r;
+  r.emplace_back(std::move(gx).finish());
+  if (in.size() > 1) {
+    if (want_w) r.emplace_back(std::move(gw).finish());
+    else r.emplace_back(std::nullopt);
+  }
+  if (in.size() > 2) {
+    if (want_b) r.emplace_back(std::move(gb).finish());
+    else r.emplace_back(std::nullopt);
+  }
+  return r;
+}
 GradList layer_norm_vjp(std::span<const TensorView> in, const TensorView& y, const TensorView& g, const Attributes& a,
                         const KernelContext& c) {
-  return generic::layer_norm_vjp(in, y, g, a, c);
+  return in[0].dtype() == DType::f32 ? norm_vjp(in, g, a, c, false) : generic::layer_norm_vjp(in, y, g, a, c);
 }
 GradList rms_norm_vjp(std::span<const TensorView> in, const TensorView& y, const TensorView& g, const Attributes& a,
                       const KernelContext& c) {
-  return generic::rms_norm_vjp(in, y, g, a, c);
+  return in[0].dtype() == DType::f32 ? norm_vjp(in, g, a, c, true) : generic::rms_norm_vjp(in, y, g, a, c);
 }
 
-// ---- add, sub, mul, div: same-shape f32 operands in flat loops; broadcasting goes to the generic kernel
+// ---- add, sub, mul, div: f32 operands of the same shape, or one repeating along the other's leading
+// dimensions (a bias, a positional table), in flat loops; other broadcasts go to the generic kernel.
 
-bool same_shape_f32(std::span<const TensorView> in) {
-  return in[0].dtype() == DType::f32 && in[1].dtype() == DType::f32 && in[0].shape() == in[1].shape();
+// How the operands of an elementwise f32 binary op line up: `rows` x `inner` elements in the output; an
+// operand that is `repeated` has `inner` elements, reused for every row.
+struct RowBroadcast {
+  bool ok = false;
+  bool a_repeated = false, b_repeated = false;
+  std::int64_t rows = 0, inner = 0;
+};
+
+// A shape without its leading 1s.
+Dims strip_leading_ones(const Dims& d) {
+  Dims out;
+  int i = 0;
+  while (i < d.size() && d[i] == 1) ++i;
+  for (; i < d.size(); ++i) out.push_back(d[i]);
+  return out;
+}
+
+// True when `small` (leading 1s stripped) is a trailing block of `big`, and `big` has at least its rank.
+bool trailing_block(const Dims& big, const Dims& small) {
+  const Dims s = strip_leading_ones(small);
+  if (s.size() > big.size() || small.size() > big.size()) return false;
+  for (int i = 0; i < s.size(); ++i)
+    if (s[s.size() - 1 - i] != big[big.size() - 1 - i]) return false;
+  return true;
+}
+
+RowBroadcast row_broadcast(std::span<const TensorView> in) {
+  RowBroadcast r;
+  if (in[0].dtype() != DType::f32 || in[1].dtype() != DType::f32) return r;
+  const Dims a = in[0].shape(), b = in[1].shape();
+  const std::int64_t na = ops::numel(a), nb = ops::numel(b);
+  if (a == b) {
+    r = {true, false, false, 1, na};
+  } else if (na >= nb && nb > 0 && trailing_block(a, b)) {
+    r = {true, false, true, na / nb, nb};
+  } else if (nb > na && na > 0 && trailing_block(b, a)) {
+    r = {true, true, false, nb / na, na};
+  }
+  return r;
+}
+
+// out = f(a, b) over the row broadcast; ga / gb (when wanted) get the VJP, summed over the rows for a
+// repeated operand (row by row, so each element's sum is a left fold over rows).
+template <class F>
+Tensor binary_rows_forward(std::span<const TensorView> in, const RowBroadcast& rb, const char* op, F f) {
+  Dense<float> xa(in[0], op, "a"), xb(in[1], op, "b");
+  Out<float> out(ops::broadcast_shapes(op, xa.shape(), xb.shape()));
+  for (std::int64_t r = 0; r < rb.rows; ++r) {
+    const float* __restrict x = xa.data() + (rb.a_repeated ? 0 : r * rb.inner);
+    const float* __restrict y = xb.data() + (rb.b_repeated ? 0 : r * rb.inner);
+    float* __restrict o = out.data() + r * rb.inner;
+    for (std::int64_t k = 0; k < rb.inner; ++k) o[k] = f(x[k], y[k]);
+  }
+  return std::move(out).finish();
+}
+
+template <class GA, class GB>
+GradList binary_rows_vjp(std::span<const TensorView> in, const TensorView& grad, const RowBroadcast& rb, const KernelContext& c,
+                         const char* op, GA fa, GB fb) {
+  Dense<float> xa(in[0], op, "a"), xb(in[1], op, "b"), gr(grad, op, "grad_output");
+  GradList res;
+  auto one = [&](bool wanted, bool repeated, const Dims& shape, auto f) {
+    if (!wanted) {
+      res.emplace_back(std::nullopt);
+      return;
+    }
+    Out<float> d(shape, repeated);
+    for (std::int64_t r = 0; r < rb.rows; ++r) {
+      const float* __restrict x = xa.data() + (rb.a_repeated ? 0 : r * rb.inner);
+      const float* __restrict y = xb.data() + (rb.b_repeated ? 0 : r * rb.inner);
+      const float* __restrict g = gr.data() + r * rb.inner;
+      float* __restrict o = d.data() + (repeated ? 0 : r * rb.inner);
+      if (repeated) {
+        for (std::int64_t k = 0; k < rb.inner; ++k) o[k] += f(g[k], x[k], y[k]);
+      } else {
+        for (std::int64_t k = 0; k < rb.inner; ++k) o[k] = f(g[k], x[k], y[k]);
+      }
+    }
+    res.emplace_back(std::move(d).finish());
+  };
+  one(c.wants_grad(0), rb.a_repeated, xa.shape(), fa);
+  one(c.wants_grad(1), rb.b_repeated, xb.shape(), fb);
+  return res;
 }
 
 #define PACT_NATIVE_BINARY(opname, forward_expr, ga_expr, gb_expr)                                                  \
   Tensor opname##_forward(std::span<const TensorView> in, const Attributes& a, const KernelContext& c) {            \
-    if (!same_shape_f32(in)) return generic::opname##_forward(in, a, c);                                           \
-    Dense<float> xa(in[0], #opname, "a"), xb(in[1], #opname, "b");                                                 \
-    Out<float> out(xa.shape());                                                                                     \
-    const float* __restrict x = xa.data();                                                                          \
-    const float* __restrict y = xb.data();                                                                          \
-    float* __restrict o = out.data();                                                                               \
-    for (std::int64_t i = 0; i < out.size(); ++i) o[i] = (forward_expr);                                           \
-    return std::move(out).finish();                                                                                 \
+    const RowBroadcast rb = row_broadcast(in);                                                                      \
+    if (!rb.ok) return generic::opname##_forward(in, a, c);                                                         \
+    return binary_rows_forward(in, rb, #opname, [](float x, float y) { return (forward_expr); });                  \
   }                                                                                                                 \
   GradList opname##_vjp(std::span<const TensorView> in, const TensorView& yv, const TensorView& g, const Attributes& a, \
                         const KernelContext& c) {                                                                   \
-    if (!same_shape_f32(in) || g.dtype() != DType::f32) return generic::opname##_vjp(in, yv, g, a, c);             \
-    Dense<float> xa(in[0], #opname, "a"), xb(in[1], #opname, "b"), gr(g, #opname, "grad_output");                 \
-    const float* __restrict x = xa.data();                                                                          \
-    const float* __restrict y = xb.data();                                                                          \
-    const float* __restrict gi = gr.data();                                                                         \
-    const std::int64_t n = gr.size();                                                                               \
-    (void)x;                                                                                                        \
-    (void)y;                                                                                                        \
-    GradList r;                                                                                                     \
-    if (c.wants_grad(0)) {                                                                                          \
-      Out<float> ga(xa.shape());                                                                                    \
-      float* __restrict d = ga.data();                                                                              \
-      for (std::int64_t i = 0; i < n; ++i) d[i] = (ga_expr);                                                       \
-      r.emplace_back(std::move(ga).finish());                                                                       \
-    } else {                                                                                                        \
-      r.emplace_back(std::nullopt);                                                                                 \
-    }                                                                                                               \
-    if (c.wants_grad(1)) {                                                                                          \
-      Out<float> gb(xb.shape());                                                                                    \
-      float* __restrict d = gb.data();                                                                              \
-      for (std::int64_t i = 0; i < n; ++i) d[i] = (gb_expr);                                                       \
-      r.emplace_back(std::move(gb).finish());                                                                       \
-    } else {                                                                                                        \
-      r.emplace_back(std::nullopt);                                                                                 \
-    }                                                                                                               \
-    return r;                                                                                                       \
+    const RowBroadcast rb = row_broadcast(in);                                                                      \
+    if (!rb.ok || g.dtype() != DType::f32) return generic::opname##_vjp(in, yv, g, a, c);                          \
+    return binary_rows_vjp(                                                                                         \
+        in, g, rb, c, #opname, [](float gi, float x, float y) { (void)x; (void)y; return (ga_expr); },              \
+        [](float gi, float x, float y) { (void)x; (void)y; return (gb_expr); });                                   \
   }
-PACT_NATIVE_BINARY(add, x[i] + y[i], gi[i], gi[i])
-PACT_NATIVE_BINARY(sub, x[i] - y[i], gi[i], -gi[i])
-PACT_NATIVE_BINARY(mul, x[i] * y[i], gi[i] * y[i], gi[i] * x[i])
-PACT_NATIVE_BINARY(div, x[i] / y[i], gi[i] / y[i], -(gi[i] * x[i] / (y[i] * y[i])))
+PACT_NATIVE_BINARY(add, x + y, gi, gi)
+PACT_NATIVE_BINARY(sub, x - y, gi, -gi)
+PACT_NATIVE_BINARY(mul, x * y, gi * y, gi * x)
+PACT_NATIVE_BINARY(div, x / y, gi / y, -(gi * x / (y * y)))
 #undef PACT_NATIVE_BINARY
 
 // ---- gelu (exact): vectorised erfc -------------------------------------------------------------------
@@ -393,76 +499,124 @@ GradList gelu_vjp(std::span<const TensorView> in, const TensorView& y, const Ten
 }
 
 // ---- attention: per batch, scores by GEMM, masked row softmax, values by GEMM ------------------------
+// Q, K, V and the output gradient are read in place (a head-split permuted view needs no gather).
+
+// The scores of one batch entry (l x s, in place) to probabilities: row i becomes softmax(scale * row) over
+// its live prefix (all s entries, or j <= i under a causal mask) and 0 beyond it. The row loops run over
+// whole 16-lane chunks, the masked part of the last chunk as -inf (exp gives 0), so they vectorise with
+// no scalar tail; sums run in 16 lanes (an implementationDefined order). A row with nothing live is NaN
+// throughout, as PyTorch gives for a fully masked row.
+__attribute__((target_clones("avx512f", "avx2", "default")))
+void attention_softmax(float* p, std::int64_t l, std::int64_t s, bool causal, float scale) {
+  constexpr std::int64_t W = 16;
+  for (std::int64_t i = 0; i < l; ++i) {
+    float* row = p + i * s;
+    const std::int64_t valid = causal ? std::min(i + 1, s) : s;
+    if (valid <= 0) {
+      std::fill(row, row + s, std::numeric_limits<float>::quiet_NaN());
+      continue;
+    }
+    const std::int64_t chunks = valid / W + (valid % W != 0 && (valid / W + 1) * W <= s ? 1 : 0);
+    const std::int64_t span = chunks * W;  // vector part; [span, valid) is a scalar tail only when s is short
+    float mx[W];
+    for (float& m : mx) m = -std::numeric_limits<float>::infinity();
+    for (std::int64_t k = 0; k < span; k += W)
+      for (int x = 0; x < W; ++x) {
+        const float v = k + x < valid ? row[k + x] * scale : -std::numeric_limits<float>::infinity();
+        row[k + x] = v;
+        mx[x] = std::max(mx[x], v);
+      }
+    float m = -std::numeric_limits<float>::infinity();
+    for (std::int64_t j = span; j < valid; ++j) {
+      row[j] *= scale;
+      m = std::max(m, row[j]);
+    }
+    for (float v : mx) m = std::max(m, v);
+    float sum[W] = {};
+    for (std::int64_t k = 0; k < span; k += W)
+      for (int x = 0; x < W; ++x) {
+        const float e = fast_exp(row[k + x] - m);
+        row[k + x] = e;
+        sum[x] += e;
+      }
+    float total = 0.0f;
+    for (std::int64_t j = span; j < valid; ++j) {
+      row[j] = fast_exp(row[j] - m);
+      total += row[j];
+    }
+    for (float v : sum) total += v;
+    const float inv = 1.0f / total;
+    const std::int64_t live = std::max(span, valid);
+    for (std::int64_t j = 0; j < live; ++j) row[j] *= inv;
+    std::fill(row + live, row + s, 0.0f);
+  }
+}
 
 // P = softmax(scale * Q K^T + causal mask) for one batch entry, into p (l x s), by GEMM and the fused row
-// exponential. A fully masked row gives NaN, as PyTorch does.
-void attention_probs_f32(const float* q, const float* k, const generic::AttentionShape& sh, bool causal, float scale, float* p) {
-  sgemm(sh.l, sh.s, sh.e, q, sh.e, 1, k, 1, sh.e, p, sh.s, false);
-  for (std::int64_t i = 0; i < sh.l; ++i) {
-    float* row = p + i * sh.s;
-    float mx = -std::numeric_limits<float>::infinity();
-    for (std::int64_t j = 0; j < sh.s; ++j) {
-      row[j] = (causal && j > i) ? -std::numeric_limits<float>::infinity() : row[j] * scale;
-      mx = std::max(mx, row[j]);
-    }
-    const float inv = 1.0f / exp_shifted(row, row, sh.s, mx);
-    for (std::int64_t j = 0; j < sh.s; ++j) row[j] *= inv;
-  }
+// exponential.
+void attention_probs_f32(const InPlaceMatrices<float>& q, const InPlaceMatrices<float>& k, std::int64_t b,
+                         const generic::AttentionShape& sh, bool causal, float scale, float* p) {
+  sgemm(sh.l, sh.s, sh.e, q.base(b), q.row_stride(), q.col_stride(), k.base(b), k.col_stride(), k.row_stride(), p, sh.s, false);
+  attention_softmax(p, sh.l, sh.s, causal, scale);
 }
 
 Tensor scaled_dot_product_attention_forward(std::span<const TensorView> in, const Attributes& a, const KernelContext& c) {
   constexpr const char* op = "scaled_dot_product_attention";
   if (in[0].dtype() != DType::f32 || in.size() == 4) return generic::scaled_dot_product_attention_forward(in, a, c);
-  Dense<float> q(in[0], op, "query"), k(in[1], op, "key"), v(in[2], op, "value");
+  InPlaceMatrices<float> q(in[0], op, "query"), k(in[1], op, "key"), v(in[2], op, "value");
   const auto sh = generic::attention_shape(in);
   const bool causal = a.get_bool(op, "is_causal", false);
   const float scale = static_cast<float>(a.get_float(op, "scale", 1.0 / std::sqrt(static_cast<double>(sh.e))));
-  Dims out_shape = q.shape();
+  Dims out_shape = in[0].shape();
   out_shape[out_shape.size() - 1] = sh.ev;
   Out<float> out(out_shape);
   std::vector<float> p(static_cast<std::size_t>(std::max<std::int64_t>(sh.l * sh.s, 1)));
   for (std::int64_t b = 0; b < sh.batch; ++b) {
-    attention_probs_f32(q.data() + b * sh.l * sh.e, k.data() + b * sh.s * sh.e, sh, causal, scale, p.data());
-    sgemm(sh.l, sh.ev, sh.s, p.data(), sh.s, 1, v.data() + b * sh.s * sh.ev, sh.ev, 1, out.data() + b * sh.l * sh.ev, sh.ev, false);
+    attention_probs_f32(q, k, b, sh, causal, scale, p.data());
+    sgemm(sh.l, sh.ev, sh.s, p.data(), sh.s, 1, v.base(b), v.row_stride(), v.col_stride(), out.data() + b * sh.l * sh.ev, sh.ev, false);
   }
   return std::move(out).finish();
 }
 
 // Per batch entry, with P recomputed: dV = P^T dO, dP = dO V^T, dS = P * (dP - rowsum(dP * P)) * scale,
-// dQ = dS K, dK = dS^T Q, each product a GEMM.
+// dQ = dS K, dK = dS^T Q, each product a GEMM. Masked entries have P = 0, hence dS = 0.
 GradList scaled_dot_product_attention_vjp(std::span<const TensorView> in, const TensorView& y, const TensorView& g,
                                           const Attributes& a, const KernelContext& c) {
   constexpr const char* op = "scaled_dot_product_attention";
   if (in[0].dtype() != DType::f32 || in.size() == 4) return generic::scaled_dot_product_attention_vjp(in, y, g, a, c);
-  Dense<float> q(in[0], op, "query"), k(in[1], op, "key"), v(in[2], op, "value"), gr(g, op, "grad_output");
+  InPlaceMatrices<float> q(in[0], op, "query"), k(in[1], op, "key"), v(in[2], op, "value"), gr(g, op, "grad_output");
   const auto sh = generic::attention_shape(in);
   const bool causal = a.get_bool(op, "is_causal", false);
   const float scale = static_cast<float>(a.get_float(op, "scale", 1.0 / std::sqrt(static_cast<double>(sh.e))));
-  Out<float> gq(q.shape()), gk(k.shape()), gv(v.shape());
+  const bool want_q = c.wants_grad(0), want_k = c.wants_grad(1), want_v = c.wants_grad(2);
+  Out<float> gq(want_q ? in[0].shape() : Dims{0}), gk(want_k ? in[1].shape() : Dims{0}), gv(want_v ? in[2].shape() : Dims{0});
   const auto scores = static_cast<std::size_t>(std::max<std::int64_t>(sh.l * sh.s, 1));
   std::vector<float> p(scores), ds(scores);
   for (std::int64_t b = 0; b < sh.batch; ++b) {
-    const float* qb = q.data() + b * sh.l * sh.e;
-    const float* kb = k.data() + b * sh.s * sh.e;
-    const float* vb = v.data() + b * sh.s * sh.ev;
-    const float* gb = gr.data() + b * sh.l * sh.ev;
-    attention_probs_f32(qb, kb, sh, causal, scale, p.data());
-    sgemm(sh.s, sh.ev, sh.l, p.data(), 1, sh.s, gb, sh.ev, 1, gv.data() + b * sh.s * sh.ev, sh.ev, false);
-    sgemm(sh.l, sh.s, sh.ev, gb, sh.ev, 1, vb, 1, sh.ev, ds.data(), sh.s, false);
+    const float* gb = gr.base(b);
+    attention_probs_f32(q, k, b, sh, causal, scale, p.data());
+    if (want_v) sgemm(sh.s, sh.ev, sh.l, p.data(), 1, sh.s, gb, gr.row_stride(), gr.col_stride(), gv.data() + b * sh.s * sh.ev, sh.ev, false);
+    if (!want_q && !want_k) continue;
+    sgemm(sh.l, sh.s, sh.ev, gb, gr.row_stride(), gr.col_stride(), v.base(b), v.col_stride(), v.row_stride(), ds.data(), sh.s, false);
     for (std::int64_t i = 0; i < sh.l; ++i) {
       const float* prow = p.data() + i * sh.s;
       float* drow = ds.data() + i * sh.s;
+      const std::int64_t valid = causal ? std::min(i + 1, sh.s) : sh.s;
       float dot = 0.0f;
-      for (std::int64_t j = 0; j < sh.s; ++j) dot += drow[j] * prow[j];
-      for (std::int64_t j = 0; j < sh.s; ++j) drow[j] = prow[j] * (drow[j] - dot) * scale;
+      for (std::int64_t j = 0; j < valid; ++j) dot += drow[j] * prow[j];
+      for (std::int64_t j = 0; j < valid; ++j) drow[j] = prow[j] * (drow[j] - dot) * scale;
+      std::fill(drow + std::max<std::int64_t>(valid, 0), drow + sh.s, 0.0f);
     }
-    sgemm(sh.l, sh.e, sh.s, ds.data(), sh.s, 1, kb, sh.e, 1, gq.data() + b * sh.l * sh.e, sh.e, false);
-    sgemm(sh.s, sh.e, sh.l, ds.data(), 1, sh.s, qb, sh.e, 1, gk.data() + b * sh.s * sh.e, sh.e, false);
+    if (want_q) sgemm(sh.l, sh.e, sh.s, ds.data(), sh.s, 1, k.base(b), k.row_stride(), k.col_stride(), gq.data() + b * sh.l * sh.e, sh.e, false);
+    if (want_k) sgemm(sh.s, sh.e, sh.l, ds.data(), 1, sh.s, q.base(b), q.row_stride(), q.col_stride(), gk.data() + b * sh.s * sh.e, sh.e, false);
   }
   GradList r;
-  r.emplace_back(std::move(gq).finish());
-  r.emplace_back(std::move(gk).finish());
-  r.emplace_back(std::move(gv).finish());
+  if (want_q) r.emplace_back(std::move(gq).finish());
+  else r.emplace_back(std::nullopt);
+  if (want_k) r.emplace_back(std::move(gk).finish());
+  else r.emplace_back(std::nullopt);
+  if (want_v) r.emplace_back(std::move(gv).finish());
+  else r.emplace_back(std::nullopt);
   return r;
 }
 
