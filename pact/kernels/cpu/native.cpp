@@ -237,6 +237,24 @@ inline float lanes_sum(std::int64_t n, F&& f) {
   return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7])) + tail;
 }
 
+// Rows of n normalised (mean removed unless rms, scaled to unit variance), then weighted and biased where
+// w and b are given.
+__attribute__((target_clones("avx512f", "avx2", "default")))
+void norm_forward_rows(const float* x, const float* w, const float* b, std::int64_t rows, std::int64_t n, float eps, bool rms, float* out) {
+  for (std::int64_t r = 0; r < rows; ++r, x += n, out += n) {
+    const float mean = rms ? 0.0f : lanes_sum(n, [x](std::int64_t k) { return x[k]; }) / static_cast<float>(n);
+    const float var = lanes_sum(n, [x, mean](std::int64_t k) { return (x[k] - mean) * (x[k] - mean); });
+    const float inv = 1.0f / std::sqrt(var / static_cast<float>(n) + eps);
+    if (w != nullptr && b != nullptr) {
+      for (std::int64_t k = 0; k < n; ++k) out[k] = (x[k] - mean) * inv * w[k] + b[k];
+    } else if (w != nullptr) {
+      for (std::int64_t k = 0; k < n; ++k) out[k] = (x[k] - mean) * inv * w[k];
+    } else {
+      for (std::int64_t k = 0; k < n; ++k) out[k] = (x[k] - mean) * inv;
+    }
+  }
+}
+
 Tensor norm_forward(std::span<const TensorView> in, const Attributes& a, bool rms) {
   const char* name = rms ? "rms_norm" : "layer_norm";
   Dense<float> x(in[0], name, "x");
@@ -248,20 +266,12 @@ Tensor norm_forward(std::span<const TensorView> in, const Attributes& a, bool rm
   Out<float> out(x.shape());
   const float* wp = w ? w->data() : nullptr;
   const float* bp = b ? b->data() : nullptr;
-#pragma omp parallel for schedule(static) if (rows * width > 32768)
-  for (std::int64_t r = 0; r < rows; ++r) {
-    const float* row = x.data() + r * width;
-    float* o = out.data() + r * width;
-    const float mean = rms ? 0.0f : lanes_sum(width, [row](std::int64_t k) { return row[k]; }) / static_cast<float>(width);
-    const float var = lanes_sum(width, [row, mean](std::int64_t k) { return (row[k] - mean) * (row[k] - mean); });
-    const float inv = 1.0f / std::sqrt(var / static_cast<float>(width) + eps);
-    if (wp != nullptr && bp != nullptr) {
-      for (std::int64_t k = 0; k < width; ++k) o[k] = (row[k] - mean) * inv * wp[k] + bp[k];
-    } else if (wp != nullptr) {
-      for (std::int64_t k = 0; k < width; ++k) o[k] = (row[k] - mean) * inv * wp[k];
-    } else {
-      for (std::int64_t k = 0; k < width; ++k) o[k] = (row[k] - mean) * inv;
-    }
+  const int threads = rows * width > 32768 ? omp_get_max_threads() : 1;
+#pragma omp parallel num_threads(threads) if (threads > 1)
+  {
+    const std::int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
+    const std::int64_t r0 = rows * t / nt, r1 = rows * (t + 1) / nt;
+    norm_forward_rows(x.data() + r0 * width, wp, bp, r1 - r0, width, eps, rms, out.data() + r0 * width);
   }
   return std::move(out).finish();
 }
@@ -271,26 +281,29 @@ Tensor layer_norm_forward(std::span<const TensorView> in, const Attributes& a, c
 Tensor rms_norm_forward(std::span<const TensorView> in, const Attributes& a, const KernelContext& c) {
   return in[0].dtype() == DType::f32 ? norm_forward(in, a, true) : generic::rms_norm_forward(in, a, c);
 }
-// One row of the norm VJP: with xhat = (x - mean) inv and gxhat = g w,
-// dx = inv (gxhat - mean(gxhat) - xhat mean(gxhat xhat)) (rms: no mean(gxhat) term), and the row's
-// contributions g xhat and g added to dw and db (either may be null). xhat and gxhat are row scratch.
+// The norm VJP over `rows` rows of n: with xhat = (x - mean) inv and gxhat = g w,
+// dx = inv (gxhat - mean(gxhat) - xhat mean(gxhat xhat)) (rms: no mean(gxhat) term), and each row's
+// contributions g xhat and g added to dw and db (either may be null), rows in order. xhat and gxhat are
+// row scratch. One call for all rows, so the SIMD clone is chosen once.
 __attribute__((target_clones("avx512f", "avx2", "default")))
-void norm_backward_row(const float* x, const float* g, const float* w, std::int64_t n, float eps, bool rms, float* dx,
-                       float* dw, float* db, float* xhat, float* gxhat) {
-  const float mean = rms ? 0.0f : lanes_sum(n, [x](std::int64_t k) { return x[k]; }) / static_cast<float>(n);
-  const float var = lanes_sum(n, [x, mean](std::int64_t k) { return (x[k] - mean) * (x[k] - mean); }) / static_cast<float>(n);
-  const float inv = 1.0f / std::sqrt(var + eps);
-  for (std::int64_t k = 0; k < n; ++k) {
-    xhat[k] = (x[k] - mean) * inv;
-    gxhat[k] = w != nullptr ? g[k] * w[k] : g[k];
+void norm_backward_rows(const float* x, const float* g, const float* w, std::int64_t rows, std::int64_t n, float eps, bool rms,
+                        float* dx, float* dw, float* db, float* xhat, float* gxhat) {
+  for (std::int64_t r = 0; r < rows; ++r, x += n, g += n, dx += n) {
+    const float mean = rms ? 0.0f : lanes_sum(n, [x](std::int64_t k) { return x[k]; }) / static_cast<float>(n);
+    const float var = lanes_sum(n, [x, mean](std::int64_t k) { return (x[k] - mean) * (x[k] - mean); }) / static_cast<float>(n);
+    const float inv = 1.0f / std::sqrt(var + eps);
+    for (std::int64_t k = 0; k < n; ++k) {
+      xhat[k] = (x[k] - mean) * inv;
+      gxhat[k] = w != nullptr ? g[k] * w[k] : g[k];
+    }
+    const float mean_g = rms ? 0.0f : lanes_sum(n, [gxhat](std::int64_t k) { return gxhat[k]; }) / static_cast<float>(n);
+    const float mean_gx = lanes_sum(n, [gxhat, xhat](std::int64_t k) { return gxhat[k] * xhat[k]; }) / static_cast<float>(n);
+    for (std::int64_t k = 0; k < n; ++k) dx[k] = inv * (gxhat[k] - mean_g - xhat[k] * mean_gx);
+    if (dw != nullptr)
+      for (std::int64_t k = 0; k < n; ++k) dw[k] += g[k] * xhat[k];
+    if (db != nullptr)
+      for (std::int64_t k = 0; k < n; ++k) db[k] += g[k];
   }
-  const float mean_g = rms ? 0.0f : lanes_sum(n, [gxhat](std::int64_t k) { return gxhat[k]; }) / static_cast<float>(n);
-  const float mean_gx = lanes_sum(n, [gxhat, xhat](std::int64_t k) { return gxhat[k] * xhat[k]; }) / static_cast<float>(n);
-  for (std::int64_t k = 0; k < n; ++k) dx[k] = inv * (gxhat[k] - mean_g - xhat[k] * mean_gx);
-  if (dw != nullptr)
-    for (std::int64_t k = 0; k < n; ++k) dw[k] += g[k] * xhat[k];
-  if (db != nullptr)
-    for (std::int64_t k = 0; k < n; ++k) db[k] += g[k];
 }
 
 GradList norm_vjp(std::span<const TensorView> in, const TensorView& grad, const Attributes& a, const KernelContext& c, bool rms) {
@@ -304,11 +317,8 @@ GradList norm_vjp(std::span<const TensorView> in, const TensorView& grad, const 
   Out<float> gx(x.shape());
   Out<float> gw(want_w ? Dims{width} : Dims{0}, true), gb(want_b ? Dims{width} : Dims{0}, true);
   std::vector<float> scratch(static_cast<std::size_t>(2 * width));
-  for (std::int64_t r = 0; r < rows; ++r) {
-    norm_backward_row(x.data() + r * width, g.data() + r * width, w ? w->data() : nullptr, width, eps, rms,
-                      gx.data() + r * width, want_w ? gw.data() : nullptr, want_b ? gb.data() : nullptr, scratch.data(),
-                      scratch.data() + width);
-  }
+  norm_backward_rows(x.data(), g.data(), w ? w->data() : nullptr, rows, width, eps, rms, gx.data(), want_w ? gw.data() : nullptr,
+                     want_b ? gb.data() : nullptr, scratch.data(), scratch.data() + width);
   GradList r;
   r.emplace_back(std::move(gx).finish());
   if (in.size() > 1) {
