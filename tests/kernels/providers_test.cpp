@@ -175,13 +175,49 @@ TEST(Gemm, StridedCopyMatchesAScalarLoopWithoutReadingPastItsSource) {
     for (std::int64_t count = 0; count <= 70; ++count) {
       std::vector<float> src(static_cast<std::size_t>(count == 0 ? 0 : (count - 1) * stride + 1));
       for (std::size_t i = 0; i < src.size(); ++i) src[i] = static_cast<float>(i) * 0.5f - 3.0f;
-      std::vector<float> dst(static_cast<std::size_t>(count), -99.0f);
+      std::vector<float> dst(static_cast<std::size_t>(count + 16), -99.0f);  // 16 guard elements after the copy
       kernels::cpu::strided_copy(src.data(), stride, dst.data(), count);
       for (std::int64_t z = 0; z < count; ++z) {
         ASSERT_EQ(dst[static_cast<std::size_t>(z)], src[static_cast<std::size_t>(z * stride)]) << "stride " << stride << " count " << count << " z " << z;
       }
+      for (std::int64_t z = count; z < count + 16; ++z) ASSERT_EQ(dst[static_cast<std::size_t>(z)], -99.0f) << "wrote past the copy at " << z;
     }
   }
+}
+
+// A bias folded into the store, per row or per column, with and without accumulation, on every variant:
+// full and edge tiles, and a depth over one block (the bias must go in once, not once per block).
+TEST(Gemm, BiasIsAddedOnceAsCIsStored) {
+  std::mt19937 rng(8);
+  std::normal_distribution<float> nd;
+  const std::int64_t sizes[][3] = {{16, 64, 8}, {13, 37, 29}, {24, 40, 700}, {3, 5, 0}};
+  for (std::string_view variant : {"avx512", "avx2", "portable"}) {
+    if (!kernels::cpu::set_sgemm_variant(variant)) continue;
+    for (const auto& s : sizes) {
+      const std::int64_t m = s[0], n = s[1], k = s[2];
+      std::vector<float> a(static_cast<std::size_t>(std::max<std::int64_t>(m * k, 1))), b(static_cast<std::size_t>(std::max<std::int64_t>(k * n, 1)));
+      std::vector<float> row_bias(static_cast<std::size_t>(m)), col_bias(static_cast<std::size_t>(n));
+      for (auto* v : {&a, &b, &row_bias, &col_bias})
+        for (auto& x : *v) x = nd(rng);
+      for (bool per_row : {true, false})
+        for (bool accumulate : {false, true})
+          for (int trans = 0; trans < 2; ++trans) {
+            SCOPED_TRACE(std::string(variant) + " " + std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) +
+                         (per_row ? " per row" : " per column") + (accumulate ? " accumulate" : "") + (trans ? " A transposed" : ""));
+            const std::int64_t ar = trans ? 1 : k, ac = trans ? m : 1;
+            std::vector<float> c(static_cast<std::size_t>(m * n), 0.5f);
+            const kernels::cpu::GemmBias bias{per_row ? row_bias.data() : col_bias.data(), per_row};
+            kernels::cpu::sgemm(m, n, k, a.data(), ar, ac, b.data(), n, 1, c.data(), n, accumulate, bias);
+            for (std::int64_t i = 0; i < m; ++i)
+              for (std::int64_t j = 0; j < n; ++j) {
+                double ref = (accumulate ? 0.5 : 0.0) + (per_row ? row_bias[static_cast<std::size_t>(i)] : col_bias[static_cast<std::size_t>(j)]);
+                for (std::int64_t p = 0; p < k; ++p) ref += double(a[static_cast<std::size_t>(i * ar + p * ac)]) * b[static_cast<std::size_t>(p * n + j)];
+                ASSERT_NEAR(c[static_cast<std::size_t>(i * n + j)], ref, 1e-4 * (1 + std::sqrt(double(k)))) << i << "," << j;
+              }
+          }
+    }
+  }
+  kernels::cpu::set_sgemm_variant("auto");
 }
 
 TEST(Gemm, AccumulateAddsIntoC) {

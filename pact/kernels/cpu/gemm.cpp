@@ -24,15 +24,17 @@ struct Variant {
   int mr, nr;
   // Multiplies a packed MR x kc panel by a packed kc x NR panel into the MR x NR block at c (row stride
   // ldc), adding to it when `add` is set.
-  void (*kernel)(std::int64_t kc, const float* a, const float* b, float* c, std::int64_t ldc, bool add);
+  // A bias is added in the same store: rbias[i] to row i, cbias[j] to column j (either may be null).
+  void (*kernel)(std::int64_t kc, const float* a, const float* b, float* c, std::int64_t ldc, bool add, const float* rbias,
+                 const float* cbias);
   // The same product with A read in place (element (i, p) at a[i * ar + p * ac], ar == 1 or ac == 1)
   // instead of from a packed panel; null where the variant always packs A.
   void (*direct)(std::int64_t kc, const float* a, std::int64_t ar, std::int64_t ac, const float* b, float* c, std::int64_t ldc,
-                 bool add);
+                 bool add, const float* rbias, const float* cbias);
 };
 
 __attribute__((target("avx512f"))) void kernel_avx512(std::int64_t kc, const float* a, const float* b, float* t,
-                                                      std::int64_t ldc, bool add) {
+                                                      std::int64_t ldc, bool add, const float* rbias, const float* cbias) {
   constexpr int MR = 8;
   __m512 c0[MR], c1[MR];
   for (int i = 0; i < MR; ++i) {
@@ -52,11 +54,22 @@ __attribute__((target("avx512f"))) void kernel_avx512(std::int64_t kc, const flo
     a += MR;
     b += 32;
   }
+  const __m512 cb0 = cbias != nullptr ? _mm512_loadu_ps(cbias) : _mm512_setzero_ps();
+  const __m512 cb1 = cbias != nullptr ? _mm512_loadu_ps(cbias + 16) : _mm512_setzero_ps();
   for (int i = 0; i < MR; ++i) {
     float* row = t + i * ldc;
     if (add) {
       c0[i] = _mm512_add_ps(c0[i], _mm512_loadu_ps(row));
       c1[i] = _mm512_add_ps(c1[i], _mm512_loadu_ps(row + 16));
+    }
+    if (cbias != nullptr) {
+      c0[i] = _mm512_add_ps(c0[i], cb0);
+      c1[i] = _mm512_add_ps(c1[i], cb1);
+    }
+    if (rbias != nullptr) {
+      const __m512 r = _mm512_set1_ps(rbias[i]);
+      c0[i] = _mm512_add_ps(c0[i], r);
+      c1[i] = _mm512_add_ps(c1[i], r);
     }
     _mm512_storeu_ps(row, c0[i]);
     _mm512_storeu_ps(row + 16, c1[i]);
@@ -69,7 +82,8 @@ __attribute__((target("avx512f"))) void kernel_avx512(std::int64_t kc, const flo
 // (k of 64 to 1024) costs as much as a large part of the arithmetic.
 template <bool RowMajor>
 __attribute__((target("avx512f"))) void kernel_avx512_direct_impl(std::int64_t kc, const float* a, std::int64_t ar, std::int64_t ac,
-                                                                  const float* b, float* t, std::int64_t ldc, bool add) {
+                                                                  const float* b, float* t, std::int64_t ldc, bool add,
+                                                                  const float* rbias, const float* cbias) {
   constexpr int MR = 8;
   __m512 c0[MR], c1[MR];
   for (int i = 0; i < MR; ++i) {
@@ -99,11 +113,22 @@ __attribute__((target("avx512f"))) void kernel_avx512_direct_impl(std::int64_t k
     }
     b += 32;
   }
+  const __m512 cb0 = cbias != nullptr ? _mm512_loadu_ps(cbias) : _mm512_setzero_ps();
+  const __m512 cb1 = cbias != nullptr ? _mm512_loadu_ps(cbias + 16) : _mm512_setzero_ps();
   for (int i = 0; i < MR; ++i) {
     float* row = t + i * ldc;
     if (add) {
       c0[i] = _mm512_add_ps(c0[i], _mm512_loadu_ps(row));
       c1[i] = _mm512_add_ps(c1[i], _mm512_loadu_ps(row + 16));
+    }
+    if (cbias != nullptr) {
+      c0[i] = _mm512_add_ps(c0[i], cb0);
+      c1[i] = _mm512_add_ps(c1[i], cb1);
+    }
+    if (rbias != nullptr) {
+      const __m512 r = _mm512_set1_ps(rbias[i]);
+      c0[i] = _mm512_add_ps(c0[i], r);
+      c1[i] = _mm512_add_ps(c1[i], r);
     }
     _mm512_storeu_ps(row, c0[i]);
     _mm512_storeu_ps(row + 16, c1[i]);
@@ -111,13 +136,13 @@ __attribute__((target("avx512f"))) void kernel_avx512_direct_impl(std::int64_t k
 }
 
 void kernel_avx512_direct(std::int64_t kc, const float* a, std::int64_t ar, std::int64_t ac, const float* b, float* t, std::int64_t ldc,
-                          bool add) {
-  if (ac == 1) kernel_avx512_direct_impl<true>(kc, a, ar, ac, b, t, ldc, add);
-  else kernel_avx512_direct_impl<false>(kc, a, ar, ac, b, t, ldc, add);
+                          bool add, const float* rbias, const float* cbias) {
+  if (ac == 1) kernel_avx512_direct_impl<true>(kc, a, ar, ac, b, t, ldc, add, rbias, cbias);
+  else kernel_avx512_direct_impl<false>(kc, a, ar, ac, b, t, ldc, add, rbias, cbias);
 }
 
 __attribute__((target("avx2,fma"))) void kernel_avx2(std::int64_t kc, const float* a, const float* b, float* t,
-                                                     std::int64_t ldc, bool add) {
+                                                     std::int64_t ldc, bool add, const float* rbias, const float* cbias) {
   constexpr int MR = 6;
   __m256 c0[MR], c1[MR];
   for (int i = 0; i < MR; ++i) {
@@ -135,18 +160,24 @@ __attribute__((target("avx2,fma"))) void kernel_avx2(std::int64_t kc, const floa
     a += MR;
     b += 16;
   }
+  const __m256 cb0 = cbias != nullptr ? _mm256_loadu_ps(cbias) : _mm256_setzero_ps();
+  const __m256 cb1 = cbias != nullptr ? _mm256_loadu_ps(cbias + 8) : _mm256_setzero_ps();
   for (int i = 0; i < MR; ++i) {
     float* row = t + i * ldc;
     if (add) {
       c0[i] = _mm256_add_ps(c0[i], _mm256_loadu_ps(row));
       c1[i] = _mm256_add_ps(c1[i], _mm256_loadu_ps(row + 8));
     }
+    const __m256 r = _mm256_set1_ps(rbias != nullptr ? rbias[i] : 0.0f);
+    c0[i] = _mm256_add_ps(_mm256_add_ps(c0[i], cb0), r);
+    c1[i] = _mm256_add_ps(_mm256_add_ps(c1[i], cb1), r);
     _mm256_storeu_ps(row, c0[i]);
     _mm256_storeu_ps(row + 8, c1[i]);
   }
 }
 
-void kernel_portable(std::int64_t kc, const float* a, const float* b, float* t, std::int64_t ldc, bool add) {
+void kernel_portable(std::int64_t kc, const float* a, const float* b, float* t, std::int64_t ldc, bool add, const float* rbias,
+                     const float* cbias) {
   constexpr int MR = 4, NR = 16;
   float acc[MR][NR] = {};
   for (std::int64_t p = 0; p < kc; ++p) {
@@ -156,7 +187,8 @@ void kernel_portable(std::int64_t kc, const float* a, const float* b, float* t, 
     b += NR;
   }
   for (int i = 0; i < MR; ++i)
-    for (int j = 0; j < NR; ++j) t[i * ldc + j] = add ? t[i * ldc + j] + acc[i][j] : acc[i][j];
+    for (int j = 0; j < NR; ++j)
+      t[i * ldc + j] = (add ? t[i * ldc + j] + acc[i][j] : acc[i][j]) + (rbias != nullptr ? rbias[i] : 0.0f) + (cbias != nullptr ? cbias[j] : 0.0f);
 }
 
 constexpr Variant kAvx512{"avx512", 8, 32, &kernel_avx512, &kernel_avx512_direct};
@@ -317,7 +349,15 @@ __attribute__((target("avx512f"))) void stride2_copy_avx512(const float* src, fl
     const __m512 lo = _mm512_loadu_ps(src + 2 * z), hi = _mm512_loadu_ps(src + 2 * z + 16);
     _mm512_storeu_ps(dst + z, _mm512_permutex2var_ps(lo, even, hi));
   }
-  for (; z < count; ++z) dst[z] = src[2 * z];
+  // The last 1 to 16 outputs with masked loads and store: the source elements needed are
+  // src[2z .. 2 (count - 1)], 2 (count - z) - 1 of them; masked-off lanes are never read.
+  if (z < count) {
+    const std::int64_t need = 2 * (count - z) - 1;
+    const auto lo_mask = static_cast<__mmask16>(need >= 16 ? 0xFFFF : (1u << need) - 1);
+    const auto hi_mask = static_cast<__mmask16>(need <= 16 ? 0 : (1u << (need - 16)) - 1);
+    const __m512 lo = _mm512_maskz_loadu_ps(lo_mask, src + 2 * z), hi = _mm512_maskz_loadu_ps(hi_mask, src + 2 * z + 16);
+    _mm512_mask_storeu_ps(dst + z, static_cast<__mmask16>((1u << (count - z)) - 1), _mm512_permutex2var_ps(lo, even, hi));
+  }
 }
 
 }  // namespace
@@ -351,12 +391,11 @@ bool set_sgemm_variant(std::string_view variant) noexcept {
 }
 
 void sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t a_row, std::int64_t a_col,
-           const float* b, std::int64_t b_row, std::int64_t b_col, float* c, std::int64_t ldc, bool accumulate) {
+           const float* b, std::int64_t b_row, std::int64_t b_col, float* c, std::int64_t ldc, bool accumulate, GemmBias bias) {
   if (m <= 0 || n <= 0) return;
   if (k <= 0) {
-    if (!accumulate) {
-      for (std::int64_t i = 0; i < m; ++i) std::fill(c + i * ldc, c + i * ldc + n, 0.0f);
-    }
+    for (std::int64_t i = 0; i < m; ++i)
+      for (std::int64_t j = 0; j < n; ++j) c[i * ldc + j] = (accumulate ? c[i * ldc + j] : 0.0f) + bias.at(i, j);
     return;
   }
   const Variant& v = *current();
@@ -402,17 +441,22 @@ void sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::
             const float* ad = a + (i0 + i) * a_row + p0 * a_col;
             const bool in_place = direct && rows == v.mr;
             float* cij = c + (i0 + i) * ldc + j0 + j;
+            // The bias goes in with the first depth block; later blocks add to C, which holds it.
+            const bool biased = bias.data != nullptr && p0 == 0;
             if (rows == v.mr && cols == v.nr) {  // full tile: straight into C
-              if (in_place) v.direct(kc, ad, a_row, a_col, bp, cij, ldc, add);
-              else v.kernel(kc, ap, bp, cij, ldc, add);
+              const float* rb = biased && bias.per_row ? bias.data + i0 + i : nullptr;
+              const float* cb = biased && !bias.per_row ? bias.data + j0 + j : nullptr;
+              if (in_place) v.direct(kc, ad, a_row, a_col, bp, cij, ldc, add, rb, cb);
+              else v.kernel(kc, ap, bp, cij, ldc, add, rb, cb);
               continue;
             }
-            if (in_place) v.direct(kc, ad, a_row, a_col, bp, tile, v.nr, false);
-            else v.kernel(kc, ap, bp, tile, v.nr, false);
+            if (in_place) v.direct(kc, ad, a_row, a_col, bp, tile, v.nr, false, nullptr, nullptr);
+            else v.kernel(kc, ap, bp, tile, v.nr, false, nullptr, nullptr);
             for (std::int64_t r = 0; r < rows; ++r) {
               float* crow = cij + r * ldc;
               const float* trow = tile + r * v.nr;
-              for (std::int64_t x = 0; x < cols; ++x) crow[x] = add ? crow[x] + trow[x] : trow[x];
+              for (std::int64_t x = 0; x < cols; ++x)
+                crow[x] = (add ? crow[x] + trow[x] : trow[x]) + (biased ? bias.at(i0 + i + r, j0 + j + x) : 0.0f);
             }
           }
         }

@@ -10,10 +10,19 @@
 
 namespace pact::kernels::cpu {
 
-/// C (+)= A * B for A: m x k, B: k x n. `accumulate` adds into C; otherwise C is overwritten.
+/// A bias added to the product as C is stored: data[i] to row i (per_row: conv2d's per output channel)
+/// or data[j] to column j (linear's per output feature). No data, no bias.
+struct GemmBias {
+  const float* data = nullptr;
+  bool per_row = false;
+  float at(std::int64_t i, std::int64_t j) const noexcept { return data == nullptr ? 0.0f : data[per_row ? i : j]; }
+};
+
+/// C (+)= A * B (+ bias) for A: m x k, B: k x n. `accumulate` adds into C; otherwise C is overwritten.
 /// These pointers come from prepared host access and must stay valid for the call.
 void sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t a_row, std::int64_t a_col,
-           const float* b, std::int64_t b_row, std::int64_t b_col, float* c, std::int64_t ldc, bool accumulate);
+           const float* b, std::int64_t b_row, std::int64_t b_col, float* c, std::int64_t ldc, bool accumulate,
+           GemmBias bias = {});
 
 /// The micro-kernel variant selected for this CPU: "avx512", "avx2" or "portable".
 std::string_view sgemm_variant() noexcept;
@@ -30,7 +39,7 @@ void strided_copy(const float* src, std::int64_t stride, float* dst, std::int64_
 /// boundary). Used by the blas provider and by `pact bench gemm` as the baseline.
 void openblas_sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t a_row,
                     std::int64_t a_col, const float* b, std::int64_t b_row, std::int64_t b_col, float* c,
-                    std::int64_t ldc, bool accumulate);
+                    std::int64_t ldc, bool accumulate, GemmBias bias = {});
 /// The kernel OpenBLAS chose for this CPU (openblas_get_corename), e.g. "Cooperlake" or "Haswell".
 std::string_view openblas_corename() noexcept;
 /// Sets OpenBLAS's thread count.
