@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "pact/core/tensor.hpp"
+#include "pact/kernels/cpu/parallel.hpp"
 #include "pact/kernels/guards.hpp"
 #include "pact/ops/op_table.hpp"
 #include "pact/verify/annotate.hpp"

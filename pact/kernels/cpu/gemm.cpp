@@ -1,5 +1,7 @@
 #include "pact/kernels/cpu/gemm.hpp"
 
+#include "pact/kernels/cpu/parallel.hpp"
+
 #include <immintrin.h>
 #include <omp.h>
 
@@ -321,20 +323,17 @@ void pack_a(const Variant& v, std::int64_t mc, std::int64_t kc, const float* a, 
 void pack_b(const Variant& v, std::int64_t kc, std::int64_t nc, const float* b, std::int64_t br, std::int64_t bc, float* dst,
             bool parallel_pack) {
   const std::int64_t panels = (nc + v.nr - 1) / v.nr;
-  if (bc == 1 && &v != &kPortable && v.nr % 8 == 0) {
-    // Row order; in parallel, each thread takes a contiguous range of depths.
-    const int threads = parallel_pack && kc >= 64 && panels > 8 ? omp_get_max_threads() : 1;
-#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
-    for (int t = 0; t < threads; ++t) {
-      pack_rows_avx(b, br, nc, v.nr, kc, kc * t / threads, kc * (t + 1) / threads, dst);
-    }
+  if (bc == 1 && &v != &kPortable && v.nr % 8 == 0) {  // row order; in parallel, a range of depths per thread
+    parallel_ranges(kc, parallel_pack && kc >= 64 && panels > 8,
+                    [&](std::int64_t p0, std::int64_t p1) { pack_rows_avx(b, br, nc, v.nr, kc, p0, p1, dst); });
     return;
   }
-#pragma omp parallel for schedule(static) if (parallel_pack && panels > 8)
-  for (std::int64_t q = 0; q < panels; ++q) {
-    const std::int64_t j = q * v.nr;
-    pack_panel(v, b + j * bc, bc, br, std::min<std::int64_t>(v.nr, nc - j), v.nr, kc, dst + q * v.nr * kc);
-  }
+  parallel_ranges(panels, parallel_pack && panels > 8, [&](std::int64_t q0, std::int64_t q1) {
+    for (std::int64_t q = q0; q < q1; ++q) {
+      const std::int64_t j = q * v.nr;
+      pack_panel(v, b + j * bc, bc, br, std::min<std::int64_t>(v.nr, nc - j), v.nr, kc, dst + q * v.nr * kc);
+    }
+  });
 }
 
 }  // namespace

@@ -83,20 +83,21 @@ float row_max(const float* x, std::int64_t n) {
 }
 
 void softmax_rows(const float* x, float* y, std::int64_t rows, std::int64_t n, bool log) {
-#pragma omp parallel for schedule(static) if (rows * n > 65536)
-  for (std::int64_t r = 0; r < rows; ++r) {
-    const float* xr = x + r * n;
-    float* yr = y + r * n;
-    const float mx = row_max(xr, n);
-    const float sum = exp_shifted(xr, yr, n, mx);  // log: yr is scratch, overwritten below
-    if (log) {
-      const float lse = mx + std::log(sum);
-      for (std::int64_t k = 0; k < n; ++k) yr[k] = xr[k] - lse;
-    } else {
-      const float inv = 1.0f / sum;
-      for (std::int64_t k = 0; k < n; ++k) yr[k] *= inv;
+  parallel_ranges(rows, rows * n > 65536, [&](std::int64_t r0, std::int64_t r1) {
+    for (std::int64_t r = r0; r < r1; ++r) {
+      const float* xr = x + r * n;
+      float* yr = y + r * n;
+      const float mx = row_max(xr, n);
+      const float sum = exp_shifted(xr, yr, n, mx);  // log: yr is scratch, overwritten below
+      if (log) {
+        const float lse = mx + std::log(sum);
+        for (std::int64_t k = 0; k < n; ++k) yr[k] = xr[k] - lse;
+      } else {
+        const float inv = 1.0f / sum;
+        for (std::int64_t k = 0; k < n; ++k) yr[k] *= inv;
+      }
     }
-  }
+  });
 }
 
 bool last_dim(const TensorView& x, const Attributes& a, const char* op) {
@@ -124,15 +125,16 @@ GradList softmax_family_vjp(const TensorView& y, const TensorView& grad, bool lo
   Dense<float> yv(y, "softmax", "output"), g(grad, "softmax", "grad_output");
   const std::int64_t n = yv.shape()[yv.shape().size() - 1], rows = n == 0 ? 0 : yv.size() / n;
   Out<float> gx(yv.shape());
-#pragma omp parallel for schedule(static) if (rows * n > 32768)
-  for (std::int64_t r = 0; r < rows; ++r) {
-    const float* yr = yv.data() + r * n;
-    const float* gr = g.data() + r * n;
-    float* out = gx.data() + r * n;
-    float dot = 0.0f;
-    for (std::int64_t k = 0; k < n; ++k) dot += log ? gr[k] : gr[k] * yr[k];
-    for (std::int64_t k = 0; k < n; ++k) out[k] = log ? gr[k] - std::exp(yr[k]) * dot : yr[k] * (gr[k] - dot);
-  }
+  parallel_ranges(rows, rows * n > 32768, [&](std::int64_t r0, std::int64_t r1) {
+    for (std::int64_t r = r0; r < r1; ++r) {
+      const float* yr = yv.data() + r * n;
+      const float* gr = g.data() + r * n;
+      float* out = gx.data() + r * n;
+      float dot = 0.0f;
+      for (std::int64_t k = 0; k < n; ++k) dot += log ? gr[k] : gr[k] * yr[k];
+      for (std::int64_t k = 0; k < n; ++k) out[k] = log ? gr[k] - std::exp(yr[k]) * dot : yr[k] * (gr[k] - dot);
+    }
+  });
   GradList res;
   res.emplace_back(std::move(gx).finish());
   return res;
@@ -159,11 +161,9 @@ Tensor cross_entropy_forward(std::span<const TensorView> in, const Attributes& a
   std::vector<float> losses(static_cast<std::size_t>(rows));
   std::int64_t counted = 0;
   for (std::int64_t i = 0; i < rows; ++i) counted += generic::checked_class(t, i, classes, ignore) != ignore ? 1 : 0;
-#pragma omp parallel if (rows * classes > 65536)
-  {
+  parallel_ranges(rows, rows * classes > 65536, [&](std::int64_t r0, std::int64_t r1) {
     std::vector<float> scratch(static_cast<std::size_t>(classes));
-#pragma omp for schedule(static)
-    for (std::int64_t i = 0; i < rows; ++i) {
+    for (std::int64_t i = r0; i < r1; ++i) {
       const std::int64_t cls = t[i];
       if (cls == ignore) {
         losses[static_cast<std::size_t>(i)] = 0.0f;
@@ -174,7 +174,7 @@ Tensor cross_entropy_forward(std::span<const TensorView> in, const Attributes& a
       const float sum = exp_shifted(row, scratch.data(), classes, mx);
       losses[static_cast<std::size_t>(i)] = std::log(sum) + mx - row[cls];
     }
-  }
+  });
   if (red.kind == generic::LossReduction::none) {
     Out<float> out(x.shape().size() == 2 ? Dims{rows} : Dims{});
     std::copy(losses.begin(), losses.end(), out.data());
@@ -198,23 +198,24 @@ GradList cross_entropy_vjp(std::span<const TensorView> in, const TensorView& y, 
   std::int64_t counted = 0;
   for (std::int64_t i = 0; i < rows; ++i) counted += generic::checked_class(t, i, classes, ignore) != ignore ? 1 : 0;
   Out<float> gx(x.shape());
-#pragma omp parallel for schedule(static) if (rows * classes > 65536)
-  for (std::int64_t i = 0; i < rows; ++i) {
-    float* out = gx.data() + i * classes;
-    const std::int64_t cls = t[i];
-    if (cls == ignore) {
-      std::fill(out, out + classes, 0.0f);
-      continue;
+  parallel_ranges(rows, rows * classes > 65536, [&](std::int64_t r0, std::int64_t r1) {
+    for (std::int64_t i = r0; i < r1; ++i) {
+      float* out = gx.data() + i * classes;
+      const std::int64_t cls = t[i];
+      if (cls == ignore) {
+        std::fill(out, out + classes, 0.0f);
+        continue;
+      }
+      const float gi = red.kind == generic::LossReduction::none ? g[i]
+                       : red.kind == generic::LossReduction::sum ? g[0] : g[0] / static_cast<float>(counted);
+      const float* row = x.data() + i * classes;
+      const float mx = row_max(row, classes);
+      const float sum = exp_shifted(row, out, classes, mx);
+      const float scale = gi / sum;
+      for (std::int64_t k = 0; k < classes; ++k) out[k] *= scale;
+      out[cls] -= gi;
     }
-    const float gi = red.kind == generic::LossReduction::none ? g[i]
-                     : red.kind == generic::LossReduction::sum ? g[0] : g[0] / static_cast<float>(counted);
-    const float* row = x.data() + i * classes;
-    const float mx = row_max(row, classes);
-    const float sum = exp_shifted(row, out, classes, mx);
-    const float scale = gi / sum;
-    for (std::int64_t k = 0; k < classes; ++k) out[k] *= scale;
-    out[cls] -= gi;
-  }
+  });
   GradList r;
   r.emplace_back(std::move(gx).finish());
   r.emplace_back(std::nullopt);
@@ -266,13 +267,9 @@ Tensor norm_forward(std::span<const TensorView> in, const Attributes& a, bool rm
   Out<float> out(x.shape());
   const float* wp = w ? w->data() : nullptr;
   const float* bp = b ? b->data() : nullptr;
-  const int threads = rows * width > 32768 ? omp_get_max_threads() : 1;
-#pragma omp parallel num_threads(threads) if (threads > 1)
-  {
-    const std::int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
-    const std::int64_t r0 = rows * t / nt, r1 = rows * (t + 1) / nt;
+  parallel_ranges(rows, rows * width > 32768, [&](std::int64_t r0, std::int64_t r1) {
     norm_forward_rows(x.data() + r0 * width, wp, bp, r1 - r0, width, eps, rms, out.data() + r0 * width);
-  }
+  });
   return std::move(out).finish();
 }
 Tensor layer_norm_forward(std::span<const TensorView> in, const Attributes& a, const KernelContext& c) {
