@@ -522,6 +522,35 @@ GradList gelu_vjp(std::span<const TensorView> in, const TensorView& y, const Ten
   return r;
 }
 
+// ---- relu: flat SIMD loops ----------------------------------------------------------------------------
+
+// y = max(x, 0) with NaN propagated (x < 0 ? 0 : x), and dx = g where x > 0, else 0: the generic rule.
+__attribute__((target_clones("avx512f", "avx2", "default")))
+void relu_rows(const float* x, float* y, std::int64_t n) {
+  for (std::int64_t k = 0; k < n; ++k) y[k] = x[k] < 0.0f ? 0.0f : x[k];
+}
+__attribute__((target_clones("avx512f", "avx2", "default")))
+void relu_backward_rows(const float* x, const float* g, float* dx, std::int64_t n) {
+  for (std::int64_t k = 0; k < n; ++k) dx[k] = x[k] > 0.0f ? g[k] : 0.0f;
+}
+
+Tensor relu_forward(std::span<const TensorView> in, const Attributes& a, const KernelContext& c) {
+  if (in[0].dtype() != DType::f32) return generic::relu_forward(in, a, c);
+  Dense<float> x(in[0], "relu", "x");
+  Out<float> y(x.shape());
+  relu_rows(x.data(), y.data(), y.size());
+  return std::move(y).finish();
+}
+GradList relu_vjp(std::span<const TensorView> in, const TensorView& y, const TensorView& g, const Attributes& a, const KernelContext& c) {
+  if (in[0].dtype() != DType::f32 || g.dtype() != DType::f32) return generic::relu_vjp(in, y, g, a, c);
+  Dense<float> x(in[0], "relu", "x"), gr(g, "relu", "grad_output");
+  Out<float> dx(x.shape());
+  relu_backward_rows(x.data(), gr.data(), dx.data(), dx.size());
+  GradList r;
+  r.emplace_back(std::move(dx).finish());
+  return r;
+}
+
 // ---- attention: per batch, scores by GEMM, masked row softmax, values by GEMM ------------------------
 // Q, K, V and the output gradient are read in place (a head-split permuted view needs no gather).
 
@@ -657,7 +686,6 @@ GradList scaled_dot_product_attention_vjp(std::span<const TensorView> in, const 
     return generic::opname##_vjp(in, y, g, a, c);                                                          \
   }
 PACT_NATIVE_FROM_GENERIC(neg)
-PACT_NATIVE_FROM_GENERIC(relu)
 PACT_NATIVE_FROM_GENERIC(silu)
 PACT_NATIVE_FROM_GENERIC(tanh)
 PACT_NATIVE_FROM_GENERIC(sigmoid)
