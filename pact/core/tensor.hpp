@@ -82,10 +82,10 @@ class StridedCursor {
   std::array<std::int64_t, kMaxRank> coord_{};
 };
 
-/// Calls f(offset) with the element offset of every element of a plan, in logical order. The innermost
-/// dimension is a plain strided loop; outer dimensions carry once per row.
+/// Calls f(offset, n, stride) for every innermost row of a plan, in logical order: the element offset of
+/// the row's first element, its length and its element stride. Outer dimensions carry once per row.
 template <class F>
-void for_each_offset(const StridedPlan& plan, F&& f) {
+void for_each_row(const StridedPlan& plan, F&& f) {
   if (plan.count == 0) return;
   const int inner = plan.rank - 1;
   const std::int64_t n = plan.extent[static_cast<std::size_t>(inner)];
@@ -93,7 +93,7 @@ void for_each_offset(const StridedPlan& plan, F&& f) {
   std::array<std::int64_t, kMaxRank> coord{};
   std::int64_t offset = 0;
   for (std::int64_t rows = plan.count / n; rows > 0; --rows) {
-    for (std::int64_t i = 0; i < n; ++i) f(offset + i * s);
+    f(offset, n, s);
     for (int d = inner - 1; d >= 0; --d) {
       auto k = static_cast<std::size_t>(d);
       offset += plan.stride[k];
@@ -104,17 +104,20 @@ void for_each_offset(const StridedPlan& plan, F&& f) {
   }
 }
 
+/// Calls f(offset) with the element offset of every element of a plan, in logical order. The innermost
+/// dimension is a plain strided loop.
+template <class F>
+void for_each_offset(const StridedPlan& plan, F&& f) {
+  for_each_row(plan, [&](std::int64_t offset, std::int64_t n, std::int64_t s) {
+    for (std::int64_t i = 0; i < n; ++i) f(offset + i * s);
+  });
+}
+
 /// Copies the elements of a plan, in logical order, to dst (plan.count elements): the innermost
 /// dimension as one block copy per row where it is unit-stride, a strided loop otherwise.
 template <class T>
 void gather_strided(const T* base, const StridedPlan& plan, T* dst) {
-  if (plan.count == 0) return;
-  const int inner = plan.rank - 1;
-  const std::int64_t n = plan.extent[static_cast<std::size_t>(inner)];
-  const std::int64_t s = plan.stride[static_cast<std::size_t>(inner)];
-  std::array<std::int64_t, kMaxRank> coord{};
-  std::int64_t offset = 0;
-  for (std::int64_t rows = plan.count / n; rows > 0; --rows) {
+  for_each_row(plan, [&](std::int64_t offset, std::int64_t n, std::int64_t s) {
     const T* src = base + offset;
     if (s == 1) {
       std::copy(src, src + n, dst);
@@ -122,14 +125,7 @@ void gather_strided(const T* base, const StridedPlan& plan, T* dst) {
       for (std::int64_t i = 0; i < n; ++i) dst[i] = src[i * s];
     }
     dst += n;
-    for (int d = inner - 1; d >= 0; --d) {
-      auto k = static_cast<std::size_t>(d);
-      offset += plan.stride[k];
-      if (++coord[k] < plan.extent[k]) break;
-      coord[k] = 0;
-      offset -= plan.wrap[k];
-    }
-  }
+  });
 }
 
 /// Calls f(T&) for every element of a plan in logical order.

@@ -35,57 +35,16 @@ struct Variant {
                  bool add, const float* rbias, const float* cbias);
 };
 
-__attribute__((target("avx512f"))) void kernel_avx512(std::int64_t kc, const float* a, const float* b, float* t,
-                                                      std::int64_t ldc, bool add, const float* rbias, const float* cbias) {
-  constexpr int MR = 8;
-  __m512 c0[MR], c1[MR];
-  for (int i = 0; i < MR; ++i) {
-    c0[i] = _mm512_setzero_ps();
-    c1[i] = _mm512_setzero_ps();
-  }
-#pragma GCC unroll 4
-  for (std::int64_t p = 0; p < kc; ++p) {
-    _mm_prefetch(reinterpret_cast<const char*>(b + 8 * 32), _MM_HINT_T0);
-    const __m512 b0 = _mm512_load_ps(b);
-    const __m512 b1 = _mm512_load_ps(b + 16);
-    for (int i = 0; i < MR; ++i) {
-      const __m512 ai = _mm512_set1_ps(a[i]);
-      c0[i] = _mm512_fmadd_ps(ai, b0, c0[i]);
-      c1[i] = _mm512_fmadd_ps(ai, b1, c1[i]);
-    }
-    a += MR;
-    b += 32;
-  }
-  const __m512 cb0 = cbias != nullptr ? _mm512_loadu_ps(cbias) : _mm512_setzero_ps();
-  const __m512 cb1 = cbias != nullptr ? _mm512_loadu_ps(cbias + 16) : _mm512_setzero_ps();
-  for (int i = 0; i < MR; ++i) {
-    float* row = t + i * ldc;
-    if (add) {
-      c0[i] = _mm512_add_ps(c0[i], _mm512_loadu_ps(row));
-      c1[i] = _mm512_add_ps(c1[i], _mm512_loadu_ps(row + 16));
-    }
-    if (cbias != nullptr) {
-      c0[i] = _mm512_add_ps(c0[i], cb0);
-      c1[i] = _mm512_add_ps(c1[i], cb1);
-    }
-    if (rbias != nullptr) {
-      const __m512 r = _mm512_set1_ps(rbias[i]);
-      c0[i] = _mm512_add_ps(c0[i], r);
-      c1[i] = _mm512_add_ps(c1[i], r);
-    }
-    _mm512_storeu_ps(row, c0[i]);
-    _mm512_storeu_ps(row + 16, c1[i]);
-  }
-}
-
-// kernel_avx512 with A unpacked: its eight rows are broadcast straight from the source, through eight
-// row pointers (row-major A) or one pointer stepping a whole column (column-major A). Skipping the
-// packing of A saves a full read and write of it, which for the short depths of a training step's GEMMs
-// (k of 64 to 1024) costs as much as a large part of the arithmetic.
+// The AVX-512 micro-kernel: an 8 x 32 block of C from 8 rows of A and a packed 32-wide panel of B, 16
+// accumulators. Element (i, p) of A is at a[i * ar + p * ac], read through eight row pointers (row-major
+// A, ac == 1) or one pointer stepping a whole column (column-major A, ar == 1). A packed A panel is the
+// column-major case with ar = 1, ac = 8; reading an unpacked A in place saves a full read and write of
+// it, which for the short depths of a training step's GEMMs (k of 64 to 1024) costs as much as a large
+// part of the arithmetic.
 template <bool RowMajor>
-__attribute__((target("avx512f"))) void kernel_avx512_direct_impl(std::int64_t kc, const float* a, std::int64_t ar, std::int64_t ac,
-                                                                  const float* b, float* t, std::int64_t ldc, bool add,
-                                                                  const float* rbias, const float* cbias) {
+__attribute__((target("avx512f"))) void kernel_avx512_impl(std::int64_t kc, const float* a, std::int64_t ar, std::int64_t ac,
+                                                           const float* b, float* t, std::int64_t ldc, bool add, const float* rbias,
+                                                           const float* cbias) {
   constexpr int MR = 8;
   __m512 c0[MR], c1[MR];
   for (int i = 0; i < MR; ++i) {
@@ -137,10 +96,15 @@ __attribute__((target("avx512f"))) void kernel_avx512_direct_impl(std::int64_t k
   }
 }
 
+void kernel_avx512(std::int64_t kc, const float* a, const float* b, float* t, std::int64_t ldc, bool add, const float* rbias,
+                   const float* cbias) {
+  kernel_avx512_impl<false>(kc, a, 1, 8, b, t, ldc, add, rbias, cbias);
+}
+
 void kernel_avx512_direct(std::int64_t kc, const float* a, std::int64_t ar, std::int64_t ac, const float* b, float* t, std::int64_t ldc,
                           bool add, const float* rbias, const float* cbias) {
-  if (ac == 1) kernel_avx512_direct_impl<true>(kc, a, ar, ac, b, t, ldc, add, rbias, cbias);
-  else kernel_avx512_direct_impl<false>(kc, a, ar, ac, b, t, ldc, add, rbias, cbias);
+  if (ac == 1) kernel_avx512_impl<true>(kc, a, ar, ac, b, t, ldc, add, rbias, cbias);
+  else kernel_avx512_impl<false>(kc, a, ar, ac, b, t, ldc, add, rbias, cbias);
 }
 
 __attribute__((target("avx2,fma"))) void kernel_avx2(std::int64_t kc, const float* a, const float* b, float* t,
