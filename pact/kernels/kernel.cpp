@@ -55,6 +55,14 @@ std::vector<std::optional<Tensor>> run_vjp(const Handler& handler, std::span<con
                 fmt::format("grad_output is {}{}; the output is {}{}", dtype_name(grad_output.dtype()),
                             grad_output.shape().to_string(), dtype_name(output.dtype()), output.shape().to_string()));
   }
+  // The inputs must satisfy the op's shape rule as in a forward call, and the cotangent must have the
+  // shape it gives, so no VJP reads an operand by a size the others do not have.
+  const ops::TensorType expected = ops::infer_type(handler.op, types_of(inputs), attrs);
+  if (grad_output.dtype() != expected.dtype || !(grad_output.shape() == expected.shape)) {
+    throw_error(ErrorCode::invalid_argument, op,
+                fmt::format("grad_output is {}{}; the shape rule gives {}{}", dtype_name(grad_output.dtype()),
+                            grad_output.shape().to_string(), dtype_name(expected.dtype), expected.shape.to_string()));
+  }
   auto grads = handler.vjp(inputs, output, grad_output, attrs, ctx);
   if (grads.size() != inputs.size()) {
     throw_error(ErrorCode::invalid_argument, op,

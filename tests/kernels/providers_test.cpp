@@ -124,6 +124,30 @@ TEST(Providers, NativeAttentionReadsHeadSplitViewsInPlace) {
   }
 }
 
+// A VJP call is held to the op's shape rule like a forward call: inputs the rule rejects, or a cotangent
+// of another shape, are refused typed before any kernel reads them.
+TEST(Providers, VjpRefusesInputsOrCotangentsTheShapeRuleRejects) {
+  const kernels::Handler& h = *kernels::find_handler(kernels::native_handlers(), ops::OpTag::layer_norm);
+  const ops::Attributes a{{"normalized_shape", std::vector<std::int64_t>{8}}};
+  Tensor x = Tensor::zeros(Dims{4, 8}, DType::f32), b = Tensor::zeros(Dims{8}, DType::f32);
+  Tensor short_w = Tensor::zeros(Dims{3}, DType::f32), w = Tensor::zeros(Dims{8}, DType::f32);
+  Tensor g = Tensor::zeros(Dims{4, 8}, DType::f32), wrong_g = Tensor::zeros(Dims{4, 7}, DType::f32);
+  // The error's message, or "" when the call succeeds.
+  auto refusal = [&](const Tensor& weight, const Tensor& grad) -> std::string {
+    try {
+      kernels::run_vjp(h, std::vector{x.as_view(), weight.as_view(), b.as_view()}, grad.as_view(), grad.as_view(), a, {});
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::invalid_argument) << e.what();
+      EXPECT_NE(std::string(e.what()).find("layer_norm"), std::string::npos) << e.what();
+      return e.what();
+    }
+    return "";
+  };
+  EXPECT_NE(refusal(short_w, g), "");
+  EXPECT_NE(refusal(w, wrong_g).find("shape rule gives"), std::string::npos);
+  EXPECT_EQ(refusal(w, g), "");
+}
+
 TEST(Providers, BlasRefusesF64Typed) {
   Tensor a = Tensor::zeros(Dims{2, 2}, DType::f64);
   try {

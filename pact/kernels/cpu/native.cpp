@@ -91,6 +91,7 @@ void softmax_rows(const float* x, float* y, std::int64_t rows, std::int64_t n, b
       const float sum = exp_shifted(xr, yr, n, mx);  // log: yr is scratch, overwritten below
       if (log) {
         const float lse = mx + std::log(sum);
+#pragma GCC ivdep
         for (std::int64_t k = 0; k < n; ++k) yr[k] = xr[k] - lse;
       } else {
         const float inv = 1.0f / sum;
@@ -132,6 +133,7 @@ GradList softmax_family_vjp(const TensorView& y, const TensorView& grad, bool lo
       float* out = gx.data() + r * n;
       float dot = 0.0f;
       for (std::int64_t k = 0; k < n; ++k) dot += log ? gr[k] : gr[k] * yr[k];
+#pragma GCC ivdep
       for (std::int64_t k = 0; k < n; ++k) out[k] = log ? gr[k] - std::exp(yr[k]) * dot : yr[k] * (gr[k] - dot);
     }
   });
@@ -241,7 +243,8 @@ inline float lanes_sum(std::int64_t n, F&& f) {
 // Rows of n normalised (mean removed unless rms, scaled to unit variance), then weighted and biased where
 // w and b are given.
 __attribute__((target_clones("avx512f", "avx2", "default")))
-void norm_forward_rows(const float* x, const float* w, const float* b, std::int64_t rows, std::int64_t n, float eps, bool rms, float* out) {
+void norm_forward_rows(const float* __restrict x, const float* __restrict w, const float* __restrict b, std::int64_t rows, std::int64_t n,
+                       float eps, bool rms, float* __restrict out) {
   for (std::int64_t r = 0; r < rows; ++r, x += n, out += n) {
     const float mean = rms ? 0.0f : lanes_sum(n, [x](std::int64_t k) { return x[k]; }) / static_cast<float>(n);
     const float var = lanes_sum(n, [x, mean](std::int64_t k) { return (x[k] - mean) * (x[k] - mean); });
@@ -281,10 +284,14 @@ Tensor rms_norm_forward(std::span<const TensorView> in, const Attributes& a, con
 // The norm VJP over `rows` rows of n: with xhat = (x - mean) inv and gxhat = g w,
 // dx = inv (gxhat - mean(gxhat) - xhat mean(gxhat xhat)) (rms: no mean(gxhat) term), and each row's
 // contributions g xhat and g added to dw and db (either may be null), rows in order. xhat and gxhat are
-// row scratch. One call for all rows, so the SIMD clone is chosen once.
+// row scratch. One call for all rows, so the SIMD clone is chosen once. No two pointers alias (__restrict):
+// without that, GCC versions the loops on run-time overlap checks, and which version runs (vector with
+// fused multiply-adds, or scalar) depended on where the buffers happened to lie, so dx could differ in its
+// last bits between a call that wants dw and one that does not.
 __attribute__((target_clones("avx512f", "avx2", "default")))
-void norm_backward_rows(const float* x, const float* g, const float* w, std::int64_t rows, std::int64_t n, float eps, bool rms,
-                        float* dx, float* dw, float* db, float* xhat, float* gxhat) {
+void norm_backward_rows(const float* __restrict x, const float* __restrict g, const float* __restrict w, std::int64_t rows,
+                        std::int64_t n, float eps, bool rms, float* __restrict dx, float* __restrict dw, float* __restrict db,
+                        float* __restrict xhat, float* __restrict gxhat) {
   for (std::int64_t r = 0; r < rows; ++r, x += n, g += n, dx += n) {
     const float mean = rms ? 0.0f : lanes_sum(n, [x](std::int64_t k) { return x[k]; }) / static_cast<float>(n);
     const float var = lanes_sum(n, [x, mean](std::int64_t k) { return (x[k] - mean) * (x[k] - mean); }) / static_cast<float>(n);
@@ -391,6 +398,7 @@ Tensor binary_rows_forward(std::span<const TensorView> in, const RowBroadcast& r
     const float* __restrict x = xa.data() + (rb.a_repeated ? 0 : r * rb.inner);
     const float* __restrict y = xb.data() + (rb.b_repeated ? 0 : r * rb.inner);
     float* __restrict o = out.data() + r * rb.inner;
+#pragma GCC ivdep
     for (std::int64_t k = 0; k < rb.inner; ++k) o[k] = f(x[k], y[k]);
   }
   return std::move(out).finish();
@@ -413,8 +421,10 @@ GradList binary_rows_vjp(std::span<const TensorView> in, const TensorView& grad,
       const float* __restrict g = gr.data() + r * rb.inner;
       float* __restrict o = d.data() + (repeated ? 0 : r * rb.inner);
       if (repeated) {
+#pragma GCC ivdep
         for (std::int64_t k = 0; k < rb.inner; ++k) o[k] += f(g[k], x[k], y[k]);
       } else {
+#pragma GCC ivdep
         for (std::int64_t k = 0; k < rb.inner; ++k) o[k] = f(g[k], x[k], y[k]);
       }
     }
@@ -471,7 +481,7 @@ inline float normal_cdf(float x) {
 }
 
 __attribute__((target_clones("avx512f", "avx2", "default")))
-void gelu_rows(const float* x, float* y, std::int64_t n) {
+void gelu_rows(const float* __restrict x, float* __restrict y, std::int64_t n) {
   for (std::int64_t k = 0; k < n; ++k) y[k] = x[k] * normal_cdf(x[k]);
 }
 
@@ -479,7 +489,8 @@ void gelu_rows(const float* x, float* y, std::int64_t n) {
 // Phi(x) = y / x costs a division instead of a second erfc: relative error within an ulp or two of
 // y's. At |x| below 1e-20 (where y / x would lose precision) Phi(x) is 0.5 to float precision.
 __attribute__((target_clones("avx512f", "avx2", "default")))
-void gelu_backward_rows(const float* x, const float* y, const float* g, float* dx, std::int64_t n) {
+void gelu_backward_rows(const float* __restrict x, const float* __restrict y, const float* __restrict g, float* __restrict dx,
+                        std::int64_t n) {
   for (std::int64_t k = 0; k < n; ++k) {
     const float pdf = fast_exp(-0.5f * x[k] * x[k]) * 0.39894228040143267794f;
     const float cdf = std::fabs(x[k]) < 1e-20f ? 0.5f : y[k] / x[k];
@@ -489,7 +500,7 @@ void gelu_backward_rows(const float* x, const float* y, const float* g, float* d
 
 // The same without the forward output: Phi(x) from erfc.
 __attribute__((target_clones("avx512f", "avx2", "default")))
-void gelu_backward_rows(const float* x, const float* g, float* dx, std::int64_t n) {
+void gelu_backward_rows(const float* __restrict x, const float* __restrict g, float* __restrict dx, std::int64_t n) {
   for (std::int64_t k = 0; k < n; ++k) {
     const float pdf = fast_exp(-0.5f * x[k] * x[k]) * 0.39894228040143267794f;
     dx[k] = g[k] * (normal_cdf(x[k]) + x[k] * pdf);
@@ -526,11 +537,11 @@ GradList gelu_vjp(std::span<const TensorView> in, const TensorView& y, const Ten
 
 // y = max(x, 0) with NaN propagated (x < 0 ? 0 : x), and dx = g where x > 0, else 0: the generic rule.
 __attribute__((target_clones("avx512f", "avx2", "default")))
-void relu_rows(const float* x, float* y, std::int64_t n) {
+void relu_rows(const float* __restrict x, float* __restrict y, std::int64_t n) {
   for (std::int64_t k = 0; k < n; ++k) y[k] = x[k] < 0.0f ? 0.0f : x[k];
 }
 __attribute__((target_clones("avx512f", "avx2", "default")))
-void relu_backward_rows(const float* x, const float* g, float* dx, std::int64_t n) {
+void relu_backward_rows(const float* __restrict x, const float* __restrict g, float* __restrict dx, std::int64_t n) {
   for (std::int64_t k = 0; k < n; ++k) dx[k] = x[k] > 0.0f ? g[k] : 0.0f;
 }
 
@@ -657,6 +668,7 @@ GradList scaled_dot_product_attention_vjp(std::span<const TensorView> in, const 
       const std::int64_t valid = causal ? std::min(i + 1, sh.s) : sh.s;
       float dot = 0.0f;
       for (std::int64_t j = 0; j < valid; ++j) dot += drow[j] * prow[j];
+#pragma GCC ivdep
       for (std::int64_t j = 0; j < valid; ++j) drow[j] = prow[j] * (drow[j] - dot) * scale;
       std::fill(drow + std::max<std::int64_t>(valid, 0), drow + sh.s, 0.0f);
     }
