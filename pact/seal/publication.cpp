@@ -32,7 +32,6 @@ T read_le(std::span<const std::byte> bytes, std::uint64_t offset, std::string_vi
   return v;  // the host is little-endian like the CUBIN (checked in the header)
 }
 
-
 // The fields an index must hold for this declaration and profile, besides toolkit and exports.
 Json expected_index_fields(const Json& declaration, const CompileProfile& profile) {
   const ArtifactProvider& p = require_provider(profile.provider);

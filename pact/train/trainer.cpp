@@ -316,7 +316,6 @@ ir::Graph char_transformer(std::int64_t batch, std::int64_t t, std::int64_t voca
   return b.build();
 }
 
-
 ir::Graph digits_cnn(std::int64_t batch) {
   ir::GraphBuilder b;
   b.input("x", Dims{batch, 64});

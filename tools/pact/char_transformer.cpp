@@ -14,7 +14,6 @@
 
 namespace pact::cli {
 
-
 int run_char_transformer(const TrainArgs& args) {
   const std::string path = args.data == "data/digits.csv.gz" ? "/usr/share/common-licenses/GPL-3" : args.data;
   const std::string text = read_file(path, "train");

@@ -20,29 +20,37 @@
 
 namespace pact::kernels::cpu {
 
+/// Prepared host read access to a kernel operand: a dtype other than T is dtype_mismatch, and a failed
+/// preparation keeps its code, both naming the op and the operand.
+template <class T>
+PreparedHostRead<T> prepare_read(const TensorView& view, std::string_view op, std::string_view operand) {
+  hit(kGuardPreparedLayout);
+  if (view.dtype() != dtype_of_v<T>) {
+    throw_error(ErrorCode::dtype_mismatch, std::string(op),
+                fmt::format("operand '{}' is {}; expected {}", operand, dtype_name(view.dtype()), dtype_name(dtype_of_v<T>)));
+  }
+  auto prepared = TensorView(view).prepare_host<T>();
+  if (!prepared) {
+    Error e = std::move(prepared).error().error;
+    throw_error(e.code(), std::string(op), fmt::format("operand '{}': {}", operand, e.what()), e.span());
+  }
+  return std::move(prepared).value();
+}
+
 /// A row-major read of a view: the prepared span when the view is contiguous, otherwise one gather
 /// through the prepared strided cursor into kernel scratch (not a tensor: no ledger event).
 template <class T>
 class Dense {
  public:
   Dense(const TensorView& view, std::string_view op, std::string_view operand) : shape_(view.shape()) {
-    hit(kGuardPreparedLayout);
-    if (view.dtype() != dtype_of_v<T>) {
-      throw_error(ErrorCode::dtype_mismatch, std::string(op),
-                  fmt::format("operand '{}' is {}; expected {}", operand, dtype_name(view.dtype()), dtype_name(dtype_of_v<T>)));
-    }
-    auto prepared = TensorView(view).prepare_host<T>();
-    if (!prepared) {
-      Error e = std::move(prepared).error().error;
-      throw_error(e.code(), std::string(op), fmt::format("operand '{}': {}", operand, e.what()), e.span());
-    }
-    if (auto* c = std::get_if<PreparedContiguousRead<T>>(&prepared.value())) {
+    PreparedHostRead<T> prepared = prepare_read<T>(view, op, operand);
+    if (auto* c = std::get_if<PreparedContiguousRead<T>>(&prepared)) {
       data_ = c->as_span();
-      keep_.emplace(std::move(prepared).value());
+      keep_.emplace(std::move(prepared));
     } else {
       const auto n = static_cast<std::size_t>(view.numel());
       scratch_ = std::make_unique<T[]>(n);  // not std::vector: Dense<bool> reads bool masks
-      std::get<PreparedStridedRead<T>>(prepared.value()).gather(scratch_.get());
+      std::get<PreparedStridedRead<T>>(prepared).gather(scratch_.get());
       data_ = std::span<const T>(scratch_.get(), n);
     }
   }
@@ -70,18 +78,13 @@ class InPlaceMatrices {
  public:
   InPlaceMatrices(const TensorView& view, std::string_view op, std::string_view operand) {
     const Dims strides = view.strides(), shape = view.shape();
-    bool in_place = shape.size() >= 2 && view.dtype() == dtype_of_v<T>;
+    bool in_place = shape.size() >= 2;
     for (int d = 0; d < strides.size(); ++d) in_place = in_place && strides[d] >= 0;
     if (in_place) {
-      hit(kGuardPreparedLayout);
-      auto prepared = TensorView(view).prepare_host<T>();
-      if (!prepared) {
-        Error e = std::move(prepared).error().error;
-        throw_error(e.code(), std::string(op), fmt::format("operand '{}': {}", operand, e.what()), e.span());
-      }
-      if (auto* c = std::get_if<PreparedContiguousRead<T>>(&prepared.value())) base_ = c->begin();
-      else base_ = std::get<PreparedStridedRead<T>>(prepared.value()).unsafe_base();
-      keep_.emplace(std::move(prepared).value());
+      PreparedHostRead<T> prepared = prepare_read<T>(view, op, operand);
+      if (auto* c = std::get_if<PreparedContiguousRead<T>>(&prepared)) base_ = c->begin();
+      else base_ = std::get<PreparedStridedRead<T>>(prepared).unsafe_base();
+      keep_.emplace(std::move(prepared));
       set(shape, strides);
     } else {
       dense_.emplace(view, op, operand);

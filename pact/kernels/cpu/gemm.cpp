@@ -221,26 +221,19 @@ __attribute__((target("avx"))) inline void transpose_8x8(const float* src, std::
 // of width `width` (zero-padded). Source element (r, p) is at src[r * rs + p * ps]. The vectorised path
 // (AVX, so only under the AVX-512 and AVX2 variants, whose CPUs have it) covers unit depth stride with
 // 8 x 8 register transposes; unit line stride is packed in source order by pack_rows_avx below.
-__attribute__((target("avx"))) void pack_panel_avx(const float* src, std::int64_t rs, std::int64_t ps, std::int64_t lanes,
-                                                   std::int64_t width, std::int64_t kc, float* dst) {
-  if (lanes == width && ps == 1 && width % 8 == 0) {
-    std::int64_t p = 0;
-    for (; p + 8 <= kc; p += 8)
-      for (std::int64_t r = 0; r < width; r += 8) transpose_8x8(src + r * rs + p, rs, dst + p * width + r, width);
-    for (; p < kc; ++p)
-      for (std::int64_t r = 0; r < width; ++r) dst[p * width + r] = src[r * rs + p];
-    return;
-  }
-  for (std::int64_t p = 0; p < kc; ++p) {
-    for (std::int64_t r = 0; r < lanes; ++r) dst[p * width + r] = src[r * rs + p * ps];
-    for (std::int64_t r = lanes; r < width; ++r) dst[p * width + r] = 0.0f;
-  }
+__attribute__((target("avx"))) void pack_panel_transposed_avx(const float* src, std::int64_t rs, std::int64_t width, std::int64_t kc,
+                                                              float* dst) {
+  std::int64_t p = 0;
+  for (; p + 8 <= kc; p += 8)
+    for (std::int64_t r = 0; r < width; r += 8) transpose_8x8(src + r * rs + p, rs, dst + p * width + r, width);
+  for (; p < kc; ++p)
+    for (std::int64_t r = 0; r < width; ++r) dst[p * width + r] = src[r * rs + p];
 }
 
 void pack_panel(const Variant& v, const float* src, std::int64_t rs, std::int64_t ps, std::int64_t lanes, std::int64_t width,
                 std::int64_t kc, float* dst) {
-  if (&v != &kPortable) {
-    pack_panel_avx(src, rs, ps, lanes, width, kc, dst);
+  if (&v != &kPortable && lanes == width && ps == 1 && width % 8 == 0) {
+    pack_panel_transposed_avx(src, rs, width, kc, dst);
     return;
   }
   for (std::int64_t p = 0; p < kc; ++p) {

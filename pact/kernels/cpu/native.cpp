@@ -498,15 +498,6 @@ void gelu_backward_rows(const float* __restrict x, const float* __restrict y, co
   }
 }
 
-// The same without the forward output: Phi(x) from erfc.
-__attribute__((target_clones("avx512f", "avx2", "default")))
-void gelu_backward_rows(const float* __restrict x, const float* __restrict g, float* __restrict dx, std::int64_t n) {
-  for (std::int64_t k = 0; k < n; ++k) {
-    const float pdf = fast_exp(-0.5f * x[k] * x[k]) * 0.39894228040143267794f;
-    dx[k] = g[k] * (normal_cdf(x[k]) + x[k] * pdf);
-  }
-}
-
 bool exact_gelu_f32(std::span<const TensorView> in, const Attributes& a) {
   return in[0].dtype() == DType::f32 && a.get_string("gelu", "approximate", std::string("none")) == "none";
 }
@@ -520,14 +511,10 @@ Tensor gelu_forward(std::span<const TensorView> in, const Attributes& a, const K
 }
 GradList gelu_vjp(std::span<const TensorView> in, const TensorView& y, const TensorView& g, const Attributes& a, const KernelContext& c) {
   if (!exact_gelu_f32(in, a)) return generic::gelu_vjp(in, y, g, a, c);
-  Dense<float> x(in[0], "gelu", "input"), gr(g, "gelu", "grad_output");
+  // run_vjp holds y and g to x's shape and dtype (gelu's VJP reads its output, so the tape retains it).
+  Dense<float> x(in[0], "gelu", "input"), yv(y, "gelu", "output"), gr(g, "gelu", "grad_output");
   Out<float> dx(x.shape());
-  if (y.dtype() == DType::f32 && y.shape() == x.shape()) {
-    Dense<float> yv(y, "gelu", "output");
-    gelu_backward_rows(x.data(), yv.data(), gr.data(), dx.data(), dx.size());
-  } else {
-    gelu_backward_rows(x.data(), gr.data(), dx.data(), dx.size());
-  }
+  gelu_backward_rows(x.data(), yv.data(), gr.data(), dx.data(), dx.size());
   GradList r;
   r.emplace_back(std::move(dx).finish());
   return r;
