@@ -165,7 +165,8 @@ TEST(Gemm, VariantsMatchAReferenceLoopOnOddAndDegenerateShapes) {
   std::normal_distribution<float> nd;
   const std::int64_t sizes[][3] = {{1, 1, 1}, {0, 5, 3}, {5, 0, 3}, {4, 6, 0}, {13, 37, 29}, {12, 32, 256},
                                    {25, 65, 300}, {200, 70, 513}, {1, 97, 33}, {97, 1, 33},
-                                   {17, 1030, 40}};  // n >= 1024: A packed, not read in place
+                                   {64, 96, 147}, {40, 100, 600},  // m <= 64: row-major B read in place
+                                   {17, 1030, 40}};  // n >= 1024: A and B packed, not read in place
   for (std::string_view variant : {"avx512", "avx2", "portable"}) {
     if (!kernels::cpu::set_sgemm_variant(variant)) continue;
     for (const auto& s : sizes) {

@@ -29,10 +29,11 @@ struct Variant {
   // A bias is added in the same store: rbias[i] to row i, cbias[j] to column j (either may be null).
   void (*kernel)(std::int64_t kc, const float* a, const float* b, float* c, std::int64_t ldc, bool add, const float* rbias,
                  const float* cbias);
-  // The same product with A read in place (element (i, p) at a[i * ar + p * ac], ar == 1 or ac == 1)
-  // instead of from a packed panel; null where the variant always packs A.
-  void (*direct)(std::int64_t kc, const float* a, std::int64_t ar, std::int64_t ac, const float* b, float* c, std::int64_t ldc,
-                 bool add, const float* rbias, const float* cbias);
+  // The same product with A read in place (element (i, p) at a[i * ar + p * ac], ar == 1 or ac == 1;
+  // a packed panel is ar = 1, ac = MR) and B's row p at b + p * bs (bs = NR for a packed panel, the
+  // leading dimension for a row-major B read in place); null where the variant always packs.
+  void (*direct)(std::int64_t kc, const float* a, std::int64_t ar, std::int64_t ac, const float* b, std::int64_t bs, float* c,
+                 std::int64_t ldc, bool add, const float* rbias, const float* cbias);
 };
 
 // The AVX-512 micro-kernel: an 8 x 32 block of C from 8 rows of A and a packed 32-wide panel of B, 16
@@ -43,8 +44,8 @@ struct Variant {
 // part of the arithmetic.
 template <bool RowMajor>
 __attribute__((target("avx512f"))) void kernel_avx512_impl(std::int64_t kc, const float* a, std::int64_t ar, std::int64_t ac,
-                                                           const float* b, float* t, std::int64_t ldc, bool add, const float* rbias,
-                                                           const float* cbias) {
+                                                           const float* b, std::int64_t bs, float* t, std::int64_t ldc, bool add,
+                                                           const float* rbias, const float* cbias) {
   constexpr int MR = 8;
   __m512 c0[MR], c1[MR];
   for (int i = 0; i < MR; ++i) {
@@ -61,9 +62,9 @@ __attribute__((target("avx512f"))) void kernel_avx512_impl(std::int64_t kc, cons
   const float* r7 = a + 7 * ar;
 #pragma GCC unroll 4
   for (std::int64_t p = 0; p < kc; ++p) {
-    _mm_prefetch(reinterpret_cast<const char*>(b + 8 * 32), _MM_HINT_T0);
-    const __m512 b0 = _mm512_load_ps(b);
-    const __m512 b1 = _mm512_load_ps(b + 16);
+    _mm_prefetch(reinterpret_cast<const char*>(b + 8 * bs), _MM_HINT_T0);
+    const __m512 b0 = _mm512_loadu_ps(b);
+    const __m512 b1 = _mm512_loadu_ps(b + 16);
     const float* col = a + p * ac;
     const float av[MR] = {RowMajor ? r0[p] : col[0], RowMajor ? r1[p] : col[1], RowMajor ? r2[p] : col[2], RowMajor ? r3[p] : col[3],
                           RowMajor ? r4[p] : col[4], RowMajor ? r5[p] : col[5], RowMajor ? r6[p] : col[6], RowMajor ? r7[p] : col[7]};
@@ -72,7 +73,7 @@ __attribute__((target("avx512f"))) void kernel_avx512_impl(std::int64_t kc, cons
       c0[i] = _mm512_fmadd_ps(ai, b0, c0[i]);
       c1[i] = _mm512_fmadd_ps(ai, b1, c1[i]);
     }
-    b += 32;
+    b += bs;
   }
   const __m512 cb0 = cbias != nullptr ? _mm512_loadu_ps(cbias) : _mm512_setzero_ps();
   const __m512 cb1 = cbias != nullptr ? _mm512_loadu_ps(cbias + 16) : _mm512_setzero_ps();
@@ -98,13 +99,13 @@ __attribute__((target("avx512f"))) void kernel_avx512_impl(std::int64_t kc, cons
 
 void kernel_avx512(std::int64_t kc, const float* a, const float* b, float* t, std::int64_t ldc, bool add, const float* rbias,
                    const float* cbias) {
-  kernel_avx512_impl<false>(kc, a, 1, 8, b, t, ldc, add, rbias, cbias);
+  kernel_avx512_impl<false>(kc, a, 1, 8, b, 32, t, ldc, add, rbias, cbias);
 }
 
-void kernel_avx512_direct(std::int64_t kc, const float* a, std::int64_t ar, std::int64_t ac, const float* b, float* t, std::int64_t ldc,
-                          bool add, const float* rbias, const float* cbias) {
-  if (ac == 1) kernel_avx512_impl<true>(kc, a, ar, ac, b, t, ldc, add, rbias, cbias);
-  else kernel_avx512_impl<false>(kc, a, ar, ac, b, t, ldc, add, rbias, cbias);
+void kernel_avx512_direct(std::int64_t kc, const float* a, std::int64_t ar, std::int64_t ac, const float* b, std::int64_t bs, float* t,
+                          std::int64_t ldc, bool add, const float* rbias, const float* cbias) {
+  if (ac == 1) kernel_avx512_impl<true>(kc, a, ar, ac, b, bs, t, ldc, add, rbias, cbias);
+  else kernel_avx512_impl<false>(kc, a, ar, ac, b, bs, t, ldc, add, rbias, cbias);
 }
 
 __attribute__((target("avx2,fma"))) void kernel_avx2(std::int64_t kc, const float* a, const float* b, float* t,
@@ -368,6 +369,10 @@ void sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::
   // a large share of the arithmetic; against many, packing pays for itself and its contiguous panels
   // avoid the cache-set conflicts of rows a large power of two apart (2048 x 2048 lost 5-10% in place).
   const bool direct = v.direct != nullptr && (a_col == 1 || a_row == 1) && n < 1024;
+  // A row-major B is read in place, full panels only, when few row tiles (m up to 8 MR) reuse each panel:
+  // then packing it costs more than the strided rows do (conv2d's im2col columns against 64 filters, 6%
+  // on the ResNet stem). With many row tiles the contiguous packed panel wins (5-15% at 512 x 512).
+  const bool b_direct = v.direct != nullptr && b_col == 1 && n < 1024 && m <= 8 * v.mr;
   const int threads = omp_in_parallel() || small ? 1 : omp_get_max_threads();
   for (std::int64_t j0 = 0; j0 < n; j0 += kNC) {
     const std::int64_t nc = std::min(kNC, n - j0);
@@ -378,7 +383,12 @@ void sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::
     for (std::int64_t p0 = 0; p0 < k; p0 += kKC) {
       const std::int64_t kc = std::min(kKC, k - p0);
       const bool add = accumulate || p0 > 0;
-      pack_b(v, kc, nc, b + p0 * b_row + j0 * b_col, b_row, b_col, bpack, threads > 1);
+      if (!b_direct) {
+        pack_b(v, kc, nc, b + p0 * b_row + j0 * b_col, b_row, b_col, bpack, threads > 1);
+      } else if (nc % v.nr != 0) {  // only the short last panel is packed (zero-padded to NR)
+        const std::int64_t j = nc / v.nr * v.nr;
+        pack_panel(v, b + p0 * b_row + j0 + j, 1, b_row, nc - j, v.nr, kc, bpack + j * kc);
+      }
       // Read in place, A needs packing only for a block's last micro-panel when it is short of MR rows.
       auto pack = [&](std::int64_t blk) {
         const std::int64_t i0 = blk * kMC, mc = std::min(kMC, m - i0);
@@ -393,7 +403,9 @@ void sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::
         for (std::int64_t q = q0; q < q1; ++q) {
           const std::int64_t j = q * v.nr;
           const std::int64_t cols = std::min<std::int64_t>(v.nr, nc - j);
-          const float* bp = bpack + q * v.nr * kc;
+          const bool b_in_place = b_direct && cols == v.nr;
+          const float* bp = b_in_place ? b + p0 * b_row + j0 + j : bpack + q * v.nr * kc;
+          const std::int64_t bs = b_in_place ? b_row : v.nr;
           for (std::int64_t i = 0; i < mc; i += v.mr) {
             const std::int64_t rows = std::min<std::int64_t>(v.mr, mc - i);
             const float* ap = apack + blk * a_block + (i / v.mr) * v.mr * kc;
@@ -405,11 +417,13 @@ void sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::
             if (rows == v.mr && cols == v.nr) {  // full tile: straight into C
               const float* rb = biased && bias.per_row ? bias.data + i0 + i : nullptr;
               const float* cb = biased && !bias.per_row ? bias.data + j0 + j : nullptr;
-              if (in_place) v.direct(kc, ad, a_row, a_col, bp, cij, ldc, add, rb, cb);
+              if (in_place) v.direct(kc, ad, a_row, a_col, bp, bs, cij, ldc, add, rb, cb);
+              else if (b_in_place) v.direct(kc, ap, 1, v.mr, bp, bs, cij, ldc, add, rb, cb);
               else v.kernel(kc, ap, bp, cij, ldc, add, rb, cb);
               continue;
             }
-            if (in_place) v.direct(kc, ad, a_row, a_col, bp, tile, v.nr, false, nullptr, nullptr);
+            if (in_place) v.direct(kc, ad, a_row, a_col, bp, bs, tile, v.nr, false, nullptr, nullptr);
+            else if (b_in_place) v.direct(kc, ap, 1, v.mr, bp, bs, tile, v.nr, false, nullptr, nullptr);
             else v.kernel(kc, ap, bp, tile, v.nr, false, nullptr, nullptr);
             for (std::int64_t r = 0; r < rows; ++r) {
               float* crow = cij + r * ldc;
