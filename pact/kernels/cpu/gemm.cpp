@@ -358,13 +358,20 @@ void sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::
   const Variant& v = *current();
   const std::int64_t nc_max = std::min(kNC, ((n + v.nr - 1) / v.nr) * v.nr);
   const std::int64_t kc_max = std::min(kKC, k);
-  const std::int64_t m_blocks = (m + kMC - 1) / kMC;
-  const std::int64_t a_block = ((kMC + v.mr - 1) / v.mr) * v.mr * kc_max;  // floats per packed A block
-  float* bpack = scratch(0, static_cast<std::size_t>(nc_max * kc_max));
-  float* apack = scratch(1, static_cast<std::size_t>(m_blocks * a_block));
   // Small products run on one thread: a parallel region's start and barriers cost more than they save.
   constexpr std::int64_t kParallelMacs = std::int64_t{4} << 20;
   const bool small = m * n < kParallelMacs / k;
+  const int threads = omp_in_parallel() || small ? 1 : omp_get_max_threads();
+  // Row blocks of at most kMC rows, as many as a multiple of the thread count when threads share them, with
+  // the MR-row tiles dealt out evenly (block blk starts at tile blk * tiles / m_blocks): 2048 rows in 11
+  // blocks of 192 left one of two threads idle for a twelfth of the product.
+  const std::int64_t tiles = (m + v.mr - 1) / v.mr;
+  std::int64_t m_blocks = (m + kMC - 1) / kMC;
+  if (threads > 1 && m_blocks > 1) m_blocks = std::min(tiles, (m_blocks + threads - 1) / threads * threads);
+  auto block_start = [&](std::int64_t blk) { return std::min(m, blk * tiles / m_blocks * v.mr); };
+  const std::int64_t a_block = ((kMC + v.mr - 1) / v.mr) * v.mr * kc_max;  // floats per packed A block
+  float* bpack = scratch(0, static_cast<std::size_t>(nc_max * kc_max));
+  float* apack = scratch(1, static_cast<std::size_t>(m_blocks * a_block));
   // A is read in place when it is used against few B panels (n below 1024), where packing it would cost
   // a large share of the arithmetic; against many, packing pays for itself and its contiguous panels
   // avoid the cache-set conflicts of rows a large power of two apart (2048 x 2048 lost 5-10% in place).
@@ -373,7 +380,6 @@ void sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::
   // then packing it costs more than the strided rows do (conv2d's im2col columns against 64 filters, 6%
   // on the ResNet stem). With many row tiles the contiguous packed panel wins (5-15% at 512 x 512).
   const bool b_direct = v.direct != nullptr && b_col == 1 && n < 1024 && m <= 8 * v.mr;
-  const int threads = omp_in_parallel() || small ? 1 : omp_get_max_threads();
   for (std::int64_t j0 = 0; j0 < n; j0 += kNC) {
     const std::int64_t nc = std::min(kNC, n - j0);
     const std::int64_t panels = (nc + v.nr - 1) / v.nr;
@@ -391,13 +397,13 @@ void sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::
       }
       // Read in place, A needs packing only for a block's last micro-panel when it is short of MR rows.
       auto pack = [&](std::int64_t blk) {
-        const std::int64_t i0 = blk * kMC, mc = std::min(kMC, m - i0);
+        const std::int64_t i0 = block_start(blk), mc = block_start(blk + 1) - i0;
         const std::int64_t skip = direct ? mc / v.mr * v.mr : 0;
         if (skip < mc) pack_a(v, mc - skip, kc, a + (i0 + skip) * a_row + p0 * a_col, a_row, a_col, apack + blk * a_block + skip * kc);
       };
       auto work = [&](std::int64_t item) {
         const std::int64_t blk = item / split, part = item % split;
-        const std::int64_t i0 = blk * kMC, mc = std::min(kMC, m - i0);
+        const std::int64_t i0 = block_start(blk), mc = block_start(blk + 1) - i0;
         const std::int64_t q0 = part * panels / split, q1 = (part + 1) * panels / split;
         alignas(64) float tile[16 * 32];
         for (std::int64_t q = q0; q < q1; ++q) {
