@@ -250,6 +250,19 @@ TensorView TensorView::transpose(int a, int b) const {
   return derive(op, r);
 }
 
+TensorView TensorView::reshape(const Dims& shape) const {
+  constexpr const char* op = "tensor.reshape";
+  std::optional<std::int64_t> count = 1;
+  for (int d = 0; d < shape.size() && count; ++d) count = shape[d] < 0 ? std::nullopt : core::checked_mul(*count, shape[d]);
+  if (count != numel()) {
+    throw_error(ErrorCode::invalid_argument, op, fmt::format("shape {} does not hold the {} elements of {}", shape.to_string(), numel(), this->shape().to_string()));
+  }
+  if (!is_contiguous()) {
+    throw_error(ErrorCode::invalid_argument, op, fmt::format("a strided view of shape {} has no zero-copy reshape", this->shape().to_string()), claim_->identity());
+  }
+  return derive(op, LayoutRequest{dtype(), shape, contiguous_strides(shape), byte_offset()});
+}
+
 TensorView TensorView::flip(int dim) const {
   constexpr const char* op = "tensor.flip";
   if (dim < 0 || dim >= rank()) {

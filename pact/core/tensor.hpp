@@ -303,6 +303,9 @@ class TensorView {
   TensorView transpose(int a, int b) const;
   /// Reverses one dimension (negative stride).
   TensorView flip(int dim) const;
+  /// The same elements in another shape of the same count, in row-major order: zero copy, so only of a
+  /// contiguous view (invalid_argument otherwise, or for a count mismatch).
+  TensorView reshape(const Dims& shape) const;
 
   /// Consumes the view and prepares host access of element type T (must equal dtype()). Maps and
   /// synchronizes once; selects the contiguous or strided variant once. Failure returns the view.

@@ -4,6 +4,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <limits>
+
 namespace pact::kernels {
 
 const Handler* find_handler(std::span<const Handler> handlers, ops::OpTag op) noexcept {
@@ -11,6 +14,68 @@ const Handler* find_handler(std::span<const Handler> handlers, ops::OpTag op) no
     if (h.op == op) return &h;
   }
   return nullptr;
+}
+
+TensorView derive_view(ops::OpTag op, const TensorView& x, const ops::Attributes& a) {
+  const Dims s = x.shape();
+  const int r = s.size();
+  switch (op) {
+    case ops::OpTag::transpose: {
+      if (r == 0) return x;
+      return x.transpose(ops::normalize_dim("transpose", a.get_int("transpose", "dim0"), r),
+                         ops::normalize_dim("transpose", a.get_int("transpose", "dim1"), r));
+    }
+    case ops::OpTag::permute: {
+      // A permutation is a sequence of transpositions applied to a working view.
+      auto dims = a.get_ints("permute", "dims");
+      std::vector<int> current(static_cast<std::size_t>(r));
+      for (int i = 0; i < r; ++i) current[static_cast<std::size_t>(i)] = i;
+      TensorView v = x;
+      for (int i = 0; i < r; ++i) {
+        const int want = ops::normalize_dim("permute", dims[static_cast<std::size_t>(i)], r);
+        const int at = static_cast<int>(std::find(current.begin(), current.end(), want) - current.begin());
+        if (at != i) {
+          v = v.transpose(i, at);
+          std::swap(current[static_cast<std::size_t>(i)], current[static_cast<std::size_t>(at)]);
+        }
+      }
+      return v;
+    }
+    case ops::OpTag::slice: {
+      const int d = ops::normalize_dim("slice", a.get_int("slice", "dim"), r);
+      const std::int64_t n = s[d];
+      std::int64_t step = a.get_int("slice", "step", 1);
+      auto clampi = [&](std::int64_t v) { return std::clamp<std::int64_t>(v < 0 ? v + n : v, 0, n); };
+      const std::int64_t start = clampi(a.get_int("slice", "start", 0));
+      const std::int64_t stop = std::max(start, clampi(a.get_int("slice", "end", std::numeric_limits<std::int64_t>::max())));
+      return x.slice(d, start, stop, step);
+    }
+    default:
+      return x;
+  }
+}
+
+std::optional<TensorView> view_result(ops::OpTag op, const TensorView& x, const ops::Attributes& a) {
+  switch (op) {
+    case ops::OpTag::reshape:
+    case ops::OpTag::flatten:
+    case ops::OpTag::transpose:
+    case ops::OpTag::permute:
+    case ops::OpTag::slice: break;
+    default: return std::nullopt;
+  }
+  const std::vector<ops::TensorType> in{{x.dtype(), x.shape()}};
+  const Dims shape = ops::infer_type(op, in, a).shape;
+  if (op == ops::OpTag::reshape || op == ops::OpTag::flatten) {
+    if (!x.is_contiguous()) return std::nullopt;
+    return x.reshape(shape);
+  }
+  TensorView v = derive_view(op, x, a);
+  if (!(v.shape() == shape)) {  // the derivation and the shape rule are one contract
+    throw_error(ErrorCode::invalid_argument, std::string(ops::op_kind(op)),
+                fmt::format("derived view {} disagrees with the shape rule's {}", v.shape().to_string(), shape.to_string()));
+  }
+  return v;
 }
 
 namespace {

@@ -63,6 +63,15 @@ const Handler* find_handler(std::span<const Handler> handlers, ops::OpTag op) no
 /// the op and operand). The result has exactly the inferred type.
 Tensor run_forward(const Handler& handler, std::span<const TensorView> inputs, const ops::Attributes& attrs,
                    const KernelContext& ctx = {});
+/// The view a transpose, permute or slice derives from its input (checked, zero copy; the input itself
+/// for any other op). Handlers materialise it; the eager session keeps it (view_result).
+TensorView derive_view(ops::OpTag op, const TensorView& x, const ops::Attributes& a);
+/// A view op's result (reshape, flatten, transpose, permute, slice) as a view of its input, zero copy,
+/// when one exists: reshape and flatten need a contiguous input, the others always have one. It has the
+/// shape rule's type, and bad attributes are the shape rule's typed errors. nullopt for any other op, or
+/// when the result needs a copy (the handler then makes it).
+std::optional<TensorView> view_result(ops::OpTag op, const TensorView& x, const ops::Attributes& a);
+
 /// Runs a handler's VJP after checking grad_output against the output's type.
 std::vector<std::optional<Tensor>> run_vjp(const Handler& handler, std::span<const TensorView> inputs,
                                            const TensorView& output, const TensorView& grad_output,

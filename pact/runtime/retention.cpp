@@ -18,6 +18,14 @@ std::shared_ptr<const AdValueRecord> AdValueRecord::borrowed(TensorView view) {
   return std::shared_ptr<const AdValueRecord>(new AdValueRecord(std::move(view)));
 }
 
+std::shared_ptr<const AdValueRecord> AdValueRecord::alias(std::shared_ptr<const AdValueRecord> base, TensorView view) {
+  auto record = std::shared_ptr<AdValueRecord>(new AdValueRecord(std::move(view)));
+  record->container_ = base->container_;
+  record->slot_ = base->slot_;
+  record->base_ = std::move(base);
+  return record;
+}
+
 Tensor duplicate_value(const ValueRef& ref) { return ref->view().duplicate(); }
 
 Expected<Tensor, std::pair<IntoValueFailure, ValueRef>> into_value(ValueRef&& ref) {

@@ -31,17 +31,23 @@ class AdValueRecord {
   /// synchronous through retirement, so the caller's borrow outlives every use. It owns nothing, retains
   /// nothing and can never become an owner (into_value refuses it with Extract).
   static std::shared_ptr<const AdValueRecord> borrowed(TensorView view);
+  /// A record of `view`, a zero-copy view of `base`'s value (a view op's result: kernels::view_result),
+  /// sharing base's container so the storage lives as long as either record. Read-only like every record;
+  /// it owns no allocation of its own, so into_value refuses it with Extract (duplicate_value copies).
+  static std::shared_ptr<const AdValueRecord> alias(std::shared_ptr<const AdValueRecord> base, TensorView view);
   /// A shared view of the value (valid while the record lives; for a borrowed record, while the caller's
   /// borrow does).
   TensorView view() const { return borrowed_ ? *borrowed_ : container_->group().view(slot_); }
   const std::shared_ptr<RetentionContainer>& container() const noexcept { return container_; }
   DescriptorSlot slot() const noexcept { return slot_; }
+  /// True for a borrowed record and for an alias: neither owns its allocation.
   bool is_borrowed() const noexcept { return borrowed_.has_value(); }
 
  private:
   explicit AdValueRecord(TensorView view) : borrowed_(std::move(view)) {}
   std::shared_ptr<RetentionContainer> container_;
   DescriptorSlot slot_;
+  std::shared_ptr<const AdValueRecord> base_;  // an alias's base record (declared before the view it outlives)
   std::optional<TensorView> borrowed_;
 };
 

@@ -155,8 +155,13 @@ EagerTensor Session::apply(ops::OpTag op, std::span<const EagerTensor> inputs, c
   const int device = static_cast<int>(inputs.empty() ? profile_.policy.device : views.front().device());
   const contract::BoundKernel& bound = admit(Signature{static_cast<int>(op), dtypes, device, contiguous, needs_grad}, op, needs_grad);
   const kernels::KernelContext ctx{training_, seed_ * 0x9e3779b97f4a7c15ULL + (++calls_)};
-  Tensor out = kernels::run_forward(*bound.handler, views, attrs, ctx);
-  EagerTensor result{retain(std::move(out)), -1};
+  // A view op whose result is a view of its input (a contiguous reshape, any transpose, permute or slice)
+  // keeps that view, zero copy, as an alias record of the input's value; otherwise the handler runs.
+  std::optional<TensorView> alias;
+  if (views.size() == 1 && views.front().device() == bound.handler->device) alias = kernels::view_result(op, views.front(), attrs);
+  EagerTensor result{alias ? AdValueRecord::alias(inputs.front().value, std::move(*alias))
+                           : retain(kernels::run_forward(*bound.handler, views, attrs, ctx)),
+                     -1};
   if (needs_grad) {
     Tape::Node n;
     n.op = op;

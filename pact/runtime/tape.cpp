@@ -115,42 +115,56 @@ Gradients Tape::run_backward(int root, std::optional<Tensor> owned, const Tensor
     const bool borrowed_root = id == root && borrowed != nullptr;
     if (it == grads.end() && !borrowed_root) continue;
     const Node& n = nodes_[static_cast<std::size_t>(id)];
-    {  // the view of this node's gradient must end before the gradient may be erased below
+    const bool dropped = !kept.empty() && !kept.count(id);  // this pass erases the node's gradient below
+    std::vector<std::optional<Tensor>> input_grads;
+    if (!borrowed_root && dropped && (n.op == ops::OpTag::reshape || n.op == ops::OpTag::flatten) && n.handler != nullptr &&
+        n.inputs.size() == 1 && it->second.is_contiguous()) {
+      // A reshape's VJP only re-describes the cotangent in the input's shape: a contiguous one this pass
+      // drops anyway moves to the input, zero copy (the shape rule gave both shapes one element count).
+      require_tag("the accumulated gradient", id, n.type, it->second.as_view());
+      const Dims shape = n.inputs.front()->view().shape();
+      const CheckedLayout layout = it->second.layout();
+      Storage storage = std::move(it->second).into_storage();
+      grads.erase(it);
+      auto moved = Tensor::from_storage(std::move(storage), LayoutRequest{layout.dtype(), shape, contiguous_strides(shape), layout.byte_offset()});
+      if (!moved) throw std::move(moved).error().error;  // a contiguous layout of the same bytes: cannot happen
+      input_grads.emplace_back(std::move(moved).value());
+    } else if (n.handler != nullptr || n.vjp) {
+      // The view of this node's gradient ends before the gradient may be erased below.
       const TensorView g = borrowed_root ? *borrowed : it->second.as_view();
       require_tag("the accumulated gradient", id, n.type, g);
-      if (n.handler != nullptr || n.vjp) {
-        std::vector<std::optional<Tensor>> input_grads;
-        if (n.handler != nullptr) {
-          std::vector<TensorView> in;
-          in.reserve(n.inputs.size());
-          for (const auto& r : n.inputs) in.push_back(r->view());
-          // Ops whose VJP does not read the output get the cotangent in its place (same type, never read).
-          const TensorView y = n.output ? n.output->view() : g;
-          // Only the gradients some input on the tape wants are asked for.
-          kernels::KernelContext ctx = n.ctx;
-          ctx.wanted_grads = 0;
-          for (std::size_t k = 0; k < n.parents.size() && k < 64; ++k) {
-            const int p = n.parents[k];
-            if (p >= 0 && nodes_[static_cast<std::size_t>(p)].requires_grad) ctx.wanted_grads |= std::uint64_t{1} << k;
-          }
-          if (n.parents.size() > 64) ctx.wanted_grads = ~std::uint64_t{0};
-          input_grads = kernels::run_vjp(*n.handler, in, y, g, n.attrs, ctx);
-        } else {
-          input_grads = n.vjp(n.inputs, g);
-        }
-        for (std::size_t k = 0; k < n.parents.size() && k < input_grads.size(); ++k) {
+      if (n.handler != nullptr) {
+        std::vector<TensorView> in;
+        in.reserve(n.inputs.size());
+        for (const auto& r : n.inputs) in.push_back(r->view());
+        // Ops whose VJP does not read the output get the cotangent in its place (same type, never read).
+        const TensorView y = n.output ? n.output->view() : g;
+        // Only the gradients some input on the tape wants are asked for.
+        kernels::KernelContext ctx = n.ctx;
+        ctx.wanted_grads = 0;
+        for (std::size_t k = 0; k < n.parents.size() && k < 64; ++k) {
           const int p = n.parents[k];
-          if (p < 0 || !input_grads[k] || !nodes_[static_cast<std::size_t>(p)].requires_grad) continue;
-          auto slot = grads.find(p);
-          if (slot == grads.end()) {
-            grads.emplace(p, std::move(*input_grads[k]));
-          } else {
-            slot->second = accumulate(std::move(slot->second), input_grads[k]->as_view());
-          }
+          if (p >= 0 && nodes_[static_cast<std::size_t>(p)].requires_grad) ctx.wanted_grads |= std::uint64_t{1} << k;
         }
+        if (n.parents.size() > 64) ctx.wanted_grads = ~std::uint64_t{0};
+        input_grads = kernels::run_vjp(*n.handler, in, y, g, n.attrs, ctx);
+      } else {
+        input_grads = n.vjp(n.inputs, g);
+      }
+    } else {
+      require_tag("the accumulated gradient", id, n.type, borrowed_root ? *borrowed : it->second.as_view());
+    }
+    for (std::size_t k = 0; k < n.parents.size() && k < input_grads.size(); ++k) {
+      const int p = n.parents[k];
+      if (p < 0 || !input_grads[k] || !nodes_[static_cast<std::size_t>(p)].requires_grad) continue;
+      auto slot = grads.find(p);
+      if (slot == grads.end()) {
+        grads.emplace(p, std::move(*input_grads[k]));
+      } else {
+        slot->second = accumulate(std::move(slot->second), input_grads[k]->as_view());
       }
     }
-    if (!kept.empty() && !kept.count(id)) grads.erase(id);
+    if (dropped) grads.erase(id);
   }
   Gradients out;
   for (auto& [id, grad] : grads) {

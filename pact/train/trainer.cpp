@@ -193,7 +193,12 @@ StepResult TrainingSession::step_batch(Tensor x, Tensor target) {
   {
     Outputs out = run(std::move(x), std::move(target), true, leaves);
     result.loss = scalar_of(out.loss);
-    runtime::Gradients grads = session_.backward(out.loss);
+    // Sparse backward: only the parameters' gradients survive the pass, so every intermediate one is
+    // freed as soon as it has been used (and a reshape's cotangent moves to its input without a copy).
+    std::vector<int> keep;
+    for (const auto& leaf : leaves)
+      if (leaf.tracked()) keep.push_back(leaf.node);
+    runtime::Gradients grads = session_.backward(out.loss, keep);
     for (const auto& leaf : leaves) {
       auto g = grads.take_grad(leaf.node);
       if (!g) throw std::move(g).error();  // no view of the bundle is alive here

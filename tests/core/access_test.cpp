@@ -58,6 +58,26 @@ TEST(Access, FlipAndStepSlicesMatchCheckedGet) {
   EXPECT_EQ(want.front(), static_cast<float>((1 * 5 + 4) * 3 + 0));
 }
 
+// reshape is a zero-copy re-description of a contiguous view (an offset slice included) in row-major
+// order; a strided view, a count mismatch or a negative extent is refused typed.
+TEST(Access, ReshapeRedescribesAContiguousViewOnly) {
+  Tensor t = iota_tensor(Dims{4, 6});
+  TensorView rows = t.slice(0, 1, 3);  // rows 1 and 2: contiguous at an offset
+  TensorView r = rows.reshape(Dims{3, 2, 2});
+  EXPECT_EQ(r.shape(), (Dims{3, 2, 2}));
+  EXPECT_EQ(r.span_identity(), rows.span_identity());
+  std::vector<float> want(12);
+  for (int i = 0; i < 12; ++i) want[static_cast<std::size_t>(i)] = static_cast<float>(6 + i);
+  EXPECT_EQ(read_all(r), want);
+  EXPECT_EQ(read_all(t.as_view().reshape(Dims{24})).back(), 23.0f);
+  EXPECT_EQ(code_of([&] { (void)t.as_view().reshape(Dims{5, 5}); }), ErrorCode::invalid_argument);
+  EXPECT_EQ(code_of([&] { (void)t.as_view().reshape(Dims{-4, -6}); }), ErrorCode::invalid_argument);
+  EXPECT_EQ(code_of([&] { (void)t.transpose(0, 1).reshape(Dims{24}); }), ErrorCode::invalid_argument);
+  EXPECT_EQ(code_of([&] { (void)t.slice(1, 0, 3).reshape(Dims{12}); }), ErrorCode::invalid_argument);
+  Tensor empty = iota_tensor(Dims{0, 3});
+  EXPECT_EQ(empty.as_view().reshape(Dims{3, 0}).shape(), (Dims{3, 0}));
+}
+
 TEST(Access, RandomViewsAgreeWithCheckedGet) {
   std::mt19937 rng(7);
   Tensor t = iota_tensor(Dims{5, 4, 6});

@@ -50,6 +50,82 @@ TEST(EagerSession, RefusesWhatThePolicyDoesNotAdmit) {
   EXPECT_NO_THROW(s.apply(ops::OpTag::relu, std::vector{a}));  // other ops are unaffected
 }
 
+// A view op keeps a view of its input's storage (no allocation, no copy) where one exists, reading
+// the same values the copying handler gives; a strided reshape has none, so its handler copies.
+TEST(EagerSession, ViewOpsAliasTheirInputWithoutACopy) {
+  Session s(contract::builtin_profile("cpu-checked"));
+  EagerTensor x = s.constant(values({2, 3}, {0, 1, 2, 3, 4, 5}));
+  const auto id = x.view().span_identity().allocation_id;
+  LedgerRecorder ledger;
+  EagerTensor r = s.apply(ops::OpTag::reshape, std::vector{x}, ops::Attributes{{"shape", std::vector<std::int64_t>{3, 2}}});
+  EagerTensor t = s.apply(ops::OpTag::transpose, std::vector{x}, ops::Attributes{{"dim0", std::int64_t{0}}, {"dim1", std::int64_t{1}}});
+  EagerTensor p = s.apply(ops::OpTag::permute, std::vector{r}, ops::Attributes{{"dims", std::vector<std::int64_t>{1, 0}}});
+  EagerTensor sl = s.apply(ops::OpTag::slice, std::vector{x},
+                           ops::Attributes{{"dim", std::int64_t{1}}, {"start", std::int64_t{0}}, {"end", std::int64_t{3}}, {"step", std::int64_t{2}}});
+  EXPECT_TRUE(ledger.allocations().empty()) << "a view op allocated";
+  EXPECT_TRUE(ledger.copies().empty());
+  for (const EagerTensor* v : {&r, &t, &p, &sl}) EXPECT_EQ(v->view().span_identity().allocation_id, id);
+  EXPECT_EQ(r.shape(), (Dims{3, 2}));
+  EXPECT_EQ(r.view().get(Dims{2, 0}).real, 4.0);
+  EXPECT_EQ(t.shape(), (Dims{3, 2}));
+  EXPECT_EQ(t.view().get(Dims{2, 1}).real, 5.0);  // x[1][2]
+  EXPECT_EQ(p.view().get(Dims{1, 2}).real, 5.0);  // r[2][1]
+  EXPECT_EQ(sl.shape(), (Dims{2, 2}));
+  EXPECT_EQ(sl.view().get(Dims{1, 1}).real, 5.0);  // x[1][2]
+  // A strided view has no zero-copy reshape: the handler gathers it in row-major order.
+  EagerTensor flat = s.apply(ops::OpTag::reshape, std::vector{t}, ops::Attributes{{"shape", std::vector<std::int64_t>{6}}});
+  EXPECT_NE(flat.view().span_identity().allocation_id, id);
+  EXPECT_EQ(ledger.allocations().size(), 1u);
+  const double want[] = {0, 3, 1, 4, 2, 5};
+  for (std::int64_t i = 0; i < 6; ++i) EXPECT_EQ(flat.view().get(Dims{i}).real, want[i]) << i;
+  // An alias owns no allocation: into_value refuses it, an explicit duplicate copies it. It keeps its
+  // base's storage alive after every other handle is gone (ASan would catch a read of freed storage).
+  auto refused = into_value(ValueRef(t.value));
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_EQ(refused.error().first, IntoValueFailure::Extract);
+  EXPECT_EQ(duplicate_value(t.value).as_view().get(Dims{0, 1}).real, 3.0);
+  x = EagerTensor{};
+  r = EagerTensor{};
+  EXPECT_EQ(p.view().get(Dims{0, 2}).real, 4.0);  // r[2][0], through two aliases of a released base
+  // Bad attributes are the shape rule's typed errors, as from the handler.
+  EXPECT_EQ(code_of([&] { s.apply(ops::OpTag::reshape, std::vector{p}, ops::Attributes{{"shape", std::vector<std::int64_t>{4}}}); }),
+            ErrorCode::invalid_argument);
+  EXPECT_EQ(code_of([&] { s.apply(ops::OpTag::permute, std::vector{p}, ops::Attributes{{"dims", std::vector<std::int64_t>{0, 0}}}); }),
+            ErrorCode::invalid_argument);
+}
+
+// Gradients through aliased views equal the chain rule's, dense and sparse; in a sparse pass a reshape's
+// contiguous cotangent moves to its input (one allocation fewer per reshape than the dense pass, which
+// keeps both gradients).
+TEST(Tape, GradientsFlowThroughAliasedViewsAndSparseReshapeMovesTheCotangent) {
+  Session s(contract::builtin_profile("cpu-checked"));
+  EagerTensor x = s.leaf(values({2, 3}, {1, 2, 3, 4, 5, 6}));
+  EagerTensor y = s.apply(ops::OpTag::reshape, std::vector{x}, ops::Attributes{{"shape", std::vector<std::int64_t>{3, 2}}});
+  EagerTensor z = s.apply(ops::OpTag::transpose, std::vector{y}, ops::Attributes{{"dim0", std::int64_t{0}}, {"dim1", std::int64_t{1}}});
+  EagerTensor c = s.constant(values({2, 3}, {10, 20, 30, 40, 50, 60}));
+  EagerTensor m = s.apply(ops::OpTag::mul, std::vector{z, c});
+  EagerTensor f = s.apply(ops::OpTag::reshape, std::vector{m}, ops::Attributes{{"shape", std::vector<std::int64_t>{6}}});
+  EagerTensor l = s.apply(ops::OpTag::sum, std::vector{f});
+  // z[i][j] = y[j][i] = x_flat[2 j + i], so dl/dx_flat[2 j + i] = c[i][j].
+  const double want[] = {10, 40, 20, 50, 30, 60};
+  LedgerRecorder dense_ledger;
+  Gradients dense = s.backward(l);
+  const std::size_t dense_allocations = dense_ledger.allocations().size();
+  ASSERT_TRUE(dense.grad(f.node).has_value());
+  ASSERT_TRUE(dense.grad(m.node).has_value());
+  LedgerRecorder sparse_ledger;
+  const int keep[] = {x.node};
+  Gradients sparse = s.backward(l, keep);
+  EXPECT_EQ(sparse_ledger.allocations().size() + 2, dense_allocations);  // f's and y's cotangents moved
+  EXPECT_EQ(sparse.nodes(), std::vector<int>{x.node});
+  for (const Gradients* g : {&dense, &sparse}) {
+    const auto gx = g->grad(x.node);
+    ASSERT_TRUE(gx.has_value());
+    EXPECT_EQ(gx->shape(), (Dims{2, 3}));
+    for (std::int64_t k = 0; k < 6; ++k) EXPECT_EQ(gx->get(Dims{k / 3, k % 3}).real, want[k]) << k;
+  }
+}
+
 TEST(Tape, RetainsOnlyWhatTheVjpReadsAndNoGradRecordsNothing) {
   Session s(contract::builtin_profile("cpu-checked"));
   EagerTensor w = s.leaf(values({3, 2}, {1, 2, 3, 4, 5, 6}));
