@@ -81,6 +81,7 @@ inline std::vector<Sample> samples() {
       {OpTag::scaled_dot_product_attention, {N({2, 4, 3}), N({2, 5, 3}), N({2, 5, 2})}, {}},
       {OpTag::scaled_dot_product_attention, {N({1, 2, 4, 3}), N({1, 2, 4, 3}), N({1, 2, 4, 3})}, A{{"is_causal", true}}, false, "causal"},
       {OpTag::scaled_dot_product_attention, {N({1, 2, 37, 8}), N({1, 2, 40, 8}), N({1, 2, 40, 5})}, A{{"is_causal", true}}, false, "causal, long rows"},
+      {OpTag::scaled_dot_product_attention, {N({1, 70, 8}), N({1, 45, 8}), N({1, 45, 5})}, A{{"is_causal", true}}, false, "causal, more queries than keys"},
       {OpTag::scaled_dot_product_attention, {N({2, 33, 4}), N({2, 64, 4}), N({2, 64, 3})}, A{{"scale", 0.3}}, false, "long rows, scale"},
       {OpTag::scaled_dot_product_attention, {N({2, 3, 4}), N({2, 5, 4}), N({2, 5, 4}), M({3, 5})}, {}, false, "bool mask"},
       {OpTag::conv2d, {N({2, 3, 6, 5}), N({4, 3, 3, 3}), N({4})}, A{{"padding", L{1}}}},

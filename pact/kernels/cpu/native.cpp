@@ -603,11 +603,40 @@ void attention_softmax(float* p, std::int64_t l, std::int64_t s, bool causal, fl
   }
 }
 
+// Under a causal mask only the lower triangle of the l x s scores is live (row i: columns j <= i), so the
+// products over the scores skip the blocks above it. Rows [i0, i1) need score columns [0, cols):
+// f(i0, i1, cols). Without a mask, one block of everything.
+constexpr std::int64_t kCausalBlock = 32;  // one micro-kernel panel wide: a block costs no edge tiles
+template <class F>
+void causal_row_blocks(std::int64_t l, std::int64_t s, bool causal, F&& f) {
+  if (!causal) {
+    f(std::int64_t{0}, l, s);
+    return;
+  }
+  for (std::int64_t i0 = 0; i0 < l; i0 += kCausalBlock) {
+    const std::int64_t i1 = std::min(l, i0 + kCausalBlock);
+    f(i0, i1, std::min(i1, s));
+  }
+}
+// The transposed walk: score columns [j0, j1) are live in rows [i0, l) only: f(j0, j1, i0).
+template <class F>
+void causal_column_blocks(std::int64_t l, std::int64_t s, bool causal, F&& f) {
+  if (!causal) {
+    f(std::int64_t{0}, s, std::int64_t{0});
+    return;
+  }
+  for (std::int64_t j0 = 0; j0 < s; j0 += kCausalBlock) f(j0, std::min(s, j0 + kCausalBlock), std::min(j0, l));
+}
+
 // P = softmax(scale * Q K^T + causal mask) for one batch entry, into p (l x s), by GEMM and the fused row
-// exponential.
+// exponential. Scores above the causal blocks are not computed; the softmax neither reads them nor leaves
+// them unset (it writes 0 past each row's live prefix).
 void attention_probs_f32(const InPlaceMatrices<float>& q, const InPlaceMatrices<float>& k, std::int64_t b,
                          const generic::AttentionShape& sh, bool causal, float scale, float* p) {
-  sgemm(sh.l, sh.s, sh.e, q.base(b), q.row_stride(), q.col_stride(), k.base(b), k.col_stride(), k.row_stride(), p, sh.s, false);
+  causal_row_blocks(sh.l, sh.s, causal, [&](std::int64_t i0, std::int64_t i1, std::int64_t cols) {
+    sgemm(i1 - i0, cols, sh.e, q.base(b) + i0 * q.row_stride(), q.row_stride(), q.col_stride(), k.base(b), k.col_stride(),
+          k.row_stride(), p + i0 * sh.s, sh.s, false);
+  });
   attention_softmax(p, sh.l, sh.s, causal, scale);
 }
 
@@ -624,13 +653,17 @@ Tensor scaled_dot_product_attention_forward(std::span<const TensorView> in, cons
   std::vector<float> p(static_cast<std::size_t>(std::max<std::int64_t>(sh.l * sh.s, 1)));
   for (std::int64_t b = 0; b < sh.batch; ++b) {
     attention_probs_f32(q, k, b, sh, causal, scale, p.data());
-    sgemm(sh.l, sh.ev, sh.s, p.data(), sh.s, 1, v.base(b), v.row_stride(), v.col_stride(), out.data() + b * sh.l * sh.ev, sh.ev, false);
+    causal_row_blocks(sh.l, sh.s, causal, [&](std::int64_t i0, std::int64_t i1, std::int64_t cols) {
+      sgemm(i1 - i0, sh.ev, cols, p.data() + i0 * sh.s, sh.s, 1, v.base(b), v.row_stride(), v.col_stride(),
+            out.data() + (b * sh.l + i0) * sh.ev, sh.ev, false);
+    });
   }
   return std::move(out).finish();
 }
 
 // Per batch entry, with P recomputed: dV = P^T dO, dP = dO V^T, dS = P * (dP - rowsum(dP * P)) * scale,
-// dQ = dS K, dK = dS^T Q, each product a GEMM. Masked entries have P = 0, hence dS = 0.
+// dQ = dS K, dK = dS^T Q, each product a GEMM over the causal blocks only. Masked entries have P = 0,
+// hence dS = 0.
 GradList scaled_dot_product_attention_vjp(std::span<const TensorView> in, const TensorView& y, const TensorView& g,
                                           const Attributes& a, const KernelContext& c) {
   constexpr const char* op = "scaled_dot_product_attention";
@@ -646,9 +679,17 @@ GradList scaled_dot_product_attention_vjp(std::span<const TensorView> in, const 
   for (std::int64_t b = 0; b < sh.batch; ++b) {
     const float* gb = gr.base(b);
     attention_probs_f32(q, k, b, sh, causal, scale, p.data());
-    if (want_v) sgemm(sh.s, sh.ev, sh.l, p.data(), 1, sh.s, gb, gr.row_stride(), gr.col_stride(), gv.data() + b * sh.s * sh.ev, sh.ev, false);
+    if (want_v) {
+      causal_column_blocks(sh.l, sh.s, causal, [&](std::int64_t j0, std::int64_t j1, std::int64_t i0) {
+        sgemm(j1 - j0, sh.ev, sh.l - i0, p.data() + i0 * sh.s + j0, 1, sh.s, gb + i0 * gr.row_stride(), gr.row_stride(),
+              gr.col_stride(), gv.data() + (b * sh.s + j0) * sh.ev, sh.ev, false);
+      });
+    }
     if (!want_q && !want_k) continue;
-    sgemm(sh.l, sh.s, sh.ev, gb, gr.row_stride(), gr.col_stride(), v.base(b), v.col_stride(), v.row_stride(), ds.data(), sh.s, false);
+    causal_row_blocks(sh.l, sh.s, causal, [&](std::int64_t i0, std::int64_t i1, std::int64_t cols) {
+      sgemm(i1 - i0, cols, sh.ev, gb + i0 * gr.row_stride(), gr.row_stride(), gr.col_stride(), v.base(b), v.col_stride(),
+            v.row_stride(), ds.data() + i0 * sh.s, sh.s, false);
+    });
     for (std::int64_t i = 0; i < sh.l; ++i) {
       const float* prow = p.data() + i * sh.s;
       float* drow = ds.data() + i * sh.s;
@@ -659,8 +700,18 @@ GradList scaled_dot_product_attention_vjp(std::span<const TensorView> in, const 
       for (std::int64_t j = 0; j < valid; ++j) drow[j] = prow[j] * (drow[j] - dot) * scale;
       std::fill(drow + std::max<std::int64_t>(valid, 0), drow + sh.s, 0.0f);
     }
-    if (want_q) sgemm(sh.l, sh.e, sh.s, ds.data(), sh.s, 1, k.base(b), k.row_stride(), k.col_stride(), gq.data() + b * sh.l * sh.e, sh.e, false);
-    if (want_k) sgemm(sh.s, sh.e, sh.l, ds.data(), 1, sh.s, q.base(b), q.row_stride(), q.col_stride(), gk.data() + b * sh.s * sh.e, sh.e, false);
+    if (want_q) {
+      causal_row_blocks(sh.l, sh.s, causal, [&](std::int64_t i0, std::int64_t i1, std::int64_t cols) {
+        sgemm(i1 - i0, sh.e, cols, ds.data() + i0 * sh.s, sh.s, 1, k.base(b), k.row_stride(), k.col_stride(),
+              gq.data() + (b * sh.l + i0) * sh.e, sh.e, false);
+      });
+    }
+    if (want_k) {
+      causal_column_blocks(sh.l, sh.s, causal, [&](std::int64_t j0, std::int64_t j1, std::int64_t i0) {
+        sgemm(j1 - j0, sh.e, sh.l - i0, ds.data() + i0 * sh.s + j0, 1, sh.s, q.base(b) + i0 * q.row_stride(), q.row_stride(),
+              q.col_stride(), gk.data() + (b * sh.s + j0) * sh.e, sh.e, false);
+      });
+    }
   }
   GradList r;
   if (want_q) r.emplace_back(std::move(gq).finish());
