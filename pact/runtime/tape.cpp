@@ -81,9 +81,32 @@ void require_tag(const char* what, int node, const ops::TensorType& tag, const T
   }
 }
 
-// acc + g through the native add kernel (elementwise and exact, so every provider gives the same bits;
-// native's same-shape path is a flat loop): a fresh owner, no copy event.
+// acc[i] += g[i] in place, when both are contiguous host f32 or f64 of one shape; false (nothing written)
+// otherwise. The same additions, element by element, as the add kernel's same-shape loop.
+template <class T>
+bool accumulate_in_place(Tensor& acc, const TensorView& g) {
+  if (acc.dtype() != dtype_of_v<T> || g.dtype() != dtype_of_v<T> || !(acc.shape() == g.shape()) || !acc.is_contiguous() ||
+      !g.is_contiguous()) {
+    return false;
+  }
+  auto src = TensorView(g).prepare_host<T>();
+  if (!src) return false;
+  auto dst = acc.prepare_host_mut<T>();
+  if (!dst) return false;
+  const auto in = std::get<PreparedContiguousRead<T>>(src.value()).as_span();
+  const auto out = std::get<PreparedContiguousWrite<T>>(dst.value()).as_span();
+  for (std::size_t i = 0; i < out.size(); ++i) out[i] += in[i];
+  return true;
+}
+
+// acc + g: in place when both are contiguous f32/f64 of one shape (no allocation), otherwise through the
+// native add kernel (elementwise and exact, so every provider gives the same bits; it broadcasts and
+// converts), a fresh owner. No copy event either way.
 Tensor accumulate(Tensor acc, const TensorView& g) {
+  if (acc.device() == DeviceKind::cpu && g.device() == DeviceKind::cpu &&
+      (accumulate_in_place<float>(acc, g) || accumulate_in_place<double>(acc, g))) {
+    return acc;
+  }
   static const kernels::Handler* add = kernels::find_handler(kernels::native_handlers(), ops::OpTag::add);
   return kernels::run_forward(*add, std::vector<TensorView>{acc.as_view(), g}, {});
 }

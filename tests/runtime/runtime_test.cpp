@@ -179,14 +179,24 @@ TEST(Tape, DenseAndSparseBackwardAndShapeChecks) {
   EXPECT_EQ(code_of([&] { s.tape().backward(99, bad.as_view()); }), ErrorCode::invalid_argument);
 }
 
+// A fan-out's gradients are summed into the first one in place: no allocation beyond the VJPs' own.
 TEST(Tape, GradientsAccumulateOverFanOut) {
   Session s(contract::builtin_profile("cpu-checked"));
   EagerTensor x = s.leaf(values({2}, {3, 4}));
   EagerTensor y = s.apply(ops::OpTag::mul, std::vector{x, x});  // x^2: gradient 2x through two paths
   EagerTensor l = s.apply(ops::OpTag::sum, std::vector{y});
+  LedgerRecorder ledger;
   Gradients g = s.backward(l);
   EXPECT_EQ(g.grad(x.node)->get(Dims{0}).real, 6.0);
   EXPECT_EQ(g.grad(x.node)->get(Dims{1}).real, 8.0);
+  EXPECT_EQ(ledger.allocations().size(), 4u);  // the seed, sum's VJP and mul's two gradients
+  EagerTensor xd = s.leaf(Tensor::from_values<double>(Dims{2}, std::vector<double>{0.1, -2}));
+  EagerTensor ld = s.apply(ops::OpTag::sum, std::vector{s.apply(ops::OpTag::add, std::vector{xd, xd})});
+  const Gradients gds = s.backward(ld);
+  const auto gd = gds.grad(xd.node);
+  ASSERT_TRUE(gd.has_value());
+  EXPECT_EQ(gd->get(Dims{0}).real, 2.0);
+  EXPECT_EQ(gd->dtype(), DType::f64);
 }
 
 TEST(Retention, HandlesShareRecordsAndIntoValueNeedsUniqueness) {
