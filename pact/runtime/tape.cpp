@@ -153,26 +153,39 @@ Gradients Tape::run_backward(int root, std::optional<Tensor> owned, const Tensor
       if (!moved) throw std::move(moved).error().error;  // a contiguous layout of the same bytes: cannot happen
       input_grads.emplace_back(std::move(moved).value());
     } else if (n.handler != nullptr || n.vjp) {
-      // The view of this node's gradient ends before the gradient may be erased below.
-      const TensorView g = borrowed_root ? *borrowed : it->second.as_view();
-      require_tag("the accumulated gradient", id, n.type, g);
-      if (n.handler != nullptr) {
-        std::vector<TensorView> in;
-        in.reserve(n.inputs.size());
-        for (const auto& r : n.inputs) in.push_back(r->view());
-        // Ops whose VJP does not read the output get the cotangent in its place (same type, never read).
-        const TensorView y = n.output ? n.output->view() : g;
-        // Only the gradients some input on the tape wants are asked for.
-        kernels::KernelContext ctx = n.ctx;
-        ctx.wanted_grads = 0;
-        for (std::size_t k = 0; k < n.parents.size() && k < 64; ++k) {
-          const int p = n.parents[k];
-          if (p >= 0 && nodes_[static_cast<std::size_t>(p)].requires_grad) ctx.wanted_grads |= std::uint64_t{1} << k;
+      // An add's gradient for an operand of the output's shape is the cotangent itself: a contiguous one
+      // this pass drops anyway moves there, and the VJP is asked only for the other operand's.
+      int pass = -1;
+      {  // the view of this node's gradient ends before the gradient may be moved or erased below
+        const TensorView g = borrowed_root ? *borrowed : it->second.as_view();
+        require_tag("the accumulated gradient", id, n.type, g);
+        if (n.handler != nullptr) {
+          std::vector<TensorView> in;
+          in.reserve(n.inputs.size());
+          for (const auto& r : n.inputs) in.push_back(r->view());
+          // Ops whose VJP does not read the output get the cotangent in its place (same type, never read).
+          const TensorView y = n.output ? n.output->view() : g;
+          // Only the gradients some input on the tape wants are asked for.
+          kernels::KernelContext ctx = n.ctx;
+          ctx.wanted_grads = 0;
+          for (std::size_t k = 0; k < n.parents.size() && k < 64; ++k) {
+            const int p = n.parents[k];
+            if (p >= 0 && nodes_[static_cast<std::size_t>(p)].requires_grad) ctx.wanted_grads |= std::uint64_t{1} << k;
+          }
+          if (n.parents.size() > 64) ctx.wanted_grads = ~std::uint64_t{0};
+          if (!borrowed_root && dropped && n.op == ops::OpTag::add && g.is_contiguous()) {
+            for (int k = 0; k < 2 && pass < 0; ++k)
+              if ((ctx.wanted_grads >> k & 1u) != 0 && in[static_cast<std::size_t>(k)].shape() == g.shape()) pass = k;
+          }
+          if (pass >= 0) ctx.wanted_grads &= ~(std::uint64_t{1} << pass);
+          if (ctx.wanted_grads != 0) input_grads = kernels::run_vjp(*n.handler, in, y, g, n.attrs, ctx);
+        } else {
+          input_grads = n.vjp(n.inputs, g);
         }
-        if (n.parents.size() > 64) ctx.wanted_grads = ~std::uint64_t{0};
-        input_grads = kernels::run_vjp(*n.handler, in, y, g, n.attrs, ctx);
-      } else {
-        input_grads = n.vjp(n.inputs, g);
+      }
+      if (pass >= 0) {
+        input_grads.resize(std::max(input_grads.size(), n.parents.size()));
+        input_grads[static_cast<std::size_t>(pass)] = std::move(it->second);
       }
     } else {
       require_tag("the accumulated gradient", id, n.type, borrowed_root ? *borrowed : it->second.as_view());

@@ -179,6 +179,32 @@ TEST(Tape, DenseAndSparseBackwardAndShapeChecks) {
   EXPECT_EQ(code_of([&] { s.tape().backward(99, bad.as_view()); }), ErrorCode::invalid_argument);
 }
 
+// In a sparse backward an add hands its contiguous cotangent to an operand of its own shape (no copy)
+// and its VJP computes only the other operand's gradient; the values are the dense pass's.
+TEST(Tape, SparseBackwardHandsAnAddsCotangentToAnOperandOfItsShape) {
+  Session s(contract::builtin_profile("cpu-checked"));
+  EagerTensor x = s.leaf(values({2, 3}, {1, 2, 3, 4, 5, 6}));
+  EagerTensor b = s.leaf(values({3}, {0.5, -1, 2}));
+  EagerTensor c = s.constant(values({2, 3}, {10, 20, 30, 40, 50, 60}));
+  EagerTensor y = s.apply(ops::OpTag::add, std::vector{b, x});  // b broadcast: x is the operand of y's shape
+  EagerTensor xx = s.apply(ops::OpTag::add, std::vector{y, y});  // both operands from one parent
+  EagerTensor l = s.apply(ops::OpTag::sum, std::vector{s.apply(ops::OpTag::mul, std::vector{xx, c})});
+  LedgerRecorder dense_ledger;
+  const Gradients dense = s.backward(l);
+  const std::size_t dense_allocations = dense_ledger.allocations().size();
+  LedgerRecorder sparse_ledger;
+  const int keep[] = {x.node, b.node};
+  const Gradients sparse = s.backward(l, keep);
+  EXPECT_EQ(sparse_ledger.allocations().size() + 2, dense_allocations);  // y's and x's copies of a cotangent
+  for (const Gradients* g : {&dense, &sparse}) {
+    const auto gx = g->grad(x.node), gb = g->grad(b.node);
+    ASSERT_TRUE(gx.has_value() && gb.has_value());
+    for (std::int64_t k = 0; k < 6; ++k) EXPECT_EQ(gx->get(Dims{k / 3, k % 3}).real, 20.0 * (k + 1)) << k;
+    const double column_sums[] = {100, 140, 180};
+    for (std::int64_t j = 0; j < 3; ++j) EXPECT_EQ(gb->get(Dims{j}).real, column_sums[j]) << j;
+  }
+}
+
 // A fan-out's gradients are summed into the first one in place: no allocation beyond the VJPs' own.
 TEST(Tape, GradientsAccumulateOverFanOut) {
   Session s(contract::builtin_profile("cpu-checked"));
