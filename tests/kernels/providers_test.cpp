@@ -158,7 +158,8 @@ TEST(Providers, BlasRefusesF64Typed) {
   }
 }
 
-// Every GEMM variant the CPU can run, on awkward sizes and on transposed operands, against a double-
+// Every GEMM variant the CPU can run, on awkward sizes and on transposed operands, on one to three
+// threads (the thread count picks the blocking and the packing scheme), against a double-
 // precision loop.
 TEST(Gemm, VariantsMatchAReferenceLoopOnOddAndDegenerateShapes) {
   std::mt19937 rng(3);
@@ -166,31 +167,37 @@ TEST(Gemm, VariantsMatchAReferenceLoopOnOddAndDegenerateShapes) {
   const std::int64_t sizes[][3] = {{1, 1, 1}, {0, 5, 3}, {5, 0, 3}, {4, 6, 0}, {13, 37, 29}, {12, 32, 256},
                                    {25, 65, 300}, {200, 70, 513}, {1, 97, 33}, {97, 1, 33},
                                    {64, 96, 147}, {40, 100, 600},  // m <= 64: row-major B read in place
+                                   {97, 100, 600}, {60, 300, 600},  // one row block shared by threads
                                    {17, 1030, 40}};  // n >= 1024: A and B packed, not read in place
+  const int threads_before = omp_get_max_threads();
   for (std::string_view variant : {"avx512", "avx2", "portable"}) {
     if (!kernels::cpu::set_sgemm_variant(variant)) continue;
-    for (const auto& s : sizes) {
-      const std::int64_t m = s[0], n = s[1], k = s[2];
-      for (int trans = 0; trans < 4; ++trans) {
-        SCOPED_TRACE(std::string(variant) + " " + std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) +
-                     " trans " + std::to_string(trans));
-        std::vector<float> a(static_cast<std::size_t>(std::max<std::int64_t>(m * k, 1))), b(static_cast<std::size_t>(std::max<std::int64_t>(k * n, 1)));
-        for (auto& x : a) x = nd(rng);
-        for (auto& x : b) x = nd(rng);
-        // trans bit 0: A stored k x m (column access), bit 1: B stored n x k.
-        const std::int64_t ar = trans & 1 ? 1 : k, ac = trans & 1 ? m : 1;
-        const std::int64_t br = trans & 2 ? 1 : n, bc = trans & 2 ? k : 1;
-        std::vector<float> c(static_cast<std::size_t>(std::max<std::int64_t>(m * n, 1)), 7.0f);
-        kernels::cpu::sgemm(m, n, k, a.data(), ar, ac, b.data(), br, bc, c.data(), n, false);
-        for (std::int64_t i = 0; i < m; ++i)
-          for (std::int64_t j = 0; j < n; ++j) {
-            double ref = 0;
-            for (std::int64_t p = 0; p < k; ++p) ref += double(a[static_cast<std::size_t>(i * ar + p * ac)]) * b[static_cast<std::size_t>(p * br + j * bc)];
-            ASSERT_NEAR(c[static_cast<std::size_t>(i * n + j)], ref, 1e-4 * (1 + std::sqrt(double(k)))) << i << "," << j;
-          }
+    for (int threads : {1, 2, 3}) {
+      omp_set_num_threads(threads);
+      for (const auto& s : sizes) {
+        const std::int64_t m = s[0], n = s[1], k = s[2];
+        for (int trans = 0; trans < 4; ++trans) {
+          SCOPED_TRACE(std::string(variant) + " " + std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) +
+                       " trans " + std::to_string(trans) + ", " + std::to_string(threads) + " thread(s)");
+          std::vector<float> a(static_cast<std::size_t>(std::max<std::int64_t>(m * k, 1))), b(static_cast<std::size_t>(std::max<std::int64_t>(k * n, 1)));
+          for (auto& x : a) x = nd(rng);
+          for (auto& x : b) x = nd(rng);
+          // trans bit 0: A stored k x m (column access), bit 1: B stored n x k.
+          const std::int64_t ar = trans & 1 ? 1 : k, ac = trans & 1 ? m : 1;
+          const std::int64_t br = trans & 2 ? 1 : n, bc = trans & 2 ? k : 1;
+          std::vector<float> c(static_cast<std::size_t>(std::max<std::int64_t>(m * n, 1)), 7.0f);
+          kernels::cpu::sgemm(m, n, k, a.data(), ar, ac, b.data(), br, bc, c.data(), n, false);
+          for (std::int64_t i = 0; i < m; ++i)
+            for (std::int64_t j = 0; j < n; ++j) {
+              double ref = 0;
+              for (std::int64_t p = 0; p < k; ++p) ref += double(a[static_cast<std::size_t>(i * ar + p * ac)]) * b[static_cast<std::size_t>(p * br + j * bc)];
+              ASSERT_NEAR(c[static_cast<std::size_t>(i * n + j)], ref, 1e-4 * (1 + std::sqrt(double(k)))) << i << "," << j;
+            }
+        }
       }
     }
   }
+  omp_set_num_threads(threads_before);
   kernels::cpu::set_sgemm_variant("auto");
 }
 

@@ -358,8 +358,10 @@ void sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::
   const Variant& v = *current();
   const std::int64_t nc_max = std::min(kNC, ((n + v.nr - 1) / v.nr) * v.nr);
   const std::int64_t kc_max = std::min(kKC, k);
-  // Small products run on one thread: a parallel region's start and barriers cost more than they save.
-  constexpr std::int64_t kParallelMacs = std::int64_t{4} << 20;
+  // Products below about a million multiply-adds run on one thread: a parallel region's start costs more
+  // than it saves (at 128^3 on two threads, one region with no barrier inside, below, is already only
+  // level with one thread; 192^3 gains 20%).
+  constexpr std::int64_t kParallelMacs = std::int64_t{1} << 20;
   const bool small = m * n < kParallelMacs / k;
   const int threads = omp_in_parallel() || small ? 1 : omp_get_max_threads();
   // Row blocks of at most kMC rows, as many as a multiple of the thread count when threads share them, with
@@ -389,32 +391,53 @@ void sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::
     for (std::int64_t p0 = 0; p0 < k; p0 += kKC) {
       const std::int64_t kc = std::min(kKC, k - p0);
       const bool add = accumulate || p0 > 0;
-      if (!b_direct) {
-        pack_b(v, kc, nc, b + p0 * b_row + j0 * b_col, b_row, b_col, bpack, threads > 1);
-      } else if (nc % v.nr != 0) {  // only the short last panel is packed (zero-padded to NR)
-        const std::int64_t j = nc / v.nr * v.nr;
-        pack_panel(v, b + p0 * b_row + j0 + j, 1, b_row, nc - j, v.nr, kc, bpack + j * kc);
-      }
+      // One row block split along the panels among the threads: each work item packs the B panels only it
+      // uses (and its own copy of A's packed part) into its thread's scratch, so packing and compute
+      // need no barrier between them; otherwise B is packed once and shared by every block.
+      const bool private_pack = threads > 1 && items > 1 && m_blocks == 1;
+      // Packs panels [q0, q1) of B into dst (panel q at dst + (q - q0) NR kc): all of them, or with B read
+      // in place only the short last panel (zero-padded to NR).
+      auto pack_b_panels = [&](std::int64_t q0, std::int64_t q1, float* dst, bool parallel_pack) {
+        if (!b_direct) {
+          pack_b(v, kc, std::min(nc, q1 * v.nr) - q0 * v.nr, b + p0 * b_row + (j0 + q0 * v.nr) * b_col, b_row, b_col, dst, parallel_pack);
+        } else if (nc % v.nr != 0 && q1 == panels) {
+          const std::int64_t j = nc / v.nr * v.nr;
+          pack_panel(v, b + p0 * b_row + j0 + j, 1, b_row, nc - j, v.nr, kc, dst + (panels - 1 - q0) * v.nr * kc);
+        }
+      };
+      if (!private_pack) pack_b_panels(0, panels, bpack, threads > 1);
       // Read in place, A needs packing only for a block's last micro-panel when it is short of MR rows.
-      auto pack = [&](std::int64_t blk) {
+      auto pack = [&](std::int64_t blk, float* dst) {
         const std::int64_t i0 = block_start(blk), mc = block_start(blk + 1) - i0;
         const std::int64_t skip = direct ? mc / v.mr * v.mr : 0;
-        if (skip < mc) pack_a(v, mc - skip, kc, a + (i0 + skip) * a_row + p0 * a_col, a_row, a_col, apack + blk * a_block + skip * kc);
+        if (skip < mc) pack_a(v, mc - skip, kc, a + (i0 + skip) * a_row + p0 * a_col, a_row, a_col, dst + skip * kc);
       };
       auto work = [&](std::int64_t item) {
         const std::int64_t blk = item / split, part = item % split;
         const std::int64_t i0 = block_start(blk), mc = block_start(blk + 1) - i0;
         const std::int64_t q0 = part * panels / split, q1 = (part + 1) * panels / split;
+        const float* bpanels = bpack;  // panel q at bpanels + (q - qbase) NR kc
+        const float* ablock = apack + blk * a_block;
+        std::int64_t qbase = 0;
+        if (private_pack) {
+          float* own_b = scratch(0, static_cast<std::size_t>((q1 - q0) * v.nr * kc));
+          float* own_a = scratch(1, static_cast<std::size_t>(a_block));
+          pack_b_panels(q0, q1, own_b, false);
+          pack(blk, own_a);
+          bpanels = own_b;
+          ablock = own_a;
+          qbase = q0;
+        }
         alignas(64) float tile[16 * 32];
         for (std::int64_t q = q0; q < q1; ++q) {
           const std::int64_t j = q * v.nr;
           const std::int64_t cols = std::min<std::int64_t>(v.nr, nc - j);
           const bool b_in_place = b_direct && cols == v.nr;
-          const float* bp = b_in_place ? b + p0 * b_row + j0 + j : bpack + q * v.nr * kc;
+          const float* bp = b_in_place ? b + p0 * b_row + j0 + j : bpanels + (q - qbase) * v.nr * kc;
           const std::int64_t bs = b_in_place ? b_row : v.nr;
           for (std::int64_t i = 0; i < mc; i += v.mr) {
             const std::int64_t rows = std::min<std::int64_t>(v.mr, mc - i);
-            const float* ap = apack + blk * a_block + (i / v.mr) * v.mr * kc;
+            const float* ap = ablock + (i / v.mr) * v.mr * kc;
             const float* ad = a + (i0 + i) * a_row + p0 * a_col;
             const bool in_place = direct && rows == v.mr;
             float* cij = c + (i0 + i) * ldc + j0 + j;
@@ -440,16 +463,19 @@ void sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::
           }
         }
       };
-      if (threads > 1 && items > 1) {
+      if (private_pack) {
+#pragma omp parallel for num_threads(threads) schedule(static)
+        for (std::int64_t item = 0; item < items; ++item) work(item);
+      } else if (threads > 1 && items > 1) {
 #pragma omp parallel num_threads(threads)
         {
 #pragma omp for schedule(static)
-          for (std::int64_t blk = 0; blk < m_blocks; ++blk) pack(blk);
+          for (std::int64_t blk = 0; blk < m_blocks; ++blk) pack(blk, apack + blk * a_block);
 #pragma omp for schedule(static)
           for (std::int64_t item = 0; item < items; ++item) work(item);
         }
       } else {
-        for (std::int64_t blk = 0; blk < m_blocks; ++blk) pack(blk);
+        for (std::int64_t blk = 0; blk < m_blocks; ++blk) pack(blk, apack + blk * a_block);
         for (std::int64_t item = 0; item < items; ++item) work(item);
       }
     }
