@@ -4,8 +4,10 @@
 
 #include <immintrin.h>
 #include <omp.h>
+#include <sys/mman.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <new>
@@ -180,16 +182,25 @@ const Variant*& current() {
 }
 
 // Per-thread packing buffers, grown on demand and reused across calls, so a GEMM allocates nothing once
-// warm (slot 0: packed B, slot 1: packed A).
+// warm (slot 0: packed B, slot 1: packed A). Buffers of 2 MiB and more are 2 MiB-aligned and advised as
+// transparent huge pages: a 2048^2 product streams a 4 MiB packed B per depth block, and its TLB misses
+// cost 5% (one thread, interleaved A/B: 0.89-0.93 of OpenBLAS before, 0.91-1.00 after).
 struct AlignedFree {
-  void operator()(float* p) const { ::operator delete[](p, std::align_val_t{64}); }
+  void operator()(float* p) const { std::free(p); }
 };
 float* scratch(int slot, std::size_t n) {
   thread_local std::unique_ptr<float[], AlignedFree> buffers[2];
   thread_local std::size_t sizes[2] = {0, 0};
   if (sizes[slot] < n) {
-    buffers[slot].reset(static_cast<float*>(::operator new[](n * sizeof(float), std::align_val_t{64})));
-    sizes[slot] = n;
+    constexpr std::size_t kHuge = std::size_t{2} << 20;
+    const std::size_t bytes = n * sizeof(float);
+    const std::size_t align = bytes >= kHuge ? kHuge : 64;
+    const std::size_t rounded = (bytes + align - 1) / align * align;
+    auto* p = static_cast<float*>(std::aligned_alloc(align, rounded));
+    if (p == nullptr) throw std::bad_alloc();
+    if (align == kHuge) madvise(p, rounded, MADV_HUGEPAGE);
+    buffers[slot].reset(p);
+    sizes[slot] = rounded / sizeof(float);
   }
   return buffers[slot].get();
 }
