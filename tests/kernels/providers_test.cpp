@@ -168,7 +168,7 @@ TEST(Gemm, VariantsMatchAReferenceLoopOnOddAndDegenerateShapes) {
                                    {25, 65, 300}, {200, 70, 513}, {1, 97, 33}, {97, 1, 33},
                                    {64, 96, 147}, {40, 100, 600},  // m <= 64: row-major B read in place
                                    {97, 100, 600}, {60, 300, 600},  // one row block shared by threads
-                                   {17, 1030, 40}};  // n >= 1024: A and B packed, not read in place
+                                   {17, 1030, 40}, {40, 1100, 600}};  // n >= 1024: the wide kernel, A and B packed
   const int threads_before = omp_get_max_threads();
   for (std::string_view variant : {"avx512", "avx2", "portable"}) {
     if (!kernels::cpu::set_sgemm_variant(variant)) continue;
@@ -223,7 +223,7 @@ TEST(Gemm, StridedCopyMatchesAScalarLoopWithoutReadingPastItsSource) {
 TEST(Gemm, BiasIsAddedOnceAsCIsStored) {
   std::mt19937 rng(8);
   std::normal_distribution<float> nd;
-  const std::int64_t sizes[][3] = {{16, 64, 8}, {13, 37, 29}, {24, 40, 700}, {3, 5, 0}, {9, 1030, 20}};
+  const std::int64_t sizes[][3] = {{16, 64, 8}, {13, 37, 29}, {24, 40, 700}, {3, 5, 0}, {9, 1030, 20}, {16, 1056, 520}};
   for (std::string_view variant : {"avx512", "avx2", "portable"}) {
     if (!kernels::cpu::set_sgemm_variant(variant)) continue;
     for (const auto& s : sizes) {
