@@ -159,8 +159,7 @@ TEST(Providers, BlasRefusesF64Typed) {
 }
 
 // Every GEMM variant the CPU can run, on awkward sizes and on transposed operands, on one to three
-// threads (the thread count picks the blocking and the packing scheme), against a double-
-// precision loop.
+// threads (the thread count picks the blocking and the packing scheme), against a double-precision loop.
 TEST(Gemm, VariantsMatchAReferenceLoopOnOddAndDegenerateShapes) {
   std::mt19937 rng(3);
   std::normal_distribution<float> nd;
