@@ -38,22 +38,21 @@ struct Variant {
                  std::int64_t ldc, bool add, const float* rbias, const float* cbias);
 };
 
-// The AVX-512 micro-kernel: an 8 x 32 block of C from 8 rows of A and a packed 32-wide panel of B, 16
-// accumulators. Element (i, p) of A is at a[i * ar + p * ac], read through eight row pointers (row-major
-// A, ac == 1) or one pointer stepping a whole column (column-major A, ar == 1). A packed A panel is the
-// column-major case with ar = 1, ac = 8; reading an unpacked A in place saves a full read and write of
-// it, which for the short depths of a training step's GEMMs (k of 64 to 1024) costs as much as a large
-// part of the arithmetic.
-template <bool RowMajor>
+// The AVX-512 micro-kernel: an 8 x 16 NV block of C from 8 rows of A and a packed 16 NV-wide panel of B,
+// 8 NV accumulators: 8 x 32 (NV = 2) for most products, 8 x 48 (NV = 3, 11 loads feeding 24 multiply-adds
+// where 8 x 32 has 10 for 16) for wide ones. Element (i, p) of A is at a[i * ar + p * ac], read through
+// eight row pointers (row-major A, ac == 1) or one pointer stepping a whole column (column-major A,
+// ar == 1). A packed A panel is the column-major case with ar = 1, ac = 8; reading an unpacked A in place
+// saves a full read and write of it, which for the short depths of a training step's GEMMs (k of 64 to
+// 1024) costs as much as a large part of the arithmetic.
+template <bool RowMajor, int NV>
 __attribute__((target("avx512f"))) void kernel_avx512_impl(std::int64_t kc, const float* a, std::int64_t ar, std::int64_t ac,
                                                            const float* b, std::int64_t bs, float* t, std::int64_t ldc, bool add,
                                                            const float* rbias, const float* cbias) {
   constexpr int MR = 8;
-  __m512 c0[MR], c1[MR];
-  for (int i = 0; i < MR; ++i) {
-    c0[i] = _mm512_setzero_ps();
-    c1[i] = _mm512_setzero_ps();
-  }
+  __m512 c[MR][NV];
+  for (int i = 0; i < MR; ++i)
+    for (int v = 0; v < NV; ++v) c[i][v] = _mm512_setzero_ps();
   const float* r0 = a;
   const float* r1 = a + ar;
   const float* r2 = a + 2 * ar;
@@ -65,60 +64,16 @@ __attribute__((target("avx512f"))) void kernel_avx512_impl(std::int64_t kc, cons
 #pragma GCC unroll 4
   for (std::int64_t p = 0; p < kc; ++p) {
     _mm_prefetch(reinterpret_cast<const char*>(b + 8 * bs), _MM_HINT_T0);
-    const __m512 b0 = _mm512_loadu_ps(b);
-    const __m512 b1 = _mm512_loadu_ps(b + 16);
+    __m512 bv[NV];
+    for (int v = 0; v < NV; ++v) bv[v] = _mm512_loadu_ps(b + 16 * v);
     const float* col = a + p * ac;
     const float av[MR] = {RowMajor ? r0[p] : col[0], RowMajor ? r1[p] : col[1], RowMajor ? r2[p] : col[2], RowMajor ? r3[p] : col[3],
                           RowMajor ? r4[p] : col[4], RowMajor ? r5[p] : col[5], RowMajor ? r6[p] : col[6], RowMajor ? r7[p] : col[7]};
     for (int i = 0; i < MR; ++i) {
       const __m512 ai = _mm512_set1_ps(av[i]);
-      c0[i] = _mm512_fmadd_ps(ai, b0, c0[i]);
-      c1[i] = _mm512_fmadd_ps(ai, b1, c1[i]);
+      for (int v = 0; v < NV; ++v) c[i][v] = _mm512_fmadd_ps(ai, bv[v], c[i][v]);
     }
     b += bs;
-  }
-  const __m512 cb0 = cbias != nullptr ? _mm512_loadu_ps(cbias) : _mm512_setzero_ps();
-  const __m512 cb1 = cbias != nullptr ? _mm512_loadu_ps(cbias + 16) : _mm512_setzero_ps();
-  for (int i = 0; i < MR; ++i) {
-    float* row = t + i * ldc;
-    if (add) {
-      c0[i] = _mm512_add_ps(c0[i], _mm512_loadu_ps(row));
-      c1[i] = _mm512_add_ps(c1[i], _mm512_loadu_ps(row + 16));
-    }
-    if (cbias != nullptr) {
-      c0[i] = _mm512_add_ps(c0[i], cb0);
-      c1[i] = _mm512_add_ps(c1[i], cb1);
-    }
-    if (rbias != nullptr) {
-      const __m512 r = _mm512_set1_ps(rbias[i]);
-      c0[i] = _mm512_add_ps(c0[i], r);
-      c1[i] = _mm512_add_ps(c1[i], r);
-    }
-    _mm512_storeu_ps(row, c0[i]);
-    _mm512_storeu_ps(row + 16, c1[i]);
-  }
-}
-
-// The wide AVX-512 micro-kernel for large products: an 8 x 48 block of C from a packed A panel and a packed
-// 48-wide panel of B, 24 accumulators, so 11 loads feed 24 multiply-adds (the 8 x 32 kernel: 10 for 16).
-__attribute__((target("avx512f"))) void kernel_avx512_wide(std::int64_t kc, const float* a, const float* b, float* t, std::int64_t ldc,
-                                                           bool add, const float* rbias, const float* cbias) {
-  constexpr int MR = 8, NV = 3;
-  __m512 c[MR][NV];
-  for (int i = 0; i < MR; ++i)
-    for (int v = 0; v < NV; ++v) c[i][v] = _mm512_setzero_ps();
-#pragma GCC unroll 2
-  for (std::int64_t p = 0; p < kc; ++p) {
-    _mm_prefetch(reinterpret_cast<const char*>(b + 8 * 48), _MM_HINT_T0);
-    const __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16), b2 = _mm512_loadu_ps(b + 32);
-    for (int i = 0; i < MR; ++i) {
-      const __m512 ai = _mm512_set1_ps(a[i]);
-      c[i][0] = _mm512_fmadd_ps(ai, b0, c[i][0]);
-      c[i][1] = _mm512_fmadd_ps(ai, b1, c[i][1]);
-      c[i][2] = _mm512_fmadd_ps(ai, b2, c[i][2]);
-    }
-    a += MR;
-    b += 48;
   }
   for (int i = 0; i < MR; ++i) {
     float* row = t + i * ldc;
@@ -132,15 +87,20 @@ __attribute__((target("avx512f"))) void kernel_avx512_wide(std::int64_t kc, cons
   }
 }
 
+void kernel_avx512_wide(std::int64_t kc, const float* a, const float* b, float* t, std::int64_t ldc, bool add, const float* rbias,
+                        const float* cbias) {
+  kernel_avx512_impl<false, 3>(kc, a, 1, 8, b, 48, t, ldc, add, rbias, cbias);
+}
+
 void kernel_avx512(std::int64_t kc, const float* a, const float* b, float* t, std::int64_t ldc, bool add, const float* rbias,
                    const float* cbias) {
-  kernel_avx512_impl<false>(kc, a, 1, 8, b, 32, t, ldc, add, rbias, cbias);
+  kernel_avx512_impl<false, 2>(kc, a, 1, 8, b, 32, t, ldc, add, rbias, cbias);
 }
 
 void kernel_avx512_direct(std::int64_t kc, const float* a, std::int64_t ar, std::int64_t ac, const float* b, std::int64_t bs, float* t,
                           std::int64_t ldc, bool add, const float* rbias, const float* cbias) {
-  if (ac == 1) kernel_avx512_impl<true>(kc, a, ar, ac, b, bs, t, ldc, add, rbias, cbias);
-  else kernel_avx512_impl<false>(kc, a, ar, ac, b, bs, t, ldc, add, rbias, cbias);
+  if (ac == 1) kernel_avx512_impl<true, 2>(kc, a, ar, ac, b, bs, t, ldc, add, rbias, cbias);
+  else kernel_avx512_impl<false, 2>(kc, a, ar, ac, b, bs, t, ldc, add, rbias, cbias);
 }
 
 __attribute__((target("avx2,fma"))) void kernel_avx2(std::int64_t kc, const float* a, const float* b, float* t,
