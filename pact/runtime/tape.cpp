@@ -111,6 +111,27 @@ Tensor accumulate(Tensor acc, const TensorView& g) {
   return kernels::run_forward(*add, std::vector<TensorView>{acc.as_view(), g}, {});
 }
 
+// The input of `op` whose gradient is the cotangent g itself, in that input's shape, among the `wanted`
+// ones (bit k: input k), or -1: a reshape's or flatten's input (the same elements in row-major order), or
+// an add's first operand of the output's shape.
+int passthrough_input(ops::OpTag op, std::span<const TensorView> in, const TensorView& g, std::uint64_t wanted) {
+  if ((op == ops::OpTag::reshape || op == ops::OpTag::flatten) && in.size() == 1 && (wanted & 1u) != 0) return 0;
+  if (op == ops::OpTag::add) {
+    for (std::size_t k = 0; k < 2 && k < in.size(); ++k)
+      if ((wanted >> k & 1u) != 0 && in[k].shape() == g.shape()) return static_cast<int>(k);
+  }
+  return -1;
+}
+
+// A contiguous owner re-described in `shape`, which holds as many elements: zero copy.
+Tensor reshaped(Tensor t, const Dims& shape) {
+  if (t.shape() == shape) return t;
+  const CheckedLayout layout = t.layout();
+  auto moved = Tensor::from_storage(std::move(t).into_storage(), LayoutRequest{layout.dtype(), shape, contiguous_strides(shape), layout.byte_offset()});
+  if (!moved) throw std::move(moved).error().error;  // a contiguous layout of the same bytes: cannot happen
+  return std::move(moved).value();
+}
+
 }  // namespace
 
 Gradients Tape::backward(int root, const TensorView& seed, std::span<const int> keep) const {
@@ -140,22 +161,11 @@ Gradients Tape::run_backward(int root, std::optional<Tensor> owned, const Tensor
     const Node& n = nodes_[static_cast<std::size_t>(id)];
     const bool dropped = !kept.empty() && !kept.count(id);  // this pass erases the node's gradient below
     std::vector<std::optional<Tensor>> input_grads;
-    if (!borrowed_root && dropped && (n.op == ops::OpTag::reshape || n.op == ops::OpTag::flatten) && n.handler != nullptr &&
-        n.inputs.size() == 1 && it->second.is_contiguous()) {
-      // A reshape's VJP only re-describes the cotangent in the input's shape: a contiguous one this pass
-      // drops anyway moves to the input, zero copy (the shape rule gave both shapes one element count).
-      require_tag("the accumulated gradient", id, n.type, it->second.as_view());
-      const Dims shape = n.inputs.front()->view().shape();
-      const CheckedLayout layout = it->second.layout();
-      Storage storage = std::move(it->second).into_storage();
-      grads.erase(it);
-      auto moved = Tensor::from_storage(std::move(storage), LayoutRequest{layout.dtype(), shape, contiguous_strides(shape), layout.byte_offset()});
-      if (!moved) throw std::move(moved).error().error;  // a contiguous layout of the same bytes: cannot happen
-      input_grads.emplace_back(std::move(moved).value());
-    } else if (n.handler != nullptr || n.vjp) {
-      // An add's gradient for an operand of the output's shape is the cotangent itself: a contiguous one
-      // this pass drops anyway moves there, and the VJP is asked only for the other operand's.
+    if (n.handler != nullptr || n.vjp) {
+      // An input whose gradient is the cotangent itself (passthrough_input) takes a contiguous one this
+      // pass drops anyway, zero copy, and the VJP is asked only for the other inputs' gradients.
       int pass = -1;
+      Dims pass_shape;
       {  // the view of this node's gradient ends before the gradient may be moved or erased below
         const TensorView g = borrowed_root ? *borrowed : it->second.as_view();
         require_tag("the accumulated gradient", id, n.type, g);
@@ -173,11 +183,11 @@ Gradients Tape::run_backward(int root, std::optional<Tensor> owned, const Tensor
             if (p >= 0 && nodes_[static_cast<std::size_t>(p)].requires_grad) ctx.wanted_grads |= std::uint64_t{1} << k;
           }
           if (n.parents.size() > 64) ctx.wanted_grads = ~std::uint64_t{0};
-          if (!borrowed_root && dropped && n.op == ops::OpTag::add && g.is_contiguous()) {
-            for (int k = 0; k < 2 && pass < 0; ++k)
-              if ((ctx.wanted_grads >> k & 1u) != 0 && in[static_cast<std::size_t>(k)].shape() == g.shape()) pass = k;
+          if (!borrowed_root && dropped && g.is_contiguous()) pass = passthrough_input(n.op, in, g, ctx.wanted_grads);
+          if (pass >= 0) {
+            pass_shape = in[static_cast<std::size_t>(pass)].shape();
+            ctx.wanted_grads &= ~(std::uint64_t{1} << pass);
           }
-          if (pass >= 0) ctx.wanted_grads &= ~(std::uint64_t{1} << pass);
           if (ctx.wanted_grads != 0) input_grads = kernels::run_vjp(*n.handler, in, y, g, n.attrs, ctx);
         } else {
           input_grads = n.vjp(n.inputs, g);
@@ -185,7 +195,7 @@ Gradients Tape::run_backward(int root, std::optional<Tensor> owned, const Tensor
       }
       if (pass >= 0) {
         input_grads.resize(std::max(input_grads.size(), n.parents.size()));
-        input_grads[static_cast<std::size_t>(pass)] = std::move(it->second);
+        input_grads[static_cast<std::size_t>(pass)] = reshaped(std::move(it->second), pass_shape);
       }
     } else {
       require_tag("the accumulated gradient", id, n.type, borrowed_root ? *borrowed : it->second.as_view());
