@@ -73,8 +73,8 @@ int run(int argc, char** argv, const std::string& benchmark, const std::string& 
     fmt::print("wrote {}\n", json_path);
   }
   for (const auto& r : j["ratios"]) {
-    fmt::print(stderr, "{:<28} {:>7.3f}  (goal <= {:.2f})  {}\n", r["name"].get<std::string>(), r["value"].get<double>(),
-               r["goal_max"].get<double>(), r["verdict"].get<std::string>());
+    fmt::print(stderr, "{:<28} {:>7.3f}  (goal <= {:.2f})  {}\n", r["name"].get<std::string>(),
+               r["value"].get<double>(), r["goal_max"].get<double>(), r["verdict"].get<std::string>());
   }
   return 0;
 }

@@ -3,8 +3,9 @@
 // floor any capture pays). Most of the difference is the two canonical-JSON digests a capture always
 // computes (structure_digests); the goal that matters is the absolute 500 ms.
 //
-//   cmake --preset bench && cmake --build --preset bench && ./build/bench/bench/pact_bench_capture --benchmark_repetitions=5
-//   /usr/bin/time -v ./build/release/bin/pact capture llama --config 7b --structure-only   (maximum resident set size)
+//   cmake --preset bench && cmake --build --preset bench && ./build/bench/bench/pact_bench_capture
+//   --benchmark_repetitions=5 /usr/bin/time -v ./build/release/bin/pact capture llama --config 7b --structure-only
+//   (maximum resident set size)
 
 #include <benchmark/benchmark.h>
 
@@ -32,7 +33,8 @@ void shape_inference_only(benchmark::State& state) {
     inputs.push_back(std::move(in));
   }
   for (auto _ : state) {
-    for (std::size_t i = 0; i < c.ops.size(); ++i) benchmark::DoNotOptimize(ops::infer_type(c.ops[i].op, inputs[i], c.ops[i].attrs));
+    for (std::size_t i = 0; i < c.ops.size(); ++i)
+      benchmark::DoNotOptimize(ops::infer_type(c.ops[i].op, inputs[i], c.ops[i].attrs));
   }
 }
 

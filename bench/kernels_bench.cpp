@@ -71,7 +71,8 @@ void conv2d_stem(benchmark::State& state, bool native) {
 }
 
 void attention(benchmark::State& state, bool native) {
-  Tensor q = random_tensor(Dims{8, 256, 64}, 8), k = random_tensor(Dims{8, 256, 64}, 9), v = random_tensor(Dims{8, 256, 64}, 10);
+  Tensor q = random_tensor(Dims{8, 256, 64}, 8), k = random_tensor(Dims{8, 256, 64}, 9),
+         v = random_tensor(Dims{8, 256, 64}, 10);
   const ops::Attributes a{{"is_causal", true}};
   const auto& h = handler(native, ops::OpTag::scaled_dot_product_attention);
   for (auto _ : state) benchmark::DoNotOptimize(h.forward(std::vector{q.as_view(), k.as_view(), v.as_view()}, a, {}));
@@ -93,10 +94,11 @@ BENCHMARK_CAPTURE(attention, reference, false)->Unit(benchmark::kMicrosecond);
 
 int main(int argc, char** argv) {
   // Goals as time ratios native/reference: <= 1/3 means at least 3x faster.
-  return pact::bench::run(argc, argv, "cpu_kernels", "ns_per_call",
-                          {{"softmax_native_over_reference", "softmax/native", "softmax/reference", 1.0 / 3.0},
-                           {"cross_entropy_native_over_reference", "cross_entropy_step/native", "cross_entropy_step/reference", 1.0 / 3.0},
-                           {"layer_norm_native_over_reference", "layer_norm/native", "layer_norm/reference", 1.0},
-                           {"conv2d_stem_native_over_reference", "conv2d_stem/native", "conv2d_stem/reference", 1.0},
-                           {"attention_native_over_reference", "attention/native", "attention/reference", 1.0}});
+  return pact::bench::run(
+      argc, argv, "cpu_kernels", "ns_per_call",
+      {{"softmax_native_over_reference", "softmax/native", "softmax/reference", 1.0 / 3.0},
+       {"cross_entropy_native_over_reference", "cross_entropy_step/native", "cross_entropy_step/reference", 1.0 / 3.0},
+       {"layer_norm_native_over_reference", "layer_norm/native", "layer_norm/reference", 1.0},
+       {"conv2d_stem_native_over_reference", "conv2d_stem/native", "conv2d_stem/reference", 1.0},
+       {"attention_native_over_reference", "attention/native", "attention/reference", 1.0}});
 }

@@ -1,9 +1,9 @@
 // Importing a PyTorch capture (issue 6 goal: a 1 MB-weight model under 100 ms), beside the in-run
 // baseline of what any importer must do: parse graph.json as JSON and read the safetensors weights.
 //
-//   PYTHONPATH=bench/models /usr/bin/python3 tools/torch_export.py torchvision_zoo:mlp_1mb --input-shape 8,256 -o /tmp/mlp1mb
-//   cmake --preset bench && cmake --build --preset bench
-//   PACT_TORCH_CAPTURE=/tmp/mlp1mb ./build/bench/bench/pact_bench_torch_import --benchmark_repetitions=5
+//   PYTHONPATH=bench/models /usr/bin/python3 tools/torch_export.py torchvision_zoo:mlp_1mb --input-shape 8,256 -o
+//   /tmp/mlp1mb cmake --preset bench && cmake --build --preset bench PACT_TORCH_CAPTURE=/tmp/mlp1mb
+//   ./build/bench/bench/pact_bench_torch_import --benchmark_repetitions=5
 // Without PACT_TORCH_CAPTURE it uses tests/fixtures/torch/small_cnn.
 
 #include <benchmark/benchmark.h>

@@ -32,7 +32,8 @@ ir::Graph mlp(std::int64_t batch, std::vector<std::int64_t> dims) {
       prev = h + "r";
     }
   }
-  b.op("logits", ops::OpTag::reshape, {prev}, ops::Attributes{{"shape", std::vector<std::int64_t>{batch, dims.back()}}});
+  b.op("logits", ops::OpTag::reshape, {prev},
+       ops::Attributes{{"shape", std::vector<std::int64_t>{batch, dims.back()}}});
   b.op("loss", ops::OpTag::cross_entropy, {"logits", "target"});
   b.output("logits");
   b.output("loss");
@@ -52,7 +53,8 @@ void step(benchmark::State& state, std::vector<std::int64_t> dims, std::int64_t 
   std::vector<std::int64_t> yv(static_cast<std::size_t>(batch));
   for (auto& v : yv) v = static_cast<std::int64_t>(rng() % static_cast<std::uint32_t>(dims.back()));
   for (auto _ : state) {
-    auto r = session.step_batch(Tensor::from_values<float>(Dims{batch, dims.front()}, xv), Tensor::from_values<std::int64_t>(Dims{batch}, yv));
+    auto r = session.step_batch(Tensor::from_values<float>(Dims{batch, dims.front()}, xv),
+                                Tensor::from_values<std::int64_t>(Dims{batch}, yv));
     benchmark::DoNotOptimize(r.loss);
   }
   state.counters["items"] = 1;
@@ -71,19 +73,25 @@ void transformer_step(benchmark::State& state) {
   for (auto& v : xv) v = static_cast<std::int64_t>(rng() % vocab);
   for (auto& v : yv) v = static_cast<std::int64_t>(rng() % vocab);
   for (auto _ : state) {
-    auto r = session.step_batch(Tensor::from_values<std::int64_t>(Dims{batch, t}, xv), Tensor::from_values<std::int64_t>(Dims{batch * t}, yv));
+    auto r = session.step_batch(Tensor::from_values<std::int64_t>(Dims{batch, t}, xv),
+                                Tensor::from_values<std::int64_t>(Dims{batch * t}, yv));
     benchmark::DoNotOptimize(r.loss);
   }
   state.counters["items"] = 1;
 }
 
 BENCHMARK(transformer_step)->Name("step/transformer/d128-h4-f512-s64-b16")->Unit(benchmark::kMicrosecond);
-BENCHMARK_CAPTURE(step, mlp/64-128-10/64, std::vector<std::int64_t>{64, 128, 10}, 64, false)->Unit(benchmark::kMicrosecond);
-BENCHMARK_CAPTURE(step, mlp/784-256-256-10/256, std::vector<std::int64_t>{784, 256, 256, 10}, 256, false)->Unit(benchmark::kMicrosecond);
-BENCHMARK_CAPTURE(step, mlp_graph/64-128-10/64, std::vector<std::int64_t>{64, 128, 10}, 64, true)->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(step, mlp / 64 - 128 - 10 / 64, std::vector<std::int64_t>{64, 128, 10}, 64, false)
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(step, mlp / 784 - 256 - 256 - 10 / 256, std::vector<std::int64_t>{784, 256, 256, 10}, 256, false)
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(step, mlp_graph / 64 - 128 - 10 / 64, std::vector<std::int64_t>{64, 128, 10}, 64, true)
+    ->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  return pact::bench::run(argc, argv, "train_step", "ns_per_call", {{"graph_over_eager_64_128_10", "step/mlp_graph/64-128-10/64", "step/mlp/64-128-10/64", 1.5}});
+  return pact::bench::run(
+      argc, argv, "train_step", "ns_per_call",
+      {{"graph_over_eager_64_128_10", "step/mlp_graph/64-128-10/64", "step/mlp/64-128-10/64", 1.5}});
 }

@@ -43,7 +43,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   std::array<std::int64_t, kMaxRank> idx{};
   for (std::int64_t n = 0; n < t.numel(); ++n) {
     std::int64_t off = r.byte_offset;
-    for (int d = 0; d < rank; ++d) off += idx[static_cast<std::size_t>(d)] * r.strides[d] * static_cast<std::int64_t>(elem);
+    for (int d = 0; d < rank; ++d)
+      off += idx[static_cast<std::size_t>(d)] * r.strides[d] * static_cast<std::int64_t>(elem);
     if (off < 0 || static_cast<std::uint64_t>(off) + elem > 256) __builtin_trap();
     offsets.insert(off);
     ++visited;

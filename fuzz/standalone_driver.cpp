@@ -48,7 +48,8 @@ int main(int argc, char** argv) {
           if (!x.empty()) x[rng() % x.size()] ^= static_cast<std::uint8_t>(1u << (rng() % 8));
           break;
         case 1:
-          x.insert(x.begin() + static_cast<long>(x.empty() ? 0 : rng() % (x.size() + 1)), static_cast<std::uint8_t>(rng()));
+          x.insert(x.begin() + static_cast<long>(x.empty() ? 0 : rng() % (x.size() + 1)),
+                   static_cast<std::uint8_t>(rng()));
           break;
         case 2:
           if (!x.empty()) x.erase(x.begin() + static_cast<long>(rng() % x.size()));

@@ -19,9 +19,11 @@ constexpr std::array<CapabilityRow, 29> kTable{{
     {"param_geometry",
      "Parameter/buffer names, shapes, dtypes are recorded as declared; the persistence partition is recorded IF V8 "
      "verifies meta-compatibility.",
-     "supported_structural", "V8 verdict", "tests/capture/capture_test.cpp (CaptureStructure.ParameterGeometry)", "L7a", kNone},
+     "supported_structural", "V8 verdict", "tests/capture/capture_test.cpp (CaptureStructure.ParameterGeometry)", "L7a",
+     kNone},
     {"shapes_dtypes",
-     "Per-op shapes/dtypes are HYPOTHESES: valid under meta propagation, unproven until discharged by a real capture of "
+     "Per-op shapes/dtypes are HYPOTHESES: valid under meta propagation, unproven until discharged by a real capture "
+     "of "
      "the same graph.",
      "supported_hypothesis", "discharge", "tests/capture/capture_test.cpp (CaptureDischarge)", "L7a", kNone},
     {"flops_estimates",
@@ -32,19 +34,21 @@ constexpr std::array<CapabilityRow, 29> kTable{{
      "supported_hypothesis", "discharge", "tests/capture/capture_test.cpp (CaptureHonesty)", "L7a", kNone},
     {"taken_path_conditionals",
      "Conditional structure of the taken path is recorded; any VALUE-dependent branch through the enumerated escape "
-     "surface refuses typed at the user's source line REGARDLESS of the tensor's device; unenumerated meta deaths refuse "
+     "surface refuses typed at the user's source line REGARDLESS of the tensor's device; unenumerated meta deaths "
+     "refuse "
      "typed via the backstop; unenumerated REAL-value escapes are undetectable and are priced by hypothesis status.",
      "supported_structural", "never", "tests/capture/capture_test.cpp (CaptureTeaching)", "L7a", kNone},
     {"meta_admission",
      "Meta-materialized models are ADMITTED if and only if structure-only is in force (scoped admission): the graph, "
      "module nesting, parameter geometry, and shape/dtype HYPOTHESES are recorded with no tensor values. Without "
      "structure_only the entry gate refuses meta unchanged.",
-     "supported_structural", "D8 granted", "tests/capture/capture_test.cpp (CaptureEntry, CaptureParity)", "S2-amendment", kNone},
+     "supported_structural", "D8 granted", "tests/capture/capture_test.cpp (CaptureEntry, CaptureParity)",
+     "S2-amendment", kNone},
     {"value_payloads", "Activations, argument values, output values are never recorded; requests refuse typed.",
      "refuse:structure_only_values_unsupported", "never", "tests/capture/capture_test.cpp (CaptureEntry)", "L7a",
      "structure_only_values_unsupported"},
-    {"previews", "Value previews/thumbnails require values; refused.", "refuse:structure_only_values_unsupported", "never",
-     "tests/capture/capture_test.cpp (CaptureEntry)", "L7a", "structure_only_values_unsupported"},
+    {"previews", "Value previews/thumbnails require values; refused.", "refuse:structure_only_values_unsupported",
+     "never", "tests/capture/capture_test.cpp (CaptureEntry)", "L7a", "structure_only_values_unsupported"},
     {"nonfinite_predicates",
      "raise_on_nan and nonfinite halt predicates have no values to test; the combination refuses typed at entry.",
      "refuse:structure_only_option_conflict", "never", "tests/capture/capture_test.cpp (CaptureEntry)", "L7a",
@@ -52,8 +56,8 @@ constexpr std::array<CapabilityRow, 29> kTable{{
     {"runnable_ready_composition",
      "structure_only + runnable_ready is refused at entry: runnable eligibility and the structure substrate are "
      "incompatible in v1.",
-     "refuse:structure_only_option_conflict", "L7b amendment lands", "tests/capture/capture_test.cpp (CaptureEntry)", "L7b",
-     "structure_only_option_conflict"},
+     "refuse:structure_only_option_conflict", "L7b amendment lands", "tests/capture/capture_test.cpp (CaptureEntry)",
+     "L7b", "structure_only_option_conflict"},
     {"substrate_uniformity",
      "Admission requires a UNIFORM substrate: every input tensor leaf meta AND every registered parameter/buffer meta "
      "(tied objects deduplicated by identity; parameterless models judged by inputs). Mixed cells refuse typed in BOTH "
@@ -71,21 +75,25 @@ constexpr std::array<CapabilityRow, 29> kTable{{
      "allocator peaks are MEASUREMENTS, and a value-free capture has none.",
      "refuse:structure_only_measurements_unsupported", "never", "tests/capture/capture_test.cpp (CaptureHonesty)",
      "S2-amendment", "structure_only_measurements_unsupported"},
-    {"viz_graph_render", "Graph rendering (incl. sizes consuming hypothesis shapes) works, carrying the structure-only banner.",
+    {"viz_graph_render",
+     "Graph rendering (incl. sizes consuming hypothesis shapes) works, carrying the structure-only banner.",
      "supported_hypothesis", "never", "tests/capture/capture_test.cpp (CaptureHonesty)", "L7a", kNone},
     {"viz_payload_visualizers",
      "Payload-consuming visualizers (activation heatmaps, custom value visualizers) require values; refused typed.",
      "refuse:structure_only_values_unsupported", "never", "tests/capture/capture_test.cpp (CaptureEntry)", "L7a",
      "structure_only_values_unsupported"},
     {"structure_digests",
-     "Graph-shape and meta-domain content digests are always computed; they can never collide with value-bearing digests.",
-     "supported_structural", "never", "tests/capture/capture_test.cpp (CaptureHonesty.DigestsAreDomainSeparated)", "L7a", kNone},
+     "Graph-shape and meta-domain content digests are always computed; they can never collide with value-bearing "
+     "digests.",
+     "supported_structural", "never", "tests/capture/capture_test.cpp (CaptureHonesty.DigestsAreDomainSeparated)",
+     "L7a", kNone},
     {"discharge",
-     "A real capture of the same graph upgrades hypothesis rows to corroborated or refutes them; upgrades happen ONLY via "
+     "A real capture of the same graph upgrades hypothesis rows to corroborated or refutes them; upgrades happen ONLY "
+     "via "
      "the discharge authority.",
      "supported_structural", "never", "tests/capture/capture_test.cpp (CaptureDischarge)", "L7a", kNone},
-    {"refuted_rows", "Consumers that tolerate hypothesis rows refuse REFUTED rows typed.", "supported_structural", "never",
-     "tests/capture/capture_test.cpp (CaptureDischarge)", "L7a", kNone},
+    {"refuted_rows", "Consumers that tolerate hypothesis rows refuse REFUTED rows typed.", "supported_structural",
+     "never", "tests/capture/capture_test.cpp (CaptureDischarge)", "L7a", kNone},
     {"teaching_refusals",
      "Enumerated value escapes (device-neutral) and missing meta kernels refuse typed with the user source line; other "
      "meta-mechanism deaths are typed via the backstop; unenumerated real-value escapes are outside the detectable "
@@ -96,10 +104,11 @@ constexpr std::array<CapabilityRow, 29> kTable{{
      "value-claim on the loaded capture stays a HYPOTHESIS.",
      "supported_structural", "never", "tests/capture/capture_test.cpp (CaptureArtifacts)", "P1", kNone},
     {"save_runnable",
-     "Runnable save is refused in v1; IF the late-bind posture lands, declared late-bind slots replace this refusal for "
+     "Runnable save is refused in v1; IF the late-bind posture lands, declared late-bind slots replace this refusal "
+     "for "
      "eligible models.",
-     "refuse:structure_only_runnable_unsupported", "L7b amendment lands", "tests/capture/capture_test.cpp (CaptureEntry)",
-     "L7b", "structure_only_runnable_unsupported"},
+     "refuse:structure_only_runnable_unsupported", "L7b amendment lands",
+     "tests/capture/capture_test.cpp (CaptureEntry)", "L7b", "structure_only_runnable_unsupported"},
     {"live_replay", "Replay requires values; refused unless and until late-bind provides them at bind time.",
      "refuse:structure_only_replay_unsupported", "L7b amendment lands", "tests/capture/capture_test.cpp (CaptureEntry)",
      "L7b", "structure_only_replay_unsupported"},
@@ -107,17 +116,20 @@ constexpr std::array<CapabilityRow, 29> kTable{{
      "There is nothing to validate against; refused permanently by design (discharge is the verification story).",
      "refuse:structure_only_validation_unsupported", "never", "tests/capture/capture_test.cpp (CaptureEntry)", "L7a",
      "structure_only_validation_unsupported"},
-    {"backward_grads", "Backward/gradient capture is refused in v1; any future support is an amendment, not implied here.",
+    {"backward_grads",
+     "Backward/gradient capture is refused in v1; any future support is an amendment, not implied here.",
      "refuse:structure_only_backward_unsupported", "S2 amendment", "tests/capture/capture_test.cpp (CaptureEntry)",
      "S2-amendment", "structure_only_backward_unsupported"},
-    {"episode_composition", "Episode capture composes with structure-only ONLY if a later amendment rules it; refused in v1.",
-     "refuse:structure_only_episode_unsupported", "S2 amendment", "reserved: no episode surface exists yet", "S2-amendment",
-     "structure_only_episode_unsupported"},
-    {"distributed",
-     "Distributed structure-only capture is out of scope; the distributed refusal contract governs.",
-     "out_of_scope:distributed-contract", "S2 amendment", "tests/capture/capture_test.cpp (CaptureEntry)", "S2-amendment", kNone},
-    {"fake_tensor_substrate", "Capturing a REAL model structure-only via a fake-tensor mode is a VERIFY item, not a capability.",
-     "verify:V1", "V1 verdict", "pending: V1 spike", "L7a", kNone},
+    {"episode_composition",
+     "Episode capture composes with structure-only ONLY if a later amendment rules it; refused in v1.",
+     "refuse:structure_only_episode_unsupported", "S2 amendment", "reserved: no episode surface exists yet",
+     "S2-amendment", "structure_only_episode_unsupported"},
+    {"distributed", "Distributed structure-only capture is out of scope; the distributed refusal contract governs.",
+     "out_of_scope:distributed-contract", "S2 amendment", "tests/capture/capture_test.cpp (CaptureEntry)",
+     "S2-amendment", kNone},
+    {"fake_tensor_substrate",
+     "Capturing a REAL model structure-only via a fake-tensor mode is a VERIFY item, not a capability.", "verify:V1",
+     "V1 verdict", "pending: V1 spike", "L7a", kNone},
     {"symbolic_shapes",
      "Symbolic/dynamic shapes remain refused at the variant gate; a range hypothesis is a VERIFY item.", "verify:V2",
      "V2 verdict", "tests/capture/capture_test.cpp (CaptureEntry.SymbolicShapesAreRefused)", "L7a", kNone},
@@ -153,11 +165,16 @@ Status Status::parse(std::string_view text) {
 
 std::string Status::to_string() const {
   switch (kind) {
-    case Kind::supported_structural: return "supported_structural";
-    case Kind::supported_hypothesis: return "supported_hypothesis";
-    case Kind::refuse: return "refuse:" + argument;
-    case Kind::verify: return "verify:" + argument;
-    case Kind::out_of_scope: return "out_of_scope:" + argument;
+    case Kind::supported_structural:
+      return "supported_structural";
+    case Kind::supported_hypothesis:
+      return "supported_hypothesis";
+    case Kind::refuse:
+      return "refuse:" + argument;
+    case Kind::verify:
+      return "verify:" + argument;
+    case Kind::out_of_scope:
+      return "out_of_scope:" + argument;
   }
   return {};
 }
@@ -181,9 +198,15 @@ const CapabilityRow& require_structure_only_capability(std::string_view key, std
   if (status.supported()) return row;
   std::string code;
   switch (status.kind) {
-    case Status::Kind::refuse: code = status.argument; break;
-    case Status::Kind::verify: code = "structure_only_unverified:" + status.argument; break;
-    default: code = "out_of_scope:" + status.argument; break;
+    case Status::Kind::refuse:
+      code = status.argument;
+      break;
+    case Status::Kind::verify:
+      code = "structure_only_unverified:" + status.argument;
+      break;
+    default:
+      code = "out_of_scope:" + status.argument;
+      break;
   }
   throw Refusal(code, "structure_only." + std::string(key),
                 fmt::format("{}{}{}", row.claim, context.empty() ? "" : " — ", context));
@@ -197,9 +220,11 @@ Status check_amendment(const Amendment& a) {
     throw_error(ErrorCode::invalid_argument, "capability.amend", fmt::format("row '{}': {}", a.key, why));
   };
   if (a.claim != row.claim) return refuse("an amendment may not change (or widen) the claim; write a new row");
-  if (a.owner != row.amend_owner) return refuse(fmt::format("owner '{}' is not the row's amend_owner '{}'", a.owner, row.amend_owner));
+  if (a.owner != row.amend_owner)
+    return refuse(fmt::format("owner '{}' is not the row's amend_owner '{}'", a.owner, row.amend_owner));
   if (row.flip_event == "never") return refuse("the row has no flip event: its status never changes");
-  if (a.flip_event != row.flip_event) return refuse(fmt::format("flip event '{}' is not the row's '{}'", a.flip_event, row.flip_event));
+  if (a.flip_event != row.flip_event)
+    return refuse(fmt::format("flip event '{}' is not the row's '{}'", a.flip_event, row.flip_event));
   if (a.evidence.empty()) return refuse("an amendment needs evidence");
   return Status::parse(a.new_status);
 }
@@ -208,20 +233,25 @@ std::string render_capabilities_markdown() {
   std::string out =
       "# Structure-only capture: capability contract\n\n"
       "Generated from `pact/capture/capabilities.cpp` (`pact capture --capabilities`); "
-      "`tests/capture/capture_test.cpp` (CaptureCapabilities.DocMirrorsTheTable) fails when this file and the table differ.\n\n"
-      "RULE: rows change STATUS only by amendment from their amend_owner at their flip_event, with evidence. No amendment "
+      "`tests/capture/capture_test.cpp` (CaptureCapabilities.DocMirrorsTheTable) fails when this file and the table "
+      "differ.\n\n"
+      "RULE: rows change STATUS only by amendment from their amend_owner at their flip_event, with evidence. No "
+      "amendment "
       "may widen a CLAIM; a bigger claim is a new row.\n\n"
-      "Status grammar (status_v1, closed): `supported_structural | supported_hypothesis | refuse:<code> | verify:<Vn> | "
+      "Status grammar (status_v1, closed): `supported_structural | supported_hypothesis | refuse:<code> | verify:<Vn> "
+      "| "
       "out_of_scope:<contract-ref>`.\n\n"
       "| key | claim | status_v1 | flip_event | evidence | amend_owner | refusal_code |\n"
       "|---|---|---|---|---|---|---|\n";
   for (const auto& r : kTable) {
-    out += fmt::format("| `{}` | {} | `{}` | {} | {} | {} | {} |\n", r.key, r.claim, r.status, r.flip_event, r.evidence,
-                       r.amend_owner, r.refusal_code == kNone ? std::string(kNone) : fmt::format("`{}`", r.refusal_code));
+    out +=
+        fmt::format("| `{}` | {} | `{}` | {} | {} | {} | {} |\n", r.key, r.claim, r.status, r.flip_event, r.evidence,
+                    r.amend_owner, r.refusal_code == kNone ? std::string(kNone) : fmt::format("`{}`", r.refusal_code));
   }
   out +=
       "\nRefusal codes outside the table: `structure_only_meta_outside_mode` (a meta tensor reaches the runtime while "
-      "structure-only is not in force), `structure_only_meta_failure` (the typed backstop for other failures under meta), "
+      "structure-only is not in force), `structure_only_meta_failure` (the typed backstop for other failures under "
+      "meta), "
       "`structure_only_marker_incoherent` (a loaded artifact whose marker contradicts its contents), "
       "`structure_only_refuted_row` (a consumer met a refuted hypothesis), `structure_only_graph_mismatch` (discharge "
       "against a capture of a different graph), `plan_check_unsupported` (callable or value-derived plan selectors).\n";

@@ -5,12 +5,12 @@
 /// (render_capabilities_markdown(); a lockstep test keeps them equal).
 
 #include <optional>
-#include "pact/core/source_location.hpp"
 #include <span>
 #include <string>
 #include <string_view>
 
 #include "pact/core/error.hpp"
+#include "pact/core/source_location.hpp"
 
 namespace pact::capture {
 
@@ -32,11 +32,11 @@ struct Status {
 struct CapabilityRow {
   std::string_view key;
   std::string_view claim;
-  std::string_view status;       ///< status_v1 text
-  std::string_view flip_event;   ///< when an amendment may change the status
-  std::string_view evidence;     ///< the test(s) that pin the row
-  std::string_view amend_owner;  ///< who may amend it
-  std::string_view refusal_code; ///< the typed code of a refuse row, "—" otherwise
+  std::string_view status;        ///< status_v1 text
+  std::string_view flip_event;    ///< when an amendment may change the status
+  std::string_view evidence;      ///< the test(s) that pin the row
+  std::string_view amend_owner;   ///< who may amend it
+  std::string_view refusal_code;  ///< the typed code of a refuse row, "—" otherwise
 };
 
 /// The table, in the seed's order.

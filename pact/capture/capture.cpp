@@ -16,9 +16,12 @@ using runtime::SourceKind;
 
 std::string_view row_state_name(RowState s) noexcept {
   switch (s) {
-    case RowState::hypothesis: return "hypothesis";
-    case RowState::corroborated: return "corroborated";
-    case RowState::refuted: return "refuted";
+    case RowState::hypothesis:
+      return "hypothesis";
+    case RowState::corroborated:
+      return "corroborated";
+    case RowState::refuted:
+      return "refuted";
   }
   return "hypothesis";
 }
@@ -27,9 +30,12 @@ namespace {
 
 std::string_view kind_name(SourceKind k) {
   switch (k) {
-    case SourceKind::input: return "input";
-    case SourceKind::parameter: return "parameter";
-    case SourceKind::buffer: return "buffer";
+    case SourceKind::input:
+      return "input";
+    case SourceKind::parameter:
+      return "parameter";
+    case SourceKind::buffer:
+      return "buffer";
   }
   return "input";
 }
@@ -42,14 +48,17 @@ SourceKind parse_kind(const std::string& s, std::string_view where) {
 }
 
 Json type_json(const ops::TensorType& t) {
-  return Json{{"dtype", std::string(dtype_name(t.dtype))}, {"shape", std::vector<std::int64_t>(t.shape.begin(), t.shape.end())}};
+  return Json{{"dtype", std::string(dtype_name(t.dtype))},
+              {"shape", std::vector<std::int64_t>(t.shape.begin(), t.shape.end())}};
 }
 
 ops::TensorType type_from_json(const Json& j) {
   return {parse_dtype(j.at("dtype").get<std::string>()), Dims(j.at("shape").get<std::vector<std::int64_t>>())};
 }
 
-std::int64_t bytes_of(const ops::TensorType& t) { return ops::numel(t.shape) * static_cast<std::int64_t>(dtype_size(t.dtype)); }
+std::int64_t bytes_of(const ops::TensorType& t) {
+  return ops::numel(t.shape) * static_cast<std::int64_t>(dtype_size(t.dtype));
+}
 
 std::string parent_module(std::string_view name) {
   const auto dot = name.rfind('.');
@@ -62,17 +71,19 @@ void entry_gate(const CaptureOptions& o) {
     // A real capture records structure and measured times; it offers none of these either.
     if (o.values || o.previews || o.nonfinite_halt || o.runnable_save || o.runnable_ready || o.replay || o.validate ||
         o.backward || o.episode || o.distributed || o.fake_tensor || o.symbolic_shapes) {
-      throw_error(ErrorCode::unsupported, "capture",
-                  "pact captures record structure (and, when real, measured times): values, previews, halts, runnable "
-                  "artifacts, replay, validation, backward, episodes, distributed, fake-tensor and symbolic captures are "
-                  "not offered");
+      throw_error(
+          ErrorCode::unsupported, "capture",
+          "pact captures record structure (and, when real, measured times): values, previews, halts, runnable "
+          "artifacts, replay, validation, backward, episodes, distributed, fake-tensor and symbolic captures are "
+          "not offered");
     }
     return;
   }
   if (o.values) require_structure_only_capability("value_payloads", "CaptureOptions::values");
   if (o.previews) require_structure_only_capability("previews", "CaptureOptions::previews");
   if (o.nonfinite_halt) require_structure_only_capability("nonfinite_predicates", "CaptureOptions::nonfinite_halt");
-  if (o.runnable_ready) require_structure_only_capability("runnable_ready_composition", "CaptureOptions::runnable_ready");
+  if (o.runnable_ready)
+    require_structure_only_capability("runnable_ready_composition", "CaptureOptions::runnable_ready");
   if (o.runnable_save) require_structure_only_capability("save_runnable", "CaptureOptions::runnable_save");
   if (o.replay) require_structure_only_capability("live_replay", "CaptureOptions::replay");
   if (o.validate) require_structure_only_capability("validation_entry", "CaptureOptions::validate");
@@ -82,7 +93,8 @@ void entry_gate(const CaptureOptions& o) {
   if (o.fake_tensor) require_structure_only_capability("fake_tensor_substrate", "CaptureOptions::fake_tensor");
   if (o.symbolic_shapes) require_structure_only_capability("symbolic_shapes", "CaptureOptions::symbolic_shapes");
   if (o.optimizer != "sgd" && o.optimizer != "sgd-momentum" && o.optimizer != "adam" && o.optimizer != "adamw") {
-    throw_error(ErrorCode::invalid_argument, "capture", fmt::format("unknown optimizer '{}' (sgd, sgd-momentum, adam, adamw)", o.optimizer));
+    throw_error(ErrorCode::invalid_argument, "capture",
+                fmt::format("unknown optimizer '{}' (sgd, sgd-momentum, adam, adamw)", o.optimizer));
   }
 }
 
@@ -111,8 +123,8 @@ class Recorder : public runtime::StructureObserver {
     last_ = std::chrono::steady_clock::now();
   }
 
-  void on_op(ops::OpTag op, std::span<const EagerTensor> inputs, const ops::Attributes& attrs, const EagerTensor& output,
-             std::string_view name, const std::string& module) override {
+  void on_op(ops::OpTag op, std::span<const EagerTensor> inputs, const ops::Attributes& attrs,
+             const EagerTensor& output, std::string_view name, const std::string& module) override {
     const auto now = std::chrono::steady_clock::now();
     CapturedOp rec;
     rec.op = op;
@@ -125,8 +137,9 @@ class Recorder : public runtime::StructureObserver {
     }
     rec.type = {output.dtype(), output.shape()};
     rec.flops = ops::estimate_flops(op, in_types, rec.type, attrs);
-    std::string base = !name.empty() ? std::string(name)
-                                     : (module.empty() ? std::string(ops::op_kind(op)) : module + "." + std::string(ops::op_kind(op)));
+    std::string base =
+        !name.empty() ? std::string(name)
+                      : (module.empty() ? std::string(ops::op_kind(op)) : module + "." + std::string(ops::op_kind(op)));
     rec.id = base;
     for (int i = 1; ids_.count(rec.id); ++i) rec.id = fmt::format("{}_{}", base, i);
     ids_.insert(rec.id);
@@ -154,8 +167,10 @@ class Recorder : public runtime::StructureObserver {
   void check_substrate(const EagerTensor& v, const std::string& name, SourceKind kind) {
     const bool meta = v.view().provider_name() == "meta";
     if (meta == structure_only_) {
-      if (meta) first_meta_ = first_meta_.empty() ? name : first_meta_;
-      else first_real_ = first_real_.empty() ? name : first_real_;
+      if (meta)
+        first_meta_ = first_meta_.empty() ? name : first_meta_;
+      else
+        first_real_ = first_real_.empty() ? name : first_real_;
       return;
     }
     if (structure_only_) require_structure_only_capability("substrate_uniformity");
@@ -181,13 +196,20 @@ class Recorder : public runtime::StructureObserver {
 Json graph_shape_json(const StructureCapture& c) {
   Json sources = Json::array();
   for (const auto& s : c.sources) {
-    sources.push_back(Json{{"name", s.name}, {"kind", std::string(kind_name(s.kind))}, {"type", type_json(s.type)},
-                           {"persistent", s.persistent}, {"tied", s.tied}, {"module", s.module}});
+    sources.push_back(Json{{"name", s.name},
+                           {"kind", std::string(kind_name(s.kind))},
+                           {"type", type_json(s.type)},
+                           {"persistent", s.persistent},
+                           {"tied", s.tied},
+                           {"module", s.module}});
   }
   Json ops_json = Json::array();
   for (const auto& o : c.ops) {
-    ops_json.push_back(Json{{"id", o.id}, {"op", std::string(ops::op_kind(o.op))}, {"inputs", o.inputs},
-                            {"attrs", ir::attributes_to_json(o.attrs)}, {"module", o.module}});
+    ops_json.push_back(Json{{"id", o.id},
+                            {"op", std::string(ops::op_kind(o.op))},
+                            {"inputs", o.inputs},
+                            {"attrs", ir::attributes_to_json(o.attrs)},
+                            {"module", o.module}});
   }
   return Json{{"sources", sources}, {"ops", ops_json}, {"outputs", c.outputs}};
 }
@@ -195,7 +217,8 @@ Json graph_shape_json(const StructureCapture& c) {
 std::string meta_content_digest(const StructureCapture& c) {
   Json hyp = Json::array();
   for (const auto& o : c.ops) hyp.push_back(type_json(o.type));
-  return digest_json(kMetaContentDomain, Json{{"graph_shape", c.graph_shape_digest}, {"hypotheses", hyp}, {"values", "absent"}});
+  return digest_json(kMetaContentDomain,
+                     Json{{"graph_shape", c.graph_shape_digest}, {"hypotheses", hyp}, {"values", "absent"}});
 }
 
 }  // namespace
@@ -255,7 +278,8 @@ StructureCapture capture(const ModelFn& model, const CaptureOptions& options) {
     // The typed backstop: a failure of the meta mechanism that no enumerated refusal names.
     throw Refusal(std::string(kBackstop), "capture", fmt::format("under meta: {}", e.what()));
   }
-  if (!options.structure_only) c.measured_total_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+  if (!options.structure_only)
+    c.measured_total_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
   for (const auto& o : outs) c.outputs.push_back(recorder.id_for(o));
   if (c.outputs.empty()) throw_error(ErrorCode::invalid_argument, "capture", "the model returned no outputs");
   c.graph_shape_digest = digest_json(kGraphShapeDomain, graph_shape_json(c));
@@ -272,8 +296,10 @@ StructureCapture capture(const ModelFn& model, const CaptureOptions& options) {
       values.push_back(to_hex(sha256(std::as_bytes(std::get<PreparedContiguousRead<double>>(p.value()).as_span()))));
     }
     c.content_domain = std::string(kValueContentDomain);
-    c.content_digest = digest_json(kValueContentDomain, Json{{"graph_shape", c.graph_shape_digest}, {"observed", observed},
-                                                             {"output_values_sha256", values}, {"seed", options.seed}});
+    c.content_digest = digest_json(kValueContentDomain, Json{{"graph_shape", c.graph_shape_digest},
+                                                             {"observed", observed},
+                                                             {"output_values_sha256", values},
+                                                             {"seed", options.seed}});
   }
   return c;
 }
@@ -354,8 +380,9 @@ void refuse_refuted(const StructureCapture& c, std::string_view consumer) {
     if (o.state() == RowState::refuted) {
       require_structure_only_capability("refuted_rows");
       throw Refusal(std::string(kRefutedRow), std::string(consumer),
-                    fmt::format("op '{}' was refuted by discharge (hypothesis {}{}, observed {}{})", o.id, dtype_name(o.type.dtype),
-                                o.type.shape.to_string(), dtype_name(o.observed()->dtype), o.observed()->shape.to_string()));
+                    fmt::format("op '{}' was refuted by discharge (hypothesis {}{}, observed {}{})", o.id,
+                                dtype_name(o.type.dtype), o.type.shape.to_string(), dtype_name(o.observed()->dtype),
+                                o.observed()->shape.to_string()));
     }
   }
 }
@@ -402,9 +429,12 @@ MemoryEstimate StructureCapture::memory(const std::string& optimizer) const {
     }
   }
   m.gradients = trainable;
-  if (optimizer == "adam" || optimizer == "adamw") m.optimizer_state = 2 * trainable;
-  else if (optimizer == "sgd-momentum") m.optimizer_state = trainable;
-  else if (optimizer != "sgd") throw_error(ErrorCode::invalid_argument, "capture.memory", fmt::format("unknown optimizer '{}'", optimizer));
+  if (optimizer == "adam" || optimizer == "adamw")
+    m.optimizer_state = 2 * trainable;
+  else if (optimizer == "sgd-momentum")
+    m.optimizer_state = trainable;
+  else if (optimizer != "sgd")
+    throw_error(ErrorCode::invalid_argument, "capture.memory", fmt::format("unknown optimizer '{}'", optimizer));
   return m;
 }
 
@@ -435,15 +465,17 @@ struct DischargeAuthority {
 DischargeReport discharge(StructureCapture& h, const StructureCapture& real) {
   require_structure_only_capability("discharge");
   if (!h.structure_only) {
-    throw_error(ErrorCode::invalid_argument, "capture.discharge", "only a structure-only capture holds hypotheses to discharge");
+    throw_error(ErrorCode::invalid_argument, "capture.discharge",
+                "only a structure-only capture holds hypotheses to discharge");
   }
   if (real.structure_only) {
-    throw_error(ErrorCode::invalid_argument, "capture.discharge", "discharge needs a real capture (values computed), not another structure-only one");
+    throw_error(ErrorCode::invalid_argument, "capture.discharge",
+                "discharge needs a real capture (values computed), not another structure-only one");
   }
   if (h.graph_shape_digest != real.graph_shape_digest || h.ops.size() != real.ops.size()) {
     throw Refusal(std::string(kGraphMismatch), "capture.discharge",
-                  fmt::format("graph-shape digests differ ({} vs {}): the real capture is of another graph", h.graph_shape_digest,
-                              real.graph_shape_digest));
+                  fmt::format("graph-shape digests differ ({} vs {}): the real capture is of another graph",
+                              h.graph_shape_digest, real.graph_shape_digest));
   }
   DischargeReport r;
   r.against = real.content_digest;
@@ -478,8 +510,10 @@ PlanCheckReport check_plan(const StructureCapture& c, const std::vector<PlanEntr
     const std::string kind = colon == std::string::npos ? "" : e.selector.substr(0, colon);
     const std::string arg = colon == std::string::npos ? "" : e.selector.substr(colon + 1);
     if (kind == "fn" || kind == "value") {
-      throw Refusal("plan_check_unsupported", "capture.check_plan",
-                    fmt::format("selector '{}': callables and value-derived selection cannot be resolved without values", e.selector));
+      throw Refusal(
+          "plan_check_unsupported", "capture.check_plan",
+          fmt::format("selector '{}': callables and value-derived selection cannot be resolved without values",
+                      e.selector));
     }
     if (kind != "node" && kind != "op" && kind != "module") {
       throw_error(ErrorCode::invalid_argument, "capture.check_plan",
@@ -499,7 +533,8 @@ PlanCheckReport check_plan(const StructureCapture& c, const std::vector<PlanEntr
       row.matched.push_back(o.id);
       if (!(o.type == e.declared)) {
         row.disagreements.push_back(fmt::format("{}: hypothesis {}{} vs declared {}{}", o.id, dtype_name(o.type.dtype),
-                                                o.type.shape.to_string(), dtype_name(e.declared.dtype), e.declared.shape.to_string()));
+                                                o.type.shape.to_string(), dtype_name(e.declared.dtype),
+                                                e.declared.shape.to_string()));
       }
     }
     if (e.multiplicity) row.multiplicity_ok = row.matched.size() == *e.multiplicity;
@@ -525,9 +560,13 @@ Json to_json(const StructureCapture& c) {
     j["flops"] = Json{{"estimated", o.flops}};
     j["measured_us"] = o.measured_us < 0 ? Json("unknown") : Json(o.measured_us);
   }
-  doc["digests"] = Json{{"graph_shape", c.graph_shape_digest}, {"content", c.content_digest}, {"content_domain", c.content_domain}};
+  doc["digests"] =
+      Json{{"graph_shape", c.graph_shape_digest}, {"content", c.content_digest}, {"content_domain", c.content_domain}};
   if (!c.discharged_against.empty()) doc["discharged_against"] = c.discharged_against;
-  doc["estimates"] = Json{{"label", "estimated"}, {"parameters", c.parameter_count()}, {"forward_flops", c.flops()}, {"forward_macs", c.macs()}};
+  doc["estimates"] = Json{{"label", "estimated"},
+                          {"parameters", c.parameter_count()},
+                          {"forward_flops", c.flops()},
+                          {"forward_macs", c.macs()}};
   doc["measured"] = Json{{"total_us", c.measured_total_us < 0 ? Json("unknown") : Json(c.measured_total_us)},
                          {"peak_bytes", "unknown"}};
   return doc;
@@ -562,11 +601,16 @@ StructureCapture load_capture(std::string_view text, std::string_view where) {
       o.op = ops::parse_op_kind(j.at("op").get<std::string>());
       o.inputs = j.at("inputs").get<std::vector<std::string>>();
       for (const auto& [k, v] : j.at("attrs").items()) {
-        if (v.is_boolean()) o.attrs.set(k, v.get<bool>());
-        else if (v.is_number_integer()) o.attrs.set(k, v.get<std::int64_t>());
-        else if (v.is_number()) o.attrs.set(k, v.get<double>());
-        else if (v.is_string()) o.attrs.set(k, v.get<std::string>());
-        else o.attrs.set(k, v.get<std::vector<std::int64_t>>());
+        if (v.is_boolean())
+          o.attrs.set(k, v.get<bool>());
+        else if (v.is_number_integer())
+          o.attrs.set(k, v.get<std::int64_t>());
+        else if (v.is_number())
+          o.attrs.set(k, v.get<double>());
+        else if (v.is_string())
+          o.attrs.set(k, v.get<std::string>());
+        else
+          o.attrs.set(k, v.get<std::vector<std::int64_t>>());
       }
       o.module = j.at("module").get<std::string>();
       o.type = type_from_json(j.at("type"));
@@ -574,7 +618,8 @@ StructureCapture load_capture(std::string_view text, std::string_view where) {
       const std::string status = j.at("status").get<std::string>();
       const Json& measured = j.at("measured_us");
       if (c.structure_only) {
-        if (!measured.is_string() || measured.get<std::string>() != "unknown") forged(fmt::format("op '{}' claims a measurement in a structure-only capture", o.id));
+        if (!measured.is_string() || measured.get<std::string>() != "unknown")
+          forged(fmt::format("op '{}' claims a measurement in a structure-only capture", o.id));
         if (status == "refuted" && j.contains("observed")) {
           DischargeAuthority::set(o, RowState::refuted, type_from_json(j["observed"]));
         } else if (status != "hypothesis" && status != "corroborated" && status != "refuted") {
@@ -602,8 +647,10 @@ StructureCapture load_capture(std::string_view text, std::string_view where) {
     } else if (c.content_domain != kValueContentDomain) {
       forged("a capture that claims real values carries a meta-domain content digest (values are not real)");
     }
-    if (digest_json(kGraphShapeDomain, graph_shape_json(c)) != c.graph_shape_digest) forged("the graph-shape digest does not match the contents");
-    if (c.structure_only && meta_content_digest(c) != c.content_digest) forged("the meta-domain content digest does not match the contents");
+    if (digest_json(kGraphShapeDomain, graph_shape_json(c)) != c.graph_shape_digest)
+      forged("the graph-shape digest does not match the contents");
+    if (c.structure_only && meta_content_digest(c) != c.content_digest)
+      forged("the meta-domain content digest does not match the contents");
     if (doc.contains("discharged_against")) c.discharged_against = doc["discharged_against"].get<std::string>();
     return c;
   } catch (const Error&) {
@@ -637,26 +684,30 @@ std::string render(const StructureCapture& c, const std::string& optimizer) {
   for (const auto& [path, n] : c.module_tree()) {
     const int depth = path.empty() ? 0 : static_cast<int>(std::count(path.begin(), path.end(), '.')) + 1;
     if (depth > 3) continue;
-    out += fmt::format("  {:<{}}{:<40} {:>12}\n", "", depth * 2, path.empty() ? "(model)" : path, human(static_cast<double>(n)));
+    out += fmt::format("  {:<{}}{:<40} {:>12}\n", "", depth * 2, path.empty() ? "(model)" : path,
+                       human(static_cast<double>(n)));
   }
-  out += fmt::format("\n{:<44} {:<24} {:<22} {:>14} {:>10}\n", "op", "kind", c.structure_only ? "shape (hypothesis)" : "shape",
-                     "FLOPs (est.)", "measured");
+  out += fmt::format("\n{:<44} {:<24} {:<22} {:>14} {:>10}\n", "op", "kind",
+                     c.structure_only ? "shape (hypothesis)" : "shape", "FLOPs (est.)", "measured");
   for (const auto& o : c.ops) {
     out += fmt::format("{:<44} {:<24} {:<22} {:>14} {:>10}\n", o.id, ops::op_kind(o.op),
-                       fmt::format("{}{}", dtype_name(o.type.dtype), o.type.shape.to_string()), human(static_cast<double>(o.flops)),
+                       fmt::format("{}{}", dtype_name(o.type.dtype), o.type.shape.to_string()),
+                       human(static_cast<double>(o.flops)),
                        o.measured_us < 0 ? std::string("unknown") : fmt::format("{:.1f} us", o.measured_us));
   }
   const MemoryEstimate m = c.memory(optimizer);
   out += fmt::format("\nparameters: {} ({} elements)   forward FLOPs (estimated): {}   MACs (estimated): {}\n",
-                     human(static_cast<double>(c.parameter_count())), c.parameter_count(), human(static_cast<double>(c.flops())),
-                     human(static_cast<double>(c.macs())));
-  out += fmt::format("memory (estimated, {}): parameters {}, buffers {}, activations peak {}, saved for backward {}, gradients {}, "
-                     "optimizer state {}, training total {}\n",
-                     optimizer, mib(m.parameters), mib(m.buffers), mib(m.activations_peak), mib(m.activations_saved), mib(m.gradients),
-                     mib(m.optimizer_state), mib(m.training_total()));
+                     human(static_cast<double>(c.parameter_count())), c.parameter_count(),
+                     human(static_cast<double>(c.flops())), human(static_cast<double>(c.macs())));
+  out += fmt::format(
+      "memory (estimated, {}): parameters {}, buffers {}, activations peak {}, saved for backward {}, gradients {}, "
+      "optimizer state {}, training total {}\n",
+      optimizer, mib(m.parameters), mib(m.buffers), mib(m.activations_peak), mib(m.activations_saved), mib(m.gradients),
+      mib(m.optimizer_state), mib(m.training_total()));
   out += fmt::format("measured: time {}, peak memory unknown\n",
                      c.measured_total_us < 0 ? std::string("unknown") : fmt::format("{:.1f} us", c.measured_total_us));
-  out += fmt::format("digests: graph-shape {}\n         content {} ({})\n", c.graph_shape_digest, c.content_digest, c.content_domain);
+  out += fmt::format("digests: graph-shape {}\n         content {} ({})\n", c.graph_shape_digest, c.content_digest,
+                     c.content_domain);
   return out;
 }
 
@@ -665,8 +716,13 @@ Json chrome_trace(const StructureCapture& c) {
   Json events = Json::array();
   double ts = 0;
   for (const auto& o : c.ops) {
-    events.push_back(Json{{"name", o.id}, {"cat", std::string(ops::op_kind(o.op))}, {"ph", "X"}, {"ts", ts}, {"dur", o.measured_us},
-                          {"pid", 1}, {"tid", 1}});
+    events.push_back(Json{{"name", o.id},
+                          {"cat", std::string(ops::op_kind(o.op))},
+                          {"ph", "X"},
+                          {"ts", ts},
+                          {"dur", o.measured_us},
+                          {"pid", 1},
+                          {"tid", 1}});
     ts += o.measured_us;
   }
   return Json{{"traceEvents", events}, {"displayTimeUnit", "ms"}};

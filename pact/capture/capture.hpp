@@ -55,7 +55,7 @@ struct CaptureOptions {
   bool backward = false;
   bool episode = false;
   bool distributed = false;
-  bool fake_tensor = false;         ///< capture a real model through a fake-tensor mode
+  bool fake_tensor = false;  ///< capture a real model through a fake-tensor mode
   bool symbolic_shapes = false;
 };
 
@@ -78,10 +78,10 @@ class CapturedOp {
   ops::OpTag op = ops::OpTag::add;
   std::vector<std::string> inputs;  ///< ids of sources or earlier ops
   ops::Attributes attrs;
-  std::string module;               ///< the module path of the op ("" at top level)
-  ops::TensorType type;             ///< hypothesis (structure-only) or observed (real)
-  std::int64_t flops = 0;           ///< estimated from the op table
-  double measured_us = -1;          ///< real captures: wall time of the op; structure-only: unknown (-1)
+  std::string module;       ///< the module path of the op ("" at top level)
+  ops::TensorType type;     ///< hypothesis (structure-only) or observed (real)
+  std::int64_t flops = 0;   ///< estimated from the op table
+  double measured_us = -1;  ///< real captures: wall time of the op; structure-only: unknown (-1)
 
   RowState state() const noexcept { return state_; }
   /// The real type a discharge observed (nullopt before discharge).

@@ -12,21 +12,26 @@ LlamaConfig llama_config(std::string_view name) {
   if (name == "7b") return {"7b", 32, 4096, 32, 32, 11008, 32000, 2048, 1, 1e-5};
   if (name == "13b") return {"13b", 40, 5120, 40, 40, 13824, 32000, 2048, 1, 1e-5};
   if (name == "tiny") return {"tiny", 2, 64, 4, 2, 172, 256, 32, 1, 1e-5};
-  throw_error(ErrorCode::invalid_argument, "llama", fmt::format("unknown configuration '{}' (known: 7b, 13b, tiny)", name));
+  throw_error(ErrorCode::invalid_argument, "llama",
+              fmt::format("unknown configuration '{}' (known: 7b, 13b, tiny)", name));
 }
 
 namespace {
 
-Attributes shape_attr(std::initializer_list<std::int64_t> shape) { return Attributes{{"shape", std::vector<std::int64_t>(shape)}}; }
+Attributes shape_attr(std::initializer_list<std::int64_t> shape) {
+  return Attributes{{"shape", std::vector<std::int64_t>(shape)}};
+}
 
 EagerTensor op(runtime::Session& s, OpTag tag, std::initializer_list<EagerTensor> in, const Attributes& attrs = {}) {
   return s.apply(tag, std::vector<EagerTensor>(in), attrs);
 }
 
-EagerTensor rms_norm(runtime::Session& s, Substrate& sub, const char* scope, const EagerTensor& x, const LlamaConfig& c) {
+EagerTensor rms_norm(runtime::Session& s, Substrate& sub, const char* scope, const EagerTensor& x,
+                     const LlamaConfig& c) {
   auto m = s.module(scope);
   EagerTensor w = s.parameter("weight", sub.filled(Dims{c.d_model}, 1.0));
-  return op(s, OpTag::rms_norm, {x, w}, Attributes{{"normalized_shape", std::vector<std::int64_t>{c.d_model}}, {"eps", c.norm_eps}});
+  return op(s, OpTag::rms_norm, {x, w},
+            Attributes{{"normalized_shape", std::vector<std::int64_t>{c.d_model}}, {"eps", c.norm_eps}});
 }
 
 // [B, KV, T, Dh] -> [B, KV * groups, T, Dh], each key/value head repeated for `groups` consecutive query heads.
@@ -44,7 +49,8 @@ EagerTensor repeat_kv(runtime::Session& s, const EagerTensor& x, const LlamaConf
 ModelFn llama_model(const LlamaConfig& c) {
   if (c.heads <= 0 || c.kv_heads <= 0 || c.heads % c.kv_heads != 0 || c.d_model % c.heads != 0) {
     throw_error(ErrorCode::invalid_argument, "llama",
-                fmt::format("heads {} must divide d_model {} and be a multiple of kv_heads {}", c.heads, c.d_model, c.kv_heads));
+                fmt::format("heads {} must divide d_model {} and be a multiple of kv_heads {}", c.heads, c.d_model,
+                            c.kv_heads));
   }
   return [c](runtime::Session& s, Substrate& sub) {
     const std::int64_t dh = c.d_model / c.heads, kv = c.kv_heads * dh;

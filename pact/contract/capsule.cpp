@@ -10,29 +10,40 @@ std::string_view trust_name(Trust t) noexcept { return t == Trust::checked ? "ch
 
 std::string_view numerical_policy_name(NumericalPolicy p) noexcept {
   switch (p) {
-    case NumericalPolicy::fixedLeft: return "fixedLeft";
-    case NumericalPolicy::implementationDefined: return "implementationDefined";
-    case NumericalPolicy::notApplicable: return "notApplicable";
+    case NumericalPolicy::fixedLeft:
+      return "fixedLeft";
+    case NumericalPolicy::implementationDefined:
+      return "implementationDefined";
+    case NumericalPolicy::notApplicable:
+      return "notApplicable";
   }
   return "?";
 }
 
 std::string_view evidence_kind_name(EvidenceKind k) noexcept {
   switch (k) {
-    case EvidenceKind::runtimeGuard: return "runtimeGuard";
-    case EvidenceKind::testSuite: return "testSuite";
-    case EvidenceKind::trustedBoundary: return "trustedBoundary";
-    case EvidenceKind::notApplicable: return "notApplicable";
+    case EvidenceKind::runtimeGuard:
+      return "runtimeGuard";
+    case EvidenceKind::testSuite:
+      return "testSuite";
+    case EvidenceKind::trustedBoundary:
+      return "trustedBoundary";
+    case EvidenceKind::notApplicable:
+      return "notApplicable";
   }
   return "?";
 }
 
 std::string_view obligation_name(Obligation o) noexcept {
   switch (o) {
-    case Obligation::shape: return "shape";
-    case Obligation::layout: return "layout";
-    case Obligation::forward_value: return "forward_value";
-    case Obligation::vjp: return "vjp";
+    case Obligation::shape:
+      return "shape";
+    case Obligation::layout:
+      return "layout";
+    case Obligation::forward_value:
+      return "forward_value";
+    case Obligation::vjp:
+      return "vjp";
   }
   return "?";
 }
@@ -60,19 +71,21 @@ Capsule capsule_for(const kernels::Handler& h, const ModuleRecipe& r) {
   c.forward = true;
   c.vjp = h.vjp != nullptr;
   c.descriptors = {
-      ContractDescriptor{Obligation::shape, fmt::format("output type = {} shape rule", info.kind),
+      ContractDescriptor{Obligation::shape,
+                         fmt::format("output type = {} shape rule", info.kind),
                          {EvidenceKind::runtimeGuard, "kernel.shape_rule"}},
-      ContractDescriptor{Obligation::layout, "inputs read through checked prepared access; output contiguous",
+      ContractDescriptor{Obligation::layout,
+                         "inputs read through checked prepared access; output contiguous",
                          {EvidenceKind::runtimeGuard, "kernel.prepared_layout"}},
-      ContractDescriptor{Obligation::forward_value, fmt::format("forward value of {} within the op's tolerance", info.kind),
-                         r.forward},
-      c.vjp ? ContractDescriptor{Obligation::vjp, fmt::format("VJP of {} within the op's VJP tolerance", info.kind), r.vjp}
+      ContractDescriptor{Obligation::forward_value,
+                         fmt::format("forward value of {} within the op's tolerance", info.kind), r.forward},
+      c.vjp ? ContractDescriptor{Obligation::vjp, fmt::format("VJP of {} within the op's VJP tolerance", info.kind),
+                                 r.vjp}
             : ContractDescriptor{Obligation::vjp, "no VJP", {EvidenceKind::notApplicable, ""}},
   };
   c.numerical_policy = r.policy;
   // The symbol as the symbol table names it (tests check it with nm).
-  c.provenance = {std::string(h.source_file),
-                  fmt::format("pact::kernels::cpu::{}::{}_forward", h.provider, info.kind)};
+  c.provenance = {std::string(h.source_file), fmt::format("pact::kernels::cpu::{}::{}_forward", h.provider, info.kind)};
   return c;
 }
 
@@ -90,42 +103,47 @@ CapsuleModule module_from(std::span<const kernels::Handler> handlers, const Modu
 }  // namespace
 
 const CapsuleModule& reference_module() {
-  static const CapsuleModule m = module_from(
-      kernels::reference_handlers(),
-      {"reference", Trust::checked, NumericalPolicy::fixedLeft,
-       {EvidenceKind::testSuite, "OpSweep.ReferenceIsBitwiseDeterministic"},
-       {EvidenceKind::testSuite, "OpSweep.ReferenceGradientsMatchFiniteDifferences"}},
-      false, false);
+  static const CapsuleModule m =
+      module_from(kernels::reference_handlers(),
+                  {"reference",
+                   Trust::checked,
+                   NumericalPolicy::fixedLeft,
+                   {EvidenceKind::testSuite, "OpSweep.ReferenceIsBitwiseDeterministic"},
+                   {EvidenceKind::testSuite, "OpSweep.ReferenceGradientsMatchFiniteDifferences"}},
+                  false, false);
   return m;
 }
 
 const CapsuleModule& native_module() {
-  static const CapsuleModule m =
-      module_from(kernels::native_handlers(),
-                  {"native", Trust::checked, NumericalPolicy::implementationDefined,
-                   {EvidenceKind::testSuite, "Providers.NativeMatchesReference"},
-                   {EvidenceKind::testSuite, "Providers.NativeMatchesReference"}},
-                  false, true);
+  static const CapsuleModule m = module_from(kernels::native_handlers(),
+                                             {"native",
+                                              Trust::checked,
+                                              NumericalPolicy::implementationDefined,
+                                              {EvidenceKind::testSuite, "Providers.NativeMatchesReference"},
+                                              {EvidenceKind::testSuite, "Providers.NativeMatchesReference"}},
+                                             false, true);
   return m;
 }
 
 const CapsuleModule& attention_module() {
-  static const CapsuleModule m =
-      module_from(kernels::native_handlers(),
-                  {"attention", Trust::checked, NumericalPolicy::implementationDefined,
-                   {EvidenceKind::testSuite, "Providers.NativeMatchesReference"},
-                   {EvidenceKind::testSuite, "Providers.NativeMatchesReference"}},
-                  true, false);
+  static const CapsuleModule m = module_from(kernels::native_handlers(),
+                                             {"attention",
+                                              Trust::checked,
+                                              NumericalPolicy::implementationDefined,
+                                              {EvidenceKind::testSuite, "Providers.NativeMatchesReference"},
+                                              {EvidenceKind::testSuite, "Providers.NativeMatchesReference"}},
+                                             true, false);
   return m;
 }
 
 const CapsuleModule& blas_module() {
-  static const CapsuleModule m =
-      module_from(kernels::blas_handlers(),
-                  {"blas", Trust::trustedExternal, NumericalPolicy::implementationDefined,
-                   {EvidenceKind::trustedBoundary, "openblas.cblas_sgemm"},
-                   {EvidenceKind::trustedBoundary, "openblas.cblas_sgemm"}},
-                  false, false);
+  static const CapsuleModule m = module_from(kernels::blas_handlers(),
+                                             {"blas",
+                                              Trust::trustedExternal,
+                                              NumericalPolicy::implementationDefined,
+                                              {EvidenceKind::trustedBoundary, "openblas.cblas_sgemm"},
+                                              {EvidenceKind::trustedBoundary, "openblas.cblas_sgemm"}},
+                                             false, false);
   return m;
 }
 
@@ -162,17 +180,19 @@ const CapsuleModule& cuda_module() {
 // LibTorch capsules (the optional -DPACT_WITH_LIBTORCH=ON build; empty otherwise): forward only, a
 // trusted external boundary, admitted only under an external assurance policy (cpu-external).
 const CapsuleModule& libtorch_module() {
-  static const CapsuleModule m =
-      module_from(kernels::libtorch_handlers(),
-                  {"libtorch", Trust::trustedExternal, NumericalPolicy::implementationDefined,
-                   {EvidenceKind::trustedBoundary, "libtorch.aten"},
-                   {EvidenceKind::notApplicable, ""}},
-                  false, false);
+  static const CapsuleModule m = module_from(kernels::libtorch_handlers(),
+                                             {"libtorch",
+                                              Trust::trustedExternal,
+                                              NumericalPolicy::implementationDefined,
+                                              {EvidenceKind::trustedBoundary, "libtorch.aten"},
+                                              {EvidenceKind::notApplicable, ""}},
+                                             false, false);
   return m;
 }
 
 std::vector<const CapsuleModule*> maintained_modules() {
-  return {&reference_module(), &native_module(), &attention_module(), &blas_module(), &cuda_module(), &libtorch_module()};
+  return {&reference_module(), &native_module(), &attention_module(),
+          &blas_module(),      &cuda_module(),   &libtorch_module()};
 }
 
 }  // namespace pact::contract

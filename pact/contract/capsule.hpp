@@ -46,7 +46,7 @@ struct Provenance {
 };
 
 struct Capsule {
-  std::string name;      ///< unique within a planning registry, e.g. "native.matmul"
+  std::string name;  ///< unique within a planning registry, e.g. "native.matmul"
   ops::OpTag op;
   std::string provider;  ///< "reference", "native", "blas", "cuda", "libtorch"
   DeviceKind device;

@@ -8,14 +8,18 @@
 
 namespace pact::contract {
 
-std::string_view assurance_policy_name(AssurancePolicy p) noexcept { return p == AssurancePolicy::checked ? "checked" : "external"; }
+std::string_view assurance_policy_name(AssurancePolicy p) noexcept {
+  return p == AssurancePolicy::checked ? "checked" : "external";
+}
 
 bool admits(AssurancePolicy policy, EvidenceKind kind) noexcept {
   if (kind == EvidenceKind::trustedBoundary) return policy == AssurancePolicy::external;
   return true;
 }
 
-std::vector<std::string> builtin_profile_names() { return {"cpu-checked", "cpu-external", "cuda-checked", "cuda-external"}; }
+std::vector<std::string> builtin_profile_names() {
+  return {"cpu-checked", "cpu-external", "cuda-checked", "cuda-external"};
+}
 
 BackendProfile builtin_profile(std::string_view name) {
   BackendProfile p;
@@ -26,20 +30,25 @@ BackendProfile builtin_profile(std::string_view name) {
     p.providers = {"native", "reference"};
     p.modules = {&reference_module(), &native_module(), &attention_module()};
   } else if (name == "cpu-external") {
-    p.policy = {DeviceKind::cpu, {"blas", "libtorch", "native", "reference"}, AssurancePolicy::external, VjpMode::forward_only};
+    p.policy = {
+        DeviceKind::cpu, {"blas", "libtorch", "native", "reference"}, AssurancePolicy::external, VjpMode::forward_only};
     p.devices = {DeviceKind::cpu};
     p.providers = {"blas", "libtorch", "native", "reference"};
     p.modules = {&reference_module(), &native_module(), &attention_module(), &blas_module(), &libtorch_module()};
   } else if (name == "cuda-checked" || name == "cuda-external") {
     const bool external = name == "cuda-external";
-    p.policy = {DeviceKind::cuda, {"cuda"}, external ? AssurancePolicy::external : AssurancePolicy::checked, VjpMode::forward_only};
+    p.policy = {DeviceKind::cuda,
+                {"cuda"},
+                external ? AssurancePolicy::external : AssurancePolicy::checked,
+                VjpMode::forward_only};
     p.devices = {DeviceKind::cuda};
     p.providers = {"cuda"};
     p.modules = {&cuda_module()};
     if (external) p.modules.push_back(&libtorch_module());
   } else {
-    throw_error(ErrorCode::invalid_argument, "profile",
-                fmt::format("unknown profile '{}' (known: cpu-checked, cpu-external, cuda-checked, cuda-external)", name));
+    throw_error(
+        ErrorCode::invalid_argument, "profile",
+        fmt::format("unknown profile '{}' (known: cpu-checked, cpu-external, cuda-checked, cuda-external)", name));
   }
   return p;
 }
@@ -64,22 +73,27 @@ const std::vector<std::string>& declared_trusted_boundaries() {
 
 EvidenceStatus DefaultEvidenceResolver::resolve(const Capsule&, const ContractDescriptor& d) const {
   const Evidence& e = d.evidence;
-  auto contains = [](const std::vector<std::string>& v, const std::string& x) { return std::find(v.begin(), v.end(), x) != v.end(); };
+  auto contains = [](const std::vector<std::string>& v, const std::string& x) {
+    return std::find(v.begin(), v.end(), x) != v.end();
+  };
   switch (e.kind) {
     case EvidenceKind::notApplicable:
       return {true, ""};
     case EvidenceKind::runtimeGuard:
       if (e.id.rfind("cuda.", 0) == 0) {
-        if (cuda_provider()->name() == "cuda-stub") return {false, "no CUDA device: the cuda-stub never satisfies CUDA evidence"};
+        if (cuda_provider()->name() == "cuda-stub")
+          return {false, "no CUDA device: the cuda-stub never satisfies CUDA evidence"};
         return {true, ""};
       }
       if (kernels::find_guard(e.id) == nullptr) return {false, fmt::format("no guard '{}' is registered", e.id)};
       return {true, ""};
     case EvidenceKind::testSuite:
-      if (!contains(declared_test_suites(), e.id)) return {false, fmt::format("test suite '{}' is not one Pact ships", e.id)};
+      if (!contains(declared_test_suites(), e.id))
+        return {false, fmt::format("test suite '{}' is not one Pact ships", e.id)};
       return {true, ""};
     case EvidenceKind::trustedBoundary:
-      if (!contains(declared_trusted_boundaries(), e.id)) return {false, fmt::format("unknown trusted boundary '{}'", e.id)};
+      if (!contains(declared_trusted_boundaries(), e.id))
+        return {false, fmt::format("unknown trusted boundary '{}'", e.id)};
       return {true, ""};
   }
   return {false, "unknown evidence kind"};
@@ -98,11 +112,14 @@ void check_kernel(const std::string& node, ops::OpTag op, const Capsule& capsule
   const KernelPolicy& policy = profile.policy;
   // Identity and support: reported under the shape obligation with the capsule's own shape evidence.
   std::vector<std::string> problems;
-  if (capsule.op != op) problems.push_back(fmt::format("capsule is for '{}', node is '{}'", ops::op_kind(capsule.op), ops::op_kind(op)));
+  if (capsule.op != op)
+    problems.push_back(fmt::format("capsule is for '{}', node is '{}'", ops::op_kind(capsule.op), ops::op_kind(op)));
   if (!capsule.forward) problems.push_back("capsule has no forward support");
-  if (policy.vjp_mode == VjpMode::with_vjp && !capsule.vjp) problems.push_back("the run needs a VJP the capsule does not support");
+  if (policy.vjp_mode == VjpMode::with_vjp && !capsule.vjp)
+    problems.push_back("the run needs a VJP the capsule does not support");
   if (capsule.device != policy.device) {
-    problems.push_back(fmt::format("capsule device {} differs from the policy's {}", device_name(capsule.device), device_name(policy.device)));
+    problems.push_back(fmt::format("capsule device {} differs from the policy's {}", device_name(capsule.device),
+                                   device_name(policy.device)));
   }
   if (std::find(profile.providers.begin(), profile.providers.end(), capsule.provider) == profile.providers.end()) {
     problems.push_back(fmt::format("provider '{}' is not available in profile {}", capsule.provider, profile.name));
@@ -113,9 +130,11 @@ void check_kernel(const std::string& node, ops::OpTag op, const Capsule& capsule
   if (!problems.empty()) {
     std::string reason;
     for (const auto& p : problems) reason += (reason.empty() ? "" : "; ") + p;
-    out.push_back({node, capsule.name, Obligation::shape, capsule.descriptors[0].evidence, false, "policy gate: " + reason});
+    out.push_back(
+        {node, capsule.name, Obligation::shape, capsule.descriptors[0].evidence, false, "policy gate: " + reason});
   }
-  static constexpr Obligation kOrder[] = {Obligation::shape, Obligation::layout, Obligation::forward_value, Obligation::vjp};
+  static constexpr Obligation kOrder[] = {Obligation::shape, Obligation::layout, Obligation::forward_value,
+                                          Obligation::vjp};
   for (std::size_t i = 0; i < 4; ++i) {
     const ContractDescriptor& d = capsule.descriptors[i];
     ObligationReport r{node, capsule.name, kOrder[i], d.evidence, false, ""};
@@ -123,8 +142,9 @@ void check_kernel(const std::string& node, ops::OpTag op, const Capsule& capsule
       r.reason = fmt::format("contract misaligned: descriptor {} is filed under '{}', expected '{}'", i,
                              obligation_name(d.obligation), obligation_name(kOrder[i]));
     } else if (!admits(policy.assurance, d.evidence.kind)) {
-      r.reason = fmt::format("{} evidence '{}' is not admitted by the {} assurance policy", evidence_kind_name(d.evidence.kind),
-                             d.evidence.id, assurance_policy_name(policy.assurance));
+      r.reason =
+          fmt::format("{} evidence '{}' is not admitted by the {} assurance policy",
+                      evidence_kind_name(d.evidence.kind), d.evidence.id, assurance_policy_name(policy.assurance));
     } else {
       auto s = resolver.resolve(capsule, d);
       r.accepted = s.resolved;
@@ -143,8 +163,9 @@ const Capsule* select_capsule(const BackendProfile& profile, ops::OpTag op, VjpM
   for (const auto* m : profile.modules) {
     for (const auto& c : m->capsules) {
       if (c.op != op) continue;
-      const bool available = std::find(profile.devices.begin(), profile.devices.end(), c.device) != profile.devices.end() &&
-                             std::find(profile.providers.begin(), profile.providers.end(), c.provider) != profile.providers.end();
+      const bool available =
+          std::find(profile.devices.begin(), profile.devices.end(), c.device) != profile.devices.end() &&
+          std::find(profile.providers.begin(), profile.providers.end(), c.provider) != profile.providers.end();
       if (!available || !c.forward || (vjp_mode == VjpMode::with_vjp && !c.vjp)) continue;
       if (best == nullptr || rank(c.provider) < rank(best->provider)) best = &c;
     }
@@ -155,9 +176,9 @@ const Capsule* select_capsule(const BackendProfile& profile, ops::OpTag op, VjpM
 BoundKernel bind(const Capsule& capsule, const kernels::Handler& handler) {
   if (capsule.op != handler.op || capsule.provider != handler.provider || capsule.device != handler.device) {
     throw_error(ErrorCode::provider_mismatch, "bind",
-                fmt::format("capsule {} ({}, {}, {}) cannot bind handler ({}, {}, {})", capsule.name, ops::op_kind(capsule.op),
-                            capsule.provider, device_name(capsule.device), ops::op_kind(handler.op), handler.provider,
-                            device_name(handler.device)));
+                fmt::format("capsule {} ({}, {}, {}) cannot bind handler ({}, {}, {})", capsule.name,
+                            ops::op_kind(capsule.op), capsule.provider, device_name(capsule.device),
+                            ops::op_kind(handler.op), handler.provider, device_name(handler.device)));
   }
   return {&capsule, &handler};
 }
@@ -170,7 +191,8 @@ BoundKernel bind(const Capsule& capsule) {
     }
   }
   throw_error(ErrorCode::unsupported, "bind",
-              fmt::format("no {} handler for {} on {}", capsule.provider, ops::op_kind(capsule.op), device_name(capsule.device)));
+              fmt::format("no {} handler for {} on {}", capsule.provider, ops::op_kind(capsule.op),
+                          device_name(capsule.device)));
 }
 
 void require_certificate_applies(const NumericalCertificate& certificate, const Capsule& capsule,
@@ -179,7 +201,8 @@ void require_certificate_applies(const NumericalCertificate& certificate, const 
     throw_error(ErrorCode::invalid_argument, "certificate",
                 fmt::format("certificate for {} offered for {}", ops::op_kind(certificate.op), capsule.name));
   }
-  if (certificate.inputs != inputs) throw_error(ErrorCode::invalid_argument, "certificate", "certificate input types differ");
+  if (certificate.inputs != inputs)
+    throw_error(ErrorCode::invalid_argument, "certificate", "certificate input types differ");
   if (certificate.policy != capsule.numerical_policy) {
     throw_error(ErrorCode::invalid_argument, "certificate",
                 fmt::format("a {} certificate is not evidence for {} ({}): the accumulation order differs",

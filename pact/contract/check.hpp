@@ -75,12 +75,12 @@ const std::vector<std::string>& declared_trusted_boundaries();
 
 /// One obligation's verdict in an audit.
 struct ObligationReport {
-  std::string node;       ///< graph node id ("" outside a plan)
+  std::string node;  ///< graph node id ("" outside a plan)
   std::string capsule;
   Obligation obligation;
   Evidence evidence;
   bool accepted = false;
-  std::string reason;     ///< why it failed ("" when accepted)
+  std::string reason;  ///< why it failed ("" when accepted)
 };
 
 /// The result of the contract check over a set of obligations.

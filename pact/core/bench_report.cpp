@@ -26,19 +26,27 @@ void BenchReport::add_ratio(const BenchRatio& r) {
   const BenchCase& den = find(r.denominator);
   const double value = num.value / den.value;
   std::string verdict = r.baseline_forced || !std::isfinite(value) ? "invalid" : value <= r.goal_max ? "pass" : "fail";
-  ratios_.push_back(Json{{"name", r.name},           {"numerator", r.numerator}, {"denominator", r.denominator},
-                         {"value", value},           {"goal_max", r.goal_max},   {"baseline_forced", r.baseline_forced},
+  ratios_.push_back(Json{{"name", r.name},
+                         {"numerator", r.numerator},
+                         {"denominator", r.denominator},
+                         {"value", value},
+                         {"goal_max", r.goal_max},
+                         {"baseline_forced", r.baseline_forced},
                          {"verdict", verdict}});
 }
 
 Json BenchReport::to_json() const {
   Json cases = Json::array();
   for (const auto& c : cases_) {
-    cases.push_back(Json{{"name", c.name},   {"contender", c.contender}, {"metric", c.metric},
-                         {"unit", c.unit},   {"value", c.value},         {"repetitions", c.repetitions}});
+    cases.push_back(Json{{"name", c.name},
+                         {"contender", c.contender},
+                         {"metric", c.metric},
+                         {"unit", c.unit},
+                         {"value", c.value},
+                         {"repetitions", c.repetitions}});
   }
-  return Json{{"schema", "pact.bench.v1"}, {"benchmark", benchmark_}, {"command", command_},
-              {"environment", bench_environment()}, {"cases", cases}, {"ratios", ratios_}};
+  return Json{{"schema", "pact.bench.v1"},          {"benchmark", benchmark_}, {"command", command_},
+              {"environment", bench_environment()}, {"cases", cases},          {"ratios", ratios_}};
 }
 
 Json bench_environment() {
@@ -103,7 +111,8 @@ void validate_bench_report(const Json& report) {
     require(ratios[i], p, "baseline_forced", Json::value_t::boolean);
     auto verdict = require(ratios[i], p, "verdict", Json::value_t::string).get<std::string>();
     if (verdict != "pass" && verdict != "fail" && verdict != "invalid") fail(p + ".verdict", "not pass|fail|invalid");
-    if (ratios[i]["baseline_forced"].get<bool>() && verdict != "invalid") fail(p + ".verdict", "forced baseline must be invalid");
+    if (ratios[i]["baseline_forced"].get<bool>() && verdict != "invalid")
+      fail(p + ".verdict", "forced baseline must be invalid");
   }
 }
 

@@ -10,9 +10,10 @@ namespace pact::core {
 
 namespace {
 [[noreturn]] void conflict(const char* operation, const BorrowState& s, const char* wanted) {
-  throw_error(ErrorCode::borrow_conflict, operation,
-              fmt::format("{} borrow requested while {} shared, {} exclusive, {} split and {} reborrowed views are live",
-                          wanted, s.shared, s.exclusive, s.split, s.reborrow));
+  throw_error(
+      ErrorCode::borrow_conflict, operation,
+      fmt::format("{} borrow requested while {} shared, {} exclusive, {} split and {} reborrowed views are live",
+                  wanted, s.shared, s.exclusive, s.split, s.reborrow));
 }
 }  // namespace
 
@@ -90,10 +91,18 @@ void require_unfrozen(const char* operation, const BorrowState* state) {
 void BorrowToken::release() noexcept {
   if (state_ == nullptr) return;
   switch (kind_) {
-    case BorrowKind::shared: --state_->shared; break;
-    case BorrowKind::exclusive: --state_->exclusive; break;
-    case BorrowKind::split_child: --state_->split; break;
-    case BorrowKind::reborrow: --state_->reborrow; break;
+    case BorrowKind::shared:
+      --state_->shared;
+      break;
+    case BorrowKind::exclusive:
+      --state_->exclusive;
+      break;
+    case BorrowKind::split_child:
+      --state_->split;
+      break;
+    case BorrowKind::reborrow:
+      --state_->reborrow;
+      break;
   }
   state_ = nullptr;
 }

@@ -13,7 +13,7 @@ namespace pact {
 std::size_t dtype_size(DType dtype) noexcept {
   switch (dtype) {
 #define PACT_DTYPE_SIZE(name, wire, type, size) \
-  case DType::name:                       \
+  case DType::name:                             \
     return size;
     PACT_DTYPES(PACT_DTYPE_SIZE)
 #undef PACT_DTYPE_SIZE
@@ -24,7 +24,7 @@ std::size_t dtype_size(DType dtype) noexcept {
 std::size_t dtype_alignment(DType dtype) noexcept {
   switch (dtype) {
 #define PACT_DTYPE_ALIGN(name, wire, type, size) \
-  case DType::name:                        \
+  case DType::name:                              \
     return alignof(type);
     PACT_DTYPES(PACT_DTYPE_ALIGN)
 #undef PACT_DTYPE_ALIGN
@@ -37,7 +37,7 @@ std::string_view dtype_name(DType dtype) noexcept {
 #define PACT_DTYPE_NAME(name, wire, type, size) \
   case DType::name:                             \
     return wire;
-      PACT_DTYPES(PACT_DTYPE_NAME)
+    PACT_DTYPES(PACT_DTYPE_NAME)
 #undef PACT_DTYPE_NAME
   }
   return "unknown";
@@ -62,15 +62,13 @@ BFloat16 to_bf16(float value) noexcept {
   return BFloat16{static_cast<std::uint16_t>((bits + rounding) >> 16)};
 }
 
-float from_bf16(BFloat16 value) noexcept {
-  return std::bit_cast<float>(static_cast<std::uint32_t>(value.bits) << 16);
-}
+float from_bf16(BFloat16 value) noexcept { return std::bit_cast<float>(static_cast<std::uint32_t>(value.bits) << 16); }
 
 Half to_f16(float value) noexcept {
   auto x = std::bit_cast<std::uint32_t>(value);
   std::uint32_t sign = (x >> 16) & 0x8000u;
   std::uint32_t abs = x & 0x7fffffffu;
-  if (abs > 0x7f800000u) return Half{static_cast<std::uint16_t>(sign | 0x7e00u)};  // NaN
+  if (abs > 0x7f800000u) return Half{static_cast<std::uint16_t>(sign | 0x7e00u)};   // NaN
   if (abs >= 0x47800000u) return Half{static_cast<std::uint16_t>(sign | 0x7c00u)};  // >= 65536: inf
   if (abs < 0x38800000u) {
     // Result is subnormal (or zero): value = m * 2^-24, round to nearest even.
@@ -108,15 +106,48 @@ namespace {
 // Reads any real dtype as long double: exact for every f32/f64/f16/bf16 and for i64 on x86-64.
 long double load_real(DType dtype, const std::byte* src) {
   switch (dtype) {
-    case DType::f32: { float v; std::memcpy(&v, src, 4); return v; }
-    case DType::f64: { double v; std::memcpy(&v, src, 8); return v; }
-    case DType::bf16: { BFloat16 v; std::memcpy(&v, src, 2); return from_bf16(v); }
-    case DType::f16: { Half v; std::memcpy(&v, src, 2); return from_f16(v); }
-    case DType::i64: { std::int64_t v; std::memcpy(&v, src, 8); return static_cast<long double>(v); }
-    case DType::i32: { std::int32_t v; std::memcpy(&v, src, 4); return v; }
-    case DType::u8: { std::uint8_t v; std::memcpy(&v, src, 1); return v; }
-    case DType::boolean: { std::uint8_t v; std::memcpy(&v, src, 1); return v != 0 ? 1 : 0; }
-    case DType::c64: break;
+    case DType::f32: {
+      float v;
+      std::memcpy(&v, src, 4);
+      return v;
+    }
+    case DType::f64: {
+      double v;
+      std::memcpy(&v, src, 8);
+      return v;
+    }
+    case DType::bf16: {
+      BFloat16 v;
+      std::memcpy(&v, src, 2);
+      return from_bf16(v);
+    }
+    case DType::f16: {
+      Half v;
+      std::memcpy(&v, src, 2);
+      return from_f16(v);
+    }
+    case DType::i64: {
+      std::int64_t v;
+      std::memcpy(&v, src, 8);
+      return static_cast<long double>(v);
+    }
+    case DType::i32: {
+      std::int32_t v;
+      std::memcpy(&v, src, 4);
+      return v;
+    }
+    case DType::u8: {
+      std::uint8_t v;
+      std::memcpy(&v, src, 1);
+      return v;
+    }
+    case DType::boolean: {
+      std::uint8_t v;
+      std::memcpy(&v, src, 1);
+      return v != 0 ? 1 : 0;
+    }
+    case DType::c64:
+      break;
   }
   throw_error(ErrorCode::unsupported, "dtype.convert", "c64 has no real value");
 }
@@ -131,15 +162,48 @@ I saturate(long double v) {
 
 void store_real(DType dtype, long double v, std::byte* dst) {
   switch (dtype) {
-    case DType::f32: { float x = static_cast<float>(v); std::memcpy(dst, &x, 4); return; }
-    case DType::f64: { double x = static_cast<double>(v); std::memcpy(dst, &x, 8); return; }
-    case DType::bf16: { BFloat16 x = to_bf16(static_cast<float>(static_cast<double>(v))); std::memcpy(dst, &x, 2); return; }
-    case DType::f16: { Half x = to_f16(static_cast<float>(static_cast<double>(v))); std::memcpy(dst, &x, 2); return; }
-    case DType::i64: { auto x = saturate<std::int64_t>(v); std::memcpy(dst, &x, 8); return; }
-    case DType::i32: { auto x = saturate<std::int32_t>(v); std::memcpy(dst, &x, 4); return; }
-    case DType::u8: { auto x = saturate<std::uint8_t>(v); std::memcpy(dst, &x, 1); return; }
-    case DType::boolean: { std::uint8_t x = (v != 0) ? 1 : 0; std::memcpy(dst, &x, 1); return; }
-    case DType::c64: break;
+    case DType::f32: {
+      float x = static_cast<float>(v);
+      std::memcpy(dst, &x, 4);
+      return;
+    }
+    case DType::f64: {
+      double x = static_cast<double>(v);
+      std::memcpy(dst, &x, 8);
+      return;
+    }
+    case DType::bf16: {
+      BFloat16 x = to_bf16(static_cast<float>(static_cast<double>(v)));
+      std::memcpy(dst, &x, 2);
+      return;
+    }
+    case DType::f16: {
+      Half x = to_f16(static_cast<float>(static_cast<double>(v)));
+      std::memcpy(dst, &x, 2);
+      return;
+    }
+    case DType::i64: {
+      auto x = saturate<std::int64_t>(v);
+      std::memcpy(dst, &x, 8);
+      return;
+    }
+    case DType::i32: {
+      auto x = saturate<std::int32_t>(v);
+      std::memcpy(dst, &x, 4);
+      return;
+    }
+    case DType::u8: {
+      auto x = saturate<std::uint8_t>(v);
+      std::memcpy(dst, &x, 1);
+      return;
+    }
+    case DType::boolean: {
+      std::uint8_t x = (v != 0) ? 1 : 0;
+      std::memcpy(dst, &x, 1);
+      return;
+    }
+    case DType::c64:
+      break;
   }
   throw_error(ErrorCode::unsupported, "dtype.convert", "c64 has no real value");
 }
@@ -150,8 +214,8 @@ void convert_element(DType from, const std::byte* src, DType to, std::byte* dst)
   if (from == DType::c64 || to == DType::c64) {
     if (from != to) {
       throw_error(ErrorCode::unsupported, "dtype.convert",
-                  std::string("no conversion ") + std::string(dtype_name(from)) + " -> " +
-                      std::string(dtype_name(to)) + "; reinterpret c64 as f32 pairs instead");
+                  std::string("no conversion ") + std::string(dtype_name(from)) + " -> " + std::string(dtype_name(to)) +
+                      "; reinterpret c64 as f32 pairs instead");
     }
     std::memcpy(dst, src, 8);
     return;

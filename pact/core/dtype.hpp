@@ -11,15 +11,15 @@ namespace pact {
 
 // Note [DType list]
 // Declared once: name, C++ storage type, size in bytes. The wire name is the first column.
-#define PACT_DTYPES(X)                         \
-  X(f32, "f32", float, 4)                      \
-  X(f64, "f64", double, 8)                     \
-  X(bf16, "bf16", ::pact::BFloat16, 2)         \
-  X(f16, "f16", ::pact::Half, 2)               \
-  X(c64, "c64", std::complex<float>, 8)        \
-  X(i64, "i64", std::int64_t, 8)               \
-  X(i32, "i32", std::int32_t, 4)               \
-  X(u8, "u8", std::uint8_t, 1)                 \
+#define PACT_DTYPES(X)                  \
+  X(f32, "f32", float, 4)               \
+  X(f64, "f64", double, 8)              \
+  X(bf16, "bf16", ::pact::BFloat16, 2)  \
+  X(f16, "f16", ::pact::Half, 2)        \
+  X(c64, "c64", std::complex<float>, 8) \
+  X(i64, "i64", std::int64_t, 8)        \
+  X(i32, "i32", std::int32_t, 4)        \
+  X(u8, "u8", std::uint8_t, 1)          \
   X(boolean, "bool", bool, 1)
 
 /// bfloat16 storage: the upper 16 bits of an IEEE f32. Conversion rounds to nearest even.
@@ -56,7 +56,7 @@ bool is_floating(DType dtype) noexcept;
 /// The DType of a C++ element type.
 template <class T>
 struct dtype_of;
-#define PACT_DTYPE_OF(name, wire, type, size)                       \
+#define PACT_DTYPE_OF(name, wire, type, size)                   \
   template <>                                                   \
   struct dtype_of<type> {                                       \
     static constexpr DType value = DType::name;                 \

@@ -20,23 +20,20 @@ std::string render(ErrorCode code, const std::string& op, const std::string& det
                    const std::optional<SpanIdentity>& span) {
   std::string text = fmt::format("[{}] {}: {}", op, error_code_name(code), detail);
   if (span) {
-    text += fmt::format(" (allocation {} bytes [{}, {}))", span->allocation_id, span->byte_begin,
-                        span->byte_end);
+    text += fmt::format(" (allocation {} bytes [{}, {}))", span->allocation_id, span->byte_begin, span->byte_end);
   }
   return text;
 }
 }  // namespace
 
-Error::Error(ErrorCode code, std::string operation, std::string detail,
-             std::optional<SpanIdentity> span)
+Error::Error(ErrorCode code, std::string operation, std::string detail, std::optional<SpanIdentity> span)
     : std::runtime_error(render(code, operation, detail, span)),
       code_(code),
       operation_(std::move(operation)),
       detail_(std::move(detail)),
       span_(span) {}
 
-void throw_error(ErrorCode code, std::string operation, std::string detail,
-                 std::optional<SpanIdentity> span) {
+void throw_error(ErrorCode code, std::string operation, std::string detail, std::optional<SpanIdentity> span) {
   throw Error(code, std::move(operation), std::move(detail), span);
 }
 

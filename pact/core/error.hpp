@@ -12,33 +12,33 @@ namespace pact {
 // Note [Stable error codes]
 // Each code's string is part of the public contract (CLI output, JSON diagnostics, tests). Append new
 // codes; never rename or reuse one. The list is declared once here.
-#define PACT_ERROR_CODES(X)                                                                  \
-  X(invalid_argument)          /* a caller-supplied value is malformed */                    \
-  X(layout_overflow)           /* shape/stride/offset arithmetic overflows */                \
-  X(out_of_span)               /* a descriptor reaches outside its root-bound span */        \
-  X(misaligned)                /* an element address violates the dtype's alignment */       \
-  X(dtype_mismatch)            /* the dtype does not match what the operation needs */       \
-  X(provider_mismatch)         /* descriptor placement and storage provider disagree */      \
-  X(not_injective)             /* a write layout maps two elements to one address */         \
-  X(rank_exceeded)             /* more dimensions than kMaxRank */                           \
-  X(index_out_of_range)        /* a checked element index is out of bounds */                \
-  X(no_host_bytes)             /* meta storage has geometry only */                          \
-  X(not_host_accessible)       /* device storage offers no host access */                     \
-  X(unsupported)               /* a provider or dtype cannot offer the requested mode */     \
-  X(invalid_slot)              /* a descriptor or allocation slot does not exist */          \
-  X(foreign_slot)              /* a slot made by another group */                            \
-  X(empty_slot)                /* a vacated slot */                                          \
-  X(aliased_allocation)        /* extraction while other descriptors share the allocation */ \
-  X(overlap)                   /* requested mutable views overlap */                         \
-  X(not_provably_disjoint)     /* byte envelopes overlap; disjointness cannot be proven */   \
-  X(borrow_conflict)           /* shared/exclusive borrow rule violated */                   \
-  X(reinterpret_invalid)       /* a reinterpretation's byte/shape rule fails */              \
-  X(allocation_failed)         /* the provider could not allocate */                         \
-  X(parse_error)               /* malformed serialized input */                              \
-  X(non_finite)                /* NaN or infinity where only finite values are allowed */    \
-  X(io_error)                  /* a file could not be read or written */                     \
-  X(no_device)                 /* no device of the requested kind is present */             \
-  X(poisoned)                  /* a provider context after launch or cleanup uncertainty */
+#define PACT_ERROR_CODES(X)                                                              \
+  X(invalid_argument)      /* a caller-supplied value is malformed */                    \
+  X(layout_overflow)       /* shape/stride/offset arithmetic overflows */                \
+  X(out_of_span)           /* a descriptor reaches outside its root-bound span */        \
+  X(misaligned)            /* an element address violates the dtype's alignment */       \
+  X(dtype_mismatch)        /* the dtype does not match what the operation needs */       \
+  X(provider_mismatch)     /* descriptor placement and storage provider disagree */      \
+  X(not_injective)         /* a write layout maps two elements to one address */         \
+  X(rank_exceeded)         /* more dimensions than kMaxRank */                           \
+  X(index_out_of_range)    /* a checked element index is out of bounds */                \
+  X(no_host_bytes)         /* meta storage has geometry only */                          \
+  X(not_host_accessible)   /* device storage offers no host access */                    \
+  X(unsupported)           /* a provider or dtype cannot offer the requested mode */     \
+  X(invalid_slot)          /* a descriptor or allocation slot does not exist */          \
+  X(foreign_slot)          /* a slot made by another group */                            \
+  X(empty_slot)            /* a vacated slot */                                          \
+  X(aliased_allocation)    /* extraction while other descriptors share the allocation */ \
+  X(overlap)               /* requested mutable views overlap */                         \
+  X(not_provably_disjoint) /* byte envelopes overlap; disjointness cannot be proven */   \
+  X(borrow_conflict)       /* shared/exclusive borrow rule violated */                   \
+  X(reinterpret_invalid)   /* a reinterpretation's byte/shape rule fails */              \
+  X(allocation_failed)     /* the provider could not allocate */                         \
+  X(parse_error)           /* malformed serialized input */                              \
+  X(non_finite)            /* NaN or infinity where only finite values are allowed */    \
+  X(io_error)              /* a file could not be read or written */                     \
+  X(no_device)             /* no device of the requested kind is present */              \
+  X(poisoned)              /* a provider context after launch or cleanup uncertainty */
 
 enum class ErrorCode : std::uint16_t {
 #define PACT_ERROR_ENUM(name) name,
@@ -61,8 +61,7 @@ struct SpanIdentity {
 /// "[operation] code: detail (allocation A bytes [b, e))".
 class Error : public std::runtime_error {
  public:
-  Error(ErrorCode code, std::string operation, std::string detail,
-        std::optional<SpanIdentity> span = std::nullopt);
+  Error(ErrorCode code, std::string operation, std::string detail, std::optional<SpanIdentity> span = std::nullopt);
 
   /// The stable code.
   ErrorCode code() const noexcept { return code_; }
@@ -86,7 +85,7 @@ class Error : public std::runtime_error {
 }  // namespace pact
 
 /// Front-door check: throws pact::Error with the code and a "[op]" tag when `cond` is false.
-#define PACT_CHECK(cond, code, op, detail)                      \
-  do {                                                          \
+#define PACT_CHECK(cond, code, op, detail)                                     \
+  do {                                                                         \
     if (!(cond)) ::pact::throw_error(::pact::ErrorCode::code, (op), (detail)); \
   } while (false)

@@ -27,7 +27,8 @@ std::string read_file(const std::string& path, std::string_view operation) {
   if (size < 0) throw_error(ErrorCode::io_error, std::string(operation), fmt::format("cannot size '{}'", path));
   std::string text(static_cast<std::size_t>(size), '\0');
   if (size > 0 && !in.read(text.data(), size)) {
-    throw_error(ErrorCode::io_error, std::string(operation), fmt::format("cannot read all {} bytes of '{}'", size, path));
+    throw_error(ErrorCode::io_error, std::string(operation),
+                fmt::format("cannot read all {} bytes of '{}'", size, path));
   }
   return text;
 }
@@ -48,7 +49,9 @@ void write_file_atomic(const std::string& path, std::span<const std::byte> bytes
                        const std::function<void()>& before_rename) {
   const std::string tmp = path + ".tmp";
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw_error(ErrorCode::io_error, std::string(operation), fmt::format("cannot create '{}': {}", tmp, std::strerror(errno)));
+  if (fd < 0)
+    throw_error(ErrorCode::io_error, std::string(operation),
+                fmt::format("cannot create '{}': {}", tmp, std::strerror(errno)));
   std::size_t written = 0;
   while (written < bytes.size()) {
     const ssize_t k = ::write(fd, bytes.data() + written, bytes.size() - written);
@@ -57,7 +60,8 @@ void write_file_atomic(const std::string& path, std::span<const std::byte> bytes
       const int err = errno;
       ::close(fd);
       ::unlink(tmp.c_str());
-      throw_error(ErrorCode::io_error, std::string(operation), fmt::format("writing '{}': {}", tmp, std::strerror(err)));
+      throw_error(ErrorCode::io_error, std::string(operation),
+                  fmt::format("writing '{}': {}", tmp, std::strerror(err)));
     }
     written += static_cast<std::size_t>(k);
   }
@@ -69,7 +73,8 @@ void write_file_atomic(const std::string& path, std::span<const std::byte> bytes
   if (::rename(tmp.c_str(), path.c_str()) != 0) {
     const int err = errno;
     ::unlink(tmp.c_str());
-    throw_error(ErrorCode::io_error, std::string(operation), fmt::format("renaming to '{}': {}", path, std::strerror(err)));
+    throw_error(ErrorCode::io_error, std::string(operation),
+                fmt::format("renaming to '{}': {}", path, std::strerror(err)));
   }
   const std::string dir = std::filesystem::path(path).parent_path().string();
   const int dfd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);

@@ -13,8 +13,8 @@ std::atomic<std::uint64_t> g_next_group{0};
 }
 
 std::size_t AllocationGroup::live_allocations() const noexcept {
-  return static_cast<std::size_t>(
-      std::count_if(inner_->allocations.begin(), inner_->allocations.end(), [](const auto& a) { return a.has_value(); }));
+  return static_cast<std::size_t>(std::count_if(inner_->allocations.begin(), inner_->allocations.end(),
+                                                [](const auto& a) { return a.has_value(); }));
 }
 
 Expected<AllocationGroup, GroupConstructionFailure> AllocationGroup::make(std::vector<Storage> owners,
@@ -64,8 +64,9 @@ void AllocationGroup::require_unborrowed(const char* operation) const {
 
 const AllocationGroup::Record& AllocationGroup::resolve(const char* operation, DescriptorSlot slot) const {
   if (slot.group != inner_->id) {
-    throw_error(ErrorCode::foreign_slot, operation,
-                fmt::format("descriptor slot {} belongs to group {}, not group {}", slot.index, slot.group, inner_->id));
+    throw_error(
+        ErrorCode::foreign_slot, operation,
+        fmt::format("descriptor slot {} belongs to group {}, not group {}", slot.index, slot.group, inner_->id));
   }
   if (slot.index >= inner_->descriptors.size()) {
     throw_error(ErrorCode::invalid_slot, operation,
@@ -126,7 +127,8 @@ std::vector<TensorViewMut> AllocationGroup::split_mut(std::span<const Descriptor
   for (std::size_t i : order) records[i] = &resolve(op, slots[i]);
   for (std::size_t i : order) {
     if (!records[i]->layout.is_injective()) {
-      throw_error(ErrorCode::not_injective, op, fmt::format("descriptor slot {} is not provably injective", slots[i].index),
+      throw_error(ErrorCode::not_injective, op,
+                  fmt::format("descriptor slot {} is not provably injective", slots[i].index),
                   inner_->allocations[records[i]->allocation]->claim_->identity());
     }
   }
@@ -141,8 +143,8 @@ std::vector<TensorViewMut> AllocationGroup::split_mut(std::span<const Descriptor
         throw_error(ErrorCode::overlap, op, fmt::format("descriptor slot {} requested twice", slots[i].index));
       }
       if (a.allocation != b.allocation || a.layout.numel() == 0 || b.layout.numel() == 0) continue;
-      const bool intersect = a.layout.envelope_begin() < b.layout.envelope_end() &&
-                             b.layout.envelope_begin() < a.layout.envelope_end();
+      const bool intersect =
+          a.layout.envelope_begin() < b.layout.envelope_end() && b.layout.envelope_begin() < a.layout.envelope_end();
       if (!intersect) continue;
       const auto& claim = *inner_->allocations[a.allocation]->claim_;
       const SpanIdentity span{claim.root->diagnostics().id,

@@ -121,7 +121,9 @@ void Sha256::update(std::span<const std::byte> bytes) {
   EVP_DigestUpdate(static_cast<EVP_MD_CTX*>(ctx_), bytes.data(), bytes.size());
 }
 
-void Sha256::update(std::string_view text) { EVP_DigestUpdate(static_cast<EVP_MD_CTX*>(ctx_), text.data(), text.size()); }
+void Sha256::update(std::string_view text) {
+  EVP_DigestUpdate(static_cast<EVP_MD_CTX*>(ctx_), text.data(), text.size());
+}
 
 std::array<std::uint8_t, 32> Sha256::finish() {
   std::array<std::uint8_t, 32> digest{};

@@ -9,7 +9,8 @@
 
 namespace pact {
 
-Dims::Dims(std::initializer_list<std::int64_t> values) : Dims(std::span<const std::int64_t>(values.begin(), values.size())) {}
+Dims::Dims(std::initializer_list<std::int64_t> values)
+    : Dims(std::span<const std::int64_t>(values.begin(), values.size())) {}
 
 Dims::Dims(std::span<const std::int64_t> values) {
   if (values.size() > static_cast<std::size_t>(kMaxRank)) {
@@ -130,8 +131,8 @@ CheckedLayout check_layout(const char* operation, const LayoutRequest& request, 
     throw_error(code, operation, fmt::format("{}: {}", describe(request), why), span);
   };
   if (request.shape.size() != request.strides.size()) {
-    fail(ErrorCode::invalid_argument, fmt::format("shape has {} dimensions, strides {}", request.shape.size(),
-                                                  request.strides.size()));
+    fail(ErrorCode::invalid_argument,
+         fmt::format("shape has {} dimensions, strides {}", request.shape.size(), request.strides.size()));
   }
   const auto elem = static_cast<std::int64_t>(dtype_size(request.dtype));
   bool empty = false;
@@ -174,15 +175,15 @@ CheckedLayout check_layout(const char* operation, const LayoutRequest& request, 
     auto end = last ? core::checked_add(*last, elem) : std::nullopt;
     if (!begin || !end) fail(ErrorCode::layout_overflow, "byte range overflows");
     if (*begin < 0 || static_cast<std::uint64_t>(*end) > bounds.claim_bytes) {
-      fail(ErrorCode::out_of_span, fmt::format("reaches bytes [{}, {}) of a {}-byte claim", *begin, *end,
-                                               bounds.claim_bytes));
+      fail(ErrorCode::out_of_span,
+           fmt::format("reaches bytes [{}, {}) of a {}-byte claim", *begin, *end, bounds.claim_bytes));
     }
     layout.envelope_begin_ = static_cast<std::uint64_t>(*begin);
     layout.envelope_end_ = static_cast<std::uint64_t>(*end);
   } else {
     if (request.byte_offset < 0 || static_cast<std::uint64_t>(request.byte_offset) > bounds.claim_bytes) {
-      fail(ErrorCode::out_of_span, fmt::format("offset {} outside a {}-byte claim", request.byte_offset,
-                                               bounds.claim_bytes));
+      fail(ErrorCode::out_of_span,
+           fmt::format("offset {} outside a {}-byte claim", request.byte_offset, bounds.claim_bytes));
     }
     layout.envelope_begin_ = layout.envelope_end_ = static_cast<std::uint64_t>(request.byte_offset);
   }
@@ -193,8 +194,9 @@ CheckedLayout check_layout(const char* operation, const LayoutRequest& request, 
   const auto align = dtype_alignment(request.dtype);
   if (bounds.root_alignment % align != 0 ||
       (bounds.claim_begin + static_cast<std::uint64_t>(request.byte_offset)) % align != 0) {
-    fail(ErrorCode::misaligned, fmt::format("element [0...] at root byte {} is not {}-byte aligned",
-                                            bounds.claim_begin + static_cast<std::uint64_t>(request.byte_offset), align));
+    fail(ErrorCode::misaligned,
+         fmt::format("element [0...] at root byte {} is not {}-byte aligned",
+                     bounds.claim_begin + static_cast<std::uint64_t>(request.byte_offset), align));
   }
 
   const Dims expect = contiguous_strides(request.shape);

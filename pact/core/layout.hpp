@@ -64,15 +64,15 @@ struct LayoutRequest {
 /// What a descriptor is checked against: the exact root-bound span of its claim.
 struct SpanBounds {
   std::uint64_t allocation_id = 0;
-  std::uint64_t claim_begin = 0;  ///< byte offset of the claim within its root
-  std::uint64_t claim_bytes = 0;  ///< byte length of the claim
+  std::uint64_t claim_begin = 0;     ///< byte offset of the claim within its root
+  std::uint64_t claim_bytes = 0;     ///< byte length of the claim
   std::uint64_t root_alignment = 1;  ///< alignment guaranteed for the root's first byte
 };
 
 /// Traversal plan for a strided layout: dimensions merged where they are contiguous with their
 /// neighbour and extent-1 dimensions dropped, so next() carries as rarely as possible.
 struct StridedPlan {
-  int rank = 0;                                ///< number of plan dimensions (>= 1 unless empty)
+  int rank = 0;                                 ///< number of plan dimensions (>= 1 unless empty)
   std::array<std::int64_t, kMaxRank> extent{};  ///< plan extents, outermost first
   std::array<std::int64_t, kMaxRank> stride{};  ///< element strides
   std::array<std::int64_t, kMaxRank> wrap{};    ///< extent * stride, subtracted on carry

@@ -13,18 +13,24 @@ std::atomic<std::uint64_t> g_copies{0};
 
 std::string_view copy_reason_name(CopyReason reason) noexcept {
   switch (reason) {
-    case CopyReason::ExplicitDuplicate: return "ExplicitDuplicate";
-    case CopyReason::Transfer: return "Transfer";
+    case CopyReason::ExplicitDuplicate:
+      return "ExplicitDuplicate";
+    case CopyReason::Transfer:
+      return "Transfer";
   }
   return "unknown";
 }
 
 std::string_view allocation_reason_name(AllocationReason reason) noexcept {
   switch (reason) {
-    case AllocationReason::OperationOutput: return "OperationOutput";
-    case AllocationReason::CheckpointRecomputeOutput: return "CheckpointRecomputeOutput";
-    case AllocationReason::ExplicitDuplicateDestination: return "ExplicitDuplicateDestination";
-    case AllocationReason::TransferDestination: return "TransferDestination";
+    case AllocationReason::OperationOutput:
+      return "OperationOutput";
+    case AllocationReason::CheckpointRecomputeOutput:
+      return "CheckpointRecomputeOutput";
+    case AllocationReason::ExplicitDuplicateDestination:
+      return "ExplicitDuplicateDestination";
+    case AllocationReason::TransferDestination:
+      return "TransferDestination";
   }
   return "unknown";
 }

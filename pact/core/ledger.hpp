@@ -15,8 +15,8 @@ enum class CopyReason : std::uint8_t { ExplicitDuplicate, Transfer };
 
 /// Why a physical allocation was made.
 enum class AllocationReason : std::uint8_t {
-  OperationOutput,             ///< a fresh op result, including factory ops (empty, zeros, from values)
-  CheckpointRecomputeOutput,   ///< recomputation under checkpointing
+  OperationOutput,            ///< a fresh op result, including factory ops (empty, zeros, from values)
+  CheckpointRecomputeOutput,  ///< recomputation under checkpointing
   ExplicitDuplicateDestination,
   TransferDestination,
 };

@@ -13,9 +13,12 @@ namespace pact {
 
 std::string_view device_name(DeviceKind device) noexcept {
   switch (device) {
-    case DeviceKind::cpu: return "cpu";
-    case DeviceKind::meta: return "meta";
-    case DeviceKind::cuda: return "cuda";
+    case DeviceKind::cpu:
+      return "cpu";
+    case DeviceKind::meta:
+      return "meta";
+    case DeviceKind::cuda:
+      return "cuda";
   }
   return "unknown";
 }
@@ -187,7 +190,8 @@ class FakeProvider final : public HostBackedProvider {
 }  // namespace
 
 void Provider::fail_next_attachments(int) {
-  throw_error(ErrorCode::unsupported, "provider.fail_next_attachments", fmt::format("{} takes no injected failures", name()));
+  throw_error(ErrorCode::unsupported, "provider.fail_next_attachments",
+              fmt::format("{} takes no injected failures", name()));
 }
 
 std::shared_ptr<Provider> cpu_provider() {

@@ -22,18 +22,18 @@ std::string_view device_name(DeviceKind device) noexcept;
 struct ProviderAllocation {
   std::uint64_t handle = 0;
   std::uint64_t bytes = 0;
-  void* opaque = nullptr;  ///< provider-private state; never read outside the provider
+  void* opaque = nullptr;      ///< provider-private state; never read outside the provider
   std::uint64_t capacity = 0;  ///< provider-private: bytes actually reserved
 };
 
 /// Counters a provider keeps of the work it was asked to do. Tests use them to show that provider
 /// work is per preparation, never per element.
 struct ProviderCounters {
-  std::atomic<std::uint64_t> validations{0};      ///< descriptor checks against this provider
-  std::atomic<std::uint64_t> mappings{0};         ///< host mappings (prepare_host*)
-  std::atomic<std::uint64_t> synchronizations{0}; ///< waits before host access
-  std::atomic<std::uint64_t> dispatches{0};       ///< device bindings dispatched
-  std::atomic<std::uint64_t> attachments{0};      ///< prepared bindings attached (bind)
+  std::atomic<std::uint64_t> validations{0};       ///< descriptor checks against this provider
+  std::atomic<std::uint64_t> mappings{0};          ///< host mappings (prepare_host*)
+  std::atomic<std::uint64_t> synchronizations{0};  ///< waits before host access
+  std::atomic<std::uint64_t> dispatches{0};        ///< device bindings dispatched
+  std::atomic<std::uint64_t> attachments{0};       ///< prepared bindings attached (bind)
   std::atomic<std::uint64_t> allocations{0};
   std::atomic<std::uint64_t> deallocations{0};
 };

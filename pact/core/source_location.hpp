@@ -17,7 +17,8 @@ using SourceLocation = std::source_location;
 #else
 class SourceLocation {
  public:
-  static constexpr SourceLocation current(const char* file = __builtin_FILE(), std::uint_least32_t line = __builtin_LINE()) noexcept {
+  static constexpr SourceLocation current(const char* file = __builtin_FILE(),
+                                          std::uint_least32_t line = __builtin_LINE()) noexcept {
     SourceLocation s;
     s.file_ = file;
     s.line_ = line;

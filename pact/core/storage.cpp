@@ -43,15 +43,16 @@ Expected<std::pair<Storage, Storage>, Returned<Storage>> Storage::split(Storage&
   if (owner.empty() || at > owner.byte_size()) {
     auto span = owner.empty() ? SpanIdentity{} : owner.span_identity();
     std::uint64_t size = owner.empty() ? 0 : owner.byte_size();
-    return Unexpected(Returned<Storage>{
-        std::move(owner), Error(ErrorCode::invalid_argument, "storage.split",
-                                fmt::format("split at byte {} of a {}-byte claim", at, size), span)});
+    return Unexpected(
+        Returned<Storage>{std::move(owner), Error(ErrorCode::invalid_argument, "storage.split",
+                                                  fmt::format("split at byte {} of a {}-byte claim", at, size), span)});
   }
   if (owner.claim_->borrows.shared + owner.claim_->borrows.exclusive + owner.claim_->borrows.split +
-          owner.claim_->borrows.reborrow != 0) {
+          owner.claim_->borrows.reborrow !=
+      0) {
     auto span = owner.span_identity();
-    return Unexpected(Returned<Storage>{std::move(owner), Error(ErrorCode::borrow_conflict, "storage.split",
-                                                                "the claim has live views", span)});
+    return Unexpected(Returned<Storage>{
+        std::move(owner), Error(ErrorCode::borrow_conflict, "storage.split", "the claim has live views", span)});
   }
   auto tail = std::make_unique<core::Claim>();
   tail->root = owner.claim_->root;

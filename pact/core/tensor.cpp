@@ -51,10 +51,10 @@ namespace {
 void copy_elements(const core::Claim& src_claim, const CheckedLayout& src, const core::Claim& dst_claim,
                    const CheckedLayout& dst) {
   if (src.numel() == 0) return;
-  const std::byte* s = src_claim.root->provider().unsafe_copy_base(src_claim.root->allocation()) + src_claim.begin +
-                       src.byte_offset();
-  std::byte* d = dst_claim.root->provider().unsafe_copy_base(dst_claim.root->allocation()) + dst_claim.begin +
-                 dst.byte_offset();
+  const std::byte* s =
+      src_claim.root->provider().unsafe_copy_base(src_claim.root->allocation()) + src_claim.begin + src.byte_offset();
+  std::byte* d =
+      dst_claim.root->provider().unsafe_copy_base(dst_claim.root->allocation()) + dst_claim.begin + dst.byte_offset();
   const auto elem = static_cast<std::int64_t>(dtype_size(src.dtype()));
   if (src.is_contiguous() && dst.is_contiguous()) {
     std::memmove(d, s, static_cast<std::size_t>(src.numel() * elem));
@@ -136,9 +136,10 @@ void write_scalar(DType dtype, double value, std::byte* dst) {
 std::int64_t checked_index_offset(const char* operation, const CheckedLayout& layout, const Dims& index,
                                   const core::Claim& claim) {
   if (index.size() != layout.rank()) {
-    throw_error(ErrorCode::index_out_of_range, operation,
-                fmt::format("index {} has {} entries for a rank-{} view", index.to_string(), index.size(), layout.rank()),
-                claim.identity());
+    throw_error(
+        ErrorCode::index_out_of_range, operation,
+        fmt::format("index {} has {} entries for a rank-{} view", index.to_string(), index.size(), layout.rank()),
+        claim.identity());
   }
   std::int64_t offset = 0;
   for (int d = 0; d < index.size(); ++d) {
@@ -159,7 +160,8 @@ std::byte* map_claim(const char* operation, const core::Claim& claim) {
   }
   if (!provider.host_accessible()) {
     throw_error(ErrorCode::not_host_accessible, operation,
-                fmt::format("{} storage is not host-accessible; transfer it to cpu", provider.name()), claim.identity());
+                fmt::format("{} storage is not host-accessible; transfer it to cpu", provider.name()),
+                claim.identity());
   }
   std::byte* root = provider.map_host(claim.root->allocation());
   provider.synchronize(claim.root->allocation());
@@ -208,11 +210,29 @@ Scalar TensorView::get(const Dims& index) const {
       s.imag = c.imag();
       return s;
     }
-    case DType::i64: std::memcpy(&s.integer, p, 8); break;
-    case DType::i32: { std::int32_t v; std::memcpy(&v, p, 4); s.integer = v; break; }
-    case DType::u8: { std::uint8_t v; std::memcpy(&v, p, 1); s.integer = v; break; }
-    case DType::boolean: { std::uint8_t v; std::memcpy(&v, p, 1); s.integer = v != 0; break; }
-    default: break;
+    case DType::i64:
+      std::memcpy(&s.integer, p, 8);
+      break;
+    case DType::i32: {
+      std::int32_t v;
+      std::memcpy(&v, p, 4);
+      s.integer = v;
+      break;
+    }
+    case DType::u8: {
+      std::uint8_t v;
+      std::memcpy(&v, p, 1);
+      s.integer = v;
+      break;
+    }
+    case DType::boolean: {
+      std::uint8_t v;
+      std::memcpy(&v, p, 1);
+      s.integer = v != 0;
+      break;
+    }
+    default:
+      break;
   }
   convert_element(s.dtype, p, DType::f64, reinterpret_cast<std::byte*>(&s.real));
   return s;
@@ -253,12 +273,17 @@ TensorView TensorView::transpose(int a, int b) const {
 TensorView TensorView::reshape(const Dims& shape) const {
   constexpr const char* op = "tensor.reshape";
   std::optional<std::int64_t> count = 1;
-  for (int d = 0; d < shape.size() && count; ++d) count = shape[d] < 0 ? std::nullopt : core::checked_mul(*count, shape[d]);
+  for (int d = 0; d < shape.size() && count; ++d)
+    count = shape[d] < 0 ? std::nullopt : core::checked_mul(*count, shape[d]);
   if (count != numel()) {
-    throw_error(ErrorCode::invalid_argument, op, fmt::format("shape {} does not hold the {} elements of {}", shape.to_string(), numel(), this->shape().to_string()));
+    throw_error(ErrorCode::invalid_argument, op,
+                fmt::format("shape {} does not hold the {} elements of {}", shape.to_string(), numel(),
+                            this->shape().to_string()));
   }
   if (!is_contiguous()) {
-    throw_error(ErrorCode::invalid_argument, op, fmt::format("a strided view of shape {} has no zero-copy reshape", this->shape().to_string()), claim_->identity());
+    throw_error(ErrorCode::invalid_argument, op,
+                fmt::format("a strided view of shape {} has no zero-copy reshape", this->shape().to_string()),
+                claim_->identity());
   }
   return derive(op, LayoutRequest{dtype(), shape, contiguous_strides(shape), byte_offset()});
 }
@@ -316,7 +341,8 @@ Tensor TensorView::convert(DType to) const {
   if ((to == DType::c64) != (dtype() == DType::c64)) {
     throw_error(ErrorCode::unsupported, op,
                 fmt::format("no conversion {} -> {}; reinterpret c64 as f32 pairs instead", dtype_name(dtype()),
-                            dtype_name(to)), claim_->identity());
+                            dtype_name(to)),
+                claim_->identity());
   }
   Tensor out = Tensor::empty(shape(), to, cpu_provider());
   {
@@ -508,7 +534,8 @@ Tensor copy_to_new(const core::Claim& claim, const CheckedLayout& layout, std::s
                    CopyReason copy_reason, AllocationReason allocation_reason) {
   // Refuse before allocating, so a failed copy leaves no unpaired allocation event.
   if (!claim.root->provider().has_bytes() || !provider->has_bytes()) {
-    throw_error(ErrorCode::no_host_bytes, copy_reason == CopyReason::Transfer ? "tensor.transfer_to" : "tensor.duplicate",
+    throw_error(ErrorCode::no_host_bytes,
+                copy_reason == CopyReason::Transfer ? "tensor.transfer_to" : "tensor.duplicate",
                 "meta storage has geometry only; there are no bytes to copy", claim.identity());
   }
   Tensor out = Tensor::empty(layout.shape(), layout.dtype(), std::move(provider), allocation_reason);

@@ -28,17 +28,19 @@
 namespace pact {
 
 // The canonical method lists (one source of truth for the API-parity test).
+// clang-format off
 #define PACT_READ_METHODS(X)                                                                   \
   X(dtype) X(shape) X(strides) X(byte_offset) X(rank) X(numel) X(nbytes) X(is_contiguous)      \
   X(device) X(provider_name) X(span_identity) X(get) X(slice) X(transpose) X(flip) X(prepare_host) \
   X(prepare_device) X(duplicate) X(transfer_to) X(convert) X(reinterpret_view) X(to_string)
 #define PACT_WRITE_METHODS(X) X(set) X(fill) X(copy_from) X(prepare_host_mut) X(prepare_device_mut) X(slice_mut)
+// clang-format on
 
 /// One element of any dtype, as read by the erased checked get().
 struct Scalar {
   DType dtype = DType::f32;
-  double real = 0;       ///< the value for every dtype except i64 beyond 2^53 (see integer)
-  double imag = 0;       ///< c64 only
+  double real = 0;           ///< the value for every dtype except i64 beyond 2^53 (see integer)
+  double imag = 0;           ///< c64 only
   std::int64_t integer = 0;  ///< exact value for integer and bool dtypes
 };
 
@@ -155,7 +157,9 @@ class PreparedStridedRead {
  public:
   StridedCursor<const T> cursor() const noexcept { return StridedCursor<const T>(base_, plan_); }
   template <class F>
-  void for_each(F&& f) const { for_each_strided(base_, plan_, [&](const T& v) { f(v); }); }
+  void for_each(F&& f) const {
+    for_each_strided(base_, plan_, [&](const T& v) { f(v); });
+  }
   /// Copies every element, in logical order, to dst (room for plan().count elements).
   void gather(T* dst) const { gather_strided(base_, plan_, dst); }
   const StridedPlan& plan() const noexcept { return plan_; }
@@ -194,7 +198,9 @@ class PreparedStridedWrite {
  public:
   StridedCursor<T> cursor() const noexcept { return StridedCursor<T>(base_, plan_); }
   template <class F>
-  void for_each(F&& f) const { for_each_strided(base_, plan_, std::forward<F>(f)); }
+  void for_each(F&& f) const {
+    for_each_strided(base_, plan_, std::forward<F>(f));
+  }
   const StridedPlan& plan() const noexcept { return plan_; }
   /// unsafe_base: as PreparedStridedRead::unsafe_base, for writes through an injective layout.
   T* unsafe_base() const noexcept { return base_; }
@@ -545,8 +551,8 @@ Expected<PreparedHostWrite<T>, Returned<TensorViewMut>> TensorViewMut::prepare_h
   }
   T* first = reinterpret_cast<T*>(base);
   if (layout_.is_contiguous()) {
-    return PreparedHostWrite<T>(PreparedContiguousWrite<T>(
-        std::span<T>(first, static_cast<std::size_t>(layout_.numel())), std::move(borrow_)));
+    return PreparedHostWrite<T>(
+        PreparedContiguousWrite<T>(std::span<T>(first, static_cast<std::size_t>(layout_.numel())), std::move(borrow_)));
   }
   return PreparedHostWrite<T>(PreparedStridedWrite<T>(first, layout_.plan(), std::move(borrow_)));
 }

@@ -5,12 +5,13 @@
 ///
 /// Header-only: a target that includes it links tomlplusplus::tomlplusplus itself.
 
+#include <toml++/toml.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
-#include <toml++/toml.h>
 #include <vector>
 
 namespace pact {
@@ -28,7 +29,8 @@ class TomlFaults {
 /// One table. Accessors return nullopt (after reporting) when a value is absent or mistyped.
 class TomlTable {
  public:
-  TomlTable(const toml::table& t, std::string path, TomlFaults& faults) : t_(&t), path_(std::move(path)), faults_(&faults) {}
+  TomlTable(const toml::table& t, std::string path, TomlFaults& faults)
+      : t_(&t), path_(std::move(path)), faults_(&faults) {}
 
   const std::string& path() const noexcept { return path_; }
   std::string at(std::string_view key) const { return path_ + "." + std::string(key); }
@@ -38,10 +40,12 @@ class TomlTable {
   const toml::node* node(std::string_view key) const { return t_->get(key); }
 
   /// Reports every key outside required ∪ optional, then every missing required key.
-  void keys(std::initializer_list<std::string_view> required, std::initializer_list<std::string_view> optional = {}) const {
+  void keys(std::initializer_list<std::string_view> required,
+            std::initializer_list<std::string_view> optional = {}) const {
     for (auto&& [k, v] : *t_) {
       const std::string_view key = k.str();
-      if (std::find(required.begin(), required.end(), key) == required.end() && std::find(optional.begin(), optional.end(), key) == optional.end()) {
+      if (std::find(required.begin(), required.end(), key) == required.end() &&
+          std::find(optional.begin(), optional.end(), key) == optional.end()) {
         faults_->unknown_field(path_, key);
       }
     }
@@ -83,7 +87,8 @@ class TomlTable {
     return a;
   }
   /// Strings (non-empty each); `non_empty` also requires at least one.
-  std::optional<std::vector<std::string>> strings(std::string_view key, bool non_empty, std::size_t max = 1u << 20) const {
+  std::optional<std::vector<std::string>> strings(std::string_view key, bool non_empty,
+                                                  std::size_t max = 1u << 20) const {
     const toml::node* n = t_->get(key);
     if (n == nullptr) return std::nullopt;
     const auto* a = n->as_array();

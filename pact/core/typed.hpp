@@ -42,7 +42,9 @@ template <class T, int R = kDynRank>
 class TypedView {
  public:
   /// Checks dtype and rank once; throws dtype_mismatch / invalid_argument.
-  explicit TypedView(TensorView view) : view_(std::move(view)) { core::require_typed<T, R>("typed_view", view_.layout()); }
+  explicit TypedView(TensorView view) : view_(std::move(view)) {
+    core::require_typed<T, R>("typed_view", view_.layout());
+  }
 
   /// The erased view.
   const TensorView& erased() const noexcept { return view_; }
@@ -234,7 +236,9 @@ class TypedTensor {
   Expected<PreparedHostRead<T>, Returned<TypedView<T, R>>> prepare_host() const { return as_view().prepare_host(); }
   Expected<PreparedDevice, Returned<TypedView<T, R>>> prepare_device() const { return as_view().prepare_device(); }
   TypedTensor duplicate() const { return as_view().duplicate(); }
-  TypedTensor transfer_to(std::shared_ptr<Provider> provider) const { return as_view().transfer_to(std::move(provider)); }
+  TypedTensor transfer_to(std::shared_ptr<Provider> provider) const {
+    return as_view().transfer_to(std::move(provider));
+  }
   template <class U>
   TypedTensor<U, R> convert() const {
     return as_view().template convert<U>();

@@ -12,8 +12,8 @@ namespace pact::ir {
 
 std::optional<std::string> Graph::binding_mismatch(const Node& n, DType dtype, const Dims& shape) {
   if (dtype == n.type.dtype && shape == n.type.shape) return std::nullopt;
-  return fmt::format("'{}' is bound to {}{}; the graph declares {}{}", n.id, dtype_name(dtype), shape.to_string(), dtype_name(n.type.dtype),
-                     n.type.shape.to_string());
+  return fmt::format("'{}' is bound to {}{}; the graph declares {}{}", n.id, dtype_name(dtype), shape.to_string(),
+                     dtype_name(n.type.dtype), n.type.shape.to_string());
 }
 
 const Node* Graph::find(std::string_view id) const noexcept {
@@ -34,7 +34,8 @@ namespace {
 Graph validate(std::vector<Node> nodes, std::vector<std::string> outputs) {
   std::unordered_map<std::string, std::size_t> index;
   for (std::size_t i = 0; i < nodes.size(); ++i) {
-    if (nodes[i].id.empty()) throw_error(ErrorCode::invalid_argument, "ir.validate", fmt::format("node {} has an empty id", i));
+    if (nodes[i].id.empty())
+      throw_error(ErrorCode::invalid_argument, "ir.validate", fmt::format("node {} has an empty id", i));
     if (!index.emplace(nodes[i].id, i).second) bad_node(ErrorCode::invalid_argument, nodes[i].id, "duplicate id");
   }
   // Dangling references, then a topological order (Kahn); anything left over sits on a cycle.
@@ -43,7 +44,8 @@ Graph validate(std::vector<Node> nodes, std::vector<std::string> outputs) {
   for (std::size_t i = 0; i < nodes.size(); ++i) {
     for (const auto& in : nodes[i].inputs) {
       auto it = index.find(in);
-      if (it == index.end()) bad_node(ErrorCode::invalid_argument, nodes[i].id, fmt::format("input '{}' does not exist", in));
+      if (it == index.end())
+        bad_node(ErrorCode::invalid_argument, nodes[i].id, fmt::format("input '{}' does not exist", in));
       users[it->second].push_back(i);
       ++pending[i];
     }
@@ -84,9 +86,10 @@ Graph validate(std::vector<Node> nodes, std::vector<std::string> outputs) {
       bad_node(e.code(), n.id, e.what());
     }
     if (n.type_declared && !(n.type == inferred)) {
-      bad_node(ErrorCode::invalid_argument, n.id,
-               fmt::format("declared type {}{} but the {} shape rule gives {}{}", dtype_name(n.type.dtype), n.type.shape.to_string(),
-                           info.kind, dtype_name(inferred.dtype), inferred.shape.to_string()));
+      bad_node(
+          ErrorCode::invalid_argument, n.id,
+          fmt::format("declared type {}{} but the {} shape rule gives {}{}", dtype_name(n.type.dtype),
+                      n.type.shape.to_string(), info.kind, dtype_name(inferred.dtype), inferred.shape.to_string()));
     }
     if (n.op != ops::OpTag::parameter && (n.differentiable || n.buffer)) {
       bad_node(ErrorCode::invalid_argument, n.id, "only parameters carry differentiable/buffer flags");
@@ -98,7 +101,8 @@ Graph validate(std::vector<Node> nodes, std::vector<std::string> outputs) {
   }
   if (outputs.empty()) throw_error(ErrorCode::invalid_argument, "ir.validate", "the graph names no outputs");
   for (const auto& o : outputs) {
-    if (!placed.count(o)) throw_error(ErrorCode::invalid_argument, "ir.validate", fmt::format("output '{}' does not exist", o));
+    if (!placed.count(o))
+      throw_error(ErrorCode::invalid_argument, "ir.validate", fmt::format("output '{}' does not exist", o));
   }
   g.outputs = std::move(outputs);
   return g;
@@ -160,7 +164,8 @@ Graph parse_graph(std::string_view json_text, std::string_view where_view) {
     for (const auto& item : jn.items()) {
       const std::string& key = item.key();
       static const char* known[] = {"id", "kind", "inputs", "attrs", "type", "differentiable", "buffer"};
-      if (std::find_if(std::begin(known), std::end(known), [&](const char* k) { return key == k; }) == std::end(known)) {
+      if (std::find_if(std::begin(known), std::end(known), [&](const char* k) { return key == k; }) ==
+          std::end(known)) {
         bad_field(where, path + "." + key, "unknown field");
       }
     }
@@ -187,7 +192,8 @@ Graph parse_graph(std::string_view json_text, std::string_view where_view) {
     if (jn.contains("attrs")) {
       const Json& attrs = jn.at("attrs");
       if (!attrs.is_object()) bad_field(where, npath + ".attrs", "not an object");
-      for (const auto& [key, value] : attrs.items()) n.attrs.set(key, attr_from_json(where, npath + ".attrs." + key, value));
+      for (const auto& [key, value] : attrs.items())
+        n.attrs.set(key, attr_from_json(where, npath + ".attrs." + key, value));
     }
     if (jn.contains("type")) {
       n.type_declared = true;
@@ -200,9 +206,11 @@ Graph parse_graph(std::string_view json_text, std::string_view where_view) {
       } catch (const Error& e) {
         bad_field(where, npath + ".type.dtype", e.what());
       }
-      if (!sh.is_array() || sh.size() > static_cast<std::size_t>(kMaxRank)) bad_field(where, npath + ".type.shape", "not a shape");
+      if (!sh.is_array() || sh.size() > static_cast<std::size_t>(kMaxRank))
+        bad_field(where, npath + ".type.shape", "not a shape");
       for (const auto& e : sh) {
-        if (!e.is_number_integer() || e.get<std::int64_t>() < 0) bad_field(where, npath + ".type.shape", "extents are non-negative integers");
+        if (!e.is_number_integer() || e.get<std::int64_t>() < 0)
+          bad_field(where, npath + ".type.shape", "extents are non-negative integers");
         n.type.shape.push_back(e.get<std::int64_t>());
       }
     }
@@ -224,9 +232,7 @@ Graph parse_graph(std::string_view json_text, std::string_view where_view) {
   return validate(std::move(nodes), std::move(outputs));
 }
 
-Graph load_graph(const std::string& path) {
-  return parse_graph(read_file(path, "ir.load"), path);
-}
+Graph load_graph(const std::string& path) { return parse_graph(read_file(path, "ir.load"), path); }
 
 Json to_json(const Graph& g) {
   Json nodes = Json::array();
@@ -234,7 +240,8 @@ Json to_json(const Graph& g) {
     Json jn{{"id", n.id}, {"kind", std::string(ops::op_kind(n.op))}};
     if (!n.inputs.empty()) jn["inputs"] = n.inputs;
     if (!n.attrs.values().empty()) jn["attrs"] = attributes_to_json(n.attrs);
-    jn["type"] = Json{{"dtype", std::string(dtype_name(n.type.dtype))}, {"shape", std::vector<std::int64_t>(n.type.shape.begin(), n.type.shape.end())}};
+    jn["type"] = Json{{"dtype", std::string(dtype_name(n.type.dtype))},
+                      {"shape", std::vector<std::int64_t>(n.type.shape.begin(), n.type.shape.end())}};
     if (n.differentiable) jn["differentiable"] = true;
     if (n.buffer) jn["buffer"] = true;
     nodes.push_back(std::move(jn));
@@ -246,7 +253,8 @@ Json to_json(const Graph& g) {
 
 namespace {
 ops::Attributes source_attrs(const Dims& shape, DType dtype) {
-  return ops::Attributes{{"shape", std::vector<std::int64_t>(shape.begin(), shape.end())}, {"dtype", std::string(dtype_name(dtype))}};
+  return ops::Attributes{{"shape", std::vector<std::int64_t>(shape.begin(), shape.end())},
+                         {"dtype", std::string(dtype_name(dtype))}};
 }
 }  // namespace
 

@@ -18,10 +18,10 @@ struct Node {
   ops::OpTag op;
   std::vector<std::string> inputs;  ///< ids of the nodes this one reads, in operand order
   ops::Attributes attrs;
-  ops::TensorType type;             ///< inferred by validate(); checked against a declared type
-  bool type_declared = false;       ///< the document declared `type`: validate() requires it to match
-  bool differentiable = false;      ///< parameters: receives gradients; buffers and inputs do not
-  bool buffer = false;              ///< parameters only: persistent state that is not optimised (running stats)
+  ops::TensorType type;         ///< inferred by validate(); checked against a declared type
+  bool type_declared = false;   ///< the document declared `type`: validate() requires it to match
+  bool differentiable = false;  ///< parameters: receives gradients; buffers and inputs do not
+  bool buffer = false;          ///< parameters only: persistent state that is not optimised (running stats)
 };
 
 /// A validated graph: nodes in a topological order, every type inferred by the op table's shape rules.

@@ -22,15 +22,24 @@ const Tensor* SafetensorsFile::find(std::string_view name) const noexcept {
 
 std::string_view safetensors_dtype(DType dtype) {
   switch (dtype) {
-    case DType::f32: return "F32";
-    case DType::f64: return "F64";
-    case DType::bf16: return "BF16";
-    case DType::f16: return "F16";
-    case DType::c64: return "C64";
-    case DType::i64: return "I64";
-    case DType::i32: return "I32";
-    case DType::u8: return "U8";
-    case DType::boolean: return "BOOL";
+    case DType::f32:
+      return "F32";
+    case DType::f64:
+      return "F64";
+    case DType::bf16:
+      return "BF16";
+    case DType::f16:
+      return "F16";
+    case DType::c64:
+      return "C64";
+    case DType::i64:
+      return "I64";
+    case DType::i32:
+      return "I32";
+    case DType::u8:
+      return "U8";
+    case DType::boolean:
+      return "BOOL";
   }
   return "?";
 }
@@ -82,7 +91,8 @@ void append_bytes(const TensorView& v, std::vector<std::byte>& out) {
 }
 
 DType dtype_from(std::string_view where, const std::string& field, const std::string& s) {
-  for (DType d : {DType::f32, DType::f64, DType::bf16, DType::f16, DType::c64, DType::i64, DType::i32, DType::u8, DType::boolean}) {
+  for (DType d : {DType::f32, DType::f64, DType::bf16, DType::f16, DType::c64, DType::i64, DType::i32, DType::u8,
+                  DType::boolean}) {
     if (safetensors_dtype(d) == s) return d;
   }
   bad(where, field, fmt::format("unsupported dtype '{}'", s));
@@ -94,8 +104,10 @@ SafetensorsFile parse_safetensors(std::span<const std::byte> bytes, std::string_
   if (bytes.size() < 8) bad(where, "header length", fmt::format("file has {} bytes; at least 8 needed", bytes.size()));
   std::uint64_t n = 0;
   for (int i = 7; i >= 0; --i) n = (n << 8) | std::to_integer<std::uint64_t>(bytes[static_cast<std::size_t>(i)]);
-  if (n > kMaxSafetensorsHeader) bad(where, "header length", fmt::format("{} exceeds the {}-byte limit", n, kMaxSafetensorsHeader));
-  if (n > bytes.size() - 8) bad(where, "header length", fmt::format("{} bytes of header but only {} after the length", n, bytes.size() - 8));
+  if (n > kMaxSafetensorsHeader)
+    bad(where, "header length", fmt::format("{} exceeds the {}-byte limit", n, kMaxSafetensorsHeader));
+  if (n > bytes.size() - 8)
+    bad(where, "header length", fmt::format("{} bytes of header but only {} after the length", n, bytes.size() - 8));
   const std::string_view text(reinterpret_cast<const char*>(bytes.data() + 8), static_cast<std::size_t>(n));
   if (text.empty() || text.front() != '{') bad(where, "header", "does not start with '{'");
   const Json header = parse_json(text, where);
@@ -125,12 +137,15 @@ SafetensorsFile parse_safetensors(std::span<const std::byte> bytes, std::string_
     if (!value["dtype"].is_string()) bad(where, name + ".dtype", "is not a string");
     Entry e{name, dtype_from(where, name + ".dtype", value["dtype"].get<std::string>()), {}, 0, 0};
     const Json& shape = value["shape"];
-    if (!shape.is_array() || shape.size() > static_cast<std::size_t>(kMaxRank)) bad(where, name + ".shape", "is not a shape of rank <= 8");
+    if (!shape.is_array() || shape.size() > static_cast<std::size_t>(kMaxRank))
+      bad(where, name + ".shape", "is not a shape of rank <= 8");
     std::uint64_t count = 1;
     for (const auto& d : shape) {
-      if (!d.is_number_unsigned() && !(d.is_number_integer() && d.get<std::int64_t>() >= 0)) bad(where, name + ".shape", "extents are non-negative integers");
+      if (!d.is_number_unsigned() && !(d.is_number_integer() && d.get<std::int64_t>() >= 0))
+        bad(where, name + ".shape", "extents are non-negative integers");
       const auto extent = d.get<std::uint64_t>();
-      if (extent > (1ULL << 62) || (extent != 0 && count > (1ULL << 62) / extent)) bad(where, name + ".shape", "element count overflows");
+      if (extent > (1ULL << 62) || (extent != 0 && count > (1ULL << 62) / extent))
+        bad(where, name + ".shape", "element count overflows");
       count *= extent;
       e.shape.push_back(static_cast<std::int64_t>(extent));
     }
@@ -144,26 +159,31 @@ SafetensorsFile parse_safetensors(std::span<const std::byte> bytes, std::string_
     e.begin = off[0].get<std::uint64_t>();
     e.end = off[1].get<std::uint64_t>();
     if (e.begin > e.end || e.end > data.size()) {
-      bad(where, name + ".data_offsets", fmt::format("[{}, {}) outside the {}-byte data section", e.begin, e.end, data.size()));
+      bad(where, name + ".data_offsets",
+          fmt::format("[{}, {}) outside the {}-byte data section", e.begin, e.end, data.size()));
     }
     const std::uint64_t size = dtype_size(e.dtype);
     if (count > (~0ULL) / size || count * size != e.end - e.begin) {
-      bad(where, name + ".data_offsets", fmt::format("[{}, {}) holds {} bytes; {}{} needs {}", e.begin, e.end, e.end - e.begin,
-                                                      safetensors_dtype(e.dtype), e.shape.to_string(), count * size));
+      bad(where, name + ".data_offsets",
+          fmt::format("[{}, {}) holds {} bytes; {}{} needs {}", e.begin, e.end, e.end - e.begin,
+                      safetensors_dtype(e.dtype), e.shape.to_string(), count * size));
     }
     entries.push_back(std::move(e));
   }
   // Offsets must tile the data section exactly: sorted, no overlap, no gap, no trailing bytes.
-  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) { return std::pair(a.begin, a.end) < std::pair(b.begin, b.end); });
+  std::sort(entries.begin(), entries.end(),
+            [](const Entry& a, const Entry& b) { return std::pair(a.begin, a.end) < std::pair(b.begin, b.end); });
   std::uint64_t cursor = 0;
   for (const auto& e : entries) {
     if (e.begin != cursor) {
-      bad(where, e.name + ".data_offsets", e.begin < cursor ? fmt::format("overlaps the previous tensor at byte {}", e.begin)
-                                                            : fmt::format("leaves a gap [{}, {})", cursor, e.begin));
+      bad(where, e.name + ".data_offsets",
+          e.begin < cursor ? fmt::format("overlaps the previous tensor at byte {}", e.begin)
+                           : fmt::format("leaves a gap [{}, {})", cursor, e.begin));
     }
     cursor = e.end;
   }
-  if (cursor != data.size()) bad(where, "data", fmt::format("{} trailing bytes after the last tensor", data.size() - cursor));
+  if (cursor != data.size())
+    bad(where, "data", fmt::format("{} trailing bytes after the last tensor", data.size() - cursor));
   for (const auto& e : entries) {
     Tensor t = Tensor::empty(e.shape, e.dtype);
     with_bytes(t, [&](std::span<std::byte> dst) {
@@ -186,7 +206,8 @@ std::vector<std::byte> serialize_safetensors(const std::vector<std::pair<std::st
   std::set<std::string> names;
   for (const auto& [name, view] : tensors) {
     if (name == "__metadata__" || !names.insert(name).second) {
-      throw_error(ErrorCode::invalid_argument, "safetensors", fmt::format("tensor name '{}' is reserved or repeated", name));
+      throw_error(ErrorCode::invalid_argument, "safetensors",
+                  fmt::format("tensor name '{}' is reserved or repeated", name));
     }
     const std::uint64_t begin = data.size();
     append_bytes(view, data);

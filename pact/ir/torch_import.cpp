@@ -75,8 +75,9 @@ Tensor filled(const Dims& shape, double value, DType dtype) {
   std::int64_t n = 1;
   for (auto e : shape) {
     if (e < 0 || (e > 0 && n > kMaxSynthesized / e)) {
-      throw_error(ErrorCode::unsupported, std::string(kWhere),
-                  fmt::format("a lowering constant of shape {} exceeds {} elements", shape.to_string(), kMaxSynthesized));
+      throw_error(
+          ErrorCode::unsupported, std::string(kWhere),
+          fmt::format("a lowering constant of shape {} exceeds {} elements", shape.to_string(), kMaxSynthesized));
     }
     n *= e;
   }
@@ -235,7 +236,8 @@ class Lowering {
   void declare_meta(const std::string& name, TensorType t) { meta_[name] = std::move(t); }
   const TensorType& meta(const std::string& name, const Args& a) const {
     auto it = meta_.find(name);
-    if (it == meta_.end()) a.bad(fmt::format("tensor '{}' has no entry in tensor_values", name), ErrorCode::invalid_argument);
+    if (it == meta_.end())
+      a.bad(fmt::format("tensor '{}' has no entry in tensor_values", name), ErrorCode::invalid_argument);
     return it->second;
   }
   bool has_meta(const std::string& name) const { return meta_.count(name) != 0; }
@@ -243,7 +245,8 @@ class Lowering {
   /// The IR node of a captured tensor; a reference to a tensor not yet produced is an error.
   std::string value(const std::string& name, const Args& a) const {
     auto it = value_of_.find(name);
-    if (it == value_of_.end()) a.bad(fmt::format("tensor '{}' is not produced before this node", name), ErrorCode::invalid_argument);
+    if (it == value_of_.end())
+      a.bad(fmt::format("tensor '{}' is not produced before this node", name), ErrorCode::invalid_argument);
     return it->second;
   }
   void define(const std::string& name, std::string id, const std::string& by) {
@@ -267,10 +270,15 @@ class Lowering {
     if (!ids_.insert(name).second) {
       fail(ErrorCode::invalid_argument, where_, fmt::format("signature: input '{}' repeats", name));
     }
-    nodes_.push_back(Node{name, op, {},
+    nodes_.push_back(Node{name,
+                          op,
+                          {},
                           Attributes{{"shape", std::vector<std::int64_t>(t.shape.begin(), t.shape.end())},
                                      {"dtype", std::string(dtype_name(t.dtype))}},
-                          {}, false, differentiable, buffer});
+                          {},
+                          false,
+                          differentiable,
+                          buffer});
   }
   /// A rank-0 constant of `dtype` holding `v`.
   std::string scalar(double v, DType dtype) {
@@ -287,10 +295,15 @@ class Lowering {
   std::string constant(const std::string& hint, Tensor t) {
     const TensorType type{t.dtype(), t.shape()};
     std::string id = fresh(hint);
-    nodes_.push_back(Node{id, OpTag::constant, {},
+    nodes_.push_back(Node{id,
+                          OpTag::constant,
+                          {},
                           Attributes{{"shape", std::vector<std::int64_t>(type.shape.begin(), type.shape.end())},
                                      {"dtype", std::string(dtype_name(type.dtype))}},
-                          {}, false, false, false});
+                          {},
+                          false,
+                          false,
+                          false});
     synthesized_.emplace(id, std::move(t));
     return id;
   }
@@ -418,7 +431,8 @@ void lower_split(Step& s, const std::vector<std::int64_t>& sizes, std::int64_t d
     }
     start += sizes[i];
   }
-  if (start != shape[d]) s.a.bad(fmt::format("pieces cover {} of extent {}", start, shape[d]), ErrorCode::invalid_argument);
+  if (start != shape[d])
+    s.a.bad(fmt::format("pieces cover {} of extent {}", start, shape[d]), ErrorCode::invalid_argument);
 }
 
 /// Matrix product `a @ b` (+ beta * bias), as linear when b is the transpose of a 2-D weight and the bias
@@ -460,7 +474,8 @@ const std::unordered_map<std::string, LowerFn>& lowerings() {
     };
     t["feature_dropout"] = t["dropout"];
     t["native_dropout"] = [](Step& s) {
-      if (!s.a.is_none("train") && s.a.boolean("train")) s.a.unsupported("training-mode dropout in an inference capture");
+      if (!s.a.is_none("train") && s.a.boolean("train"))
+        s.a.unsupported("training-mode dropout in an inference capture");
       s.alias(s.in("input"));
       if (s.outs.size() > 1 && !s.outs[1].empty()) s.a.unsupported("the dropout mask is used");
     };
@@ -495,7 +510,8 @@ const std::unordered_map<std::string, LowerFn>& lowerings() {
         s.alias(s.in("self"));
         return;
       }
-      std::string id = s.emit(OpTag::transpose, {s.in("self")}, Attributes{{"dim0", std::int64_t{0}}, {"dim1", std::int64_t{1}}});
+      std::string id =
+          s.emit(OpTag::transpose, {s.in("self")}, Attributes{{"dim0", std::int64_t{0}}, {"dim1", std::int64_t{1}}});
       s.L.note_transpose(id, s.in("self"));
     };
     t["transpose"] = [](Step& s) {
@@ -635,7 +651,8 @@ const std::unordered_map<std::string, LowerFn>& lowerings() {
       std::string negz = s.temp(tag + "neg", OpTag::neg, {z});
       std::string abs = s.temp(tag + "abs", OpTag::add, {pos, s.temp(tag + "relu_neg", OpTag::relu, {negz})});
       std::string e = s.temp(tag + "exp", OpTag::exp, {s.temp(tag + "neg_abs", OpTag::neg, {abs})});
-      std::string l = s.temp(tag + "log1p", OpTag::log, {s.temp(tag + "one_plus", OpTag::add, {e, s.L.scalar(1.0, dt)})});
+      std::string l =
+          s.temp(tag + "log1p", OpTag::log, {s.temp(tag + "one_plus", OpTag::add, {e, s.L.scalar(1.0, dt)})});
       std::string sp = s.temp(tag + "softplus", OpTag::add, {pos, l});
       return beta == 1.0 ? sp : s.temp(tag + "unbeta", OpTag::div, {sp, s.L.scalar(beta, dt)});
     };
@@ -653,40 +670,50 @@ const std::unordered_map<std::string, LowerFn>& lowerings() {
       // [N, C, *] -> [N, G, C/G * HxW], normalised over the last dim, back to [N, C, *], then per-channel affine.
       const auto& x = s.in_meta("input");
       const std::int64_t n = s.a.integer("N"), c = s.a.integer("C"), hw = s.a.integer("HxW"), g = s.a.integer("group");
-      if (g <= 0 || c % g != 0 || x.shape.size() < 2 || x.shape[0] != n || x.shape[1] != c || n * c * hw != ops::numel(x.shape)) {
-        s.a.bad(fmt::format("group norm arguments N={} C={} HxW={} group={} do not fit input {}", n, c, hw, g, x.shape.to_string()),
+      if (g <= 0 || c % g != 0 || x.shape.size() < 2 || x.shape[0] != n || x.shape[1] != c ||
+          n * c * hw != ops::numel(x.shape)) {
+        s.a.bad(fmt::format("group norm arguments N={} C={} HxW={} group={} do not fit input {}", n, c, hw, g,
+                            x.shape.to_string()),
                 ErrorCode::invalid_argument);
       }
       const std::int64_t width = c / g * hw;
-      std::string grouped = s.temp("grouped", OpTag::reshape, {s.in("input")}, Attributes{{"shape", std::vector<std::int64_t>{n, g, width}}});
-      std::string normed = s.temp("normed", OpTag::layer_norm, {grouped},
-                                  Attributes{{"normalized_shape", std::vector<std::int64_t>{width}}, {"eps", s.a.number("eps")}});
+      std::string grouped = s.temp("grouped", OpTag::reshape, {s.in("input")},
+                                   Attributes{{"shape", std::vector<std::int64_t>{n, g, width}}});
+      std::string normed =
+          s.temp("normed", OpTag::layer_norm, {grouped},
+                 Attributes{{"normalized_shape", std::vector<std::int64_t>{width}}, {"eps", s.a.number("eps")}});
       std::vector<std::int64_t> shape(x.shape.begin(), x.shape.end());
       std::string y = s.temp("ungrouped", OpTag::reshape, {normed}, Attributes{{"shape", shape}});
       std::vector<std::int64_t> per_channel(x.shape.size() - 1, 1);
       per_channel[0] = c;
       if (auto w = s.a.optional_tensor("weight")) {
-        y = s.temp("scale", OpTag::mul, {y, s.temp("weight", OpTag::reshape, {s.L.value(*w, s.a)}, Attributes{{"shape", per_channel}})});
+        y = s.temp("scale", OpTag::mul,
+                   {y, s.temp("weight", OpTag::reshape, {s.L.value(*w, s.a)}, Attributes{{"shape", per_channel}})});
       }
       if (auto b = s.a.optional_tensor("bias")) {
-        y = s.temp("shift", OpTag::add, {y, s.temp("bias", OpTag::reshape, {s.L.value(*b, s.a)}, Attributes{{"shape", per_channel}})});
+        y = s.temp("shift", OpTag::add,
+                   {y, s.temp("bias", OpTag::reshape, {s.L.value(*b, s.a)}, Attributes{{"shape", per_channel}})});
       }
       s.alias(y);  // mean and rstd (outputs 1 and 2) stay undefined, as for batch norm
     };
-    t["pixel_shuffle"] = [](Step& s) {  // [N, C r^2, H, W] -> [N, C, r, r, H, W] -> [N, C, H, r, W, r] -> [N, C, H r, W r]
-      const auto& x = s.in_meta("self").shape;
-      const std::int64_t r = s.a.integer("upscale_factor");
-      if (x.size() != 4 || r <= 0 || x[1] % (r * r) != 0) s.a.unsupported(fmt::format("pixel_shuffle of {} by {}", x.to_string(), r));
-      const std::int64_t c = x[1] / (r * r);
-      std::string split = s.temp("split", OpTag::reshape, {s.in("self")}, Attributes{{"shape", std::vector<std::int64_t>{x[0], c, r, r, x[2], x[3]}}});
-      std::string perm = s.temp("permute", OpTag::permute, {split}, Attributes{{"dims", std::vector<std::int64_t>{0, 1, 4, 2, 5, 3}}});
-      s.reshape_to(perm, s.out_meta().shape);
-    };
+    t["pixel_shuffle"] =
+        [](Step& s) {  // [N, C r^2, H, W] -> [N, C, r, r, H, W] -> [N, C, H, r, W, r] -> [N, C, H r, W r]
+          const auto& x = s.in_meta("self").shape;
+          const std::int64_t r = s.a.integer("upscale_factor");
+          if (x.size() != 4 || r <= 0 || x[1] % (r * r) != 0)
+            s.a.unsupported(fmt::format("pixel_shuffle of {} by {}", x.to_string(), r));
+          const std::int64_t c = x[1] / (r * r);
+          std::string split = s.temp("split", OpTag::reshape, {s.in("self")},
+                                     Attributes{{"shape", std::vector<std::int64_t>{x[0], c, r, r, x[2], x[3]}}});
+          std::string perm = s.temp("permute", OpTag::permute, {split},
+                                    Attributes{{"dims", std::vector<std::int64_t>{0, 1, 4, 2, 5, 3}}});
+          s.reshape_to(perm, s.out_meta().shape);
+        };
 
     // Contractions.
     t["addmm"] = [](Step& s) {
-      lower_product(s, s.in("mat1"), s.in("mat2"), s.in("self"), s.in_meta("self").shape.size() == 1, s.a.number("beta"),
-                    s.a.number("alpha"));
+      lower_product(s, s.in("mat1"), s.in("mat2"), s.in("self"), s.in_meta("self").shape.size() == 1,
+                    s.a.number("beta"), s.a.number("alpha"));
     };
     t["mm"] = [](Step& s) { lower_product(s, s.in("self"), s.in("mat2"), std::nullopt, false, 1.0, 1.0); };
     t["bmm"] = [](Step& s) { s.emit(OpTag::matmul, {s.in("self"), s.in("mat2")}); };
@@ -720,7 +747,8 @@ const std::unordered_map<std::string, LowerFn>& lowerings() {
       std::string weight = s.in("weight");
       if (one_d) {
         const auto& w = s.in_meta("weight").shape;
-        input = s.temp("input2d", OpTag::reshape, {input}, Attributes{{"shape", std::vector<std::int64_t>{x[0], x[1], 1, x[2]}}});
+        input = s.temp("input2d", OpTag::reshape, {input},
+                       Attributes{{"shape", std::vector<std::int64_t>{x[0], x[1], 1, x[2]}}});
         weight = s.temp("weight2d", OpTag::reshape, {weight},
                         Attributes{{"shape", std::vector<std::int64_t>{w[0], w[1], 1, w[2]}}});
       }
@@ -743,13 +771,15 @@ const std::unordered_map<std::string, LowerFn>& lowerings() {
     };
     t["embedding"] = [](Step& s) {
       Attributes attrs;
-      if (s.a.has("padding_idx") && s.a.integer("padding_idx") >= 0) attrs.set("padding_idx", s.a.integer("padding_idx"));
+      if (s.a.has("padding_idx") && s.a.integer("padding_idx") >= 0)
+        attrs.set("padding_idx", s.a.integer("padding_idx"));
       s.emit(OpTag::embedding, {s.in("weight"), s.in("indices")}, attrs);
     };
 
     // Normalisation.
     auto batch_norm = [](Step& s) {
-      if (s.a.has("training") && s.a.boolean("training")) s.a.unsupported("training-mode batch norm in an inference capture");
+      if (s.a.has("training") && s.a.boolean("training"))
+        s.a.unsupported("training-mode batch norm in an inference capture");
       const auto& x = s.in_meta("input");
       const Dims c{x.shape.size() >= 2 ? x.shape[1] : 0};
       auto vec = [&](std::string_view arg, double fill) {
@@ -776,7 +806,8 @@ const std::unordered_map<std::string, LowerFn>& lowerings() {
         const DType dt = s.in_meta("input").dtype;
         Dims shape;
         for (auto e : ns) shape.push_back(e);
-        inputs.push_back(w ? s.L.value(*w, s.a) : s.L.constant(fmt::format("{}/weight", s.out()), filled(shape, 1.0, dt)));
+        inputs.push_back(w ? s.L.value(*w, s.a)
+                           : s.L.constant(fmt::format("{}/weight", s.out()), filled(shape, 1.0, dt)));
         if (b) inputs.push_back(s.L.value(*b, s.a));
       }
       s.emit(OpTag::layer_norm, inputs, attrs);
@@ -785,7 +816,9 @@ const std::unordered_map<std::string, LowerFn>& lowerings() {
     t["layer_norm"] = layer_norm;
     t["_softmax"] = [](Step& s) { s.emit(OpTag::softmax, {s.in("self")}, Attributes{{"dim", s.a.integer("dim")}}); };
     t["softmax"] = t["_softmax"];
-    t["_log_softmax"] = [](Step& s) { s.emit(OpTag::log_softmax, {s.in("self")}, Attributes{{"dim", s.a.integer("dim")}}); };
+    t["_log_softmax"] = [](Step& s) {
+      s.emit(OpTag::log_softmax, {s.in("self")}, Attributes{{"dim", s.a.integer("dim")}});
+    };
     t["log_softmax"] = t["_log_softmax"];
 
     // Pooling and reductions.
@@ -871,7 +904,8 @@ const std::unordered_map<std::string, LowerFn>& lowerings() {
         s.alias(s.in("self"));
         return;
       }
-      s.emit(OpTag::slice, {s.in("self")}, Attributes{{"dim", std::int64_t{d}}, {"start", lo}, {"end", hi}, {"step", step}});
+      s.emit(OpTag::slice, {s.in("self")},
+             Attributes{{"dim", std::int64_t{d}}, {"start", lo}, {"end", hi}, {"step", step}});
     };
     t["select"] = [](Step& s) {
       const auto& shape = s.in_meta("self").shape;
@@ -963,7 +997,8 @@ TorchImport import_torch_graph(std::string_view json_text, std::string_view wher
     fail(ErrorCode::parse_error, where, fmt::format("schema '{}' is not {}", schema, kTorchExportSchema));
   }
   TorchImport result;
-  if (auto c = doc.find("capture"); c != doc.end() && c->is_object() && c->contains("method") && (*c)["method"].is_string()) {
+  if (auto c = doc.find("capture");
+      c != doc.end() && c->is_object() && c->contains("method") && (*c)["method"].is_string()) {
     result.capture_method = (*c)["method"].get<std::string>();
   }
   const Json& graph = field(doc, "graph", where, "document");
@@ -974,7 +1009,8 @@ TorchImport import_torch_graph(std::string_view json_text, std::string_view wher
   const Json& out_specs = field(signature, "output_specs", where, "signature");
   if (!nodes.is_array()) fail(ErrorCode::parse_error, where, "graph.nodes is not a list");
   if (!values.is_object()) fail(ErrorCode::parse_error, where, "graph.tensor_values is not an object");
-  if (!in_specs.is_array() || !out_specs.is_array()) fail(ErrorCode::parse_error, where, "signature specs are not lists");
+  if (!in_specs.is_array() || !out_specs.is_array())
+    fail(ErrorCode::parse_error, where, "signature specs are not lists");
 
   Lowering L(where);
   for (auto it = values.begin(); it != values.end(); ++it) {
@@ -993,7 +1029,8 @@ TorchImport import_torch_graph(std::string_view json_text, std::string_view wher
       src.kind = TorchSource::Kind::parameter;
     } else if (kind == "buffer") {
       src.kind = TorchSource::Kind::buffer;
-      if (auto p = in_specs[i].find("persistent"); p != in_specs[i].end() && p->is_boolean()) src.persistent = p->get<bool>();
+      if (auto p = in_specs[i].find("persistent"); p != in_specs[i].end() && p->is_boolean())
+        src.persistent = p->get<bool>();
     } else if (kind == "constant") {
       src.kind = TorchSource::Kind::constant;
     } else {
@@ -1001,12 +1038,13 @@ TorchImport import_torch_graph(std::string_view json_text, std::string_view wher
     }
     auto m = values.find(src.name);
     if (m == values.end()) {
-      fail(ErrorCode::invalid_argument, where, fmt::format("{}: input '{}' has no entry in tensor_values", path, src.name));
+      fail(ErrorCode::invalid_argument, where,
+           fmt::format("{}: input '{}' has no entry in tensor_values", path, src.name));
     }
     src.type = tensor_meta(*m, where, fmt::format("tensor_values['{}']", src.name));
     const OpTag op = src.kind == TorchSource::Kind::user_input ? OpTag::input
                      : src.kind == TorchSource::Kind::constant ? OpTag::constant
-                                                                : OpTag::parameter;
+                                                               : OpTag::parameter;
     L.source(src.name, op, src.type, src.kind == TorchSource::Kind::parameter && is_floating(src.type.dtype),
              src.kind == TorchSource::Kind::buffer);
     L.define(src.name, src.name, path);
@@ -1024,14 +1062,16 @@ TorchImport import_torch_graph(std::string_view json_text, std::string_view wher
     const auto& table = lowerings();
     auto fn = table.find(packet);
     if (fn == table.end()) {
-      fail(ErrorCode::unsupported, where, fmt::format("node '{}': target '{}' is not supported by the importer", name, target));
+      fail(ErrorCode::unsupported, where,
+           fmt::format("node '{}': target '{}' is not supported by the importer", name, target));
     }
     L.set_module(innermost_module(nodes[i]));
     Step step{L, args, outs};
     fn->second(step);
     for (const auto& o : outs) {
       if (!o.empty() && !L.has_meta(o)) {
-        fail(ErrorCode::invalid_argument, where, fmt::format("node '{}': output '{}' has no entry in tensor_values", name, o));
+        fail(ErrorCode::invalid_argument, where,
+             fmt::format("node '{}': output '{}' has no entry in tensor_values", name, o));
       }
     }
   }
@@ -1048,13 +1088,16 @@ TorchImport import_torch_graph(std::string_view json_text, std::string_view wher
     const std::string tensor = string_field(t, "name", where, path + ".arg.as_tensor");
     auto v = L.values().find(tensor);
     if (v == L.values().end()) {
-      fail(ErrorCode::invalid_argument, where, fmt::format("{}: output '{}' names tensor '{}', which no node produces", path, out.name, tensor));
+      fail(ErrorCode::invalid_argument, where,
+           fmt::format("{}: output '{}' names tensor '{}', which no node produces", path, out.name, tensor));
     }
     out.node = v->second;
     for (const auto& prev : result.outputs) {
-      if (prev.name == out.name) fail(ErrorCode::invalid_argument, where, fmt::format("{}: output name '{}' repeats", path, out.name));
+      if (prev.name == out.name)
+        fail(ErrorCode::invalid_argument, where, fmt::format("{}: output name '{}' repeats", path, out.name));
     }
-    if (std::find(graph_outputs.begin(), graph_outputs.end(), out.node) == graph_outputs.end()) graph_outputs.push_back(out.node);
+    if (std::find(graph_outputs.begin(), graph_outputs.end(), out.node) == graph_outputs.end())
+      graph_outputs.push_back(out.node);
     result.outputs.push_back(std::move(out));
   }
   if (result.outputs.empty()) fail(ErrorCode::invalid_argument, where, "the signature names no outputs");
@@ -1093,8 +1136,9 @@ TorchImport import_torch_graph(std::string_view json_text, std::string_view wher
     const TensorType& want = L.metas().at(tensor);
     if (n != nullptr && !(n->type == want)) {
       fail(ErrorCode::invalid_argument, where,
-           fmt::format("node '{}': tensor '{}' is captured as {}{} but lowers to {}{}", L.produced_by().at(tensor), tensor,
-                       dtype_name(want.dtype), want.shape.to_string(), dtype_name(n->type.dtype), n->type.shape.to_string()));
+           fmt::format("node '{}': tensor '{}' is captured as {}{} but lowers to {}{}", L.produced_by().at(tensor),
+                       tensor, dtype_name(want.dtype), want.shape.to_string(), dtype_name(n->type.dtype),
+                       n->type.shape.to_string()));
     }
   }
   for (auto& [id, t] : L.synthesized()) {
@@ -1118,12 +1162,14 @@ void check_torch_weights(const TorchImport& model, const SafetensorsFile& weight
     if (src.kind == TorchSource::Kind::user_input || model.graph.find(src.name) == nullptr) continue;
     const Tensor* t = weights.find(src.name);
     if (t == nullptr) {
-      throw_error(ErrorCode::invalid_argument, std::string(kWhere), fmt::format("{}: weight '{}' is missing", where, src.name));
+      throw_error(ErrorCode::invalid_argument, std::string(kWhere),
+                  fmt::format("{}: weight '{}' is missing", where, src.name));
     }
     if (t->dtype() != src.type.dtype || !(t->shape() == src.type.shape)) {
-      throw_error(ErrorCode::invalid_argument, std::string(kWhere),
-                  fmt::format("{}: weight '{}' is {}{} but the graph declares {}{}", where, src.name, dtype_name(t->dtype()),
-                              t->shape().to_string(), dtype_name(src.type.dtype), src.type.shape.to_string()));
+      throw_error(
+          ErrorCode::invalid_argument, std::string(kWhere),
+          fmt::format("{}: weight '{}' is {}{} but the graph declares {}{}", where, src.name, dtype_name(t->dtype()),
+                      t->shape().to_string(), dtype_name(src.type.dtype), src.type.shape.to_string()));
     }
   }
 }
@@ -1140,7 +1186,8 @@ std::map<std::string, TensorView> TorchBundle::state() const {
 
 TorchBundle load_torch_export(const std::string& dir) {
   const std::string graph_path = dir + "/graph.json";
-  TorchBundle bundle{import_torch_graph(read_file(graph_path, kWhere), graph_path), read_safetensors(dir + "/weights.safetensors")};
+  TorchBundle bundle{import_torch_graph(read_file(graph_path, kWhere), graph_path),
+                     read_safetensors(dir + "/weights.safetensors")};
   check_torch_weights(bundle.model, bundle.weights, dir + "/weights.safetensors");
   return bundle;
 }

@@ -37,10 +37,10 @@ struct TorchOutput {
 /// An imported model: the validated IR graph plus what ties it back to the capture.
 struct TorchImport {
   Graph graph;
-  std::string capture_method;               ///< "torch.export", "fx.symbolic_trace" or "make_fx"
-  std::vector<TorchSource> sources;         ///< signature order; unused parameters are dropped from the graph
+  std::string capture_method;        ///< "torch.export", "fx.symbolic_trace" or "make_fx"
+  std::vector<TorchSource> sources;  ///< signature order; unused parameters are dropped from the graph
   std::vector<TorchOutput> outputs;
-  std::map<std::string, Tensor> synthesized;  ///< constants the lowering created (scalars, ones), by node id
+  std::map<std::string, Tensor> synthesized;     ///< constants the lowering created (scalars, ones), by node id
   std::map<std::string, std::string> module_of;  ///< IR node id -> innermost nn.Module path of its ATen node
   std::size_t aten_nodes = 0;
 

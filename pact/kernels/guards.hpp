@@ -4,9 +4,9 @@
 /// counters).
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <span>
-#include <cstddef>
 #include <string_view>
 
 namespace pact::kernels {

@@ -1,11 +1,11 @@
 #include "pact/kernels/kernel.hpp"
 
-#include "pact/kernels/guards.hpp"
-
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <limits>
+
+#include "pact/kernels/guards.hpp"
 
 namespace pact::kernels {
 
@@ -47,7 +47,8 @@ TensorView derive_view(ops::OpTag op, const TensorView& x, const ops::Attributes
       std::int64_t step = a.get_int("slice", "step", 1);
       auto clampi = [&](std::int64_t v) { return std::clamp<std::int64_t>(v < 0 ? v + n : v, 0, n); };
       const std::int64_t start = clampi(a.get_int("slice", "start", 0));
-      const std::int64_t stop = std::max(start, clampi(a.get_int("slice", "end", std::numeric_limits<std::int64_t>::max())));
+      const std::int64_t stop =
+          std::max(start, clampi(a.get_int("slice", "end", std::numeric_limits<std::int64_t>::max())));
       return x.slice(d, start, stop, step);
     }
     default:
@@ -61,8 +62,10 @@ std::optional<TensorView> view_result(ops::OpTag op, const TensorView& x, const 
     case ops::OpTag::flatten:
     case ops::OpTag::transpose:
     case ops::OpTag::permute:
-    case ops::OpTag::slice: break;
-    default: return std::nullopt;
+    case ops::OpTag::slice:
+      break;
+    default:
+      return std::nullopt;
   }
   const std::vector<ops::TensorType> in{{x.dtype(), x.shape()}};
   const Dims shape = ops::infer_type(op, in, a).shape;
@@ -72,8 +75,9 @@ std::optional<TensorView> view_result(ops::OpTag op, const TensorView& x, const 
   }
   TensorView v = derive_view(op, x, a);
   if (!(v.shape() == shape)) {  // the derivation and the shape rule are one contract
-    throw_error(ErrorCode::invalid_argument, std::string(ops::op_kind(op)),
-                fmt::format("derived view {} disagrees with the shape rule's {}", v.shape().to_string(), shape.to_string()));
+    throw_error(
+        ErrorCode::invalid_argument, std::string(ops::op_kind(op)),
+        fmt::format("derived view {} disagrees with the shape rule's {}", v.shape().to_string(), shape.to_string()));
   }
   return v;
 }
@@ -101,10 +105,10 @@ Tensor run_forward(const Handler& handler, std::span<const TensorView> inputs, c
   Tensor out = handler.forward(inputs, attrs, ctx);
   hit(kGuardShapeRule);
   if (out.dtype() != expected.dtype || !(out.shape() == expected.shape)) {
-    throw_error(ErrorCode::invalid_argument, std::string(ops::op_kind(handler.op)),
-                fmt::format("{} handler produced {}{}; the shape rule says {}{}", handler.provider,
-                            dtype_name(out.dtype()), out.shape().to_string(), dtype_name(expected.dtype),
-                            expected.shape.to_string()));
+    throw_error(
+        ErrorCode::invalid_argument, std::string(ops::op_kind(handler.op)),
+        fmt::format("{} handler produced {}{}; the shape rule says {}{}", handler.provider, dtype_name(out.dtype()),
+                    out.shape().to_string(), dtype_name(expected.dtype), expected.shape.to_string()));
   }
   return out;
 }
@@ -130,8 +134,9 @@ std::vector<std::optional<Tensor>> run_vjp(const Handler& handler, std::span<con
   }
   auto grads = handler.vjp(inputs, output, grad_output, attrs, ctx);
   if (grads.size() != inputs.size()) {
-    throw_error(ErrorCode::invalid_argument, op,
-                fmt::format("{} VJP returned {} gradients for {} inputs", handler.provider, grads.size(), inputs.size()));
+    throw_error(
+        ErrorCode::invalid_argument, op,
+        fmt::format("{} VJP returned {} gradients for {} inputs", handler.provider, grads.size(), inputs.size()));
   }
   for (std::size_t i = 0; i < grads.size(); ++i) {
     if (grads[i] && !(grads[i]->shape() == inputs[i].shape())) {

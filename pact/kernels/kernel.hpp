@@ -16,8 +16,8 @@ namespace pact::kernels {
 
 /// Per-call execution state a kernel may read.
 struct KernelContext {
-  bool training = false;    ///< mode-dependent ops: dropout active, batch_norm uses batch statistics
-  std::uint64_t seed = 0;   ///< dropout mask seed (forward and VJP must see the same seed)
+  bool training = false;   ///< mode-dependent ops: dropout active, batch_norm uses batch statistics
+  std::uint64_t seed = 0;  ///< dropout mask seed (forward and VJP must see the same seed)
   /// VJP only: bit i set when the caller wants input i's gradient. A VJP may return nullopt for an input
   /// whose bit is clear (the GEMM ops skip that product: the gradient of a model's input batch is never
   /// needed in training); the gradients it does return are the same either way.
@@ -26,7 +26,8 @@ struct KernelContext {
 };
 
 /// Forward: inputs (any checked layout) -> a new contiguous output owner (one OperationOutput allocation).
-using ForwardFn = Tensor (*)(std::span<const TensorView> inputs, const ops::Attributes& attrs, const KernelContext& ctx);
+using ForwardFn = Tensor (*)(std::span<const TensorView> inputs, const ops::Attributes& attrs,
+                             const KernelContext& ctx);
 /// VJP: inputs, forward output and output cotangent -> one gradient per input, nullopt for inputs that
 /// are not differentiable (indices, targets, running statistics).
 using VjpFn = std::vector<std::optional<Tensor>> (*)(std::span<const TensorView> inputs, const TensorView& output,
@@ -36,7 +37,7 @@ using VjpFn = std::vector<std::optional<Tensor>> (*)(std::span<const TensorView>
 /// One executable handler.
 struct Handler {
   ops::OpTag op;
-  std::string_view provider;     ///< "reference", "native", "blas"
+  std::string_view provider;  ///< "reference", "native", "blas"
   DeviceKind device;
   ForwardFn forward;
   VjpFn vjp;                     ///< nullptr when the op has no VJP

@@ -6,11 +6,16 @@ namespace pact::ops {
 
 std::string_view attr_type_name(AttrType type) noexcept {
   switch (type) {
-    case AttrType::i64: return "i64";
-    case AttrType::i64_list: return "i64_list";
-    case AttrType::f64: return "f64";
-    case AttrType::boolean: return "bool";
-    case AttrType::string: return "string";
+    case AttrType::i64:
+      return "i64";
+    case AttrType::i64_list:
+      return "i64_list";
+    case AttrType::f64:
+      return "f64";
+    case AttrType::boolean:
+      return "bool";
+    case AttrType::string:
+      return "string";
   }
   return "unknown";
 }
@@ -43,7 +48,8 @@ const AttrValue* Attributes::find(std::string_view op, std::string_view name, At
   return &it->second;
 }
 
-std::int64_t Attributes::get_int(std::string_view op, std::string_view name, std::optional<std::int64_t> fallback) const {
+std::int64_t Attributes::get_int(std::string_view op, std::string_view name,
+                                 std::optional<std::int64_t> fallback) const {
   const AttrValue* v = find(op, name, AttrType::i64, !fallback);
   return v ? std::get<std::int64_t>(*v) : *fallback;
 }
@@ -73,7 +79,8 @@ bool Attributes::get_bool(std::string_view op, std::string_view name, std::optio
   return v ? std::get<bool>(*v) : *fallback;
 }
 
-std::string Attributes::get_string(std::string_view op, std::string_view name, std::optional<std::string> fallback) const {
+std::string Attributes::get_string(std::string_view op, std::string_view name,
+                                   std::optional<std::string> fallback) const {
   const AttrValue* v = find(op, name, AttrType::string, !fallback);
   return v ? std::get<std::string>(*v) : *fallback;
 }

@@ -9,10 +9,14 @@ namespace pact::ops {
 namespace {
 std::string_view role_name(OpRole r) {
   switch (r) {
-    case OpRole::source: return "source";
-    case OpRole::view: return "view";
-    case OpRole::kernel: return "kernel";
-    case OpRole::sink: return "sink";
+    case OpRole::source:
+      return "source";
+    case OpRole::view:
+      return "view";
+    case OpRole::kernel:
+      return "kernel";
+    case OpRole::sink:
+      return "sink";
   }
   return "?";
 }
@@ -32,7 +36,7 @@ std::string render_catalogue_markdown() {
       if (!attrs.empty()) attrs += ", ";
       attrs += fmt::format("`{}`{}: {}", a.name, a.required ? "*" : "", attr_type_name(a.type));
     }
-    std::string arity = op.max_arity < 0 ? fmt::format("{}+", op.min_arity)
+    std::string arity = op.max_arity < 0               ? fmt::format("{}+", op.min_arity)
                         : op.min_arity == op.max_arity ? fmt::format("{}", op.min_arity)
                                                        : fmt::format("{}..{}", op.min_arity, op.max_arity);
     auto t = op.tolerance();

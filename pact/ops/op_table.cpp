@@ -38,7 +38,8 @@ Dims broadcast_shapes(std::string_view op, const Dims& a, const Dims& b) {
 int normalize_dim(std::string_view op, std::int64_t dim, int rank) {
   const std::int64_t d = dim < 0 ? dim + rank : dim;
   if (d < 0 || d >= std::max(rank, 1)) {
-    throw_error(ErrorCode::invalid_argument, std::string(op), fmt::format("dim {} out of range for rank {}", dim, rank));
+    throw_error(ErrorCode::invalid_argument, std::string(op),
+                fmt::format("dim {} out of range for rank {}", dim, rank));
   }
   return static_cast<int>(d);
 }
@@ -57,8 +58,9 @@ void require_float(std::string_view op, const TensorType& t, std::string_view op
 
 void require_same_dtype(std::string_view op, const TensorType& a, const TensorType& b, std::string_view name_b) {
   if (a.dtype != b.dtype) {
-    throw_error(ErrorCode::dtype_mismatch, std::string(op),
-                fmt::format("operand '{}' is {}, the first operand {}", name_b, dtype_name(b.dtype), dtype_name(a.dtype)));
+    throw_error(
+        ErrorCode::dtype_mismatch, std::string(op),
+        fmt::format("operand '{}' is {}, the first operand {}", name_b, dtype_name(b.dtype), dtype_name(a.dtype)));
   }
 }
 
@@ -69,7 +71,8 @@ void require_rank(std::string_view op, const TensorType& t, std::string_view ope
 }
 
 Dims dims_of(std::string_view op, const std::vector<std::int64_t>& v, std::string_view what) {
-  if (v.size() > static_cast<std::size_t>(kMaxRank)) bad(op, fmt::format("'{}' has more than {} entries", what, kMaxRank));
+  if (v.size() > static_cast<std::size_t>(kMaxRank))
+    bad(op, fmt::format("'{}' has more than {} entries", what, kMaxRank));
   return Dims(std::span<const std::int64_t>(v));
 }
 
@@ -87,7 +90,8 @@ constexpr AttrSpec kSourceAttrs[] = {{"shape", AttrType::i64_list, true}, {"dtyp
 constexpr AttrSpec kGeluAttrs[] = {{"approximate", AttrType::string, false}};
 constexpr AttrSpec kClampAttrs[] = {{"min", AttrType::f64, false}, {"max", AttrType::f64, false}};
 constexpr AttrSpec kDimAttrs[] = {{"dim", AttrType::i64, false}};
-constexpr AttrSpec kCrossEntropyAttrs[] = {{"reduction", AttrType::string, false}, {"ignore_index", AttrType::i64, false}};
+constexpr AttrSpec kCrossEntropyAttrs[] = {{"reduction", AttrType::string, false},
+                                           {"ignore_index", AttrType::i64, false}};
 constexpr AttrSpec kReductionAttrs[] = {{"reduction", AttrType::string, false}};
 constexpr AttrSpec kNormAttrs[] = {{"normalized_shape", AttrType::i64_list, true}, {"eps", AttrType::f64, false}};
 constexpr AttrSpec kBatchNormAttrs[] = {{"eps", AttrType::f64, false}, {"momentum", AttrType::f64, false}};
@@ -131,8 +135,12 @@ TensorType shape_source(std::string_view op, std::span<const TensorType>, const 
   return t;
 }
 TensorType shape_input(std::span<const TensorType> in, const Attributes& a) { return shape_source("input", in, a); }
-TensorType shape_parameter(std::span<const TensorType> in, const Attributes& a) { return shape_source("parameter", in, a); }
-TensorType shape_constant(std::span<const TensorType> in, const Attributes& a) { return shape_source("constant", in, a); }
+TensorType shape_parameter(std::span<const TensorType> in, const Attributes& a) {
+  return shape_source("parameter", in, a);
+}
+TensorType shape_constant(std::span<const TensorType> in, const Attributes& a) {
+  return shape_source("constant", in, a);
+}
 
 TensorType binary(std::string_view op, std::span<const TensorType> in) {
   require_float(op, in[0], "a");
@@ -233,7 +241,9 @@ TensorType norm_like(std::string_view op, std::span<const TensorType> in, const 
   }
   return in[0];
 }
-TensorType shape_layer_norm(std::span<const TensorType> in, const Attributes& a) { return norm_like("layer_norm", in, a); }
+TensorType shape_layer_norm(std::span<const TensorType> in, const Attributes& a) {
+  return norm_like("layer_norm", in, a);
+}
 TensorType shape_rms_norm(std::span<const TensorType> in, const Attributes& a) { return norm_like("rms_norm", in, a); }
 
 TensorType shape_batch_norm(std::span<const TensorType> in, const Attributes& a) {
@@ -321,21 +331,26 @@ TensorType shape_scaled_dot_product_attention(std::span<const TensorType> in, co
   if (k.size() != r || v.size() != r) bad(op, "query, key and value must have the same rank");
   for (int i = 0; i < r - 2; ++i) {
     if (k[i] != q[i] || v[i] != q[i]) {
-      bad(op, fmt::format("batch dimensions differ: query {}, key {}, value {}", q.to_string(), k.to_string(), v.to_string()));
+      bad(op, fmt::format("batch dimensions differ: query {}, key {}, value {}", q.to_string(), k.to_string(),
+                          v.to_string()));
     }
   }
-  if (k[r - 1] != q[r - 1]) bad(op, fmt::format("key {} and query {} differ in embedding size", k.to_string(), q.to_string()));
-  if (v[r - 2] != k[r - 2]) bad(op, fmt::format("value {} and key {} differ in sequence length", v.to_string(), k.to_string()));
+  if (k[r - 1] != q[r - 1])
+    bad(op, fmt::format("key {} and query {} differ in embedding size", k.to_string(), q.to_string()));
+  if (v[r - 2] != k[r - 2])
+    bad(op, fmt::format("value {} and key {} differ in sequence length", v.to_string(), k.to_string()));
   if (in.size() == 4) {
     if (a.get_bool(op, "is_causal", false)) bad(op, "a mask and is_causal are exclusive");
     if (in[3].dtype != DType::boolean && in[3].dtype != in[0].dtype) {
-      throw_error(ErrorCode::dtype_mismatch, std::string(op),
-                  fmt::format("operand 'mask' is {}; expected bool or {}", dtype_name(in[3].dtype), dtype_name(in[0].dtype)));
+      throw_error(
+          ErrorCode::dtype_mismatch, std::string(op),
+          fmt::format("operand 'mask' is {}; expected bool or {}", dtype_name(in[3].dtype), dtype_name(in[0].dtype)));
     }
     Dims scores = q;
     scores[r - 1] = k[r - 2];
     if (!(broadcast_shapes(op, in[3].shape, scores) == scores)) {
-      bad(op, fmt::format("operand 'mask' {} does not broadcast to scores {}", in[3].shape.to_string(), scores.to_string()));
+      bad(op, fmt::format("operand 'mask' {} does not broadcast to scores {}", in[3].shape.to_string(),
+                          scores.to_string()));
     }
   }
   Dims out = q;
@@ -347,7 +362,8 @@ std::int64_t pool_extent(std::string_view op, std::int64_t in, std::int64_t k, s
                          std::int64_t d, bool ceil_mode) {
   if (k <= 0 || s <= 0 || d <= 0 || p < 0) bad(op, "kernel, stride and dilation must be positive, padding >= 0");
   const std::int64_t span = in + 2 * p - d * (k - 1) - 1;
-  if (span < 0) bad(op, fmt::format("input extent {} is smaller than the dilated kernel {}", in + 2 * p, d * (k - 1) + 1));
+  if (span < 0)
+    bad(op, fmt::format("input extent {} is smaller than the dilated kernel {}", in + 2 * p, d * (k - 1) + 1));
   std::int64_t out = (ceil_mode ? (span + s - 1) / s : span / s) + 1;
   // PyTorch: the last window must start inside the input or the left padding.
   if (ceil_mode && (out - 1) * s >= in + p) --out;
@@ -371,7 +387,8 @@ TensorType shape_conv2d(std::span<const TensorType> in, const Attributes& a) {
   }
   if (in.size() == 3) {
     require_same_dtype(op, in[0], in[2], "bias");
-    if (!(in[2].shape == Dims{w[0]})) bad(op, fmt::format("operand 'bias' has shape {}; expected [{}]", in[2].shape.to_string(), w[0]));
+    if (!(in[2].shape == Dims{w[0]}))
+      bad(op, fmt::format("operand 'bias' has shape {}; expected [{}]", in[2].shape.to_string(), w[0]));
   }
   auto [sh, sw] = pair_attr(op, a, "stride", {1});
   auto [ph, pw] = pair_attr(op, a, "padding", {0});
@@ -388,7 +405,8 @@ TensorType pool(std::string_view op, std::span<const TensorType> in, const Attri
   auto [sh, sw] = stride.empty() ? std::pair{kh, kw} : pair_attr(op, a, "stride", {});
   auto [ph, pw] = pair_attr(op, a, "padding", {0});
   auto [dh, dw] = dilation ? pair_attr(op, a, "dilation", {1}) : std::pair<std::int64_t, std::int64_t>{1, 1};
-  if (ph > kh / 2 || pw > kw / 2) bad(op, fmt::format("padding ({}, {}) exceeds half the kernel ({}, {})", ph, pw, kh, kw));
+  if (ph > kh / 2 || pw > kw / 2)
+    bad(op, fmt::format("padding ({}, {}) exceeds half the kernel ({}, {})", ph, pw, kh, kw));
   const bool ceil_mode = a.get_bool(op, "ceil_mode", false);
   Dims out = in[0].shape;
   const int r = out.size();
@@ -396,8 +414,12 @@ TensorType pool(std::string_view op, std::span<const TensorType> in, const Attri
   out[r - 1] = pool_extent(op, out[r - 1], kw, sw, pw, dw, ceil_mode);
   return {in[0].dtype, out};
 }
-TensorType shape_max_pool2d(std::span<const TensorType> in, const Attributes& a) { return pool("max_pool2d", in, a, true); }
-TensorType shape_avg_pool2d(std::span<const TensorType> in, const Attributes& a) { return pool("avg_pool2d", in, a, false); }
+TensorType shape_max_pool2d(std::span<const TensorType> in, const Attributes& a) {
+  return pool("max_pool2d", in, a, true);
+}
+TensorType shape_avg_pool2d(std::span<const TensorType> in, const Attributes& a) {
+  return pool("avg_pool2d", in, a, false);
+}
 
 TensorType shape_adaptive_avg_pool2d(std::span<const TensorType> in, const Attributes& a) {
   constexpr std::string_view op = "adaptive_avg_pool2d";
@@ -430,10 +452,12 @@ TensorType shape_reshape(std::span<const TensorType> in, const Attributes& a) {
   }
   const std::int64_t total = numel(in[0].shape);
   if (infer >= 0) {
-    if (known == 0 || total % known != 0) bad(op, fmt::format("cannot infer -1 in {} from {} elements", shape.to_string(), total));
+    if (known == 0 || total % known != 0)
+      bad(op, fmt::format("cannot infer -1 in {} from {} elements", shape.to_string(), total));
     shape[infer] = total / known;
   } else if (known != total) {
-    bad(op, fmt::format("shape {} has {} elements; input {} has {}", shape.to_string(), known, in[0].shape.to_string(), total));
+    bad(op, fmt::format("shape {} has {} elements; input {} has {}", shape.to_string(), known, in[0].shape.to_string(),
+                        total));
   }
   return {in[0].dtype, shape};
 }
@@ -490,7 +514,9 @@ TensorType shape_concat(std::span<const TensorType> in, const Attributes& a) {
     require_same_dtype(op, in[0], in[i], fmt::format("inputs[{}]", i));
     bool ok = in[i].shape.size() == r;
     for (int k = 0; ok && k < r; ++k) ok = k == d || in[i].shape[k] == out[k];
-    if (!ok) bad(op, fmt::format("inputs[{}] has shape {}; incompatible with {} along dim {}", i, in[i].shape.to_string(), in[0].shape.to_string(), d));
+    if (!ok)
+      bad(op, fmt::format("inputs[{}] has shape {}; incompatible with {} along dim {}", i, in[i].shape.to_string(),
+                          in[0].shape.to_string(), d));
     out[d] += in[i].shape[d];
   }
   return {in[0].dtype, out};
@@ -554,8 +580,10 @@ TensorType shape_output(std::span<const TensorType> in, const Attributes&) { ret
 
 std::int64_t per_output(const TensorType& out, std::int64_t k) { return k * numel(out.shape); }
 std::int64_t flops_none(std::span<const TensorType>, const TensorType&, const Attributes&) { return 0; }
-#define PACT_PER_OUTPUT(name, k) \
-  std::int64_t flops_##name(std::span<const TensorType>, const TensorType& out, const Attributes&) { return per_output(out, k); }
+#define PACT_PER_OUTPUT(name, k)                                                                     \
+  std::int64_t flops_##name(std::span<const TensorType>, const TensorType& out, const Attributes&) { \
+    return per_output(out, k);                                                                       \
+  }
 PACT_PER_OUTPUT(add, 1)
 PACT_PER_OUTPUT(sub, 1)
 PACT_PER_OUTPUT(mul, 1)
@@ -596,7 +624,8 @@ std::int64_t flops_linear(std::span<const TensorType> in, const TensorType& out,
   const std::int64_t k = in[1].shape[1];
   return 2 * numel(out.shape) * k + (in.size() == 3 ? numel(out.shape) : 0);
 }
-std::int64_t flops_scaled_dot_product_attention(std::span<const TensorType> in, const TensorType& out, const Attributes&) {
+std::int64_t flops_scaled_dot_product_attention(std::span<const TensorType> in, const TensorType& out,
+                                                const Attributes&) {
   const Dims& q = in[0].shape;
   const int r = q.size();
   const std::int64_t e = q[r - 1], s = in[1].shape[r - 2];
@@ -633,7 +662,9 @@ std::int64_t flops_pool(std::span<const TensorType>, const TensorType& out, cons
 
 // Each op's attribute schema (empty span when it has none).
 template <std::size_t N>
-constexpr std::span<const AttrSpec> span_of(const AttrSpec (&a)[N]) { return {a, N}; }
+constexpr std::span<const AttrSpec> span_of(const AttrSpec (&a)[N]) {
+  return {a, N};
+}
 constexpr std::span<const AttrSpec> kEmpty{};
 #define attrs_input span_of(kSourceAttrs)
 #define attrs_parameter span_of(kSourceAttrs)
@@ -691,10 +722,14 @@ static_assert(sizeof(kTable) / sizeof(kTable[0]) == static_cast<std::size_t>(kOp
 
 Tolerance OpInfo::tolerance() const noexcept {
   switch (tolerance_class) {
-    case ToleranceClass::exact: return {0.0, 0.0};
-    case ToleranceClass::transcendental: return {1e-6, 4e-6};
-    case ToleranceClass::reduction: return {1e-6, 2e-5};
-    case ToleranceClass::contraction: return {1e-5, 1e-4};
+    case ToleranceClass::exact:
+      return {0.0, 0.0};
+    case ToleranceClass::transcendental:
+      return {1e-6, 4e-6};
+    case ToleranceClass::reduction:
+      return {1e-6, 2e-5};
+    case ToleranceClass::contraction:
+      return {1e-5, 1e-4};
   }
   return {};
 }
@@ -728,7 +763,8 @@ TensorType infer_type(OpTag tag, std::span<const TensorType> inputs, const Attri
   }
   for (const auto& [name, value] : attrs.values()) {
     const std::string& key = name;  // lambdas cannot capture structured bindings before clang 16
-    auto spec = std::find_if(info.attributes.begin(), info.attributes.end(), [&](const AttrSpec& s) { return s.name == key; });
+    auto spec =
+        std::find_if(info.attributes.begin(), info.attributes.end(), [&](const AttrSpec& s) { return s.name == key; });
     if (spec == info.attributes.end()) {
       throw_error(ErrorCode::invalid_argument, std::string(info.kind), fmt::format("unknown attribute '{}'", name));
     }
@@ -741,7 +777,8 @@ TensorType infer_type(OpTag tag, std::span<const TensorType> inputs, const Attri
   }
   for (const auto& spec : info.attributes) {
     if (spec.required && !attrs.has(spec.name)) {
-      throw_error(ErrorCode::invalid_argument, std::string(info.kind), fmt::format("missing attribute '{}'", spec.name));
+      throw_error(ErrorCode::invalid_argument, std::string(info.kind),
+                  fmt::format("missing attribute '{}'", spec.name));
     }
   }
   return info.shape(inputs, attrs);

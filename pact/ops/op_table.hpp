@@ -19,49 +19,49 @@ namespace pact::ops {
 // tolerance class. Roles: source (input, parameter, constant: no kernel, no inputs), view (pure
 // re-description of its input's bytes), kernel (computes new values), sink (output). Only kernel ops
 // are runtime-relevant for planning. The wire kind never changes once published (v1).
-#define PACT_OPS(X)                                                                             \
-  X(input, "input", 0, 0, false, false, source, exact)                                          \
-  X(parameter, "parameter", 0, 0, false, false, source, exact)                                  \
-  X(constant, "constant", 0, 0, false, false, source, exact)                                    \
-  X(add, "add", 2, 2, true, false, kernel, reduction)                                           \
-  X(sub, "sub", 2, 2, true, false, kernel, reduction)                                           \
-  X(mul, "mul", 2, 2, true, false, kernel, reduction)                                           \
-  X(div, "div", 2, 2, true, false, kernel, reduction)                                           \
-  X(neg, "neg", 1, 1, true, false, kernel, exact)                                               \
-  X(matmul, "matmul", 2, 2, true, false, kernel, contraction)                                   \
-  X(linear, "linear", 2, 3, true, false, kernel, contraction)                                   \
-  X(relu, "relu", 1, 1, true, false, kernel, exact)                                             \
-  X(gelu, "gelu", 1, 1, true, false, kernel, transcendental)                                    \
-  X(silu, "silu", 1, 1, true, false, kernel, transcendental)                                    \
-  X(tanh, "tanh", 1, 1, true, false, kernel, transcendental)                                    \
-  X(sigmoid, "sigmoid", 1, 1, true, false, kernel, transcendental)                              \
-  X(clamp, "clamp", 1, 1, true, false, kernel, exact)                                           \
-  X(exp, "exp", 1, 1, true, false, kernel, transcendental)                                      \
-  X(log, "log", 1, 1, true, false, kernel, transcendental)                                      \
-  X(sqrt, "sqrt", 1, 1, true, false, kernel, transcendental)                                    \
-  X(softmax, "softmax", 1, 1, true, false, kernel, reduction)                                   \
-  X(log_softmax, "log_softmax", 1, 1, true, false, kernel, reduction)                           \
-  X(cross_entropy, "cross_entropy", 2, 2, true, false, kernel, reduction)                       \
-  X(mse_loss, "mse_loss", 2, 2, true, false, kernel, reduction)                                 \
-  X(layer_norm, "layer_norm", 1, 3, true, false, kernel, reduction)                             \
-  X(rms_norm, "rms_norm", 1, 2, true, false, kernel, reduction)                                 \
-  X(batch_norm, "batch_norm", 5, 5, true, true, kernel, reduction)                              \
-  X(dropout, "dropout", 1, 1, true, true, kernel, exact)                                        \
-  X(embedding, "embedding", 2, 2, true, false, kernel, exact)                                   \
+#define PACT_OPS(X)                                                                                       \
+  X(input, "input", 0, 0, false, false, source, exact)                                                    \
+  X(parameter, "parameter", 0, 0, false, false, source, exact)                                            \
+  X(constant, "constant", 0, 0, false, false, source, exact)                                              \
+  X(add, "add", 2, 2, true, false, kernel, reduction)                                                     \
+  X(sub, "sub", 2, 2, true, false, kernel, reduction)                                                     \
+  X(mul, "mul", 2, 2, true, false, kernel, reduction)                                                     \
+  X(div, "div", 2, 2, true, false, kernel, reduction)                                                     \
+  X(neg, "neg", 1, 1, true, false, kernel, exact)                                                         \
+  X(matmul, "matmul", 2, 2, true, false, kernel, contraction)                                             \
+  X(linear, "linear", 2, 3, true, false, kernel, contraction)                                             \
+  X(relu, "relu", 1, 1, true, false, kernel, exact)                                                       \
+  X(gelu, "gelu", 1, 1, true, false, kernel, transcendental)                                              \
+  X(silu, "silu", 1, 1, true, false, kernel, transcendental)                                              \
+  X(tanh, "tanh", 1, 1, true, false, kernel, transcendental)                                              \
+  X(sigmoid, "sigmoid", 1, 1, true, false, kernel, transcendental)                                        \
+  X(clamp, "clamp", 1, 1, true, false, kernel, exact)                                                     \
+  X(exp, "exp", 1, 1, true, false, kernel, transcendental)                                                \
+  X(log, "log", 1, 1, true, false, kernel, transcendental)                                                \
+  X(sqrt, "sqrt", 1, 1, true, false, kernel, transcendental)                                              \
+  X(softmax, "softmax", 1, 1, true, false, kernel, reduction)                                             \
+  X(log_softmax, "log_softmax", 1, 1, true, false, kernel, reduction)                                     \
+  X(cross_entropy, "cross_entropy", 2, 2, true, false, kernel, reduction)                                 \
+  X(mse_loss, "mse_loss", 2, 2, true, false, kernel, reduction)                                           \
+  X(layer_norm, "layer_norm", 1, 3, true, false, kernel, reduction)                                       \
+  X(rms_norm, "rms_norm", 1, 2, true, false, kernel, reduction)                                           \
+  X(batch_norm, "batch_norm", 5, 5, true, true, kernel, reduction)                                        \
+  X(dropout, "dropout", 1, 1, true, true, kernel, exact)                                                  \
+  X(embedding, "embedding", 2, 2, true, false, kernel, exact)                                             \
   X(scaled_dot_product_attention, "scaled_dot_product_attention", 3, 4, true, false, kernel, contraction) \
-  X(conv2d, "conv2d", 2, 3, true, false, kernel, contraction)                                   \
-  X(max_pool2d, "max_pool2d", 1, 1, true, false, kernel, exact)                                 \
-  X(avg_pool2d, "avg_pool2d", 1, 1, true, false, kernel, reduction)                             \
-  X(adaptive_avg_pool2d, "adaptive_avg_pool2d", 1, 1, true, false, kernel, reduction)           \
-  X(reshape, "reshape", 1, 1, true, false, view, exact)                                         \
-  X(permute, "permute", 1, 1, true, false, view, exact)                                         \
-  X(transpose, "transpose", 1, 1, true, false, view, exact)                                     \
-  X(flatten, "flatten", 1, 1, true, false, view, exact)                                         \
-  X(concat, "concat", 1, -1, true, false, kernel, exact)                                        \
-  X(slice, "slice", 1, 1, true, false, view, exact)                                             \
-  X(sum, "sum", 1, 1, true, false, kernel, reduction)                                           \
-  X(mean, "mean", 1, 1, true, false, kernel, reduction)                                         \
-  X(max, "max", 1, 1, true, false, kernel, exact)                                               \
+  X(conv2d, "conv2d", 2, 3, true, false, kernel, contraction)                                             \
+  X(max_pool2d, "max_pool2d", 1, 1, true, false, kernel, exact)                                           \
+  X(avg_pool2d, "avg_pool2d", 1, 1, true, false, kernel, reduction)                                       \
+  X(adaptive_avg_pool2d, "adaptive_avg_pool2d", 1, 1, true, false, kernel, reduction)                     \
+  X(reshape, "reshape", 1, 1, true, false, view, exact)                                                   \
+  X(permute, "permute", 1, 1, true, false, view, exact)                                                   \
+  X(transpose, "transpose", 1, 1, true, false, view, exact)                                               \
+  X(flatten, "flatten", 1, 1, true, false, view, exact)                                                   \
+  X(concat, "concat", 1, -1, true, false, kernel, exact)                                                  \
+  X(slice, "slice", 1, 1, true, false, view, exact)                                                       \
+  X(sum, "sum", 1, 1, true, false, kernel, reduction)                                                     \
+  X(mean, "mean", 1, 1, true, false, kernel, reduction)                                                   \
+  X(max, "max", 1, 1, true, false, kernel, exact)                                                         \
   X(output, "output", 1, 1, true, false, sink, exact)
 
 enum class OpTag : std::uint8_t {
@@ -104,11 +104,11 @@ using FlopRule = std::int64_t (*)(std::span<const TensorType> inputs, const Tens
 /// One row of the table.
 struct OpInfo {
   OpTag tag;
-  std::string_view kind;      ///< the fixed v1 wire string
+  std::string_view kind;  ///< the fixed v1 wire string
   int min_arity;
-  int max_arity;              ///< -1: variadic
+  int max_arity;  ///< -1: variadic
   bool has_vjp;
-  bool mode_dependent;        ///< behaves differently in training and evaluation (dropout, batch_norm)
+  bool mode_dependent;  ///< behaves differently in training and evaluation (dropout, batch_norm)
   OpRole role;
   ToleranceClass tolerance_class;
   std::span<const AttrSpec> attributes;

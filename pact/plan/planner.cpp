@@ -24,16 +24,20 @@ void validate_modules(const contract::BackendProfile& profile) {
 
 }  // namespace
 
-Expected<AcceptedGraphPlan, PlanRejection> plan_graph(const ir::Graph& input_graph, const contract::BackendProfile& profile,
-                                                      const contract::EvidenceResolver& resolver, contract::VjpMode vjp_mode) {
+Expected<AcceptedGraphPlan, PlanRejection> plan_graph(const ir::Graph& input_graph,
+                                                      const contract::BackendProfile& profile,
+                                                      const contract::EvidenceResolver& resolver,
+                                                      contract::VjpMode vjp_mode) {
   validate_modules(profile);
   // Planning requires a well-formed graph: ir::Graph is a plain struct, so check it again here.
   const ir::Graph graph = ir::validate(input_graph.nodes, input_graph.outputs);
-  const bool wants_cuda = std::find(profile.devices.begin(), profile.devices.end(), DeviceKind::cuda) != profile.devices.end();
+  const bool wants_cuda =
+      std::find(profile.devices.begin(), profile.devices.end(), DeviceKind::cuda) != profile.devices.end();
   if (wants_cuda && cuda_provider()->name() == "cuda-stub" && !profile.allow_cuda_stub) {
-    throw_error(ErrorCode::no_device, "plan",
-                fmt::format("profile {} needs a CUDA device; this machine has none (the cuda provider is the host-parity stub)",
-                            profile.name));
+    throw_error(
+        ErrorCode::no_device, "plan",
+        fmt::format("profile {} needs a CUDA device; this machine has none (the cuda provider is the host-parity stub)",
+                    profile.name));
   }
   contract::BackendProfile effective = profile;
   effective.policy.vjp_mode = vjp_mode;
@@ -42,7 +46,8 @@ Expected<AcceptedGraphPlan, PlanRejection> plan_graph(const ir::Graph& input_gra
   std::unordered_map<int, const contract::Capsule*> choice;
   for (const auto& n : graph.nodes) {
     const int key = static_cast<int>(n.op);
-    if (ops::op_info(n.op).runtime_relevant() && !choice.count(key)) choice[key] = contract::select_capsule(profile, n.op, vjp_mode);
+    if (ops::op_info(n.op).runtime_relevant() && !choice.count(key))
+      choice[key] = contract::select_capsule(profile, n.op, vjp_mode);
   }
 
   PlanAudit audit{profile.name, profile.policy.assurance, vjp_mode, {}, {}, {}};
@@ -105,25 +110,28 @@ std::string render_audit_table(const PlanAudit& audit) {
       ok = ok && r.accepted;
       if (r.reason.rfind("policy gate", 0) == 0) continue;
       if (!evidence.empty()) evidence += " | ";
-      evidence += fmt::format("{}{}{}", contract::evidence_kind_name(r.evidence.kind), r.evidence.id.empty() ? "" : ":" + r.evidence.id,
-                              r.accepted ? "" : " ✗");
+      evidence += fmt::format("{}{}{}", contract::evidence_kind_name(r.evidence.kind),
+                              r.evidence.id.empty() ? "" : ":" + r.evidence.id, r.accepted ? "" : " ✗");
     }
     const auto* c = k.capsule;
-    s += fmt::format("{:<16} {:<28} {:<34} {:<10} {:<16} {:<22} {}  {}\n", k.node, ops::op_kind(k.op), c ? c->name : "(none)",
-                     c ? c->provider : "-", c ? contract::trust_name(c->trust) : "-",
+    s += fmt::format("{:<16} {:<28} {:<34} {:<10} {:<16} {:<22} {}  {}\n", k.node, ops::op_kind(k.op),
+                     c ? c->name : "(none)", c ? c->provider : "-", c ? contract::trust_name(c->trust) : "-",
                      c ? contract::numerical_policy_name(c->numerical_policy) : "-", evidence.empty() ? "-" : evidence,
                      ok ? "accepted" : "REJECTED");
   }
   s += "groups:";
-  for (const auto& [key, nodes] : audit.groups) s += fmt::format(" {}/{} ({} nodes)", key.first, key.second, nodes.size());
+  for (const auto& [key, nodes] : audit.groups)
+    s += fmt::format(" {}/{} ({} nodes)", key.first, key.second, nodes.size());
   s += "\n";
   const auto failures = audit.check.failures();
-  s += fmt::format("verdict: {} ({} kernels, {} obligations, {} failing)\n", audit.check.accepted ? "accepted" : "rejected",
-                   audit.kernels.size(), audit.check.reports.size(), failures.size());
+  s += fmt::format("verdict: {} ({} kernels, {} obligations, {} failing)\n",
+                   audit.check.accepted ? "accepted" : "rejected", audit.kernels.size(), audit.check.reports.size(),
+                   failures.size());
   for (const auto& f : failures) {
-    s += fmt::format("  ✗ node {} capsule {} obligation {} evidence {}{}: {}\n", f.node, f.capsule.empty() ? "(none)" : f.capsule,
-                     contract::obligation_name(f.obligation), contract::evidence_kind_name(f.evidence.kind),
-                     f.evidence.id.empty() ? "" : ":" + f.evidence.id, f.reason);
+    s += fmt::format("  ✗ node {} capsule {} obligation {} evidence {}{}: {}\n", f.node,
+                     f.capsule.empty() ? "(none)" : f.capsule, contract::obligation_name(f.obligation),
+                     contract::evidence_kind_name(f.evidence.kind), f.evidence.id.empty() ? "" : ":" + f.evidence.id,
+                     f.reason);
   }
   return s;
 }
@@ -146,12 +154,17 @@ Json render_audit_json(const PlanAudit& audit) {
   }
   Json obligations = Json::array();
   for (const auto& r : audit.check.reports) {
-    obligations.push_back(Json{{"node", r.node}, {"capsule", r.capsule}, {"obligation", std::string(contract::obligation_name(r.obligation))},
-                               {"evidence", Json{{"kind", std::string(contract::evidence_kind_name(r.evidence.kind))}, {"id", r.evidence.id}}},
-                               {"accepted", r.accepted}, {"reason", r.reason}});
+    obligations.push_back(Json{
+        {"node", r.node},
+        {"capsule", r.capsule},
+        {"obligation", std::string(contract::obligation_name(r.obligation))},
+        {"evidence", Json{{"kind", std::string(contract::evidence_kind_name(r.evidence.kind))}, {"id", r.evidence.id}}},
+        {"accepted", r.accepted},
+        {"reason", r.reason}});
   }
   Json groups = Json::array();
-  for (const auto& [key, nodes] : audit.groups) groups.push_back(Json{{"provider", key.first}, {"device", key.second}, {"nodes", nodes}});
+  for (const auto& [key, nodes] : audit.groups)
+    groups.push_back(Json{{"provider", key.first}, {"device", key.second}, {"nodes", nodes}});
   return Json{{"schema", "pact.plan-audit.v1"},
               {"profile", audit.profile},
               {"assurance", std::string(contract::assurance_policy_name(audit.assurance))},

@@ -6,8 +6,8 @@
 
 namespace pact::runtime {
 
-ExecutionResult execute(const plan::AcceptedGraphPlan& plan, const std::map<std::string, EagerTensor>& bindings, Tape* tape,
-                        const kernels::KernelContext& ctx) {
+ExecutionResult execute(const plan::AcceptedGraphPlan& plan, const std::map<std::string, EagerTensor>& bindings,
+                        Tape* tape, const kernels::KernelContext& ctx) {
   const ir::Graph& g = plan.graph;
   // Last use of each node (outputs live to the end).
   std::unordered_map<std::string, std::size_t> last_use;
@@ -32,7 +32,8 @@ ExecutionResult execute(const plan::AcceptedGraphPlan& plan, const std::map<std:
     const auto role = ops::op_info(n.op).role;
     if (role == ops::OpRole::source) {
       auto it = bindings.find(n.id);
-      if (it == bindings.end()) throw_error(ErrorCode::invalid_argument, "execute", fmt::format("no value bound to '{}'", n.id));
+      if (it == bindings.end())
+        throw_error(ErrorCode::invalid_argument, "execute", fmt::format("no value bound to '{}'", n.id));
       if (auto why = ir::Graph::binding_mismatch(n, it->second.dtype(), it->second.shape())) {
         throw_error(ErrorCode::invalid_argument, "execute", *why);
       }

@@ -6,7 +6,8 @@ ValueRef retain(Tensor tensor) {
   const CheckedLayout layout = tensor.layout();
   std::vector<Storage> owners;
   owners.push_back(std::move(tensor).into_storage());
-  const DescriptorSpec spec{AllocationSlot{0}, LayoutRequest{layout.dtype(), layout.shape(), layout.strides(), layout.byte_offset()}};
+  const DescriptorSpec spec{AllocationSlot{0},
+                            LayoutRequest{layout.dtype(), layout.shape(), layout.strides(), layout.byte_offset()}};
   auto group = AllocationGroup::make(std::move(owners), std::span<const DescriptorSpec>(&spec, 1));
   if (!group) throw std::move(group).error().error;  // cannot happen: the layout was checked against this claim
   auto container = std::make_shared<RetentionContainer>(std::move(group).value());

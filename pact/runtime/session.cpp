@@ -9,7 +9,8 @@
 
 namespace pact::runtime {
 
-Session::Session(contract::BackendProfile profile, std::uint64_t seed, std::shared_ptr<const contract::EvidenceResolver> resolver)
+Session::Session(contract::BackendProfile profile, std::uint64_t seed,
+                 std::shared_ptr<const contract::EvidenceResolver> resolver)
     : profile_(std::move(profile)),
       resolver_(resolver ? std::move(resolver) : std::make_shared<contract::DefaultEvidenceResolver>()),
       seed_(seed) {}
@@ -24,7 +25,8 @@ EagerTensor Session::leaf(Tensor value, bool requires_grad) {
 }
 
 EagerTensor Session::named(const std::string& name, EagerTensor value, SourceKind kind, bool persistent) {
-  if (observer_ != nullptr) observer_->on_source(value, module_.empty() ? name : module_ + "." + name, kind, persistent, module_);
+  if (observer_ != nullptr)
+    observer_->on_source(value, module_.empty() ? name : module_ + "." + name, kind, persistent, module_);
   return value;
 }
 
@@ -38,7 +40,9 @@ EagerTensor Session::parameter(const std::string& name, Tensor value, bool requi
   return named(name, std::move(t), SourceKind::parameter, true);
 }
 
-EagerTensor Session::tie(const std::string& name, const EagerTensor& value) { return named(name, value, SourceKind::parameter, true); }
+EagerTensor Session::tie(const std::string& name, const EagerTensor& value) {
+  return named(name, value, SourceKind::parameter, true);
+}
 
 EagerTensor Session::buffer(const std::string& name, Tensor value, bool persistent) {
   return named(name, constant(std::move(value)), SourceKind::buffer, persistent);
@@ -52,20 +56,22 @@ Session::ModuleScope::~ModuleScope() { session_.module_.resize(restore_); }
 
 void Session::value_escape(const char* what, const EagerTensor& t, const SourceLocation& loc) const {
   if (structure_only_) {
-    capture::require_structure_only_capability(
-        "value_payloads", fmt::format("{} of a {} tensor {} at {}", what, t.view().provider_name(), t.shape().to_string(),
-                                      capture::where(loc)));
+    capture::require_structure_only_capability("value_payloads",
+                                               fmt::format("{} of a {} tensor {} at {}", what, t.view().provider_name(),
+                                                           t.shape().to_string(), capture::where(loc)));
   }
   if (t.view().provider_name() == "meta") {
-    throw capture::Refusal(std::string(capture::kMetaOutsideStructureOnly), "session.value",
-                           fmt::format("{} of a meta tensor at {} outside structure-only mode", what, capture::where(loc)));
+    throw capture::Refusal(
+        std::string(capture::kMetaOutsideStructureOnly), "session.value",
+        fmt::format("{} of a meta tensor at {} outside structure-only mode", what, capture::where(loc)));
   }
 }
 
 double Session::item(const EagerTensor& t, SourceLocation loc) {
   value_escape("item()", t, loc);
   if (t.view().numel() != 1) {
-    throw_error(ErrorCode::invalid_argument, "session.item", fmt::format("item() of {} elements at {}", t.view().numel(), capture::where(loc)));
+    throw_error(ErrorCode::invalid_argument, "session.item",
+                fmt::format("item() of {} elements at {}", t.view().numel(), capture::where(loc)));
   }
   Dims zero;
   for (int i = 0; i < t.shape().size(); ++i) zero.push_back(0);
@@ -107,7 +113,8 @@ const contract::BoundKernel& Session::admit(const Signature& signature, ops::OpT
   contract::check_kernel("eager", op, *capsule, effective, *resolver_, reports);
   std::string failures;
   for (const auto& r : reports) {
-    if (!r.accepted) failures += fmt::format("; {} ({}): {}", contract::obligation_name(r.obligation), r.evidence.id, r.reason);
+    if (!r.accepted)
+      failures += fmt::format("; {} ({}): {}", contract::obligation_name(r.obligation), r.evidence.id, r.reason);
   }
   if (!failures.empty()) {
     throw_error(ErrorCode::unsupported, std::string(ops::op_kind(op)),
@@ -124,10 +131,11 @@ EagerTensor Session::apply(ops::OpTag op, std::span<const EagerTensor> inputs, c
     for (std::size_t i = 0; i < inputs.size(); ++i) {
       if (inputs[i].view().provider_name() != "meta") {
         capture::require_structure_only_capability("substrate_uniformity");
-        throw capture::Refusal("structure_only_substrate_mismatch", std::string(ops::op_kind(op)),
-                               fmt::format("operand {} is a real {} tensor {} in a structure-only capture whose inputs and "
-                                           "parameters are meta, at {}",
-                                           i, inputs[i].view().provider_name(), inputs[i].shape().to_string(), capture::where(loc)));
+        throw capture::Refusal(
+            "structure_only_substrate_mismatch", std::string(ops::op_kind(op)),
+            fmt::format("operand {} is a real {} tensor {} in a structure-only capture whose inputs and "
+                        "parameters are meta, at {}",
+                        i, inputs[i].view().provider_name(), inputs[i].shape().to_string(), capture::where(loc)));
       }
       types.push_back({inputs[i].dtype(), inputs[i].shape()});
     }
@@ -153,12 +161,14 @@ EagerTensor Session::apply(ops::OpTag op, std::span<const EagerTensor> inputs, c
     needs_grad = needs_grad || (grad_enabled_ && in.tracked() && tape_.node(in.node).requires_grad);
   }
   const int device = static_cast<int>(inputs.empty() ? profile_.policy.device : views.front().device());
-  const contract::BoundKernel& bound = admit(Signature{static_cast<int>(op), dtypes, device, contiguous, needs_grad}, op, needs_grad);
+  const contract::BoundKernel& bound =
+      admit(Signature{static_cast<int>(op), dtypes, device, contiguous, needs_grad}, op, needs_grad);
   const kernels::KernelContext ctx{training_, seed_ * 0x9e3779b97f4a7c15ULL + (++calls_)};
   // A view op whose result is a view of its input (a contiguous reshape, any transpose, permute or slice)
   // keeps that view, zero copy, as an alias record of the input's value; otherwise the handler runs.
   std::optional<TensorView> alias;
-  if (views.size() == 1 && views.front().device() == bound.handler->device) alias = kernels::view_result(op, views.front(), attrs);
+  if (views.size() == 1 && views.front().device() == bound.handler->device)
+    alias = kernels::view_result(op, views.front(), attrs);
   EagerTensor result{alias ? AdValueRecord::alias(inputs.front().value, std::move(*alias))
                            : retain(kernels::run_forward(*bound.handler, views, attrs, ctx)),
                      -1};
@@ -185,7 +195,8 @@ namespace {
 // The value bound to a source node, checked against its declared type.
 const EagerTensor& bound_source(const ir::Node& n, const std::map<std::string, EagerTensor>& bindings) {
   auto it = bindings.find(n.id);
-  if (it == bindings.end()) throw_error(ErrorCode::invalid_argument, "session.run_graph", fmt::format("no value bound to '{}'", n.id));
+  if (it == bindings.end())
+    throw_error(ErrorCode::invalid_argument, "session.run_graph", fmt::format("no value bound to '{}'", n.id));
   if (auto why = ir::Graph::binding_mismatch(n, it->second.dtype(), it->second.shape())) {
     throw_error(ErrorCode::invalid_argument, "session.run_graph", *why);
   }
@@ -193,7 +204,8 @@ const EagerTensor& bound_source(const ir::Node& n, const std::map<std::string, E
 }
 }  // namespace
 
-std::map<std::string, EagerTensor> Session::run_graph(const ir::Graph& graph, const std::map<std::string, EagerTensor>& bindings) {
+std::map<std::string, EagerTensor> Session::run_graph(const ir::Graph& graph,
+                                                      const std::map<std::string, EagerTensor>& bindings) {
   return run_graph(graph, bindings, {});
 }
 
@@ -259,7 +271,8 @@ EagerTensor Session::checkpoint(const RegionBody& body, std::span<const EagerTen
   return out;
 }
 
-std::map<std::string, EagerTensor> Session::run_graph(const ir::Graph& graph, const std::map<std::string, EagerTensor>& bindings,
+std::map<std::string, EagerTensor> Session::run_graph(const ir::Graph& graph,
+                                                      const std::map<std::string, EagerTensor>& bindings,
                                                       const std::vector<std::vector<std::string>>& checkpoint_regions) {
   constexpr const char* op = "session.run_graph";
   std::map<std::string, std::size_t> position;  // only regions need it: run_graph is on the eager hot path
@@ -276,21 +289,25 @@ std::map<std::string, EagerTensor> Session::run_graph(const ir::Graph& graph, co
   std::vector<int> region_of(graph.nodes.size(), -1);
   for (std::size_t r = 0; r < checkpoint_regions.size(); ++r) {
     const auto& ids = checkpoint_regions[r];
-    auto bad = [&](const std::string& why) { throw_error(ErrorCode::invalid_argument, op, fmt::format("checkpoint region {}: {}", r, why)); };
+    auto bad = [&](const std::string& why) {
+      throw_error(ErrorCode::invalid_argument, op, fmt::format("checkpoint region {}: {}", r, why));
+    };
     if (ids.empty()) bad("it is empty");
     std::vector<std::size_t> at;
     for (const auto& id : ids) {
       auto it = position.find(id);
       if (it == position.end()) bad(fmt::format("no node '{}'", id));
       const auto role = ops::op_info(graph.nodes[it->second].op).role;
-      if (role == ops::OpRole::source || role == ops::OpRole::sink) bad(fmt::format("'{}' is a source or an output, not an op", id));
+      if (role == ops::OpRole::source || role == ops::OpRole::sink)
+        bad(fmt::format("'{}' is a source or an output, not an op", id));
       if (region_of[it->second] >= 0) bad(fmt::format("'{}' is already in region {}", id, region_of[it->second]));
       region_of[it->second] = static_cast<int>(r);
       at.push_back(it->second);
     }
     std::sort(at.begin(), at.end());
     for (std::size_t k = 1; k < at.size(); ++k) {
-      if (at[k] != at[k - 1] + 1) bad(fmt::format("its nodes are not consecutive ('{}' is not among them)", graph.nodes[at[k - 1] + 1].id));
+      if (at[k] != at[k - 1] + 1)
+        bad(fmt::format("its nodes are not consecutive ('{}' is not among them)", graph.nodes[at[k - 1] + 1].id));
     }
     Region region;
     region.first = at.front();
@@ -300,7 +317,8 @@ std::map<std::string, EagerTensor> Session::run_graph(const ir::Graph& graph, co
     for (std::size_t k = region.first; k <= region.last; ++k) {
       region.nodes.push_back(graph.nodes[k]);
       for (const auto& in : graph.nodes[k].inputs) {
-        if (!members.count(in) && std::find(region.inputs.begin(), region.inputs.end(), in) == region.inputs.end()) region.inputs.push_back(in);
+        if (!members.count(in) && std::find(region.inputs.begin(), region.inputs.end(), in) == region.inputs.end())
+          region.inputs.push_back(in);
       }
     }
     for (std::size_t k = region.last + 1; k < graph.nodes.size(); ++k) {
@@ -311,7 +329,8 @@ std::map<std::string, EagerTensor> Session::run_graph(const ir::Graph& graph, co
     for (const auto& o : graph.outputs) {
       if (members.count(o)) outputs.insert(o);
     }
-    if (outputs.size() != 1) bad(fmt::format("{} of its values are used after it; a region has exactly one output", outputs.size()));
+    if (outputs.size() != 1)
+      bad(fmt::format("{} of its values are used after it; a region has exactly one output", outputs.size()));
     region.output = *outputs.begin();
     regions.emplace(region.first, std::move(region));
   }
@@ -322,7 +341,8 @@ std::map<std::string, EagerTensor> Session::run_graph(const ir::Graph& graph, co
       std::vector<EagerTensor> in;
       for (const auto& id : reg->second.inputs) in.push_back(values.at(id));
       const Region& region = reg->second;
-      RegionBody body = [nodes = region.nodes, names = region.inputs, output = region.output](Session& s, std::span<const EagerTensor> args) {
+      RegionBody body = [nodes = region.nodes, names = region.inputs, output = region.output](
+                            Session& s, std::span<const EagerTensor> args) {
         std::map<std::string, EagerTensor> local;
         for (std::size_t k = 0; k < names.size(); ++k) local.emplace(names[k], args[k]);
         for (const auto& node : nodes) {

@@ -7,11 +7,11 @@
 
 #include <functional>
 #include <map>
-#include "pact/core/source_location.hpp"
 #include <string>
 #include <tuple>
 
 #include "pact/contract/check.hpp"
+#include "pact/core/source_location.hpp"
 #include "pact/ir/graph.hpp"
 #include "pact/runtime/tape.hpp"
 
@@ -56,11 +56,13 @@ class Session {
   EagerTensor apply(ops::OpTag op, std::span<const EagerTensor> inputs, const ops::Attributes& attrs = {},
                     std::string_view name = {}, SourceLocation loc = SourceLocation::current());
   /// Runs an IR graph node by node through apply(); `bindings` maps source node ids to values.
-  std::map<std::string, EagerTensor> run_graph(const ir::Graph& graph, const std::map<std::string, EagerTensor>& bindings);
+  std::map<std::string, EagerTensor> run_graph(const ir::Graph& graph,
+                                               const std::map<std::string, EagerTensor>& bindings);
   /// The same with checkpoint regions: each is a run of consecutive op nodes whose values are used after
   /// it through exactly one node (the region's output); each runs through checkpoint(). A region that
   /// breaks these rules is invalid_argument naming it.
-  std::map<std::string, EagerTensor> run_graph(const ir::Graph& graph, const std::map<std::string, EagerTensor>& bindings,
+  std::map<std::string, EagerTensor> run_graph(const ir::Graph& graph,
+                                               const std::map<std::string, EagerTensor>& bindings,
                                                const std::vector<std::vector<std::string>>& checkpoint_regions);
 
   /// A checkpoint region's body: applies its ops through the given session to the boundary inputs.

@@ -16,18 +16,25 @@ namespace pact::runtime {
 
 std::string_view submit_error_name(SubmitErrorKind kind) noexcept {
   switch (kind) {
-    case SubmitErrorKind::invalid_binding: return "invalid_binding";
-    case SubmitErrorKind::unsupported: return "unsupported";
-    case SubmitErrorKind::poisoned: return "poisoned";
-    case SubmitErrorKind::provider_refused: return "provider_refused";
+    case SubmitErrorKind::invalid_binding:
+      return "invalid_binding";
+    case SubmitErrorKind::unsupported:
+      return "unsupported";
+    case SubmitErrorKind::poisoned:
+      return "poisoned";
+    case SubmitErrorKind::provider_refused:
+      return "provider_refused";
   }
   return "?";
 }
 std::string_view execution_error_name(ExecutionErrorKind kind) noexcept {
   switch (kind) {
-    case ExecutionErrorKind::execution_failed: return "execution_failed";
-    case ExecutionErrorKind::enqueue_failed: return "enqueue_failed";
-    case ExecutionErrorKind::worker_panic: return "worker_panic";
+    case ExecutionErrorKind::execution_failed:
+      return "execution_failed";
+    case ExecutionErrorKind::enqueue_failed:
+      return "enqueue_failed";
+    case ExecutionErrorKind::worker_panic:
+      return "worker_panic";
   }
   return "?";
 }
@@ -36,10 +43,14 @@ std::string_view completion_error_name(CompletionErrorKind kind) noexcept {
 }
 std::string_view output_extract_error_name(OutputExtractErrorKind kind) noexcept {
   switch (kind) {
-    case OutputExtractErrorKind::invalid_output: return "invalid_output";
-    case OutputExtractErrorKind::metadata_output: return "metadata_output";
-    case OutputExtractErrorKind::borrowed_output: return "borrowed_output";
-    case OutputExtractErrorKind::extract: return "extract";
+    case OutputExtractErrorKind::invalid_output:
+      return "invalid_output";
+    case OutputExtractErrorKind::metadata_output:
+      return "metadata_output";
+    case OutputExtractErrorKind::borrowed_output:
+      return "borrowed_output";
+    case OutputExtractErrorKind::extract:
+      return "extract";
   }
   return "?";
 }
@@ -53,7 +64,8 @@ std::shared_ptr<const Program> Program::make(plan::AcceptedGraphPlan plan, std::
   }
   for (const auto& id : metadata_outputs) {
     if (std::find(plan.graph.outputs.begin(), plan.graph.outputs.end(), id) == plan.graph.outputs.end()) {
-      throw_error(ErrorCode::invalid_argument, "program", fmt::format("metadata output '{}' is not a graph output", id));
+      throw_error(ErrorCode::invalid_argument, "program",
+                  fmt::format("metadata output '{}' is not a graph output", id));
     }
   }
   p->plan = std::move(plan);
@@ -202,7 +214,8 @@ bool ExecutionProvider::poisoned() const noexcept { return context_->poisoned.lo
 const ExecutionCounters& ExecutionProvider::counters() const noexcept { return context_->counters; }
 
 void ExecutionProvider::inject(std::vector<Fault> faults) {
-  if (!context_->fake) throw_error(ErrorCode::unsupported, "execution.inject", fmt::format("{} takes no injected faults", context_->name));
+  if (!context_->fake)
+    throw_error(ErrorCode::unsupported, "execution.inject", fmt::format("{} takes no injected faults", context_->name));
   std::lock_guard lock(context_->m);
   for (auto f : faults) context_->faults.push_back(f);
 }
@@ -317,19 +330,25 @@ Produced run_program(const Program& p, const std::vector<ValueRef>& sources) {
 
 std::string fault_name(Fault f) {
   switch (f) {
-    case Fault::none: return "none";
-    case Fault::before_admission: return "before_admission";
-    case Fault::after_enqueue: return "after_enqueue";
-    case Fault::worker_panic: return "worker_panic";
-    case Fault::unproven_completion: return "unproven_completion";
-    case Fault::panic_unproven: return "panic_unproven";
+    case Fault::none:
+      return "none";
+    case Fault::before_admission:
+      return "before_admission";
+    case Fault::after_enqueue:
+      return "after_enqueue";
+    case Fault::worker_panic:
+      return "worker_panic";
+    case Fault::unproven_completion:
+      return "unproven_completion";
+    case Fault::panic_unproven:
+      return "panic_unproven";
   }
   return "?";
 }
 
 // The worker's job for one admitted submission: run, drain, prove completion, retire, publish.
-void run_admitted(Task& task, const Program& program, std::vector<DescriptorSlot> slots, std::unique_ptr<RetirementRecord> record,
-                  Fault fault, std::uint64_t sequence) {
+void run_admitted(Task& task, const Program& program, std::vector<DescriptorSlot> slots,
+                  std::unique_ptr<RetirementRecord> record, Fault fault, std::uint64_t sequence) {
   ProviderContext& ctx = *record->context;
   std::optional<ExecutionError> failure;
   bool panicked = false;
@@ -339,9 +358,11 @@ void run_admitted(Task& task, const Program& program, std::vector<DescriptorSlot
     for (const auto& s : slots) sources.push_back(std::make_shared<const AdValueRecord>(record->package, s));
     try {
       if (fault == Fault::after_enqueue) {
-        failure = ExecutionError{ExecutionErrorKind::enqueue_failed, "the enqueue-capable call failed after work may have been enqueued"};
+        failure = ExecutionError{ExecutionErrorKind::enqueue_failed,
+                                 "the enqueue-capable call failed after work may have been enqueued"};
       } else {
-        if (fault == Fault::worker_panic || fault == Fault::panic_unproven) throw std::runtime_error("injected worker panic");
+        if (fault == Fault::worker_panic || fault == Fault::panic_unproven)
+          throw std::runtime_error("injected worker panic");
         Produced produced = run_program(program, sources);
         record->results = std::move(produced.results);
         map = std::move(produced.outputs);
@@ -407,7 +428,8 @@ void run_admitted(Task& task, const Program& program, std::vector<DescriptorSlot
 
 }  // namespace
 
-Expected<ExecutionHandle, SubmitRejected> submit(ExecutionProvider& provider, std::shared_ptr<const Program> program, ExecutionInputs inputs) {
+Expected<ExecutionHandle, SubmitRejected> submit(ExecutionProvider& provider, std::shared_ptr<const Program> program,
+                                                 ExecutionInputs inputs) {
   const std::shared_ptr<ProviderContext>& ctx = provider.context();
   auto reject = [&](SubmitErrorKind kind, std::string detail) {
     ctx->counters.rejected.fetch_add(1);
@@ -431,7 +453,8 @@ Expected<ExecutionHandle, SubmitRejected> submit(ExecutionProvider& provider, st
   views.clear();
   const Fault fault = ctx->next_fault();
   if (fault == Fault::before_admission) {
-    return reject(SubmitErrorKind::provider_refused, "the provider failed before its enqueue-capable call; nothing was enqueued");
+    return reject(SubmitErrorKind::provider_refused,
+                  "the provider failed before its enqueue-capable call; nothing was enqueued");
   }
   // Admission: the package moves into the retirement record; the worker owns it from here.
   ctx->counters.admitted.fetch_add(1);
@@ -449,7 +472,8 @@ Expected<ExecutionHandle, SubmitRejected> submit(ExecutionProvider& provider, st
   }
   ctx->counters.enqueues.fetch_add(1);
   // The job keeps the context alive while it runs (the record's own reference may be released first).
-  ctx->worker.post([task, program, slots = std::move(inputs.bindings), rec = record.release(), fault, sequence, keep = ctx]() mutable {
+  ctx->worker.post([task, program, slots = std::move(inputs.bindings), rec = record.release(), fault, sequence,
+                    keep = ctx]() mutable {
     run_admitted(*task, *program, std::move(slots), std::unique_ptr<RetirementRecord>(rec), fault, sequence);
     // The reaper's part: an unobserved outcome (the handle is gone) is released here, before drain() can
     // see this submission as finished.
@@ -465,41 +489,48 @@ Expected<ExecutionHandle, SubmitRejected> submit(ExecutionProvider& provider, st
 // ---- Bundles ----------------------------------------------------------------------------------------
 
 OutputRef ExecutionBundle::output(std::size_t i) const {
-  if (i >= outputs_.size()) throw_error(ErrorCode::invalid_argument, "bundle.output", fmt::format("output {} of {}", i, outputs_.size()));
+  if (i >= outputs_.size())
+    throw_error(ErrorCode::invalid_argument, "bundle.output", fmt::format("output {} of {}", i, outputs_.size()));
   if (const auto* slot = std::get_if<DescriptorSlot>(&outputs_[i])) return group_.view(*slot);
   return &std::get<OutputMetadata>(outputs_[i]);
 }
 
-Expected<Tensor, std::pair<ExecutionBundle, OutputExtractError>> ExecutionBundle::into_output(ExecutionBundle&& bundle, std::size_t i) {
+Expected<Tensor, std::pair<ExecutionBundle, OutputExtractError>> ExecutionBundle::into_output(ExecutionBundle&& bundle,
+                                                                                              std::size_t i) {
   if (i >= bundle.outputs_.size()) {
     const std::size_t n = bundle.outputs_.size();
-    return Unexpected(std::pair{std::move(bundle), OutputExtractError{OutputExtractErrorKind::invalid_output, fmt::format("output {} of {}", i, n)}});
+    return Unexpected(std::pair{std::move(bundle), OutputExtractError{OutputExtractErrorKind::invalid_output,
+                                                                      fmt::format("output {} of {}", i, n)}});
   }
   const auto* slot = std::get_if<DescriptorSlot>(&bundle.outputs_[i]);
   if (slot == nullptr) {
-    return Unexpected(std::pair{std::move(bundle), OutputExtractError{OutputExtractErrorKind::metadata_output, "a metadata output has no storage"}});
+    return Unexpected(std::pair{std::move(bundle), OutputExtractError{OutputExtractErrorKind::metadata_output,
+                                                                      "a metadata output has no storage"}});
   }
   const DescriptorSlot s = *slot;
   auto out = AllocationGroup::into_tensor(std::move(bundle.group_), s);
   if (out) return std::move(out).value();
   auto returned = std::move(out).error();
   bundle.group_ = std::move(returned.input);
-  return Unexpected(std::pair{std::move(bundle), OutputExtractError{OutputExtractErrorKind::extract, returned.error.what()}});
+  return Unexpected(
+      std::pair{std::move(bundle), OutputExtractError{OutputExtractErrorKind::extract, returned.error.what()}});
 }
 
 OutputRef ScopedExecutionBundle::output(std::size_t i) const {
-  if (i >= outputs_.size()) throw_error(ErrorCode::invalid_argument, "bundle.output", fmt::format("output {} of {}", i, outputs_.size()));
+  if (i >= outputs_.size())
+    throw_error(ErrorCode::invalid_argument, "bundle.output", fmt::format("output {} of {}", i, outputs_.size()));
   if (const auto* b = std::get_if<ScopedBorrowed>(&outputs_[i])) return b->view;
   if (const auto* o = std::get_if<ScopedOwned>(&outputs_[i])) return owned_.view(o->slot);
   return &std::get<OutputMetadata>(outputs_[i]);
 }
 
-Expected<Tensor, std::pair<ScopedExecutionBundle, OutputExtractError>> ScopedExecutionBundle::into_owned_output(ScopedExecutionBundle&& bundle,
-                                                                                                                 std::size_t i) {
+Expected<Tensor, std::pair<ScopedExecutionBundle, OutputExtractError>> ScopedExecutionBundle::into_owned_output(
+    ScopedExecutionBundle&& bundle, std::size_t i) {
   auto refuse = [&](OutputExtractErrorKind kind, std::string detail) {
     return Unexpected(std::pair{std::move(bundle), OutputExtractError{kind, std::move(detail)}});
   };
-  if (i >= bundle.outputs_.size()) return refuse(OutputExtractErrorKind::invalid_output, fmt::format("output {} of {}", i, bundle.outputs_.size()));
+  if (i >= bundle.outputs_.size())
+    return refuse(OutputExtractErrorKind::invalid_output, fmt::format("output {} of {}", i, bundle.outputs_.size()));
   if (std::holds_alternative<ScopedBorrowed>(bundle.outputs_[i])) {
     return refuse(OutputExtractErrorKind::borrowed_output, "a borrowed output belongs to the caller's inputs");
   }
@@ -516,7 +547,8 @@ Expected<Tensor, std::pair<ScopedExecutionBundle, OutputExtractError>> ScopedExe
 
 // ---- Scoped read-only execution ----------------------------------------------------------------------
 
-Expected<ScopedExecutionOutcome, ScopedSubmitRejected> execute_scoped_read_only(ExecutionProvider& provider, const Program& program,
+Expected<ScopedExecutionOutcome, ScopedSubmitRejected> execute_scoped_read_only(ExecutionProvider& provider,
+                                                                                const Program& program,
                                                                                 ScopedReadInputs inputs) {
   ProviderContext& ctx = *provider.context();
   auto reject = [&](SubmitErrorKind kind, std::string detail) {
@@ -524,8 +556,10 @@ Expected<ScopedExecutionOutcome, ScopedSubmitRejected> execute_scoped_read_only(
     return Unexpected(ScopedSubmitRejected{{kind, std::move(detail)}, std::move(inputs)});
   };
   if (!ctx.synchronous) {
-    return reject(SubmitErrorKind::unsupported,
-                  fmt::format("provider {} is asynchronous: scoped read-only execution needs work that retires before return", ctx.name));
+    return reject(
+        SubmitErrorKind::unsupported,
+        fmt::format("provider {} is asynchronous: scoped read-only execution needs work that retires before return",
+                    ctx.name));
   }
   if (ctx.poisoned.load()) return reject(SubmitErrorKind::poisoned, fmt::format("provider {} is poisoned", ctx.name));
   if (auto why = binding_problem(program, inputs.bindings)) return reject(SubmitErrorKind::invalid_binding, *why);
@@ -559,7 +593,8 @@ Expected<ScopedExecutionOutcome, ScopedSubmitRejected> execute_scoped_read_only(
   } catch (const Error& e) {
     sources.clear();
     ctx.counters.retired_failed.fetch_add(1);
-    return ScopedExecutionOutcome{ScopedRetiredFailed{{ExecutionErrorKind::execution_failed, e.what()}, std::move(inputs)}};
+    return ScopedExecutionOutcome{
+        ScopedRetiredFailed{{ExecutionErrorKind::execution_failed, e.what()}, std::move(inputs)}};
   }
 }
 

@@ -114,7 +114,8 @@ class ExecutionBundle {
   const AllocationGroup& group() const noexcept { return group_; }
   /// Consumes the bundle and moves output `i` out through the group's into_tensor: repeated aliases, the
   /// rest of the group and the output map go together. Failure returns the exact bundle.
-  static Expected<Tensor, std::pair<ExecutionBundle, OutputExtractError>> into_output(ExecutionBundle&& bundle, std::size_t i);
+  static Expected<Tensor, std::pair<ExecutionBundle, OutputExtractError>> into_output(ExecutionBundle&& bundle,
+                                                                                      std::size_t i);
 
  private:
   AllocationGroup group_;
@@ -138,10 +139,10 @@ using ExecutionOutcome = std::variant<Completed, RetiredFailed, CompletionUnprov
 struct ExecutionCounters {
   std::atomic<std::uint64_t> admitted{0};
   std::atomic<std::uint64_t> rejected{0};
-  std::atomic<std::uint64_t> enqueues{0};             ///< enqueue-capable calls made
-  std::atomic<std::uint64_t> records_created{0};      ///< retirement records
-  std::atomic<std::uint64_t> records_released{0};     ///< released after proven completion
-  std::atomic<std::uint64_t> records_retained{0};     ///< moved to the permanent store (unproven)
+  std::atomic<std::uint64_t> enqueues{0};          ///< enqueue-capable calls made
+  std::atomic<std::uint64_t> records_created{0};   ///< retirement records
+  std::atomic<std::uint64_t> records_released{0};  ///< released after proven completion
+  std::atomic<std::uint64_t> records_retained{0};  ///< moved to the permanent store (unproven)
   std::atomic<std::uint64_t> completed{0};
   std::atomic<std::uint64_t> retired_failed{0};
   std::atomic<std::uint64_t> unproven{0};
@@ -150,11 +151,11 @@ struct ExecutionCounters {
 /// Where the fake provider fails (one fault per submission, consumed in order).
 enum class Fault : std::uint8_t {
   none,
-  before_admission,      ///< the provider refuses before its enqueue-capable call
-  after_enqueue,         ///< the enqueue-capable call fails after work may have been enqueued
-  worker_panic,          ///< the work throws a non-pact exception (a panic) after enqueue
-  unproven_completion,   ///< the work runs but the event's completion cannot be proven
-  panic_unproven,        ///< the work panics and completion cannot be proven afterwards
+  before_admission,     ///< the provider refuses before its enqueue-capable call
+  after_enqueue,        ///< the enqueue-capable call fails after work may have been enqueued
+  worker_panic,         ///< the work throws a non-pact exception (a panic) after enqueue
+  unproven_completion,  ///< the work runs but the event's completion cannot be proven
+  panic_unproven,       ///< the work panics and completion cannot be proven afterwards
 };
 
 struct Task;
@@ -241,8 +242,8 @@ class ScopedExecutionBundle {
   const AllocationGroup& owned() const noexcept { return owned_; }
   /// Consumes the bundle; succeeds only for an Owned output. A Borrowed or metadata output returns the
   /// exact bundle with borrowed_output / metadata_output; nothing is copied.
-  static Expected<Tensor, std::pair<ScopedExecutionBundle, OutputExtractError>> into_owned_output(ScopedExecutionBundle&& bundle,
-                                                                                                  std::size_t i);
+  static Expected<Tensor, std::pair<ScopedExecutionBundle, OutputExtractError>> into_owned_output(
+      ScopedExecutionBundle&& bundle, std::size_t i);
 
  private:
   AllocationGroup owned_;
@@ -259,7 +260,8 @@ struct ScopedRetiredFailed {
 using ScopedExecutionOutcome = std::variant<ScopedCompleted, ScopedRetiredFailed>;
 
 /// Runs `program` on the caller's thread over borrowed views; only synchronous providers admit it.
-Expected<ScopedExecutionOutcome, ScopedSubmitRejected> execute_scoped_read_only(ExecutionProvider& provider, const Program& program,
+Expected<ScopedExecutionOutcome, ScopedSubmitRejected> execute_scoped_read_only(ExecutionProvider& provider,
+                                                                                const Program& program,
                                                                                 ScopedReadInputs inputs);
 
 }  // namespace pact::runtime

@@ -9,9 +9,19 @@ namespace pact::runtime {
 
 bool vjp_reads_output(ops::OpTag op) noexcept {
   switch (op) {
-    case ops::OpTag::neg: case ops::OpTag::relu: case ops::OpTag::gelu: case ops::OpTag::silu: case ops::OpTag::tanh:
-    case ops::OpTag::sigmoid: case ops::OpTag::clamp: case ops::OpTag::exp: case ops::OpTag::log: case ops::OpTag::sqrt:
-    case ops::OpTag::softmax: case ops::OpTag::log_softmax: case ops::OpTag::max:
+    case ops::OpTag::neg:
+    case ops::OpTag::relu:
+    case ops::OpTag::gelu:
+    case ops::OpTag::silu:
+    case ops::OpTag::tanh:
+    case ops::OpTag::sigmoid:
+    case ops::OpTag::clamp:
+    case ops::OpTag::exp:
+    case ops::OpTag::log:
+    case ops::OpTag::sqrt:
+    case ops::OpTag::softmax:
+    case ops::OpTag::log_softmax:
+    case ops::OpTag::max:
       return true;
     default:
       return false;
@@ -85,8 +95,8 @@ void require_tag(const char* what, int node, const ops::TensorType& tag, const T
 // otherwise. The same additions, element by element, as the add kernel's same-shape loop.
 template <class T>
 bool accumulate_in_place(Tensor& acc, const TensorView& g) {
-  if (acc.dtype() != dtype_of_v<T> || g.dtype() != dtype_of_v<T> || !(acc.shape() == g.shape()) || !acc.is_contiguous() ||
-      !g.is_contiguous()) {
+  if (acc.dtype() != dtype_of_v<T> || g.dtype() != dtype_of_v<T> || !(acc.shape() == g.shape()) ||
+      !acc.is_contiguous() || !g.is_contiguous()) {
     return false;
   }
   auto src = TensorView(g).prepare_host<T>();
@@ -127,7 +137,9 @@ int passthrough_input(ops::OpTag op, std::span<const TensorView> in, const Tenso
 Tensor reshaped(Tensor t, const Dims& shape) {
   if (t.shape() == shape) return t;
   const CheckedLayout layout = t.layout();
-  auto moved = Tensor::from_storage(std::move(t).into_storage(), LayoutRequest{layout.dtype(), shape, contiguous_strides(shape), layout.byte_offset()});
+  auto moved =
+      Tensor::from_storage(std::move(t).into_storage(),
+                           LayoutRequest{layout.dtype(), shape, contiguous_strides(shape), layout.byte_offset()});
   if (!moved) throw std::move(moved).error().error;  // a contiguous layout of the same bytes: cannot happen
   return std::move(moved).value();
 }
@@ -146,11 +158,13 @@ Gradients Tape::backward(int root, Tensor seed, std::span<const int> keep) const
   return run_backward(root, std::move(seed), nullptr, keep);
 }
 
-Gradients Tape::run_backward(int root, std::optional<Tensor> owned, const TensorView* borrowed, std::span<const int> keep) const {
+Gradients Tape::run_backward(int root, std::optional<Tensor> owned, const TensorView* borrowed,
+                             std::span<const int> keep) const {
   if (root < 0 || static_cast<std::size_t>(root) >= nodes_.size()) {
     throw_error(ErrorCode::invalid_argument, "tape.backward", fmt::format("node {} is not on the tape", root));
   }
-  require_tag("the seed cotangent", root, nodes_[static_cast<std::size_t>(root)].type, owned ? owned->as_view() : *borrowed);
+  require_tag("the seed cotangent", root, nodes_[static_cast<std::size_t>(root)].type,
+              owned ? owned->as_view() : *borrowed);
   const std::set<int> kept(keep.begin(), keep.end());
   std::map<int, Tensor> grads;
   if (owned) grads.emplace(root, std::move(*owned));

@@ -54,10 +54,10 @@ class Tape {
     const kernels::Handler* handler = nullptr;  ///< nullptr for leaves
     ops::Attributes attrs;
     kernels::KernelContext ctx;
-    std::vector<int> parents;                    ///< tape ids of the inputs (-1: untracked)
-    std::vector<ValueRef> inputs;                ///< retained inputs (the VJP reads them)
-    ValueRef output;                             ///< retained only when vjp_reads_output(op)
-    ops::TensorType type;                        ///< the output's shape tag
+    std::vector<int> parents;      ///< tape ids of the inputs (-1: untracked)
+    std::vector<ValueRef> inputs;  ///< retained inputs (the VJP reads them)
+    ValueRef output;               ///< retained only when vjp_reads_output(op)
+    ops::TensorType type;          ///< the output's shape tag
     bool requires_grad = false;
     /// A local VJP closure for nodes that are not one op (a checkpoint region): given the retained inputs
     /// and the output cotangent, a gradient (or none) per input. Set only when `handler` is null.
@@ -87,7 +87,8 @@ class Tape {
   friend class Session;
   // The one implementation: the root's cotangent is owned (`owned`) or borrowed (`borrowed`, for a
   // checkpoint's private tape; the root then gets no gradient entry of its own).
-  Gradients run_backward(int root, std::optional<Tensor> owned, const TensorView* borrowed, std::span<const int> keep) const;
+  Gradients run_backward(int root, std::optional<Tensor> owned, const TensorView* borrowed,
+                         std::span<const int> keep) const;
   std::vector<Node> nodes_;
 };
 

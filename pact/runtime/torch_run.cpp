@@ -33,8 +33,8 @@ OutputAgreement compare_outputs(std::string name, const TensorView& got, const T
   return r;
 }
 
-TorchRunResult run_imported(ir::TorchBundle&& bundle, ir::SafetensorsFile&& inputs, const contract::BackendProfile& profile,
-                            const contract::EvidenceResolver& resolver) {
+TorchRunResult run_imported(ir::TorchBundle&& bundle, ir::SafetensorsFile&& inputs,
+                            const contract::BackendProfile& profile, const contract::EvidenceResolver& resolver) {
   TorchRunResult result;
   auto planned = plan::plan_graph(bundle.model.graph, profile, resolver, contract::VjpMode::forward_only);
   if (!planned) {

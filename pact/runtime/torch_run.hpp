@@ -29,15 +29,15 @@ OutputAgreement compare_outputs(std::string name, const TensorView& got, const T
 /// The outcome of one run.
 struct TorchRunResult {
   plan::PlanAudit audit;
-  bool accepted = false;                   ///< false: the plan was rejected (audit lists why); nothing ran
-  std::map<std::string, Tensor> outputs;   ///< by output spec name
+  bool accepted = false;                  ///< false: the plan was rejected (audit lists why); nothing ran
+  std::map<std::string, Tensor> outputs;  ///< by output spec name
   std::uint64_t peak_bytes = 0;
 };
 
 /// Plans and runs `bundle` on `inputs` (safetensors tensors named by the user inputs). A missing input, or
 /// one whose dtype or shape differs from the capture, is invalid_argument naming it. The weights move
 /// into the execution; the bundle is consumed.
-TorchRunResult run_imported(ir::TorchBundle&& bundle, ir::SafetensorsFile&& inputs, const contract::BackendProfile& profile,
-                            const contract::EvidenceResolver& resolver);
+TorchRunResult run_imported(ir::TorchBundle&& bundle, ir::SafetensorsFile&& inputs,
+                            const contract::BackendProfile& profile, const contract::EvidenceResolver& resolver);
 
 }  // namespace pact::runtime

@@ -47,7 +47,8 @@ const CudaDriver& load_cuda_driver() {
     }
     auto bind = [&](auto& slot, const char* name) {
       void* sym = ::dlsym(lib, name);
-      if (sym == nullptr && failure.empty()) failure = fmt::format("the CUDA driver lacks {} (a driver for CUDA 12.4 or newer is needed)", name);
+      if (sym == nullptr && failure.empty())
+        failure = fmt::format("the CUDA driver lacks {} (a driver for CUDA 12.4 or newer is needed)", name);
       slot = reinterpret_cast<std::remove_reference_t<decltype(slot)>>(sym);
     };
     bind(driver.init, "cuInit");
@@ -95,12 +96,16 @@ int cu_tensor_map_swizzle(std::string_view swizzle) {
 
 SealedRuntime::SealedRuntime(const CudaDriver& driver, int device_ordinal) : driver_(driver), device_(device_ordinal) {
   int count = 0;
-  if (driver_.init(0) != kCudaSuccess || driver_.device_get_count(&count) != kCudaSuccess || count <= device_ordinal || device_ordinal < 0) {
-    throw_error(ErrorCode::no_device, "seal.cuda", fmt::format("no CUDA device {} (the driver reports {})", device_ordinal, count));
+  if (driver_.init(0) != kCudaSuccess || driver_.device_get_count(&count) != kCudaSuccess || count <= device_ordinal ||
+      device_ordinal < 0) {
+    throw_error(ErrorCode::no_device, "seal.cuda",
+                fmt::format("no CUDA device {} (the driver reports {})", device_ordinal, count));
   }
   int device = 0;
-  if (driver_.device_get(&device, device_ordinal) != kCudaSuccess || driver_.primary_ctx_retain(&context_, device) != kCudaSuccess) {
-    throw_error(ErrorCode::no_device, "seal.cuda", fmt::format("cannot retain the primary context of CUDA device {}", device_ordinal));
+  if (driver_.device_get(&device, device_ordinal) != kCudaSuccess ||
+      driver_.primary_ctx_retain(&context_, device) != kCudaSuccess) {
+    throw_error(ErrorCode::no_device, "seal.cuda",
+                fmt::format("cannot retain the primary context of CUDA device {}", device_ordinal));
   }
   device_ = device;
   if (driver_.ctx_set_current(context_) != kCudaSuccess) {
@@ -125,27 +130,33 @@ void SealedRuntime::release_all() noexcept {
 }
 
 void SealedRuntime::require_healthy() const {
-  if (poisoned_) throw_error(ErrorCode::poisoned, "seal.cuda", "the provider context is poisoned by an earlier launch or cleanup failure; no result is authorized");
+  if (poisoned_)
+    throw_error(ErrorCode::poisoned, "seal.cuda",
+                "the provider context is poisoned by an earlier launch or cleanup failure; no result is authorized");
 }
 
 void SealedRuntime::poison(const std::string& what, int result) {
   poisoned_ = true;
-  throw_error(ErrorCode::poisoned, "seal.cuda", fmt::format("{} failed (CUresult {}): the provider context is poisoned", what, result));
+  throw_error(ErrorCode::poisoned, "seal.cuda",
+              fmt::format("{} failed (CUresult {}): the provider context is poisoned", what, result));
 }
 
 std::string SealedRuntime::artifact_key(const std::string& export_name) const { return authority_ + "/" + export_name; }
 
 const DriverInventory& SealedRuntime::inventory(const std::string& export_name) const {
   auto it = exports_.find(export_name);
-  if (it == exports_.end()) throw_error(ErrorCode::invalid_argument, "seal.admit", fmt::format("export '{}' is not admitted", export_name));
+  if (it == exports_.end())
+    throw_error(ErrorCode::invalid_argument, "seal.admit", fmt::format("export '{}' is not admitted", export_name));
   return it->second.inventory;
 }
 
-void SealedRuntime::admit(const std::string& publication_dir, const Manifest& manifest, const CompileProfile& launch_profile) {
+void SealedRuntime::admit(const std::string& publication_dir, const Manifest& manifest,
+                          const CompileProfile& launch_profile) {
   require_healthy();
   const std::string identity = execution_identity(manifest);
   if (!authority_.empty()) {
-    reject(authority_ == identity ? "this publication is already admitted" : "this runtime is bound to another direct-artifact authority");
+    reject(authority_ == identity ? "this publication is already admitted"
+                                  : "this runtime is bound to another direct-artifact authority");
   }
   // GPU-free first: inventory, digests, ELF, widths, exact declaration and profile equality.
   const Json index = reopen_publication(publication_dir, manifest, launch_profile);
@@ -172,11 +183,12 @@ void SealedRuntime::admit(const std::string& publication_dir, const Manifest& ma
       Admitted& slot = admitted.emplace(name, std::move(a)).first->second;
       // The driver's full physical inventory.
       unsigned count = 0;
-      if (driver_.module_get_function_count(&count, slot.module) != kCudaSuccess) reject(fmt::format("cannot count the kernels of '{}'", rel));
+      if (driver_.module_get_function_count(&count, slot.module) != kCudaSuccess)
+        reject(fmt::format("cannot count the kernels of '{}'", rel));
       const auto& plan = declaration->device_plan.kernels;
       if (count != plan.size()) {
-        reject(fmt::format("the driver sees {} kernels in '{}'; the device plan declares {} (ordinal {} is unbound)", count, rel, plan.size(),
-                           std::min<std::size_t>(count, plan.size())));
+        reject(fmt::format("the driver sees {} kernels in '{}'; the device plan declares {} (ordinal {} is unbound)",
+                           count, rel, plan.size(), std::min<std::size_t>(count, plan.size())));
       }
       std::vector<void*> functions(count);
       if (count > 0 && driver_.module_enumerate_functions(functions.data(), count, slot.module) != kCudaSuccess) {
@@ -185,14 +197,17 @@ void SealedRuntime::admit(const std::string& publication_dir, const Manifest& ma
       Json abi = Json::array();
       for (unsigned i = 0; i < count; ++i) {
         const char* physical = nullptr;
-        if (driver_.func_get_name(&physical, functions[i]) != kCudaSuccess || physical == nullptr) reject(fmt::format("kernel ordinal {} has no name", i));
+        if (driver_.func_get_name(&physical, functions[i]) != kCudaSuccess || physical == nullptr)
+          reject(fmt::format("kernel ordinal {} has no name", i));
         std::vector<std::pair<std::size_t, std::size_t>> params;
         for (std::size_t p = 0;; ++p) {
-          if (p > kMaxKernelParams) reject(fmt::format("kernel ordinal {} has more than {} parameters", i, kMaxKernelParams));
+          if (p > kMaxKernelParams)
+            reject(fmt::format("kernel ordinal {} has more than {} parameters", i, kMaxKernelParams));
           std::size_t offset = 0, size = 0;
           const int r = driver_.func_get_param_info(functions[i], p, &offset, &size);
           if (r == kCudaErrorInvalidValue) break;
-          if (r != kCudaSuccess) reject(fmt::format("cannot read parameter {} of kernel ordinal {} (CUresult {})", p, i, r));
+          if (r != kCudaSuccess)
+            reject(fmt::format("cannot read parameter {} of kernel ordinal {} (CUresult {})", p, i, r));
           params.emplace_back(offset, size);
         }
         std::vector<std::uint32_t> widths;
@@ -202,8 +217,9 @@ void SealedRuntime::admit(const std::string& publication_dir, const Manifest& ma
           offsets.push_back({offset, size});
         }
         if (widths != plan[i].param_widths) {
-          reject(fmt::format("the driver sees parameter widths {} at kernel ordinal {} of '{}'; the plan's '{}' declares {}", Json(widths).dump(), i,
-                             rel, plan[i].name, Json(plan[i].param_widths).dump()));
+          reject(fmt::format(
+              "the driver sees parameter widths {} at kernel ordinal {} of '{}'; the plan's '{}' declares {}",
+              Json(widths).dump(), i, rel, plan[i].name, Json(plan[i].param_widths).dump()));
         }
         abi.push_back({{"ordinal", i}, {"name", std::string(physical)}, {"params", offsets}});
         slot.inventory.names.emplace_back(physical);
@@ -226,15 +242,18 @@ void SealedRuntime::admit(const std::string& publication_dir, const Manifest& ma
   exports_ = std::move(admitted);
 }
 
-std::string SealedRuntime::launch(const std::string& op_name, const CallData& call, const std::map<std::string, std::uint64_t, std::less<>>& pointers,
-                                  Role role) {
+std::string SealedRuntime::launch(const std::string& op_name, const CallData& call,
+                                  const std::map<std::string, std::uint64_t, std::less<>>& pointers, Role role) {
   require_healthy();
-  if (!manifest_) throw_error(ErrorCode::invalid_argument, "seal.launch", "nothing is admitted: an invocation without a load is invalid");
+  if (!manifest_)
+    throw_error(ErrorCode::invalid_argument, "seal.launch",
+                "nothing is admitted: an invocation without a load is invalid");
   const ManifestOp* op = nullptr;
   for (const auto& o : manifest_->ops) {
     if (o.name == op_name) op = &o;
   }
-  if (op == nullptr) throw_error(ErrorCode::invalid_argument, "seal.launch", fmt::format("no admitted op '{}'", op_name));
+  if (op == nullptr)
+    throw_error(ErrorCode::invalid_argument, "seal.launch", fmt::format("no admitted op '{}'", op_name));
   // The unique most-specific export of this role for the call.
   std::vector<Specialization> variants;
   std::map<std::string, const AotExport*> by_variant;
@@ -244,7 +263,8 @@ std::string SealedRuntime::launch(const std::string& op_name, const CallData& ca
     by_variant[e.plan + "/" + e.name] = &e;
   }
   if (variants.empty()) {
-    throw_error(ErrorCode::invalid_argument, "seal.launch", fmt::format("op '{}' has no {} export", op_name, role_name(role)));
+    throw_error(ErrorCode::invalid_argument, "seal.launch",
+                fmt::format("op '{}' has no {} export", op_name, role_name(role)));
   }
   const AotExport& e = *by_variant.at(select_specialization(variants, call).plan);
   Admitted& a = exports_.at(e.name);
@@ -266,7 +286,8 @@ std::string SealedRuntime::launch(const std::string& op_name, const CallData& ca
     if (resource == nullptr) {
       auto it = pointers.find(b);
       if (it == pointers.end() || it->second == 0) {
-        throw_error(ErrorCode::invalid_argument, "seal.launch", fmt::format("binding '{}' of export '{}' has no device pointer", b, e.name));
+        throw_error(ErrorCode::invalid_argument, "seal.launch",
+                    fmt::format("binding '{}' of export '{}' has no device pointer", b, e.name));
       }
       bound[b] = it->second;
       continue;
@@ -274,8 +295,9 @@ std::string SealedRuntime::launch(const std::string& op_name, const CallData& ca
     const std::string key = op_name + "/" + resource->name;
     pending.resources.emplace_back(key, resource->lifetime);
     if (resource->lifetime == Lifetime::prepared && role == Role::run && !produced_.count(key)) {
-      throw_error(ErrorCode::invalid_argument, "seal.launch",
-                  fmt::format("export '{}' consumes '{}', which no completed prepare has produced", e.name, resource->name));
+      throw_error(
+          ErrorCode::invalid_argument, "seal.launch",
+          fmt::format("export '{}' consumes '{}', which no completed prepare has produced", e.name, resource->name));
     }
     if (auto live = resources_.find(key); live != resources_.end()) {
       bound[b] = live->second;
@@ -283,14 +305,17 @@ std::string SealedRuntime::launch(const std::string& op_name, const CallData& ca
     }
     // The live size; each projection within its declared bound keeps it within the manifest's ceiling.
     const auto bytes = resource_bytes(*resource, [&](const ShapeFactor& f) {
-      const std::int64_t v = !f.tensor.empty() ? Expr::parse(fmt::format("dim({}, {})", f.tensor, f.dim), "resource").eval(call)
-                                               : Expr::parse(fmt::format("scalar({})", f.scalar), "resource").eval(call);
+      const std::int64_t v = !f.tensor.empty()
+                                 ? Expr::parse(fmt::format("dim({}, {})", f.tensor, f.dim), "resource").eval(call)
+                                 : Expr::parse(fmt::format("scalar({})", f.scalar), "resource").eval(call);
       if (v <= 0 || v > f.max) {
-        throw_error(ErrorCode::invalid_argument, "seal.launch", fmt::format("resource '{}': a factor is {} (bound {})", resource->name, v, f.max));
+        throw_error(ErrorCode::invalid_argument, "seal.launch",
+                    fmt::format("resource '{}': a factor is {} (bound {})", resource->name, v, f.max));
       }
       return v;
     });
-    if (!bytes) throw_error(ErrorCode::layout_overflow, "seal.launch", fmt::format("resource '{}' overflows", resource->name));
+    if (!bytes)
+      throw_error(ErrorCode::layout_overflow, "seal.launch", fmt::format("resource '{}' overflows", resource->name));
     needs.push_back({b, key, *bytes});
   }
   // Storage this launch allocates is released again if the launch fails before it is submitted.
@@ -318,8 +343,8 @@ std::string SealedRuntime::launch(const std::string& op_name, const CallData& ca
   }
 }
 
-std::string SealedRuntime::submit(const AotExport& e, Admitted& a, const CallData& call, const std::map<std::string, std::uint64_t, std::less<>>& bound,
-                                  Pending pending) {
+std::string SealedRuntime::submit(const AotExport& e, Admitted& a, const CallData& call,
+                                  const std::map<std::string, std::uint64_t, std::less<>>& bound, Pending pending) {
   // Materialize every launch of the plan before anything launches, then launch them in order.
   struct Prepared {
     CuLaunchConfig config{};
@@ -335,23 +360,26 @@ std::string SealedRuntime::submit(const AotExport& e, Admitted& a, const CallDat
       std::byte bytes[128];
     } map{};
     const std::vector<std::uint32_t> element_strides(r.dims.size(), 1);
-    const int result = driver_.tensor_map_encode_tiled(&map, cu_tensor_map_dtype(r.dtype), static_cast<std::uint32_t>(r.dims.size()),
-                                                        reinterpret_cast<void*>(static_cast<std::uintptr_t>(r.address)), r.dims.data(),
-                                                        r.stride_bytes.data(), r.box.data(), element_strides.data(), 0,
-                                                        cu_tensor_map_swizzle(r.swizzle), 0, 0);
+    const int result = driver_.tensor_map_encode_tiled(
+        &map, cu_tensor_map_dtype(r.dtype), static_cast<std::uint32_t>(r.dims.size()),
+        reinterpret_cast<void*>(static_cast<std::uintptr_t>(r.address)), r.dims.data(), r.stride_bytes.data(),
+        r.box.data(), element_strides.data(), 0, cu_tensor_map_swizzle(r.swizzle), 0, 0);
     if (result != kCudaSuccess) {
-      throw_error(ErrorCode::invalid_argument, "seal.tma", fmt::format("the driver refused to encode the tensor map (CUresult {})", result));
+      throw_error(ErrorCode::invalid_argument, "seal.tma",
+                  fmt::format("the driver refused to encode the tensor map (CUresult {})", result));
     }
     std::memcpy(out, map.bytes, sizeof map.bytes);
   };
   std::vector<Prepared> prepared;
   for (const auto& l : plan.launches) {
-    const auto k = std::find_if(plan.kernels.begin(), plan.kernels.end(), [&](const KernelContract& c) { return c.name == l.kernel; });
+    const auto k = std::find_if(plan.kernels.begin(), plan.kernels.end(),
+                                [&](const KernelContract& c) { return c.name == l.kernel; });
     auto dim = [&](const std::vector<Expr>& v, const char* what) {
       std::array<std::uint32_t, 3> out{};
       for (std::size_t i = 0; i < 3; ++i) {
         const std::int64_t x = v[i].eval(call);
-        if (x < 1 || x > 0x7fffffff) throw_error(ErrorCode::invalid_argument, "seal.launch", fmt::format("{}[{}] evaluates to {}", what, i, x));
+        if (x < 1 || x > 0x7fffffff)
+          throw_error(ErrorCode::invalid_argument, "seal.launch", fmt::format("{}[{}] evaluates to {}", what, i, x));
         out[i] = static_cast<std::uint32_t>(x);
       }
       return out;
@@ -359,14 +387,17 @@ std::string SealedRuntime::submit(const AotExport& e, Admitted& a, const CallDat
     const auto grid = dim(l.grid, "grid"), block = dim(l.block, "block");
     const std::int64_t smem = l.dynamic_smem.eval(call);
     if (smem < 0 || smem > kMaxDynamicSharedMemory) {
-      throw_error(ErrorCode::invalid_argument, "seal.launch", fmt::format("dynamic shared memory evaluates to {} bytes; at most 1 MiB", smem));
+      throw_error(ErrorCode::invalid_argument, "seal.launch",
+                  fmt::format("dynamic shared memory evaluates to {} bytes; at most 1 MiB", smem));
     }
     Prepared p;
     p.ordinal = static_cast<std::size_t>(k - plan.kernels.begin());
     p.frame = materialize(l.params, k->param_widths, call, bound, &tma);
     // The declared stream: a captured handle from the call's bindings, or the default stream.
-    void* const stream = l.stream == "default" ? nullptr : reinterpret_cast<void*>(static_cast<std::uintptr_t>(bound.at(l.stream)));
-    p.config = CuLaunchConfig{grid[0], grid[1], grid[2], block[0], block[1], block[2], static_cast<std::uint32_t>(smem), stream, nullptr, 0};
+    void* const stream =
+        l.stream == "default" ? nullptr : reinterpret_cast<void*>(static_cast<std::uintptr_t>(bound.at(l.stream)));
+    p.config = CuLaunchConfig{grid[0], grid[1], grid[2], block[0], block[1], block[2], static_cast<std::uint32_t>(smem),
+                              stream,  nullptr, 0};
     auto attribute = [&](std::uint32_t id) -> CuLaunchAttribute& {
       CuLaunchAttribute& at = p.attributes[p.config.num_attrs++];
       at.id = id;
@@ -377,10 +408,15 @@ std::string SealedRuntime::submit(const AotExport& e, Admitted& a, const CallDat
       attribute(kCuLaunchAttributeClusterDimension).value.cluster_dim = {cluster[0], cluster[1], cluster[2]};
     }
     for (const auto& name : l.attributes) {  // the manifest's allow-list, each once
-      if (name == "cooperative") attribute(kCuLaunchAttributeCooperative).value.scalar = 1;
-      else if (name == "cluster_scheduling_policy_spread") attribute(kCuLaunchAttributeClusterSchedulingPolicyPreference).value.scalar = kCuClusterSchedulingPolicySpread;
-      else if (name == "programmatic_stream_serialization") attribute(kCuLaunchAttributeProgrammaticStreamSerialization).value.scalar = 1;
-      else throw_error(ErrorCode::unsupported, "seal.launch", fmt::format("launch attribute '{}' has no CUDA encoding here", name));
+      if (name == "cooperative")
+        attribute(kCuLaunchAttributeCooperative).value.scalar = 1;
+      else if (name == "cluster_scheduling_policy_spread")
+        attribute(kCuLaunchAttributeClusterSchedulingPolicyPreference).value.scalar = kCuClusterSchedulingPolicySpread;
+      else if (name == "programmatic_stream_serialization")
+        attribute(kCuLaunchAttributeProgrammaticStreamSerialization).value.scalar = 1;
+      else
+        throw_error(ErrorCode::unsupported, "seal.launch",
+                    fmt::format("launch attribute '{}' has no CUDA encoding here", name));
     }
     pending.streams.insert(stream);
     prepared.push_back(std::move(p));
@@ -393,9 +429,13 @@ std::string SealedRuntime::submit(const AotExport& e, Admitted& a, const CallDat
       if (key.ends_with("/" + p.target)) extent = resource_bytes_.at(key);
     }
     if (!extent) {
-      throw_error(ErrorCode::unsupported, "seal.launch", fmt::format("prelaunch fill of '{}': only artifact storage has an extent the runtime knows", p.target));
+      throw_error(
+          ErrorCode::unsupported, "seal.launch",
+          fmt::format("prelaunch fill of '{}': only artifact storage has an extent the runtime knows", p.target));
     }
-    if (const int r = driver_.memset_d8(bound.at(p.target), static_cast<unsigned char>(p.value), static_cast<std::size_t>(*extent)); r != kCudaSuccess) {
+    if (const int r = driver_.memset_d8(bound.at(p.target), static_cast<unsigned char>(p.value),
+                                        static_cast<std::size_t>(*extent));
+        r != kCudaSuccess) {
       poison("prelaunch fill", r);
     }
   }
@@ -404,7 +444,8 @@ std::string SealedRuntime::submit(const AotExport& e, Admitted& a, const CallDat
     std::vector<void*> params;
     for (auto offset : p.frame.offsets) params.push_back(p.frame.bytes.data() + offset);
     if (p.config.num_attrs > 0) p.config.attrs = p.attributes.data();
-    if (const int r = driver_.launch_kernel_ex(&p.config, a.functions[p.ordinal], params.data(), nullptr); r != kCudaSuccess) {
+    if (const int r = driver_.launch_kernel_ex(&p.config, a.functions[p.ordinal], params.data(), nullptr);
+        r != kCudaSuccess) {
       poison(fmt::format("cuLaunchKernelEx of '{}' launch {}", e.name, i), r);
     }
   }
@@ -442,8 +483,10 @@ void SealedRuntime::synchronize() {
   for (const auto& p : done) {
     evidence_.completed(artifact_key(p.export_name));
     for (const auto& [key, lifetime] : p.resources) {
-      if (lifetime == Lifetime::call || p.role == Role::destroy) free_resource(key);  // call storage ends with the call
-      else if (lifetime == Lifetime::prepared && p.role == Role::prepare) produced_.insert(key);
+      if (lifetime == Lifetime::call || p.role == Role::destroy)
+        free_resource(key);  // call storage ends with the call
+      else if (lifetime == Lifetime::prepared && p.role == Role::prepare)
+        produced_.insert(key);
     }
   }
 }
@@ -453,9 +496,11 @@ contract::Capsule sealed_capsule(const ManifestOp& op, const AotExport& e, const
   try {
     tag = ops::parse_op_kind(op.name);
   } catch (const Error&) {
-    throw_error(ErrorCode::unsupported, "seal.capsule", fmt::format("op '{}' is not in the op table: a sealed artifact cannot add an op", op.name));
+    throw_error(ErrorCode::unsupported, "seal.capsule",
+                fmt::format("op '{}' is not in the op table: a sealed artifact cannot add an op", op.name));
   }
-  const contract::Evidence boundary{contract::EvidenceKind::trustedBoundary, "sealed:" + execution_identity + "/" + e.name};
+  const contract::Evidence boundary{contract::EvidenceKind::trustedBoundary,
+                                    "sealed:" + execution_identity + "/" + e.name};
   contract::Capsule c;
   c.name = "sealed." + e.name;
   c.op = tag;
@@ -464,21 +509,26 @@ contract::Capsule sealed_capsule(const ManifestOp& op, const AotExport& e, const
   c.trust = contract::Trust::trustedExternal;
   c.forward = true;
   c.vjp = false;
-  c.descriptors = {contract::ContractDescriptor{contract::Obligation::shape, "the device plan's launch geometry over the admitted bindings", boundary},
-                   contract::ContractDescriptor{contract::Obligation::layout, "contiguous tensors bound by pointer", boundary},
-                   contract::ContractDescriptor{contract::Obligation::forward_value, "the sealed CUBIN's result", boundary},
-                   contract::ContractDescriptor{contract::Obligation::vjp, "no VJP", contract::Evidence{}}};
+  c.descriptors = {
+      contract::ContractDescriptor{contract::Obligation::shape,
+                                   "the device plan's launch geometry over the admitted bindings", boundary},
+      contract::ContractDescriptor{contract::Obligation::layout, "contiguous tensors bound by pointer", boundary},
+      contract::ContractDescriptor{contract::Obligation::forward_value, "the sealed CUBIN's result", boundary},
+      contract::ContractDescriptor{contract::Obligation::vjp, "no VJP", contract::Evidence{}}};
   c.numerical_policy = contract::NumericalPolicy::implementationDefined;
   c.provenance = {"sealed publication", e.name};
   return c;
 }
 
-contract::EvidenceStatus SealedEvidenceResolver::resolve(const contract::Capsule& capsule, const contract::ContractDescriptor& descriptor) const {
+contract::EvidenceStatus SealedEvidenceResolver::resolve(const contract::Capsule& capsule,
+                                                         const contract::ContractDescriptor& descriptor) const {
   const auto& e = descriptor.evidence;
-  if (e.kind != contract::EvidenceKind::trustedBoundary || e.id.rfind("sealed:", 0) != 0) return base_.resolve(capsule, descriptor);
+  if (e.kind != contract::EvidenceKind::trustedBoundary || e.id.rfind("sealed:", 0) != 0)
+    return base_.resolve(capsule, descriptor);
   const std::string key = e.id.substr(7);
   if (runtime_.poisoned()) return {false, "the sealed provider context is poisoned"};
-  if (!runtime_.evidence().is_loaded(key)) return {false, fmt::format("no aot_loaded receipt for sealed artifact '{}'", key)};
+  if (!runtime_.evidence().is_loaded(key))
+    return {false, fmt::format("no aot_loaded receipt for sealed artifact '{}'", key)};
   return {true, ""};
 }
 

@@ -20,8 +20,8 @@
 /// (at most 1 MiB), materializes the exact parameter frame of every launch (tensor maps encoded through
 /// the driver), performs the prelaunch fills, and launches every launch of the device plan with
 /// cuLaunchKernelEx on its declared stream (a handle the call binds, or the default stream).
-/// synchronize() waits and records completion. A launch, synchronize or cleanup failure poisons the runtime: from then on every call
-/// fails with ErrorCode::poisoned, nothing further is authorized, and nothing aborts.
+/// synchronize() waits and records completion. A launch, synchronize or cleanup failure poisons the runtime: from then
+/// on every call fails with ErrorCode::poisoned, nothing further is authorized, and nothing aborts.
 ///
 /// An admitted export can be offered to the planner as a trustedExternal capsule (sealed_capsule): its
 /// evidence is a trusted boundary naming the artifact's execution identity, so only an external profile
@@ -74,28 +74,32 @@ inline constexpr int kCudaErrorInvalidValue = 1;
 /// to them).
 struct CudaDriver {
   using Result = int;
-  Result (*init)(unsigned flags) = nullptr;                                            // cuInit
-  Result (*device_get_count)(int* count) = nullptr;                                    // cuDeviceGetCount
-  Result (*device_get)(int* device, int ordinal) = nullptr;                            // cuDeviceGet
-  Result (*primary_ctx_retain)(void** ctx, int device) = nullptr;                      // cuDevicePrimaryCtxRetain
-  Result (*primary_ctx_release)(int device) = nullptr;                                 // cuDevicePrimaryCtxRelease_v2
-  Result (*ctx_set_current)(void* ctx) = nullptr;                                      // cuCtxSetCurrent
-  Result (*module_load_data)(void** module, const void* image) = nullptr;              // cuModuleLoadData
-  Result (*module_unload)(void* module) = nullptr;                                     // cuModuleUnload
-  Result (*module_get_function_count)(unsigned* count, void* module) = nullptr;        // cuModuleGetFunctionCount
-  Result (*module_enumerate_functions)(void** functions, unsigned n, void* module) = nullptr;  // cuModuleEnumerateFunctions
-  Result (*func_get_name)(const char** name, void* function) = nullptr;                // cuFuncGetName
-  Result (*func_get_param_info)(void* function, std::size_t index, std::size_t* offset, std::size_t* size) = nullptr;  // cuFuncGetParamInfo
-  Result (*launch_kernel_ex)(const CuLaunchConfig* config, void* function, void** params, void** extra) = nullptr;  // cuLaunchKernelEx
-  Result (*stream_synchronize)(void* stream) = nullptr;                                // cuStreamSynchronize
-  Result (*mem_alloc)(std::uint64_t* pointer, std::size_t bytes) = nullptr;            // cuMemAlloc_v2
-  Result (*mem_free)(std::uint64_t pointer) = nullptr;                                 // cuMemFree_v2
+  Result (*init)(unsigned flags) = nullptr;                                      // cuInit
+  Result (*device_get_count)(int* count) = nullptr;                              // cuDeviceGetCount
+  Result (*device_get)(int* device, int ordinal) = nullptr;                      // cuDeviceGet
+  Result (*primary_ctx_retain)(void** ctx, int device) = nullptr;                // cuDevicePrimaryCtxRetain
+  Result (*primary_ctx_release)(int device) = nullptr;                           // cuDevicePrimaryCtxRelease_v2
+  Result (*ctx_set_current)(void* ctx) = nullptr;                                // cuCtxSetCurrent
+  Result (*module_load_data)(void** module, const void* image) = nullptr;        // cuModuleLoadData
+  Result (*module_unload)(void* module) = nullptr;                               // cuModuleUnload
+  Result (*module_get_function_count)(unsigned* count, void* module) = nullptr;  // cuModuleGetFunctionCount
+  Result (*module_enumerate_functions)(void** functions, unsigned n,
+                                       void* module) = nullptr;          // cuModuleEnumerateFunctions
+  Result (*func_get_name)(const char** name, void* function) = nullptr;  // cuFuncGetName
+  Result (*func_get_param_info)(void* function, std::size_t index, std::size_t* offset,
+                                std::size_t* size) = nullptr;  // cuFuncGetParamInfo
+  Result (*launch_kernel_ex)(const CuLaunchConfig* config, void* function, void** params,
+                             void** extra) = nullptr;                                      // cuLaunchKernelEx
+  Result (*stream_synchronize)(void* stream) = nullptr;                                    // cuStreamSynchronize
+  Result (*mem_alloc)(std::uint64_t* pointer, std::size_t bytes) = nullptr;                // cuMemAlloc_v2
+  Result (*mem_free)(std::uint64_t pointer) = nullptr;                                     // cuMemFree_v2
   Result (*memcpy_htod)(std::uint64_t dst, const void* src, std::size_t bytes) = nullptr;  // cuMemcpyHtoD_v2
-  Result (*memcpy_dtoh)(void* dst, std::uint64_t src, std::size_t bytes) = nullptr;    // cuMemcpyDtoH_v2
-  Result (*memset_d8)(std::uint64_t dst, unsigned char value, std::size_t n) = nullptr;  // cuMemsetD8_v2
+  Result (*memcpy_dtoh)(void* dst, std::uint64_t src, std::size_t bytes) = nullptr;        // cuMemcpyDtoH_v2
+  Result (*memset_d8)(std::uint64_t dst, unsigned char value, std::size_t n) = nullptr;    // cuMemsetD8_v2
   Result (*tensor_map_encode_tiled)(void* map, int dtype, std::uint32_t rank, void* address, const std::uint64_t* dims,
-                                    const std::uint64_t* stride_bytes, const std::uint32_t* box, const std::uint32_t* element_strides,
-                                    int interleave, int swizzle, int l2_promotion, int oob_fill) = nullptr;  // cuTensorMapEncodeTiled
+                                    const std::uint64_t* stride_bytes, const std::uint32_t* box,
+                                    const std::uint32_t* element_strides, int interleave, int swizzle, int l2_promotion,
+                                    int oob_fill) = nullptr;  // cuTensorMapEncodeTiled
 };
 
 /// cuda.h's CUtensorMapDataType for a TMA element type, and CUtensorMapSwizzle for a swizzle name.
@@ -135,8 +139,8 @@ class SealedRuntime {
   /// lives for one call (freed when the call completes), prepared.* must have been produced by a
   /// completed prepare before a run consumes it, state.* lives until a destroy export that binds it
   /// completes. The allow-listed launch attributes become CUDA launch attributes. Returns the export.
-  std::string launch(const std::string& op, const CallData& call, const std::map<std::string, std::uint64_t, std::less<>>& pointers,
-                     Role role = Role::run);
+  std::string launch(const std::string& op, const CallData& call,
+                     const std::map<std::string, std::uint64_t, std::less<>>& pointers, Role role = Role::run);
   /// Waits for every stream the pending launches used; records their completion and applies the
   /// lifetimes above (workspace freed, prepared marked produced, destroyed storage freed).
   void synchronize();
@@ -172,15 +176,15 @@ class SealedRuntime {
     std::string export_name;
     Role role;
     std::vector<std::pair<std::string, Lifetime>> resources;  ///< keys the launch bound
-    std::set<void*> streams;                                   ///< the streams its launches ran on
+    std::set<void*> streams;                                  ///< the streams its launches ran on
   };
   void free_resource(const std::string& key);
-  std::string submit(const AotExport& e, Admitted& a, const CallData& call, const std::map<std::string, std::uint64_t, std::less<>>& bound,
-                     Pending pending);
+  std::string submit(const AotExport& e, Admitted& a, const CallData& call,
+                     const std::map<std::string, std::uint64_t, std::less<>>& bound, Pending pending);
 
-  std::map<std::string, std::uint64_t> resources_;  ///< live artifact storage by key
+  std::map<std::string, std::uint64_t> resources_;       ///< live artifact storage by key
   std::map<std::string, std::uint64_t> resource_bytes_;  ///< and its allocated size
-  std::set<std::string> produced_;                  ///< prepared keys a completed prepare produced
+  std::set<std::string> produced_;                       ///< prepared keys a completed prepare produced
   StorageBudget budget_;
   std::vector<Pending> pending_;  ///< launched, not yet completed
   EvidenceLog evidence_;
@@ -196,8 +200,10 @@ contract::Capsule sealed_capsule(const ManifestOp& op, const AotExport& e, const
 /// descriptor goes to `base`.
 class SealedEvidenceResolver final : public contract::EvidenceResolver {
  public:
-  SealedEvidenceResolver(const SealedRuntime& runtime, const contract::EvidenceResolver& base) : runtime_(runtime), base_(base) {}
-  contract::EvidenceStatus resolve(const contract::Capsule& capsule, const contract::ContractDescriptor& descriptor) const override;
+  SealedEvidenceResolver(const SealedRuntime& runtime, const contract::EvidenceResolver& base)
+      : runtime_(runtime), base_(base) {}
+  contract::EvidenceStatus resolve(const contract::Capsule& capsule,
+                                   const contract::ContractDescriptor& descriptor) const override;
 
  private:
   const SealedRuntime& runtime_;

@@ -95,7 +95,9 @@ class ExprParser {
   std::string identifier() {
     skip();
     const std::size_t start = pos_;
-    while (pos_ < s_.size() && (std::isalnum(static_cast<unsigned char>(s_[pos_])) || s_[pos_] == '_' || s_[pos_] == '.')) ++pos_;
+    while (pos_ < s_.size() &&
+           (std::isalnum(static_cast<unsigned char>(s_[pos_])) || s_[pos_] == '_' || s_[pos_] == '.'))
+      ++pos_;
     if (start == pos_ || std::isdigit(static_cast<unsigned char>(s_[start]))) fail("expected a name");
     return std::string(s_.substr(start, pos_ - start));
   }
@@ -107,7 +109,8 @@ class ExprParser {
       expect(')');
       return inner;
     }
-    if (pos_ < s_.size() && std::isdigit(static_cast<unsigned char>(s_[pos_]))) return add({Expr::Kind::constant, integer(), {}, -1, -1});
+    if (pos_ < s_.size() && std::isdigit(static_cast<unsigned char>(s_[pos_])))
+      return add({Expr::Kind::constant, integer(), {}, -1, -1});
     const std::string fn = identifier();
     expect('(');
     int node = -1;
@@ -118,7 +121,10 @@ class ExprParser {
       node = add({fn == "dim" ? Expr::Kind::dim : Expr::Kind::stride, index, std::move(name), -1, -1});
     } else if (fn == "numel" || fn == "rank" || fn == "scalar") {
       std::string name = identifier();
-      node = add({fn == "numel" ? Expr::Kind::numel : fn == "rank" ? Expr::Kind::rank : Expr::Kind::scalar, 0, std::move(name), -1, -1});
+      node = add({fn == "numel"  ? Expr::Kind::numel
+                  : fn == "rank" ? Expr::Kind::rank
+                                 : Expr::Kind::scalar,
+                  0, std::move(name), -1, -1});
     } else if (fn == "min" || fn == "max" || fn == "ceil_div") {
       const int a = expr(depth + 1);
       expect(',');
@@ -153,7 +159,8 @@ namespace {
 
 const TensorGeometry& tensor_of(const CallData& call, const std::string& name, const std::string& text) {
   auto it = call.tensors.find(name);
-  if (it == call.tensors.end()) throw_error(ErrorCode::invalid_argument, "seal.expr", fmt::format("'{}': no tensor '{}' in the call", text, name));
+  if (it == call.tensors.end())
+    throw_error(ErrorCode::invalid_argument, "seal.expr", fmt::format("'{}': no tensor '{}' in the call", text, name));
   return it->second;
 }
 
@@ -161,7 +168,8 @@ int axis(const TensorGeometry& t, std::int64_t index, const std::string& name, c
   const std::int64_t r = t.shape.size();
   const std::int64_t a = index < 0 ? index + r : index;
   if (a < 0 || a >= r) {
-    throw_error(ErrorCode::invalid_argument, "seal.expr", fmt::format("'{}': dimension {} of '{}' (rank {})", text, index, name, r));
+    throw_error(ErrorCode::invalid_argument, "seal.expr",
+                fmt::format("'{}': dimension {} of '{}' (rank {})", text, index, name, r));
   }
   return static_cast<int>(a);
 }
@@ -172,14 +180,16 @@ std::int64_t Expr::eval_node(int id, const CallData& call) const {
   const Node& n = nodes_[static_cast<std::size_t>(id)];
   std::int64_t r = 0;
   switch (n.kind) {
-    case Kind::constant: return n.value;
+    case Kind::constant:
+      return n.value;
     case Kind::dim: {
       const auto& t = tensor_of(call, n.name, text_);
       return t.shape[axis(t, n.value, n.name, text_)];
     }
     case Kind::stride: {
       const auto& t = tensor_of(call, n.name, text_);
-      if (t.strides.size() != t.shape.size()) throw_error(ErrorCode::invalid_argument, "seal.expr", fmt::format("'{}': '{}' has no strides", text_, n.name));
+      if (t.strides.size() != t.shape.size())
+        throw_error(ErrorCode::invalid_argument, "seal.expr", fmt::format("'{}': '{}' has no strides", text_, n.name));
       return t.strides[axis(t, n.value, n.name, text_)];
     }
     case Kind::numel: {
@@ -190,10 +200,13 @@ std::int64_t Expr::eval_node(int id, const CallData& call) const {
       }
       return c;
     }
-    case Kind::rank: return tensor_of(call, n.name, text_).shape.size();
+    case Kind::rank:
+      return tensor_of(call, n.name, text_).shape.size();
     case Kind::scalar: {
       auto it = call.scalars.find(n.name);
-      if (it == call.scalars.end()) throw_error(ErrorCode::invalid_argument, "seal.expr", fmt::format("'{}': no admitted scalar '{}'", text_, n.name));
+      if (it == call.scalars.end())
+        throw_error(ErrorCode::invalid_argument, "seal.expr",
+                    fmt::format("'{}': no admitted scalar '{}'", text_, n.name));
       return it->second;
     }
     case Kind::neg: {
@@ -201,7 +214,8 @@ std::int64_t Expr::eval_node(int id, const CallData& call) const {
       if (__builtin_sub_overflow(std::int64_t{0}, a, &r)) overflow(text_, "a negation");
       return r;
     }
-    default: break;
+    default:
+      break;
   }
   const std::int64_t a = eval_node(n.a, call), b = eval_node(n.b, call);
   switch (n.kind) {
@@ -219,14 +233,19 @@ std::int64_t Expr::eval_node(int id, const CallData& call) const {
       if (b == 0) throw_error(ErrorCode::invalid_argument, "seal.expr", fmt::format("'{}': division by zero", text_));
       if (a == std::numeric_limits<std::int64_t>::min() && b == -1) overflow(text_, "a quotient");
       return n.kind == Kind::div ? a / b : a % b;
-    case Kind::min: return std::min(a, b);
-    case Kind::max: return std::max(a, b);
+    case Kind::min:
+      return std::min(a, b);
+    case Kind::max:
+      return std::max(a, b);
     case Kind::ceil_div: {
-      if (b <= 0) throw_error(ErrorCode::invalid_argument, "seal.expr", fmt::format("'{}': ceil_div needs a positive divisor, got {}", text_, b));
+      if (b <= 0)
+        throw_error(ErrorCode::invalid_argument, "seal.expr",
+                    fmt::format("'{}': ceil_div needs a positive divisor, got {}", text_, b));
       const std::int64_t q = a / b, rem = a % b;
       return q + (rem > 0 ? 1 : 0);
     }
-    default: break;
+    default:
+      break;
   }
   throw_error(ErrorCode::invalid_argument, "seal.expr", "unknown node");
 }
@@ -236,7 +255,8 @@ std::int64_t Expr::eval(const CallData& call) const { return eval_node(root_, ca
 std::vector<std::string> Expr::tensor_names() const {
   std::set<std::string> names;
   for (const auto& n : nodes_) {
-    if (n.kind == Kind::dim || n.kind == Kind::stride || n.kind == Kind::numel || n.kind == Kind::rank) names.insert(n.name);
+    if (n.kind == Kind::dim || n.kind == Kind::stride || n.kind == Kind::numel || n.kind == Kind::rank)
+      names.insert(n.name);
   }
   return {names.begin(), names.end()};
 }

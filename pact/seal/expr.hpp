@@ -53,7 +53,23 @@ class Expr {
   std::vector<std::string> scalar_names() const;
 
  private:
-  enum class Kind : std::uint8_t { constant, dim, stride, numel, rank, scalar, neg, add, sub, mul, div, mod, min, max, ceil_div };
+  enum class Kind : std::uint8_t {
+    constant,
+    dim,
+    stride,
+    numel,
+    rank,
+    scalar,
+    neg,
+    add,
+    sub,
+    mul,
+    div,
+    mod,
+    min,
+    max,
+    ceil_div
+  };
   struct Node {
     Kind kind;
     std::int64_t value = 0;  // constant, or the index of dim/stride

@@ -16,11 +16,16 @@ namespace pact::seal {
 
 std::string_view role_name(Role r) noexcept {
   switch (r) {
-    case Role::init: return "init";
-    case Role::prepare: return "prepare";
-    case Role::reset: return "reset";
-    case Role::run: return "run";
-    case Role::destroy: return "destroy";
+    case Role::init:
+      return "init";
+    case Role::prepare:
+      return "prepare";
+    case Role::reset:
+      return "reset";
+    case Role::run:
+      return "run";
+    case Role::destroy:
+      return "destroy";
   }
   return "?";
 }
@@ -34,8 +39,12 @@ namespace {
 // Schema faults of the shared TOML reader: the first one throws, naming the field path.
 class SealFaults final : public TomlFaults {
  public:
-  void unknown_field(const std::string& table, std::string_view field) override { fail(ErrorCode::parse_error, at(table, field), "unknown field"); }
-  void missing_field(const std::string& table, std::string_view field) override { fail(ErrorCode::parse_error, at(table, field), "missing"); }
+  void unknown_field(const std::string& table, std::string_view field) override {
+    fail(ErrorCode::parse_error, at(table, field), "unknown field");
+  }
+  void missing_field(const std::string& table, std::string_view field) override {
+    fail(ErrorCode::parse_error, at(table, field), "missing");
+  }
   void wrong_type(const std::string& table, std::string_view field, std::string_view expected) override {
     fail(ErrorCode::parse_error, at(table, field), fmt::format("expected {}", expected));
   }
@@ -59,7 +68,8 @@ class Tbl {
   Tbl(const toml::table& t, std::string path) : t_(t, std::move(path), seal_faults()) {}
   const std::string& path() const { return t_.path(); }
   std::string at(std::string_view key) const { return t_.at(key); }
-  void keys(std::initializer_list<std::string_view> required, std::initializer_list<std::string_view> optional = {}) const {
+  void keys(std::initializer_list<std::string_view> required,
+            std::initializer_list<std::string_view> optional = {}) const {
     t_.keys(required, optional);
   }
   bool has(std::string_view key) const { return t_.has(key); }
@@ -71,7 +81,9 @@ class Tbl {
     if (a == nullptr) t_.faults().missing_field(t_.path(), key);
     return *a;
   }
-  std::vector<std::string> strings(std::string_view key, std::size_t max) const { return present(t_.strings(key, false, max), key); }
+  std::vector<std::string> strings(std::string_view key, std::size_t max) const {
+    return present(t_.strings(key, false, max), key);
+  }
   std::vector<Tbl> tables(std::string_view key, std::size_t max) const {
     std::vector<Tbl> out;
     for (auto& t : t_.tables(key, false, max)) out.emplace_back(std::move(t));
@@ -82,7 +94,8 @@ class Tbl {
   Expr expr(std::string_view key) const {
     const toml::node* n = t_.node(key);
     if (n != nullptr && n->is_integer()) return Expr::parse(std::to_string(n->as_integer()->get()), at(key));
-    if (n == nullptr || !n->is_string()) fail(ErrorCode::parse_error, at(key), "expected an expression (string or integer)");
+    if (n == nullptr || !n->is_string())
+      fail(ErrorCode::parse_error, at(key), "expected an expression (string or integer)");
     return Expr::parse(n->as_string()->get(), at(key));
   }
   std::vector<Expr> exprs(std::string_view key, std::size_t count) const {
@@ -118,7 +131,8 @@ Role parse_role(const std::string& s, const std::string& where) {
   fail(ErrorCode::parse_error, where, fmt::format("role '{}' is not init, prepare, reset, run or destroy", s));
 }
 
-constexpr std::string_view kLaunchAttributes[] = {"cooperative", "cluster_scheduling_policy_spread", "programmatic_stream_serialization"};
+constexpr std::string_view kLaunchAttributes[] = {"cooperative", "cluster_scheduling_policy_spread",
+                                                  "programmatic_stream_serialization"};
 
 ParamSpec parse_param(const Tbl& p) {
   const std::string kind = p.str("kind");
@@ -133,11 +147,12 @@ ParamSpec parse_param(const Tbl& p) {
   if (kind == "packed_struct") {
     p.keys({"kind", "size", "alignment", "fields"});
     PackedStructParam s{static_cast<std::uint32_t>(std::clamp<std::int64_t>(p.integer("size"), 0, 1 << 20)),
-                        static_cast<std::uint32_t>(std::clamp<std::int64_t>(p.integer("alignment"), 0, 1 << 20)), {}};
+                        static_cast<std::uint32_t>(std::clamp<std::int64_t>(p.integer("alignment"), 0, 1 << 20)),
+                        {}};
     for (const auto& f : p.tables("fields", 256)) {
       f.keys({"offset", "type", "value"});
-      s.fields.push_back({static_cast<std::uint32_t>(std::clamp<std::int64_t>(f.integer("offset"), 0, 1 << 20)), parse_scalar_type(f.str("type")),
-                          f.expr("value")});
+      s.fields.push_back({static_cast<std::uint32_t>(std::clamp<std::int64_t>(f.integer("offset"), 0, 1 << 20)),
+                          parse_scalar_type(f.str("type")), f.expr("value")});
     }
     try {
       check_packed_struct(s);
@@ -173,18 +188,21 @@ ParamSpec parse_param(const Tbl& p) {
 
 DevicePlan parse_device_plan(const Tbl& t, const std::vector<std::string>& bindings) {
   t.keys({"schema", "kernels", "launches"});
-  if (t.str("schema") != kDevicePlanSchema) fail(ErrorCode::parse_error, t.at("schema"), fmt::format("expected {}", kDevicePlanSchema));
+  if (t.str("schema") != kDevicePlanSchema)
+    fail(ErrorCode::parse_error, t.at("schema"), fmt::format("expected {}", kDevicePlanSchema));
   DevicePlan plan;
   for (const auto& k : t.tables("kernels", kMaxKernels)) {
     k.keys({"name", "param_widths"});
     KernelContract c{k.str("name"), {}};
     for (const auto& w : k.array("param_widths", 4096)) {
       const auto* i = w.as_integer();
-      if (i == nullptr || i->get() <= 0 || i->get() > 4096) fail(ErrorCode::parse_error, k.at("param_widths"), "widths are integers in [1, 4096]");
+      if (i == nullptr || i->get() <= 0 || i->get() > 4096)
+        fail(ErrorCode::parse_error, k.at("param_widths"), "widths are integers in [1, 4096]");
       c.param_widths.push_back(static_cast<std::uint32_t>(i->get()));
     }
     if (!plan.kernels.empty() && !(plan.kernels.back().name < c.name)) {
-      fail(ErrorCode::invalid_argument, k.at("name"), fmt::format("kernels are sorted and unique; '{}' follows '{}'", c.name, plan.kernels.back().name));
+      fail(ErrorCode::invalid_argument, k.at("name"),
+           fmt::format("kernels are sorted and unique; '{}' follows '{}'", c.name, plan.kernels.back().name));
     }
     plan.kernels.push_back(std::move(c));
   }
@@ -193,7 +211,14 @@ DevicePlan parse_device_plan(const Tbl& t, const std::vector<std::string>& bindi
   if (launches.empty()) fail(ErrorCode::parse_error, t.at("launches"), "a device plan has at least one launch");
   for (const auto& l : launches) {
     l.keys({"kernel", "grid", "block", "dynamic_smem", "params"}, {"cluster", "stream", "attributes"});
-    Launch launch{l.str("kernel"), l.exprs("grid", 3), l.exprs("block", 3), std::nullopt, l.expr("dynamic_smem"), {}, l.str_or("stream", "default"), {}};
+    Launch launch{l.str("kernel"),
+                  l.exprs("grid", 3),
+                  l.exprs("block", 3),
+                  std::nullopt,
+                  l.expr("dynamic_smem"),
+                  {},
+                  l.str_or("stream", "default"),
+                  {}};
     if (l.has("cluster")) launch.cluster = l.exprs("cluster", 3);
     if (l.has("attributes")) launch.attributes = l.strings("attributes", std::size(kLaunchAttributes));
     for (std::size_t i = 0; i < launch.attributes.size(); ++i) {
@@ -201,30 +226,37 @@ DevicePlan parse_device_plan(const Tbl& t, const std::vector<std::string>& bindi
       if (std::find(std::begin(kLaunchAttributes), std::end(kLaunchAttributes), a) == std::end(kLaunchAttributes)) {
         fail(ErrorCode::unsupported, l.at("attributes"), fmt::format("launch attribute '{}' is not allow-listed", a));
       }
-      if (std::find(launch.attributes.begin(), launch.attributes.begin() + static_cast<std::ptrdiff_t>(i), a) != launch.attributes.begin() + static_cast<std::ptrdiff_t>(i)) {
+      if (std::find(launch.attributes.begin(), launch.attributes.begin() + static_cast<std::ptrdiff_t>(i), a) !=
+          launch.attributes.begin() + static_cast<std::ptrdiff_t>(i)) {
         fail(ErrorCode::invalid_argument, l.at("attributes"), fmt::format("launch attribute '{}' appears twice", a));
       }
     }
     if (launch.stream != "default" && std::find(bindings.begin(), bindings.end(), launch.stream) == bindings.end()) {
-      fail(ErrorCode::invalid_argument, l.at("stream"), fmt::format("'{}' is neither 'default' nor a binding of the export", launch.stream));
+      fail(ErrorCode::invalid_argument, l.at("stream"),
+           fmt::format("'{}' is neither 'default' nor a binding of the export", launch.stream));
     }
-    auto kernel = std::find_if(plan.kernels.begin(), plan.kernels.end(), [&](const KernelContract& k) { return k.name == launch.kernel; });
-    if (kernel == plan.kernels.end()) fail(ErrorCode::invalid_argument, l.at("kernel"), fmt::format("no kernel '{}' in the plan", launch.kernel));
+    auto kernel = std::find_if(plan.kernels.begin(), plan.kernels.end(),
+                               [&](const KernelContract& k) { return k.name == launch.kernel; });
+    if (kernel == plan.kernels.end())
+      fail(ErrorCode::invalid_argument, l.at("kernel"), fmt::format("no kernel '{}' in the plan", launch.kernel));
     for (const auto& p : l.tables("params", 4096)) launch.params.push_back(parse_param(p));
     if (launch.params.size() != kernel->param_widths.size()) {
       fail(ErrorCode::invalid_argument, l.at("params"),
-           fmt::format("{} parameters; kernel '{}' declares {}", launch.params.size(), kernel->name, kernel->param_widths.size()));
+           fmt::format("{} parameters; kernel '{}' declares {}", launch.params.size(), kernel->name,
+                       kernel->param_widths.size()));
     }
     for (std::size_t i = 0; i < launch.params.size(); ++i) {
       if (param_width(launch.params[i]) != kernel->param_widths[i]) {
         fail(ErrorCode::invalid_argument, fmt::format("{}[{}]", l.at("params"), i),
-             fmt::format("{} bytes; kernel '{}' declares {}", param_width(launch.params[i]), kernel->name, kernel->param_widths[i]));
+             fmt::format("{} bytes; kernel '{}' declares {}", param_width(launch.params[i]), kernel->name,
+                         kernel->param_widths[i]));
       }
       const std::string* named = nullptr;
       if (const auto* ptr = std::get_if<PointerParam>(&launch.params[i])) named = &ptr->binding;
       if (const auto* tma = std::get_if<TmaDescriptorParam>(&launch.params[i])) named = &tma->binding;
       if (named != nullptr && std::find(bindings.begin(), bindings.end(), *named) == bindings.end()) {
-        fail(ErrorCode::invalid_argument, fmt::format("{}[{}]", l.at("params"), i), fmt::format("'{}' is not a binding of the export", *named));
+        fail(ErrorCode::invalid_argument, fmt::format("{}[{}]", l.at("params"), i),
+             fmt::format("'{}' is not a binding of the export", *named));
       }
     }
     plan.launches.push_back(std::move(launch));
@@ -236,7 +268,8 @@ Lifetime lifetime_of(const std::string& name, const std::string& where) {
   if (name.rfind("workspace.", 0) == 0 && name.size() > 10) return Lifetime::call;
   if (name.rfind("prepared.", 0) == 0 && name.size() > 9) return Lifetime::prepared;
   if (name.rfind("state.", 0) == 0 && name.size() > 6) return Lifetime::engine;
-  fail(ErrorCode::invalid_argument, where, fmt::format("'{}' has no lifetime prefix (workspace., prepared., state.)", name));
+  fail(ErrorCode::invalid_argument, where,
+       fmt::format("'{}' has no lifetime prefix (workspace., prepared., state.)", name));
 }
 
 ArtifactResource parse_resource(const Tbl& r) {
@@ -251,14 +284,16 @@ ArtifactResource parse_resource(const Tbl& r) {
   }
   const std::int64_t alignment = r.integer("alignment");
   if (alignment <= 0 || static_cast<std::uint64_t>(alignment) > kMaxAlignment || (alignment & (alignment - 1)) != 0) {
-    fail(ErrorCode::invalid_argument, r.at("alignment"), fmt::format("{} is not a power of two up to 1 MiB", alignment));
+    fail(ErrorCode::invalid_argument, r.at("alignment"),
+         fmt::format("{} is not a power of two up to 1 MiB", alignment));
   }
   res.alignment = static_cast<std::uint64_t>(alignment);
   const std::string scope = r.str_or("scope", "rank_local");
   if (scope == "rank_local") {
     res.scope = Scope::rank_local;
   } else if (scope == "group_ipc") {
-    if (res.lifetime == Lifetime::call) fail(ErrorCode::invalid_argument, r.at("scope"), "call-local (workspace) storage cannot be group_ipc");
+    if (res.lifetime == Lifetime::call)
+      fail(ErrorCode::invalid_argument, r.at("scope"), "call-local (workspace) storage cannot be group_ipc");
     res.scope = Scope::group_ipc;
   } else {
     fail(ErrorCode::parse_error, r.at("scope"), fmt::format("'{}' is not rank_local or group_ipc", scope));
@@ -288,7 +323,8 @@ ArtifactResource parse_resource(const Tbl& r) {
           sf.scalar = f.str("scalar");
         }
         sf.max = f.integer("max");
-        if (sf.max <= 0 || sf.max > (std::int64_t{1} << 40)) fail(ErrorCode::invalid_argument, f.at("max"), "a projection's bound is in [1, 2^40]");
+        if (sf.max <= 0 || sf.max > (std::int64_t{1} << 40))
+          fail(ErrorCode::invalid_argument, f.at("max"), "a projection's bound is in [1, 2^40]");
       }
       dim.factors.push_back(std::move(sf));
     }
@@ -296,7 +332,8 @@ ArtifactResource parse_resource(const Tbl& r) {
   }
   // The size at the factors' bounds (anything past 2^64 is past 64 GiB anyway).
   const auto bytes = resource_bytes(res, [](const ShapeFactor& f) { return f.max; });
-  if (!bytes || *bytes > kMaxBufferBytes) fail(ErrorCode::invalid_argument, r.at("shape"), "the buffer can exceed 64 GiB at its bounds");
+  if (!bytes || *bytes > kMaxBufferBytes)
+    fail(ErrorCode::invalid_argument, r.at("shape"), "the buffer can exceed 64 GiB at its bounds");
   res.max_bytes = *bytes;
   return res;
 }
@@ -314,22 +351,33 @@ void check_lifecycle(const ManifestOp& op, const std::string& where) {
       if (it == resources.end()) continue;  // a semantic binding, not artifact storage
       const ArtifactResource& r = *it->second;
       if (r.lifetime == Lifetime::call && (e.role == Role::init || e.role == Role::destroy)) {
-        fail(ErrorCode::invalid_argument, at, fmt::format("workspace '{}' cannot be used by a {} export", r.name, role_name(e.role)));
+        fail(ErrorCode::invalid_argument, at,
+             fmt::format("workspace '{}' cannot be used by a {} export", r.name, role_name(e.role)));
       }
       if (r.lifetime == Lifetime::prepared) {
-        if (e.role == Role::prepare) produced.insert(r.name);
-        else if (e.role == Role::run) consumed.insert(r.name);
-        else if (e.role != Role::destroy) fail(ErrorCode::invalid_argument, at, fmt::format("prepared '{}' is produced in prepare and consumed in run, not used in {}", r.name, role_name(e.role)));
+        if (e.role == Role::prepare)
+          produced.insert(r.name);
+        else if (e.role == Role::run)
+          consumed.insert(r.name);
+        else if (e.role != Role::destroy)
+          fail(ErrorCode::invalid_argument, at,
+               fmt::format("prepared '{}' is produced in prepare and consumed in run, not used in {}", r.name,
+                           role_name(e.role)));
       }
       classes.emplace(r.lifetime, r.scope);
     }
-    if (e.role == Role::destroy && classes.size() > 1) fail(ErrorCode::invalid_argument, at, "one destroy export mixes lifetime/scope classes");
+    if (e.role == Role::destroy && classes.size() > 1)
+      fail(ErrorCode::invalid_argument, at, "one destroy export mixes lifetime/scope classes");
   }
   for (const auto& name : consumed) {
-    if (!produced.count(name)) fail(ErrorCode::invalid_argument, where, fmt::format("prepared '{}' is consumed in run but no prepare export produces it", name));
+    if (!produced.count(name))
+      fail(ErrorCode::invalid_argument, where,
+           fmt::format("prepared '{}' is consumed in run but no prepare export produces it", name));
   }
   for (const auto& name : produced) {
-    if (!consumed.count(name)) fail(ErrorCode::invalid_argument, where, fmt::format("prepared '{}' is produced but no run export consumes it", name));
+    if (!consumed.count(name))
+      fail(ErrorCode::invalid_argument, where,
+           fmt::format("prepared '{}' is produced but no run export consumes it", name));
   }
 }
 
@@ -356,13 +404,18 @@ bool checked(std::vector<Error>* sink, F&& part) {
 
 // Export names become publication file names: [A-Za-z0-9_.-], 1-128 characters, not starting with '.'.
 void require_export_name(const std::string& name, const std::string& where) {
-  const bool ok = !name.empty() && name.size() <= 128 && name[0] != '.' &&
-                  std::all_of(name.begin(), name.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-'; });
-  if (!ok) fail(ErrorCode::invalid_argument, where, fmt::format("export name '{}' is not 1-128 of [A-Za-z0-9_.-] (not starting with '.')", name));
+  const bool ok =
+      !name.empty() && name.size() <= 128 && name[0] != '.' && std::all_of(name.begin(), name.end(), [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-';
+      });
+  if (!ok)
+    fail(ErrorCode::invalid_argument, where,
+         fmt::format("export name '{}' is not 1-128 of [A-Za-z0-9_.-] (not starting with '.')", name));
 }
 
 AotExport parse_export(const Tbl& x) {
-  x.keys({"provider", "name", "factory", "profile_inputs", "bindings", "device_plan"}, {"role", "plan", "step", "specializes", "prelaunch"});
+  x.keys({"provider", "name", "factory", "profile_inputs", "bindings", "device_plan"},
+         {"role", "plan", "step", "specializes", "prelaunch"});
   AotExport e;
   e.provider = x.str("provider");
   try {
@@ -389,11 +442,13 @@ AotExport parse_export(const Tbl& x) {
   }
   for (const auto& p : x.tables("prelaunch", 8)) {
     p.keys({"op", "target", "value"});
-    if (p.str("op") != "fill") fail(ErrorCode::unsupported, p.at("op"), "the only prelaunch operation is a bounded fill");
+    if (p.str("op") != "fill")
+      fail(ErrorCode::unsupported, p.at("op"), "the only prelaunch operation is a bounded fill");
     Prelaunch pl{p.str("target"), p.integer("value")};
     if (pl.value < 0 || pl.value > 255) fail(ErrorCode::invalid_argument, p.at("value"), "a fill value is a byte");
     if (std::find(e.bindings.begin(), e.bindings.end(), pl.target) == e.bindings.end()) {
-      fail(ErrorCode::invalid_argument, p.at("target"), fmt::format("'{}' is not a binding this export is authorized to write", pl.target));
+      fail(ErrorCode::invalid_argument, p.at("target"),
+           fmt::format("'{}' is not a binding this export is authorized to write", pl.target));
     }
     e.prelaunch.push_back(std::move(pl));
   }
@@ -401,14 +456,16 @@ AotExport parse_export(const Tbl& x) {
   return e;
 }
 
-std::optional<Manifest> parse_checked(std::string_view toml_text, std::string_view where_view, std::vector<Error>* sink, Manifest* partial = nullptr) {
+std::optional<Manifest> parse_checked(std::string_view toml_text, std::string_view where_view, std::vector<Error>* sink,
+                                      Manifest* partial = nullptr) {
   const std::string where(where_view);
   toml::table doc;
   const bool syntax = checked(sink, [&] {
     try {
       doc = toml::parse(toml_text, where_view);
     } catch (const toml::parse_error& e) {
-      fail(ErrorCode::parse_error, fmt::format("{}:{}:{}", where, e.source().begin.line, e.source().begin.column), std::string(e.description()));
+      fail(ErrorCode::parse_error, fmt::format("{}:{}:{}", where, e.source().begin.line, e.source().begin.column),
+           std::string(e.description()));
     }
   });
   if (!syntax) return std::nullopt;
@@ -427,29 +484,44 @@ std::optional<Manifest> parse_checked(std::string_view toml_text, std::string_vi
       o.keys({"name", "entry", "aot_exports"}, {"artifact_resources"});
       op.name = o.str("name");
       op.entry = o.str("entry");
-      if (!op_names.insert(op.name).second) fail(ErrorCode::invalid_argument, o.at("name"), fmt::format("op '{}' appears twice", op.name));
+      if (!op_names.insert(op.name).second)
+        fail(ErrorCode::invalid_argument, o.at("name"), fmt::format("op '{}' appears twice", op.name));
     });
     op_clean = checked(sink, [&] { resources = o.tables("artifact_resources", kMaxResources); }) && op_clean;
     std::set<std::string> resource_names;
     for (const auto& r : resources) {
-      op_clean = checked(sink, [&] {
-        op.resources.push_back(parse_resource(r));
-        if (!resource_names.insert(op.resources.back().name).second) fail(ErrorCode::invalid_argument, r.at("name"), "resource declared twice");
-        aggregate += op.resources.back().max_bytes;
-        if (++resource_count > kMaxResources) fail(ErrorCode::invalid_argument, r.path(), fmt::format("more than {} resources", kMaxResources));
-        if (aggregate > kMaxAggregateBytes) fail(ErrorCode::invalid_argument, r.path(), "resources can exceed 128 GiB in all at their bounds");
-      }) && op_clean;
+      op_clean =
+          checked(sink,
+                  [&] {
+                    op.resources.push_back(parse_resource(r));
+                    if (!resource_names.insert(op.resources.back().name).second)
+                      fail(ErrorCode::invalid_argument, r.at("name"), "resource declared twice");
+                    aggregate += op.resources.back().max_bytes;
+                    if (++resource_count > kMaxResources)
+                      fail(ErrorCode::invalid_argument, r.path(), fmt::format("more than {} resources", kMaxResources));
+                    if (aggregate > kMaxAggregateBytes)
+                      fail(ErrorCode::invalid_argument, r.path(),
+                           "resources can exceed 128 GiB in all at their bounds");
+                  }) &&
+          op_clean;
     }
-    op_clean = checked(sink, [&] {
-      exports = o.tables("aot_exports", 64);
-      if (exports.empty()) fail(ErrorCode::parse_error, o.at("aot_exports"), "an op declares at least one export");
-    }) && op_clean;
+    op_clean = checked(sink,
+                       [&] {
+                         exports = o.tables("aot_exports", 64);
+                         if (exports.empty())
+                           fail(ErrorCode::parse_error, o.at("aot_exports"), "an op declares at least one export");
+                       }) &&
+               op_clean;
     for (const auto& x : exports) {
-      op_clean = checked(sink, [&] {
-        AotExport e = parse_export(x);
-        if (!export_names.insert(e.name).second) fail(ErrorCode::invalid_argument, x.at("name"), fmt::format("export '{}' appears twice", e.name));
-        op.exports.push_back(std::move(e));
-      }) && op_clean;
+      op_clean =
+          checked(sink,
+                  [&] {
+                    AotExport e = parse_export(x);
+                    if (!export_names.insert(e.name).second)
+                      fail(ErrorCode::invalid_argument, x.at("name"), fmt::format("export '{}' appears twice", e.name));
+                    op.exports.push_back(std::move(e));
+                  }) &&
+          op_clean;
     }
     // The checks across an op's exports run only over a complete op (a partial one would report noise).
     if (op_clean) {
@@ -470,9 +542,12 @@ std::optional<Manifest> parse_checked(std::string_view toml_text, std::string_vi
     clean = clean && op_clean;
     m.ops.push_back(std::move(op));
   }
-  clean = checked(sink, [&] {
-    if (ops.empty()) fail(ErrorCode::parse_error, where + ".ops", "a manifest declares at least one op");
-  }) && clean;
+  clean = checked(sink,
+                  [&] {
+                    if (ops.empty())
+                      fail(ErrorCode::parse_error, where + ".ops", "a manifest declares at least one op");
+                  }) &&
+          clean;
   if (!clean) {
     if (partial != nullptr) *partial = std::move(m);
     return std::nullopt;
@@ -483,7 +558,8 @@ std::optional<Manifest> parse_checked(std::string_view toml_text, std::string_vi
 
 }  // namespace
 
-std::optional<std::uint64_t> resource_bytes(const ArtifactResource& r, const std::function<std::int64_t(const ShapeFactor&)>& value) {
+std::optional<std::uint64_t> resource_bytes(const ArtifactResource& r,
+                                            const std::function<std::int64_t(const ShapeFactor&)>& value) {
   std::uint64_t elements = 1;
   for (const auto& d : r.shape) {
     std::uint64_t product = 1;
@@ -492,14 +568,17 @@ std::optional<std::uint64_t> resource_bytes(const ArtifactResource& r, const std
       if (v <= 0 || __builtin_mul_overflow(product, static_cast<std::uint64_t>(v), &product)) return std::nullopt;
     }
     const auto divisor = static_cast<std::uint64_t>(d.divisor);
-    if (__builtin_mul_overflow(elements, product / divisor + (product % divisor != 0 ? 1 : 0), &elements)) return std::nullopt;
+    if (__builtin_mul_overflow(elements, product / divisor + (product % divisor != 0 ? 1 : 0), &elements))
+      return std::nullopt;
   }
   std::uint64_t bytes = 0;
   if (__builtin_mul_overflow(elements, static_cast<std::uint64_t>(dtype_size(r.dtype)), &bytes)) return std::nullopt;
   return bytes;
 }
 
-Manifest parse_manifest(std::string_view toml_text, std::string_view where) { return *parse_checked(toml_text, where, nullptr); }
+Manifest parse_manifest(std::string_view toml_text, std::string_view where) {
+  return *parse_checked(toml_text, where, nullptr);
+}
 
 ManifestScan scan_manifest(std::string_view toml_text, std::string_view where) {
   ManifestScan scan;
@@ -519,14 +598,16 @@ Json derive_capability_requirements(const Manifest& m) {
     }
   }
   return {{"provider_capability_requirements", Json(std::vector<std::string>(provider.begin(), provider.end()))},
-          {"specialization_capability_requirements", Json(std::vector<std::string>(specialization.begin(), specialization.end()))}};
+          {"specialization_capability_requirements",
+           Json(std::vector<std::string>(specialization.begin(), specialization.end()))}};
 }
 
 void require_capability_requirements(const Manifest& m, const Json& recorded) {
   const Json derived = derive_capability_requirements(m);
   if (!(derived == recorded)) {
-    throw_error(ErrorCode::invalid_argument, "seal.manifest",
-                fmt::format("recorded capability requirements {} differ from the derived {}", recorded.dump(), derived.dump()));
+    throw_error(
+        ErrorCode::invalid_argument, "seal.manifest",
+        fmt::format("recorded capability requirements {} differ from the derived {}", recorded.dump(), derived.dump()));
   }
 }
 
@@ -554,15 +635,23 @@ Json exprs_json(const std::vector<Expr>& v) {
 
 Json param_json(const ParamSpec& p) {
   if (const auto* x = std::get_if<PointerParam>(&p)) return {{"kind", "pointer"}, {"binding", x->binding}};
-  if (const auto* x = std::get_if<ScalarParam>(&p)) return {{"kind", "scalar"}, {"type", std::string(scalar_type_name(x->type))}, {"value", expr_json(x->value)}};
+  if (const auto* x = std::get_if<ScalarParam>(&p))
+    return {{"kind", "scalar"}, {"type", std::string(scalar_type_name(x->type))}, {"value", expr_json(x->value)}};
   if (const auto* x = std::get_if<PackedStructParam>(&p)) {
     Json fields = Json::array();
-    for (const auto& f : x->fields) fields.push_back({{"offset", f.offset}, {"type", std::string(scalar_type_name(f.type))}, {"value", expr_json(f.value)}});
+    for (const auto& f : x->fields)
+      fields.push_back(
+          {{"offset", f.offset}, {"type", std::string(scalar_type_name(f.type))}, {"value", expr_json(f.value)}});
     return {{"kind", "packed_struct"}, {"size", x->size}, {"alignment", x->alignment}, {"fields", fields}};
   }
-  if (const auto* x = std::get_if<FastDivmodParam>(&p)) return {{"kind", "fast_divmod_u32"}, {"divisor", expr_json(x->divisor)}};
+  if (const auto* x = std::get_if<FastDivmodParam>(&p))
+    return {{"kind", "fast_divmod_u32"}, {"divisor", expr_json(x->divisor)}};
   if (const auto* x = std::get_if<TmaDescriptorParam>(&p)) {
-    return {{"kind", "tma_descriptor"}, {"binding", x->binding}, {"dtype", x->dtype}, {"box", exprs_json(x->box)}, {"swizzle", x->swizzle}};
+    return {{"kind", "tma_descriptor"},
+            {"binding", x->binding},
+            {"dtype", x->dtype},
+            {"box", exprs_json(x->box)},
+            {"swizzle", x->swizzle}};
   }
   return {{"kind", "group_handle"}, {"group", std::get<GroupHandleParam>(p).group}};
 }
@@ -573,9 +662,14 @@ Json export_json(const AotExport& e) {
   for (const auto& l : e.device_plan.launches) {
     Json params = Json::array();
     for (const auto& p : l.params) params.push_back(param_json(p));
-    launches.push_back({{"kernel", l.kernel}, {"grid", exprs_json(l.grid)}, {"block", exprs_json(l.block)},
-                        {"cluster", l.cluster ? exprs_json(*l.cluster) : Json(nullptr)}, {"dynamic_smem", expr_json(l.dynamic_smem)},
-                        {"params", params}, {"stream", l.stream}, {"attributes", l.attributes}});
+    launches.push_back({{"kernel", l.kernel},
+                        {"grid", exprs_json(l.grid)},
+                        {"block", exprs_json(l.block)},
+                        {"cluster", l.cluster ? exprs_json(*l.cluster) : Json(nullptr)},
+                        {"dynamic_smem", expr_json(l.dynamic_smem)},
+                        {"params", params},
+                        {"stream", l.stream},
+                        {"attributes", l.attributes}});
   }
   std::vector<std::pair<std::string, std::int64_t>> predicates;
   for (const auto& s : e.specializes) predicates.emplace_back(s.key(), s.value);
@@ -584,8 +678,16 @@ Json export_json(const AotExport& e) {
   for (const auto& p : e.prelaunch) pre.push_back({{"op", "fill"}, {"target", p.target}, {"value", p.value}});
   std::vector<std::string> inputs = e.profile_inputs;
   std::sort(inputs.begin(), inputs.end());
-  return {{"provider", e.provider}, {"name", e.name}, {"factory", e.factory}, {"profile_inputs", inputs}, {"bindings", e.bindings},
-          {"role", std::string(role_name(e.role))}, {"plan", e.plan}, {"step", e.step}, {"specializes", specs}, {"prelaunch", pre},
+  return {{"provider", e.provider},
+          {"name", e.name},
+          {"factory", e.factory},
+          {"profile_inputs", inputs},
+          {"bindings", e.bindings},
+          {"role", std::string(role_name(e.role))},
+          {"plan", e.plan},
+          {"step", e.step},
+          {"specializes", specs},
+          {"prelaunch", pre},
           {"device_plan", {{"schema", std::string(kDevicePlanSchema)}, {"kernels", kernels}, {"launches", launches}}}};
 }
 
@@ -594,13 +696,19 @@ Json resource_json(const ArtifactResource& r) {
   for (const auto& d : r.shape) {
     Json factors = Json::array();
     for (const auto& f : d.factors) {
-      if (f.constant > 0) factors.push_back({{"constant", f.constant}});
-      else if (!f.tensor.empty()) factors.push_back({{"tensor", f.tensor}, {"dim", f.dim}, {"max", f.max}});
-      else factors.push_back({{"scalar", f.scalar}, {"max", f.max}});
+      if (f.constant > 0)
+        factors.push_back({{"constant", f.constant}});
+      else if (!f.tensor.empty())
+        factors.push_back({{"tensor", f.tensor}, {"dim", f.dim}, {"max", f.max}});
+      else
+        factors.push_back({{"scalar", f.scalar}, {"max", f.max}});
     }
     dims.push_back({{"factors", factors}, {"divisor", d.divisor}});
   }
-  return {{"name", r.name}, {"dtype", std::string(dtype_name(r.dtype))}, {"alignment", r.alignment}, {"shape", dims},
+  return {{"name", r.name},
+          {"dtype", std::string(dtype_name(r.dtype))},
+          {"alignment", r.alignment},
+          {"shape", dims},
           {"scope", r.scope == Scope::group_ipc ? "group_ipc" : "rank_local"}};
 }
 
@@ -637,7 +745,8 @@ Json execution_declaration(const Manifest& m) {
   Json ops = Json::array();
   std::vector<const ManifestOp*> sorted_ops;
   for (const auto& op : m.ops) sorted_ops.push_back(&op);
-  std::sort(sorted_ops.begin(), sorted_ops.end(), [](const ManifestOp* a, const ManifestOp* b) { return a->name < b->name; });
+  std::sort(sorted_ops.begin(), sorted_ops.end(),
+            [](const ManifestOp* a, const ManifestOp* b) { return a->name < b->name; });
   for (const auto* op : sorted_ops) {
     std::vector<Json> exports, resources;
     for (const auto& e : op->exports) exports.push_back(export_json(e));
@@ -647,10 +756,14 @@ Json execution_declaration(const Manifest& m) {
     std::sort(resources.begin(), resources.end(), by_key);
     ops.push_back({{"name", op->name}, {"aot_exports", exports}, {"artifact_resources", resources}});
   }
-  return {{"schema", "pact.direct-artifact-execution.v1"}, {"ops", ops}, {"capability_requirements", derive_capability_requirements(m)}};
+  return {{"schema", "pact.direct-artifact-execution.v1"},
+          {"ops", ops},
+          {"capability_requirements", derive_capability_requirements(m)}};
 }
 
-std::string execution_identity(const Manifest& m) { return digest_json("pact.direct-artifact-execution.v1", execution_declaration(m)); }
+std::string execution_identity(const Manifest& m) {
+  return digest_json("pact.direct-artifact-execution.v1", execution_declaration(m));
+}
 
 std::map<std::string, std::string> source_closure(const Manifest& m, const std::string& bundle_dir) {
   namespace fs = std::filesystem;
@@ -667,11 +780,13 @@ std::map<std::string, std::string> source_closure(const Manifest& m, const std::
     pending.pop_back();
     if (sources.count(rel)) continue;
     if (sources.size() >= kMaxSources) {
-      throw_error(ErrorCode::invalid_argument, "seal.sources", fmt::format("the source closure has more than {} files", kMaxSources));
+      throw_error(ErrorCode::invalid_argument, "seal.sources",
+                  fmt::format("the source closure has more than {} files", kMaxSources));
     }
     const fs::path p = root / rel;
     if (!path_within(root, rel) || fs::is_symlink(p, ec)) {
-      throw_error(ErrorCode::invalid_argument, "seal.sources", fmt::format("source '{}' escapes the bundle or is a symlink", rel));
+      throw_error(ErrorCode::invalid_argument, "seal.sources",
+                  fmt::format("source '{}' escapes the bundle or is a symlink", rel));
     }
     std::string body = read_file(p.string(), "seal.sources");
     // Quoted includes, resolved relative to the including file.

@@ -55,11 +55,11 @@ struct KernelContract {
 };
 struct Launch {
   std::string kernel;
-  std::vector<Expr> grid, block;         ///< three each
+  std::vector<Expr> grid, block;  ///< three each
   std::optional<std::vector<Expr>> cluster;
   Expr dynamic_smem;
   std::vector<ParamSpec> params;
-  std::string stream;                    ///< "default" or a binding
+  std::string stream;  ///< "default" or a binding
   std::vector<std::string> attributes;
 };
 struct DevicePlan {
@@ -86,11 +86,11 @@ enum class Lifetime : std::uint8_t { call, prepared, engine };
 enum class Scope : std::uint8_t { rank_local, group_ipc };
 /// One factor of a resource dimension: a positive constant, or a bounded projection.
 struct ShapeFactor {
-  std::int64_t constant = 0;   ///< > 0 for a constant
-  std::string tensor;          ///< a tensor's dimension ...
+  std::int64_t constant = 0;  ///< > 0 for a constant
+  std::string tensor;         ///< a tensor's dimension ...
   std::int64_t dim = 0;
-  std::string scalar;          ///< ... or an admitted integer scalar
-  std::int64_t max = 0;        ///< the projection's bound
+  std::string scalar;    ///< ... or an admitted integer scalar
+  std::int64_t max = 0;  ///< the projection's bound
 };
 struct ResourceDim {
   std::vector<ShapeFactor> factors;
@@ -119,7 +119,8 @@ struct Manifest {
 /// A resource's size in bytes when each projected factor takes value(factor) (a constant factor is
 /// itself): per dimension ceil(product(factors) / divisor), times the dtype size. nullopt on 64-bit
 /// overflow. The manifest sizes resources at their bounds with it; the runtime at the live call.
-std::optional<std::uint64_t> resource_bytes(const ArtifactResource& r, const std::function<std::int64_t(const ShapeFactor&)>& value);
+std::optional<std::uint64_t> resource_bytes(const ArtifactResource& r,
+                                            const std::function<std::int64_t(const ShapeFactor&)>& value);
 
 /// Parses and validates a manifest; parse_error / invalid_argument / unsupported naming the field path.
 /// Export names are unique across the manifest and are 1-128 of [A-Za-z0-9_.-], not starting with '.'

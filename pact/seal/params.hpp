@@ -61,7 +61,8 @@ struct TmaDescriptorParam {
 struct GroupHandleParam {
   std::string group;
 };
-using ParamSpec = std::variant<PointerParam, ScalarParam, PackedStructParam, FastDivmodParam, TmaDescriptorParam, GroupHandleParam>;
+using ParamSpec =
+    std::variant<PointerParam, ScalarParam, PackedStructParam, FastDivmodParam, TmaDescriptorParam, GroupHandleParam>;
 
 /// The byte width a parameter occupies (pointer 8, scalar its type, struct its size, divmod 12, TMA 128,
 /// group handle 8).
@@ -83,9 +84,9 @@ FastDivmod make_fast_divmod(std::int64_t divisor);
 struct TmaRequest {
   std::string dtype;
   std::uint64_t address = 0;
-  std::vector<std::uint64_t> dims;           ///< innermost first
-  std::vector<std::uint64_t> stride_bytes;   ///< dimensions 1.. (the innermost is contiguous)
-  std::vector<std::uint32_t> box;            ///< innermost first
+  std::vector<std::uint64_t> dims;          ///< innermost first
+  std::vector<std::uint64_t> stride_bytes;  ///< dimensions 1.. (the innermost is contiguous)
+  std::vector<std::uint32_t> box;           ///< innermost first
   std::string swizzle;
 };
 /// The validator's encoder (admission installs one over cuTensorMapEncodeTiled): writes the 128-byte
@@ -107,7 +108,9 @@ struct ParameterFrame {
 /// A tma_descriptor parameter needs `tma` (a CUDA machine's encoder); without one it is unsupported and
 /// fails closed. The tensor must be rank 1-5 with a contiguous innermost dimension, outer strides
 /// multiples of 16 bytes, and the box's innermost extent a multiple of 16 bytes.
-ParameterFrame materialize(std::span<const ParamSpec> params, std::span<const std::uint32_t> declared_widths, const CallData& call,
-                           const std::map<std::string, std::uint64_t, std::less<>>& device_pointers, const TmaEncoder* tma = nullptr);
+ParameterFrame materialize(std::span<const ParamSpec> params, std::span<const std::uint32_t> declared_widths,
+                           const CallData& call,
+                           const std::map<std::string, std::uint64_t, std::less<>>& device_pointers,
+                           const TmaEncoder* tma = nullptr);
 
 }  // namespace pact::seal

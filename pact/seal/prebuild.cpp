@@ -75,7 +75,9 @@ void stage_sources(const std::map<std::string, std::string>& closure, const fs::
   for (const auto& d : dirs) fs::permissions(d, fs::perms(0555));
 }
 
-std::string tail(const std::string& text, std::size_t n) { return text.size() <= n ? text : "..." + text.substr(text.size() - n); }
+std::string tail(const std::string& text, std::size_t n) {
+  return text.size() <= n ? text : "..." + text.substr(text.size() - n);
+}
 
 }  // namespace
 
@@ -92,7 +94,8 @@ std::vector<std::string> unmeasured_profile_inputs(const Manifest& m, const Comp
     for (const auto& e : op.exports) {
       for (const auto& input : e.profile_inputs) {
         if (!profile.constants.count(input)) {
-          missing.push_back(fmt::format("export '{}' declares profile input '{}', which the compile profile does not measure", e.name, input));
+          missing.push_back(fmt::format(
+              "export '{}' declares profile input '{}', which the compile profile does not measure", e.name, input));
         }
       }
     }
@@ -102,20 +105,25 @@ std::vector<std::string> unmeasured_profile_inputs(const Manifest& m, const Comp
 
 std::string profile_input_macro(std::string_view input) {
   std::string out = "PACT_PROFILE_";
-  for (char c : input) out += std::isalnum(static_cast<unsigned char>(c)) ? static_cast<char>(std::toupper(static_cast<unsigned char>(c))) : '_';
+  for (char c : input)
+    out += std::isalnum(static_cast<unsigned char>(c)) ? static_cast<char>(std::toupper(static_cast<unsigned char>(c)))
+                                                       : '_';
   return out;
 }
 
-Json build_publication(const std::string& bundle_dir, const CompileProfile& profile, const std::string& out_dir, const BuildOptions& options) {
+Json build_publication(const std::string& bundle_dir, const CompileProfile& profile, const std::string& out_dir,
+                       const BuildOptions& options) {
   // Everything that needs no compiler is checked before anything runs.
   const std::string manifest_path = (fs::path(bundle_dir) / "manifest.toml").string();
   const Manifest m = parse_manifest(read_file(manifest_path, "seal.build"), manifest_path);
   const ArtifactProvider& provider = require_provider(profile.provider);
   std::error_code ec;
   if (fs::exists(out_dir, ec) && (!fs::is_directory(out_dir, ec) || !fs::is_empty(out_dir, ec))) {
-    refuse(ErrorCode::invalid_argument, fmt::format("{} is not an empty directory: a publication is never repaired in place", out_dir));
+    refuse(ErrorCode::invalid_argument,
+           fmt::format("{} is not an empty directory: a publication is never repaired in place", out_dir));
   }
-  if (const auto missing = unmeasured_profile_inputs(m, profile); !missing.empty()) refuse(ErrorCode::invalid_argument, missing.front());
+  if (const auto missing = unmeasured_profile_inputs(m, profile); !missing.empty())
+    refuse(ErrorCode::invalid_argument, missing.front());
   struct Job {
     const AotExport* e;
     std::vector<std::string> macros;
@@ -124,7 +132,8 @@ Json build_publication(const std::string& bundle_dir, const CompileProfile& prof
   for (const auto& op : m.ops) {
     for (const auto& e : op.exports) {
       if (e.provider != provider.id) {
-        refuse(ErrorCode::invalid_argument, fmt::format("export '{}' names provider '{}'; the profile is for '{}'", e.name, e.provider, provider.id));
+        refuse(ErrorCode::invalid_argument, fmt::format("export '{}' names provider '{}'; the profile is for '{}'",
+                                                        e.name, e.provider, provider.id));
       }
       Job job{&e, {}};
       for (const auto& input : e.profile_inputs) {
@@ -135,7 +144,9 @@ Json build_publication(const std::string& bundle_dir, const CompileProfile& prof
   }
   const auto closure = source_closure(m, bundle_dir);
   const std::optional<Toolkit> toolkit = options.toolkit ? options.toolkit : find_toolkit();
-  if (!toolkit) refuse(ErrorCode::unsupported, "no CUDA toolkit: nvcc is neither on PATH nor under /usr/local/cuda/bin (or g++ is missing)");
+  if (!toolkit)
+    refuse(ErrorCode::unsupported,
+           "no CUDA toolkit: nvcc is neither on PATH nor under /usr/local/cuda/bin (or g++ is missing)");
 
   Scratch scratch;
   const fs::path inputs = scratch.root / "in", output = scratch.root / "out";
@@ -151,7 +162,9 @@ Json build_publication(const std::string& bundle_dir, const CompileProfile& prof
     return run_sandboxed(spec);
   };
   const SandboxResult version = run({toolkit->nvcc, "--version"});
-  if (!version.ok()) refuse(ErrorCode::invalid_argument, fmt::format("nvcc --version failed in the sandbox ({}): {}", version.describe(), tail(version.output, 2000)));
+  if (!version.ok())
+    refuse(ErrorCode::invalid_argument, fmt::format("nvcc --version failed in the sandbox ({}): {}", version.describe(),
+                                                    tail(version.output, 2000)));
   std::string release;
   for (std::size_t at = 0; at < version.output.size();) {
     const auto end = std::min(version.output.find('\n', at), version.output.size());
@@ -167,11 +180,13 @@ Json build_publication(const std::string& bundle_dir, const CompileProfile& prof
     argv.insert(argv.end(), {"-ccbin", toolkit->host_compiler, "-I", std::string(kSandboxInputs)});
     argv.insert(argv.end(), job.macros.begin(), job.macros.end());
     const std::string cubin = job.e->name + ".cubin";
-    argv.insert(argv.end(), {"-o", std::string(kSandboxOutput) + "/" + cubin,
-                             std::string(kSandboxInputs) + "/" + fs::path(job.e->factory).lexically_normal().generic_string()});
+    argv.insert(argv.end(),
+                {"-o", std::string(kSandboxOutput) + "/" + cubin,
+                 std::string(kSandboxInputs) + "/" + fs::path(job.e->factory).lexically_normal().generic_string()});
     const SandboxResult r = run(argv);
     if (!r.ok()) {
-      refuse(ErrorCode::invalid_argument, fmt::format("export '{}': nvcc failed in the sandbox ({}): {}", job.e->name, r.describe(), tail(r.output, 4000)));
+      refuse(ErrorCode::invalid_argument, fmt::format("export '{}': nvcc failed in the sandbox ({}): {}", job.e->name,
+                                                      r.describe(), tail(r.output, 4000)));
     }
   }
   // CUBIN only: exactly one file per export, nothing else.
@@ -180,12 +195,14 @@ Json build_publication(const std::string& bundle_dir, const CompileProfile& prof
   for (auto it = fs::recursive_directory_iterator(output); it != fs::recursive_directory_iterator(); ++it) {
     const std::string rel = fs::relative(it->path(), output).generic_string();
     if (it->is_symlink() || !it->is_regular_file() || !expected.count(rel)) {
-      refuse(ErrorCode::invalid_argument, fmt::format("the compiler left '{}', which is not a declared CUBIN: nothing is published", rel));
+      refuse(ErrorCode::invalid_argument,
+             fmt::format("the compiler left '{}', which is not a declared CUBIN: nothing is published", rel));
     }
   }
   for (const auto& job : jobs) {
     const fs::path file = output / (job.e->name + ".cubin");
-    if (!fs::is_regular_file(file, ec)) refuse(ErrorCode::invalid_argument, fmt::format("export '{}': nvcc produced no CUBIN", job.e->name));
+    if (!fs::is_regular_file(file, ec))
+      refuse(ErrorCode::invalid_argument, fmt::format("export '{}': nvcc produced no CUBIN", job.e->name));
     const std::string bytes = read_file(file.string(), "seal.build");
     auto span = std::as_bytes(std::span(bytes.data(), bytes.size()));
     cubins.emplace(job.e->name, std::vector<std::byte>(span.begin(), span.end()));

@@ -9,9 +9,9 @@
 
 #include <cstdint>
 #include <map>
-#include <vector>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "pact/core/json.hpp"
 

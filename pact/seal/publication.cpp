@@ -26,7 +26,8 @@ constexpr std::uint8_t kEifmtSval = 0x04;
 
 template <class T>
 T read_le(std::span<const std::byte> bytes, std::uint64_t offset, std::string_view where, const char* what) {
-  if (offset > bytes.size() || sizeof(T) > bytes.size() - offset) malformed(where, fmt::format("{} at byte {} is past the end", what, offset));
+  if (offset > bytes.size() || sizeof(T) > bytes.size() - offset)
+    malformed(where, fmt::format("{} at byte {} is past the end", what, offset));
   T v;
   std::memcpy(&v, bytes.data() + offset, sizeof(T));
   return v;  // the host is little-endian like the CUBIN (checked in the header)
@@ -61,7 +62,8 @@ std::vector<CubinKernel> read_cubin_kernels(std::span<const std::byte> bytes, st
   if (!(b[0] == 0x7f && b[1] == 'E' && b[2] == 'L' && b[3] == 'F')) malformed(where, "not an ELF file");
   if (b[4] != 2) malformed(where, "not ELF64");
   if (b[5] != 1) malformed(where, "not little-endian");
-  if (read_le<std::uint16_t>(bytes, 0x12, where, "e_machine") != kEmCuda) malformed(where, "e_machine is not EM_CUDA (190)");
+  if (read_le<std::uint16_t>(bytes, 0x12, where, "e_machine") != kEmCuda)
+    malformed(where, "e_machine is not EM_CUDA (190)");
   const auto shoff = read_le<std::uint64_t>(bytes, 0x28, where, "e_shoff");
   const auto shentsize = read_le<std::uint16_t>(bytes, 0x3a, where, "e_shentsize");
   const auto shnum = read_le<std::uint16_t>(bytes, 0x3c, where, "e_shnum");
@@ -74,7 +76,8 @@ std::vector<CubinKernel> read_cubin_kernels(std::span<const std::byte> bytes, st
   if (phnum > 0 && (phentsize != 56 || phoff > bytes.size() || std::uint64_t{phnum} * 56 > bytes.size() - phoff)) {
     malformed(where, "the program header table lies outside the file");
   }
-  if (shoff > bytes.size() || std::uint64_t{shnum} * 64 > bytes.size() - shoff) malformed(where, "the section header table lies outside the file");
+  if (shoff > bytes.size() || std::uint64_t{shnum} * 64 > bytes.size() - shoff)
+    malformed(where, "the section header table lies outside the file");
   if (shstrndx >= shnum) malformed(where, "the section-name table index is out of range");
   struct Section {
     std::uint32_t name;
@@ -83,9 +86,11 @@ std::vector<CubinKernel> read_cubin_kernels(std::span<const std::byte> bytes, st
   std::vector<Section> sections;
   for (std::uint16_t i = 0; i < shnum; ++i) {
     const std::uint64_t h = shoff + static_cast<std::uint64_t>(i) * 64;
-    Section s{read_le<std::uint32_t>(bytes, h, where, "sh_name"), read_le<std::uint64_t>(bytes, h + 0x18, where, "sh_offset"),
+    Section s{read_le<std::uint32_t>(bytes, h, where, "sh_name"),
+              read_le<std::uint64_t>(bytes, h + 0x18, where, "sh_offset"),
               read_le<std::uint64_t>(bytes, h + 0x20, where, "sh_size")};
-    if (s.offset > bytes.size() || s.size > bytes.size() - s.offset) malformed(where, fmt::format("section {} lies outside the file", i));
+    if (s.offset > bytes.size() || s.size > bytes.size() - s.offset)
+      malformed(where, fmt::format("section {} lies outside the file", i));
     sections.push_back(s);
   }
   const Section& strtab = sections[shstrndx];
@@ -120,7 +125,8 @@ std::vector<CubinKernel> read_cubin_kernels(std::span<const std::byte> bytes, st
           const auto ordinal = read_le<std::uint16_t>(bytes, at + 8, where, "parameter ordinal");
           const auto flags = read_le<std::uint32_t>(bytes, at + 12, where, "parameter flags");
           const std::uint32_t size = (flags >> 18) & 0x3fff;
-          if (!widths.emplace(ordinal, size).second) malformed(where, fmt::format("{}: parameter ordinal {} appears twice", name, ordinal));
+          if (!widths.emplace(ordinal, size).second)
+            malformed(where, fmt::format("{}: parameter ordinal {} appears twice", name, ordinal));
         }
       } else if (format < 0x01 || format > 0x04) {
         malformed(where, fmt::format("{}: unknown attribute format {}", name, format));
@@ -141,7 +147,8 @@ Json write_publication(const std::string& dir, const Manifest& m, const CompileP
                        const std::map<std::string, std::vector<std::byte>>& cubins, const Json& toolkit) {
   std::error_code ec;
   if (fs::exists(dir, ec) && !fs::is_empty(dir, ec)) {
-    throw_error(ErrorCode::invalid_argument, "seal.publish", fmt::format("{} is not empty: a publication is never repaired in place", dir));
+    throw_error(ErrorCode::invalid_argument, "seal.publish",
+                fmt::format("{} is not empty: a publication is never repaired in place", dir));
   }
   const ArtifactProvider& p = require_provider(profile.provider);
   fs::create_directories(fs::path(dir) / p.publication_dir);
@@ -154,14 +161,17 @@ Json write_publication(const std::string& dir, const Manifest& m, const CompileP
   }
   for (const auto& name : names) {
     auto it = cubins.find(name);
-    if (it == cubins.end()) throw_error(ErrorCode::invalid_argument, "seal.publish", fmt::format("no CUBIN for export '{}'", name));
+    if (it == cubins.end())
+      throw_error(ErrorCode::invalid_argument, "seal.publish", fmt::format("no CUBIN for export '{}'", name));
     (void)read_cubin_kernels(it->second, name);  // only a CUDA ELF is published
     const std::string rel = std::string(p.publication_dir) + "/" + name + ".cubin";
     write_file_atomic((fs::path(dir) / rel).string(), std::span<const std::byte>(it->second), "seal.publish");
-    exports.push_back({{"export", name}, {"cubin", rel}, {"size", it->second.size()}, {"sha256", sha256_digest(it->second)}});
+    exports.push_back(
+        {{"export", name}, {"cubin", rel}, {"size", it->second.size()}, {"sha256", sha256_digest(it->second)}});
   }
   for (const auto& [name, bytes] : cubins) {
-    if (!names.count(name)) throw_error(ErrorCode::invalid_argument, "seal.publish", fmt::format("CUBIN '{}' belongs to no export", name));
+    if (!names.count(name))
+      throw_error(ErrorCode::invalid_argument, "seal.publish", fmt::format("CUBIN '{}' belongs to no export", name));
   }
   index["exports"] = exports;
   write_file_atomic((fs::path(dir) / "index.json").string(), canonical_json(index) + "\n", "seal.publish");
@@ -178,18 +188,21 @@ std::map<std::string, std::vector<KernelContract>> declared_kernels(const std::s
   for (const auto& op : declaration["ops"]) {
     if (!op.is_object() || !op.contains("aot_exports") || !op["aot_exports"].is_array()) bad("an op without exports");
     for (const auto& e : op["aot_exports"]) {
-      if (!e.is_object() || !e.contains("name") || !e["name"].is_string() || !e.contains("device_plan") || !e["device_plan"].is_object() ||
-          !e["device_plan"].contains("kernels") || !e["device_plan"]["kernels"].is_array()) {
+      if (!e.is_object() || !e.contains("name") || !e["name"].is_string() || !e.contains("device_plan") ||
+          !e["device_plan"].is_object() || !e["device_plan"].contains("kernels") ||
+          !e["device_plan"]["kernels"].is_array()) {
         bad("an export without a name or device plan");
       }
       std::vector<KernelContract> kernels;
       for (const auto& k : e["device_plan"]["kernels"]) {
-        if (!k.is_object() || !k.contains("name") || !k["name"].is_string() || !k.contains("param_widths") || !k["param_widths"].is_array()) {
+        if (!k.is_object() || !k.contains("name") || !k["name"].is_string() || !k.contains("param_widths") ||
+            !k["param_widths"].is_array()) {
           bad("a kernel without a name or parameter widths");
         }
         KernelContract c{k["name"].get<std::string>(), {}};
         for (const auto& w : k["param_widths"]) {
-          if (!w.is_number_unsigned() || w.get<std::uint64_t>() > 0xffffffffu) bad("a parameter width is not an unsigned 32-bit integer");
+          if (!w.is_number_unsigned() || w.get<std::uint64_t>() > 0xffffffffu)
+            bad("a parameter width is not an unsigned 32-bit integer");
           c.param_widths.push_back(w.get<std::uint32_t>());
         }
         kernels.push_back(std::move(c));
@@ -212,8 +225,10 @@ PublicationIndex parse_publication_index(std::string_view text, std::string_view
   } catch (const Error& err) {
     refuse(dir, err.detail());
   }
-  static const std::set<std::string> kKeys{"schema", "provider", "binding_abi", "patcher", "registry_digest", "profile", "profile_digest", "logical_arch",
-                                           "compiler_arch", "declaration", "execution_identity", "forced_options", "toolkit", "exports"};
+  static const std::set<std::string> kKeys{"schema",          "provider",    "binding_abi",        "patcher",
+                                           "registry_digest", "profile",     "profile_digest",     "logical_arch",
+                                           "compiler_arch",   "declaration", "execution_identity", "forced_options",
+                                           "toolkit",         "exports"};
   if (!index.is_object()) refuse(dir, "index.json is not a publication index");
   for (const auto& k : kKeys) {
     if (!index.contains(k)) refuse(dir, fmt::format("index field '{}' is missing", k));
@@ -232,20 +247,23 @@ PublicationIndex parse_publication_index(std::string_view text, std::string_view
   // Every bound field must be what the index's own declaration, profile and this registry give.
   const Json expected = expected_index_fields(index["declaration"], out.profile);
   for (const auto& [k, v] : expected.items()) {
-    if (!(index[k] == v)) refuse(dir, fmt::format("index field '{}' does not match its declaration, profile or this registry", k));
+    if (!(index[k] == v))
+      refuse(dir, fmt::format("index field '{}' does not match its declaration, profile or this registry", k));
   }
   out.kernels = declared_kernels(dir, index["declaration"]);
   std::set<std::string> covered;
   for (const auto& entry : index["exports"]) {
-    if (!entry.is_object() || entry.size() != 4 || !entry.contains("export") || !entry.contains("cubin") || !entry.contains("size") ||
-        !entry.contains("sha256") || !entry["export"].is_string() || !entry["cubin"].is_string() || !entry["size"].is_number_unsigned() ||
-        !entry["sha256"].is_string()) {
+    if (!entry.is_object() || entry.size() != 4 || !entry.contains("export") || !entry.contains("cubin") ||
+        !entry.contains("size") || !entry.contains("sha256") || !entry["export"].is_string() ||
+        !entry["cubin"].is_string() || !entry["size"].is_number_unsigned() || !entry["sha256"].is_string()) {
       refuse(dir, "an index entry is malformed");
     }
     const std::string name = entry["export"];
-    if (!out.kernels.count(name)) refuse(dir, fmt::format("the index publishes '{}', which the declaration does not export", name));
+    if (!out.kernels.count(name))
+      refuse(dir, fmt::format("the index publishes '{}', which the declaration does not export", name));
     if (!covered.insert(name).second) refuse(dir, fmt::format("'{}' is published twice", name));
-    if (entry["cubin"] != std::string(require_provider(index["provider"].get<std::string>()).publication_dir) + "/" + name + ".cubin") {
+    if (entry["cubin"] !=
+        std::string(require_provider(index["provider"].get<std::string>()).publication_dir) + "/" + name + ".cubin") {
       refuse(dir, fmt::format("'{}' is not where the provider publishes", entry["cubin"].get<std::string>()));
     }
   }
@@ -260,7 +278,8 @@ Json reopen_publication(const std::string& dir) {
   const fs::path root = fs::canonical(dir, ec);
   if (ec || !fs::is_directory(root, ec)) refuse(dir, "no such publication");
   const fs::path index_path = root / "index.json";
-  if (fs::is_symlink(index_path, ec) || !fs::is_regular_file(index_path, ec)) refuse(dir, "index.json is missing or not a regular file");
+  if (fs::is_symlink(index_path, ec) || !fs::is_regular_file(index_path, ec))
+    refuse(dir, "index.json is missing or not a regular file");
   const PublicationIndex parsed = parse_publication_index(read_file(index_path.string(), "seal.reopen"), dir);
   const Json& index = parsed.index;
   const ArtifactProvider& p = require_provider(index["provider"].get<std::string>());
@@ -268,8 +287,8 @@ Json reopen_publication(const std::string& dir) {
 
   // Inventory: regular files only, no symlinks, nothing outside index.json and the CUBIN directory.
   std::set<std::string> present;
-  for (auto it = fs::recursive_directory_iterator(root, fs::directory_options::none, ec); !ec && it != fs::recursive_directory_iterator();
-       it.increment(ec)) {
+  for (auto it = fs::recursive_directory_iterator(root, fs::directory_options::none, ec);
+       !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
     const auto rel = fs::relative(it->path(), root).generic_string();
     if (it->is_symlink()) refuse(dir, fmt::format("'{}' is a symlink", rel));
     if (it->is_directory()) {
@@ -288,8 +307,10 @@ Json reopen_publication(const std::string& dir) {
     if (!present.count(rel)) refuse(dir, fmt::format("'{}' is missing", rel));
     const std::string file = read_file((root / rel).string(), "seal.reopen");
     const auto bytes = std::as_bytes(std::span(file.data(), file.size()));
-    if (bytes.size() != entry["size"].get<std::uint64_t>()) refuse(dir, fmt::format("'{}' is {} bytes, the index says {}", rel, bytes.size(), entry["size"].dump()));
-    if (sha256_digest(bytes) != entry["sha256"].get<std::string>()) refuse(dir, fmt::format("'{}' does not match its SHA-256", rel));
+    if (bytes.size() != entry["size"].get<std::uint64_t>())
+      refuse(dir, fmt::format("'{}' is {} bytes, the index says {}", rel, bytes.size(), entry["size"].dump()));
+    if (sha256_digest(bytes) != entry["sha256"].get<std::string>())
+      refuse(dir, fmt::format("'{}' does not match its SHA-256", rel));
     std::vector<CubinKernel> kernels;
     try {
       kernels = read_cubin_kernels(bytes, rel);
@@ -298,13 +319,14 @@ Json reopen_publication(const std::string& dir) {
     }
     const auto& plan = e->second;
     if (kernels.size() != plan.size()) {
-      refuse(dir, fmt::format("'{}' holds {} kernels; the device plan declares {} (ordinal {} is unbound)", rel, kernels.size(), plan.size(),
-                              std::min(kernels.size(), plan.size())));
+      refuse(dir, fmt::format("'{}' holds {} kernels; the device plan declares {} (ordinal {} is unbound)", rel,
+                              kernels.size(), plan.size(), std::min(kernels.size(), plan.size())));
     }
     for (std::size_t i = 0; i < plan.size(); ++i) {
       if (kernels[i].param_widths != plan[i].param_widths) {
-        refuse(dir, fmt::format("kernel ordinal {} of '{}' has parameter widths {}; the plan's '{}' declares {}", i, rel,
-                                Json(kernels[i].param_widths).dump(), plan[i].name, Json(plan[i].param_widths).dump()));
+        refuse(dir,
+               fmt::format("kernel ordinal {} of '{}' has parameter widths {}; the plan's '{}' declares {}", i, rel,
+                           Json(kernels[i].param_widths).dump(), plan[i].name, Json(plan[i].param_widths).dump()));
       }
     }
   }
@@ -319,7 +341,8 @@ Json reopen_publication(const std::string& dir, const Manifest& m, const Compile
   // Exact declaration equality with this manifest, and the same profile and registry.
   const Json expected = expected_index_fields(execution_declaration(m), profile);
   for (const auto& [k, v] : expected.items()) {
-    if (!(index[k] == v)) refuse(dir, fmt::format("index field '{}' does not match this manifest, profile or registry", k));
+    if (!(index[k] == v))
+      refuse(dir, fmt::format("index field '{}' does not match this manifest, profile or registry", k));
   }
   return index;
 }

@@ -12,7 +12,7 @@ namespace {
 constexpr std::string_view kRegistrySchema = "pact.artifact-provider-registry.v1";
 
 constexpr std::string_view kNvccProfileInputs[] = {
-    "max_active_clusters.cluster_size_1", "max_active_clusters.cluster_size_2", "max_active_clusters.cluster_size_4",
+    "max_active_clusters.cluster_size_1", "max_active_clusters.cluster_size_2",  "max_active_clusters.cluster_size_4",
     "max_active_clusters.cluster_size_8", "max_active_clusters.cluster_size_16",
 };
 
@@ -46,25 +46,30 @@ const ArtifactProvider& require_provider(std::string_view id) {
   for (const auto& p : kProviders) {
     if (p.id == id) {
       if (p.qualification != "authoritative" || !p.crownable) {
-        throw_error(ErrorCode::unsupported, "seal.provider", fmt::format("provider '{}' is not authoritative and crownable", id));
+        throw_error(ErrorCode::unsupported, "seal.provider",
+                    fmt::format("provider '{}' is not authoritative and crownable", id));
       }
       return p;
     }
   }
-  throw_error(ErrorCode::unsupported, "seal.provider",
-              fmt::format("unknown artifact provider '{}' (registered: {}); a bundle cannot add one", id, registered_ids()));
+  throw_error(
+      ErrorCode::unsupported, "seal.provider",
+      fmt::format("unknown artifact provider '{}' (registered: {}); a bundle cannot add one", id, registered_ids()));
 }
 
 void admit_target(std::string_view provider, std::span<const std::string> features) {
   const ArtifactProvider& p = require_provider(provider);
   for (const auto& f : features) {
-    const bool known = std::any_of(std::begin(kProviders), std::end(kProviders),
-                                   [&](const ArtifactProvider& q) { return f == q.aot_feature() || f == q.rebuild_feature; });
-    if (!known) throw_error(ErrorCode::unsupported, "seal.target", fmt::format("build feature '{}' is not registered", f));
+    const bool known = std::any_of(std::begin(kProviders), std::end(kProviders), [&](const ArtifactProvider& q) {
+      return f == q.aot_feature() || f == q.rebuild_feature;
+    });
+    if (!known)
+      throw_error(ErrorCode::unsupported, "seal.target", fmt::format("build feature '{}' is not registered", f));
   }
   for (const std::string& need : {p.aot_feature(), std::string(p.rebuild_feature)}) {
     if (std::find(features.begin(), features.end(), need) == features.end()) {
-      throw_error(ErrorCode::unsupported, "seal.target", fmt::format("the target does not admit '{}' (provider {} needs it)", need, p.id));
+      throw_error(ErrorCode::unsupported, "seal.target",
+                  fmt::format("the target does not admit '{}' (provider {} needs it)", need, p.id));
     }
   }
 }
@@ -72,11 +77,14 @@ void admit_target(std::string_view provider, std::span<const std::string> featur
 void require_profile_inputs(const ArtifactProvider& provider, std::span<const std::string> inputs) {
   std::set<std::string> seen;
   for (const auto& in : inputs) {
-    if (std::find(provider.profile_inputs.begin(), provider.profile_inputs.end(), in) == provider.profile_inputs.end()) {
+    if (std::find(provider.profile_inputs.begin(), provider.profile_inputs.end(), in) ==
+        provider.profile_inputs.end()) {
       throw_error(ErrorCode::invalid_argument, "seal.profile_inputs",
                   fmt::format("profile input '{}' is not on provider {}'s allowlist", in, provider.id));
     }
-    if (!seen.insert(in).second) throw_error(ErrorCode::invalid_argument, "seal.profile_inputs", fmt::format("profile input '{}' appears twice", in));
+    if (!seen.insert(in).second)
+      throw_error(ErrorCode::invalid_argument, "seal.profile_inputs",
+                  fmt::format("profile input '{}' appears twice", in));
   }
 }
 

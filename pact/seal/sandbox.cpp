@@ -13,10 +13,10 @@
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -34,14 +34,53 @@ namespace {
 [[noreturn]] void refuse(const std::string& why) { throw_error(ErrorCode::unsupported, "seal.sandbox", why); }
 
 /// The confinement steps, in order; a child that fails one reports its index and errno.
-constexpr const char* kSteps[] = {"setpgid",          "unshare namespaces", "make mounts private", "mount /tmp tmpfs", "mount /dev/shm tmpfs",
-                                  "create mount points", "bind inputs",      "remount inputs read-only", "bind output", "remount output",
-                                  "mask host directories", "remount root read-only", "set limits", "clear ambient capabilities",
-                                  "drop the bounding set", "drop groups",     "set gid",             "set uid",          "clear capabilities",
-                                  "set no_new_privs", "enter the working directory", "load the seccomp filter", "execute"};
+constexpr const char* kSteps[] = {"setpgid",
+                                  "unshare namespaces",
+                                  "make mounts private",
+                                  "mount /tmp tmpfs",
+                                  "mount /dev/shm tmpfs",
+                                  "create mount points",
+                                  "bind inputs",
+                                  "remount inputs read-only",
+                                  "bind output",
+                                  "remount output",
+                                  "mask host directories",
+                                  "remount root read-only",
+                                  "set limits",
+                                  "clear ambient capabilities",
+                                  "drop the bounding set",
+                                  "drop groups",
+                                  "set gid",
+                                  "set uid",
+                                  "clear capabilities",
+                                  "set no_new_privs",
+                                  "enter the working directory",
+                                  "load the seccomp filter",
+                                  "execute"};
 enum Step : int {
-  kSetpgid, kUnshare, kPrivate, kTmp, kShm, kMountPoints, kBindIn, kRoIn, kBindOut, kRemountOut, kMask, kRoRoot, kLimits, kAmbient,
-  kBounding, kGroups, kGid, kUid, kCaps, kNoNewPrivs, kChdir, kSeccomp, kExec
+  kSetpgid,
+  kUnshare,
+  kPrivate,
+  kTmp,
+  kShm,
+  kMountPoints,
+  kBindIn,
+  kRoIn,
+  kBindOut,
+  kRemountOut,
+  kMask,
+  kRoRoot,
+  kLimits,
+  kAmbient,
+  kBounding,
+  kGroups,
+  kGid,
+  kUid,
+  kCaps,
+  kNoNewPrivs,
+  kChdir,
+  kSeccomp,
+  kExec
 };
 
 /// Directories masked with an empty read-only tmpfs: homes, runtime sockets, removable media.
@@ -60,22 +99,68 @@ std::vector<sock_filter> seccomp_program() {
     const int rc = count == 0 ? seccomp_rule_add(ctx, action, nr, 0) : seccomp_rule_add(ctx, action, nr, 1, cmp);
     if (rc != 0) refuse(fmt::format("libseccomp refused a rule for system call {} ({})", nr, std::strerror(-rc)));
   };
-  static constexpr const char* kDenied[] = {
-      "ptrace", "process_vm_readv", "process_vm_writev", "mount", "umount2", "pivot_root", "chroot", "unshare", "setns",
-      "open_tree", "move_mount", "fsopen", "fsconfig", "fsmount", "fspick", "mount_setattr", "kexec_load", "kexec_file_load",
-      "init_module", "finit_module", "delete_module", "bpf", "perf_event_open", "keyctl", "add_key", "request_key", "reboot",
-      "swapon", "swapoff", "acct", "settimeofday", "clock_settime", "clock_adjtime", "adjtimex", "syslog", "userfaultfd",
-      "io_uring_setup", "io_uring_enter", "io_uring_register", "open_by_handle_at", "name_to_handle_at", "iopl", "ioperm",
-      "quotactl", "lookup_dcookie", "personality", "vhangup", "uselib", "sethostname", "setdomainname", "pidfd_getfd"};
+  static constexpr const char* kDenied[] = {"ptrace",
+                                            "process_vm_readv",
+                                            "process_vm_writev",
+                                            "mount",
+                                            "umount2",
+                                            "pivot_root",
+                                            "chroot",
+                                            "unshare",
+                                            "setns",
+                                            "open_tree",
+                                            "move_mount",
+                                            "fsopen",
+                                            "fsconfig",
+                                            "fsmount",
+                                            "fspick",
+                                            "mount_setattr",
+                                            "kexec_load",
+                                            "kexec_file_load",
+                                            "init_module",
+                                            "finit_module",
+                                            "delete_module",
+                                            "bpf",
+                                            "perf_event_open",
+                                            "keyctl",
+                                            "add_key",
+                                            "request_key",
+                                            "reboot",
+                                            "swapon",
+                                            "swapoff",
+                                            "acct",
+                                            "settimeofday",
+                                            "clock_settime",
+                                            "clock_adjtime",
+                                            "adjtimex",
+                                            "syslog",
+                                            "userfaultfd",
+                                            "io_uring_setup",
+                                            "io_uring_enter",
+                                            "io_uring_register",
+                                            "open_by_handle_at",
+                                            "name_to_handle_at",
+                                            "iopl",
+                                            "ioperm",
+                                            "quotactl",
+                                            "lookup_dcookie",
+                                            "personality",
+                                            "vhangup",
+                                            "uselib",
+                                            "sethostname",
+                                            "setdomainname",
+                                            "pidfd_getfd"};
   for (const char* name : kDenied) {
     const int nr = seccomp_syscall_resolve_name(name);
     if (nr != __NR_SCMP_ERROR) add(SCMP_ACT_ERRNO(EPERM), nr);
   }
   add(SCMP_ACT_ERRNO(EPERM), SCMP_SYS(socket), 1, SCMP_A0(SCMP_CMP_NE, AF_UNIX));
-  for (unsigned long flag : {CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET, CLONE_NEWCGROUP}) {
+  for (unsigned long flag :
+       {CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET, CLONE_NEWCGROUP}) {
     add(SCMP_ACT_ERRNO(EPERM), SCMP_SYS(clone), 1, SCMP_A0(SCMP_CMP_MASKED_EQ, flag, flag));
   }
-  add(SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3));  // its flags live in memory the filter cannot read; libc falls back to clone
+  add(SCMP_ACT_ERRNO(ENOSYS),
+      SCMP_SYS(clone3));  // its flags live in memory the filter cannot read; libc falls back to clone
   const int fd = static_cast<int>(::syscall(SYS_memfd_create, "pact-seccomp", 0));
   if (fd < 0) refuse("cannot create a memory file for the seccomp program");
   std::vector<sock_filter> program;
@@ -153,23 +238,29 @@ void fd_path(int fd, char (&out)[32]) {
   fd_path(in_fd, in_source);
   fd_path(out_fd, out_source);
   if (::mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, p.tmpfs_options.c_str()) != 0) die(kTmp);
-  struct stat st{};
-  if (::stat("/dev/shm", &st) == 0 && ::mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, p.tmpfs_options.c_str()) != 0) {
+  struct stat st {};
+  if (::stat("/dev/shm", &st) == 0 &&
+      ::mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, p.tmpfs_options.c_str()) != 0) {
     die(kShm);
   }
   if (::mkdir(kSandboxInputs.data(), 0755) != 0 || ::mkdir(kSandboxOutput.data(), 0755) != 0) die(kMountPoints);
   if (::mount(in_source, kSandboxInputs.data(), nullptr, MS_BIND | MS_REC, nullptr) != 0) die(kBindIn);
-  if (::mount(nullptr, kSandboxInputs.data(), nullptr, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, nullptr) != 0) die(kRoIn);
+  if (::mount(nullptr, kSandboxInputs.data(), nullptr, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV,
+              nullptr) != 0)
+    die(kRoIn);
   if (::mount(out_source, kSandboxOutput.data(), nullptr, MS_BIND, nullptr) != 0) die(kBindOut);
-  if (::mount(nullptr, kSandboxOutput.data(), nullptr, MS_BIND | MS_REMOUNT | MS_NOSUID | MS_NODEV, nullptr) != 0) die(kRemountOut);
+  if (::mount(nullptr, kSandboxOutput.data(), nullptr, MS_BIND | MS_REMOUNT | MS_NOSUID | MS_NODEV, nullptr) != 0)
+    die(kRemountOut);
   for (const char* dir : kMasked) {
-    if (::stat(dir, &st) == 0 && S_ISDIR(st.st_mode) && ::mount("tmpfs", dir, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=4k") != 0) {
+    if (::stat(dir, &st) == 0 && S_ISDIR(st.st_mode) &&
+        ::mount("tmpfs", dir, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=4k") != 0) {
       die(kMask);
     }
   }
   if (::mount(nullptr, "/", nullptr, MS_BIND | MS_REMOUNT | MS_RDONLY, nullptr) != 0) die(kRoRoot);
-  if (::setrlimit(RLIMIT_CPU, &p.cpu) != 0 || ::setrlimit(RLIMIT_AS, &p.as) != 0 || ::setrlimit(RLIMIT_NPROC, &p.nproc) != 0 ||
-      ::setrlimit(RLIMIT_FSIZE, &p.fsize) != 0 || ::setrlimit(RLIMIT_NOFILE, &p.nofile) != 0 || ::setrlimit(RLIMIT_CORE, &p.core) != 0) {
+  if (::setrlimit(RLIMIT_CPU, &p.cpu) != 0 || ::setrlimit(RLIMIT_AS, &p.as) != 0 ||
+      ::setrlimit(RLIMIT_NPROC, &p.nproc) != 0 || ::setrlimit(RLIMIT_FSIZE, &p.fsize) != 0 ||
+      ::setrlimit(RLIMIT_NOFILE, &p.nofile) != 0 || ::setrlimit(RLIMIT_CORE, &p.core) != 0) {
     die(kLimits);
   }
   if (::prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0) die(kAmbient);
@@ -205,12 +296,16 @@ SandboxResult run_sandboxed(const SandboxSpec& spec) {
   if (spec.argv.empty() || spec.argv[0].empty() || spec.argv[0][0] != '/') {
     throw_error(ErrorCode::invalid_argument, "seal.sandbox", "the program must be named by an absolute path");
   }
-  if (spec.uid == 0 || spec.gid == 0) throw_error(ErrorCode::invalid_argument, "seal.sandbox", "the child never runs as root");
+  if (spec.uid == 0 || spec.gid == 0)
+    throw_error(ErrorCode::invalid_argument, "seal.sandbox", "the child never runs as root");
   std::error_code ec;
-  if (!fs::is_directory(spec.inputs_dir, ec)) throw_error(ErrorCode::invalid_argument, "seal.sandbox", fmt::format("no inputs directory {}", spec.inputs_dir));
-  if (!fs::is_directory(spec.output_dir, ec)) throw_error(ErrorCode::invalid_argument, "seal.sandbox", fmt::format("no output directory {}", spec.output_dir));
+  if (!fs::is_directory(spec.inputs_dir, ec))
+    throw_error(ErrorCode::invalid_argument, "seal.sandbox", fmt::format("no inputs directory {}", spec.inputs_dir));
+  if (!fs::is_directory(spec.output_dir, ec))
+    throw_error(ErrorCode::invalid_argument, "seal.sandbox", fmt::format("no output directory {}", spec.output_dir));
   if (::geteuid() != 0) refuse("the hermetic prebuild needs root to create its namespaces and mounts");
-  if (::chown(spec.output_dir.c_str(), spec.uid, spec.gid) != 0) refuse(fmt::format("cannot hand {} to the child's uid", spec.output_dir));
+  if (::chown(spec.output_dir.c_str(), spec.uid, spec.gid) != 0)
+    refuse(fmt::format("cannot hand {} to the child's uid", spec.output_dir));
 
   Prepared p;
   p.argv_storage = spec.argv;
@@ -285,7 +380,8 @@ SandboxResult run_sandboxed(const SandboxSpec& spec) {
     for (;;) {
       const ssize_t n = ::read(out[0], buffer, sizeof buffer);
       if (n > 0) {
-        const std::size_t room = spec.limits.captured_output_bytes - std::min(spec.limits.captured_output_bytes, result.output.size());
+        const std::size_t room =
+            spec.limits.captured_output_bytes - std::min(spec.limits.captured_output_bytes, result.output.size());
         result.output.append(buffer, std::min(room, static_cast<std::size_t>(n)));
         continue;
       }
@@ -308,8 +404,10 @@ SandboxResult run_sandboxed(const SandboxSpec& spec) {
       break;
     }
     pollfd pfd{out[0], POLLIN, 0};
-    if (!eof) ::poll(&pfd, 1, 20);
-    else std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    if (!eof)
+      ::poll(&pfd, 1, 20);
+    else
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
     drain();
   }
   close_all();

@@ -33,13 +33,13 @@ inline constexpr std::string_view kSandboxInputs = "/tmp/pact-in";
 inline constexpr std::string_view kSandboxOutput = "/tmp/pact-out";
 
 struct SandboxLimits {
-  std::uint64_t cpu_seconds = 600;                       ///< RLIMIT_CPU
+  std::uint64_t cpu_seconds = 600;                              ///< RLIMIT_CPU
   std::uint64_t address_space_bytes = std::uint64_t{16} << 30;  ///< RLIMIT_AS
-  std::uint64_t processes = 64;                          ///< RLIMIT_NPROC (for the child's uid)
-  std::uint64_t file_bytes = std::uint64_t{256} << 20;   ///< RLIMIT_FSIZE
-  std::uint64_t open_files = 256;                        ///< RLIMIT_NOFILE
-  std::uint64_t tmpfs_bytes = std::uint64_t{1} << 30;    ///< /tmp and /dev/shm size
-  std::uint64_t tmpfs_inodes = 16384;                    ///< /tmp and /dev/shm inodes
+  std::uint64_t processes = 64;                                 ///< RLIMIT_NPROC (for the child's uid)
+  std::uint64_t file_bytes = std::uint64_t{256} << 20;          ///< RLIMIT_FSIZE
+  std::uint64_t open_files = 256;                               ///< RLIMIT_NOFILE
+  std::uint64_t tmpfs_bytes = std::uint64_t{1} << 30;           ///< /tmp and /dev/shm size
+  std::uint64_t tmpfs_inodes = 16384;                           ///< /tmp and /dev/shm inodes
   std::chrono::milliseconds wall{std::chrono::minutes(10)};
   std::size_t captured_output_bytes = std::size_t{1} << 20;  ///< stdout+stderr kept (the rest dropped)
 };
@@ -54,10 +54,10 @@ struct SandboxSpec {
 };
 
 struct SandboxResult {
-  int exit_code = -1;    ///< when the child exited
-  int signal = 0;        ///< when a signal ended it (SIGXCPU, SIGXFSZ, SIGKILL, SIGSYS, ...)
+  int exit_code = -1;  ///< when the child exited
+  int signal = 0;      ///< when a signal ended it (SIGXCPU, SIGXFSZ, SIGKILL, SIGSYS, ...)
   bool timed_out = false;
-  std::string output;    ///< stdout and stderr, interleaved, at most captured_output_bytes
+  std::string output;  ///< stdout and stderr, interleaved, at most captured_output_bytes
   bool ok() const noexcept { return !timed_out && signal == 0 && exit_code == 0; }
   /// "exit 3", "signal 24 (SIGXCPU)", "timed out after the wall-clock limit".
   std::string describe() const;

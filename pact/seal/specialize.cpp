@@ -25,7 +25,8 @@ PredicateSet set_of(const Specialization& s) {
   PredicateSet set;
   for (const auto& p : s.when) {
     if (!set.emplace(p.key(), p.value).second) {
-      throw_error(ErrorCode::invalid_argument, "seal.specialize", fmt::format("variant '{}' tests '{}' twice", s.plan, p.key()));
+      throw_error(ErrorCode::invalid_argument, "seal.specialize",
+                  fmt::format("variant '{}' tests '{}' twice", s.plan, p.key()));
     }
   }
   return set;
@@ -55,19 +56,22 @@ void check_specializations(std::span<const Specialization> variants) {
   std::set<std::string> names;
   std::vector<PredicateSet> sets;
   for (const auto& v : variants) {
-    if (!names.insert(v.plan).second) throw_error(ErrorCode::invalid_argument, "seal.specialize", fmt::format("plan '{}' is specialized twice", v.plan));
+    if (!names.insert(v.plan).second)
+      throw_error(ErrorCode::invalid_argument, "seal.specialize",
+                  fmt::format("plan '{}' is specialized twice", v.plan));
     sets.push_back(set_of(v));
   }
   for (std::size_t i = 0; i < variants.size(); ++i) {
     for (std::size_t j = i + 1; j < variants.size(); ++j) {
       if (sets[i] == sets[j]) {
         throw_error(ErrorCode::invalid_argument, "seal.specialize",
-                    fmt::format("variants '{}' and '{}' have the same predicates: the choice would be ambiguous", variants[i].plan, variants[j].plan));
+                    fmt::format("variants '{}' and '{}' have the same predicates: the choice would be ambiguous",
+                                variants[i].plan, variants[j].plan));
       }
       if (can_overlap(sets[i], sets[j]) && !strict_subset(sets[i], sets[j]) && !strict_subset(sets[j], sets[i])) {
         throw_error(ErrorCode::invalid_argument, "seal.specialize",
-                    fmt::format("variants '{}' and '{}' overlap without one being a strict fallback of the other", variants[i].plan,
-                                variants[j].plan));
+                    fmt::format("variants '{}' and '{}' overlap without one being a strict fallback of the other",
+                                variants[i].plan, variants[j].plan));
       }
     }
   }
@@ -78,17 +82,21 @@ const Specialization& select_specialization(std::span<const Specialization> vari
   std::vector<PredicateSet> sets;
   for (std::size_t i = 0; i < variants.size(); ++i) {
     sets.push_back(set_of(variants[i]));
-    const bool all = std::all_of(variants[i].when.begin(), variants[i].when.end(), [&](const Predicate& p) { return p.expr.eval(call) == p.value; });
+    const bool all = std::all_of(variants[i].when.begin(), variants[i].when.end(),
+                                 [&](const Predicate& p) { return p.expr.eval(call) == p.value; });
     if (all) matching.push_back(i);
   }
-  if (matching.empty()) throw_error(ErrorCode::invalid_argument, "seal.specialize", "no specialization matches the call");
+  if (matching.empty())
+    throw_error(ErrorCode::invalid_argument, "seal.specialize", "no specialization matches the call");
   for (std::size_t i : matching) {
-    const bool most_specific = std::all_of(matching.begin(), matching.end(), [&](std::size_t j) { return j == i || strict_subset(sets[j], sets[i]); });
+    const bool most_specific = std::all_of(matching.begin(), matching.end(),
+                                           [&](std::size_t j) { return j == i || strict_subset(sets[j], sets[i]); });
     if (most_specific) return variants[i];
   }
   std::string names;
   for (std::size_t i : matching) names += (names.empty() ? "" : ", ") + variants[i].plan;
-  throw_error(ErrorCode::invalid_argument, "seal.specialize", fmt::format("the call matches {} with no unique most specific one", names));
+  throw_error(ErrorCode::invalid_argument, "seal.specialize",
+              fmt::format("the call matches {} with no unique most specific one", names));
 }
 
 }  // namespace pact::seal

@@ -22,8 +22,8 @@ struct Predicate {
 };
 
 struct Specialization {
-  std::string plan;               ///< the device plan this variant selects
-  std::vector<Predicate> when;    ///< all must hold; empty = the unconditional fallback
+  std::string plan;             ///< the device plan this variant selects
+  std::vector<Predicate> when;  ///< all must hold; empty = the unconditional fallback
 };
 
 /// Admission of a variant set: unique plan names, no key twice within a variant, no two variants with

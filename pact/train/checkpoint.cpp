@@ -12,7 +12,8 @@ void save_checkpoint(const std::string& path, const ParameterPack& pack, const J
   Json flags = Json::object();
   for (std::size_t i = 0; i < pack.values.size(); ++i) {
     tensors.emplace_back(pack.names[i], pack.values[i].as_view());
-    flags[pack.names[i]] = Json{{"differentiable", static_cast<bool>(pack.differentiable[i])}, {"buffer", static_cast<bool>(pack.buffer[i])}};
+    flags[pack.names[i]] = Json{{"differentiable", static_cast<bool>(pack.differentiable[i])},
+                                {"buffer", static_cast<bool>(pack.buffer[i])}};
   }
   const Json meta{{"schema", "pact.checkpoint.v1"}, {"parameters", flags}, {"metadata", metadata}};
   ir::write_safetensors(path, tensors, {{"pact.checkpoint", meta.dump()}}, before_rename);
@@ -21,9 +22,11 @@ void save_checkpoint(const std::string& path, const ParameterPack& pack, const J
 Checkpoint load_checkpoint(const std::string& path, const ParameterPack* expected) {
   ir::SafetensorsFile file = ir::read_safetensors(path);
   auto it = file.metadata.find("pact.checkpoint");
-  if (it == file.metadata.end()) throw_error(ErrorCode::parse_error, "checkpoint", fmt::format("'{}' has no pact.checkpoint metadata", path));
+  if (it == file.metadata.end())
+    throw_error(ErrorCode::parse_error, "checkpoint", fmt::format("'{}' has no pact.checkpoint metadata", path));
   const Json meta = parse_json(it->second, path + " (pact.checkpoint metadata)");
-  if (!meta.is_object() || meta.value("schema", "") != "pact.checkpoint.v1" || !meta.contains("parameters") || !meta["parameters"].is_object()) {
+  if (!meta.is_object() || meta.value("schema", "") != "pact.checkpoint.v1" || !meta.contains("parameters") ||
+      !meta["parameters"].is_object()) {
     throw_error(ErrorCode::parse_error, "checkpoint", fmt::format("'{}': metadata is not pact.checkpoint.v1", path));
   }
   Checkpoint c;
@@ -40,7 +43,8 @@ Checkpoint load_checkpoint(const std::string& path, const ParameterPack* expecte
     for (std::size_t i = 0; i < expected->names.size(); ++i) {
       const std::string& name = expected->names[i];
       auto at = std::find(c.pack.names.begin(), c.pack.names.end(), name);
-      if (at == c.pack.names.end()) throw_error(ErrorCode::invalid_argument, "checkpoint", fmt::format("'{}' has no tensor '{}'", path, name));
+      if (at == c.pack.names.end())
+        throw_error(ErrorCode::invalid_argument, "checkpoint", fmt::format("'{}' has no tensor '{}'", path, name));
       const auto k = static_cast<std::size_t>(at - c.pack.names.begin());
       const Tensor& got = c.pack.values[k];
       const Tensor& want = expected->values[i];
@@ -55,7 +59,9 @@ Checkpoint load_checkpoint(const std::string& path, const ParameterPack* expecte
       ordered.buffer.push_back(expected->buffer[i]);
     }
     if (ordered.names.size() != c.pack.names.size()) {
-      throw_error(ErrorCode::invalid_argument, "checkpoint", fmt::format("'{}' holds {} tensors; the model has {}", path, c.pack.names.size(), ordered.names.size()));
+      throw_error(
+          ErrorCode::invalid_argument, "checkpoint",
+          fmt::format("'{}' holds {} tensors; the model has {}", path, c.pack.names.size(), ordered.names.size()));
     }
     c.pack = std::move(ordered);
   }

@@ -41,7 +41,8 @@ Dataset load_digits(const std::string& path) {
       errno = 0;
       const double v = std::strtod(p, &end);
       if (end == p || errno != 0) {
-        throw_error(ErrorCode::parse_error, "data.digits", fmt::format("{}:{}: field {} is not a number", path, lineno, fields.size() + 1));
+        throw_error(ErrorCode::parse_error, "data.digits",
+                    fmt::format("{}:{}: field {} is not a number", path, lineno, fields.size() + 1));
       }
       fields.push_back(v);
       p = end;
@@ -49,17 +50,21 @@ Dataset load_digits(const std::string& path) {
       if (*p == ',') ++p;
     }
     if (fields.size() != 65) {
-      throw_error(ErrorCode::parse_error, "data.digits", fmt::format("{}:{}: {} fields; expected 65 (64 pixels, label)", path, lineno, fields.size()));
+      throw_error(ErrorCode::parse_error, "data.digits",
+                  fmt::format("{}:{}: {} fields; expected 65 (64 pixels, label)", path, lineno, fields.size()));
     }
     for (int k = 0; k < 64; ++k) {
       if (!(fields[static_cast<std::size_t>(k)] >= 0 && fields[static_cast<std::size_t>(k)] <= 16)) {
-        throw_error(ErrorCode::parse_error, "data.digits", fmt::format("{}:{}: pixel {} = {} outside [0, 16]", path, lineno, k, fields[static_cast<std::size_t>(k)]));
+        throw_error(
+            ErrorCode::parse_error, "data.digits",
+            fmt::format("{}:{}: pixel {} = {} outside [0, 16]", path, lineno, k, fields[static_cast<std::size_t>(k)]));
       }
       d.x.push_back(static_cast<float>(fields[static_cast<std::size_t>(k)] / 16.0));
     }
     const double label = fields[64];
     if (!(label >= 0 && label <= 9) || label != static_cast<double>(static_cast<std::int64_t>(label))) {
-      throw_error(ErrorCode::parse_error, "data.digits", fmt::format("{}:{}: label {} is not a class 0..9", path, lineno, label));
+      throw_error(ErrorCode::parse_error, "data.digits",
+                  fmt::format("{}:{}: label {} is not a class 0..9", path, lineno, label));
     }
     d.y.push_back(static_cast<std::int64_t>(label));
   }
@@ -69,7 +74,8 @@ Dataset load_digits(const std::string& path) {
 
 Split stratified_split(const Dataset& data, double train_fraction, std::uint64_t seed) {
   if (!(train_fraction > 0 && train_fraction < 1)) {
-    throw_error(ErrorCode::invalid_argument, "data.split", fmt::format("train fraction {} is not in (0, 1)", train_fraction));
+    throw_error(ErrorCode::invalid_argument, "data.split",
+                fmt::format("train fraction {} is not in (0, 1)", train_fraction));
   }
   std::mt19937_64 rng(seed);
   Split s;
@@ -85,7 +91,8 @@ Split stratified_split(const Dataset& data, double train_fraction, std::uint64_t
     for (std::size_t k = 0; k < rows.size(); ++k) {
       Dataset& dst = k < cut ? s.train : s.test;
       const auto r = static_cast<std::size_t>(rows[k]);
-      dst.x.insert(dst.x.end(), data.x.begin() + static_cast<long>(r * 64), data.x.begin() + static_cast<long>((r + 1) * 64));
+      dst.x.insert(dst.x.end(), data.x.begin() + static_cast<long>(r * 64),
+                   data.x.begin() + static_cast<long>((r + 1) * 64));
       dst.y.push_back(c);
     }
   }

@@ -15,8 +15,8 @@ namespace pact::train {
 struct Dataset {
   std::int64_t features = 0;
   std::int64_t classes = 0;
-  std::vector<float> x;          ///< row-major [rows, features]
-  std::vector<std::int64_t> y;   ///< [rows]
+  std::vector<float> x;         ///< row-major [rows, features]
+  std::vector<std::int64_t> y;  ///< [rows]
   std::int64_t rows() const noexcept { return static_cast<std::int64_t>(y.size()); }
 };
 

@@ -28,19 +28,23 @@ std::span<const float> readable(const TensorView& v, const char* what) {
 
 void check_lengths(std::span<Tensor> params, std::size_t grads) {
   if (params.size() != grads) {
-    throw_error(ErrorCode::invalid_argument, "optimizer", fmt::format("{} parameters but {} gradients", params.size(), grads));
+    throw_error(ErrorCode::invalid_argument, "optimizer",
+                fmt::format("{} parameters but {} gradients", params.size(), grads));
   }
 }
 
 }  // namespace
 
-SgdState sgd_step(std::span<Tensor> params, std::span<const std::optional<TensorView>> grads, const SgdOptions& o, SgdState state) {
+SgdState sgd_step(std::span<Tensor> params, std::span<const std::optional<TensorView>> grads, const SgdOptions& o,
+                  SgdState state) {
   check_lengths(params, grads.size());
   state.velocity.resize(params.size());
   for (std::size_t i = 0; i < params.size(); ++i) {
     if (!grads[i]) continue;
     if (!(grads[i]->shape() == params[i].shape())) {
-      throw_error(ErrorCode::invalid_argument, "sgd", fmt::format("gradient {} has shape {}, parameter {}", i, grads[i]->shape().to_string(), params[i].shape().to_string()));
+      throw_error(ErrorCode::invalid_argument, "sgd",
+                  fmt::format("gradient {} has shape {}, parameter {}", i, grads[i]->shape().to_string(),
+                              params[i].shape().to_string()));
     }
     auto g = readable(*grads[i], "gradient");
     auto w = writable(params[i]);
@@ -49,7 +53,8 @@ SgdState sgd_step(std::span<Tensor> params, std::span<const std::optional<Tensor
       if (!state.velocity[i]) state.velocity[i] = Tensor::zeros(params[i].shape(), DType::f32);
       vel = writable(*state.velocity[i]);
     }
-    const auto lr = static_cast<float>(o.lr), mom = static_cast<float>(o.momentum), wd = static_cast<float>(o.weight_decay);
+    const auto lr = static_cast<float>(o.lr), mom = static_cast<float>(o.momentum),
+               wd = static_cast<float>(o.weight_decay);
     for (std::size_t k = 0; k < w.size(); ++k) {
       float d = g[k] + wd * w[k];
       if (!vel.empty()) {
@@ -71,8 +76,10 @@ struct AdamConstants {
 // One fused Adam pass over distinct arrays (parameter, moments, gradient), chosen at load time for the
 // CPU (target_clones; -fno-math-errno lets the square root vectorise). Each clone is deterministic; they
 // may differ from one another in the last bit where one contracts a multiply-add the other does not.
-__attribute__((target_clones("avx512f", "avx2", "default")))
-void adam_update(float* __restrict w, float* __restrict m, float* __restrict v, const float* __restrict g, std::size_t n, AdamConstants c) {
+__attribute__((target_clones("avx512f", "avx2", "default"))) void adam_update(float* __restrict w, float* __restrict m,
+                                                                              float* __restrict v,
+                                                                              const float* __restrict g, std::size_t n,
+                                                                              AdamConstants c) {
   for (std::size_t k = 0; k < n; ++k) {
     const float gk = g[k] + c.l2 * w[k];
     m[k] = c.b1 * m[k] + (1.0f - c.b1) * gk;
@@ -83,7 +90,8 @@ void adam_update(float* __restrict w, float* __restrict m, float* __restrict v, 
 
 }  // namespace
 
-AdamState adam_step(std::span<Tensor> params, std::span<const std::optional<TensorView>> grads, const AdamOptions& o, AdamState state) {
+AdamState adam_step(std::span<Tensor> params, std::span<const std::optional<TensorView>> grads, const AdamOptions& o,
+                    AdamState state) {
   check_lengths(params, grads.size());
   state.m.resize(params.size());
   state.v.resize(params.size());
@@ -93,7 +101,9 @@ AdamState adam_step(std::span<Tensor> params, std::span<const std::optional<Tens
   for (std::size_t i = 0; i < params.size(); ++i) {
     if (!grads[i]) continue;
     if (!(grads[i]->shape() == params[i].shape())) {
-      throw_error(ErrorCode::invalid_argument, "adam", fmt::format("gradient {} has shape {}, parameter {}", i, grads[i]->shape().to_string(), params[i].shape().to_string()));
+      throw_error(ErrorCode::invalid_argument, "adam",
+                  fmt::format("gradient {} has shape {}, parameter {}", i, grads[i]->shape().to_string(),
+                              params[i].shape().to_string()));
     }
     if (!state.m[i]) state.m[i] = Tensor::zeros(params[i].shape(), DType::f32);
     if (!state.v[i]) state.v[i] = Tensor::zeros(params[i].shape(), DType::f32);
@@ -119,10 +129,13 @@ double learning_rate(const Schedule& s, double base, std::int64_t step) {
   if (s.warmup > 0 && step < s.warmup) return base * static_cast<double>(step + 1) / static_cast<double>(s.warmup);
   const std::int64_t t = step - s.warmup;
   switch (s.kind) {
-    case Schedule::constant: return base;
-    case Schedule::step: return base * std::pow(s.gamma, static_cast<double>(t / std::max<std::int64_t>(s.step_size, 1)));
+    case Schedule::constant:
+      return base;
+    case Schedule::step:
+      return base * std::pow(s.gamma, static_cast<double>(t / std::max<std::int64_t>(s.step_size, 1)));
     case Schedule::cosine: {
-      const double frac = std::min(1.0, static_cast<double>(t) / static_cast<double>(std::max<std::int64_t>(s.total, 1)));
+      const double frac =
+          std::min(1.0, static_cast<double>(t) / static_cast<double>(std::max<std::int64_t>(s.total, 1)));
       return s.eta_min + (base - s.eta_min) * 0.5 * (1.0 + std::cos(std::numbers::pi * frac));
     }
   }

@@ -36,17 +36,17 @@ struct AdamState {
   std::vector<std::optional<Tensor>> m, v;
 };
 /// One Adam (or AdamW when decoupled) update in place; returns the new state.
-AdamState adam_step(std::span<Tensor> params, std::span<const std::optional<TensorView>> grads, const AdamOptions& options,
-                    AdamState state);
+AdamState adam_step(std::span<Tensor> params, std::span<const std::optional<TensorView>> grads,
+                    const AdamOptions& options, AdamState state);
 
 /// A learning-rate schedule.
 struct Schedule {
   enum Kind { constant, step, cosine } kind = constant;
-  std::int64_t step_size = 1;   ///< step: decay every step_size updates
-  double gamma = 0.1;           ///< step: multiplier
-  std::int64_t total = 1;       ///< cosine: updates over which to anneal
-  double eta_min = 0.0;         ///< cosine: final learning rate
-  std::int64_t warmup = 0;      ///< linear warmup updates before the schedule (0: none)
+  std::int64_t step_size = 1;  ///< step: decay every step_size updates
+  double gamma = 0.1;          ///< step: multiplier
+  std::int64_t total = 1;      ///< cosine: updates over which to anneal
+  double eta_min = 0.0;        ///< cosine: final learning rate
+  std::int64_t warmup = 0;     ///< linear warmup updates before the schedule (0: none)
 };
 /// The learning rate for update number `step` (0-based) given the base rate.
 double learning_rate(const Schedule& schedule, double base_lr, std::int64_t step);

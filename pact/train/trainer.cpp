@@ -34,7 +34,9 @@ ParameterPack init_parameters(const ir::Graph& graph, std::uint64_t seed) {
     const Dims shape = p.type.shape;
     const std::int64_t count = ops::numel(shape);
     std::vector<float> v(static_cast<std::size_t>(count), 0.0f);
-    auto fan_in_of = [&](const Dims& w) { return w.size() >= 2 && w[0] > 0 ? ops::numel(w) / w[0] : std::max<std::int64_t>(ops::numel(w), 1); };
+    auto fan_in_of = [&](const Dims& w) {
+      return w.size() >= 2 && w[0] > 0 ? ops::numel(w) / w[0] : std::max<std::int64_t>(ops::numel(w), 1);
+    };
     auto uniform = [&](std::int64_t fan_in) {
       const double b = 1.0 / std::sqrt(static_cast<double>(std::max<std::int64_t>(fan_in, 1)));
       std::uniform_real_distribution<double> u(-b, b);
@@ -70,9 +72,11 @@ TrainingSession::TrainingSession(Objective objective, ParameterPack parameters)
       session_(contract::builtin_profile(objective_.options.profile), objective_.options.seed) {
   const auto& o = objective_.options;
   if (o.optimizer != "sgd" && o.optimizer != "adam" && o.optimizer != "adamw") {
-    throw_error(ErrorCode::invalid_argument, "train", fmt::format("unknown optimizer '{}' (sgd, adam, adamw)", o.optimizer));
+    throw_error(ErrorCode::invalid_argument, "train",
+                fmt::format("unknown optimizer '{}' (sgd, adam, adamw)", o.optimizer));
   }
-  if (!(o.lr > 0) || !std::isfinite(o.lr)) throw_error(ErrorCode::invalid_argument, "train", fmt::format("learning rate {} must be positive", o.lr));
+  if (!(o.lr > 0) || !std::isfinite(o.lr))
+    throw_error(ErrorCode::invalid_argument, "train", fmt::format("learning rate {} must be positive", o.lr));
 }
 
 const plan::AcceptedGraphPlan& TrainingSession::plan_for(std::int64_t batch) {
@@ -92,7 +96,8 @@ const plan::AcceptedGraphPlan& TrainingSession::plan_for(std::int64_t batch) {
 
 const plan::PlanAudit& TrainingSession::audit(std::int64_t batch) { return plan_for(batch).audit; }
 
-TrainingSession::Outputs TrainingSession::run(Tensor x, Tensor target, bool training, std::vector<runtime::EagerTensor>& leaves) {
+TrainingSession::Outputs TrainingSession::run(Tensor x, Tensor target, bool training,
+                                              std::vector<runtime::EagerTensor>& leaves) {
   const std::int64_t batch = x.rank() > 0 ? x.shape()[0] : 1;
   const plan::AcceptedGraphPlan& plan = plan_for(batch);  // admission of the whole program, once per batch size
   session_.set_training(training);
@@ -111,17 +116,21 @@ TrainingSession::Outputs TrainingSession::run(Tensor x, Tensor target, bool trai
     out = session_.run_graph(plan.graph, bindings, objective_.checkpoint_regions);
   } else {
     if (!objective_.checkpoint_regions.empty()) {
-      throw_error(ErrorCode::unsupported, "train", "checkpoint regions run in eager mode; the planned-graph executor does not checkpoint");
+      throw_error(ErrorCode::unsupported, "train",
+                  "checkpoint regions run in eager mode; the planned-graph executor does not checkpoint");
     }
-    out = runtime::execute(plan, bindings, training ? &session_.tape() : nullptr,
-                           kernels::KernelContext{training, objective_.options.seed + static_cast<std::uint64_t>(steps_)}).outputs;
+    out =
+        runtime::execute(plan, bindings, training ? &session_.tape() : nullptr,
+                         kernels::KernelContext{training, objective_.options.seed + static_cast<std::uint64_t>(steps_)})
+            .outputs;
   }
   return {out.at(objective_.logits), out.at(objective_.loss)};
 }
 
 // Batch norm in training mode updates its running statistics as PyTorch does:
 // running = (1 - momentum) * running + momentum * batch_statistic, with the unbiased batch variance.
-std::vector<std::pair<std::size_t, Tensor>> TrainingSession::batch_norm_updates(const std::vector<runtime::EagerTensor>& leaves) const {
+std::vector<std::pair<std::size_t, Tensor>> TrainingSession::batch_norm_updates(
+    const std::vector<runtime::EagerTensor>& leaves) const {
   std::vector<std::pair<std::size_t, Tensor>> updates;
   const runtime::Tape& tape = session_.tape();
   auto leaf_index = [&](const runtime::ValueRef& v) -> std::optional<std::size_t> {
@@ -138,7 +147,8 @@ std::vector<std::pair<std::size_t, Tensor>> TrainingSession::batch_norm_updates(
     const double momentum = n.attrs.get_float("batch_norm", "momentum", 0.1);
     const TensorView x = n.inputs[0]->view();
     const Dims s = x.shape();
-    const std::int64_t batch = s[0], channels = s[1], spatial = channels == 0 || batch == 0 ? 0 : x.numel() / (batch * channels);
+    const std::int64_t batch = s[0], channels = s[1],
+                       spatial = channels == 0 || batch == 0 ? 0 : x.numel() / (batch * channels);
     const std::int64_t count = batch * spatial;
     Tensor xd = x.convert(DType::f64);
     auto px = xd.prepare_host<double>();
@@ -170,8 +180,9 @@ void TrainingSession::take_back(std::vector<runtime::EagerTensor>& leaves) {
   for (std::size_t i = 0; i < leaves.size(); ++i) {
     auto owner = runtime::into_value(std::move(leaves[i].value));
     if (!owner) {
-      throw_error(ErrorCode::invalid_argument, "train",
-                  fmt::format("parameter '{}' is still shared after the step; cannot update it in place", params_.names[i]));
+      throw_error(
+          ErrorCode::invalid_argument, "train",
+          fmt::format("parameter '{}' is still shared after the step; cannot update it in place", params_.names[i]));
     }
     params_.values[i] = std::move(owner).value();
   }
@@ -210,15 +221,17 @@ StepResult TrainingSession::step_batch(Tensor x, Tensor target) {
   for (auto& [index, value] : running) params_.values[index] = std::move(value);
   std::vector<std::optional<TensorView>> views;
   for (std::size_t i = 0; i < result.gradients.size(); ++i) {
-    views.push_back(result.gradients[i] && params_.differentiable[i] ? std::optional<TensorView>(result.gradients[i]->as_view())
-                                                                     : std::nullopt);
+    views.push_back(result.gradients[i] && params_.differentiable[i]
+                        ? std::optional<TensorView>(result.gradients[i]->as_view())
+                        : std::nullopt);
   }
   const auto& o = objective_.options;
   const double lr = learning_rate(o.schedule, o.lr, steps_);
   if (o.optimizer == "sgd") {
     sgd_ = sgd_step(params_.values, views, SgdOptions{lr, o.momentum, o.weight_decay}, std::move(sgd_));
   } else {
-    adam_ = adam_step(params_.values, views, AdamOptions{lr, 0.9, 0.999, 1e-8, o.weight_decay, o.optimizer == "adamw"}, std::move(adam_));
+    adam_ = adam_step(params_.values, views, AdamOptions{lr, 0.9, 0.999, 1e-8, o.weight_decay, o.optimizer == "adamw"},
+                      std::move(adam_));
   }
   views.clear();
   ++steps_;
@@ -241,7 +254,8 @@ Tensor TrainingSession::predict(Tensor x) {
   // A placeholder target of the graph's own target type (class 0 everywhere); only the logits are read.
   const ir::Node* target_node = plan_for(batch).graph.find(objective_.target);
   if (target_node == nullptr) {
-    throw_error(ErrorCode::invalid_argument, "train", fmt::format("the loss program has no '{}' input", objective_.target));
+    throw_error(ErrorCode::invalid_argument, "train",
+                fmt::format("the loss program has no '{}' input", objective_.target));
   }
   Tensor target = Tensor::zeros(target_node->type.shape, target_node->type.dtype);
   std::vector<runtime::EagerTensor> leaves;
@@ -299,8 +313,10 @@ ir::Graph char_transformer(std::int64_t batch, std::int64_t t, std::int64_t voca
   for (const char* p : {"q", "k", "v"}) {
     const std::string w = fmt::format("w{}", p);
     b.op(p, ops::OpTag::linear, {"ln1", w});
-    b.op(fmt::format("{}4", p), ops::OpTag::reshape, {p}, ops::Attributes{{"shape", std::vector<std::int64_t>{batch, t, heads, dh}}});
-    b.op(fmt::format("{}h", p), ops::OpTag::permute, {fmt::format("{}4", p)}, ops::Attributes{{"dims", std::vector<std::int64_t>{0, 2, 1, 3}}});
+    b.op(fmt::format("{}4", p), ops::OpTag::reshape, {p},
+         ops::Attributes{{"shape", std::vector<std::int64_t>{batch, t, heads, dh}}});
+    b.op(fmt::format("{}h", p), ops::OpTag::permute, {fmt::format("{}4", p)},
+         ops::Attributes{{"dims", std::vector<std::int64_t>{0, 2, 1, 3}}});
   }
   b.op("att", ops::OpTag::scaled_dot_product_attention, {"qh", "kh", "vh"}, ops::Attributes{{"is_causal", true}});
   b.op("att_t", ops::OpTag::permute, {"att"}, ops::Attributes{{"dims", std::vector<std::int64_t>{0, 2, 1, 3}}});
@@ -314,7 +330,8 @@ ir::Graph char_transformer(std::int64_t batch, std::int64_t t, std::int64_t voca
   b.op("h2", ops::OpTag::add, {"h1", "down"});
   b.op("lnf", ops::OpTag::layer_norm, {"h2", "lnf_w", "lnf_b"}, norm);
   b.op("logits3", ops::OpTag::linear, {"lnf", "head"});
-  b.op("logits", ops::OpTag::reshape, {"logits3"}, ops::Attributes{{"shape", std::vector<std::int64_t>{batch * t, vocab}}});
+  b.op("logits", ops::OpTag::reshape, {"logits3"},
+       ops::Attributes{{"shape", std::vector<std::int64_t>{batch * t, vocab}}});
   b.op("loss", ops::OpTag::cross_entropy, {"logits", "target"});
   b.output("logits");
   b.output("loss");
@@ -334,7 +351,8 @@ ir::Graph digits_cnn(std::int64_t batch) {
   b.parameter("fc_w", Dims{10, 16 * 4 * 4});
   b.parameter("fc_b", Dims{10});
   b.op("image", ops::OpTag::reshape, {"x"}, ops::Attributes{{"shape", std::vector<std::int64_t>{batch, 1, 8, 8}}});
-  b.op("conv", ops::OpTag::conv2d, {"image", "conv_w", "conv_b"}, ops::Attributes{{"padding", std::vector<std::int64_t>{1}}});
+  b.op("conv", ops::OpTag::conv2d, {"image", "conv_w", "conv_b"},
+       ops::Attributes{{"padding", std::vector<std::int64_t>{1}}});
   b.op("bn", ops::OpTag::batch_norm, {"conv", "bn_w", "bn_b", "bn_mean", "bn_var"});
   b.op("act", ops::OpTag::relu, {"bn"});
   b.op("pool", ops::OpTag::max_pool2d, {"act"}, ops::Attributes{{"kernel_size", std::vector<std::int64_t>{2}}});

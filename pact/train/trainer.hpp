@@ -23,7 +23,7 @@ enum class ExecutionMode { eager, graph };
 struct TrainerOptions {
   std::string optimizer = "adam";  ///< sgd | adam | adamw
   double lr = 0.01;
-  double momentum = 0.9;           ///< sgd
+  double momentum = 0.9;  ///< sgd
   double weight_decay = 0.0;
   Schedule schedule;
   std::uint64_t seed = 0;

@@ -33,7 +33,8 @@ consteval bool admitted(std::string_view contract, std::string_view equation) {
 
 }  // namespace pact::contracts
 
-#define PACT_CONTRACT(contract, equation)                                                                  \
-  static_assert(::pact::contracts::admitted(contract, equation),                                         \
-                "PACT_CONTRACT(" contract ", " equation "): no implemented binding in contracts/binding.yaml " \
+#define PACT_CONTRACT(contract, equation)                              \
+  static_assert(::pact::contracts::admitted(contract, equation),       \
+                "PACT_CONTRACT(" contract ", " equation                \
+                "): no implemented binding in contracts/binding.yaml " \
                 "(policy AllImplemented) and not an allowed gap")

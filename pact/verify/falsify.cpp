@@ -57,7 +57,9 @@ struct Case {
 
 struct Rng {
   std::mt19937_64 gen;
-  std::int64_t pick(std::int64_t lo, std::int64_t hi) { return std::uniform_int_distribution<std::int64_t>(lo, hi)(gen); }
+  std::int64_t pick(std::int64_t lo, std::int64_t hi) {
+    return std::uniform_int_distribution<std::int64_t>(lo, hi)(gen);
+  }
   Tensor randn(const Dims& shape, double scale, double offset = 0) {
     std::normal_distribution<double> nd(offset, scale);
     std::vector<double> v(static_cast<std::size_t>(ops::numel(shape)));
@@ -123,11 +125,12 @@ Case make_case(const std::string& op, Rng& r, int trial) {
   }
   if (op == "scaled_dot_product_attention") {
     const auto b = r.pick(1, 2), l = r.pick(1, 5), s = r.pick(1, 6), e = r.pick(2, 8), ev = r.pick(1, 6);
-    Case c = Case::of(Attributes{{"is_causal", trial % 2 == 1}}, r.randn(Dims{b, l, e}, 1.0), r.randn(Dims{b, s, e}, 1.0),
-                      r.randn(Dims{b, s, ev}, 1.0));
+    Case c = Case::of(Attributes{{"is_causal", trial % 2 == 1}}, r.randn(Dims{b, l, e}, 1.0),
+                      r.randn(Dims{b, s, e}, 1.0), r.randn(Dims{b, s, ev}, 1.0));
     if (trial % 6 == 2) {  // a boolean mask (true attends) broadcast over the batch; key 0 always open
       std::vector<double> keep(static_cast<std::size_t>(l * s));
-      for (std::size_t i = 0; i < keep.size(); ++i) keep[i] = i % static_cast<std::size_t>(s) == 0 ? 1.0 : static_cast<double>(r.pick(0, 1));
+      for (std::size_t i = 0; i < keep.size(); ++i)
+        keep[i] = i % static_cast<std::size_t>(s) == 0 ? 1.0 : static_cast<double>(r.pick(0, 1));
       c.in.push_back(make(Dims{l, s}, keep, DType::boolean));
     } else if (trial % 6 == 4) {  // an additive float mask, broadcast over the batch
       c.in.push_back(r.randn(Dims{1, l, s}, 2.0));
@@ -141,8 +144,8 @@ Case make_case(const std::string& op, Rng& r, int trial) {
     Attributes attrs{{"stride", std::vector<std::int64_t>{r.pick(1, 2), r.pick(1, 2)}},
                      {"padding", std::vector<std::int64_t>{r.pick(0, 1), r.pick(0, 1)}},
                      {"groups", groups}};
-    return Case::of(std::move(attrs), r.randn(Dims{r.pick(1, 2), c, h, w}, 1.0), r.randn(Dims{o, c / groups, k, k}, 0.5),
-                    r.randn(Dims{o}, 0.5));
+    return Case::of(std::move(attrs), r.randn(Dims{r.pick(1, 2), c, h, w}, 1.0),
+                    r.randn(Dims{o, c / groups, k, k}, 0.5), r.randn(Dims{o}, 0.5));
   }
   throw_error(ErrorCode::unsupported, "falsify", fmt::format("no case generator for op '{}'", op));
 }
@@ -181,13 +184,16 @@ Finding rows_sum(CheckArgs& a, bool exp_first) {
   return std::nullopt;
 }
 
-Finding within(const std::vector<double>& got, const std::vector<double>& want, double abs, double rel, const char* what) {
+Finding within(const std::vector<double>& got, const std::vector<double>& want, double abs, double rel,
+               const char* what) {
   if (got.size() != want.size()) return fmt::format("{}: {} elements, expected {}", what, got.size(), want.size());
   double scale = 1.0;
   for (double w : want) scale = std::max(scale, std::abs(w));
   for (std::size_t i = 0; i < got.size(); ++i) {
     const double d = std::abs(got[i] - want[i]);
-    if (!(d <= abs + rel * scale)) return fmt::format("{}: element {} is {}, expected {} (tolerance {})", what, i, got[i], want[i], abs + rel * scale);
+    if (!(d <= abs + rel * scale))
+      return fmt::format("{}: element {} is {}, expected {} (tolerance {})", what, i, got[i], want[i],
+                         abs + rel * scale);
   }
   return std::nullopt;
 }
@@ -198,7 +204,9 @@ Tensor scaled(const Tensor& t, double mul, double add) {
   return make(t.shape(), v, t.dtype());
 }
 
-Tensor ones(const Dims& s, double value = 1.0) { return make(s, std::vector<double>(static_cast<std::size_t>(ops::numel(s)), value)); }
+Tensor ones(const Dims& s, double value = 1.0) {
+  return make(s, std::vector<double>(static_cast<std::size_t>(ops::numel(s)), value));
+}
 
 const std::map<std::string, Check>& checks() {
   static const std::map<std::string, Check> table = {
@@ -245,8 +253,8 @@ const std::map<std::string, Check>& checks() {
          const auto& info = ops::op_info(ops::parse_op_kind(a.op));
          const auto tol = info.tolerance();
          const double abs = a.tol >= 0 ? a.tol : tol.abs, rel = a.tol >= 0 ? a.tol : tol.rel;
-         return within(vals(a.kernel(a.c.views(), a.c.attrs).as_view()), vals(reference(a.op, a.c.views(), a.c.attrs).as_view()),
-                       abs, rel, "kernel vs reference");
+         return within(vals(a.kernel(a.c.views(), a.c.attrs).as_view()),
+                       vals(reference(a.op, a.c.views(), a.c.attrs).as_view()), abs, rel, "kernel vs reference");
        }},
       {"matches_log_softmax_at_targets",
        [](CheckArgs& a) -> Finding {
@@ -276,7 +284,8 @@ const std::map<std::string, Check>& checks() {
            m /= static_cast<double>(n);
            for (std::size_t j = 0; j < n; ++j) v += (y[r * n + j] - m) * (y[r * n + j] - m);
            v /= static_cast<double>(n);
-           if (!(std::abs(m) <= a.tol && std::abs(v - 1.0) <= a.tol)) return fmt::format("row {}: mean {}, variance {}", r, m, v);
+           if (!(std::abs(m) <= a.tol && std::abs(v - 1.0) <= a.tol))
+             return fmt::format("row {}: mean {}, variance {}", r, m, v);
          }
          return std::nullopt;
        }},
@@ -300,7 +309,8 @@ const std::map<std::string, Check>& checks() {
          std::vector<double> eye(static_cast<std::size_t>(k * k), 0.0);
          for (std::int64_t i = 0; i < k; ++i) eye[static_cast<std::size_t>(i * k + i)] = 1.0;
          Case c = Case::of({}, a.c.in[0].duplicate(), make(Dims{k, k}, eye));
-         return within(vals(a.kernel(c.views(), c.attrs).as_view()), vals(a.c.in[0].as_view()), std::max(a.tol, 0.0), 0.0, "A I vs A");
+         return within(vals(a.kernel(c.views(), c.attrs).as_view()), vals(a.c.in[0].as_view()), std::max(a.tol, 0.0),
+                       0.0, "A I vs A");
        }},
       {"convex_in_values",
        [](CheckArgs& a) -> Finding {
@@ -341,8 +351,8 @@ const std::map<std::string, Check>& checks() {
          std::vector<double> w(static_cast<std::size_t>(c * c), 0.0);
          for (std::int64_t i = 0; i < c; ++i) w[static_cast<std::size_t>(i * c + i)] = 1.0;
          Case k = Case::of({}, a.c.in[0].duplicate(), make(Dims{c, c, 1, 1}, w));
-         return within(vals(a.kernel(k.views(), k.attrs).as_view()), vals(a.c.in[0].as_view()), std::max(a.tol, 0.0), 0.0,
-                       "conv2d(x, identity) vs x");
+         return within(vals(a.kernel(k.views(), k.attrs).as_view()), vals(a.c.in[0].as_view()), std::max(a.tol, 0.0),
+                       0.0, "conv2d(x, identity) vs x");
        }},
   };
   return table;
@@ -389,7 +399,8 @@ const std::map<std::string, KernelFn>& mutants() {
            return m + std::log(s) - row[t];
          });
          return make(a.get_string("cross_entropy", "reduction", std::string("mean")) == "none"
-                         ? Dims{static_cast<std::int64_t>(losses.size())} : Dims{},
+                         ? Dims{static_cast<std::int64_t>(losses.size())}
+                         : Dims{},
                      losses);
        }},
       {"layer_norm_unbiased_variance",
@@ -425,7 +436,9 @@ const std::map<std::string, KernelFn>& mutants() {
          std::vector<double> c(static_cast<std::size_t>(m * n), 0.0);
          for (std::int64_t i = 0; i < m; ++i)
            for (std::int64_t j = 0; j < n; ++j)
-             for (std::int64_t p = 0; p < k - 1; ++p) c[static_cast<std::size_t>(i * n + j)] += a[static_cast<std::size_t>(i * k + p)] * b[static_cast<std::size_t>(p * n + j)];
+             for (std::int64_t p = 0; p < k - 1; ++p)
+               c[static_cast<std::size_t>(i * n + j)] +=
+                   a[static_cast<std::size_t>(i * k + p)] * b[static_cast<std::size_t>(p * n + j)];
          return make(Dims{m, n}, c);
        }},
       {"attention_without_scale",
@@ -484,21 +497,26 @@ std::vector<std::string> known_mutants() {
 
 KernelFn mutant(const std::string& name) {
   auto it = mutants().find(name);
-  if (it == mutants().end()) throw_error(ErrorCode::invalid_argument, "falsify", fmt::format("unknown mutant '{}'", name));
+  if (it == mutants().end())
+    throw_error(ErrorCode::invalid_argument, "falsify", fmt::format("unknown mutant '{}'", name));
   return it->second;
 }
 
 KernelFn capsule_kernel(const std::string& name) {
   const contract::Capsule* c = find_capsule(name);
-  if (c == nullptr) throw_error(ErrorCode::unsupported, "falsify", fmt::format("no capsule named '{}' in the registry", name));
+  if (c == nullptr)
+    throw_error(ErrorCode::unsupported, "falsify", fmt::format("no capsule named '{}' in the registry", name));
   const contract::BoundKernel bound = contract::bind(*c);
   const kernels::Handler* h = bound.handler;
   return [h](std::span<const TensorView> in, const Attributes& a) { return kernels::run_forward(*h, in, a); };
 }
 
-CheckOutcome evaluate(const ProofObligation& o, const std::string& op, const KernelFn& kernel, std::uint64_t seed, int trials) {
+CheckOutcome evaluate(const ProofObligation& o, const std::string& op, const KernelFn& kernel, std::uint64_t seed,
+                      int trials) {
   auto it = checks().find(o.check);
-  if (it == checks().end()) throw_error(ErrorCode::invalid_argument, "falsify", fmt::format("obligation {}: unknown check '{}'", o.id, o.check));
+  if (it == checks().end())
+    throw_error(ErrorCode::invalid_argument, "falsify",
+                fmt::format("obligation {}: unknown check '{}'", o.id, o.check));
   CheckOutcome out;
   for (int t = 0; t < trials; ++t) {
     Rng rng{std::mt19937_64(mix(seed + static_cast<std::uint64_t>(t), o.id))};
@@ -519,15 +537,17 @@ CheckOutcome evaluate(const ProofObligation& o, const std::string& op, const Ker
 }
 
 std::size_t FalsifyReport::failed() const noexcept {
-  return static_cast<std::size_t>(std::count_if(obligations.begin(), obligations.end(), [](const auto& r) { return r.outcome.failed > 0; }));
+  return static_cast<std::size_t>(
+      std::count_if(obligations.begin(), obligations.end(), [](const auto& r) { return r.outcome.failed > 0; }));
 }
 std::size_t FalsifyReport::caught() const noexcept {
-  return static_cast<std::size_t>(std::count_if(mutants.begin(), mutants.end(), [](const auto& m) { return m.caught; }));
+  return static_cast<std::size_t>(
+      std::count_if(mutants.begin(), mutants.end(), [](const auto& m) { return m.caught; }));
 }
 bool FalsifyReport::ok() const noexcept { return evaluated() > 0 && failed() == 0 && caught() == mutants.size(); }
 
-FalsifyReport falsify(const std::vector<Contract>& contracts, const BindingFile& bindings, const std::string& only, std::uint64_t seed,
-                      int trials, bool run_mutants) {
+FalsifyReport falsify(const std::vector<Contract>& contracts, const BindingFile& bindings, const std::string& only,
+                      std::uint64_t seed, int trials, bool run_mutants) {
   FalsifyReport report;
   bool matched = only.empty();
   for (const auto& c : contracts) {
@@ -538,12 +558,14 @@ FalsifyReport falsify(const std::vector<Contract>& contracts, const BindingFile&
       const Equation* eq = equation_of(c, o.equation);
       for (const auto& b : bindings.bindings) {
         if (b.contract != c.id || b.equation != o.equation || b.status != BindingStatus::implemented) continue;
-        report.obligations.push_back({c.id, o.id, b.capsule, evaluate(o, eq->op, capsule_kernel(b.capsule), seed, trials)});
+        report.obligations.push_back(
+            {c.id, o.id, b.capsule, evaluate(o, eq->op, capsule_kernel(b.capsule), seed, trials)});
       }
     }
     if (!run_mutants) continue;
     for (const auto& t : c.falsification) {
-      const auto& o = *std::find_if(c.obligations.begin(), c.obligations.end(), [&](const auto& x) { return x.id == t.obligation; });
+      const auto& o = *std::find_if(c.obligations.begin(), c.obligations.end(),
+                                    [&](const auto& x) { return x.id == t.obligation; });
       const CheckOutcome out = evaluate(o, equation_of(c, o.equation)->op, mutant(t.mutant), seed, trials);
       report.mutants.push_back({c.id, t.id, t.mutant, o.id, out.failed > 0,
                                 out.failed > 0 ? out.first_failure : fmt::format("{} cases, none failed", out.trials)});
@@ -563,16 +585,22 @@ AuditReport audit(const std::vector<Contract>& contracts, const BindingFile& bin
       const bool bound = std::any_of(bindings.bindings.begin(), bindings.bindings.end(), [&](const Binding& b) {
         return b.contract == c.id && b.equation == e.name && b.status == BindingStatus::implemented;
       });
-      if (bound) ++cov.bound;
-      else cov.unbound.push_back(e.name);
+      if (bound)
+        ++cov.bound;
+      else
+        cov.unbound.push_back(e.name);
       if (!bound && !bindings.admits(c.id, e.name)) {
-        r.problems.push_back(fmt::format("{}: equation '{}' has no implemented binding and is not an allowed gap (AllImplemented)", c.id, e.name));
+        r.problems.push_back(fmt::format(
+            "{}: equation '{}' has no implemented binding and is not an allowed gap (AllImplemented)", c.id, e.name));
       }
       for (const auto& o : c.obligations) {
-        if (o.equation == e.name && !checks().count(o.check)) r.problems.push_back(fmt::format("{}: obligation {} names unknown check '{}'", c.id, o.id, o.check));
+        if (o.equation == e.name && !checks().count(o.check))
+          r.problems.push_back(fmt::format("{}: obligation {} names unknown check '{}'", c.id, o.id, o.check));
       }
       for (const auto& t : c.falsification) {
-        if (!mutants().count(t.mutant)) r.problems.push_back(fmt::format("{}: falsification test {} names unknown mutant '{}'", c.id, t.id, t.mutant));
+        if (!mutants().count(t.mutant))
+          r.problems.push_back(
+              fmt::format("{}: falsification test {} names unknown mutant '{}'", c.id, t.id, t.mutant));
       }
     }
     r.coverage.push_back(std::move(cov));
@@ -595,16 +623,19 @@ AuditReport audit(const std::vector<Contract>& contracts, const BindingFile& bin
       continue;
     }
     if (ops::op_kind(cap->op) != eq->op) {
-      r.problems.push_back(fmt::format("{}: capsule {} computes {}, the equation describes {}", where, b.capsule, ops::op_kind(cap->op), eq->op));
+      r.problems.push_back(fmt::format("{}: capsule {} computes {}, the equation describes {}", where, b.capsule,
+                                       ops::op_kind(cap->op), eq->op));
     }
     if (cap->provenance.symbol != b.symbol) {
-      r.problems.push_back(fmt::format("{}: symbol '{}' is not the capsule's ({})", where, b.symbol, cap->provenance.symbol));
+      r.problems.push_back(
+          fmt::format("{}: symbol '{}' is not the capsule's ({})", where, b.symbol, cap->provenance.symbol));
     }
   }
   for (const auto* m : contract::maintained_modules()) {
     for (const auto& cap : m->capsules) {
       if (cap.descriptors.size() < 3 || cap.descriptors[2].evidence.kind != contract::EvidenceKind::testSuite) continue;
-      const bool linked = std::any_of(bindings.bindings.begin(), bindings.bindings.end(), [&](const Binding& b) { return b.capsule == cap.name; });
+      const bool linked = std::any_of(bindings.bindings.begin(), bindings.bindings.end(),
+                                      [&](const Binding& b) { return b.capsule == cap.name; });
       if (!linked) r.unlinked_capsules.push_back(cap.name);
     }
   }
@@ -627,12 +658,14 @@ std::string scaffold(const Contract& c, const BindingFile& bindings) {
       "// falsification test. Each evaluates the obligation through pact::verify (20 seeded cases).\n\n"
       "#include <gtest/gtest.h>\n\n#include \"pact/verify/falsify.hpp\"\n\nnamespace {{\n\n"
       "const pact::verify::Contract& contract() {{\n"
-      "  static const auto c = pact::verify::parse_contract(pact::verify::read_text_file(\"{}\"), \"{}\");\n  return c;\n}}\n\n"
+      "  static const auto c = pact::verify::parse_contract(pact::verify::read_text_file(\"{}\"), \"{}\");\n  return "
+      "c;\n}}\n\n"
       "const pact::verify::ProofObligation& obligation(const std::string& id) {{\n"
       "  for (const auto& o : contract().obligations) {{\n    if (o.id == id) return o;\n  }}\n"
       "  throw std::runtime_error(\"no obligation \" + id);\n}}\n\n"
       "std::string op_of(const pact::verify::ProofObligation& o) {{\n"
-      "  for (const auto& e : contract().equations) {{\n    if (e.name == o.equation) return e.op;\n  }}\n  return {{}};\n}}\n\n",
+      "  for (const auto& e : contract().equations) {{\n    if (e.name == o.equation) return e.op;\n  }}\n  return "
+      "{{}};\n}}\n\n",
       c.file, c.file, c.file);
   for (const auto& o : c.obligations) {
     for (const auto& b : bindings.bindings) {

@@ -33,8 +33,8 @@ struct CheckOutcome {
   std::string first_failure;  ///< what the first failing case showed
 };
 /// Runs `obligation` (whose equation is `op`) against `kernel`. An unknown check is invalid_argument.
-CheckOutcome evaluate(const ProofObligation& obligation, const std::string& op, const KernelFn& kernel, std::uint64_t seed,
-                      int trials);
+CheckOutcome evaluate(const ProofObligation& obligation, const std::string& op, const KernelFn& kernel,
+                      std::uint64_t seed, int trials);
 
 struct ObligationResult {
   std::string contract, obligation, capsule;

@@ -12,12 +12,14 @@ std::vector<Json> parse_gcov_json(std::string_view text, std::string_view where)
   std::size_t line_no = 0, start = 0;
   while (start <= text.size()) {
     const auto end = text.find('\n', start);
-    const std::string_view line = text.substr(start, end == std::string_view::npos ? std::string_view::npos : end - start);
+    const std::string_view line =
+        text.substr(start, end == std::string_view::npos ? std::string_view::npos : end - start);
     ++line_no;
     if (line.find_first_not_of(" \t\r") != std::string_view::npos) {
       Json doc = parse_json(line, fmt::format("{}:{}", where, line_no));
       if (!doc.is_object() || !doc.contains("files") || !doc["files"].is_array()) {
-        throw_error(ErrorCode::parse_error, "gate", fmt::format("{}:{}: not a gcov JSON document (no 'files' list)", where, line_no));
+        throw_error(ErrorCode::parse_error, "gate",
+                    fmt::format("{}:{}: not a gcov JSON document (no 'files' list)", where, line_no));
       }
       docs.push_back(std::move(doc));
     }
@@ -56,7 +58,8 @@ LineCoverage kernel_coverage(const std::vector<Json>& gcov, const std::vector<st
       for (const auto& fn : f["functions"]) {
         const std::string demangled = fn.value("demangled_name", "");
         if (demangled.find("pact::kernels::cpu::") == std::string::npos) continue;
-        const bool hit = std::any_of(names.begin(), names.end(), [&](const std::string& name) { return names_function(demangled, name); });
+        const bool hit = std::any_of(names.begin(), names.end(),
+                                     [&](const std::string& name) { return names_function(demangled, name); });
         if (!hit) continue;
         mangled.insert(fn.value("name", ""));
         measured.insert(demangled.substr(0, demangled.find('(')));
@@ -74,7 +77,8 @@ LineCoverage kernel_coverage(const std::vector<Json>& gcov, const std::vector<st
   return out;
 }
 
-std::vector<GateResult> evaluate_gates(const std::vector<Contract>& contracts, const FalsifyReport& report, const std::vector<Json>* gcov) {
+std::vector<GateResult> evaluate_gates(const std::vector<Contract>& contracts, const FalsifyReport& report,
+                                       const std::vector<Json>* gcov) {
   std::vector<GateResult> out;
   for (const auto& c : contracts) {
     GateResult g;
@@ -87,8 +91,10 @@ std::vector<GateResult> evaluate_gates(const std::vector<Contract>& contracts, c
       // Only the obligations the gate lists count toward it.
       if (std::find(c.gate.checks.begin(), c.gate.checks.end(), o.obligation) == c.gate.checks.end()) continue;
       ++g.evaluated;
-      if (o.outcome.failed == 0) ++g.passed;
-      else g.reasons.push_back(fmt::format("{} failed on {}: {}", o.obligation, o.capsule, o.outcome.first_failure));
+      if (o.outcome.failed == 0)
+        ++g.passed;
+      else
+        g.reasons.push_back(fmt::format("{} failed on {}: {}", o.obligation, o.capsule, o.outcome.first_failure));
     }
     if (!considered) continue;  // not part of this report (falsify ran for another contract)
     for (const auto& m : report.mutants) {
@@ -97,16 +103,20 @@ std::vector<GateResult> evaluate_gates(const std::vector<Contract>& contracts, c
       if (m.caught) ++g.caught;
     }
     for (const auto& name : c.gate.must_catch) {
-      const bool caught = std::any_of(report.mutants.begin(), report.mutants.end(),
-                                      [&](const MutantResult& m) { return m.contract == c.id && m.mutant == name && m.caught; });
+      const bool caught = std::any_of(report.mutants.begin(), report.mutants.end(), [&](const MutantResult& m) {
+        return m.contract == c.id && m.mutant == name && m.caught;
+      });
       if (!caught) g.reasons.push_back(fmt::format("mutant {} was not caught", name));
     }
     bool incomplete = g.mutants == 0;
-    if (g.mutants == 0) g.reasons.push_back("no falsification test ran");
-    else if (g.mutation_score() < kMutationThreshold) g.reasons.push_back(fmt::format("mutation score {:.0f}% < {:.0f}%", g.mutation_score(), kMutationThreshold));
+    if (g.mutants == 0)
+      g.reasons.push_back("no falsification test ran");
+    else if (g.mutation_score() < kMutationThreshold)
+      g.reasons.push_back(fmt::format("mutation score {:.0f}% < {:.0f}%", g.mutation_score(), kMutationThreshold));
     if (gcov != nullptr) {
       std::vector<std::string> fragments;
-      for (const auto& e : c.equations) fragments.insert(fragments.end(), e.kernel_functions.begin(), e.kernel_functions.end());
+      for (const auto& e : c.equations)
+        fragments.insert(fragments.end(), e.kernel_functions.begin(), e.kernel_functions.end());
       if (fragments.empty()) {
         incomplete = true;
         g.reasons.push_back("no equation names kernel_functions to measure");
@@ -116,7 +126,8 @@ std::vector<GateResult> evaluate_gates(const std::vector<Contract>& contracts, c
           incomplete = true;
           g.reasons.push_back("the coverage data holds none of the named kernel functions");
         } else if (g.coverage->percent() < kCoverageThreshold) {
-          g.reasons.push_back(fmt::format("line coverage {:.1f}% < {:.0f}%", g.coverage->percent(), kCoverageThreshold));
+          g.reasons.push_back(
+              fmt::format("line coverage {:.1f}% < {:.0f}%", g.coverage->percent(), kCoverageThreshold));
         }
       }
     } else {
@@ -124,7 +135,8 @@ std::vector<GateResult> evaluate_gates(const std::vector<Contract>& contracts, c
     }
     const bool failed = g.passed < g.evaluated || (g.mutants > 0 && g.mutation_score() < kMutationThreshold) ||
                         (g.coverage && g.coverage->lines > 0 && g.coverage->percent() < kCoverageThreshold) ||
-                        std::any_of(g.reasons.begin(), g.reasons.end(), [](const std::string& r) { return r.find("was not caught") != std::string::npos; });
+                        std::any_of(g.reasons.begin(), g.reasons.end(),
+                                    [](const std::string& r) { return r.find("was not caught") != std::string::npos; });
     g.verdict = failed ? "fail" : incomplete ? "incomplete" : "pass";
     out.push_back(std::move(g));
   }

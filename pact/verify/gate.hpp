@@ -21,7 +21,9 @@ struct LineCoverage {
   std::size_t lines = 0;
   std::size_t executed = 0;
   std::vector<std::string> functions;  ///< demangled names measured
-  double percent() const noexcept { return lines == 0 ? 0.0 : 100.0 * static_cast<double>(executed) / static_cast<double>(lines); }
+  double percent() const noexcept {
+    return lines == 0 ? 0.0 : 100.0 * static_cast<double>(executed) / static_cast<double>(lines);
+  }
 };
 
 /// Parses `gcov --json-format --stdout` output (one JSON document per line; parse_error naming the line).

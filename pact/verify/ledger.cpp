@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <sys/wait.h>
+#include <toml++/toml.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -12,7 +13,6 @@
 #include <cstring>
 #include <map>
 #include <set>
-#include <toml++/toml.h>
 
 #include "pact/core/file.hpp"
 #include "pact/core/toml_table.hpp"
@@ -113,7 +113,8 @@ std::string Diagnostics::render() const {
   std::string out;
   for (const auto& d : items_) {
     out += d.code;
-    for (const auto& [k, v] : d.fields.items()) out += fmt::format(" {}={}", k, v.is_string() ? v.get<std::string>() : v.dump());
+    for (const auto& [k, v] : d.fields.items())
+      out += fmt::format(" {}={}", k, v.is_string() ? v.get<std::string>() : v.dump());
     out += ": " + d.message + "\n";
   }
   return out;
@@ -135,10 +136,12 @@ class LedgerFaults final : public TomlFaults {
  public:
   explicit LedgerFaults(Diagnostics& out) : out_(out) {}
   void unknown_field(const std::string& table, std::string_view field) override {
-    out_.add("E_SCHEMA_UNKNOWN_FIELD", {{"table", table}, {"field", std::string(field)}}, fmt::format("{}: unknown field '{}'", table, field));
+    out_.add("E_SCHEMA_UNKNOWN_FIELD", {{"table", table}, {"field", std::string(field)}},
+             fmt::format("{}: unknown field '{}'", table, field));
   }
   void missing_field(const std::string& table, std::string_view field) override {
-    out_.add("E_SCHEMA_MISSING_FIELD", {{"table", table}, {"field", std::string(field)}}, fmt::format("{}: missing field '{}'", table, field));
+    out_.add("E_SCHEMA_MISSING_FIELD", {{"table", table}, {"field", std::string(field)}},
+             fmt::format("{}: missing field '{}'", table, field));
   }
   void wrong_type(const std::string& table, std::string_view field, std::string_view expected) override {
     out_.add("E_SCHEMA_TYPE", {{"table", table}, {"field", std::string(field)}, {"expected", std::string(expected)}},
@@ -192,7 +195,8 @@ std::optional<Manifest> parse_manifest(std::string_view text, std::string_view s
   const TomlTable top(doc, "manifest", faults);
   if (const auto* s = doc.get("schema"); s != nullptr) {
     const auto* str = s->as_string();
-    const std::string actual = str != nullptr ? str->get() : std::string(s->is_value() ? "(not a string)" : "(a table)");
+    const std::string actual =
+        str != nullptr ? str->get() : std::string(s->is_value() ? "(not a string)" : "(a table)");
     if (actual != kManifestSchema) {
       out.add("E_SCHEMA_VERSION", {{"expected", std::string(kManifestSchema)}, {"actual", actual}},
               fmt::format("manifest schema is '{}', this checker reads only {}", actual, kManifestSchema));
@@ -227,7 +231,8 @@ std::optional<Manifest> parse_manifest(std::string_view text, std::string_view s
     check_unique(out, fmt::format("gate of {}", o.id), o.gates, [](const std::string& g) { return g; });
     if (const auto a = r.table("artifact")) {
       a->keys({"id", "kind", "path"}, {"selector"});
-      o.artifact = {a->str("id").value_or(""), a->str("kind").value_or(""), a->str("path").value_or(""), a->str("selector")};
+      o.artifact = {a->str("id").value_or(""), a->str("kind").value_or(""), a->str("path").value_or(""),
+                    a->str("selector")};
     }
     if (const auto c = r.table("command")) {
       c->keys({"id", "kind", "argv", "cwd", "path_args", "artifact_id"});
@@ -297,7 +302,8 @@ constexpr std::pair<std::string_view, std::string_view> kPactCliCommands[] = {
 
 bool is_identifier(std::string_view s) {
   if (s.empty() || std::isdigit(static_cast<unsigned char>(s[0]))) return false;
-  return std::all_of(s.begin(), s.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
+  return std::all_of(s.begin(), s.end(),
+                     [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
 }
 // "Suite.Case" with both parts C++ identifiers.
 bool is_test_id(std::string_view s) {
@@ -314,9 +320,10 @@ std::string join(const std::vector<std::string_view>& v, std::string_view sep) {
 Json opt_json(const std::vector<std::string>& v, std::size_t i) { return i < v.size() ? Json(v[i]) : Json(nullptr); }
 
 void argv_mismatch(Diagnostics& out, const Command& c, std::size_t index, Json expected, Json actual) {
-  out.add("E_COMMAND_ARGV",
-          {{"command_id", c.id}, {"index", static_cast<std::int64_t>(index)}, {"expected", expected}, {"actual", actual}},
-          fmt::format("command '{}': argv[{}] is {}, expected {}", c.id, index, actual.dump(), expected.dump()));
+  out.add(
+      "E_COMMAND_ARGV",
+      {{"command_id", c.id}, {"index", static_cast<std::int64_t>(index)}, {"expected", expected}, {"actual", actual}},
+      fmt::format("command '{}': argv[{}] is {}, expected {}", c.id, index, actual.dump(), expected.dump()));
 }
 
 void check_ctest_case(const Obligation& o, Diagnostics& out) {
@@ -324,7 +331,8 @@ void check_ctest_case(const Obligation& o, Diagnostics& out) {
   if (o.artifact.kind != "gtest-source") {
     if (artifact_kind(o.artifact.kind) == nullptr) return;  // reported with the artifact
     out.add("E_ARTIFACT_KIND", {{"artifact_id", o.artifact.id}, {"kind", o.artifact.kind}},
-            fmt::format("command '{}' runs a GoogleTest case: its artifact must be a gtest-source, not {}", c.id, o.artifact.kind));
+            fmt::format("command '{}' runs a GoogleTest case: its artifact must be a gtest-source, not {}", c.id,
+                        o.artifact.kind));
     return;
   }
   if (c.cwd != ".") {
@@ -363,7 +371,8 @@ void check_pact_cli(const Obligation& o, Diagnostics& out) {
   for (const auto& [a, b] : kPactCliCommands) {
     if (a == c.argv[1] && !b.empty()) seconds.push_back(b);
   }
-  if (!seconds.empty() && (c.argv.size() < 3 || std::find(seconds.begin(), seconds.end(), c.argv[2]) == seconds.end())) {
+  if (!seconds.empty() &&
+      (c.argv.size() < 3 || std::find(seconds.begin(), seconds.end(), c.argv[2]) == seconds.end())) {
     argv_mismatch(out, c, 2, join(seconds, "|"), opt_json(c.argv, 2));
     return;
   }
@@ -385,7 +394,8 @@ void check_pact_cli(const Obligation& o, Diagnostics& out) {
     return;
   }
   const bool targets = std::any_of(c.path_args.begin(), c.path_args.end(), [&](std::int64_t i) {
-    return i != 0 && fs::path(c.argv[static_cast<std::size_t>(i)]).lexically_normal() == fs::path(o.artifact.path).lexically_normal();
+    return i != 0 && fs::path(c.argv[static_cast<std::size_t>(i)]).lexically_normal() ==
+                         fs::path(o.artifact.path).lexically_normal();
   });
   if (!targets) {
     out.add("E_COMMAND_TARGET", {{"command_id", c.id}, {"artifact_path", o.artifact.path}},
@@ -459,7 +469,8 @@ void check_structure(const Manifest& m, Diagnostics& out, const std::vector<std:
     for (const auto& [u, d] : indegree) {
       if (d > 0) cyclic.push_back(u);
     }
-    out.add("E_GRAPH_CYCLE", {{"units", cyclic}}, fmt::format("the registry graph has a cycle through {}", cyclic.dump()));
+    out.add("E_GRAPH_CYCLE", {{"units", cyclic}},
+            fmt::format("the registry graph has a cycle through {}", cyclic.dump()));
   }
   // Cohorts: known units, at least two, no unit in two cohorts.
   std::map<std::string, std::string> cohort_of;
@@ -469,7 +480,8 @@ void check_structure(const Manifest& m, Diagnostics& out, const std::vector<std:
     }
     for (const auto& u : c.units) {
       if (!units.count(u)) {
-        out.add("E_COHORT_UNKNOWN_UNIT", {{"cohort_id", c.id}, {"unit", u}}, fmt::format("cohort '{}' names unknown unit '{}'", c.id, u));
+        out.add("E_COHORT_UNKNOWN_UNIT", {{"cohort_id", c.id}, {"unit", u}},
+                fmt::format("cohort '{}' names unknown unit '{}'", c.id, u));
       } else if (!cohort_of.emplace(u, c.id).second) {
         out.add("E_COHORT_OVERLAP", {{"cohort_id", c.id}, {"unit", u}},
                 fmt::format("unit '{}' is in cohort '{}' and cohort '{}'", u, cohort_of[u], c.id));
@@ -481,22 +493,27 @@ void check_structure(const Manifest& m, Diagnostics& out, const std::vector<std:
   std::map<std::string, const Obligation*> commands;
   for (const auto& o : m.obligations) {
     if (!units.count(o.unit)) {
-      out.add("E_UNKNOWN_UNIT", {{"obligation_id", o.id}, {"unit", o.unit}}, fmt::format("obligation '{}' names unknown unit '{}'", o.id, o.unit));
+      out.add("E_UNKNOWN_UNIT", {{"obligation_id", o.id}, {"unit", o.unit}},
+              fmt::format("obligation '{}' names unknown unit '{}'", o.id, o.unit));
     }
-    if (o.gates.empty()) out.add("E_NO_GATES", {{"obligation_id", o.id}}, fmt::format("obligation '{}' names no gate", o.id));
+    if (o.gates.empty())
+      out.add("E_NO_GATES", {{"obligation_id", o.id}}, fmt::format("obligation '{}' names no gate", o.id));
     for (const auto& g : o.gates) {
       if (!gates.count(g)) {
-        out.add("E_UNKNOWN_GATE", {{"obligation_id", o.id}, {"gate", g}}, fmt::format("obligation '{}' names unknown gate '{}'", o.id, g));
+        out.add("E_UNKNOWN_GATE", {{"obligation_id", o.id}, {"gate", g}},
+                fmt::format("obligation '{}' names unknown gate '{}'", o.id, g));
       }
     }
     if (o.state.kind == StateKind::deferred) {
       if (o.state.activation_unit != o.unit) {
-        out.add("E_STATE_ACTIVATION_UNIT", {{"obligation_id", o.id}, {"expected", o.unit}, {"actual", o.state.activation_unit}},
+        out.add("E_STATE_ACTIVATION_UNIT",
+                {{"obligation_id", o.id}, {"expected", o.unit}, {"actual", o.state.activation_unit}},
                 fmt::format("obligation '{}': a deferred row activates with its own unit '{}'", o.id, o.unit));
       }
       if (o.state.promotion_mode != "activate-in-place") {
-        out.add("E_STATE_PROMOTION", {{"obligation_id", o.id}, {"mode", o.state.promotion_mode}},
-                fmt::format("obligation '{}': promotion mode '{}' is not activate-in-place", o.id, o.state.promotion_mode));
+        out.add(
+            "E_STATE_PROMOTION", {{"obligation_id", o.id}, {"mode", o.state.promotion_mode}},
+            fmt::format("obligation '{}': promotion mode '{}' is not activate-in-place", o.id, o.state.promotion_mode));
       }
     }
     // The artifact: an allow-listed kind, the selector its kind asks for, one value per id.
@@ -508,8 +525,9 @@ void check_structure(const Manifest& m, Diagnostics& out, const std::vector<std:
                (o.artifact.selector && o.artifact.kind == "gtest-source" && !is_test_id(*o.artifact.selector))) {
       const std::string sel = o.artifact.selector.value_or("");
       out.add("E_ARTIFACT_SELECTOR", {{"artifact_id", o.artifact.id}, {"selector", sel}},
-              ak->needs_selector ? fmt::format("artifact '{}': a {} needs a selector \"Suite.Case\"", o.artifact.id, ak->name)
-                                 : fmt::format("artifact '{}': a {} takes no selector", o.artifact.id, ak->name));
+              ak->needs_selector
+                  ? fmt::format("artifact '{}': a {} needs a selector \"Suite.Case\"", o.artifact.id, ak->name)
+                  : fmt::format("artifact '{}': a {} takes no selector", o.artifact.id, ak->name));
     }
     if (auto [it, fresh] = artifacts.emplace(o.artifact.id, &o.artifact); !fresh && !(*it->second == o.artifact)) {
       out.add("E_ARTIFACT_CONFLICT", {{"artifact_id", o.artifact.id}},
@@ -518,7 +536,8 @@ void check_structure(const Manifest& m, Diagnostics& out, const std::vector<std:
     // The command: checked only when its paths stayed inside the repository.
     if (std::find(escaped.begin(), escaped.end(), o.id) != escaped.end()) continue;
     const Command& c = o.command;
-    if (auto [it, fresh] = commands.emplace(c.id, &o); !fresh && !(it->second->command == c && it->second->artifact == o.artifact)) {
+    if (auto [it, fresh] = commands.emplace(c.id, &o);
+        !fresh && !(it->second->command == c && it->second->artifact == o.artifact)) {
       out.add("E_COMMAND_CONFLICT", {{"command_id", c.id}},
               fmt::format("command id '{}' is shared by rows whose command or artifact differ", c.id));
       continue;
@@ -539,7 +558,8 @@ void check_structure(const Manifest& m, Diagnostics& out, const std::vector<std:
   }
   // Every unit owns an obligation.
   for (const auto& u : reg.units) {
-    if (rows_of(m, u.id).empty()) out.add("E_UNIT_EMPTY", {{"unit", u.id}}, fmt::format("unit '{}' owns no obligation", u.id));
+    if (rows_of(m, u.id).empty())
+      out.add("E_UNIT_EMPTY", {{"unit", u.id}}, fmt::format("unit '{}' owns no obligation", u.id));
   }
   // Direct prerequisites: an active row in a target needs every row of each direct source active.
   for (const auto& e : reg.edges) {
@@ -547,8 +567,10 @@ void check_structure(const Manifest& m, Diagnostics& out, const std::vector<std:
     if (std::none_of(targets.begin(), targets.end(), [](const Obligation* o) { return o->active(); })) continue;
     for (const auto* p : rows_of(m, e.from)) {
       if (!p->active()) {
-        out.add("E_PREREQUISITE_INACTIVE", {{"unit", e.to}, {"prerequisite_unit", e.from}, {"prerequisite_obligation_id", p->id}},
-                fmt::format("unit '{}' has active obligations but its prerequisite '{}' still defers '{}'", e.to, e.from, p->id));
+        out.add("E_PREREQUISITE_INACTIVE",
+                {{"unit", e.to}, {"prerequisite_unit", e.from}, {"prerequisite_obligation_id", p->id}},
+                fmt::format("unit '{}' has active obligations but its prerequisite '{}' still defers '{}'", e.to,
+                            e.from, p->id));
       }
     }
   }
@@ -607,7 +629,8 @@ std::vector<std::string> check_paths(const Manifest& m, const fs::path& root, Di
   const fs::path canon = fs::canonical(root, root_ec);
   std::vector<std::string> escaped;
   for (const auto& o : m.obligations) {
-    std::vector<std::pair<std::string, std::string>> paths{{"artifact.path", o.artifact.path}, {"command.cwd", o.command.cwd}};
+    std::vector<std::pair<std::string, std::string>> paths{{"artifact.path", o.artifact.path},
+                                                           {"command.cwd", o.command.cwd}};
     for (auto i : o.command.path_args) {
       if (i >= 0 && static_cast<std::size_t>(i) < o.command.argv.size()) {
         paths.emplace_back(fmt::format("command.argv[{}]", i), o.command.argv[static_cast<std::size_t>(i)]);
@@ -630,15 +653,19 @@ std::vector<std::string> check_paths(const Manifest& m, const fs::path& root, Di
     if (ak == nullptr) continue;
     const fs::path p = canon / o.artifact.path;
     std::error_code ec;
-    const bool present = ak->directory ? fs::is_directory(p, ec) && (o.artifact.kind != "contract-set" || fs::is_regular_file(p / "binding.yaml", ec))
+    const bool present = ak->directory ? fs::is_directory(p, ec) && (o.artifact.kind != "contract-set" ||
+                                                                     fs::is_regular_file(p / "binding.yaml", ec))
                                        : fs::is_regular_file(p, ec);
     if (!present) {
-      out.add("E_ARTIFACT_MISSING", {{"obligation_id", o.id}, {"artifact_id", o.artifact.id}, {"path", o.artifact.path}},
-              fmt::format("active obligation '{}': artifact {} is missing; an active row needs its real artifact", o.id, o.artifact.path));
+      out.add("E_ARTIFACT_MISSING",
+              {{"obligation_id", o.id}, {"artifact_id", o.artifact.id}, {"path", o.artifact.path}},
+              fmt::format("active obligation '{}': artifact {} is missing; an active row needs its real artifact", o.id,
+                          o.artifact.path));
     } else if (o.artifact.kind == "gtest-source" && o.artifact.selector && is_test_id(*o.artifact.selector) &&
                !file_contains_test(p, *o.artifact.selector)) {
-      out.add("E_ARTIFACT_SELECTOR", {{"artifact_id", o.artifact.id}, {"selector", *o.artifact.selector}},
-              fmt::format("artifact '{}': {} defines no TEST({})", o.artifact.id, o.artifact.path, *o.artifact.selector));
+      out.add(
+          "E_ARTIFACT_SELECTOR", {{"artifact_id", o.artifact.id}, {"selector", *o.artifact.selector}},
+          fmt::format("artifact '{}': {} defines no TEST({})", o.artifact.id, o.artifact.path, *o.artifact.selector));
     }
   }
   return escaped;
@@ -687,8 +714,9 @@ void check_transition(const Manifest& base, const Manifest& cand, Diagnostics& o
   };
   for (const auto& [field, changed] : fields) {
     if (changed) {
-      out.add("E_REGISTRY_CHANGED", {{"field", field}},
-              fmt::format("registry.{} differs from the base: graph edits are neither promotions nor revisions", field));
+      out.add(
+          "E_REGISTRY_CHANGED", {{"field", field}},
+          fmt::format("registry.{} differs from the base: graph edits are neither promotions nor revisions", field));
     }
   }
   for (const auto& old : base.obligations) {
@@ -704,14 +732,16 @@ void check_transition(const Manifest& base, const Manifest& cand, Diagnostics& o
       continue;
     }
     if (old.active() && !now->active()) {
-      out.add("E_DEMOTION", {{"obligation_id", old.id}}, fmt::format("obligation '{}' went from active back to deferred", old.id));
+      out.add("E_DEMOTION", {{"obligation_id", old.id}},
+              fmt::format("obligation '{}' went from active back to deferred", old.id));
       continue;
     }
     if (revision && !old.active() && now->active()) {
       if (promoted_in_revision) continue;  // one finding per candidate: the candidate mixes the two transitions
       promoted_in_revision = true;
-      out.add("E_REVISION_WITH_PROMOTION", {{"obligation_id", old.id}},
-              fmt::format("'{}' is promoted in a revision candidate: revise and promote in separate candidates", old.id));
+      out.add(
+          "E_REVISION_WITH_PROMOTION", {{"obligation_id", old.id}},
+          fmt::format("'{}' is promoted in a revision candidate: revise and promote in separate candidates", old.id));
       continue;
     }
     std::string diff = first_difference(old, *now);
@@ -742,7 +772,10 @@ void check_transition(const Manifest& base, const Manifest& cand, Diagnostics& o
 Json Receipt::to_json() const {
   Json list = Json::array();
   for (const auto& e : executions) {
-    list.push_back({{"obligation_id", e.obligation_id}, {"argv", e.argv}, {"cwd", e.cwd}, {"artifact_path", e.artifact_path},
+    list.push_back({{"obligation_id", e.obligation_id},
+                    {"argv", e.argv},
+                    {"cwd", e.cwd},
+                    {"artifact_path", e.artifact_path},
                     {"exit_code", e.exit_code}});
   }
   return {{"schema", std::string(kReceiptSchema)},
@@ -757,7 +790,8 @@ void shape(Diagnostics& out, const std::string& field, std::string_view why) {
   out.add("E_RECEIPT_SHAPE", {{"field", field}}, fmt::format("receipt field '{}': {}", field, why));
 }
 
-bool exact_keys(const Json& obj, std::initializer_list<std::string_view> keys, const std::string& where, Diagnostics& out) {
+bool exact_keys(const Json& obj, std::initializer_list<std::string_view> keys, const std::string& where,
+                Diagnostics& out) {
   bool ok = true;
   for (const auto& [k, v] : obj.items()) {
     if (std::find(keys.begin(), keys.end(), k) == keys.end()) {
@@ -791,7 +825,8 @@ std::optional<Receipt> parse_receipt(std::string_view text, std::string_view sou
   const std::size_t before = out.size();
   if (!exact_keys(j, {"schema", "candidate_commit", "base_commit", "executions"}, "", out)) return std::nullopt;
   Receipt r;
-  if (!j["schema"].is_string() || j["schema"].get<std::string>() != kReceiptSchema) shape(out, "schema", fmt::format("must be {}", kReceiptSchema));
+  if (!j["schema"].is_string() || j["schema"].get<std::string>() != kReceiptSchema)
+    shape(out, "schema", fmt::format("must be {}", kReceiptSchema));
   if (!j["candidate_commit"].is_string() || j["candidate_commit"].get<std::string>().empty()) {
     shape(out, "candidate_commit", "must be a non-empty string");
   } else {
@@ -836,21 +871,24 @@ std::optional<Receipt> parse_receipt(std::string_view text, std::string_view sou
   return r;
 }
 
-void check_receipt(const Manifest& m, const Receipt& r, std::string_view candidate, const std::optional<std::string>& base,
-                   Diagnostics& out) {
+void check_receipt(const Manifest& m, const Receipt& r, std::string_view candidate,
+                   const std::optional<std::string>& base, Diagnostics& out) {
   if (r.candidate_commit != candidate) {
     out.add("E_RECEIPT_CANDIDATE", {{"expected", std::string(candidate)}, {"actual", r.candidate_commit}},
             fmt::format("the receipt is for commit {}, HEAD is {}", r.candidate_commit, candidate));
   }
   if (r.base_commit != base) {
-    out.add("E_RECEIPT_BASE", {{"expected", base ? Json(*base) : Json(nullptr)}, {"actual", r.base_commit ? Json(*r.base_commit) : Json(nullptr)}},
+    out.add("E_RECEIPT_BASE",
+            {{"expected", base ? Json(*base) : Json(nullptr)},
+             {"actual", r.base_commit ? Json(*r.base_commit) : Json(nullptr)}},
             "the receipt was made against another base commit");
   }
   std::set<std::string> seen;
   for (std::size_t i = 0; i < r.executions.size(); ++i) {
     const Execution& x = r.executions[i];
     if (!seen.insert(x.obligation_id).second) {
-      out.add("E_RECEIPT_DUPLICATE", {{"obligation_id", x.obligation_id}}, fmt::format("'{}' is executed twice", x.obligation_id));
+      out.add("E_RECEIPT_DUPLICATE", {{"obligation_id", x.obligation_id}},
+              fmt::format("'{}' is executed twice", x.obligation_id));
       continue;
     }
     if (i > 0 && x.obligation_id < r.executions[i - 1].obligation_id) {
@@ -865,7 +903,8 @@ void check_receipt(const Manifest& m, const Receipt& r, std::string_view candida
     }
     auto bind = [&](std::string_view field, const Json& expected, const Json& actual) {
       if (expected == actual) return true;
-      out.add("E_RECEIPT_EXECUTION", {{"obligation_id", o->id}, {"field", std::string(field)}, {"expected", expected}, {"actual", actual}},
+      out.add("E_RECEIPT_EXECUTION",
+              {{"obligation_id", o->id}, {"field", std::string(field)}, {"expected", expected}, {"actual", actual}},
               fmt::format("execution of '{}': {} differs from the manifest", o->id, field));
       return false;
     };
@@ -880,12 +919,14 @@ void check_receipt(const Manifest& m, const Receipt& r, std::string_view candida
   }
   for (const auto& o : m.obligations) {
     if (o.active() && !seen.count(o.id)) {
-      out.add("E_RECEIPT_INCOMPLETE", {{"obligation_id", o.id}}, fmt::format("the receipt has no execution of active obligation '{}'", o.id));
+      out.add("E_RECEIPT_INCOMPLETE", {{"obligation_id", o.id}},
+              fmt::format("the receipt has no execution of active obligation '{}'", o.id));
     }
   }
 }
 
-Json summarize(const Manifest& m, const Receipt* receipt, std::string_view candidate, const std::optional<std::string>& base) {
+Json summarize(const Manifest& m, const Receipt* receipt, std::string_view candidate,
+               const std::optional<std::string>& base) {
   std::set<std::string> passed;
   if (receipt != nullptr) {
     for (const auto& x : receipt->executions) {
@@ -896,9 +937,11 @@ Json summarize(const Manifest& m, const Receipt* receipt, std::string_view candi
   std::size_t complete = 0, active = 0;
   for (const auto& u : m.registry.units) {
     const auto rows = rows_of(m, u.id);
-    const auto n_active = static_cast<std::size_t>(std::count_if(rows.begin(), rows.end(), [](const Obligation* o) { return o->active(); }));
-    const bool done = !rows.empty() && n_active == rows.size() &&
-                      std::all_of(rows.begin(), rows.end(), [&](const Obligation* o) { return passed.count(o->id) > 0; });
+    const auto n_active = static_cast<std::size_t>(
+        std::count_if(rows.begin(), rows.end(), [](const Obligation* o) { return o->active(); }));
+    const bool done =
+        !rows.empty() && n_active == rows.size() &&
+        std::all_of(rows.begin(), rows.end(), [&](const Obligation* o) { return passed.count(o->id) > 0; });
     complete += done ? 1 : 0;
     units.push_back({{"id", u.id}, {"obligations", rows.size()}, {"active", n_active}, {"complete", done}});
   }
@@ -907,8 +950,11 @@ Json summarize(const Manifest& m, const Receipt* receipt, std::string_view candi
           {"candidate_commit", std::string(candidate)},
           {"base_commit", base ? Json(*base) : Json(nullptr)},
           {"revision", m.registry.revision},
-          {"obligations", {{"total", m.obligations.size()}, {"active", active}, {"deferred", m.obligations.size() - active},
-                           {"passed", passed.size()}}},
+          {"obligations",
+           {{"total", m.obligations.size()},
+            {"active", active},
+            {"deferred", m.obligations.size() - active},
+            {"passed", passed.size()}}},
           {"units", units},
           {"units_complete", complete},
           {"terminal", complete == m.registry.units.size()}};
@@ -1034,21 +1080,24 @@ void check_clean(const Candidate& c, Diagnostics& out) {
     if (entry.size() < 4) continue;
     out.add("E_TREE_DIRTY", {{"path", entry.substr(3)}},
             fmt::format("tracked file {} differs from HEAD; commit or restore it first", entry.substr(3)));
-    if (entry[0] == 'R' || entry[0] == 'C') pos = s.find('\0', pos) == std::string::npos ? s.size() : s.find('\0', pos) + 1;
+    if (entry[0] == 'R' || entry[0] == 'C')
+      pos = s.find('\0', pos) == std::string::npos ? s.size() : s.find('\0', pos) + 1;
   }
 }
 
 // Reads and parses the candidate manifest and checks paths and structure.
 std::optional<Manifest> load_candidate(const Candidate& c, const std::string& manifest, Diagnostics& out) {
   if (!path_within(c.root, manifest)) {
-    out.add("E_MANIFEST_ESCAPE", {{"path", manifest}}, fmt::format("manifest {} is not inside the repository", manifest));
+    out.add("E_MANIFEST_ESCAPE", {{"path", manifest}},
+            fmt::format("manifest {} is not inside the repository", manifest));
     return std::nullopt;
   }
   std::string text;
   try {
     text = read_file((c.root / manifest).string(), "ledger");
   } catch (const Error& e) {
-    out.add("E_MANIFEST_MISSING", {{"path", manifest}}, fmt::format("cannot read manifest {}: {}", manifest, e.detail()));
+    out.add("E_MANIFEST_MISSING", {{"path", manifest}},
+            fmt::format("cannot read manifest {}: {}", manifest, e.detail()));
     return std::nullopt;
   }
   auto m = parse_manifest(text, manifest, out);
@@ -1092,8 +1141,10 @@ std::optional<std::string> check_base(const Candidate& c, const std::string& rev
 
 Json cli_contract(Role role) {
   const bool checker = role == Role::checker;
-  Json options = checker ? Json::array({"--root", "--manifest", "--base-commit", "--receipt", "--summary-json", "--diagnostics-json"})
-                         : Json::array({"--root", "--manifest", "--base-commit", "--receipt-out", "--diagnostics-json"});
+  Json options =
+      checker
+          ? Json::array({"--root", "--manifest", "--base-commit", "--receipt", "--summary-json", "--diagnostics-json"})
+          : Json::array({"--root", "--manifest", "--base-commit", "--receipt-out", "--diagnostics-json"});
   return {{"schema", std::string(kCliContractSchema)},
           {"tool", checker ? "pact-ledger-check" : "pact-ledger-run"},
           {"role", checker ? "checker" : "runner"},
@@ -1118,7 +1169,8 @@ CheckOutcome check(const CheckOptions& options) {
     try {
       receipt = parse_receipt(read_file(*options.receipt, "ledger"), *options.receipt, receipt_diags);
     } catch (const Error& e) {
-      receipt_diags.add("E_RECEIPT_PARSE", {{"source", *options.receipt}}, fmt::format("cannot read receipt {}: {}", *options.receipt, e.detail()));
+      receipt_diags.add("E_RECEIPT_PARSE", {{"source", *options.receipt}},
+                        fmt::format("cannot read receipt {}: {}", *options.receipt, e.detail()));
     }
     if (receipt) check_receipt(*result.manifest, *receipt, cand->head, base, receipt_diags);
     for (const auto& d : receipt_diags.items()) out.add(d.code, d.fields, d.message);
@@ -1177,14 +1229,16 @@ RunOutcome run(const RunOptions& options) {
 
 const Obligation* obligation_for_test(const Manifest& m, std::string_view test_id) {
   for (const auto& o : m.obligations) {
-    if (o.active() && o.command.kind == "ctest-case" && o.artifact.selector == test_id && o.command.argv == ctest_case_argv(test_id)) {
+    if (o.active() && o.command.kind == "ctest-case" && o.artifact.selector == test_id &&
+        o.command.argv == ctest_case_argv(test_id)) {
       return &o;
     }
   }
   return nullptr;
 }
 
-ReceiptEvidenceResolver::ReceiptEvidenceResolver(const CheckOutcome& outcome) : manifest_(outcome.manifest), receipt_(outcome.receipt) {
+ReceiptEvidenceResolver::ReceiptEvidenceResolver(const CheckOutcome& outcome)
+    : manifest_(outcome.manifest), receipt_(outcome.receipt) {
   if (!outcome.ok()) {
     const auto& d = outcome.diagnostics.items().front();
     refusal_ = fmt::format("the ledger check failed ({} finding{}, first {}: {})", outcome.diagnostics.size(),
@@ -1194,7 +1248,8 @@ ReceiptEvidenceResolver::ReceiptEvidenceResolver(const CheckOutcome& outcome) : 
   }
 }
 
-contract::EvidenceStatus ReceiptEvidenceResolver::resolve(const contract::Capsule& capsule, const contract::ContractDescriptor& d) const {
+contract::EvidenceStatus ReceiptEvidenceResolver::resolve(const contract::Capsule& capsule,
+                                                          const contract::ContractDescriptor& d) const {
   auto status = base_.resolve(capsule, d);
   if (!status.resolved || d.evidence.kind != contract::EvidenceKind::testSuite) return status;
   if (!refusal_.empty()) return {false, refusal_};

@@ -217,7 +217,8 @@ class ReceiptEvidenceResolver final : public contract::EvidenceResolver {
  public:
   /// `outcome` is a check() that was given a receipt; its diagnostics, if any, refuse every testSuite.
   explicit ReceiptEvidenceResolver(const CheckOutcome& outcome);
-  contract::EvidenceStatus resolve(const contract::Capsule& capsule, const contract::ContractDescriptor& d) const override;
+  contract::EvidenceStatus resolve(const contract::Capsule& capsule,
+                                   const contract::ContractDescriptor& d) const override;
 
  private:
   contract::DefaultEvidenceResolver base_;

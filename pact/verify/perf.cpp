@@ -70,11 +70,13 @@ std::vector<PerformanceResult> check_performance(const PerformanceContract& cont
       for (auto& x : a) x = nd(rng);
       for (auto& x : b) x = nd(rng);
       auto gemm = [&](const std::string& who) -> std::function<void()> {
-        if (who == "native") return [&, n] { kernels::cpu::sgemm(n, n, n, a.data(), n, 1, b.data(), n, 1, c.data(), n, false); };
+        if (who == "native")
+          return [&, n] { kernels::cpu::sgemm(n, n, n, a.data(), n, 1, b.data(), n, 1, c.data(), n, false); };
         if (who == "openblas" || who == "blas") {
           return [&, n] { kernels::cpu::openblas_sgemm(n, n, n, a.data(), n, 1, b.data(), n, 1, c.data(), n, false); };
         }
-        throw_error(ErrorCode::invalid_argument, "bench.check", fmt::format("{}: gemm has no contender '{}'", o.id, who));
+        throw_error(ErrorCode::invalid_argument, "bench.check",
+                    fmt::format("{}: gemm has no contender '{}'", o.id, who));
       };
       contender = gemm(o.contender);
       baseline = gemm(o.baseline);
@@ -95,11 +97,14 @@ std::vector<PerformanceResult> check_performance(const PerformanceContract& cont
       } else if (op == ops::OpTag::matmul) {
         inputs.push_back(random(Dims{last, last}, rng));
       } else if (ops::op_info(op).min_arity != 1) {
-        throw_error(ErrorCode::invalid_argument, "bench.check", fmt::format("{}: no input recipe for benchmark '{}'", o.id, o.benchmark));
+        throw_error(ErrorCode::invalid_argument, "bench.check",
+                    fmt::format("{}: no input recipe for benchmark '{}'", o.id, o.benchmark));
       }
       auto run = [&](const std::string& who) -> std::function<void()> {
         const kernels::Handler* h = kernels::find_handler(handlers_of(who == "openblas" ? "blas" : who), op);
-        if (h == nullptr) throw_error(ErrorCode::invalid_argument, "bench.check", fmt::format("{}: provider '{}' has no {} kernel", o.id, who, o.benchmark));
+        if (h == nullptr)
+          throw_error(ErrorCode::invalid_argument, "bench.check",
+                      fmt::format("{}: provider '{}' has no {} kernel", o.id, who, o.benchmark));
         return [&, h] {
           std::vector<TensorView> v;
           for (const auto& t : inputs) v.push_back(t.as_view());
@@ -116,7 +121,8 @@ std::vector<PerformanceResult> check_performance(const PerformanceContract& cont
       r.baseline_seconds = std::min(r.baseline_seconds, seconds_per_call(baseline));
     }
     r.ratio = r.baseline_seconds / r.contender_seconds;
-    const bool uses_openblas = o.contender == "openblas" || o.contender == "blas" || o.baseline == "openblas" || o.baseline == "blas";
+    const bool uses_openblas =
+        o.contender == "openblas" || o.contender == "blas" || o.baseline == "openblas" || o.baseline == "blas";
     if (forced != nullptr && uses_openblas) {
       r.verdict = "invalid";
       r.note = fmt::format("OpenBLAS kernel forced by OPENBLAS_CORETYPE={}", forced);
@@ -125,7 +131,8 @@ std::vector<PerformanceResult> check_performance(const PerformanceContract& cont
     }
     out.push_back(std::move(r));
   }
-  if (!matched) throw_error(ErrorCode::invalid_argument, "bench.check", fmt::format("no performance obligation '{}'", only));
+  if (!matched)
+    throw_error(ErrorCode::invalid_argument, "bench.check", fmt::format("no performance obligation '{}'", only));
   return out;
 }
 

@@ -15,9 +15,9 @@ struct PerformanceResult {
   std::string benchmark;
   std::string contender, baseline;
   double contender_seconds = 0, baseline_seconds = 0;
-  double ratio = 0;      ///< contender throughput / baseline throughput (baseline time / contender time)
+  double ratio = 0;  ///< contender throughput / baseline throughput (baseline time / contender time)
   double min_ratio = 0;
-  std::string verdict;   ///< pass | fail | invalid
+  std::string verdict;  ///< pass | fail | invalid
   std::string note;
 };
 

@@ -82,7 +82,8 @@ constexpr int kMaxIndent = 256;
 
 void check_shape(std::string_view text, std::string_view file) {
   if (text.size() > kMaxDocument) {
-    throw_error(ErrorCode::parse_error, "contracts", fmt::format("{}: {} bytes exceed the {}-byte limit", file, text.size(), kMaxDocument));
+    throw_error(ErrorCode::parse_error, "contracts",
+                fmt::format("{}: {} bytes exceed the {}-byte limit", file, text.size(), kMaxDocument));
   }
   int depth = 0, line = 1, indent = 0;
   bool at_line_start = true;
@@ -96,7 +97,8 @@ void check_shape(std::string_view text, std::string_view file) {
     }
     if (at_line_start && (c == ' ' || c == '-')) {
       if (++indent > kMaxIndent) {
-        throw_error(ErrorCode::parse_error, "contracts", fmt::format("{}:{}: nesting deeper than {} columns", file, line, kMaxIndent));
+        throw_error(ErrorCode::parse_error, "contracts",
+                    fmt::format("{}:{}: nesting deeper than {} columns", file, line, kMaxIndent));
       }
       continue;
     }
@@ -109,7 +111,8 @@ void check_shape(std::string_view text, std::string_view file) {
       quote = c;
     } else if (c == '[' || c == '{') {
       if (++depth > kMaxFlowDepth) {
-        throw_error(ErrorCode::parse_error, "contracts", fmt::format("{}:{}: flow nesting deeper than {}", file, line, kMaxFlowDepth));
+        throw_error(ErrorCode::parse_error, "contracts",
+                    fmt::format("{}:{}: flow nesting deeper than {}", file, line, kMaxFlowDepth));
       }
     } else if ((c == ']' || c == '}') && depth > 0) {
       --depth;
@@ -122,7 +125,8 @@ YAML::Node load_yaml(std::string_view text, std::string_view file) {
   try {
     return YAML::Load(std::string(text));
   } catch (const YAML::Exception& e) {
-    throw_error(ErrorCode::parse_error, "contracts", fmt::format("{}:{}: malformed YAML: {}", file, e.mark.line + 1, e.msg));
+    throw_error(ErrorCode::parse_error, "contracts",
+                fmt::format("{}:{}: malformed YAML: {}", file, e.mark.line + 1, e.msg));
   }
 }
 
@@ -174,19 +178,23 @@ Contract parse_contract_document(std::string_view text, std::string_view file) {
     if (p.kind != "invariant" && p.kind != "bound" && p.kind != "equivariance" && p.kind != "equivalence") {
       o.child("kind").bad(fmt::format("'{}' is not invariant, bound, equivariance or equivalence", p.kind));
     }
-    if (!has_equation(p.equation)) o.child("equation").bad(fmt::format("'{}' is not an equation of this contract", p.equation));
+    if (!has_equation(p.equation))
+      o.child("equation").bad(fmt::format("'{}' is not an equation of this contract", p.equation));
     if (!ids.insert(p.id).second) o.child("id").bad(fmt::format("duplicate id '{}'", p.id));
     c.obligations.push_back(std::move(p));
   }
   if (c.obligations.empty()) obls.bad("needs at least one obligation");
   auto has_obligation = [&](const std::string& id) {
-    return std::any_of(c.obligations.begin(), c.obligations.end(), [&](const ProofObligation& o) { return o.id == id; });
+    return std::any_of(c.obligations.begin(), c.obligations.end(),
+                       [&](const ProofObligation& o) { return o.id == id; });
   };
 
   for (const auto& f : root.child("falsification_tests").items()) {
     f.only({"id", "obligation", "mutant", "description"});
-    FalsificationTest t{f.child("id").str(), f.child("obligation").str(), f.child("mutant").str(), f.child("description").str(), f.line()};
-    if (!has_obligation(t.obligation)) f.child("obligation").bad(fmt::format("'{}' is not an obligation of this contract", t.obligation));
+    FalsificationTest t{f.child("id").str(), f.child("obligation").str(), f.child("mutant").str(),
+                        f.child("description").str(), f.line()};
+    if (!has_obligation(t.obligation))
+      f.child("obligation").bad(fmt::format("'{}' is not an obligation of this contract", t.obligation));
     if (!ids.insert(t.id).second) f.child("id").bad(fmt::format("duplicate id '{}'", t.id));
     c.falsification.push_back(std::move(t));
   }
@@ -206,7 +214,8 @@ Contract parse_contract_document(std::string_view text, std::string_view file) {
   if (c.gate.must_catch.empty()) gate.child("must_catch").bad("a gate must name at least one mutant it catches");
   for (std::size_t i = 0; i < c.gate.must_catch.size(); ++i) {
     const auto& m = c.gate.must_catch[i];
-    if (std::none_of(c.falsification.begin(), c.falsification.end(), [&](const FalsificationTest& t) { return t.mutant == m; })) {
+    if (std::none_of(c.falsification.begin(), c.falsification.end(),
+                     [&](const FalsificationTest& t) { return t.mutant == m; })) {
       gate.child("must_catch").items()[i].bad(fmt::format("mutant '{}' has no falsification test", m));
     }
   }
@@ -235,7 +244,8 @@ std::vector<Contract> load_contracts(const std::string& dir) {
   std::error_code ec;
   for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
     const auto name = e.path().filename();
-    if (e.path().extension() == ".yaml" && name != "binding.yaml" && name != "performance.yaml") files.push_back(e.path().string());
+    if (e.path().extension() == ".yaml" && name != "binding.yaml" && name != "performance.yaml")
+      files.push_back(e.path().string());
   }
   if (ec) throw_error(ErrorCode::io_error, "contracts", fmt::format("cannot list {}: {}", dir, ec.message()));
   std::sort(files.begin(), files.end());
@@ -243,7 +253,9 @@ std::vector<Contract> load_contracts(const std::string& dir) {
   for (const auto& f : files) {
     Contract c = parse_contract(read_text_file(f), f);
     for (const auto& prev : out) {
-      if (prev.id == c.id) throw_error(ErrorCode::parse_error, "contracts", fmt::format("{}: contract id '{}' repeats {}", f, c.id, prev.file));
+      if (prev.id == c.id)
+        throw_error(ErrorCode::parse_error, "contracts",
+                    fmt::format("{}: contract id '{}' repeats {}", f, c.id, prev.file));
     }
     out.push_back(std::move(c));
   }
@@ -252,9 +264,12 @@ std::vector<Contract> load_contracts(const std::string& dir) {
 
 std::string_view binding_status_name(BindingStatus s) noexcept {
   switch (s) {
-    case BindingStatus::implemented: return "implemented";
-    case BindingStatus::partial: return "partial";
-    case BindingStatus::not_implemented: return "not_implemented";
+    case BindingStatus::implemented:
+      return "implemented";
+    case BindingStatus::partial:
+      return "partial";
+    case BindingStatus::not_implemented:
+      return "not_implemented";
   }
   return "implemented";
 }
@@ -273,7 +288,9 @@ namespace {
 // Contract and equation names reach generated C++ (tools/contract_bindgen): letters, digits, '-', '_', '.'.
 void require_plain_names(const At& where, std::initializer_list<const std::string*> names) {
   for (const auto* name : names) {
-    if (!std::all_of(name->begin(), name->end(), [](char ch) { return std::isalnum(static_cast<unsigned char>(ch)) || ch == '-' || ch == '_' || ch == '.'; })) {
+    if (!std::all_of(name->begin(), name->end(), [](char ch) {
+          return std::isalnum(static_cast<unsigned char>(ch)) || ch == '-' || ch == '_' || ch == '.';
+        })) {
       where.bad(fmt::format("'{}' may hold only letters, digits, '-', '_' and '.'", *name));
     }
   }
@@ -306,10 +323,14 @@ BindingFile parse_bindings_document(std::string_view text, std::string_view file
     x.line = b.line();
     require_plain_names(b, {&x.contract, &x.equation});
     const std::string status = b.child("status").str();
-    if (status == "implemented") x.status = BindingStatus::implemented;
-    else if (status == "partial") x.status = BindingStatus::partial;
-    else if (status == "not_implemented") x.status = BindingStatus::not_implemented;
-    else b.child("status").bad(fmt::format("'{}' is not implemented, partial or not_implemented", status));
+    if (status == "implemented")
+      x.status = BindingStatus::implemented;
+    else if (status == "partial")
+      x.status = BindingStatus::partial;
+    else if (status == "not_implemented")
+      x.status = BindingStatus::not_implemented;
+    else
+      b.child("status").bad(fmt::format("'{}' is not implemented, partial or not_implemented", status));
     if (!seen.insert(x.contract + "/" + x.equation + "/" + x.capsule).second) {
       b.bad(fmt::format("duplicate binding of {}/{} to {}", x.contract, x.equation, x.capsule));
     }
@@ -349,7 +370,8 @@ PerformanceContract parse_performance_document(std::string_view text, std::strin
     if (p.threads < 1 || p.threads > 256) o.child("threads").bad("must be 1..256");
     if (p.repetitions < 1 || p.repetitions > 100) o.child("repetitions").bad("must be 1..100");
     auto provider = [&](const std::string& v, const char* field) {
-      if (v != "native" && v != "reference" && v != "blas" && v != "openblas") o.child(field).bad(fmt::format("'{}' is not native, reference, blas or openblas", v));
+      if (v != "native" && v != "reference" && v != "blas" && v != "openblas")
+        o.child(field).bad(fmt::format("'{}' is not native, reference, blas or openblas", v));
     };
     provider(p.contender, "contender");
     provider(p.baseline, "baseline");

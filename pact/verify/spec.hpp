@@ -17,24 +17,25 @@ struct Equation {
   std::string name;
   std::string op;  ///< the op-table kind the equation describes
   std::string formula;
-  std::vector<std::string> kernel_functions;  ///< names of the kernel functions (in pact::kernels::cpu) whose line coverage the gate measures
+  std::vector<std::string> kernel_functions;  ///< names of the kernel functions (in pact::kernels::cpu) whose line
+                                              ///< coverage the gate measures
   int line = 0;
 };
 
 struct ProofObligation {
   std::string id;
-  std::string kind;      ///< invariant | bound | equivariance | equivalence
+  std::string kind;  ///< invariant | bound | equivariance | equivalence
   std::string equation;
   std::string property;
-  std::string check;     ///< the property check that evaluates it (falsify.hpp's registry)
-  double tolerance = -1; ///< -1: the op's own tolerance
+  std::string check;      ///< the property check that evaluates it (falsify.hpp's registry)
+  double tolerance = -1;  ///< -1: the op's own tolerance
   int line = 0;
 };
 
 struct FalsificationTest {
   std::string id;
   std::string obligation;
-  std::string mutant;    ///< the mutated kernel the obligation must catch
+  std::string mutant;  ///< the mutated kernel the obligation must catch
   std::string description;
   int line = 0;
 };
@@ -102,10 +103,10 @@ BindingFile parse_bindings(std::string_view text, std::string_view file);
 /// min_ratio times the baseline's, both measured in the same run, interleaved, best of `repetitions`.
 struct PerformanceObligation {
   std::string id;
-  std::string benchmark;              ///< gemm | an op kind (cross_entropy, softmax, layer_norm, ...)
-  std::vector<std::int64_t> shape;    ///< gemm: [n]; ops: the shape of the first operand
-  std::string contender;              ///< native | reference | blas
-  std::string baseline;               ///< openblas (gemm) | reference | native | blas
+  std::string benchmark;            ///< gemm | an op kind (cross_entropy, softmax, layer_norm, ...)
+  std::vector<std::int64_t> shape;  ///< gemm: [n]; ops: the shape of the first operand
+  std::string contender;            ///< native | reference | blas
+  std::string baseline;             ///< openblas (gemm) | reference | native | blas
   double min_ratio = 1.0;
   int threads = 1;
   int repetitions = 5;

@@ -3,13 +3,14 @@
 // discharge and the parity gate on every fixture, the audit-only plan check, artifacts, and the
 // Llama-7B-shaped capture.
 
+#include "pact/capture/capture.hpp"
+
 #include <gtest/gtest.h>
 
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
 
-#include "pact/capture/capture.hpp"
 #include "pact/capture/llama.hpp"
 #include "pact/core/ledger.hpp"
 #include "pact/ir/torch_import.hpp"
@@ -108,7 +109,7 @@ TEST(CaptureCapabilities, EveryStatusIsInTheClosedGrammarAndRefusalsCarryTheirCo
 
 TEST(CaptureCapabilities, NoAmendmentWidensAClaim) {
   const auto& row = capability("save_runnable");
-  Amendment a{"save_runnable", "supported_structural", std::string(row.amend_owner), std::string(row.flip_event),
+  Amendment a{"save_runnable",   "supported_structural", std::string(row.amend_owner), std::string(row.flip_event),
               "tests/late_bind", std::string(row.claim)};
   EXPECT_EQ(check_amendment(a).kind, Status::Kind::supported_structural);
   Amendment wider = a;
@@ -123,7 +124,8 @@ TEST(CaptureCapabilities, NoAmendmentWidensAClaim) {
   Amendment bare = a;
   bare.evidence.clear();
   EXPECT_TRUE(mentions(test::message_of([&] { check_amendment(bare); }), "evidence"));
-  Amendment frozen{"graph_structure", "refuse:x", "L7a", "never", "t", std::string(capability("graph_structure").claim)};
+  Amendment frozen{"graph_structure", "refuse:x", "L7a",
+                   "never",           "t",        std::string(capability("graph_structure").claim)};
   EXPECT_TRUE(mentions(test::message_of([&] { check_amendment(frozen); }), "never"));
   Amendment outside = a;
   outside.new_status = "maybe";
@@ -175,7 +177,8 @@ TEST(CaptureEntry, SymbolicShapesAreRefused) {
 TEST(CaptureEntry, MetaTensorsOutsideStructureOnlyAreRefusedAtEntry) {
   Session s(contract::builtin_profile("cpu-checked"));
   EagerTensor m = s.constant(Tensor::empty(Dims{2, 2}, DType::f32, meta_provider()));
-  EXPECT_EQ(refusal_of([&] { s.apply(OpTag::relu, std::vector<EagerTensor>{m}); }), std::string(kMetaOutsideStructureOnly));
+  EXPECT_EQ(refusal_of([&] { s.apply(OpTag::relu, std::vector<EagerTensor>{m}); }),
+            std::string(kMetaOutsideStructureOnly));
   EXPECT_EQ(refusal_of([&] { s.item(m); }), std::string(kMetaOutsideStructureOnly));
 }
 
@@ -439,7 +442,10 @@ TEST(CaptureDischarge, RefutesAWrongHypothesisAndConsumersRefuseIt) {
   EXPECT_EQ(wrong.ops[0].observed()->shape, (Dims{4, 8}));
   EXPECT_EQ(refusal_of([&] { wrong.memory("adamw"); }), std::string(kRefutedRow));
   EXPECT_EQ(refusal_of([&] { render(wrong, "adamw"); }), std::string(kRefutedRow));
-  EXPECT_EQ(refusal_of([&] { check_plan(wrong, {{"node:linear", 1, {DType::f32, Dims{4, 8}}}}); }), std::string(kRefutedRow));
+  EXPECT_EQ(refusal_of([&] {
+              check_plan(wrong, {{"node:linear", 1, {DType::f32, Dims{4, 8}}}});
+            }),
+            std::string(kRefutedRow));
   // Discharge needs a hypothesis capture and a real one.
   EXPECT_EQ(test::code_of([&] { discharge(meta, meta); }), ErrorCode::invalid_argument);
 }
@@ -460,7 +466,7 @@ TEST(CapturePlanCheck, ResolvesSelectorsChecksMultiplicityAndGeometryAndNeverExe
   EXPECT_TRUE(report.rows[0].disagreements.empty());
   EXPECT_GT(report.rows[1].matched.size(), 2u);
   EXPECT_FALSE(report.rows[1].disagreements.empty());  // not every feed-forward op is [1, 32, 172]
-  EXPECT_TRUE(report.rows[2].matched.empty());          // no node named "output"
+  EXPECT_TRUE(report.rows[2].matched.empty());         // no node named "output"
   EXPECT_FALSE(report.consistent());
   const auto wrong = check_plan(c, {{"op:scaled_dot_product_attention", 3, {DType::f32, Dims{1, 4, 32, 16}}}});
   EXPECT_FALSE(wrong.rows[0].multiplicity_ok);
@@ -499,7 +505,10 @@ TEST(CaptureArtifacts, ForgedFilesAreRefused) {
   EXPECT_EQ(forged([](Json& j) { j["measured"]["peak_bytes"] = 0; }), code);
   EXPECT_EQ(forged([](Json& j) { j["ops"][0]["measured_us"] = 3.0; }), code);
   EXPECT_EQ(forged([](Json& j) { j["digests"]["content_domain"] = std::string(kValueContentDomain); }), code);
-  EXPECT_EQ(forged([](Json& j) { j["ops"][0]["type"]["shape"] = Json::array({4, 9}); }), code);  // digest no longer matches
+  EXPECT_EQ(forged([](Json& j) {
+              j["ops"][0]["type"]["shape"] = Json::array({4, 9});
+            }),
+            code);  // digest no longer matches
   EXPECT_EQ(forged([](Json& j) { j.erase("banner"); }), code);
   EXPECT_EQ(test::code_of([&] { load_capture("{\"schema\": \"pact.capture.v1\"}"); }), ErrorCode::parse_error);
   EXPECT_EQ(test::code_of([&] { load_capture(good.dump().substr(0, 200)); }), ErrorCode::parse_error);

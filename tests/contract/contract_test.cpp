@@ -2,7 +2,6 @@
 // numerical certificates and built-in profiles (issue 4, items 1-5; SPEC §6; seed 000). Every rule has a
 // case that passes and one that fails.
 
-#include "../support/expect_error.hpp"
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -10,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "../support/expect_error.hpp"
 #include "pact/contract/check.hpp"
 #include "pact/kernels/guards.hpp"
 
@@ -56,7 +56,8 @@ std::vector<ObligationReport> failing(const std::vector<ObligationReport>& repor
 }
 
 bool any_reason(const std::vector<ObligationReport>& reports, const std::string& needle) {
-  return std::any_of(reports.begin(), reports.end(), [&](const auto& r) { return !r.accepted && mentions(r.reason, needle); });
+  return std::any_of(reports.begin(), reports.end(),
+                     [&](const auto& r) { return !r.accepted && mentions(r.reason, needle); });
 }
 
 // ---- capsules and modules ----------------------------------------------------------------------------
@@ -188,7 +189,8 @@ TEST(Assurance, CheckedRejectsOnlyTrustedBoundaryExternalAdmitsAll) {
   EXPECT_TRUE(admits(AssurancePolicy::checked, EvidenceKind::testSuite));
   EXPECT_TRUE(admits(AssurancePolicy::checked, EvidenceKind::notApplicable));
   EXPECT_FALSE(admits(AssurancePolicy::checked, EvidenceKind::trustedBoundary));
-  for (auto k : {EvidenceKind::runtimeGuard, EvidenceKind::testSuite, EvidenceKind::notApplicable, EvidenceKind::trustedBoundary}) {
+  for (auto k : {EvidenceKind::runtimeGuard, EvidenceKind::testSuite, EvidenceKind::notApplicable,
+                 EvidenceKind::trustedBoundary}) {
     EXPECT_TRUE(admits(AssurancePolicy::external, k)) << evidence_kind_name(k);
   }
 }
@@ -208,7 +210,8 @@ TEST(Evidence, DefaultResolverBacksOnlyRealEvidence) {
   EXPECT_TRUE(mentions(g.reason, "kernel.no_such_guard")) << g.reason;
   // Test suites: declared resolves, undeclared does not.
   ASSERT_FALSE(declared_test_suites().empty());
-  for (const auto& suite : declared_test_suites()) EXPECT_TRUE(resolve(c, EvidenceKind::testSuite, suite).resolved) << suite;
+  for (const auto& suite : declared_test_suites())
+    EXPECT_TRUE(resolve(c, EvidenceKind::testSuite, suite).resolved) << suite;
   auto t = resolve(c, EvidenceKind::testSuite, "Providers.NoSuchCase");
   EXPECT_FALSE(t.resolved);
   EXPECT_TRUE(mentions(t.reason, "Providers.NoSuchCase")) << t.reason;
@@ -232,7 +235,8 @@ TEST(Evidence, CudaEvidenceNeverResolvesOnTheStub) {
     }
   }
   // Any cuda.* guard id, even on a CPU capsule.
-  EXPECT_FALSE(resolve(capsule_named(native_module(), "native.relu"), EvidenceKind::runtimeGuard, "cuda.anything").resolved);
+  EXPECT_FALSE(
+      resolve(capsule_named(native_module(), "native.relu"), EvidenceKind::runtimeGuard, "cuda.anything").resolved);
 }
 
 TEST(Evidence, EveryCitedCpuGuardAndBoundaryIsRegistered) {
@@ -387,7 +391,8 @@ TEST(Gate, TrustedExternalCapsuleFailsUnderCheckedPassesUnderExternal) {
   EXPECT_TRUE(any_reason(reports, "trust trustedExternal")) << "trust gate";
   bool forward_fails = false, vjp_fails = false;
   for (const auto& r : failing(reports)) {
-    if (r.obligation == Obligation::forward_value && r.evidence.kind == EvidenceKind::trustedBoundary) forward_fails = true;
+    if (r.obligation == Obligation::forward_value && r.evidence.kind == EvidenceKind::trustedBoundary)
+      forward_fails = true;
     if (r.obligation == Obligation::vjp && r.evidence.kind == EvidenceKind::trustedBoundary) vjp_fails = true;
   }
   EXPECT_TRUE(forward_fails);
@@ -453,7 +458,9 @@ TEST(Gate, EvidenceCitingAMissingTestSuiteFails) {
 
 TEST(Gate, TheCheckUsesTheResolverInterface) {
   struct Refuse final : EvidenceResolver {
-    EvidenceStatus resolve(const Capsule&, const ContractDescriptor&) const override { return {false, "refused by test"}; }
+    EvidenceStatus resolve(const Capsule&, const ContractDescriptor&) const override {
+      return {false, "refused by test"};
+    }
   };
   const BackendProfile p = builtin_profile("cpu-checked");
   const Capsule& c = capsule_named(native_module(), "native.relu");
@@ -517,7 +524,8 @@ TEST(Bind, CudaCapsuleWithCpuHandlerIsRejected) {
   same_provider.provider = "native";
   for (const Capsule* c : std::vector<const Capsule*>{&cuda_mm, &same_provider}) {
     const std::string m = message_of([&] { bind(*c, handler_of(kernels::native_handlers(), ops::OpTag::matmul)); });
-    EXPECT_EQ(code_of([&] { bind(*c, handler_of(kernels::native_handlers(), ops::OpTag::matmul)); }), ErrorCode::provider_mismatch);
+    EXPECT_EQ(code_of([&] { bind(*c, handler_of(kernels::native_handlers(), ops::OpTag::matmul)); }),
+              ErrorCode::provider_mismatch);
     EXPECT_TRUE(mentions(m, "cuda")) << m;
   }
   EXPECT_EQ(code_of([&] { bind(cuda_mm); }), ErrorCode::unsupported) << "no CUDA handler exists";
@@ -543,7 +551,9 @@ TEST(Certificates, KeyedByNumericalPolicy) {
   EXPECT_EQ(code_of([&] { require_certificate_applies(fixed, ref, other); }), ErrorCode::invalid_argument);
   const std::vector<ops::TensorType> f64{{DType::f64, Dims{4, 3}}, {DType::f64, Dims{3, 5}}};
   EXPECT_EQ(code_of([&] { require_certificate_applies(fixed, ref, f64); }), ErrorCode::invalid_argument);
-  EXPECT_EQ(code_of([&] { require_certificate_applies(fixed, capsule_named(reference_module(), "reference.linear"), shapes); }),
+  EXPECT_EQ(code_of([&] {
+              require_certificate_applies(fixed, capsule_named(reference_module(), "reference.linear"), shapes);
+            }),
             ErrorCode::invalid_argument);
   // An implementationDefined certificate applies to the native capsule and not to the reference one.
   const NumericalCertificate impl{ops::OpTag::matmul, shapes, NumericalPolicy::implementationDefined, "measured"};
@@ -558,7 +568,8 @@ bool has_module(const BackendProfile& p, const CapsuleModule& m) {
 }
 
 TEST(Profiles, BuiltinProfiles) {
-  EXPECT_EQ(builtin_profile_names(), (std::vector<std::string>{"cpu-checked", "cpu-external", "cuda-checked", "cuda-external"}));
+  EXPECT_EQ(builtin_profile_names(),
+            (std::vector<std::string>{"cpu-checked", "cpu-external", "cuda-checked", "cuda-external"}));
   for (const auto& name : builtin_profile_names()) {
     BackendProfile p = builtin_profile(name);
     EXPECT_EQ(p.name, name);
@@ -573,7 +584,8 @@ TEST(Profiles, BuiltinProfiles) {
   EXPECT_EQ(cc.policy.assurance, AssurancePolicy::checked);
   EXPECT_EQ(cc.policy.device, DeviceKind::cpu);
   EXPECT_EQ(cc.policy.provider_preference, (std::vector<std::string>{"native", "reference"}));
-  EXPECT_TRUE(has_module(cc, reference_module()) && has_module(cc, native_module()) && has_module(cc, attention_module()));
+  EXPECT_TRUE(has_module(cc, reference_module()) && has_module(cc, native_module()) &&
+              has_module(cc, attention_module()));
   EXPECT_FALSE(has_module(cc, blas_module()));
   BackendProfile ce = builtin_profile("cpu-external");
   EXPECT_EQ(ce.policy.assurance, AssurancePolicy::external);

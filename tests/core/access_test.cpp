@@ -200,7 +200,7 @@ TEST(Access, NonInjectiveWriteIsRefusedAndViewReturned) {
     ASSERT_FALSE(r.has_value());
     EXPECT_EQ(r.error().error.code(), ErrorCode::not_injective);
     EXPECT_EQ(r.error().input.shape(), (Dims{4, 4}));
-  }  // the returned mutable view holds the exclusive borrow until here
+  }                                               // the returned mutable view holds the exclusive borrow until here
   EXPECT_EQ(read_all(t->as_view()).size(), 16u);  // reading a broadcast layout is fine
 }
 

@@ -42,8 +42,14 @@ TEST(ViewCost, AsViewAndAsViewMutAllocateNothingAndKeepUseCount) {
     EXPECT_EQ(reborrow.rank(), 2);
   }
   for (int i = 0; i < 1000; ++i) {
-    { auto v = typed.as_view(); EXPECT_EQ(v.rank(), 2); }
-    { auto m = typed.as_view_mut(); EXPECT_EQ(m.rank(), 2); }
+    {
+      auto v = typed.as_view();
+      EXPECT_EQ(v.rank(), 2);
+    }
+    {
+      auto m = typed.as_view_mut();
+      EXPECT_EQ(m.rank(), 2);
+    }
   }
   const long after = g_news.load();
   EXPECT_EQ(after - before, 0) << "as_view/as_view_mut allocated";

@@ -25,11 +25,18 @@ static_assert(std::is_copy_constructible_v<TensorView>);
 
 // Write preparation cannot be reached from a read view.
 template <class V>
-concept HasWritePreparation = requires(V v) { std::move(v).template prepare_host_mut<float>(); };
+concept HasWritePreparation = requires(V v) {
+  std::move(v).template prepare_host_mut<float>();
+};
 template <class V>
-concept HasTypedWritePreparation = requires(V v) { std::move(v).prepare_host_mut(); };
+concept HasTypedWritePreparation = requires(V v) {
+  std::move(v).prepare_host_mut();
+};
 template <class V>
-concept HasMutation = requires(V v) { v.set(Dims{}, 1.0); } || requires(V v) { v.fill(1.0); };
+concept HasMutation = requires(V v) {
+  v.set(Dims{}, 1.0);
+}
+|| requires(V v) { v.fill(1.0); };
 static_assert(!HasWritePreparation<TensorView>);
 static_assert(!HasTypedWritePreparation<TypedView<float, 2>>);
 static_assert(!HasMutation<TensorView> && !HasMutation<TypedView<float>>);
@@ -37,7 +44,9 @@ static_assert(HasWritePreparation<TensorViewMut> && HasWritePreparation<Tensor>)
 static_assert(HasTypedWritePreparation<TypedViewMut<float, 2>>);
 // No owner projection from a view: nothing hands back a Storage or Tensor except consuming owners.
 template <class V>
-concept HasIntoStorage = requires(V v) { std::move(v).into_storage(); };
+concept HasIntoStorage = requires(V v) {
+  std::move(v).into_storage();
+};
 static_assert(HasIntoStorage<Tensor> && !HasIntoStorage<TensorView> && !HasIntoStorage<TensorViewMut>);
 
 // Rank is preserved by views and slices of the typed family.
@@ -53,23 +62,44 @@ static_assert(std::is_same_v<decltype(std::declval<TypedView<double>>().transpos
 // that name callable with the canonical arguments.
 template <class V>
 concept ReadFamily = requires(const V& v, const Dims& i) {
-  v.dtype(); v.shape(); v.strides(); v.byte_offset(); v.rank(); v.numel(); v.nbytes(); v.is_contiguous();
-  v.device(); v.provider_name(); v.span_identity(); v.get(i); v.slice(0, 0, 1); v.transpose(0, 1); v.flip(0);
-  v.duplicate(); v.transfer_to(cpu_provider()); v.to_string();
+  v.dtype();
+  v.shape();
+  v.strides();
+  v.byte_offset();
+  v.rank();
+  v.numel();
+  v.nbytes();
+  v.is_contiguous();
+  v.device();
+  v.provider_name();
+  v.span_identity();
+  v.get(i);
+  v.slice(0, 0, 1);
+  v.transpose(0, 1);
+  v.flip(0);
+  v.duplicate();
+  v.transfer_to(cpu_provider());
+  v.to_string();
 };
 template <class V>
 concept ErasedReadFamily = ReadFamily<V> && requires(const V& v, V&& r) {
-  std::move(r).template prepare_host<float>(); std::move(r).prepare_device(); v.reinterpret_view(DType::i32);
+  std::move(r).template prepare_host<float>();
+  std::move(r).prepare_device();
+  v.reinterpret_view(DType::i32);
   v.convert(DType::f64);
 };
 template <class V>
 concept TypedReadFamily = ReadFamily<V> && requires(const V& v, V&& r) {
-  std::move(r).prepare_host(); std::move(r).prepare_device(); v.template reinterpret_view<std::int32_t>();
+  std::move(r).prepare_host();
+  std::move(r).prepare_device();
+  v.template reinterpret_view<std::int32_t>();
   v.template convert<double>();
 };
 template <class V>
 concept WriteFamily = requires(V& v, const Dims& i) {
-  v.set(i, 1.0); v.fill(1.0); std::move(v).slice_mut(0, 0, 1);
+  v.set(i, 1.0);
+  v.fill(1.0);
+  std::move(v).slice_mut(0, 0, 1);
 };
 static_assert(ErasedReadFamily<Tensor> && ErasedReadFamily<TensorView> && ErasedReadFamily<TensorViewMut>);
 static_assert(TypedReadFamily<TypedTensor<float, 2>> && TypedReadFamily<TypedView<float, 2>> &&
@@ -89,7 +119,8 @@ static_assert(kReadMethods == 22, "PACT_READ_METHODS changed: update the ReadFam
 static_assert(kWriteMethods == 6, "PACT_WRITE_METHODS changed: update the WriteFamily concepts above");
 template <class V, class Src>
 concept CopyAndPrepareWrite = requires(V& v, const Src& s) {
-  v.copy_from(s); std::move(v).prepare_device_mut();
+  v.copy_from(s);
+  std::move(v).prepare_device_mut();
 };
 static_assert(CopyAndPrepareWrite<Tensor, TensorView> && CopyAndPrepareWrite<TensorViewMut, TensorView>);
 static_assert(CopyAndPrepareWrite<TypedTensor<float, 2>, TypedView<float, 2>> &&

@@ -36,12 +36,12 @@ TEST(DType, BFloat16RoundsToNearestEven) {
 TEST(DType, HalfCoversNormalsSubnormalsOverflowAndNaN) {
   EXPECT_EQ(to_f16(1.0f).bits, 0x3c00);
   EXPECT_EQ(to_f16(-2.0f).bits, 0xc000);
-  EXPECT_EQ(to_f16(65504.0f).bits, 0x7bff);                 // largest finite
-  EXPECT_EQ(to_f16(65520.0f).bits, 0x7c00);                 // rounds to infinity
-  EXPECT_EQ(to_f16(std::ldexp(1.0f, -24)).bits, 0x0001);    // smallest subnormal
-  EXPECT_EQ(to_f16(std::ldexp(1.0f, -25)).bits, 0x0000);    // halfway to zero: ties to even
-  EXPECT_EQ(to_f16(std::ldexp(3.0f, -25)).bits, 0x0002);    // 1.5 ulp -> 2 (even)
-  EXPECT_EQ(to_f16(std::ldexp(1.0f, -14)).bits, 0x0400);    // smallest normal
+  EXPECT_EQ(to_f16(65504.0f).bits, 0x7bff);                      // largest finite
+  EXPECT_EQ(to_f16(65520.0f).bits, 0x7c00);                      // rounds to infinity
+  EXPECT_EQ(to_f16(std::ldexp(1.0f, -24)).bits, 0x0001);         // smallest subnormal
+  EXPECT_EQ(to_f16(std::ldexp(1.0f, -25)).bits, 0x0000);         // halfway to zero: ties to even
+  EXPECT_EQ(to_f16(std::ldexp(3.0f, -25)).bits, 0x0002);         // 1.5 ulp -> 2 (even)
+  EXPECT_EQ(to_f16(std::ldexp(1.0f, -14)).bits, 0x0400);         // smallest normal
   EXPECT_EQ(to_f16(1.0f + std::ldexp(1.0f, -11)).bits, 0x3c00);  // tie to even
   EXPECT_EQ(to_f16(1.0f + 3 * std::ldexp(1.0f, -11)).bits, 0x3c02);
   EXPECT_TRUE(std::isnan(from_f16(to_f16(std::numeric_limits<float>::quiet_NaN()))));

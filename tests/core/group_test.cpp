@@ -38,7 +38,9 @@ LayoutRequest req(Dims shape, Dims strides, std::int64_t byte_offset, DType dtyp
   return LayoutRequest{dtype, shape, strides, byte_offset};
 }
 
-DescriptorSpec spec(std::uint32_t allocation, LayoutRequest layout) { return DescriptorSpec{AllocationSlot{allocation}, layout}; }
+DescriptorSpec spec(std::uint32_t allocation, LayoutRequest layout) {
+  return DescriptorSpec{AllocationSlot{allocation}, layout};
+}
 
 /// Row `r` of a rows x cols f32 matrix stored row-major at the start of allocation `allocation`.
 DescriptorSpec row(std::uint32_t allocation, std::int64_t r, std::int64_t cols) {
@@ -134,15 +136,15 @@ TEST(Group, MakePublishesEveryDescriptorAndViewsReadTheirValues) {
   std::vector<Storage> owners;
   owners.push_back(iota_storage(16));
   const std::uint64_t id = owners[0].span_identity().allocation_id;
-  AllocationGroup g = make_group(std::move(owners), {matrix(0, 4, 4), row(0, 1, 4), spec(0, req(Dims{4, 4}, Dims{1, 4}, 0))});
+  AllocationGroup g =
+      make_group(std::move(owners), {matrix(0, 4, 4), row(0, 1, 4), spec(0, req(Dims{4, 4}, Dims{1, 4}, 0))});
   EXPECT_EQ(g.descriptor_slots(), 3u);
   EXPECT_EQ(g.live_allocations(), 1u);
   EXPECT_EQ(g.counters().descriptor_validations, 3u);
 
   EXPECT_EQ(read_all(g.view(g.slot(0))), iota(16));
   EXPECT_EQ(read_all(g.view(g.slot(1))), (std::vector<float>{4, 5, 6, 7}));
-  EXPECT_EQ(read_all(g.view(g.slot(2))),
-            (std::vector<float>{0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15}));
+  EXPECT_EQ(read_all(g.view(g.slot(2))), (std::vector<float>{0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15}));
   EXPECT_EQ(g.view(g.slot(1)).span_identity(), (SpanIdentity{id, 16, 32}));
   // Any number of shared views coexist.
   TensorView a = g.view(g.slot(0));
@@ -217,9 +219,9 @@ TEST(Group, MakeBadDescriptorsReturnEveryOwner) {
   };
   const std::vector<Case> cases{
       {spec(2, req(Dims{2}, Dims{1}, 2)), ErrorCode::misaligned},
-      {spec(2, req(Dims{2, 2}, Dims{1}, 0)), ErrorCode::invalid_argument},       // shape/stride arity
-      {spec(2, req(Dims{-1}, Dims{1}, 0)), ErrorCode::invalid_argument},         // negative extent
-      {spec(0, req(Dims{2}, Dims{-1}, 0)), ErrorCode::out_of_span},              // reverse stride before the claim
+      {spec(2, req(Dims{2, 2}, Dims{1}, 0)), ErrorCode::invalid_argument},  // shape/stride arity
+      {spec(2, req(Dims{-1}, Dims{1}, 0)), ErrorCode::invalid_argument},    // negative extent
+      {spec(0, req(Dims{2}, Dims{-1}, 0)), ErrorCode::out_of_span},         // reverse stride before the claim
   };
   for (std::size_t k = 0; k < cases.size(); ++k) {
     std::vector<SpanIdentity> spans;
@@ -333,7 +335,10 @@ TEST(Group, SlotsCarryTheirGroupIdentity) {
   EXPECT_EQ(code_of([&] { (void)b.view(foreign); }), ErrorCode::foreign_slot);
   EXPECT_EQ(code_of([&] { (void)b.view_mut(foreign); }), ErrorCode::foreign_slot);
   EXPECT_EQ(code_of([&] { (void)b.split_mut(std::vector<DescriptorSlot>{foreign}); }), ErrorCode::foreign_slot);
-  EXPECT_EQ(code_of([&] { (void)b.split_mut(std::vector<DescriptorSlot>{b.slot(0), foreign}); }), ErrorCode::foreign_slot);
+  EXPECT_EQ(code_of([&] {
+              (void)b.split_mut(std::vector<DescriptorSlot>{b.slot(0), foreign});
+            }),
+            ErrorCode::foreign_slot);
   EXPECT_EQ(code_of([&] { (void)b.try_extract(foreign); }), ErrorCode::foreign_slot);
   EXPECT_EQ(snapshot(b), before);
   // A hand-made slot with the right index but no group identity is foreign too.
@@ -347,7 +352,9 @@ TEST(Group, OutOfRangeSlotIsInvalid) {
   const Snapshot before = snapshot(g);
   EXPECT_EQ(code_of([&] { (void)g.view(g.slot(1)); }), ErrorCode::invalid_slot);
   EXPECT_EQ(code_of([&] { (void)g.view_mut(g.slot(7)); }), ErrorCode::invalid_slot);
-  EXPECT_EQ(code_of([&] { (void)g.split_mut(std::vector<DescriptorSlot>{g.slot(0), g.slot(1)}); }),
+  EXPECT_EQ(code_of([&] {
+              (void)g.split_mut(std::vector<DescriptorSlot>{g.slot(0), g.slot(1)});
+            }),
             ErrorCode::invalid_slot);
   EXPECT_EQ(code_of([&] { (void)g.try_extract(g.slot(1)); }), ErrorCode::invalid_slot);
   EXPECT_EQ(code_of([&] { (void)g.add_descriptor(row(1, 0, 4)); }), ErrorCode::invalid_slot);
@@ -363,7 +370,9 @@ TEST(Group, ExtractedSlotIsEmptyAndStaysEmpty) {
   const Snapshot before = snapshot(g);
   EXPECT_EQ(code_of([&] { (void)g.view(g.slot(0)); }), ErrorCode::empty_slot);
   EXPECT_EQ(code_of([&] { (void)g.view_mut(g.slot(0)); }), ErrorCode::empty_slot);
-  EXPECT_EQ(code_of([&] { (void)g.split_mut(std::vector<DescriptorSlot>{g.slot(1), g.slot(0)}); }),
+  EXPECT_EQ(code_of([&] {
+              (void)g.split_mut(std::vector<DescriptorSlot>{g.slot(1), g.slot(0)});
+            }),
             ErrorCode::empty_slot);
   EXPECT_EQ(code_of([&] { (void)g.try_extract(g.slot(0)); }), ErrorCode::empty_slot);
   EXPECT_EQ(snapshot(g), before);
@@ -450,11 +459,12 @@ TEST(Group, SplitMutFourRowsReturnsViewsInRequestOrder) {
     }
   }
   EXPECT_EQ(g.counters().descriptor_validations, validations);  // no revalidation
-  EXPECT_EQ(g.counters().pair_checks, pairs + 6);              // 4 choose 2
+  EXPECT_EQ(g.counters().pair_checks, pairs + 6);               // 4 choose 2
   std::vector<float> expect(static_cast<std::size_t>(rows * cols));
   for (std::size_t k = 0; k < order.size(); ++k) {
     for (std::int64_t j = 0; j < cols; ++j) {
-      expect[static_cast<std::size_t>(order[k] * cols + j)] = 100.0f * static_cast<float>(k + 1) + static_cast<float>(j);
+      expect[static_cast<std::size_t>(order[k] * cols + j)] =
+          100.0f * static_cast<float>(k + 1) + static_cast<float>(j);
     }
   }
   EXPECT_EQ(read_all(g.view(g.slot(0))), expect);
@@ -482,10 +492,10 @@ TEST(Group, SplitMutDoesNotRevalidateOrTouchTheProvider) {
 TEST(Group, SplitMutEmptyDescriptorsAreDisjointEvenAtOverlappingOffsets) {
   std::vector<Storage> owners;
   owners.push_back(iota_storage(8));
-  AllocationGroup g = make_group(std::move(owners), {row(0, 0, 8),                               // bytes [0, 32)
-                                                     spec(0, req(Dims{0, 4}, Dims{4, 1}, 0)),    // empty at 0
-                                                     spec(0, req(Dims{2, 0}, Dims{1, 1}, 8)),    // empty inside
-                                                     spec(0, req(Dims{0}, Dims{1}, 8))});        // empty inside
+  AllocationGroup g = make_group(std::move(owners), {row(0, 0, 8),                             // bytes [0, 32)
+                                                     spec(0, req(Dims{0, 4}, Dims{4, 1}, 0)),  // empty at 0
+                                                     spec(0, req(Dims{2, 0}, Dims{1, 1}, 8)),  // empty inside
+                                                     spec(0, req(Dims{0}, Dims{1}, 8))});      // empty inside
   {
     auto views = g.split_mut(std::vector<DescriptorSlot>{g.slot(1), g.slot(0), g.slot(3), g.slot(2)});
     ASSERT_EQ(views.size(), 4u);
@@ -501,9 +511,9 @@ TEST(Group, SplitMutReverseStrideDescriptors) {
   // Two 4-element rows of a 2x4 matrix, each read back to front (stride -1).
   std::vector<Storage> owners;
   owners.push_back(iota_storage(8));
-  AllocationGroup g = make_group(std::move(owners), {matrix(0, 2, 4), spec(0, req(Dims{4}, Dims{-1}, 12)),
-                                                     spec(0, req(Dims{4}, Dims{-1}, 28)),
-                                                     spec(0, req(Dims{2, 2}, Dims{-4, 1}, 16))});
+  AllocationGroup g =
+      make_group(std::move(owners), {matrix(0, 2, 4), spec(0, req(Dims{4}, Dims{-1}, 12)),
+                                     spec(0, req(Dims{4}, Dims{-1}, 28)), spec(0, req(Dims{2, 2}, Dims{-4, 1}, 16))});
   EXPECT_EQ(read_all(g.view(g.slot(1))), (std::vector<float>{3, 2, 1, 0}));
   const std::uint64_t validations = g.counters().descriptor_validations;
   {
@@ -516,7 +526,9 @@ TEST(Group, SplitMutReverseStrideDescriptors) {
   EXPECT_EQ(g.counters().descriptor_validations, validations);
   EXPECT_EQ(read_all(g.view(g.slot(0))), (std::vector<float>{23, 22, 21, 20, 13, 12, 11, 10}));
   // A reverse-stride view over both rows intersects each row's envelope.
-  EXPECT_EQ(code_of([&] { (void)g.split_mut(std::vector<DescriptorSlot>{g.slot(3), g.slot(1)}); }),
+  EXPECT_EQ(code_of([&] {
+              (void)g.split_mut(std::vector<DescriptorSlot>{g.slot(3), g.slot(1)});
+            }),
             ErrorCode::not_provably_disjoint);
 }
 
@@ -526,7 +538,9 @@ TEST(Group, SplitMutSameSlotTwiceIsOverlap) {
   AllocationGroup g = make_group(std::move(owners), {row(0, 0, 4), row(0, 1, 4)});
   const Snapshot before = snapshot(g);
   EXPECT_EQ(code_of([&] { (void)g.split_mut(std::vector<DescriptorSlot>{g.slot(0), g.slot(0)}); }), ErrorCode::overlap);
-  EXPECT_EQ(code_of([&] { (void)g.split_mut(std::vector<DescriptorSlot>{g.slot(1), g.slot(0), g.slot(1)}); }),
+  EXPECT_EQ(code_of([&] {
+              (void)g.split_mut(std::vector<DescriptorSlot>{g.slot(1), g.slot(0), g.slot(1)});
+            }),
             ErrorCode::overlap);
   EXPECT_EQ(snapshot(g), before);
 }
@@ -534,11 +548,11 @@ TEST(Group, SplitMutSameSlotTwiceIsOverlap) {
 TEST(Group, SplitMutOverlappingContiguousRangesIsOverlap) {
   std::vector<Storage> owners;
   owners.push_back(iota_storage(8));
-  AllocationGroup g = make_group(std::move(owners),
-                                 {spec(0, LayoutRequest::contiguous(DType::f32, Dims{4}, 0)),    // [0, 16)
-                                  spec(0, LayoutRequest::contiguous(DType::f32, Dims{4}, 8)),    // [8, 24)
-                                  spec(0, LayoutRequest::contiguous(DType::f32, Dims{4}, 16)),   // [16, 32)
-                                  spec(0, LayoutRequest::contiguous(DType::f32, Dims{2, 2}, 12))});  // [12, 28)
+  AllocationGroup g =
+      make_group(std::move(owners), {spec(0, LayoutRequest::contiguous(DType::f32, Dims{4}, 0)),        // [0, 16)
+                                     spec(0, LayoutRequest::contiguous(DType::f32, Dims{4}, 8)),        // [8, 24)
+                                     spec(0, LayoutRequest::contiguous(DType::f32, Dims{4}, 16)),       // [16, 32)
+                                     spec(0, LayoutRequest::contiguous(DType::f32, Dims{2, 2}, 12))});  // [12, 28)
   const Snapshot before = snapshot(g);
   EXPECT_EQ(code_of([&] { (void)g.split_mut(std::vector<DescriptorSlot>{g.slot(0), g.slot(1)}); }), ErrorCode::overlap);
   EXPECT_EQ(code_of([&] { (void)g.split_mut(std::vector<DescriptorSlot>{g.slot(2), g.slot(1)}); }), ErrorCode::overlap);
@@ -553,18 +567,24 @@ TEST(Group, SplitMutInterleavedColumnsAreNotProvablyDisjoint) {
   std::vector<Storage> owners;
   owners.push_back(iota_storage(rows * cols));
   // Even and odd columns: truly disjoint element sets whose byte envelopes interleave.
-  AllocationGroup g = make_group(std::move(owners), {spec(0, req(Dims{rows, cols / 2}, Dims{cols, 2}, 0)),
-                                                     spec(0, req(Dims{rows, cols / 2}, Dims{cols, 2}, 4)),
-                                                     matrix(0, rows, cols)});
+  AllocationGroup g =
+      make_group(std::move(owners), {spec(0, req(Dims{rows, cols / 2}, Dims{cols, 2}, 0)),
+                                     spec(0, req(Dims{rows, cols / 2}, Dims{cols, 2}, 4)), matrix(0, rows, cols)});
   EXPECT_EQ(read_all(g.view(g.slot(0))), (std::vector<float>{0, 2, 4, 6, 8, 10}));
   EXPECT_EQ(read_all(g.view(g.slot(1))), (std::vector<float>{1, 3, 5, 7, 9, 11}));
   const Snapshot before = snapshot(g);
-  EXPECT_EQ(code_of([&] { (void)g.split_mut(std::vector<DescriptorSlot>{g.slot(0), g.slot(1)}); }),
+  EXPECT_EQ(code_of([&] {
+              (void)g.split_mut(std::vector<DescriptorSlot>{g.slot(0), g.slot(1)});
+            }),
             ErrorCode::not_provably_disjoint);
-  EXPECT_EQ(code_of([&] { (void)g.split_mut(std::vector<DescriptorSlot>{g.slot(1), g.slot(0)}); }),
+  EXPECT_EQ(code_of([&] {
+              (void)g.split_mut(std::vector<DescriptorSlot>{g.slot(1), g.slot(0)});
+            }),
             ErrorCode::not_provably_disjoint);
   // A strided and a contiguous request that intersect are not provably disjoint either.
-  EXPECT_EQ(code_of([&] { (void)g.split_mut(std::vector<DescriptorSlot>{g.slot(2), g.slot(1)}); }),
+  EXPECT_EQ(code_of([&] {
+              (void)g.split_mut(std::vector<DescriptorSlot>{g.slot(2), g.slot(1)});
+            }),
             ErrorCode::not_provably_disjoint);
   EXPECT_EQ(snapshot(g), before);
   // Each alone is fine.
@@ -596,26 +616,34 @@ AllocationGroup menu_group() {
   std::vector<Storage> owners;
   owners.push_back(iota_storage(16));
   owners.push_back(values_storage(4, 100.0f));
-  return make_group(std::move(owners), {row(0, 0, 4), row(0, 1, 4), row(0, 2, 4), row(0, 3, 4),
-                                        spec(0, LayoutRequest::contiguous(DType::f32, Dims{4}, 8)),  // rows 0/1 straddle
-                                        spec(0, req(Dims{4, 2}, Dims{4, 2}, 0)),                     // even columns
-                                        spec(0, req(Dims{4, 2}, Dims{4, 2}, 4)),                     // odd columns
-                                        spec(0, req(Dims{0, 4}, Dims{4, 1}, 16)),                    // empty
-                                        spec(0, req(Dims{4}, Dims{-1}, 60)),                         // row 3 reversed
-                                        spec(0, req(Dims{4}, Dims{0}, 0)),                           // broadcast
-                                        matrix(0, 4, 4), row(1, 0, 4)});
+  return make_group(std::move(owners),
+                    {row(0, 0, 4), row(0, 1, 4), row(0, 2, 4), row(0, 3, 4),
+                     spec(0, LayoutRequest::contiguous(DType::f32, Dims{4}, 8)),  // rows 0/1 straddle
+                     spec(0, req(Dims{4, 2}, Dims{4, 2}, 0)),                     // even columns
+                     spec(0, req(Dims{4, 2}, Dims{4, 2}, 4)),                     // odd columns
+                     spec(0, req(Dims{0, 4}, Dims{4, 1}, 16)),                    // empty
+                     spec(0, req(Dims{4}, Dims{-1}, 60)),                         // row 3 reversed
+                     spec(0, req(Dims{4}, Dims{0}, 0)),                           // broadcast
+                     matrix(0, 4, 4), row(1, 0, 4)});
 }
 
 TEST(Group, SplitMutIsPermutationIndependent) {
   using M = Menu;
   const std::vector<std::vector<std::uint32_t>> requests{
-      {M::R0, M::R1, M::R2, M::R3},         {M::R0, M::R1, M::R2, M::REV3, M::OTHER},
-      {M::R0, M::EMPTY, M::R1, M::EMPTY},   {M::R0, M::R1, M::R0},
-      {M::R0, M::OVER01, M::R2},            {M::EVEN, M::ODD, M::OTHER},
-      {M::R0, M::OVER01, M::EVEN},          {M::R0, M::R0, M::EVEN},
-      {M::R3, M::REV3, M::R1},              {M::BCAST, M::R1, M::R1},
-      {M::WHOLE, M::OTHER, M::EMPTY},       {M::WHOLE, M::R2, M::EVEN, M::OVER01},
-      {M::EVEN, M::R1, M::R2, M::OTHER},    {M::BCAST, M::EVEN, M::ODD},
+      {M::R0, M::R1, M::R2, M::R3},
+      {M::R0, M::R1, M::R2, M::REV3, M::OTHER},
+      {M::R0, M::EMPTY, M::R1, M::EMPTY},
+      {M::R0, M::R1, M::R0},
+      {M::R0, M::OVER01, M::R2},
+      {M::EVEN, M::ODD, M::OTHER},
+      {M::R0, M::OVER01, M::EVEN},
+      {M::R0, M::R0, M::EVEN},
+      {M::R3, M::REV3, M::R1},
+      {M::BCAST, M::R1, M::R1},
+      {M::WHOLE, M::OTHER, M::EMPTY},
+      {M::WHOLE, M::R2, M::EVEN, M::OVER01},
+      {M::EVEN, M::R1, M::R2, M::OTHER},
+      {M::BCAST, M::EVEN, M::ODD},
   };
   AllocationGroup g = menu_group();
   const Snapshot before = snapshot(g);
@@ -708,11 +736,13 @@ TEST(Group, SplitMutFailuresLeaveTheGroupUnchangedAndUsable) {
   const Snapshot before = snapshot(g);
   const std::uint64_t validations = g.counters().descriptor_validations;
   const std::vector<std::vector<DescriptorSlot>> failing{
-      {g.slot(M::R0), g.slot(M::OVER01)}, {g.slot(M::EVEN), g.slot(M::ODD)}, {g.slot(M::R1), g.slot(M::R1)},
-      {g.slot(M::BCAST)},                 {g.slot(M::R0), g.slot(99)},        {g.slot(M::R2), DescriptorSlot{}},
+      {g.slot(M::R0), g.slot(M::OVER01)}, {g.slot(M::EVEN), g.slot(M::ODD)},
+      {g.slot(M::R1), g.slot(M::R1)},     {g.slot(M::BCAST)},
+      {g.slot(M::R0), g.slot(99)},        {g.slot(M::R2), DescriptorSlot{}},
   };
-  const std::vector<ErrorCode> codes{ErrorCode::overlap, ErrorCode::not_provably_disjoint, ErrorCode::overlap,
-                                     ErrorCode::not_injective, ErrorCode::invalid_slot, ErrorCode::foreign_slot};
+  const std::vector<ErrorCode> codes{ErrorCode::overlap,      ErrorCode::not_provably_disjoint,
+                                     ErrorCode::overlap,      ErrorCode::not_injective,
+                                     ErrorCode::invalid_slot, ErrorCode::foreign_slot};
   for (std::size_t k = 0; k < failing.size(); ++k) {
     EXPECT_EQ(code_of([&] { (void)g.split_mut(failing[k]); }), codes[k]) << "case " << k;
     EXPECT_EQ(snapshot(g), before) << "case " << k;
@@ -847,8 +877,9 @@ TEST(Group, IntoTensorFailureReturnsTheGroupUnchanged) {
   AllocationGroup other = make_group(std::move(ob), {row(0, 0, 4)});
   Tensor extracted = g.try_extract(g.slot(0));
   const Snapshot before = snapshot(g);
-  const std::vector<std::pair<DescriptorSlot, ErrorCode>> cases{
-      {other.slot(0), ErrorCode::foreign_slot}, {g.slot(5), ErrorCode::invalid_slot}, {g.slot(0), ErrorCode::empty_slot}};
+  const std::vector<std::pair<DescriptorSlot, ErrorCode>> cases{{other.slot(0), ErrorCode::foreign_slot},
+                                                                {g.slot(5), ErrorCode::invalid_slot},
+                                                                {g.slot(0), ErrorCode::empty_slot}};
   for (const auto& [slot, code] : cases) {
     auto result = AllocationGroup::into_tensor(std::move(g), slot);
     ASSERT_FALSE(result.has_value());

@@ -11,8 +11,7 @@ namespace {
 
 TEST(CanonicalJson, SortsKeysAndTagsFloatsExactly) {
   Json a = parse_json(R"({"b": 1, "a": [true, null, 1.5, -0.0], "c": {"z": "é", "y": 2}})", "test");
-  EXPECT_EQ(canonical_json(a),
-            R"({"a":[true,null,{"$f64":"0x1.8p+0"},{"$f64":"-0x0p+0"}],"b":1,"c":{"y":2,"z":"é"}})");
+  EXPECT_EQ(canonical_json(a), R"({"a":[true,null,{"$f64":"0x1.8p+0"},{"$f64":"-0x0p+0"}],"b":1,"c":{"y":2,"z":"é"}})");
   Json b = parse_json(R"({"c": {"y": 2, "z": "é"}, "a": [true, null, 1.5, -0.0], "b": 1})", "test");
   EXPECT_EQ(canonical_json(a), canonical_json(b));
   // Integers and floats of the same value are different canonical values.

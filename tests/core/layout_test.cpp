@@ -1,13 +1,14 @@
 // Layout property tests (seed 001 G1 acceptance): empty, singleton, reverse-stride, noncontiguous,
 // overflow, out-of-span, misaligned, wrong-dtype and non-injective layouts.
 
+#include "pact/core/layout.hpp"
+
 #include <gtest/gtest.h>
 
 #include <limits>
 #include <random>
 #include <set>
 
-#include "pact/core/layout.hpp"
 #include "test_util.hpp"
 
 namespace pact {
@@ -76,7 +77,9 @@ TEST(Layout, NoncontiguousTransposeIsInjectiveNotContiguous) {
 
 TEST(Layout, OverflowIsTypedNeverWrapped) {
   const std::int64_t big = std::numeric_limits<std::int64_t>::max() / 2;
-  EXPECT_EQ(code_of([&] { check_layout("t", request(DType::f32, Dims{big, 4}, Dims{4, 1}, 0), bounds(1 << 20)); }),
+  EXPECT_EQ(code_of([&] {
+              check_layout("t", request(DType::f32, Dims{big, 4}, Dims{4, 1}, 0), bounds(1 << 20));
+            }),
             ErrorCode::layout_overflow);
   EXPECT_EQ(code_of([&] { check_layout("t", request(DType::f32, Dims{3}, Dims{big}, 0), bounds(1 << 20)); }),
             ErrorCode::layout_overflow);
@@ -114,9 +117,15 @@ TEST(Layout, MisalignedFirstElement) {
 }
 
 TEST(Layout, WrongArityAndRank) {
-  EXPECT_EQ(code_of([] { check_layout("t", request(DType::f32, Dims{2, 2}, Dims{1}, 0), bounds(16)); }),
+  EXPECT_EQ(code_of([] {
+              check_layout("t", request(DType::f32, Dims{2, 2}, Dims{1}, 0), bounds(16));
+            }),
             ErrorCode::invalid_argument);
-  EXPECT_EQ(code_of([] { Dims d{1, 1, 1, 1, 1, 1, 1, 1}; d.push_back(1); }), ErrorCode::rank_exceeded);
+  EXPECT_EQ(code_of([] {
+              Dims d{1, 1, 1, 1, 1, 1, 1, 1};
+              d.push_back(1);
+            }),
+            ErrorCode::rank_exceeded);
 }
 
 TEST(Layout, WrongDtypeAccessIsRefused) {
@@ -193,9 +202,13 @@ TEST(Layout, EmptyShapeWithHugeExtentsDoesNotOverflow) {
   EXPECT_EQ(s[3], 1);
   EXPECT_EQ(s[1], huge);
   EXPECT_EQ(s[0], std::numeric_limits<std::int64_t>::max());  // saturated, never wrapped
-  auto l = check_layout("t", LayoutRequest{DType::f32, Dims{huge, 0, huge}, Dims{1, 1, 1}, 0}, SpanBounds{1, 0, 16, 64});
+  auto l =
+      check_layout("t", LayoutRequest{DType::f32, Dims{huge, 0, huge}, Dims{1, 1, 1}, 0}, SpanBounds{1, 0, 16, 64});
   EXPECT_EQ(l.numel(), 0);
-  EXPECT_EQ(check_layout("t", LayoutRequest{DType::f32, Dims{huge, huge, 0}, Dims{huge, 3, 1}, 0}, SpanBounds{1, 0, 16, 64}).numel(), 0);
+  EXPECT_EQ(
+      check_layout("t", LayoutRequest{DType::f32, Dims{huge, huge, 0}, Dims{huge, 3, 1}, 0}, SpanBounds{1, 0, 16, 64})
+          .numel(),
+      0);
   Tensor t = Tensor::empty(Dims{huge, 0, huge}, DType::f32);
   EXPECT_EQ(t.numel(), 0);
 }

@@ -41,8 +41,8 @@ TEST(Ledger, FactoriesAreOperationOutputsAndInitialisationIsNotACopy) {
   Tensor v = test::iota_tensor(Dims{3});
   Tensor e = Tensor::empty(Dims{0, 5}, DType::f32);  // zero bytes is still one physical allocation
   Tensor r = Tensor::empty(Dims{2}, DType::f32, cpu_provider(), AllocationReason::CheckpointRecomputeOutput);
-  EXPECT_EQ(ledger.allocation_multiset(), (AllocationSet{{AllocationReason::OperationOutput, 3},
-                                                         {AllocationReason::CheckpointRecomputeOutput, 1}}));
+  EXPECT_EQ(ledger.allocation_multiset(),
+            (AllocationSet{{AllocationReason::OperationOutput, 3}, {AllocationReason::CheckpointRecomputeOutput, 1}}));
   EXPECT_TRUE(ledger.copies().empty());
   ASSERT_EQ(ledger.allocations().size(), 4u);
   EXPECT_EQ(ledger.allocations()[0].bytes, 32u);

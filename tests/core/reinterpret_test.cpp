@@ -31,10 +31,10 @@ std::int64_t bits(float f) { return std::bit_cast<std::int32_t>(f); }
 
 // ---- static rank policy ----------------------------------------------------------------------------
 
-static_assert(std::is_same_v<decltype(std::declval<const TypedView<c64, 2>&>().reinterpret_view<float>()),
-                             TypedView<float, 3>>);
-static_assert(std::is_same_v<decltype(std::declval<const TypedView<float, 3>&>().reinterpret_view<c64>()),
-                             TypedView<c64, 2>>);
+static_assert(
+    std::is_same_v<decltype(std::declval<const TypedView<c64, 2>&>().reinterpret_view<float>()), TypedView<float, 3>>);
+static_assert(
+    std::is_same_v<decltype(std::declval<const TypedView<float, 3>&>().reinterpret_view<c64>()), TypedView<c64, 2>>);
 static_assert(std::is_same_v<decltype(std::declval<const TypedView<c64>&>().reinterpret_view<float>()),
                              TypedView<float, kDynRank>>);
 static_assert(std::is_same_v<decltype(std::declval<const TypedView<float>&>().reinterpret_view<c64>()),
@@ -45,8 +45,8 @@ static_assert(std::is_same_v<decltype(std::declval<const TypedView<std::int64_t,
                              TypedView<double, 1>>);
 static_assert(std::is_same_v<decltype(std::declval<const TypedTensor<c64, 1>&>().reinterpret_view<float>()),
                              TypedView<float, 2>>);
-static_assert(std::is_same_v<decltype(std::declval<const TypedViewMut<float, 2>&>().reinterpret_view<c64>()),
-                             TypedView<c64, 1>>);
+static_assert(
+    std::is_same_v<decltype(std::declval<const TypedViewMut<float, 2>&>().reinterpret_view<c64>()), TypedView<c64, 1>>);
 static_assert(reinterpret_rank<c64, float>(kDynRank) == kDynRank);
 static_assert(reinterpret_rank<float, c64>(kDynRank) == kDynRank);
 
@@ -204,9 +204,9 @@ TEST(Reinterpret, UnsupportedPairsFailTyped) {
     const Tensor* from;
     DType to;
   };
-  const std::vector<Case> cases{{&f, DType::f64},   {&f, DType::u8},  {&f, DType::bf16},  {&f, DType::i64},
-                                {&f, DType::boolean}, {&u, DType::f32}, {&u, DType::boolean}, {&z, DType::f64},
-                                {&z, DType::i64},   {&i64, DType::c64}, {&i64, DType::i32}, {&i64, DType::f32}};
+  const std::vector<Case> cases{{&f, DType::f64},     {&f, DType::u8},    {&f, DType::bf16},    {&f, DType::i64},
+                                {&f, DType::boolean}, {&u, DType::f32},   {&u, DType::boolean}, {&z, DType::f64},
+                                {&z, DType::i64},     {&i64, DType::c64}, {&i64, DType::i32},   {&i64, DType::f32}};
   for (std::size_t k = 0; k < cases.size(); ++k) {
     ErrorCode code = code_of([&] { (void)cases[k].from->reinterpret_view(cases[k].to); });
     EXPECT_EQ(code, ErrorCode::reinterpret_invalid) << "case " << k << " -> " << dtype_name(cases[k].to);
@@ -287,7 +287,8 @@ TEST(Reinterpret, ConsumingFailureReturnsTheOriginalOwnerUnchanged) {
     Dims shape;
     DType to;
   };
-  const std::vector<Case> cases{{Dims{2, 3}, DType::c64}, {Dims{4}, DType::f64}, {Dims{4}, DType::u8}, {Dims{3}, DType::c64}};
+  const std::vector<Case> cases{
+      {Dims{2, 3}, DType::c64}, {Dims{4}, DType::f64}, {Dims{4}, DType::u8}, {Dims{3}, DType::c64}};
   for (const auto& c : cases) {
     Tensor t = test::iota_tensor(c.shape);
     const SpanIdentity span = t.span_identity();
@@ -366,9 +367,7 @@ TEST(Reinterpret, MutableFailureReturnsTheViewStillWritable) {
   ASSERT_FALSE(again.has_value());
   EXPECT_EQ(again.error().error.code(), ErrorCode::reinterpret_invalid);
   again.error().input.set(Dims{0}, -1.0);
-  {
-    TensorViewMut done = std::move(again.error().input);
-  }
+  { TensorViewMut done = std::move(again.error().input); }
   EXPECT_EQ(read_all(t.as_view()), (std::vector<float>{-1, 1, 30}));
 }
 

@@ -6,8 +6,8 @@
 #include <numeric>
 #include <vector>
 
-#include "pact/core/core.hpp"
 #include "../support/expect_error.hpp"
+#include "pact/core/core.hpp"
 
 namespace pact::test {
 
@@ -28,14 +28,16 @@ inline std::vector<float> read_all(TensorView view) {
   auto prepared = std::move(view).prepare_host<float>();
   EXPECT_TRUE(prepared.has_value());
   if (!prepared) return out;
-  std::visit([&](auto& p) {
-    if constexpr (requires { p.as_span(); }) {
-      out.assign(p.as_span().begin(), p.as_span().end());
-    } else {
-      auto c = p.cursor();
-      while (const float* v = c.next()) out.push_back(*v);
-    }
-  }, prepared.value());
+  std::visit(
+      [&](auto& p) {
+        if constexpr (requires { p.as_span(); }) {
+          out.assign(p.as_span().begin(), p.as_span().end());
+        } else {
+          auto c = p.cursor();
+          while (const float* v = c.next()) out.push_back(*v);
+        }
+      },
+      prepared.value());
   return out;
 }
 

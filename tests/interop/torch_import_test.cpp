@@ -59,8 +59,8 @@ TEST(TorchImport, LowersTheCnnToTheExpectedOps) {
   EXPECT_EQ(count[ops::OpTag::conv2d], 7);
   EXPECT_EQ(count[ops::OpTag::batch_norm], 6);  // eval-mode batch norm keeps its running statistics
   EXPECT_EQ(count[ops::OpTag::max_pool2d], 1);
-  EXPECT_EQ(count[ops::OpTag::linear], 1);      // addmm(bias, x, t(W)) is nn.Linear
-  EXPECT_EQ(count[ops::OpTag::clamp], 1);       // relu6 -> hardtanh -> clamp
+  EXPECT_EQ(count[ops::OpTag::linear], 1);  // addmm(bias, x, t(W)) is nn.Linear
+  EXPECT_EQ(count[ops::OpTag::clamp], 1);   // relu6 -> hardtanh -> clamp
   EXPECT_EQ(count[ops::OpTag::concat], 1);
   // Buffers stay buffers, parameters stay differentiable.
   const auto* rv = m.graph.find("stem.1.running_var");
@@ -219,7 +219,8 @@ TEST(TorchImport, WeightsMustMatchTheGraph) {
   // Wrong shape.
   const Tensor other = Tensor::zeros(Dims{3}, DType::f32);  // outlives the views below
   std::vector<std::pair<std::string, TensorView>> wrong;
-  for (const auto& [name, t] : bundle.weights.tensors) wrong.emplace_back(name, name == param.name ? other.as_view() : t.as_view());
+  for (const auto& [name, t] : bundle.weights.tensors)
+    wrong.emplace_back(name, name == param.name ? other.as_view() : t.as_view());
   const auto reshaped = ir::parse_safetensors(ir::serialize_safetensors(wrong, {}), "wrong");
   msg = message_of([&] { ir::check_torch_weights(bundle.model, reshaped, "wrong"); });
   EXPECT_TRUE(mentions(msg, param.name) && mentions(msg, "[3]")) << msg;
@@ -256,7 +257,8 @@ TEST(TorchImport, AgreementMeasureIsRelativeToTheReferenceScale) {
   EXPECT_DOUBLE_EQ(r.relative_error, 0.03);
   const float small[] = {0.001f, 0.002f, 0.0f};
   const Tensor z = Tensor::from_values<float>(Dims{3}, small);
-  EXPECT_NEAR(runtime::compare_outputs("o", z.as_view(), Tensor::zeros(Dims{3}, DType::f32).as_view()).relative_error, 0.002, 1e-9);
+  EXPECT_NEAR(runtime::compare_outputs("o", z.as_view(), Tensor::zeros(Dims{3}, DType::f32).as_view()).relative_error,
+              0.002, 1e-9);
   EXPECT_EQ(code_of([&] { runtime::compare_outputs("o", x.as_view(), Tensor::zeros(Dims{2}, DType::f32).as_view()); }),
             ErrorCode::invalid_argument);
 }

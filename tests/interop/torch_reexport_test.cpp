@@ -3,11 +3,10 @@
 // say so and skip; the committed corpus (torch_import_test.cpp) is still checked in full.
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
-
-#include <unistd.h>
 
 #include "tests/interop/torch_util.hpp"
 
@@ -32,9 +31,8 @@ std::string export_model(const std::string& target, const std::string& shape, co
                          const std::string& name) {
   const std::string dir = scratch(name);
   const std::string log = dir + ".log";
-  const std::string cmd = std::string("PYTHONPATH=bench/models:. ") + kPython +
-                          " tools/torch_export.py " + target + " --input-shape " + shape + " " + extra + " -o " + dir +
-                          " >" + log + " 2>&1";
+  const std::string cmd = std::string("PYTHONPATH=bench/models:. ") + kPython + " tools/torch_export.py " + target +
+                          " --input-shape " + shape + " " + extra + " -o " + dir + " >" + log + " 2>&1";
   if (std::system(cmd.c_str()) != 0) {
     ADD_FAILURE() << cmd << "\n" << test::read_text(log);
     return "";
@@ -42,15 +40,16 @@ std::string export_model(const std::string& target, const std::string& shape, co
   return dir;
 }
 
-#define REQUIRE_TORCH()                                                                                   \
-  if (!python_has("torch")) GTEST_SKIP() << "no torch in /usr/bin/python3 (Debian python3-torch): re-export " \
-                                            "tests skipped; the committed corpus is still tested"
+#define REQUIRE_TORCH()                                                             \
+  if (!python_has("torch"))                                                         \
+  GTEST_SKIP() << "no torch in /usr/bin/python3 (Debian python3-torch): re-export " \
+                  "tests skipped; the committed corpus is still tested"
 
 TEST(TorchReexport, EveryCaptureMethodMatchesPyTorch) {
   REQUIRE_TORCH();
   for (const char* method : {"fx", "make_fx"}) {
-    for (const auto& [model, shape] : std::vector<std::pair<std::string, std::string>>{
-             {"small_cnn", "2,3,16,16"}, {"tiny_transformer", "2,6,16"}}) {
+    for (const auto& [model, shape] :
+         std::vector<std::pair<std::string, std::string>>{{"small_cnn", "2,3,16,16"}, {"tiny_transformer", "2,6,16"}}) {
       const auto dir = export_model("tests.fixtures.torch.models:" + model, shape, std::string("--method ") + method,
                                     model + "-" + method);
       if (dir.empty()) continue;
@@ -65,7 +64,8 @@ TEST(TorchReexport, EveryCaptureMethodMatchesPyTorch) {
 TEST(TorchReexport, ActivationsAndGroupNormMatchPyTorch) {
   REQUIRE_TORCH();
   // LeakyReLU, GroupNorm, ELU, Softplus, Mish, abs, PixelShuffle: each lowered to a sequence of table ops.
-  const auto dir = export_model("tests.fixtures.torch.models:activations", "2,4,4,4", "--random-weights", "activations");
+  const auto dir =
+      export_model("tests.fixtures.torch.models:activations", "2,4,4,4", "--random-weights", "activations");
   if (dir.empty()) return;
   EXPECT_LE(test::worst_relative_error(dir), 1e-4);
   std::filesystem::remove_all(dir);

@@ -28,14 +28,16 @@ inline double worst_relative_error(const std::string& dir, const std::string& pr
   std::vector<std::string> names;
   for (const auto& o : bundle.model.outputs) names.push_back(o.name);
   const contract::DefaultEvidenceResolver resolver;
-  auto result = runtime::run_imported(std::move(bundle), std::move(inputs), contract::builtin_profile(profile), resolver);
+  auto result =
+      runtime::run_imported(std::move(bundle), std::move(inputs), contract::builtin_profile(profile), resolver);
   EXPECT_TRUE(result.accepted) << dir << " was rejected under " << profile;
   double worst = 0;
   for (const auto& name : names) {
     const Tensor* want = expected.find(name);
     EXPECT_NE(want, nullptr) << dir << ": expected output " << name;
     if (want == nullptr || !result.outputs.count(name)) return 1e30;
-    worst = std::max(worst, runtime::compare_outputs(name, result.outputs.at(name).as_view(), want->as_view()).relative_error);
+    worst = std::max(worst,
+                     runtime::compare_outputs(name, result.outputs.at(name).as_view(), want->as_view()).relative_error);
   }
   return worst;
 }

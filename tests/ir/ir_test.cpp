@@ -3,8 +3,6 @@
 // the node or field; nodes given out of order are ordered topologically; the builder matches the wire.
 // Runs with the repository root as working directory (pact_add_test sets it).
 
-#include "../support/expect_error.hpp"
-#include "../support/models.hpp"
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -14,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "../support/expect_error.hpp"
+#include "../support/models.hpp"
 #include "pact/ir/graph.hpp"
 
 namespace pact::ir {
@@ -161,11 +161,15 @@ TEST(WireFormat, EveryExampleRoundTrips) {
 
 TEST(WireFormat, RoundTripKeepsAttributesOfEveryType) {
   Json doc = mlp_doc();
-  doc["nodes"].push_back(Json{{"id", "clamped"}, {"kind", "clamp"}, {"inputs", {"fc1"}}, {"attrs", Json{{"min", 0.0}, {"max", 6.0}}}});
-  doc["nodes"].push_back(Json{{"id", "sm"}, {"kind", "softmax"}, {"inputs", {"clamped"}}, {"attrs", Json{{"dim", -1}}}});
-  doc["nodes"].push_back(Json{{"id", "g"}, {"kind", "gelu"}, {"inputs", {"sm"}}, {"attrs", Json{{"approximate", "tanh"}}}});
+  doc["nodes"].push_back(
+      Json{{"id", "clamped"}, {"kind", "clamp"}, {"inputs", {"fc1"}}, {"attrs", Json{{"min", 0.0}, {"max", 6.0}}}});
+  doc["nodes"].push_back(
+      Json{{"id", "sm"}, {"kind", "softmax"}, {"inputs", {"clamped"}}, {"attrs", Json{{"dim", -1}}}});
+  doc["nodes"].push_back(
+      Json{{"id", "g"}, {"kind", "gelu"}, {"inputs", {"sm"}}, {"attrs", Json{{"approximate", "tanh"}}}});
   doc["nodes"].push_back(Json{{"id", "d"}, {"kind", "dropout"}, {"inputs", {"g"}}, {"attrs", Json{{"p", 1.0}}}});
-  doc["nodes"].push_back(Json{{"id", "r"}, {"kind", "reshape"}, {"inputs", {"d"}}, {"attrs", Json{{"shape", {16, 4}}}}});
+  doc["nodes"].push_back(
+      Json{{"id", "r"}, {"kind", "reshape"}, {"inputs", {"d"}}, {"attrs", Json{{"shape", {16, 4}}}}});
   doc["outputs"].push_back("r");
   Graph g = parse(doc);
   Graph back = parse_graph(to_json(g).dump());
@@ -201,7 +205,8 @@ TEST(WireFormat, RoundTripPreservesNodeOrder) {
 
 TEST(WireErrors, MalformedJsonIsParseError) {
   EXPECT_NO_THROW(parse(mlp_doc()));
-  EXPECT_EQ(code_of([] { parse_graph("{\"format\": \"pact.ir.v1\", \"nodes\": [", "broken.json"); }), ErrorCode::parse_error);
+  EXPECT_EQ(code_of([] { parse_graph("{\"format\": \"pact.ir.v1\", \"nodes\": [", "broken.json"); }),
+            ErrorCode::parse_error);
   EXPECT_TRUE(mentions(message_of([] { parse_graph("{\"format\": ", "broken.json"); }), "broken.json"));
   EXPECT_EQ(code_of([] { parse_graph(""); }), ErrorCode::parse_error);
   EXPECT_EQ(code_of([] { parse_graph("[]"); }), ErrorCode::parse_error);  // not an object
@@ -291,7 +296,8 @@ TEST(WireErrors, UnknownAttributeNamesTheNodeAndAttribute) {
 
 TEST(WireErrors, WrongAttributeTypeNamesTheNodeAndAttribute) {
   Json doc = mlp_doc();
-  doc["nodes"].push_back(Json{{"id", "sm"}, {"kind", "softmax"}, {"inputs", {"logits"}}, {"attrs", Json{{"dim", 0.5}}}});
+  doc["nodes"].push_back(
+      Json{{"id", "sm"}, {"kind", "softmax"}, {"inputs", {"logits"}}, {"attrs", Json{{"dim", 0.5}}}});
   EXPECT_EQ(code_of([&] { parse(doc); }), ErrorCode::invalid_argument);
   const std::string m = message_of([&] { parse(doc); });
   EXPECT_TRUE(mentions(m, "'sm'")) << m;
@@ -493,7 +499,14 @@ TEST(Validate, NodesOutOfOrderAreOrderedTopologically) {
 
 TEST(Validate, ValidateDirectlyChecksTheSameRules) {
   std::vector<Node> nodes;
-  nodes.push_back(Node{"x", ops::OpTag::input, {}, ops::Attributes{{"shape", std::vector<std::int64_t>{2, 3}}, {"dtype", std::string("f32")}}, {}, false, false, false});
+  nodes.push_back(Node{"x",
+                       ops::OpTag::input,
+                       {},
+                       ops::Attributes{{"shape", std::vector<std::int64_t>{2, 3}}, {"dtype", std::string("f32")}},
+                       {},
+                       false,
+                       false,
+                       false});
   nodes.push_back(Node{"y", ops::OpTag::relu, {"x"}, {}, {}, false, false, false});
   EXPECT_EQ(validate(nodes, {"y"}).find("y")->type.shape, (Dims{2, 3}));
   EXPECT_EQ(code_of([&] { validate(nodes, {}); }), ErrorCode::invalid_argument);

@@ -1,12 +1,13 @@
 // safetensors: round trip of every dtype and layout, the exact byte format, and typed refusals of
 // malformed files.
 
-#include "../support/expect_error.hpp"
+#include "pact/ir/safetensors.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cstring>
 
-#include "pact/ir/safetensors.hpp"
+#include "../support/expect_error.hpp"
 
 namespace pact::ir {
 namespace {
@@ -28,7 +29,7 @@ TEST(Safetensors, RoundTripsDtypesLayoutsAndMetadata) {
   Tensor d = a.convert(DType::f16);
   Tensor e = Tensor::zeros(Dims{0, 4}, DType::f64);
   std::vector<std::pair<std::string, TensorView>> in{{"a", a.as_view()}, {"aT", a.transpose(0, 1)}, {"b", b.as_view()},
-                                                     {"c", c.as_view()}, {"d", d.as_view()}, {"e", e.as_view()}};
+                                                     {"c", c.as_view()}, {"d", d.as_view()},        {"e", e.as_view()}};
   auto bytes = serialize_safetensors(in, {{"format", "pt"}});
   SafetensorsFile f = parse_safetensors(bytes, "memory");
   ASSERT_EQ(f.tensors.size(), 6u);
@@ -71,15 +72,20 @@ TEST(Safetensors, MalformedFilesAreTypedErrorsNamingTheField) {
   EXPECT_EQ(bad("[]", 0), ErrorCode::parse_error);
   EXPECT_EQ(bad("{not json", 0), ErrorCode::parse_error);
   EXPECT_EQ(bad(R"({"w":{"dtype":"Q8","shape":[1],"data_offsets":[0,1]}})", 1), ErrorCode::parse_error);
-  EXPECT_EQ(bad(R"({"w":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", 8), ErrorCode::parse_error);   // size mismatch
-  EXPECT_EQ(bad(R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", 4), ErrorCode::parse_error);   // beyond data
-  EXPECT_EQ(bad(R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[8,0]}})", 8), ErrorCode::parse_error);   // reversed
-  EXPECT_EQ(bad(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", 8),
-            ErrorCode::parse_error);  // overlap
+  EXPECT_EQ(bad(R"({"w":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", 8),
+            ErrorCode::parse_error);  // size mismatch
+  EXPECT_EQ(bad(R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", 4),
+            ErrorCode::parse_error);  // beyond data
+  EXPECT_EQ(bad(R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[8,0]}})", 8), ErrorCode::parse_error);  // reversed
+  EXPECT_EQ(
+      bad(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
+          8),
+      ErrorCode::parse_error);                                                                             // overlap
   EXPECT_EQ(bad(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", 8), ErrorCode::parse_error);  // gap
   EXPECT_EQ(bad(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", 8), ErrorCode::parse_error);  // trailing
   EXPECT_EQ(bad(R"({"a":{"dtype":"F32","shape":[-1],"data_offsets":[0,4]}})", 4), ErrorCode::parse_error);
-  EXPECT_EQ(bad(R"({"a":{"dtype":"F32","shape":[4611686018427387904,4],"data_offsets":[0,4]}})", 4), ErrorCode::parse_error);
+  EXPECT_EQ(bad(R"({"a":{"dtype":"F32","shape":[4611686018427387904,4],"data_offsets":[0,4]}})", 4),
+            ErrorCode::parse_error);
   EXPECT_EQ(bad(R"({"a":{"dtype":"F32","shape":[1]}})", 4), ErrorCode::parse_error);
   EXPECT_EQ(bad(R"({"__metadata__":{"k":1}})", 0), ErrorCode::parse_error);
   try {
@@ -90,7 +96,10 @@ TEST(Safetensors, MalformedFilesAreTypedErrorsNamingTheField) {
   }
   EXPECT_EQ(code_of([] { read_safetensors("/nonexistent.safetensors"); }), ErrorCode::io_error);
   Tensor a = Tensor::zeros(Dims{1}, DType::f32);
-  EXPECT_EQ(code_of([&] { serialize_safetensors({{"x", a.as_view()}, {"x", a.as_view()}}, {}); }), ErrorCode::invalid_argument);
+  EXPECT_EQ(code_of([&] {
+              serialize_safetensors({{"x", a.as_view()}, {"x", a.as_view()}}, {});
+            }),
+            ErrorCode::invalid_argument);
 }
 
 }  // namespace

@@ -59,7 +59,8 @@ void compare_provider(std::span<const kernels::Handler> candidate, std::string_v
     for (std::size_t i = 0; i < gr.size(); ++i) {
       ASSERT_EQ(gr[i].has_value(), gc[i].has_value()) << "input " << i;
       if (gr[i]) {
-        EXPECT_TRUE(close(values_of(gc[i]->as_view()), values_of(gr[i]->as_view()), info.vjp_tolerance())) << "vjp input " << i;
+        EXPECT_TRUE(close(values_of(gc[i]->as_view()), values_of(gr[i]->as_view()), info.vjp_tolerance()))
+            << "vjp input " << i;
       }
     }
     ++compared;
@@ -96,7 +97,8 @@ TEST(Providers, LibTorchMatchesNative) {
 // kernel on contiguous copies. Rows of 19 exercise the 16-lane softmax with a scalar tail.
 TEST(Providers, NativeAttentionReadsHeadSplitViewsInPlace) {
   std::mt19937 rng(5);
-  const kernels::Handler& h = *kernels::find_handler(kernels::native_handlers(), ops::OpTag::scaled_dot_product_attention);
+  const kernels::Handler& h =
+      *kernels::find_handler(kernels::native_handlers(), ops::OpTag::scaled_dot_product_attention);
   std::vector<Tensor> owners, dense;
   std::vector<TensorView> heads;
   for (int i = 0; i < 4; ++i) owners.push_back(make_input(N({2, 19, 3, 8}), DType::f32, rng));  // q, k, v, grad
@@ -135,7 +137,8 @@ TEST(Providers, VjpRefusesInputsOrCotangentsTheShapeRuleRejects) {
   // The error's message, or "" when the call succeeds.
   auto refusal = [&](const Tensor& weight, const Tensor& grad) -> std::string {
     try {
-      kernels::run_vjp(h, std::vector{x.as_view(), weight.as_view(), b.as_view()}, grad.as_view(), grad.as_view(), a, {});
+      kernels::run_vjp(h, std::vector{x.as_view(), weight.as_view(), b.as_view()}, grad.as_view(), grad.as_view(), a,
+                       {});
     } catch (const Error& e) {
       EXPECT_EQ(e.code(), ErrorCode::invalid_argument) << e.what();
       EXPECT_NE(std::string(e.what()).find("layer_norm"), std::string::npos) << e.what();
@@ -151,7 +154,8 @@ TEST(Providers, VjpRefusesInputsOrCotangentsTheShapeRuleRejects) {
 TEST(Providers, BlasRefusesF64Typed) {
   Tensor a = Tensor::zeros(Dims{2, 2}, DType::f64);
   try {
-    kernels::run_forward(*kernels::find_handler(kernels::blas_handlers(), ops::OpTag::matmul), std::vector{a.as_view(), a.as_view()}, {});
+    kernels::run_forward(*kernels::find_handler(kernels::blas_handlers(), ops::OpTag::matmul),
+                         std::vector{a.as_view(), a.as_view()}, {});
     FAIL();
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::dtype_mismatch);
@@ -163,10 +167,10 @@ TEST(Providers, BlasRefusesF64Typed) {
 TEST(Gemm, VariantsMatchAReferenceLoopOnOddAndDegenerateShapes) {
   std::mt19937 rng(3);
   std::normal_distribution<float> nd;
-  const std::int64_t sizes[][3] = {{1, 1, 1}, {0, 5, 3}, {5, 0, 3}, {4, 6, 0}, {13, 37, 29}, {12, 32, 256},
-                                   {25, 65, 300}, {200, 70, 513}, {1, 97, 33}, {97, 1, 33},
-                                   {64, 96, 147}, {40, 100, 600},  // m <= 64: row-major B read in place
-                                   {97, 100, 600}, {60, 300, 600},  // one row block shared by threads
+  const std::int64_t sizes[][3] = {{1, 1, 1},      {0, 5, 3},      {5, 0, 3},      {4, 6, 0},   {13, 37, 29},
+                                   {12, 32, 256},  {25, 65, 300},  {200, 70, 513}, {1, 97, 33}, {97, 1, 33},
+                                   {64, 96, 147},  {40, 100, 600},    // m <= 64: row-major B read in place
+                                   {97, 100, 600}, {60, 300, 600},    // one row block shared by threads
                                    {17, 1030, 40}, {40, 1100, 600}};  // n >= 1024: the wide kernel, A and B packed
   const int threads_before = omp_get_max_threads();
   for (std::string_view variant : {"avx512", "avx2", "portable"}) {
@@ -176,9 +180,11 @@ TEST(Gemm, VariantsMatchAReferenceLoopOnOddAndDegenerateShapes) {
       for (const auto& s : sizes) {
         const std::int64_t m = s[0], n = s[1], k = s[2];
         for (int trans = 0; trans < 4; ++trans) {
-          SCOPED_TRACE(std::string(variant) + " " + std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) +
-                       " trans " + std::to_string(trans) + ", " + std::to_string(threads) + " thread(s)");
-          std::vector<float> a(static_cast<std::size_t>(std::max<std::int64_t>(m * k, 1))), b(static_cast<std::size_t>(std::max<std::int64_t>(k * n, 1)));
+          SCOPED_TRACE(std::string(variant) + " " + std::to_string(m) + "x" + std::to_string(n) + "x" +
+                       std::to_string(k) + " trans " + std::to_string(trans) + ", " + std::to_string(threads) +
+                       " thread(s)");
+          std::vector<float> a(static_cast<std::size_t>(std::max<std::int64_t>(m * k, 1))),
+              b(static_cast<std::size_t>(std::max<std::int64_t>(k * n, 1)));
           for (auto& x : a) x = nd(rng);
           for (auto& x : b) x = nd(rng);
           // trans bit 0: A stored k x m (column access), bit 1: B stored n x k.
@@ -189,8 +195,11 @@ TEST(Gemm, VariantsMatchAReferenceLoopOnOddAndDegenerateShapes) {
           for (std::int64_t i = 0; i < m; ++i)
             for (std::int64_t j = 0; j < n; ++j) {
               double ref = 0;
-              for (std::int64_t p = 0; p < k; ++p) ref += double(a[static_cast<std::size_t>(i * ar + p * ac)]) * b[static_cast<std::size_t>(p * br + j * bc)];
-              ASSERT_NEAR(c[static_cast<std::size_t>(i * n + j)], ref, 1e-4 * (1 + std::sqrt(double(k)))) << i << "," << j;
+              for (std::int64_t p = 0; p < k; ++p)
+                ref +=
+                    double(a[static_cast<std::size_t>(i * ar + p * ac)]) * b[static_cast<std::size_t>(p * br + j * bc)];
+              ASSERT_NEAR(c[static_cast<std::size_t>(i * n + j)], ref, 1e-4 * (1 + std::sqrt(double(k))))
+                  << i << "," << j;
             }
         }
       }
@@ -210,9 +219,11 @@ TEST(Gemm, StridedCopyMatchesAScalarLoopWithoutReadingPastItsSource) {
       std::vector<float> dst(static_cast<std::size_t>(count + 16), -99.0f);  // 16 guard elements after the copy
       kernels::cpu::strided_copy(src.data(), stride, dst.data(), count);
       for (std::int64_t z = 0; z < count; ++z) {
-        ASSERT_EQ(dst[static_cast<std::size_t>(z)], src[static_cast<std::size_t>(z * stride)]) << "stride " << stride << " count " << count << " z " << z;
+        ASSERT_EQ(dst[static_cast<std::size_t>(z)], src[static_cast<std::size_t>(z * stride)])
+            << "stride " << stride << " count " << count << " z " << z;
       }
-      for (std::int64_t z = count; z < count + 16; ++z) ASSERT_EQ(dst[static_cast<std::size_t>(z)], -99.0f) << "wrote past the copy at " << z;
+      for (std::int64_t z = count; z < count + 16; ++z)
+        ASSERT_EQ(dst[static_cast<std::size_t>(z)], -99.0f) << "wrote past the copy at " << z;
     }
   }
 }
@@ -227,24 +238,29 @@ TEST(Gemm, BiasIsAddedOnceAsCIsStored) {
     if (!kernels::cpu::set_sgemm_variant(variant)) continue;
     for (const auto& s : sizes) {
       const std::int64_t m = s[0], n = s[1], k = s[2];
-      std::vector<float> a(static_cast<std::size_t>(std::max<std::int64_t>(m * k, 1))), b(static_cast<std::size_t>(std::max<std::int64_t>(k * n, 1)));
+      std::vector<float> a(static_cast<std::size_t>(std::max<std::int64_t>(m * k, 1))),
+          b(static_cast<std::size_t>(std::max<std::int64_t>(k * n, 1)));
       std::vector<float> row_bias(static_cast<std::size_t>(m)), col_bias(static_cast<std::size_t>(n));
       for (auto* v : {&a, &b, &row_bias, &col_bias})
         for (auto& x : *v) x = nd(rng);
       for (bool per_row : {true, false})
         for (bool accumulate : {false, true})
           for (int trans = 0; trans < 2; ++trans) {
-            SCOPED_TRACE(std::string(variant) + " " + std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) +
-                         (per_row ? " per row" : " per column") + (accumulate ? " accumulate" : "") + (trans ? " A transposed" : ""));
+            SCOPED_TRACE(std::string(variant) + " " + std::to_string(m) + "x" + std::to_string(n) + "x" +
+                         std::to_string(k) + (per_row ? " per row" : " per column") +
+                         (accumulate ? " accumulate" : "") + (trans ? " A transposed" : ""));
             const std::int64_t ar = trans ? 1 : k, ac = trans ? m : 1;
             std::vector<float> c(static_cast<std::size_t>(m * n), 0.5f);
             const kernels::cpu::GemmBias bias{per_row ? row_bias.data() : col_bias.data(), per_row};
             kernels::cpu::sgemm(m, n, k, a.data(), ar, ac, b.data(), n, 1, c.data(), n, accumulate, bias);
             for (std::int64_t i = 0; i < m; ++i)
               for (std::int64_t j = 0; j < n; ++j) {
-                double ref = (accumulate ? 0.5 : 0.0) + (per_row ? row_bias[static_cast<std::size_t>(i)] : col_bias[static_cast<std::size_t>(j)]);
-                for (std::int64_t p = 0; p < k; ++p) ref += double(a[static_cast<std::size_t>(i * ar + p * ac)]) * b[static_cast<std::size_t>(p * n + j)];
-                ASSERT_NEAR(c[static_cast<std::size_t>(i * n + j)], ref, 1e-4 * (1 + std::sqrt(double(k)))) << i << "," << j;
+                double ref = (accumulate ? 0.5 : 0.0) +
+                             (per_row ? row_bias[static_cast<std::size_t>(i)] : col_bias[static_cast<std::size_t>(j)]);
+                for (std::int64_t p = 0; p < k; ++p)
+                  ref += double(a[static_cast<std::size_t>(i * ar + p * ac)]) * b[static_cast<std::size_t>(p * n + j)];
+                ASSERT_NEAR(c[static_cast<std::size_t>(i * n + j)], ref, 1e-4 * (1 + std::sqrt(double(k))))
+                    << i << "," << j;
               }
           }
     }
@@ -268,8 +284,9 @@ TEST(Determinism, ReferenceIsBitwiseIdenticalAcrossThreadCounts) {
     for (const auto& s : samples()) {
       std::vector<Tensor> ins;
       for (const auto& in : s.inputs) ins.push_back(make_input(in, DType::f32, rng));
-      out.push_back(values_of(kernels::run_forward(*kernels::find_handler(kernels::reference_handlers(), s.op), views_of(ins),
-                                                   s.attrs, KernelContext{s.training, 5}).as_view()));
+      out.push_back(values_of(kernels::run_forward(*kernels::find_handler(kernels::reference_handlers(), s.op),
+                                                   views_of(ins), s.attrs, KernelContext{s.training, 5})
+                                  .as_view()));
     }
     return out;
   };
@@ -335,14 +352,17 @@ TEST(Providers, NativeLargeSoftmaxCrossEntropyAndMatmul) {
     std::vector<SampleInput> in;
     ops::Attributes a;
   };
-  std::vector<Case> cases{{ops::OpTag::softmax, {N({300, 257})}, {}},
-                          {ops::OpTag::cross_entropy, {N({300, 257}), I({300}, 257)}, {}},
-                          {ops::OpTag::matmul, {N({3, 200, 301}), N({301, 190})}, {}},
-                          {ops::OpTag::layer_norm, {N({300, 256}), N({256}), N({256})}, A{{"normalized_shape", L{256}}}},
-                          // conv2d on wide images: output rows cross the packed-B panels (im2col_packed)
-                          {ops::OpTag::conv2d, {N({1, 3, 45, 75}), N({8, 3, 7, 7}), N({8})}, A{{"stride", L{2}}, {"padding", L{3}}}},
-                          {ops::OpTag::conv2d, {N({2, 4, 20, 40}), N({6, 2, 3, 3})}, A{{"groups", std::int64_t{2}}, {"dilation", L{2}}, {"padding", L{2}}}},
-                          {ops::OpTag::conv2d, {N({1, 2, 9, 70}), N({3, 2, 2, 5})}, A{{"stride", L{1, 3}}, {"padding", L{0, 4}}}}};
+  std::vector<Case> cases{
+      {ops::OpTag::softmax, {N({300, 257})}, {}},
+      {ops::OpTag::cross_entropy, {N({300, 257}), I({300}, 257)}, {}},
+      {ops::OpTag::matmul, {N({3, 200, 301}), N({301, 190})}, {}},
+      {ops::OpTag::layer_norm, {N({300, 256}), N({256}), N({256})}, A{{"normalized_shape", L{256}}}},
+      // conv2d on wide images: output rows cross the packed-B panels (im2col_packed)
+      {ops::OpTag::conv2d, {N({1, 3, 45, 75}), N({8, 3, 7, 7}), N({8})}, A{{"stride", L{2}}, {"padding", L{3}}}},
+      {ops::OpTag::conv2d,
+       {N({2, 4, 20, 40}), N({6, 2, 3, 3})},
+       A{{"groups", std::int64_t{2}}, {"dilation", L{2}}, {"padding", L{2}}}},
+      {ops::OpTag::conv2d, {N({1, 2, 9, 70}), N({3, 2, 2, 5})}, A{{"stride", L{1, 3}}, {"padding", L{0, 4}}}}};
   for (const auto& c : cases) {
     SCOPED_TRACE(std::string(ops::op_kind(c.op)));
     std::vector<Tensor> ins;

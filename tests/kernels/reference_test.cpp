@@ -3,8 +3,8 @@
 
 #include <gtest/gtest.h>
 
-#include <map>
 #include <cstring>
+#include <map>
 #include <set>
 
 #include "sweep_util.hpp"
@@ -124,7 +124,8 @@ TEST(Invariants, SoftmaxFamily) {
   std::mt19937 rng(1);
   const auto& ref = kernels::reference_handlers();
   Tensor x = make_input(N({6, 9}), DType::f64, rng);
-  auto y = values_of(kernels::run_forward(*kernels::find_handler(ref, ops::OpTag::softmax), std::vector{x.as_view()}, {}).as_view());
+  auto y = values_of(
+      kernels::run_forward(*kernels::find_handler(ref, ops::OpTag::softmax), std::vector{x.as_view()}, {}).as_view());
   for (int r = 0; r < 6; ++r) {
     double sum = 0;
     for (int c = 0; c < 9; ++c) sum += y[static_cast<std::size_t>(r * 9 + c)];
@@ -132,14 +133,19 @@ TEST(Invariants, SoftmaxFamily) {
   }
   // Shift invariance: softmax(x + c) == softmax(x).
   Tensor shift = Tensor::from_values<double>(Dims{}, std::vector<double>{123.0});
-  Tensor xs = kernels::run_forward(*kernels::find_handler(ref, ops::OpTag::add), std::vector{x.as_view(), shift.as_view()}, {});
-  auto ys = values_of(kernels::run_forward(*kernels::find_handler(ref, ops::OpTag::softmax), std::vector{xs.as_view()}, {}).as_view());
+  Tensor xs =
+      kernels::run_forward(*kernels::find_handler(ref, ops::OpTag::add), std::vector{x.as_view(), shift.as_view()}, {});
+  auto ys = values_of(
+      kernels::run_forward(*kernels::find_handler(ref, ops::OpTag::softmax), std::vector{xs.as_view()}, {}).as_view());
   EXPECT_TRUE(close(ys, y, {1e-12, 1e-10}));
-  auto ls = values_of(kernels::run_forward(*kernels::find_handler(ref, ops::OpTag::log_softmax), std::vector{x.as_view()}, {}).as_view());
+  auto ls =
+      values_of(kernels::run_forward(*kernels::find_handler(ref, ops::OpTag::log_softmax), std::vector{x.as_view()}, {})
+                    .as_view());
   for (double v : ls) EXPECT_LE(v, 0.0);
   Tensor t = make_input(I({6}, 9), DType::f64, rng);
-  auto ce = values_of(kernels::run_forward(*kernels::find_handler(ref, ops::OpTag::cross_entropy), std::vector{x.as_view(), t.as_view()},
-                                           A{{"reduction", std::string("none")}}).as_view());
+  auto ce = values_of(kernels::run_forward(*kernels::find_handler(ref, ops::OpTag::cross_entropy),
+                                           std::vector{x.as_view(), t.as_view()}, A{{"reduction", std::string("none")}})
+                          .as_view());
   for (double v : ce) EXPECT_GE(v, 0.0);
 }
 
@@ -147,7 +153,8 @@ TEST(Invariants, LayerNormHasZeroMeanAndUnitVariance) {
   std::mt19937 rng(2);
   Tensor x = make_input(N({5, 32}), DType::f64, rng);
   auto y = values_of(kernels::run_forward(*kernels::find_handler(kernels::reference_handlers(), ops::OpTag::layer_norm),
-                                          std::vector{x.as_view()}, A{{"normalized_shape", L{32}}, {"eps", 0.0}}).as_view());
+                                          std::vector{x.as_view()}, A{{"normalized_shape", L{32}}, {"eps", 0.0}})
+                         .as_view());
   for (int r = 0; r < 5; ++r) {
     double mean = 0, var = 0;
     for (int c = 0; c < 32; ++c) mean += y[static_cast<std::size_t>(r * 32 + c)];
@@ -163,7 +170,8 @@ TEST(BadInput, KernelsReportTheOpAndOperand) {
   Tensor x = Tensor::zeros(Dims{2, 3}, DType::f32);
   Tensor bad_target = Tensor::from_values<std::int64_t>(Dims{2}, std::vector<std::int64_t>{0, 3});
   try {
-    kernels::run_forward(*kernels::find_handler(ref, ops::OpTag::cross_entropy), std::vector{x.as_view(), bad_target.as_view()}, {});
+    kernels::run_forward(*kernels::find_handler(ref, ops::OpTag::cross_entropy),
+                         std::vector{x.as_view(), bad_target.as_view()}, {});
     FAIL();
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::index_out_of_range);
@@ -172,7 +180,8 @@ TEST(BadInput, KernelsReportTheOpAndOperand) {
   Tensor w = Tensor::zeros(Dims{4, 2}, DType::f32);
   Tensor idx = Tensor::from_values<std::int64_t>(Dims{1}, std::vector<std::int64_t>{-1});
   try {
-    kernels::run_forward(*kernels::find_handler(ref, ops::OpTag::embedding), std::vector{w.as_view(), idx.as_view()}, {});
+    kernels::run_forward(*kernels::find_handler(ref, ops::OpTag::embedding), std::vector{w.as_view(), idx.as_view()},
+                         {});
     FAIL();
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::index_out_of_range);
@@ -185,10 +194,13 @@ TEST(BadInput, KernelsReportTheOpAndOperand) {
     EXPECT_EQ(e.operation(), "matmul");
   }
   Tensor meta = Tensor::empty(Dims{2, 3}, DType::f32, meta_provider());
-  EXPECT_THROW(kernels::run_forward(*kernels::find_handler(ref, ops::OpTag::relu), std::vector{meta.as_view()}, {}), Error);
+  EXPECT_THROW(kernels::run_forward(*kernels::find_handler(ref, ops::OpTag::relu), std::vector{meta.as_view()}, {}),
+               Error);
   Tensor g = Tensor::zeros(Dims{3}, DType::f32);
   Tensor y = kernels::run_forward(*kernels::find_handler(ref, ops::OpTag::relu), std::vector{m.as_view()}, {});
-  EXPECT_THROW(kernels::run_vjp(*kernels::find_handler(ref, ops::OpTag::relu), std::vector{m.as_view()}, y.as_view(), g.as_view(), {}), Error);
+  EXPECT_THROW(kernels::run_vjp(*kernels::find_handler(ref, ops::OpTag::relu), std::vector{m.as_view()}, y.as_view(),
+                                g.as_view(), {}),
+               Error);
 }
 
 }  // namespace

@@ -79,25 +79,65 @@ inline std::vector<Sample> samples() {
       {OpTag::dropout, {N({6, 5})}, A{{"p", 0.3}}, false, "eval"},
       {OpTag::embedding, {N({10, 4}), I({2, 3}, 10)}, {}},
       {OpTag::scaled_dot_product_attention, {N({2, 4, 3}), N({2, 5, 3}), N({2, 5, 2})}, {}},
-      {OpTag::scaled_dot_product_attention, {N({1, 2, 4, 3}), N({1, 2, 4, 3}), N({1, 2, 4, 3})}, A{{"is_causal", true}}, false, "causal"},
-      {OpTag::scaled_dot_product_attention, {N({1, 2, 37, 8}), N({1, 2, 40, 8}), N({1, 2, 40, 5})}, A{{"is_causal", true}}, false, "causal, long rows"},
-      {OpTag::scaled_dot_product_attention, {N({1, 70, 8}), N({1, 45, 8}), N({1, 45, 5})}, A{{"is_causal", true}}, false, "causal, more queries than keys"},
-      {OpTag::scaled_dot_product_attention, {N({2, 33, 4}), N({2, 64, 4}), N({2, 64, 3})}, A{{"scale", 0.3}}, false, "long rows, scale"},
-      {OpTag::scaled_dot_product_attention, {N({2, 3, 4}), N({2, 5, 4}), N({2, 5, 4}), M({3, 5})}, {}, false, "bool mask"},
+      {OpTag::scaled_dot_product_attention,
+       {N({1, 2, 4, 3}), N({1, 2, 4, 3}), N({1, 2, 4, 3})},
+       A{{"is_causal", true}},
+       false,
+       "causal"},
+      {OpTag::scaled_dot_product_attention,
+       {N({1, 2, 37, 8}), N({1, 2, 40, 8}), N({1, 2, 40, 5})},
+       A{{"is_causal", true}},
+       false,
+       "causal, long rows"},
+      {OpTag::scaled_dot_product_attention,
+       {N({1, 70, 8}), N({1, 45, 8}), N({1, 45, 5})},
+       A{{"is_causal", true}},
+       false,
+       "causal, more queries than keys"},
+      {OpTag::scaled_dot_product_attention,
+       {N({2, 33, 4}), N({2, 64, 4}), N({2, 64, 3})},
+       A{{"scale", 0.3}},
+       false,
+       "long rows, scale"},
+      {OpTag::scaled_dot_product_attention,
+       {N({2, 3, 4}), N({2, 5, 4}), N({2, 5, 4}), M({3, 5})},
+       {},
+       false,
+       "bool mask"},
       {OpTag::conv2d, {N({2, 3, 6, 5}), N({4, 3, 3, 3}), N({4})}, A{{"padding", L{1}}}},
-      {OpTag::conv2d, {N({1, 4, 7, 7}), N({4, 1, 3, 3})}, A{{"groups", std::int64_t{4}}, {"stride", L{2}}, {"padding", L{1}}}, false, "depthwise"},
-      {OpTag::conv2d, {N({1, 2, 7, 6}), N({4, 1, 2, 3}), N({4})}, A{{"groups", std::int64_t{2}}, {"dilation", L{2, 1}}, {"stride", L{1, 2}}}, false, "grouped dilated"},
+      {OpTag::conv2d,
+       {N({1, 4, 7, 7}), N({4, 1, 3, 3})},
+       A{{"groups", std::int64_t{4}}, {"stride", L{2}}, {"padding", L{1}}},
+       false,
+       "depthwise"},
+      {OpTag::conv2d,
+       {N({1, 2, 7, 6}), N({4, 1, 2, 3}), N({4})},
+       A{{"groups", std::int64_t{2}}, {"dilation", L{2, 1}}, {"stride", L{1, 2}}},
+       false,
+       "grouped dilated"},
       {OpTag::max_pool2d, {N({2, 2, 5, 5})}, A{{"kernel_size", L{2}}, {"ceil_mode", true}}},
-      {OpTag::max_pool2d, {N({1, 2, 7, 7})}, A{{"kernel_size", L{3}}, {"stride", L{2}}, {"padding", L{1}}}, false, "padded"},
-      {OpTag::avg_pool2d, {N({2, 2, 5, 5})}, A{{"kernel_size", L{3}}, {"stride", L{2}}, {"padding", L{1}}, {"ceil_mode", true}}},
-      {OpTag::avg_pool2d, {N({1, 1, 6, 6})}, A{{"kernel_size", L{2}}, {"padding", L{1}}, {"count_include_pad", false}}, false, "exclude pad"},
+      {OpTag::max_pool2d,
+       {N({1, 2, 7, 7})},
+       A{{"kernel_size", L{3}}, {"stride", L{2}}, {"padding", L{1}}},
+       false,
+       "padded"},
+      {OpTag::avg_pool2d,
+       {N({2, 2, 5, 5})},
+       A{{"kernel_size", L{3}}, {"stride", L{2}}, {"padding", L{1}}, {"ceil_mode", true}}},
+      {OpTag::avg_pool2d,
+       {N({1, 1, 6, 6})},
+       A{{"kernel_size", L{2}}, {"padding", L{1}}, {"count_include_pad", false}},
+       false,
+       "exclude pad"},
       {OpTag::adaptive_avg_pool2d, {N({2, 3, 5, 7})}, A{{"output_size", L{2, 3}}}},
       {OpTag::reshape, {N({2, 3, 4})}, A{{"shape", L{4, -1}}}},
       {OpTag::permute, {N({2, 3, 4})}, A{{"dims", L{2, 0, 1}}}},
       {OpTag::transpose, {N({2, 3, 4})}, A{{"dim0", std::int64_t{0}}, {"dim1", std::int64_t{2}}}},
       {OpTag::flatten, {N({2, 3, 4})}, A{{"start_dim", std::int64_t{1}}}},
       {OpTag::concat, {N({2, 3}), N({2, 2}), N({2, 1})}, A{{"dim", std::int64_t{1}}}},
-      {OpTag::slice, {N({7, 3})}, A{{"dim", std::int64_t{0}}, {"start", std::int64_t{1}}, {"end", std::int64_t{-1}}, {"step", std::int64_t{2}}}},
+      {OpTag::slice,
+       {N({7, 3})},
+       A{{"dim", std::int64_t{0}}, {"start", std::int64_t{1}}, {"end", std::int64_t{-1}}, {"step", std::int64_t{2}}}},
       {OpTag::sum, {N({3, 4, 5})}, A{{"dims", L{1}}}},
       {OpTag::sum, {N({3, 4})}, {}, false, "all"},
       {OpTag::mean, {N({3, 4, 5})}, A{{"dims", L{0, 2}}, {"keepdim", true}}},
@@ -128,17 +168,28 @@ inline Tensor make_input(const SampleInput& in, DType dtype, std::mt19937& rng) 
   std::uniform_real_distribution<double> pos(0.5, 2.0);
   for (auto& x : v) {
     switch (in.kind) {
-      case SampleInput::normal: x = normal(rng); break;
-      case SampleInput::positive: x = pos(rng); break;
-      case SampleInput::index: x = static_cast<double>(rng() % static_cast<std::uint64_t>(in.bound)); break;
-      case SampleInput::mask: x = (rng() % 4) != 0 ? 1.0 : 0.0; break;
+      case SampleInput::normal:
+        x = normal(rng);
+        break;
+      case SampleInput::positive:
+        x = pos(rng);
+        break;
+      case SampleInput::index:
+        x = static_cast<double>(rng() % static_cast<std::uint64_t>(in.bound));
+        break;
+      case SampleInput::mask:
+        x = (rng() % 4) != 0 ? 1.0 : 0.0;
+        break;
     }
   }
   if (in.kind == SampleInput::mask) {
-    for (std::int64_t i = 0; i < n; i += in.shape[in.shape.size() - 1]) v[static_cast<std::size_t>(i)] = 1.0;  // no fully masked row
+    for (std::int64_t i = 0; i < n; i += in.shape[in.shape.size() - 1])
+      v[static_cast<std::size_t>(i)] = 1.0;  // no fully masked row
   }
   Tensor t = Tensor::from_values<double>(in.shape, std::span<const double>(v));
-  const DType target = in.kind == SampleInput::index ? DType::i64 : in.kind == SampleInput::mask ? DType::boolean : dtype;
+  const DType target = in.kind == SampleInput::index  ? DType::i64
+                       : in.kind == SampleInput::mask ? DType::boolean
+                                                      : dtype;
   return target == DType::f64 ? std::move(t) : t.convert(target);
 }
 

@@ -30,7 +30,8 @@ inline Tensor perturbed(const Tensor& t, std::int64_t flat, double delta) {
 }
 
 /// max |a - b| <= abs + rel * max(1, max |b|), elementwise over equally long value lists.
-inline ::testing::AssertionResult close(const std::vector<double>& a, const std::vector<double>& b, ops::Tolerance tol) {
+inline ::testing::AssertionResult close(const std::vector<double>& a, const std::vector<double>& b,
+                                        ops::Tolerance tol) {
   if (a.size() != b.size()) return ::testing::AssertionFailure() << "sizes " << a.size() << " vs " << b.size();
   double scale = 1.0;
   for (double x : b) scale = std::max(scale, std::abs(x));

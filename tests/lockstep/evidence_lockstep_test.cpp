@@ -56,7 +56,8 @@ std::vector<const contract::Capsule*> all_capsules() {
 TEST(EvidenceLockstep, EveryCitedTestSuiteExists) {
   const auto tests = listed_tests(PACT_TEST_BINARIES);
   ASSERT_FALSE(tests.empty()) << "could not list " << PACT_TEST_BINARIES;
-  for (const auto& id : contract::declared_test_suites()) EXPECT_TRUE(tests.count(id)) << "declared suite " << id << " does not exist";
+  for (const auto& id : contract::declared_test_suites())
+    EXPECT_TRUE(tests.count(id)) << "declared suite " << id << " does not exist";
   int cited = 0;
   for (const auto* c : all_capsules()) {
     for (const auto& d : c->descriptors) {
@@ -100,7 +101,8 @@ TEST(EvidenceLockstep, EveryCitedGuardIsRegistered) {
   for (const auto* c : all_capsules()) {
     for (const auto& d : c->descriptors) {
       if (d.evidence.kind != contract::EvidenceKind::runtimeGuard || d.evidence.id.rfind("cuda.", 0) == 0) continue;
-      EXPECT_NE(kernels::find_guard(d.evidence.id), nullptr) << c->name << " cites unregistered guard " << d.evidence.id;
+      EXPECT_NE(kernels::find_guard(d.evidence.id), nullptr)
+          << c->name << " cites unregistered guard " << d.evidence.id;
     }
   }
 }

@@ -1,15 +1,16 @@
 // The op table: wire round trip, arity and attribute schema checks, shape rules, FLOP rules, and the
 // generated catalogue in lockstep with docs/ops.md.
 
-#include "../support/expect_error.hpp"
+#include "pact/ops/op_table.hpp"
+
 #include <gtest/gtest.h>
 
 #include <fstream>
 #include <set>
 #include <sstream>
 
+#include "../support/expect_error.hpp"
 #include "pact/ops/catalogue.hpp"
-#include "pact/ops/op_table.hpp"
 
 namespace pact::ops {
 namespace {
@@ -34,12 +35,49 @@ TEST(OpTable, EveryTagRoundTripsThroughItsWireKind) {
 }
 
 TEST(OpTable, SpecOpListIsPresent) {
-  for (const char* kind : {"input", "parameter", "constant", "add", "sub", "mul", "div", "neg", "matmul", "linear",
-                           "relu", "gelu", "silu", "tanh", "sigmoid", "clamp", "exp", "log", "sqrt", "softmax",
-                           "log_softmax", "cross_entropy", "mse_loss", "layer_norm", "rms_norm", "batch_norm",
-                           "dropout", "embedding", "scaled_dot_product_attention", "conv2d", "max_pool2d",
-                           "avg_pool2d", "adaptive_avg_pool2d", "reshape", "permute", "transpose", "flatten",
-                           "concat", "slice", "sum", "mean", "max", "output"}) {
+  for (const char* kind : {"input",
+                           "parameter",
+                           "constant",
+                           "add",
+                           "sub",
+                           "mul",
+                           "div",
+                           "neg",
+                           "matmul",
+                           "linear",
+                           "relu",
+                           "gelu",
+                           "silu",
+                           "tanh",
+                           "sigmoid",
+                           "clamp",
+                           "exp",
+                           "log",
+                           "sqrt",
+                           "softmax",
+                           "log_softmax",
+                           "cross_entropy",
+                           "mse_loss",
+                           "layer_norm",
+                           "rms_norm",
+                           "batch_norm",
+                           "dropout",
+                           "embedding",
+                           "scaled_dot_product_attention",
+                           "conv2d",
+                           "max_pool2d",
+                           "avg_pool2d",
+                           "adaptive_avg_pool2d",
+                           "reshape",
+                           "permute",
+                           "transpose",
+                           "flatten",
+                           "concat",
+                           "slice",
+                           "sum",
+                           "mean",
+                           "max",
+                           "output"}) {
     EXPECT_NO_THROW(parse_op_kind(kind)) << kind;
   }
   EXPECT_TRUE(op_info(OpTag::dropout).mode_dependent);
@@ -53,10 +91,14 @@ TEST(OpTable, SpecOpListIsPresent) {
 TEST(OpTable, ArityAndAttributeSchemaAreChecked) {
   std::vector<TensorType> one{f32({2})};
   EXPECT_EQ(code_of([&] { infer_type(OpTag::add, one, {}); }), ErrorCode::invalid_argument);
-  EXPECT_EQ(code_of([&] { infer_type(OpTag::softmax, one, Attributes{{"axis", std::int64_t{0}}}); }),
+  EXPECT_EQ(code_of([&] {
+              infer_type(OpTag::softmax, one, Attributes{{"axis", std::int64_t{0}}});
+            }),
             ErrorCode::invalid_argument);  // unknown attribute
-  EXPECT_EQ(code_of([&] { infer_type(OpTag::softmax, one, Attributes{{"dim", 0.5}}); }),
-            ErrorCode::invalid_argument);  // wrong type
+  EXPECT_EQ(code_of([&] {
+              infer_type(OpTag::softmax, one, Attributes{{"dim", 0.5}});
+            }),
+            ErrorCode::invalid_argument);                                                         // wrong type
   EXPECT_EQ(code_of([&] { infer_type(OpTag::reshape, one, {}); }), ErrorCode::invalid_argument);  // missing
   EXPECT_EQ(code_of([&] { infer_type(OpTag::concat, std::vector<TensorType>{}, {}); }), ErrorCode::invalid_argument);
   try {
@@ -72,7 +114,9 @@ TEST(ShapeRules, ElementwiseBroadcastsAsNumPy) {
   EXPECT_EQ(infer_type(OpTag::add, std::vector{f32({4, 1, 3}), f32({5, 1})}, {}).shape, (Dims{4, 5, 3}));
   EXPECT_EQ(infer_type(OpTag::mul, std::vector{f32({}), f32({2, 2})}, {}).shape, (Dims{2, 2}));
   EXPECT_EQ(code_of([] { infer_type(OpTag::sub, std::vector{f32({3}), f32({4})}, {}); }), ErrorCode::invalid_argument);
-  EXPECT_EQ(code_of([] { infer_type(OpTag::div, std::vector{f32({3}), TensorType{DType::f64, Dims{3}}}, {}); }),
+  EXPECT_EQ(code_of([] {
+              infer_type(OpTag::div, std::vector{f32({3}), TensorType{DType::f64, Dims{3}}}, {});
+            }),
             ErrorCode::dtype_mismatch);
 }
 
@@ -95,10 +139,13 @@ TEST(ShapeRules, ConvAndPoolingMatchPyTorch) {
   Attributes dw{{"groups", std::int64_t{32}}, {"padding", std::vector<std::int64_t>{1}}};
   EXPECT_EQ(infer_type(OpTag::conv2d, std::vector{f32({2, 32, 9, 9}), f32({32, 1, 3, 3}), f32({32})}, dw).shape,
             (Dims{2, 32, 9, 9}));
-  EXPECT_EQ(code_of([&] { infer_type(OpTag::conv2d, std::vector{f32({1, 3, 8, 8}), f32({4, 2, 3, 3})}, {}); }),
+  EXPECT_EQ(code_of([&] {
+              infer_type(OpTag::conv2d, std::vector{f32({1, 3, 8, 8}), f32({4, 2, 3, 3})}, {});
+            }),
             ErrorCode::invalid_argument);
   // max_pool2d(3, stride 2, padding 1) on 112 -> 56; ceil_mode matters on odd sizes.
-  Attributes mp{{"kernel_size", std::vector<std::int64_t>{3}}, {"stride", std::vector<std::int64_t>{2}},
+  Attributes mp{{"kernel_size", std::vector<std::int64_t>{3}},
+                {"stride", std::vector<std::int64_t>{2}},
                 {"padding", std::vector<std::int64_t>{1}}};
   EXPECT_EQ(infer_type(OpTag::max_pool2d, std::vector{f32({1, 64, 112, 112})}, mp).shape, (Dims{1, 64, 56, 56}));
   Attributes floor_mode{{"kernel_size", std::vector<std::int64_t>{2}}};
@@ -106,10 +153,13 @@ TEST(ShapeRules, ConvAndPoolingMatchPyTorch) {
   EXPECT_EQ(infer_type(OpTag::max_pool2d, std::vector{f32({1, 1, 5, 5})}, floor_mode).shape, (Dims{1, 1, 2, 2}));
   EXPECT_EQ(infer_type(OpTag::max_pool2d, std::vector{f32({1, 1, 5, 5})}, ceil_mode).shape, (Dims{1, 1, 3, 3}));
   // torch: avg_pool2d(3, stride 2, ceil_mode) on 6 -> 3 (the last window would start at 6 >= 6 + 0: dropped)
-  Attributes ap{{"kernel_size", std::vector<std::int64_t>{3}}, {"stride", std::vector<std::int64_t>{2}}, {"ceil_mode", true}};
+  Attributes ap{
+      {"kernel_size", std::vector<std::int64_t>{3}}, {"stride", std::vector<std::int64_t>{2}}, {"ceil_mode", true}};
   EXPECT_EQ(infer_type(OpTag::avg_pool2d, std::vector{f32({1, 1, 6, 6})}, ap).shape, (Dims{1, 1, 3, 3}));
   Attributes bad_pad{{"kernel_size", std::vector<std::int64_t>{2}}, {"padding", std::vector<std::int64_t>{2}}};
-  EXPECT_EQ(code_of([&] { infer_type(OpTag::avg_pool2d, std::vector{f32({1, 1, 6, 6})}, bad_pad); }),
+  EXPECT_EQ(code_of([&] {
+              infer_type(OpTag::avg_pool2d, std::vector{f32({1, 1, 6, 6})}, bad_pad);
+            }),
             ErrorCode::invalid_argument);
   Attributes ad{{"output_size", std::vector<std::int64_t>{1, 1}}};
   EXPECT_EQ(infer_type(OpTag::adaptive_avg_pool2d, std::vector{f32({2, 512, 7, 7})}, ad).shape, (Dims{2, 512, 1, 1}));
@@ -117,38 +167,64 @@ TEST(ShapeRules, ConvAndPoolingMatchPyTorch) {
 
 TEST(ShapeRules, LossesNormsAttentionEmbedding) {
   EXPECT_EQ(infer_type(OpTag::cross_entropy, std::vector{f32({8, 10}), i64({8})}, {}).shape, (Dims{}));
-  EXPECT_EQ(infer_type(OpTag::cross_entropy, std::vector{f32({8, 10}), i64({8})}, Attributes{{"reduction", std::string("none")}}).shape,
+  EXPECT_EQ(infer_type(OpTag::cross_entropy, std::vector{f32({8, 10}), i64({8})},
+                       Attributes{{"reduction", std::string("none")}})
+                .shape,
             (Dims{8}));
-  EXPECT_EQ(code_of([] { infer_type(OpTag::cross_entropy, std::vector{f32({8, 10}), f32({8})}, {}); }),
+  EXPECT_EQ(code_of([] {
+              infer_type(OpTag::cross_entropy, std::vector{f32({8, 10}), f32({8})}, {});
+            }),
             ErrorCode::dtype_mismatch);
   Attributes ln{{"normalized_shape", std::vector<std::int64_t>{16}}};
-  EXPECT_EQ(infer_type(OpTag::layer_norm, std::vector{f32({2, 5, 16}), f32({16}), f32({16})}, ln).shape, (Dims{2, 5, 16}));
-  EXPECT_EQ(code_of([&] { infer_type(OpTag::layer_norm, std::vector{f32({2, 5, 8})}, ln); }), ErrorCode::invalid_argument);
-  EXPECT_EQ(infer_type(OpTag::batch_norm, std::vector{f32({4, 3, 5, 5}), f32({3}), f32({3}), f32({3}), f32({3})}, {}).shape,
-            (Dims{4, 3, 5, 5}));
-  EXPECT_EQ(infer_type(OpTag::scaled_dot_product_attention, std::vector{f32({2, 4, 7, 8}), f32({2, 4, 9, 8}), f32({2, 4, 9, 6})},
-                       Attributes{{"is_causal", true}}).shape,
-            (Dims{2, 4, 7, 6}));
+  EXPECT_EQ(infer_type(OpTag::layer_norm, std::vector{f32({2, 5, 16}), f32({16}), f32({16})}, ln).shape,
+            (Dims{2, 5, 16}));
+  EXPECT_EQ(code_of([&] {
+              infer_type(OpTag::layer_norm, std::vector{f32({2, 5, 8})}, ln);
+            }),
+            ErrorCode::invalid_argument);
+  EXPECT_EQ(
+      infer_type(OpTag::batch_norm, std::vector{f32({4, 3, 5, 5}), f32({3}), f32({3}), f32({3}), f32({3})}, {}).shape,
+      (Dims{4, 3, 5, 5}));
+  EXPECT_EQ(
+      infer_type(OpTag::scaled_dot_product_attention,
+                 std::vector{f32({2, 4, 7, 8}), f32({2, 4, 9, 8}), f32({2, 4, 9, 6})}, Attributes{{"is_causal", true}})
+          .shape,
+      (Dims{2, 4, 7, 6}));
   EXPECT_EQ(infer_type(OpTag::embedding, std::vector{f32({100, 16}), i64({3, 5})}, {}).shape, (Dims{3, 5, 16}));
 }
 
 TEST(ShapeRules, ViewsConcatSliceReductions) {
-  EXPECT_EQ(infer_type(OpTag::reshape, std::vector{f32({2, 3, 4})}, Attributes{{"shape", std::vector<std::int64_t>{4, -1}}}).shape,
-            (Dims{4, 6}));
-  EXPECT_EQ(code_of([] { infer_type(OpTag::reshape, std::vector{f32({2, 3})}, Attributes{{"shape", std::vector<std::int64_t>{4, -1}}}); }),
-            ErrorCode::invalid_argument);
-  EXPECT_EQ(infer_type(OpTag::permute, std::vector{f32({2, 3, 4})}, Attributes{{"dims", std::vector<std::int64_t>{2, 0, 1}}}).shape,
-            (Dims{4, 2, 3}));
-  EXPECT_EQ(code_of([] { infer_type(OpTag::permute, std::vector{f32({2, 3})}, Attributes{{"dims", std::vector<std::int64_t>{0, 0}}}); }),
-            ErrorCode::invalid_argument);
-  EXPECT_EQ(infer_type(OpTag::flatten, std::vector{f32({2, 3, 4, 5})}, Attributes{{"start_dim", std::int64_t{1}}}).shape,
-            (Dims{2, 60}));
-  EXPECT_EQ(infer_type(OpTag::concat, std::vector{f32({2, 3}), f32({2, 5})}, Attributes{{"dim", std::int64_t{1}}}).shape,
-            (Dims{2, 8}));
+  EXPECT_EQ(
+      infer_type(OpTag::reshape, std::vector{f32({2, 3, 4})}, Attributes{{"shape", std::vector<std::int64_t>{4, -1}}})
+          .shape,
+      (Dims{4, 6}));
+  EXPECT_EQ(
+      code_of([] {
+        infer_type(OpTag::reshape, std::vector{f32({2, 3})}, Attributes{{"shape", std::vector<std::int64_t>{4, -1}}});
+      }),
+      ErrorCode::invalid_argument);
+  EXPECT_EQ(
+      infer_type(OpTag::permute, std::vector{f32({2, 3, 4})}, Attributes{{"dims", std::vector<std::int64_t>{2, 0, 1}}})
+          .shape,
+      (Dims{4, 2, 3}));
+  EXPECT_EQ(
+      code_of([] {
+        infer_type(OpTag::permute, std::vector{f32({2, 3})}, Attributes{{"dims", std::vector<std::int64_t>{0, 0}}});
+      }),
+      ErrorCode::invalid_argument);
+  EXPECT_EQ(
+      infer_type(OpTag::flatten, std::vector{f32({2, 3, 4, 5})}, Attributes{{"start_dim", std::int64_t{1}}}).shape,
+      (Dims{2, 60}));
+  EXPECT_EQ(
+      infer_type(OpTag::concat, std::vector{f32({2, 3}), f32({2, 5})}, Attributes{{"dim", std::int64_t{1}}}).shape,
+      (Dims{2, 8}));
   EXPECT_EQ(infer_type(OpTag::slice, std::vector{f32({10})},
-                       Attributes{{"dim", std::int64_t{0}}, {"start", std::int64_t{-7}}, {"step", std::int64_t{3}}}).shape,
+                       Attributes{{"dim", std::int64_t{0}}, {"start", std::int64_t{-7}}, {"step", std::int64_t{3}}})
+                .shape,
             (Dims{3}));
-  EXPECT_EQ(infer_type(OpTag::sum, std::vector{f32({2, 3, 4})}, Attributes{{"dims", std::vector<std::int64_t>{1}}, {"keepdim", true}}).shape,
+  EXPECT_EQ(infer_type(OpTag::sum, std::vector{f32({2, 3, 4})},
+                       Attributes{{"dims", std::vector<std::int64_t>{1}}, {"keepdim", true}})
+                .shape,
             (Dims{2, 1, 4}));
   EXPECT_EQ(infer_type(OpTag::mean, std::vector{f32({2, 3, 4})}, {}).shape, (Dims{}));
 }
@@ -164,7 +240,8 @@ TEST(FlopRules, FollowTheSpecConvention) {
   EXPECT_EQ(estimate_flops(OpTag::embedding, emb, infer_type(OpTag::embedding, emb, {}), {}), 0);
   std::vector conv{f32({1, 3, 224, 224}), f32({64, 3, 7, 7})};
   Attributes ca{{"stride", std::vector<std::int64_t>{2}}, {"padding", std::vector<std::int64_t>{3}}};
-  EXPECT_EQ(estimate_flops(OpTag::conv2d, conv, infer_type(OpTag::conv2d, conv, ca), ca), 2LL * 64 * 112 * 112 * 3 * 49);
+  EXPECT_EQ(estimate_flops(OpTag::conv2d, conv, infer_type(OpTag::conv2d, conv, ca), ca),
+            2LL * 64 * 112 * 112 * 3 * 49);
 }
 
 TEST(Catalogue, DocsOpsMdIsGeneratedFromTheTable) {
@@ -172,7 +249,8 @@ TEST(Catalogue, DocsOpsMdIsGeneratedFromTheTable) {
   ASSERT_TRUE(in) << "docs/ops.md missing (run from the repository root; regenerate with pact ops --markdown)";
   std::stringstream text;
   text << in.rdbuf();
-  EXPECT_EQ(text.str(), render_catalogue_markdown()) << "regenerate: build/release/bin/pact ops --markdown > docs/ops.md";
+  EXPECT_EQ(text.str(), render_catalogue_markdown())
+      << "regenerate: build/release/bin/pact ops --markdown > docs/ops.md";
 }
 
 }  // namespace

@@ -3,8 +3,6 @@
 // without a device, missing capsules, grouping, the audit table and JSON, and bound kernels. Runs with
 // the repository root as working directory (pact_add_test sets it).
 
-#include "../support/expect_error.hpp"
-#include "../support/models.hpp"
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -13,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "../support/expect_error.hpp"
+#include "../support/models.hpp"
 #include "pact/plan/planner.hpp"
 
 namespace pact::plan {
@@ -341,7 +341,8 @@ TEST(Audit, GroupsByProviderAndDevice) {
   auto ext = plan(g, contract::builtin_profile("cpu-external"));
   ASSERT_TRUE(ext.has_value());
   using Key = std::pair<std::string, std::string>;
-  std::map<Key, std::vector<std::string>> expected{{{"blas", "cpu"}, {"fc1", "logits"}}, {{"native", "cpu"}, {"act", "loss"}}};
+  std::map<Key, std::vector<std::string>> expected{{{"blas", "cpu"}, {"fc1", "logits"}},
+                                                   {{"native", "cpu"}, {"act", "loss"}}};
   EXPECT_EQ(ext->audit.groups, expected);
   auto checked = plan(g, contract::builtin_profile("cpu-checked"));
   ASSERT_TRUE(checked.has_value());

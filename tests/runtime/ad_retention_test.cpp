@@ -38,7 +38,8 @@ const std::vector<std::vector<std::string>> kRegions{{"h1", "a1"}, {"h2", "a2"}}
 
 Tensor pattern(Dims shape, float scale, int mod) {
   std::vector<float> v(static_cast<std::size_t>(ops::numel(shape)));
-  for (std::size_t i = 0; i < v.size(); ++i) v[i] = scale * static_cast<float>(static_cast<int>(i % static_cast<std::size_t>(mod)) - mod / 2);
+  for (std::size_t i = 0; i < v.size(); ++i)
+    v[i] = scale * static_cast<float>(static_cast<int>(i % static_cast<std::size_t>(mod)) - mod / 2);
   return Tensor::from_values<float>(shape, v);
 }
 
@@ -104,7 +105,8 @@ TEST(AdRetention, CheckpointedScenarioMatchesTheLedgers) {
   EXPECT_EQ(plain.allocations.count(AllocationReason::CheckpointRecomputeOutput), 0u);
   ASSERT_EQ(ckpt.allocations.count(AllocationReason::CheckpointRecomputeOutput), 1u);
   EXPECT_EQ(ckpt.allocations.at(AllocationReason::CheckpointRecomputeOutput), 4);
-  EXPECT_EQ(ckpt.allocations.at(AllocationReason::OperationOutput), plain.allocations.at(AllocationReason::OperationOutput));
+  EXPECT_EQ(ckpt.allocations.at(AllocationReason::OperationOutput),
+            plain.allocations.at(AllocationReason::OperationOutput));
   EXPECT_EQ(ckpt.allocations.size(), 2u);
   // Interior values are never recorded: the tape holds 3 leaves, 2 region nodes, y and s (plain: 3 + 6),
   // and retains only the regions' boundaries.
@@ -136,11 +138,11 @@ TEST(AdRetention, InvalidRegionsAreTyped) {
   Session s(contract::builtin_profile("cpu-checked"));
   const std::map<std::string, EagerTensor> bind = bind_mlp(s);
   for (const auto& regions : std::vector<std::vector<std::vector<std::string>>>{
-           {{"h1", "h2"}},              // not consecutive
-           {{"nope"}},                  // no such node
-           {{"x", "h1"}},               // a source
+           {{"h1", "h2"}},                // not consecutive
+           {{"nope"}},                    // no such node
+           {{"x", "h1"}},                 // a source
            {{"h1", "a1"}, {"a1", "h2"}},  // overlapping
-           {{}},                        // empty
+           {{}},                          // empty
        }) {
     EXPECT_EQ(code_of([&] { s.run_graph(g, bind, regions); }), ErrorCode::invalid_argument);
   }
@@ -153,7 +155,8 @@ TEST(AdRetention, InvalidRegionsAreTyped) {
   b.output("d");
   const ir::Graph two = b.build();
   Session t(contract::builtin_profile("cpu-checked"));
-  const std::map<std::string, EagerTensor> xb{{"x", t.leaf(Tensor::from_values<float>(Dims{2}, std::vector<float>{1, -2}))}};
+  const std::map<std::string, EagerTensor> xb{
+      {"x", t.leaf(Tensor::from_values<float>(Dims{2}, std::vector<float>{1, -2}))}};
   EXPECT_EQ(code_of([&] { t.run_graph(two, xb, {{"a", "c"}}); }), ErrorCode::invalid_argument);
   // The same region minus the shared value is fine and differentiates like the plain graph.
   const auto ok = t.run_graph(two, xb, {{"c", "d"}});

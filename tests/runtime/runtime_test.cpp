@@ -1,8 +1,8 @@
 // Eager session, tape, retention and the graph executor.
 
-#include "../support/expect_error.hpp"
 #include <gtest/gtest.h>
 
+#include "../support/expect_error.hpp"
 #include "pact/runtime/executor.hpp"
 #include "pact/runtime/session.hpp"
 
@@ -27,7 +27,14 @@ TEST(EagerSession, CachesOneAdmittedSelectionPerSignature) {
   EagerTensor d = s.constant(Tensor::from_values<double>(Dims{2}, std::vector<double>{1, 2}));
   s.apply(ops::OpTag::add, std::vector{d, d});  // another dtype: another signature
   EXPECT_EQ(s.cache_entries(), 2u);
-  s.apply(ops::OpTag::add, std::vector{EagerTensor{retain(Tensor::from_values<float>(Dims{2, 2}, std::vector<float>{1, 2, 3, 4}).transpose(0, 1).duplicate()), -1}, b});
+  s.apply(
+      ops::OpTag::add,
+      std::vector{
+          EagerTensor{
+              retain(
+                  Tensor::from_values<float>(Dims{2, 2}, std::vector<float>{1, 2, 3, 4}).transpose(0, 1).duplicate()),
+              -1},
+          b});
   ASSERT_NE(s.selected(ops::OpTag::add), nullptr);
   EXPECT_EQ(s.selected(ops::OpTag::add)->provider, "native");  // cpu-checked prefers native
 }
@@ -57,11 +64,16 @@ TEST(EagerSession, ViewOpsAliasTheirInputWithoutACopy) {
   EagerTensor x = s.constant(values({2, 3}, {0, 1, 2, 3, 4, 5}));
   const auto id = x.view().span_identity().allocation_id;
   LedgerRecorder ledger;
-  EagerTensor r = s.apply(ops::OpTag::reshape, std::vector{x}, ops::Attributes{{"shape", std::vector<std::int64_t>{3, 2}}});
-  EagerTensor t = s.apply(ops::OpTag::transpose, std::vector{x}, ops::Attributes{{"dim0", std::int64_t{0}}, {"dim1", std::int64_t{1}}});
-  EagerTensor p = s.apply(ops::OpTag::permute, std::vector{r}, ops::Attributes{{"dims", std::vector<std::int64_t>{1, 0}}});
-  EagerTensor sl = s.apply(ops::OpTag::slice, std::vector{x},
-                           ops::Attributes{{"dim", std::int64_t{1}}, {"start", std::int64_t{0}}, {"end", std::int64_t{3}}, {"step", std::int64_t{2}}});
+  EagerTensor r =
+      s.apply(ops::OpTag::reshape, std::vector{x}, ops::Attributes{{"shape", std::vector<std::int64_t>{3, 2}}});
+  EagerTensor t = s.apply(ops::OpTag::transpose, std::vector{x},
+                          ops::Attributes{{"dim0", std::int64_t{0}}, {"dim1", std::int64_t{1}}});
+  EagerTensor p =
+      s.apply(ops::OpTag::permute, std::vector{r}, ops::Attributes{{"dims", std::vector<std::int64_t>{1, 0}}});
+  EagerTensor sl = s.apply(
+      ops::OpTag::slice, std::vector{x},
+      ops::Attributes{
+          {"dim", std::int64_t{1}}, {"start", std::int64_t{0}}, {"end", std::int64_t{3}}, {"step", std::int64_t{2}}});
   EXPECT_TRUE(ledger.allocations().empty()) << "a view op allocated";
   EXPECT_TRUE(ledger.copies().empty());
   for (const EagerTensor* v : {&r, &t, &p, &sl}) EXPECT_EQ(v->view().span_identity().allocation_id, id);
@@ -73,7 +85,8 @@ TEST(EagerSession, ViewOpsAliasTheirInputWithoutACopy) {
   EXPECT_EQ(sl.shape(), (Dims{2, 2}));
   EXPECT_EQ(sl.view().get(Dims{1, 1}).real, 5.0);  // x[1][2]
   // A strided view has no zero-copy reshape: the handler gathers it in row-major order.
-  EagerTensor flat = s.apply(ops::OpTag::reshape, std::vector{t}, ops::Attributes{{"shape", std::vector<std::int64_t>{6}}});
+  EagerTensor flat =
+      s.apply(ops::OpTag::reshape, std::vector{t}, ops::Attributes{{"shape", std::vector<std::int64_t>{6}}});
   EXPECT_NE(flat.view().span_identity().allocation_id, id);
   EXPECT_EQ(ledger.allocations().size(), 1u);
   const double want[] = {0, 3, 1, 4, 2, 5};
@@ -88,9 +101,13 @@ TEST(EagerSession, ViewOpsAliasTheirInputWithoutACopy) {
   r = EagerTensor{};
   EXPECT_EQ(p.view().get(Dims{0, 2}).real, 4.0);  // r[2][0], through two aliases of a released base
   // Bad attributes are the shape rule's typed errors, as from the handler.
-  EXPECT_EQ(code_of([&] { s.apply(ops::OpTag::reshape, std::vector{p}, ops::Attributes{{"shape", std::vector<std::int64_t>{4}}}); }),
+  EXPECT_EQ(code_of([&] {
+              s.apply(ops::OpTag::reshape, std::vector{p}, ops::Attributes{{"shape", std::vector<std::int64_t>{4}}});
+            }),
             ErrorCode::invalid_argument);
-  EXPECT_EQ(code_of([&] { s.apply(ops::OpTag::permute, std::vector{p}, ops::Attributes{{"dims", std::vector<std::int64_t>{0, 0}}}); }),
+  EXPECT_EQ(code_of([&] {
+              s.apply(ops::OpTag::permute, std::vector{p}, ops::Attributes{{"dims", std::vector<std::int64_t>{0, 0}}});
+            }),
             ErrorCode::invalid_argument);
 }
 
@@ -100,11 +117,14 @@ TEST(EagerSession, ViewOpsAliasTheirInputWithoutACopy) {
 TEST(Tape, GradientsFlowThroughAliasedViewsAndSparseReshapeMovesTheCotangent) {
   Session s(contract::builtin_profile("cpu-checked"));
   EagerTensor x = s.leaf(values({2, 3}, {1, 2, 3, 4, 5, 6}));
-  EagerTensor y = s.apply(ops::OpTag::reshape, std::vector{x}, ops::Attributes{{"shape", std::vector<std::int64_t>{3, 2}}});
-  EagerTensor z = s.apply(ops::OpTag::transpose, std::vector{y}, ops::Attributes{{"dim0", std::int64_t{0}}, {"dim1", std::int64_t{1}}});
+  EagerTensor y =
+      s.apply(ops::OpTag::reshape, std::vector{x}, ops::Attributes{{"shape", std::vector<std::int64_t>{3, 2}}});
+  EagerTensor z = s.apply(ops::OpTag::transpose, std::vector{y},
+                          ops::Attributes{{"dim0", std::int64_t{0}}, {"dim1", std::int64_t{1}}});
   EagerTensor c = s.constant(values({2, 3}, {10, 20, 30, 40, 50, 60}));
   EagerTensor m = s.apply(ops::OpTag::mul, std::vector{z, c});
-  EagerTensor f = s.apply(ops::OpTag::reshape, std::vector{m}, ops::Attributes{{"shape", std::vector<std::int64_t>{6}}});
+  EagerTensor f =
+      s.apply(ops::OpTag::reshape, std::vector{m}, ops::Attributes{{"shape", std::vector<std::int64_t>{6}}});
   EagerTensor l = s.apply(ops::OpTag::sum, std::vector{f});
   // z[i][j] = y[j][i] = x_flat[2 j + i], so dl/dx_flat[2 j + i] = c[i][j].
   const double want[] = {10, 40, 20, 50, 30, 60};
@@ -186,7 +206,7 @@ TEST(Tape, SparseBackwardHandsAnAddsCotangentToAnOperandOfItsShape) {
   EagerTensor x = s.leaf(values({2, 3}, {1, 2, 3, 4, 5, 6}));
   EagerTensor b = s.leaf(values({3}, {0.5, -1, 2}));
   EagerTensor c = s.constant(values({2, 3}, {10, 20, 30, 40, 50, 60}));
-  EagerTensor y = s.apply(ops::OpTag::add, std::vector{b, x});  // b broadcast: x is the operand of y's shape
+  EagerTensor y = s.apply(ops::OpTag::add, std::vector{b, x});   // b broadcast: x is the operand of y's shape
   EagerTensor xx = s.apply(ops::OpTag::add, std::vector{y, y});  // both operands from one parent
   EagerTensor l = s.apply(ops::OpTag::sum, std::vector{s.apply(ops::OpTag::mul, std::vector{xx, c})});
   LedgerRecorder dense_ledger;
@@ -270,7 +290,8 @@ TEST(Executor, RunsAPlanWithLivenessAndMatchesEager) {
   b.op("s", ops::OpTag::sum, {"y"});
   b.output("s");
   const ir::Graph g = b.build();
-  auto plan = plan::plan_graph(g, contract::builtin_profile("cpu-checked"), contract::DefaultEvidenceResolver{}, contract::VjpMode::with_vjp);
+  auto plan = plan::plan_graph(g, contract::builtin_profile("cpu-checked"), contract::DefaultEvidenceResolver{},
+                               contract::VjpMode::with_vjp);
   ASSERT_TRUE(plan.has_value());
   std::vector<float> xv(32), w1v(128), w2v(32);
   for (std::size_t i = 0; i < xv.size(); ++i) xv[i] = 0.1f * static_cast<float>(i % 7) - 0.2f;
@@ -279,11 +300,13 @@ TEST(Executor, RunsAPlanWithLivenessAndMatchesEager) {
 
   auto run = [&](bool graph) {
     Session s(contract::builtin_profile("cpu-checked"));
-    std::map<std::string, EagerTensor> bind{{"x", s.constant(values({4, 8}, xv))}, {"w1", s.leaf(values({16, 8}, w1v))},
+    std::map<std::string, EagerTensor> bind{{"x", s.constant(values({4, 8}, xv))},
+                                            {"w1", s.leaf(values({16, 8}, w1v))},
                                             {"w2", s.leaf(values({2, 16}, w2v))}};
     EagerTensor out = graph ? execute(*plan, bind, &s.tape()).outputs.at("s") : s.run_graph(g, bind).at("s");
     Gradients grads = s.backward(out);
-    return std::tuple{out.view().get(Dims{}).real, grads.grad(bind.at("w1").node)->duplicate(), grads.grad(bind.at("w2").node)->duplicate()};
+    return std::tuple{out.view().get(Dims{}).real, grads.grad(bind.at("w1").node)->duplicate(),
+                      grads.grad(bind.at("w2").node)->duplicate()};
   };
   auto [le, g1e, g2e] = run(false);
   auto [lg, g1g, g2g] = run(true);
@@ -295,7 +318,8 @@ TEST(Executor, RunsAPlanWithLivenessAndMatchesEager) {
 
   // Liveness: without a tape the executor holds less than the sum of every value.
   Session s(contract::builtin_profile("cpu-checked"));
-  std::map<std::string, EagerTensor> bind{{"x", s.constant(values({4, 8}, xv))}, {"w1", s.constant(values({16, 8}, w1v))},
+  std::map<std::string, EagerTensor> bind{{"x", s.constant(values({4, 8}, xv))},
+                                          {"w1", s.constant(values({16, 8}, w1v))},
                                           {"w2", s.constant(values({2, 16}, w2v))}};
   ExecutionResult r = execute(*plan, bind);
   const std::uint64_t all = (32 + 128 + 32 + 64 + 64 + 8 + 1) * 4;

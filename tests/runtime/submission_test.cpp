@@ -40,7 +40,8 @@ const std::vector<float> kW{1, 0, 0, 0, 1, 0, 0, 0, 1, -1, -1, -1};
 
 float expected_y(std::int64_t i, std::int64_t j) {
   float acc = 0;
-  for (std::int64_t k = 0; k < 3; ++k) acc += kX[static_cast<std::size_t>(i * 3 + k)] * kW[static_cast<std::size_t>(j * 3 + k)];
+  for (std::int64_t k = 0; k < 3; ++k)
+    acc += kX[static_cast<std::size_t>(i * 3 + k)] * kW[static_cast<std::size_t>(j * 3 + k)];
   return std::max(acc, 0.0f);
 }
 
@@ -50,7 +51,8 @@ ExecutionInputs package(std::vector<Tensor> tensors) {
   std::vector<DescriptorSpec> specs;
   for (std::size_t i = 0; i < tensors.size(); ++i) {
     const CheckedLayout l = tensors[i].layout();
-    specs.push_back({AllocationSlot{static_cast<std::uint32_t>(i)}, LayoutRequest{l.dtype(), l.shape(), l.strides(), l.byte_offset()}});
+    specs.push_back({AllocationSlot{static_cast<std::uint32_t>(i)},
+                     LayoutRequest{l.dtype(), l.shape(), l.strides(), l.byte_offset()}});
     owners.push_back(std::move(tensors[i]).into_storage());
   }
   auto g = AllocationGroup::make(std::move(owners), specs);
@@ -93,7 +95,8 @@ TEST(Submission, CompletedBundleHoldsTheResultsAndTheRecordIsReleasedOnce) {
   {
     const TensorView y = std::get<TensorView>(bundle.output(0));
     for (std::int64_t i = 0; i < 2; ++i)
-      for (std::int64_t j = 0; j < 4; ++j) EXPECT_FLOAT_EQ(static_cast<float>(y.get(Dims{i, j}).real), expected_y(i, j));
+      for (std::int64_t j = 0; j < 4; ++j)
+        EXPECT_FLOAT_EQ(static_cast<float>(y.get(Dims{i, j}).real), expected_y(i, j));
     // While a borrowed output view lives, extraction is refused and the bundle comes back.
     auto held = ExecutionBundle::into_output(std::move(bundle), 0);
     ASSERT_FALSE(held.has_value());
@@ -208,7 +211,8 @@ TEST(Submission, FaultInjectionEndsInTheSeedOutcome) {
     ASSERT_TRUE(std::holds_alternative<CompletionUnproven>(o));
     const auto& u = std::get<CompletionUnproven>(o);
     EXPECT_EQ(u.cause.kind, CompletionErrorKind::event_unproven);
-    EXPECT_NE(std::find(u.diagnostic_keys.begin(), u.diagnostic_keys.end(), "fault=unproven_completion"), u.diagnostic_keys.end());
+    EXPECT_NE(std::find(u.diagnostic_keys.begin(), u.diagnostic_keys.end(), "fault=unproven_completion"),
+              u.diagnostic_keys.end());
   }
   EXPECT_EQ(provider->counters().records_retained.load(), 1u);
   EXPECT_EQ(provider->counters().records_released.load(), 2u);  // unchanged: nothing was released
@@ -311,7 +315,8 @@ TEST(Submission, ScopedReadOnlyBorrowsIdentityOutputsAndOwnsFreshOnes) {
   EXPECT_EQ(rejected.error().inputs.bindings[1].shape(), (Dims{4, 3}));
   EXPECT_EQ(fake->counters().admitted.load(), 0u);
   // Wrong bindings are rejected with the views.
-  auto bad = execute_scoped_read_only(*cpu_execution_provider(), *program, ScopedReadInputs{{w.as_view(), x.as_view()}});
+  auto bad =
+      execute_scoped_read_only(*cpu_execution_provider(), *program, ScopedReadInputs{{w.as_view(), x.as_view()}});
   ASSERT_FALSE(bad.has_value());
   EXPECT_EQ(bad.error().cause.kind, SubmitErrorKind::invalid_binding);
 }

@@ -3,18 +3,19 @@
 // report it) so every admission, launch, poisoning and evidence rule runs without a GPU. The real driver
 // is exercised by gpu_test.cpp (label gpu).
 
+#include "pact/seal/admission.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <memory>
-#include <tuple>
 #include <sstream>
+#include <tuple>
 
 #include "../support/expect_error.hpp"
 #include "pact/core/file.hpp"
-#include "pact/seal/admission.hpp"
 #include "pact/seal/publication.hpp"
 
 namespace pact::seal {
@@ -169,8 +170,10 @@ CudaDriver fake_driver() {
 struct Admission : ::testing::Test {
   CudaDriver driver = fake_driver();
   std::string publication = kSource + "/tests/fixtures/seal/vector_add";
-  Manifest manifest = parse_manifest(read_file(kSource + "/examples/seal/vector_add/manifest.toml", "test"), "manifest.toml");
-  CompileProfile profile = parse_compile_profile(read_file(kSource + "/examples/seal/profiles/h100-sm90a.json", "test"), "profile");
+  Manifest manifest =
+      parse_manifest(read_file(kSource + "/examples/seal/vector_add/manifest.toml", "test"), "manifest.toml");
+  CompileProfile profile =
+      parse_compile_profile(read_file(kSource + "/examples/seal/profiles/h100-sm90a.json", "test"), "profile");
   void SetUp() override { g = FakeDriver{}; }
   static CallData call(std::int64_t n) {
     CallData c;
@@ -178,7 +181,9 @@ struct Admission : ::testing::Test {
     c.scalars["rows"] = 64;
     return c;
   }
-  static std::map<std::string, std::uint64_t, std::less<>> pointers() { return {{"a", 0xa000}, {"b", 0xb000}, {"out", 0xc000}}; }
+  static std::map<std::string, std::uint64_t, std::less<>> pointers() {
+    return {{"a", 0xa000}, {"b", 0xb000}, {"out", 0xc000}};
+  }
 };
 
 template <class T>
@@ -307,7 +312,8 @@ TEST_F(Admission, ResourcesFollowTheirLifetimesAcrossRoles) {
   const std::string base = read_file(kSource + "/examples/seal/vector_add/manifest.toml", "test");
   const auto at = base.find("[[ops.aot_exports]]");
   const std::string head = base.substr(0, at), exported = base.substr(at);
-  auto variant = [&](const std::string& name, const std::string& role, const std::string& bindings, const std::string& extra = "") {
+  auto variant = [&](const std::string& name, const std::string& role, const std::string& bindings,
+                     const std::string& extra = "") {
     std::string e = exported;
     const std::string old_name = "name = \"vadd_run\"", old_role = "role = \"run\"";
     e.replace(e.find(old_name), old_name.size(), "name = \"" + name + "\"");
@@ -316,13 +322,14 @@ TEST_F(Admission, ResourcesFollowTheirLifetimesAcrossRoles) {
     e.replace(b, e.find('\n', b) - b, "bindings = " + bindings);
     return e + "\n";
   };
-  const std::string text = head +
-                           "[[ops.artifact_resources]]\nname = \"prepared.table\"\ndtype = \"f32\"\nalignment = 256\n"
-                           "shape = [ { factors = [ { scalar = \"rows\", max = 64 } ] } ]\n\n" +  // sized by the call's scalar
-                           variant("vadd_prepare", "prepare", R"(["a", "b", "out", "prepared.table"])",
-                                   "\nprelaunch = [ { op = \"fill\", target = \"prepared.table\", value = 7 } ]") +
-                           variant("vadd_run", "run", R"(["a", "b", "out", "workspace.partials", "prepared.table"])") +
-                           variant("vadd_destroy", "destroy", R"(["a", "b", "out", "prepared.table"])");
+  const std::string text =
+      head +
+      "[[ops.artifact_resources]]\nname = \"prepared.table\"\ndtype = \"f32\"\nalignment = 256\n"
+      "shape = [ { factors = [ { scalar = \"rows\", max = 64 } ] } ]\n\n" +  // sized by the call's scalar
+      variant("vadd_prepare", "prepare", R"(["a", "b", "out", "prepared.table"])",
+              "\nprelaunch = [ { op = \"fill\", target = \"prepared.table\", value = 7 } ]") +
+      variant("vadd_run", "run", R"(["a", "b", "out", "workspace.partials", "prepared.table"])") +
+      variant("vadd_destroy", "destroy", R"(["a", "b", "out", "prepared.table"])");
   const Manifest m = parse_manifest(text, "lifecycle.toml");
   char tmpl[] = "/tmp/pact-admit-XXXXXX";
   const std::string dir = std::string(::mkdtemp(tmpl)) + "/pub";
@@ -338,7 +345,8 @@ TEST_F(Admission, ResourcesFollowTheirLifetimesAcrossRoles) {
   // A run before any prepare completed consumes nothing produced: refused, nothing launched.
   EXPECT_TRUE(mentions(message_of([&] { rt.launch("add", call(512), pointers()); }), "no completed prepare"));
   EXPECT_EQ(rt.launch("add", call(512), pointers(), Role::prepare), "vadd_prepare");
-  EXPECT_EQ(code_of([&] { rt.launch("add", call(512), pointers()); }), ErrorCode::invalid_argument);  // not yet completed
+  EXPECT_EQ(code_of([&] { rt.launch("add", call(512), pointers()); }),
+            ErrorCode::invalid_argument);  // not yet completed
   rt.synchronize();
   EXPECT_EQ(rt.live_resources(), (Keys{"add/prepared.table"}));
   // The prepare's prelaunch filled exactly the prepared table (scalar(rows) = 64 f32) with its byte.
@@ -353,9 +361,12 @@ TEST_F(Admission, ResourcesFollowTheirLifetimesAcrossRoles) {
   rt.synchronize();
   EXPECT_TRUE(rt.live_resources().empty());
   EXPECT_EQ(code_of([&] { rt.launch("add", call(512), pointers()); }), ErrorCode::invalid_argument);  // destroyed
-  EXPECT_EQ(code_of([&] { rt.launch("add", call(512), pointers(), Role::init); }), ErrorCode::invalid_argument);  // none declared
+  EXPECT_EQ(code_of([&] { rt.launch("add", call(512), pointers(), Role::init); }),
+            ErrorCode::invalid_argument);  // none declared
   EXPECT_EQ(g.launches.size(), 3u);
-  EXPECT_TRUE(rt.evidence().gate({rt.artifact_key("vadd_prepare"), rt.artifact_key("vadd_run"), rt.artifact_key("vadd_destroy")}).passed);
+  EXPECT_TRUE(rt.evidence()
+                  .gate({rt.artifact_key("vadd_prepare"), rt.artifact_key("vadd_run"), rt.artifact_key("vadd_destroy")})
+                  .passed);
   std::filesystem::remove_all(std::filesystem::path(dir).parent_path());
 }
 
@@ -363,11 +374,13 @@ TEST_F(Admission, ResourcesFollowTheirLifetimesAcrossRoles) {
 TEST_F(Admission, DeclaredStreamsAttributesAndClustersReachTheLaunch) {
   std::string text = read_file(kSource + "/examples/seal/vector_add/manifest.toml", "test");
   const std::string old_bindings = R"(bindings = ["a", "b", "out", "workspace.partials"])";
-  text.replace(text.find(old_bindings), old_bindings.size(), R"(bindings = ["a", "b", "out", "workspace.partials", "s"])");
+  text.replace(text.find(old_bindings), old_bindings.size(),
+               R"(bindings = ["a", "b", "out", "workspace.partials", "s"])");
   const std::string old_smem = "dynamic_smem = 0";
-  text.replace(text.find(old_smem), old_smem.size(),
-               "dynamic_smem = 0\nstream = \"s\"\ncluster = [2, 1, 1]\n"
-               "attributes = [\"cooperative\", \"cluster_scheduling_policy_spread\", \"programmatic_stream_serialization\"]");
+  text.replace(
+      text.find(old_smem), old_smem.size(),
+      "dynamic_smem = 0\nstream = \"s\"\ncluster = [2, 1, 1]\n"
+      "attributes = [\"cooperative\", \"cluster_scheduling_policy_spread\", \"programmatic_stream_serialization\"]");
   const Manifest m = parse_manifest(text, "streams.toml");
   char tmpl[] = "/tmp/pact-admit-XXXXXX";
   const std::string dir = std::string(::mkdtemp(tmpl)) + "/pub";
@@ -386,8 +399,11 @@ TEST_F(Admission, DeclaredStreamsAttributesAndClustersReachTheLaunch) {
   EXPECT_EQ(l.cluster, (std::vector<std::uint32_t>{2, 1, 1}));
   ASSERT_EQ(l.attributes.size(), 4u);
   EXPECT_EQ(l.attributes[1], (std::pair<std::uint32_t, std::int32_t>{kCuLaunchAttributeCooperative, 1}));
-  EXPECT_EQ(l.attributes[2], (std::pair<std::uint32_t, std::int32_t>{kCuLaunchAttributeClusterSchedulingPolicyPreference, kCuClusterSchedulingPolicySpread}));
-  EXPECT_EQ(l.attributes[3], (std::pair<std::uint32_t, std::int32_t>{kCuLaunchAttributeProgrammaticStreamSerialization, 1}));
+  EXPECT_EQ(l.attributes[2],
+            (std::pair<std::uint32_t, std::int32_t>{kCuLaunchAttributeClusterSchedulingPolicyPreference,
+                                                    kCuClusterSchedulingPolicySpread}));
+  EXPECT_EQ(l.attributes[3],
+            (std::pair<std::uint32_t, std::int32_t>{kCuLaunchAttributeProgrammaticStreamSerialization, 1}));
   rt.synchronize();
   EXPECT_EQ(g.synced, (std::vector<void*>{reinterpret_cast<void*>(std::uintptr_t{0x5000})}));  // the stream it ran on
   // An attribute twice is refused at parse.

@@ -21,8 +21,10 @@ TEST(SealCudaAbi, LaunchStructuresMatchCudaH) {
   EXPECT_EQ(offsetof(CuLaunchConfig, num_attrs), offsetof(CUlaunchConfig, numAttrs));
   EXPECT_EQ(kCuLaunchAttributeClusterDimension, static_cast<std::uint32_t>(CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION));
   EXPECT_EQ(kCuLaunchAttributeCooperative, static_cast<std::uint32_t>(CU_LAUNCH_ATTRIBUTE_COOPERATIVE));
-  EXPECT_EQ(kCuLaunchAttributeClusterSchedulingPolicyPreference, static_cast<std::uint32_t>(CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE));
-  EXPECT_EQ(kCuLaunchAttributeProgrammaticStreamSerialization, static_cast<std::uint32_t>(CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION));
+  EXPECT_EQ(kCuLaunchAttributeClusterSchedulingPolicyPreference,
+            static_cast<std::uint32_t>(CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE));
+  EXPECT_EQ(kCuLaunchAttributeProgrammaticStreamSerialization,
+            static_cast<std::uint32_t>(CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION));
   EXPECT_EQ(kCuClusterSchedulingPolicySpread, static_cast<std::int32_t>(CU_CLUSTER_SCHEDULING_POLICY_SPREAD));
   EXPECT_EQ(cu_tensor_map_dtype("u8"), CU_TENSOR_MAP_DATA_TYPE_UINT8);
   EXPECT_EQ(cu_tensor_map_dtype("i32"), CU_TENSOR_MAP_DATA_TYPE_INT32);
@@ -42,7 +44,8 @@ TEST(SealCudaAbi, LaunchStructuresMatchCudaH) {
   EXPECT_EQ(reinterpret_cast<char*>(&a.value.clusterDim.x) - reinterpret_cast<char*>(&a.value), 0);
   EXPECT_EQ(reinterpret_cast<char*>(&a.value.clusterDim.z) - reinterpret_cast<char*>(&a.value), 8);
   EXPECT_EQ(reinterpret_cast<char*>(&a.value.cooperative) - reinterpret_cast<char*>(&a.value), 0);
-  EXPECT_EQ(reinterpret_cast<char*>(&a.value.programmaticStreamSerializationAllowed) - reinterpret_cast<char*>(&a.value), 0);
+  EXPECT_EQ(
+      reinterpret_cast<char*>(&a.value.programmaticStreamSerializationAllowed) - reinterpret_cast<char*>(&a.value), 0);
 }
 
 }  // namespace

@@ -22,10 +22,10 @@ bool gpu_required() {
   return v != nullptr && std::string(v) == "1";
 }
 
-#define PACT_GPU_OR_SKIP(why)                                      \
-  do {                                                             \
+#define PACT_GPU_OR_SKIP(why)                                       \
+  do {                                                              \
     if (gpu_required()) FAIL() << "PACT_REQUIRE_GPU=1 but " << why; \
-    GTEST_SKIP() << why;                                           \
+    GTEST_SKIP() << why;                                            \
   } while (false)
 
 TEST(SealGpu, TheSealedVectorAddRunsOnTheDevice) {
@@ -41,8 +41,10 @@ TEST(SealGpu, TheSealedVectorAddRunsOnTheDevice) {
   } catch (const Error& e) {
     PACT_GPU_OR_SKIP(std::string("no CUDA device: ") + e.what());
   }
-  const Manifest m = parse_manifest(read_file(kSource + "/examples/seal/vector_add/manifest.toml", "test"), "manifest.toml");
-  const CompileProfile profile = parse_compile_profile(read_file(kSource + "/examples/seal/profiles/h100-sm90a.json", "test"), "profile");
+  const Manifest m =
+      parse_manifest(read_file(kSource + "/examples/seal/vector_add/manifest.toml", "test"), "manifest.toml");
+  const CompileProfile profile =
+      parse_compile_profile(read_file(kSource + "/examples/seal/profiles/h100-sm90a.json", "test"), "profile");
   rt->admit(kSource + "/tests/fixtures/seal/vector_add", m, profile);
   EXPECT_EQ(rt->inventory("vadd_run").names, std::vector<std::string>{"vadd"});
 

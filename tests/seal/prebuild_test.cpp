@@ -3,6 +3,8 @@
 // compiler for the ways a build must fail closed. The confinement needs root (namespaces, mounts): a
 // test says so and skips without it; the real-nvcc build skips without the CUDA toolkit.
 
+#include "pact/seal/prebuild.hpp"
+
 #include <arpa/inet.h>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -21,7 +23,6 @@
 #include "../support/expect_error.hpp"
 #include "pact/core/file.hpp"
 #include "pact/seal/manifest.hpp"
-#include "pact/seal/prebuild.hpp"
 #include "pact/seal/publication.hpp"
 #include "pact/seal/sandbox.hpp"
 
@@ -33,9 +34,10 @@ using ::pact::test::code_of;
 using ::pact::test::mentions;
 using ::pact::test::message_of;
 
-#define PACT_REQUIRE_ROOT()                                                                       \
-  if (::geteuid() != 0) GTEST_SKIP() << "the hermetic prebuild's sandbox needs root (namespaces " \
-                                        "and mounts); this run is not root"
+#define PACT_REQUIRE_ROOT()                                                 \
+  if (::geteuid() != 0)                                                     \
+  GTEST_SKIP() << "the hermetic prebuild's sandbox needs root (namespaces " \
+                  "and mounts); this run is not root"
 
 struct TempDir {
   fs::path path;
@@ -74,14 +76,19 @@ struct Box {
     spec.limits = limits;
     return run_sandboxed(spec);
   }
-  SandboxResult sh(const std::string& script, SandboxLimits limits = {}) { return run({"/bin/sh", "-c", script}, limits); }
-  SandboxResult python(const std::string& code, SandboxLimits limits = {}) { return run({"/usr/bin/python3", "-S", "-c", code}, limits); }
+  SandboxResult sh(const std::string& script, SandboxLimits limits = {}) {
+    return run({"/bin/sh", "-c", script}, limits);
+  }
+  SandboxResult python(const std::string& code, SandboxLimits limits = {}) {
+    return run({"/usr/bin/python3", "-S", "-c", code}, limits);
+  }
 };
 
 TEST(SealSandbox, TheChildIsNobodyWithoutCapabilitiesUnderNoNewPrivsAndSeccomp) {
   PACT_REQUIRE_ROOT();
   Box box;
-  const auto r = box.sh("id -u; id -g; id -G; grep -E '^(CapInh|CapPrm|CapEff|CapBnd|CapAmb|NoNewPrivs|Seccomp):' /proc/self/status");
+  const auto r = box.sh(
+      "id -u; id -g; id -G; grep -E '^(CapInh|CapPrm|CapEff|CapBnd|CapAmb|NoNewPrivs|Seccomp):' /proc/self/status");
   ASSERT_TRUE(r.ok()) << r.describe() << "\n" << r.output;
   EXPECT_TRUE(mentions(r.output, "65534\n65534\n65534\n")) << r.output;
   for (const char* cap : {"CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"}) {
@@ -113,16 +120,16 @@ TEST(SealSandbox, TheNetworkIsUnreachableEvenOnLoopback) {
   ASSERT_EQ(::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len), 0);
   const int port = ntohs(addr.sin_port);
   Box box;
-  const auto r = box.python(fmt::format(
-      "import socket\n"
-      "try:\n"
-      "    socket.create_connection(('127.0.0.1', {}), timeout=3)\n"
-      "    print('connected')\n"
-      "except OSError as e:\n"
-      "    print('refused', e.errno)\n"
-      "print(open('/proc/net/dev').read())\n"
-      "print('routes', len(open('/proc/net/route').read().splitlines()[1:]))\n",
-      port));
+  const auto r =
+      box.python(fmt::format("import socket\n"
+                             "try:\n"
+                             "    socket.create_connection(('127.0.0.1', {}), timeout=3)\n"
+                             "    print('connected')\n"
+                             "except OSError as e:\n"
+                             "    print('refused', e.errno)\n"
+                             "print(open('/proc/net/dev').read())\n"
+                             "print('routes', len(open('/proc/net/route').read().splitlines()[1:]))\n",
+                             port));
   ASSERT_TRUE(r.ok()) << r.describe() << "\n" << r.output;
   EXPECT_TRUE(mentions(r.output, "refused")) << r.output;
   EXPECT_FALSE(mentions(r.output, "connected")) << r.output;
@@ -173,19 +180,20 @@ TEST(SealSandbox, InputsAndRootAreReadOnlyAndOnlyTheOutputIsWritable) {
   TempDir host_tmp;  // a host /tmp file the child must not see
   std::ofstream(host_tmp.path / "secret") << "host";
   Box box;
-  const auto r = box.sh(fmt::format(
-      "cat /tmp/pact-in/input.txt; echo;"
-      "echo x > /tmp/pact-in/new 2>/dev/null && echo wrote-inputs;"
-      "echo x > /etc/pact-probe 2>/dev/null && echo wrote-root;"
-      "echo x > /var/tmp/pact-probe 2>/dev/null && echo wrote-var-tmp;"
-      "test -e {} && echo saw-host-tmp;"
-      "ls -A /root | wc -l;"
-      "echo made > /tmp/pact-out/result && echo wrote-output;"
-      "echo scratch > /tmp/scratch && echo wrote-private-tmp",
-      (host_tmp.path / "secret").string()));
+  const auto r =
+      box.sh(fmt::format("cat /tmp/pact-in/input.txt; echo;"
+                         "echo x > /tmp/pact-in/new 2>/dev/null && echo wrote-inputs;"
+                         "echo x > /etc/pact-probe 2>/dev/null && echo wrote-root;"
+                         "echo x > /var/tmp/pact-probe 2>/dev/null && echo wrote-var-tmp;"
+                         "test -e {} && echo saw-host-tmp;"
+                         "ls -A /root | wc -l;"
+                         "echo made > /tmp/pact-out/result && echo wrote-output;"
+                         "echo scratch > /tmp/scratch && echo wrote-private-tmp",
+                         (host_tmp.path / "secret").string()));
   ASSERT_TRUE(r.ok()) << r.describe() << "\n" << r.output;
   EXPECT_TRUE(mentions(r.output, "input\n")) << r.output;
-  for (const char* forbidden : {"wrote-inputs", "wrote-root", "wrote-var-tmp", "saw-host-tmp"}) EXPECT_FALSE(mentions(r.output, forbidden)) << r.output;
+  for (const char* forbidden : {"wrote-inputs", "wrote-root", "wrote-var-tmp", "saw-host-tmp"})
+    EXPECT_FALSE(mentions(r.output, forbidden)) << r.output;
   EXPECT_TRUE(mentions(r.output, "\n0\n")) << "the host's /root is masked\n" << r.output;
   EXPECT_TRUE(mentions(r.output, "wrote-output")) << r.output;
   EXPECT_TRUE(mentions(r.output, "wrote-private-tmp")) << r.output;
@@ -310,7 +318,8 @@ TEST(SealSandbox, BadSpecsAndUnprivilegedCallersAreRefusedBeforeAnythingRuns) {
   const pid_t pid = ::fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {
-    if (::geteuid() == 0 && (::setresgid(65534, 65534, 65534) != 0 || ::setresuid(65534, 65534, 65534) != 0)) ::_exit(3);
+    if (::geteuid() == 0 && (::setresgid(65534, 65534, 65534) != 0 || ::setresuid(65534, 65534, 65534) != 0))
+      ::_exit(3);
     SandboxSpec spec = missing;
     spec.output_dir = box.out.string();
     spec.argv = {"/bin/sh", "-c", "echo ran > /tmp/pact-out/ran"};
@@ -361,11 +370,12 @@ struct StandInDir {
   /// A stand-in for nvcc: answers --version, and otherwise runs `body` with $out set to the -o argument.
   Toolkit toolkit(const std::string& name, const std::string& body) const {
     const fs::path script = path / name;
-    std::ofstream(script) << "#!/bin/sh\n"
-                             "if [ \"$1\" = --version ]; then echo 'Cuda compilation tools, release 0.0, stand-in'; exit 0; fi\n"
-                             "out=''; prev=''\n"
-                             "for a in \"$@\"; do if [ \"$prev\" = -o ]; then out=$a; fi; prev=$a; done\n"
-                          << body << "\n";
+    std::ofstream(script)
+        << "#!/bin/sh\n"
+           "if [ \"$1\" = --version ]; then echo 'Cuda compilation tools, release 0.0, stand-in'; exit 0; fi\n"
+           "out=''; prev=''\n"
+           "for a in \"$@\"; do if [ \"$prev\" = -o ]; then out=$a; fi; prev=$a; done\n"
+        << body << "\n";
     fs::permissions(script, fs::perms(0755));
     return Toolkit{script.string(), "/usr/bin/g++"};
   }
@@ -377,14 +387,18 @@ TEST(SealPrebuild, TheForcedOptionsAndOnlyTheDeclaredProfileInputsReachTheCompil
   StandInDir stand_in;
   BuildOptions options;
   options.toolkit = stand_in.toolkit("echo-args", "echo \"ARGS $*\"; env; exit 1");
-  const std::string msg = message_of([&] { build_publication(kBundle, example_profile(), (out.path / "pub").string(), options); });
+  const std::string msg =
+      message_of([&] { build_publication(kBundle, example_profile(), (out.path / "pub").string(), options); });
   EXPECT_TRUE(mentions(msg, "nvcc failed in the sandbox (exit 1)")) << msg;
-  EXPECT_TRUE(mentions(msg, "ARGS -cubin -arch=sm_90a -rdc=false -ccbin /usr/bin/g++ -I /tmp/pact-in "
-                            "-DPACT_PROFILE_MAX_ACTIVE_CLUSTERS_CLUSTER_SIZE_1=132 -o /tmp/pact-out/vadd_run.cubin /tmp/pact-in/vadd.cu"))
+  EXPECT_TRUE(mentions(
+      msg,
+      "ARGS -cubin -arch=sm_90a -rdc=false -ccbin /usr/bin/g++ -I /tmp/pact-in "
+      "-DPACT_PROFILE_MAX_ACTIVE_CLUSTERS_CLUSTER_SIZE_1=132 -o /tmp/pact-out/vadd_run.cubin /tmp/pact-in/vadd.cu"))
       << msg;
   EXPECT_TRUE(mentions(msg, "\nCUDA_VISIBLE_DEVICES=\n")) << msg;
   EXPECT_TRUE(mentions(msg, "\nNVIDIA_VISIBLE_DEVICES=void\n")) << msg;
-  for (const char* absent : {"PATH=", "HOME=", "LD_", "TMPDIR="}) EXPECT_FALSE(mentions(msg, absent)) << absent << "\n" << msg;
+  for (const char* absent : {"PATH=", "HOME=", "LD_", "TMPDIR="})
+    EXPECT_FALSE(mentions(msg, absent)) << absent << "\n" << msg;
   EXPECT_FALSE(fs::exists(out.path / "pub" / "index.json"));
 }
 
@@ -408,7 +422,8 @@ TEST(SealPrebuild, AnythingButExactlyTheDeclaredCubinsPublishesNothing) {
     TempDir out;
     BuildOptions options;
     options.toolkit = stand_in.toolkit(c.name, c.body);
-    const std::string msg = message_of([&] { build_publication(kBundle, example_profile(), (out.path / "pub").string(), options); });
+    const std::string msg =
+        message_of([&] { build_publication(kBundle, example_profile(), (out.path / "pub").string(), options); });
     EXPECT_TRUE(mentions(msg, c.says)) << c.name << ": " << msg;
     EXPECT_FALSE(fs::exists(out.path / "pub" / "index.json")) << c.name;
   }

@@ -8,12 +8,11 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <functional>
 #include <random>
+#include <sstream>
 
 #include "../support/expect_error.hpp"
-#include "seal_support.hpp"
 #include "pact/seal/evidence.hpp"
 #include "pact/seal/manifest.hpp"
 #include "pact/seal/params.hpp"
@@ -21,6 +20,7 @@
 #include "pact/seal/publication.hpp"
 #include "pact/seal/registry.hpp"
 #include "pact/seal/specialize.hpp"
+#include "seal_support.hpp"
 
 namespace pact::seal {
 namespace {
@@ -49,21 +49,28 @@ TEST(SealRegistry, HoldsExactlyTheOneProviderWithSpecValues) {
 TEST(SealRegistry, TargetsMustAdmitBothFeaturesAndNothingUnregistered) {
   const std::vector<std::string> both{"aot:nvcc.cubin.v1", "rebuild:nvcc_cubin"};
   EXPECT_NO_THROW(admit_target("nvcc.cubin.v1", both));
-  EXPECT_EQ(code_of([] { admit_target("nvcc.cubin.v1", std::vector<std::string>{"aot:nvcc.cubin.v1"}); }), ErrorCode::unsupported);
-  EXPECT_EQ(code_of([] { admit_target("nvcc.cubin.v1", std::vector<std::string>{"rebuild:nvcc_cubin"}); }), ErrorCode::unsupported);
-  EXPECT_EQ(code_of([] {
-              admit_target("nvcc.cubin.v1", std::vector<std::string>{"aot:nvcc.cubin.v1", "rebuild:nvcc_cubin", "jit:ptx"});
-            }),
+  EXPECT_EQ(code_of([] { admit_target("nvcc.cubin.v1", std::vector<std::string>{"aot:nvcc.cubin.v1"}); }),
             ErrorCode::unsupported);
-  EXPECT_EQ(code_of([] { admit_target("triton.v1", std::vector<std::string>{"aot:triton.v1"}); }), ErrorCode::unsupported);
+  EXPECT_EQ(code_of([] { admit_target("nvcc.cubin.v1", std::vector<std::string>{"rebuild:nvcc_cubin"}); }),
+            ErrorCode::unsupported);
+  EXPECT_EQ(
+      code_of([] {
+        admit_target("nvcc.cubin.v1", std::vector<std::string>{"aot:nvcc.cubin.v1", "rebuild:nvcc_cubin", "jit:ptx"});
+      }),
+      ErrorCode::unsupported);
+  EXPECT_EQ(code_of([] { admit_target("triton.v1", std::vector<std::string>{"aot:triton.v1"}); }),
+            ErrorCode::unsupported);
 }
 
 TEST(SealRegistry, ProfileInputsComeFromTheAllowlistOnce) {
   const auto& p = require_provider("nvcc.cubin.v1");
-  EXPECT_NO_THROW(require_profile_inputs(p, std::vector<std::string>{"max_active_clusters.cluster_size_2", "max_active_clusters.cluster_size_16"}));
-  EXPECT_EQ(code_of([&] { require_profile_inputs(p, std::vector<std::string>{"sm_count"}); }), ErrorCode::invalid_argument);
+  EXPECT_NO_THROW(require_profile_inputs(
+      p, std::vector<std::string>{"max_active_clusters.cluster_size_2", "max_active_clusters.cluster_size_16"}));
+  EXPECT_EQ(code_of([&] { require_profile_inputs(p, std::vector<std::string>{"sm_count"}); }),
+            ErrorCode::invalid_argument);
   EXPECT_EQ(code_of([&] {
-              require_profile_inputs(p, std::vector<std::string>{"max_active_clusters.cluster_size_1", "max_active_clusters.cluster_size_1"});
+              require_profile_inputs(p, std::vector<std::string>{"max_active_clusters.cluster_size_1",
+                                                                 "max_active_clusters.cluster_size_1"});
             }),
             ErrorCode::invalid_argument);
 }
@@ -109,12 +116,13 @@ TEST(SealExpr, EvaluatesOverLiveCallData) {
 }
 
 TEST(SealExpr, RefusesWhatTheLanguageDoesNotHave) {
-  for (const char* bad : {"", "1 +", "(1", "1)", "dim(x)", "dim(x, y)", "dim(1, 0)", "pointer(x)", "call(1)", "x", "1 ** 2",
-                          "numel(x, 1)", "99999999999999999999", "1; 2", "dim(x, 0) << 2"}) {
+  for (const char* bad : {"", "1 +", "(1", "1)", "dim(x)", "dim(x, y)", "dim(1, 0)", "pointer(x)", "call(1)", "x",
+                          "1 ** 2", "numel(x, 1)", "99999999999999999999", "1; 2", "dim(x, 0) << 2"}) {
     EXPECT_EQ(code_of([&] { Expr::parse(bad, "t"); }), ErrorCode::parse_error) << bad;
   }
   EXPECT_EQ(code_of([] { Expr::parse(std::string(2000, '1'), "t"); }), ErrorCode::parse_error);
-  EXPECT_EQ(code_of([] { Expr::parse(std::string(100, '(') + "1" + std::string(100, ')'), "t"); }), ErrorCode::parse_error);
+  EXPECT_EQ(code_of([] { Expr::parse(std::string(100, '(') + "1" + std::string(100, ')'), "t"); }),
+            ErrorCode::parse_error);
   std::string many = "1";
   for (int i = 0; i < 300; ++i) many += "+1";
   EXPECT_EQ(code_of([&] { Expr::parse(many, "t"); }), ErrorCode::parse_error);
@@ -138,7 +146,8 @@ TEST(SealExpr, OverflowDivisionByZeroAndUnknownNamesAreTyped) {
 
 TEST(SealParams, FastDivmodDividesExactlyOverTheIntRange) {
   std::mt19937_64 rng(7);
-  for (std::int64_t d : {1LL, 2LL, 3LL, 7LL, 10LL, 64LL, 1000LL, 65537LL, (1LL << 31) - 1, 1LL << 31, (1LL << 31) + 1, (1LL << 32) - 1}) {
+  for (std::int64_t d : {1LL, 2LL, 3LL, 7LL, 10LL, 64LL, 1000LL, 65537LL, (1LL << 31) - 1, 1LL << 31, (1LL << 31) + 1,
+                         (1LL << 32) - 1}) {
     const FastDivmod f = make_fast_divmod(d);
     EXPECT_EQ(f.divisor, static_cast<std::uint32_t>(d));
     for (std::uint32_t n : {0u, 1u, static_cast<std::uint32_t>(d - 1), static_cast<std::uint32_t>(d), 0x7fffffffu}) {
@@ -165,7 +174,8 @@ TEST(SealParams, MaterializesTheExactFrameFromALiveCall) {
   params.emplace_back(PointerParam{"x"});
   params.emplace_back(ScalarParam{ScalarType::i32, Expr::parse("dim(x, 0)", "p1")});
   params.emplace_back(ScalarParam{ScalarType::i64, Expr::parse("numel(x) * 3", "p2")});
-  params.emplace_back(PackedStructParam{16, 8, {{0, ScalarType::u32, Expr::parse("dim(x, 1)", "f0")}, {8, ScalarType::i64, Expr::parse("-1", "f1")}}});
+  params.emplace_back(PackedStructParam{
+      16, 8, {{0, ScalarType::u32, Expr::parse("dim(x, 1)", "f0")}, {8, ScalarType::i64, Expr::parse("-1", "f1")}}});
   params.emplace_back(FastDivmodParam{Expr::parse("dim(x, 2)", "p4")});
   const std::vector<std::uint32_t> widths{8, 4, 8, 16, 12};
   const std::map<std::string, std::uint64_t, std::less<>> pointers{{"x", 0xdead0000ULL}};
@@ -200,7 +210,8 @@ TEST(SealParams, TensorMapsAreEncodedThroughTheValidatorsEncoder) {
   };
   std::vector<ParamSpec> params;
   params.emplace_back(ScalarParam{ScalarType::i32, Expr::parse("1", "t")});
-  params.emplace_back(TmaDescriptorParam{"x", "f32", {Expr::parse("1", "b"), Expr::parse("scalar(rows)", "b"), Expr::parse("32", "b")}, "128B"});
+  params.emplace_back(TmaDescriptorParam{
+      "x", "f32", {Expr::parse("1", "b"), Expr::parse("scalar(rows)", "b"), Expr::parse("32", "b")}, "128B"});
   const std::vector<std::uint32_t> widths{4, 128};
   const ParameterFrame f = materialize(params, widths, c, pointers, &encoder);
   ASSERT_EQ(seen.size(), 1u);
@@ -217,7 +228,9 @@ TEST(SealParams, TensorMapsAreEncodedThroughTheValidatorsEncoder) {
     v.emplace_back(std::move(t));
     return code_of([&] { materialize(v, std::vector<std::uint32_t>{128}, cd, pointers, &encoder); });
   };
-  const auto box2 = [](const char* a, const char* b) { return std::vector<Expr>{Expr::parse(a, "b"), Expr::parse(b, "b")}; };
+  const auto box2 = [](const char* a, const char* b) {
+    return std::vector<Expr>{Expr::parse(a, "b"), Expr::parse(b, "b")};
+  };
   CallData strided;
   strided.tensors["x"] = {Dims{8, 64}, Dims{1, 8}};  // innermost not contiguous
   EXPECT_EQ(code(strided, {"x", "f32", box2("8", "8"), "none"}), ErrorCode::invalid_argument);
@@ -226,10 +239,10 @@ TEST(SealParams, TensorMapsAreEncodedThroughTheValidatorsEncoder) {
   EXPECT_EQ(code(odd, {"x", "f32", box2("8", "4"), "none"}), ErrorCode::invalid_argument);
   CallData ok;
   ok.tensors["x"] = {Dims{8, 64}, Dims{64, 1}};
-  EXPECT_EQ(code(ok, {"x", "f32", box2("8", "300"), "none"}), ErrorCode::invalid_argument);  // box past 256
-  EXPECT_EQ(code(ok, {"x", "f32", box2("8", "2"), "none"}), ErrorCode::invalid_argument);    // 8-byte inner box
+  EXPECT_EQ(code(ok, {"x", "f32", box2("8", "300"), "none"}), ErrorCode::invalid_argument);         // box past 256
+  EXPECT_EQ(code(ok, {"x", "f32", box2("8", "2"), "none"}), ErrorCode::invalid_argument);           // 8-byte inner box
   EXPECT_EQ(code(ok, {"x", "f32", {Expr::parse("8", "b")}, "none"}), ErrorCode::invalid_argument);  // box rank
-  EXPECT_EQ(code(ok, {"y", "f32", box2("8", "8"), "none"}), ErrorCode::invalid_argument);    // not admitted
+  EXPECT_EQ(code(ok, {"y", "f32", box2("8", "8"), "none"}), ErrorCode::invalid_argument);           // not admitted
   EXPECT_EQ(seen.size(), 1u);
   EXPECT_EQ(code_of([] { (void)tma_element_size("f8"); }), ErrorCode::invalid_argument);
   EXPECT_EQ(code_of([] { require_tma_swizzle("256B"); }), ErrorCode::invalid_argument);
@@ -243,22 +256,31 @@ TEST(SealParams, MismatchesAndUnsupportedPrimitivesFailClosed) {
     const std::vector<std::uint32_t> w{width};
     return code_of([&] { materialize(v, w, call(), pointers); });
   };
-  EXPECT_EQ(one(PointerParam{"x"}, 4), ErrorCode::invalid_argument);                  // width differs from the contract
-  EXPECT_EQ(one(PointerParam{"y"}, 8), ErrorCode::invalid_argument);                  // not an admitted binding
+  EXPECT_EQ(one(PointerParam{"x"}, 4), ErrorCode::invalid_argument);  // width differs from the contract
+  EXPECT_EQ(one(PointerParam{"y"}, 8), ErrorCode::invalid_argument);  // not an admitted binding
   EXPECT_EQ(one(ScalarParam{ScalarType::u32, Expr::parse("-1", "t")}, 4), ErrorCode::layout_overflow);
   EXPECT_EQ(one(ScalarParam{ScalarType::i32, Expr::parse("2147483648", "t")}, 4), ErrorCode::layout_overflow);
-  EXPECT_EQ(one(TmaDescriptorParam{"x", "f32", {Expr::parse("8", "b")}, "none"}, 128), ErrorCode::unsupported);  // no encoder: CUDA machine only
-  EXPECT_EQ(one(GroupHandleParam{"tp"}, 8), ErrorCode::unsupported);                  // no resolver: fails closed
+  EXPECT_EQ(one(TmaDescriptorParam{"x", "f32", {Expr::parse("8", "b")}, "none"}, 128),
+            ErrorCode::unsupported);                                  // no encoder: CUDA machine only
+  EXPECT_EQ(one(GroupHandleParam{"tp"}, 8), ErrorCode::unsupported);  // no resolver: fails closed
   EXPECT_EQ(one(FastDivmodParam{Expr::parse("dim(x, 0) - 8", "t")}, 12), ErrorCode::invalid_argument);  // divisor 0
-  EXPECT_EQ(one(PackedStructParam{12, 8, {}}, 12), ErrorCode::invalid_argument);     // size not a multiple of alignment
-  EXPECT_EQ(one(PackedStructParam{16, 3, {}}, 16), ErrorCode::invalid_argument);     // alignment not a power of two
-  EXPECT_EQ(one(PackedStructParam{8, 8, {{6, ScalarType::u32, Expr::parse("1", "t")}}}, 8), ErrorCode::invalid_argument);  // misaligned
-  EXPECT_EQ(one(PackedStructParam{8, 8, {{4, ScalarType::i64, Expr::parse("1", "t")}}}, 8), ErrorCode::invalid_argument);  // leaves the struct
-  EXPECT_EQ(one(PackedStructParam{16, 8, {{0, ScalarType::i64, Expr::parse("1", "t")}, {4, ScalarType::u32, Expr::parse("1", "t")}}}, 16),
+  EXPECT_EQ(one(PackedStructParam{12, 8, {}}, 12), ErrorCode::invalid_argument);  // size not a multiple of alignment
+  EXPECT_EQ(one(PackedStructParam{16, 3, {}}, 16), ErrorCode::invalid_argument);  // alignment not a power of two
+  EXPECT_EQ(one(PackedStructParam{8, 8, {{6, ScalarType::u32, Expr::parse("1", "t")}}}, 8),
+            ErrorCode::invalid_argument);  // misaligned
+  EXPECT_EQ(one(PackedStructParam{8, 8, {{4, ScalarType::i64, Expr::parse("1", "t")}}}, 8),
+            ErrorCode::invalid_argument);  // leaves the struct
+  EXPECT_EQ(one(
+                PackedStructParam{
+                    16, 8, {{0, ScalarType::i64, Expr::parse("1", "t")}, {4, ScalarType::u32, Expr::parse("1", "t")}}},
+                16),
             ErrorCode::invalid_argument);  // overlapping fields
   std::vector<ParamSpec> two;
   two.emplace_back(PointerParam{"x"});
-  EXPECT_EQ(code_of([&] { materialize(two, std::vector<std::uint32_t>{8, 8}, call(), pointers); }), ErrorCode::invalid_argument);
+  EXPECT_EQ(code_of([&] {
+              materialize(two, std::vector<std::uint32_t>{8, 8}, call(), pointers);
+            }),
+            ErrorCode::invalid_argument);
 }
 
 Predicate eq(const char* expr, std::int64_t v) { return {Expr::parse(expr, "pred"), v}; }
@@ -268,7 +290,7 @@ TEST(SealSpecialize, AStrictFallbackChainSelectsTheMostSpecificPlan) {
   v.push_back({"generic", {}});
   v.push_back({"rank3", {eq("rank(x)", 3)}});
   v.push_back({"rank3_batch8", {eq("rank( x )", 3), eq("dim(x, 0)", 8)}});  // whitespace does not make a new key
-  v.push_back({"rank2", {eq("rank(x)", 2)}});                                 // disjoint from rank3: no nesting needed
+  v.push_back({"rank2", {eq("rank(x)", 2)}});                               // disjoint from rank3: no nesting needed
   EXPECT_NO_THROW(check_specializations(v));
   EXPECT_EQ(select_specialization(v, call()).plan, "rank3_batch8");
   CallData other = call();
@@ -288,7 +310,8 @@ TEST(SealSpecialize, OverlapsThatAreNotAChainAreRefused) {
   crossing.push_back({"batch8", {eq("dim(x, 0)", 8)}});
   crossing.push_back({"heads4", {eq("scalar(heads)", 4)}});  // both apply to a batch-8, 4-head call
   EXPECT_EQ(code_of([&] { check_specializations(crossing); }), ErrorCode::invalid_argument);
-  EXPECT_EQ(code_of([&] { select_specialization(crossing, call()); }), ErrorCode::invalid_argument);  // ambiguous at run time too
+  EXPECT_EQ(code_of([&] { select_specialization(crossing, call()); }),
+            ErrorCode::invalid_argument);  // ambiguous at run time too
   std::vector<Specialization> same;
   same.push_back({"a", {eq("dim(x, 0)", 8)}});
   same.push_back({"b", {eq("dim(x,0)", 8)}});
@@ -305,9 +328,16 @@ TEST(SealSpecialize, OverlapsThatAreNotAChainAreRefused) {
 Json profile_json() {
   Json digests = Json::object();
   for (auto name : compile_profile_digest_names()) digests[std::string(name)] = "sha256:" + std::string(64, 'c');
-  return {{"schema", "pact.nvcc-compile-profile.v1"}, {"provider", "nvcc.cubin.v1"}, {"logical_arch", "sm90"}, {"compiler_arch", "sm_90a"},
-          {"visible_gpus", 8}, {"tp", 2}, {"ep", 1}, {"dp", 4},
-          {"constants", {{"max_active_clusters.cluster_size_2", 66}}}, {"digests", digests}};
+  return {{"schema", "pact.nvcc-compile-profile.v1"},
+          {"provider", "nvcc.cubin.v1"},
+          {"logical_arch", "sm90"},
+          {"compiler_arch", "sm_90a"},
+          {"visible_gpus", 8},
+          {"tp", 2},
+          {"ep", 1},
+          {"dp", 4},
+          {"constants", {{"max_active_clusters.cluster_size_2", 66}}},
+          {"digests", digests}};
 }
 
 TEST(SealProfile, ParsesAValidProfileAndItsDigestIgnoresFormatting) {
@@ -340,7 +370,8 @@ TEST(SealProfile, MalformedProfilesAreTypedAndNameTheField) {
   refused([](Json& j) { j["tp"] = 16; }, "tp");
   refused([](Json& j) { j["dp"] = 8; }, "dp");  // tp 2 x dp 8 > 8 GPUs
   refused([](Json& j) { j["constants"]["sm_count"] = 132; }, "constants.sm_count");
-  refused([](Json& j) { j["constants"]["max_active_clusters.cluster_size_2"] = -1; }, "constants.max_active_clusters.cluster_size_2");
+  refused([](Json& j) { j["constants"]["max_active_clusters.cluster_size_2"] = -1; },
+          "constants.max_active_clusters.cluster_size_2");
   refused([](Json& j) { j["digests"]["image"] = "md5:abc"; }, "digests.image");
   refused([](Json& j) { j["digests"].erase("topology"); }, "digests.topology");
   refused([](Json& j) { j["extra"] = true; }, "extra");
@@ -372,7 +403,9 @@ TEST(SealIdentity, TheExecutionIdentityIgnoresFormattingRowOrderAndTheCompatibil
   reformatted = "# a comment\n\n" + replaced(reformatted, "block = [256, 1, 1]", "block = [ 256,1,   1 ]");
   EXPECT_EQ(execution_identity(parse_manifest(reformatted, "m")), id);
   // Resource rows in another order.
-  const std::string extra = "[[ops.artifact_resources]]\nname = \"state.cache\"\ndtype = \"u8\"\nalignment = 64\nshape = [ { factors = [ { constant = 4096 } ] } ]\n\n";
+  const std::string extra =
+      "[[ops.artifact_resources]]\nname = \"state.cache\"\ndtype = \"u8\"\nalignment = 64\nshape = [ { factors = [ { "
+      "constant = 4096 } ] } ]\n\n";
   const std::string after = replaced(base, "[[ops.aot_exports]]", extra + "[[ops.aot_exports]]");
   const std::string before = replaced(base, "[[ops.artifact_resources]]", extra + "[[ops.artifact_resources]]");
   EXPECT_EQ(execution_identity(parse_manifest(after, "m")), execution_identity(parse_manifest(before, "m")));
@@ -386,7 +419,9 @@ TEST(SealIdentity, TheFingerprintCoversTheNormalizedSourceClosure) {
   namespace fs = std::filesystem;
   char tmpl[] = "/tmp/pact-seal-XXXXXX";
   const fs::path dir = ::mkdtemp(tmpl);
-  auto write = [&](const std::string& name, const std::string& text) { std::ofstream(dir / name, std::ios::binary) << text; };
+  auto write = [&](const std::string& name, const std::string& text) {
+    std::ofstream(dir / name, std::ios::binary) << text;
+  };
   std::string kernel;
   {
     std::ifstream in(std::string(PACT_SOURCE_DIR) + "/examples/seal/vector_add/vadd.cu");
@@ -458,7 +493,8 @@ TEST(SealEvidence, ArtifactStorageStaysWithinTheLiveBudget) {
 }
 
 std::vector<std::byte> fixture_cubin() {
-  std::ifstream in(std::string(PACT_SOURCE_DIR) + "/tests/fixtures/seal/vector_add/nvcc_cubin/vadd_run.cubin", std::ios::binary);
+  std::ifstream in(std::string(PACT_SOURCE_DIR) + "/tests/fixtures/seal/vector_add/nvcc_cubin/vadd_run.cubin",
+                   std::ios::binary);
   std::vector<char> c((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   std::vector<std::byte> b(c.size());
   std::memcpy(b.data(), c.data(), c.size());
@@ -486,7 +522,8 @@ struct PublicationFixture {
   std::filesystem::path dir;
   Manifest manifest;
   CompileProfile profile;
-  PublicationFixture() : manifest(parse_manifest(example_manifest(), "m")), profile(parse_compile_profile(profile_json().dump(), "p")) {
+  PublicationFixture()
+      : manifest(parse_manifest(example_manifest(), "m")), profile(parse_compile_profile(profile_json().dump(), "p")) {
     char tmpl[] = "/tmp/pact-pub-XXXXXX";
     dir = std::filesystem::path(::mkdtemp(tmpl)) / "publication";
     write_publication(dir.string(), manifest, profile, {{"vadd_run", fixture_cubin()}}, Json{{"nvcc", "13.0"}});
@@ -504,7 +541,9 @@ TEST(SealPublication, AFreshPublicationReopensGpuFree) {
   EXPECT_EQ(index["execution_identity"], execution_identity(f.manifest));
   EXPECT_EQ(index["exports"][0]["cubin"], "nvcc_cubin/vadd_run.cubin");
   // A publication is never repaired in place.
-  EXPECT_EQ(code_of([&] { write_publication(f.dir.string(), f.manifest, f.profile, {{"vadd_run", fixture_cubin()}}, Json::object()); }),
+  EXPECT_EQ(code_of([&] {
+              write_publication(f.dir.string(), f.manifest, f.profile, {{"vadd_run", fixture_cubin()}}, Json::object());
+            }),
             ErrorCode::invalid_argument);
 }
 
@@ -557,16 +596,18 @@ TEST(SealPublication, EveryTamperingFailsClosed) {
   }
   {
     PublicationFixture f;  // parameter widths that differ from the plan
-    f.manifest = parse_manifest(replaced(replaced(example_manifest(), "param_widths = [8, 8, 8, 4, 12]", "param_widths = [8, 8, 8, 8, 12]"),
-                                         "{ kind = \"scalar\", type = \"i32\", value = \"numel(a)\" }",
-                                         "{ kind = \"scalar\", type = \"i64\", value = \"numel(a)\" }"),
-                                "m");
+    f.manifest = parse_manifest(
+        replaced(replaced(example_manifest(), "param_widths = [8, 8, 8, 4, 12]", "param_widths = [8, 8, 8, 8, 12]"),
+                 "{ kind = \"scalar\", type = \"i32\", value = \"numel(a)\" }",
+                 "{ kind = \"scalar\", type = \"i64\", value = \"numel(a)\" }"),
+        "m");
     EXPECT_EQ(f.reopen(), ErrorCode::invalid_argument);  // the identity differs first
   }
   {
     PublicationFixture f;  // a plan with a second kernel the CUBIN lacks: a missing ordinal
-    std::string two = replaced(example_manifest(), "kernels = [ { name = \"vadd\", param_widths = [8, 8, 8, 4, 12] } ]",
-                               "kernels = [ { name = \"vadd\", param_widths = [8, 8, 8, 4, 12] }, { name = \"vsub\", param_widths = [8] } ]");
+    std::string two = replaced(
+        example_manifest(), "kernels = [ { name = \"vadd\", param_widths = [8, 8, 8, 4, 12] } ]",
+        "kernels = [ { name = \"vadd\", param_widths = [8, 8, 8, 4, 12] }, { name = \"vsub\", param_widths = [8] } ]");
     const Manifest m2 = parse_manifest(two, "m");
     const auto dir2 = f.dir.parent_path() / "two";
     write_publication(dir2.string(), m2, f.profile, {{"vadd_run", fixture_cubin()}}, Json::object());
@@ -585,14 +626,18 @@ TEST(SealPublication, EveryTamperingFailsClosed) {
     std::stringstream t;
     t << in.rdbuf();
     in.close();
-    std::ofstream(f.dir / "index.json") << replaced(t.str(), "\"binding_abi\":\"cuda_driver_params.v1\"", "\"binding_abi\":\"cuda_driver_params.v2\"");
+    std::ofstream(f.dir / "index.json") << replaced(t.str(), "\"binding_abi\":\"cuda_driver_params.v1\"",
+                                                    "\"binding_abi\":\"cuda_driver_params.v2\"");
     EXPECT_EQ(f.reopen(), ErrorCode::invalid_argument);
   }
   // Only a CUDA ELF is published.
   PublicationFixture f;
   const auto dir3 = f.dir.parent_path() / "three";
   std::vector<std::byte> not_elf(100, std::byte{0});
-  EXPECT_EQ(code_of([&] { write_publication(dir3.string(), f.manifest, f.profile, {{"vadd_run", not_elf}}, Json::object()); }), ErrorCode::parse_error);
+  EXPECT_EQ(code_of([&] {
+              write_publication(dir3.string(), f.manifest, f.profile, {{"vadd_run", not_elf}}, Json::object());
+            }),
+            ErrorCode::parse_error);
 }
 
 }  // namespace

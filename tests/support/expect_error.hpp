@@ -34,6 +34,8 @@ std::string message_of(F&& f) {
 }
 
 /// True when `text` contains `needle` (error messages name the field, node or operand).
-inline bool mentions(const std::string& text, const std::string& needle) { return text.find(needle) != std::string::npos; }
+inline bool mentions(const std::string& text, const std::string& needle) {
+  return text.find(needle) != std::string::npos;
+}
 
 }  // namespace pact::test

@@ -1,7 +1,8 @@
 // Checkpoints: round trip, checks on load, and atomicity (a writer killed before the rename leaves the
 // previous checkpoint intact).
 
-#include "../support/expect_error.hpp"
+#include "pact/train/checkpoint.hpp"
+
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -9,7 +10,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "pact/train/checkpoint.hpp"
+#include "../support/expect_error.hpp"
 
 namespace pact::train {
 namespace {

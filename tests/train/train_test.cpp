@@ -1,7 +1,6 @@
 // Training: data loading and splitting, optimizers with explicit state, schedules, the training session in
 // eager and graph modes, determinism, the digits accuracy goal, and bad input.
 
-#include "../support/expect_error.hpp"
 #include <gtest/gtest.h>
 #include <zlib.h>
 
@@ -11,6 +10,7 @@
 #include <fstream>
 #include <numeric>
 
+#include "../support/expect_error.hpp"
 #include "pact/train/data.hpp"
 #include "pact/train/trainer.hpp"
 
@@ -206,7 +206,8 @@ TEST(TrainingSession, DigitsMlpReachesTheAccuracyGoal) {
   for (std::int64_t e = 0; e < epochs; ++e) {
     const auto order = shuffled(s.train.rows(), 1000003ULL * 0 + static_cast<std::uint64_t>(e));
     for (std::int64_t k = 0; k < steps; ++k) {
-      auto [x, y] = gather(s.train, std::span<const std::int64_t>(order).subspan(static_cast<std::size_t>(k * batch), batch));
+      auto [x, y] =
+          gather(s.train, std::span<const std::int64_t>(order).subspan(static_cast<std::size_t>(k * batch), batch));
       session.step_batch(std::move(x), std::move(y));
     }
   }

@@ -4,9 +4,10 @@
 // exact code set, the registered field keys and a non-empty message; a coverage check proves every
 // registered code has a case.
 
-#include <gtest/gtest.h>
+#include "pact/verify/ledger.hpp"
 
 #include <fmt/format.h>
+#include <gtest/gtest.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -16,8 +17,6 @@
 #include <set>
 #include <sstream>
 #include <type_traits>
-
-#include "pact/verify/ledger.hpp"
 
 namespace pact::ledger {
 namespace {
@@ -36,8 +35,10 @@ void put(const fs::path& p, const std::string& text) {
 }
 std::string replace_first(std::string s, const std::string& from, const std::string& to) {
   const auto at = s.find(from);
-  if (at == std::string::npos) ADD_FAILURE() << "mutation anchor not found: " << from;
-  else s.replace(at, from.size(), to);
+  if (at == std::string::npos)
+    ADD_FAILURE() << "mutation anchor not found: " << from;
+  else
+    s.replace(at, from.size(), to);
   return s;
 }
 // ---- The manifest under test ---------------------------------------------------------------------
@@ -55,24 +56,32 @@ std::string toml_strings(const std::vector<std::string>& v) {
 struct Row {
   std::string id, unit;
   bool active = false;
-  std::string selector;                 // ctest rows
+  std::string selector;  // ctest rows
   std::string path = "tests/a_test.cpp";
-  bool pact_cli = false;                // r2: pact contracts validate --dir contracts
+  bool pact_cli = false;  // r2: pact contracts validate --dir contracts
   std::string gates = R"(["g1"])";
   std::string text() const {
-    const std::string state = active ? R"({ kind = "active" })"
-                                     : fmt::format(R"({{ kind = "deferred", activation_unit = "{}", promotion = {{ mode = "activate-in-place" }} }})", unit);
+    const std::string state =
+        active ? R"({ kind = "active" })"
+               : fmt::format(
+                     R"({{ kind = "deferred", activation_unit = "{}", promotion = {{ mode = "activate-in-place" }} }})",
+                     unit);
     std::string artifact, command;
     if (pact_cli) {
       artifact = fmt::format(R"({{ id = "art-{}", kind = "contract-set", path = "contracts" }})", id);
-      command = fmt::format(R"({{ id = "cmd-{0}", kind = "pact-cli", argv = ["build/release/bin/pact", "contracts", "validate", "--dir", "contracts"], cwd = ".", path_args = [0, 4], artifact_id = "art-{0}" }})", id);
+      command = fmt::format(
+          R"({{ id = "cmd-{0}", kind = "pact-cli", argv = ["build/release/bin/pact", "contracts", "validate", "--dir", "contracts"], cwd = ".", path_args = [0, 4], artifact_id = "art-{0}" }})",
+          id);
     } else {
-      artifact = fmt::format(R"({{ id = "art-{}", kind = "gtest-source", path = "{}", selector = "{}" }})", id, path, selector);
-      command = fmt::format(R"({{ id = "cmd-{}", kind = "ctest-case", argv = {}, cwd = ".", path_args = [], artifact_id = "art-{}" }})", id,
-                            toml_strings(ctest_case_argv(selector)), id);
+      artifact = fmt::format(R"({{ id = "art-{}", kind = "gtest-source", path = "{}", selector = "{}" }})", id, path,
+                             selector);
+      command = fmt::format(
+          R"({{ id = "cmd-{}", kind = "ctest-case", argv = {}, cwd = ".", path_args = [], artifact_id = "art-{}" }})",
+          id, toml_strings(ctest_case_argv(selector)), id);
     }
-    return fmt::format("[[obligations]]\nid = \"{}\"\nunit = \"{}\"\ngates = {}\nartifact = {}\ncommand = {}\nstate = {}\n\n", id, unit, gates,
-                       artifact, command, state);
+    return fmt::format(
+        "[[obligations]]\nid = \"{}\"\nunit = \"{}\"\ngates = {}\nartifact = {}\ncommand = {}\nstate = {}\n\n", id,
+        unit, gates, artifact, command, state);
   }
 };
 
@@ -80,7 +89,8 @@ struct Spec {
   std::int64_t revision = 1;
   std::vector<std::string> units{"root", "mid", "leafa", "leafb", "leafc", "tail"};
   std::vector<std::string> gates{"g1", "g2"};
-  std::vector<std::pair<std::string, std::string>> edges{{"root", "mid"}, {"mid", "leafa"}, {"mid", "leafb"}, {"mid", "leafc"}, {"leafc", "tail"}};
+  std::vector<std::pair<std::string, std::string>> edges{
+      {"root", "mid"}, {"mid", "leafa"}, {"mid", "leafb"}, {"mid", "leafc"}, {"leafc", "tail"}};
   std::vector<std::pair<std::string, std::vector<std::string>>> cohorts{{"pair", {"leafa", "leafb"}}};
   std::vector<Row> rows{
       {"r1", "root", true, "Alpha.One"},
@@ -103,7 +113,8 @@ struct Spec {
     for (const auto& u : units) s += fmt::format("[[registry.units]]\nid = \"{}\"\n\n", u);
     for (const auto& g : gates) s += fmt::format("[[registry.gates]]\nid = \"{}\"\n\n", g);
     for (const auto& [a, b] : edges) s += fmt::format("[[registry.edges]]\nfrom = \"{}\"\nto = \"{}\"\n\n", a, b);
-    for (const auto& [id, us] : cohorts) s += fmt::format("[[registry.cohorts]]\nid = \"{}\"\nunits = {}\n\n", id, toml_strings(us));
+    for (const auto& [id, us] : cohorts)
+      s += fmt::format("[[registry.cohorts]]\nid = \"{}\"\nunits = {}\n\n", id, toml_strings(us));
     for (const auto& r : rows) s += r.text();
     for (const auto& [from, to] : patches) s = replace_first(s, from, to);
     return s;
@@ -122,8 +133,9 @@ class Repo {
     log_ = dir_ / "argv.log";
     fail_ = "@never@";
     const fs::path bin = dir_ / "bin";
-    const std::string fake = "#!/bin/sh\nprintf '%s %s\\n' \"$(basename \"$0\")\" \"$*\" >> \"$PACT_LEDGER_TEST_LOG\"\n"
-                             "case \"$*\" in *\"$PACT_LEDGER_TEST_FAIL\"*) exit 3;; esac\nexit 0\n";
+    const std::string fake =
+        "#!/bin/sh\nprintf '%s %s\\n' \"$(basename \"$0\")\" \"$*\" >> \"$PACT_LEDGER_TEST_LOG\"\n"
+        "case \"$*\" in *\"$PACT_LEDGER_TEST_FAIL\"*) exit 3;; esac\nexit 0\n";
     put(bin / "ctest", fake);
     put(root_ / "build/release/bin/pact", fake);
     fs::permissions(bin / "ctest", fs::perms::owner_all);
@@ -134,7 +146,8 @@ class Repo {
     put(root_ / ".gitignore", "/build/\n");
     commit("initial");
     put(root_ / "tests/a_test.cpp",
-        "TEST(Alpha, One) {}\nTEST(Alpha, Two) {}\nTEST_F(Alpha, Three) {}\nTEST(Alpha, Four) {}\nTEST( Alpha , Five ) {}\n");
+        "TEST(Alpha, One) {}\nTEST(Alpha, Two) {}\nTEST_F(Alpha, Three) {}\nTEST(Alpha, Four) {}\nTEST( Alpha , Five ) "
+        "{}\n");
     put(root_ / "contracts/binding.yaml", "policy: AllImplemented\n");
     put(root_ / "notes.txt", "tracked\n");
   }
@@ -148,8 +161,9 @@ class Repo {
   const fs::path& root() const { return root_; }
   const fs::path& dir() const { return dir_; }
   void git(const std::string& args) const {
-    const std::string cmd = fmt::format("cd '{}' && git -c user.name=t -c user.email=t@t -c commit.gpgsign=false {} >/dev/null 2>&1",
-                                        root_.string(), args);
+    const std::string cmd =
+        fmt::format("cd '{}' && git -c user.name=t -c user.email=t@t -c commit.gpgsign=false {} >/dev/null 2>&1",
+                    root_.string(), args);
     ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   }
   std::string git_out(const std::string& args) const {
@@ -272,93 +286,146 @@ std::vector<Case> one_fault_cases() {
   return {
       {"toml syntax", "E_TOML_PARSE", [] { return check_text("schema = \"pact.obligations.v2\"\n[registry\n"); }},
       {"old schema marker", "E_SCHEMA_VERSION", [] { return check_text("schema = \"pact.obligations.v1\"\n"); }},
-      {"terminal flag", "E_SCHEMA_UNKNOWN_FIELD", [=] { return check_text(replace_first(base_text, "id = \"r1\"\n", "id = \"r1\"\nterminal = true\n")); }},
-      {"row without unit", "E_SCHEMA_MISSING_FIELD", [=] { return check_text(replace_first(base_text, "unit = \"root\"\n", "")); }},
-      {"shell-string argv", "E_SCHEMA_TYPE", [=] {
-         return check_text(replace_first(base_text, R"(argv = ["build/release/bin/pact", "contracts", "validate", "--dir", "contracts"])",
-                                         R"(argv = "build/release/bin/pact contracts validate --dir contracts")"));
+      {"terminal flag", "E_SCHEMA_UNKNOWN_FIELD",
+       [=] { return check_text(replace_first(base_text, "id = \"r1\"\n", "id = \"r1\"\nterminal = true\n")); }},
+      {"row without unit", "E_SCHEMA_MISSING_FIELD",
+       [=] { return check_text(replace_first(base_text, "unit = \"root\"\n", "")); }},
+      {"shell-string argv", "E_SCHEMA_TYPE",
+       [=] {
+         return check_text(replace_first(
+             base_text, R"(argv = ["build/release/bin/pact", "contracts", "validate", "--dir", "contracts"])",
+             R"(argv = "build/release/bin/pact contracts validate --dir contracts")"));
        }},
       {"duplicate obligation", "E_DUPLICATE_ID", [] { return spec_case([](Spec& s) { s.row("m1").id = "r1"; }); }},
-      {"status string", "E_STATE_KIND", [=] { return check_text(replace_first(base_text, R"(kind = "active")", R"(kind = "done")")); }},
+      {"status string", "E_STATE_KIND",
+       [=] { return check_text(replace_first(base_text, R"(kind = "active")", R"(kind = "done")")); }},
       {"revision zero", "E_REGISTRY_REVISION", [] { return spec_case([](Spec& s) { s.revision = 0; }); }},
-      {"edge to unknown unit", "E_EDGE_UNKNOWN_UNIT", [] { return spec_case([](Spec& s) { s.edges.emplace_back("root", "ghost"); }); }},
+      {"edge to unknown unit", "E_EDGE_UNKNOWN_UNIT",
+       [] { return spec_case([](Spec& s) { s.edges.emplace_back("root", "ghost"); }); }},
       {"cycle", "E_GRAPH_CYCLE", [] { return spec_case([](Spec& s) { s.edges.emplace_back("mid", "root"); }); }},
       {"cohort names unknown unit", "E_COHORT_UNKNOWN_UNIT",
        [] { return spec_case([](Spec& s) { s.cohorts[0].second.push_back("ghost"); }); }},
       {"unit in two cohorts", "E_COHORT_OVERLAP",
-       [] { return spec_case([](Spec& s) { s.cohorts.push_back({"pair2", {"leafb", "leafc"}}); }); }},
-      {"cohort of one", "E_COHORT_SIZE", [] { return spec_case([](Spec& s) { s.cohorts.push_back({"solo", {"tail"}}); }); }},
+       [] { return spec_case([](Spec& s) {
+              s.cohorts.push_back({"pair2", {"leafb", "leafc"}});
+            }); }},
+      {"cohort of one", "E_COHORT_SIZE",
+       [] { return spec_case([](Spec& s) {
+              s.cohorts.push_back({"solo", {"tail"}});
+            }); }},
       {"unit owning nothing", "E_UNIT_EMPTY", [] { return spec_case([](Spec& s) { s.units.push_back("lonely"); }); }},
       {"row in unknown unit", "E_UNKNOWN_UNIT", [] { return spec_case([](Spec& s) { s.row("r2").unit = "ghost"; }); }},
       {"unknown gate", "E_UNKNOWN_GATE", [] { return spec_case([](Spec& s) { s.row("r1").gates = R"(["g9"])"; }); }},
       {"no gate", "E_NO_GATES", [] { return spec_case([](Spec& s) { s.row("r1").gates = "[]"; }); }},
       {"activation unit of another unit", "E_STATE_ACTIVATION_UNIT",
-       [] { return spec_case([](Spec& s) { s.patches.push_back({R"(activation_unit = "leafc")", R"(activation_unit = "leafa")"}); }); }},
+       [] {
+         return spec_case([](Spec& s) {
+           s.patches.push_back({R"(activation_unit = "leafc")", R"(activation_unit = "leafa")"});
+         });
+       }},
       {"promotion rule", "E_STATE_PROMOTION",
-       [] { return spec_case([](Spec& s) { s.patches.push_back({R"(mode = "activate-in-place")", R"(mode = "rewrite")"}); }); }},
-      {"active before its prerequisite", "E_PREREQUISITE_INACTIVE", [] { return spec_case([](Spec& s) { s.row("t1").active = true; }); }},
+       [] {
+         return spec_case([](Spec& s) {
+           s.patches.push_back({R"(mode = "activate-in-place")", R"(mode = "rewrite")"});
+         });
+       }},
+      {"active before its prerequisite", "E_PREREQUISITE_INACTIVE",
+       [] { return spec_case([](Spec& s) { s.row("t1").active = true; }); }},
       {"half a cohort", "E_COHORT_PARTIAL", [] { return spec_case([](Spec& s) { s.row("la1").active = true; }); }},
-      {"manifest outside", "E_MANIFEST_ESCAPE", [] {
+      {"manifest outside", "E_MANIFEST_ESCAPE",
+       [] {
          CheckOptions o;
          o.manifest = "../outside.toml";
          return make_repo()->check(o).diagnostics;
        }},
-      {"manifest missing", "E_MANIFEST_MISSING", [] {
+      {"manifest missing", "E_MANIFEST_MISSING",
+       [] {
          CheckOptions o;
          o.manifest = "ledger/none.toml";
          return make_repo()->check(o).diagnostics;
        }},
-      {"artifact path with ..", "E_PATH_ESCAPE", [] { return spec_case([](Spec& s) { s.row("r1").path = "tests/../../a_test.cpp"; }); }},
+      {"artifact path with ..", "E_PATH_ESCAPE",
+       [] { return spec_case([](Spec& s) { s.row("r1").path = "tests/../../a_test.cpp"; }); }},
       {"artifact kind", "E_ARTIFACT_KIND",
-       [] { return spec_case([](Spec& s) { s.patches.push_back({R"(kind = "gtest-source")", R"(kind = "binary")"}); }); }},
-      {"selector names no test", "E_ARTIFACT_SELECTOR", [] {
+       [] {
+         return spec_case([](Spec& s) { s.patches.push_back({R"(kind = "gtest-source")", R"(kind = "binary")"}); });
+       }},
+      {"selector names no test", "E_ARTIFACT_SELECTOR",
+       [] {
          return spec_case([](Spec& s) {
            s.row("r1").selector = "Alpha.Nope";  // argv follows the selector: only the artifact is wrong
          });
        }},
-      {"active artifact missing", "E_ARTIFACT_MISSING", [] { return spec_case([](Spec& s) { s.row("r1").path = "tests/gone_test.cpp"; }); }},
-      {"artifact id reused", "E_ARTIFACT_CONFLICT", [] {
+      {"active artifact missing", "E_ARTIFACT_MISSING",
+       [] { return spec_case([](Spec& s) { s.row("r1").path = "tests/gone_test.cpp"; }); }},
+      {"artifact id reused", "E_ARTIFACT_CONFLICT",
+       [] {
          return spec_case([](Spec& s) {
            s.patches.push_back({R"(id = "art-m1")", R"(id = "art-r1")"});
            s.patches.push_back({R"(artifact_id = "art-m1")", R"(artifact_id = "art-r1")"});
          });
        }},
       {"command kind", "E_COMMAND_KIND",
-       [] { return spec_case([](Spec& s) { s.patches.push_back({R"(kind = "ctest-case")", R"(kind = "shell")"}); }); }},
-      {"argv", "E_COMMAND_ARGV", [] { return spec_case([](Spec& s) { s.patches.push_back({R"("--preset", "release")", R"("--preset", "debug")"}); }); }},
-      {"cwd", "E_COMMAND_CWD", [] { return spec_case([](Spec& s) { s.patches.push_back({R"(cwd = ".", path_args = [])", R"(cwd = "tests", path_args = [])"}); }); }},
+       [] { return spec_case([](Spec& s) {
+              s.patches.push_back({R"(kind = "ctest-case")", R"(kind = "shell")"});
+            }); }},
+      {"argv", "E_COMMAND_ARGV",
+       [] {
+         return spec_case([](Spec& s) { s.patches.push_back({R"("--preset", "release")", R"("--preset", "debug")"}); });
+       }},
+      {"cwd", "E_COMMAND_CWD",
+       [] {
+         return spec_case([](Spec& s) {
+           s.patches.push_back({R"(cwd = ".", path_args = [])", R"(cwd = "tests", path_args = [])"});
+         });
+       }},
       {"path argument index", "E_COMMAND_PATH_ARGS",
-       [] { return spec_case([](Spec& s) { s.patches.push_back({"path_args = [0, 4]", "path_args = [0, 4, 9]"}); }); }},
+       [] { return spec_case([](Spec& s) {
+              s.patches.push_back({"path_args = [0, 4]", "path_args = [0, 4, 9]"});
+            }); }},
       {"command inspects another path", "E_COMMAND_TARGET",
-       [] { return spec_case([](Spec& s) { s.patches.push_back({R"("--dir", "contracts"])", R"("--dir", "tests"])"}); }); }},
+       [] {
+         return spec_case([](Spec& s) { s.patches.push_back({R"("--dir", "contracts"])", R"("--dir", "tests"])"}); });
+       }},
       {"command bound to another artifact", "E_COMMAND_ARTIFACT",
-       [] { return spec_case([](Spec& s) { s.patches.push_back({R"(artifact_id = "art-r1")", R"(artifact_id = "art-m1")"}); }); }},
+       [] {
+         return spec_case([](Spec& s) {
+           s.patches.push_back({R"(artifact_id = "art-r1")", R"(artifact_id = "art-m1")"});
+         });
+       }},
       {"command id reused", "E_COMMAND_CONFLICT",
-       [] { return spec_case([](Spec& s) { s.patches.push_back({R"(id = "cmd-m1")", R"(id = "cmd-r1")"}); }); }},
-      {"not a repository", "E_NOT_A_REPOSITORY", [] {
+       [] { return spec_case([](Spec& s) {
+              s.patches.push_back({R"(id = "cmd-m1")", R"(id = "cmd-r1")"});
+            }); }},
+      {"not a repository", "E_NOT_A_REPOSITORY",
+       [] {
          Repo scratch;
          CheckOptions o;
          o.root = scratch.dir() / "bin";
          return scratch.check(o).diagnostics;
        }},
-      {"dirty tracked tree", "E_TREE_DIRTY", [] {
+      {"dirty tracked tree", "E_TREE_DIRTY",
+       [] {
          auto repo = make_repo();
          const Json r = base_receipt(*repo);
          put(repo->root() / "notes.txt", "edited\n");
          return repo->check(with_receipt(*repo, r)).diagnostics;
        }},
-      {"unknown base", "E_BASE_UNRESOLVED", [] {
+      {"unknown base", "E_BASE_UNRESOLVED",
+       [] {
          CheckOptions o;
          o.base_commit = "no-such-revision";
          return make_repo()->check(o).diagnostics;
        }},
-      {"base not an ancestor", "E_BASE_NOT_ANCESTOR", [] {
+      {"base not an ancestor", "E_BASE_NOT_ANCESTOR",
+       [] {
          auto repo = make_repo();
          CheckOptions o;
          o.base_commit = repo->git_out("commit-tree 'HEAD^{tree}' -m orphan");
          return repo->check(o).diagnostics;
        }},
-      {"base without manifest", "E_BASE_MANIFEST", [] {
+      {"base without manifest", "E_BASE_MANIFEST",
+       [] {
          auto repo = make_repo();
          CheckOptions o;
          o.base_commit = "HEAD~1";
@@ -366,14 +433,17 @@ std::vector<Case> one_fault_cases() {
        }},
       {"revision jump", "E_REVISION_STEP", [] { return transition([](Spec& s) { s.revision = 3; }); }},
       {"graph edit", "E_REGISTRY_CHANGED", [] { return transition([](Spec& s) { s.gates.push_back("g3"); }); }},
-      {"active row removed", "E_OBLIGATION_REMOVED", [] { return transition([](Spec& s) { s.rows.erase(s.rows.begin() + 1); }); }},
-      {"revision adds a row", "E_REVISION_MEMBERSHIP", [] {
+      {"active row removed", "E_OBLIGATION_REMOVED",
+       [] { return transition([](Spec& s) { s.rows.erase(s.rows.begin() + 1); }); }},
+      {"revision adds a row", "E_REVISION_MEMBERSHIP",
+       [] {
          return transition([](Spec& s) {
            s.revision = 2;
            s.rows.push_back({"lc2", "leafc", false, "Future.Two", "tests/future_test.cpp"});
          });
        }},
-      {"revision promotes", "E_REVISION_WITH_PROMOTION", [] {
+      {"revision promotes", "E_REVISION_WITH_PROMOTION",
+       [] {
          return transition([](Spec& s) {
            s.revision = 2;
            s.row("la1").active = true;
@@ -381,44 +451,53 @@ std::vector<Case> one_fault_cases() {
          });
        }},
       {"demotion", "E_DEMOTION", [] { return transition([](Spec& s) { s.row("m1").active = false; }); }},
-      {"promotion edits the row", "E_OBLIGATION_CHANGED", [] {
+      {"promotion edits the row", "E_OBLIGATION_CHANGED",
+       [] {
          return transition([](Spec& s) {
            s.row("la1").active = true;
            s.row("lb1").active = true;
            s.row("lb1").gates = R"(["g1", "g2"])";
          });
        }},
-      {"receipt not JSON", "E_RECEIPT_PARSE", [] {
+      {"receipt not JSON", "E_RECEIPT_PARSE",
+       [] {
          auto repo = make_repo();
          put(repo->root() / "build/bad.json", "not json");
          CheckOptions o;
          o.receipt = (repo->root() / "build/bad.json").string();
          return repo->check(o).diagnostics;
        }},
-      {"receipt declares terminality", "E_RECEIPT_SHAPE", [] { return receipt_case([](Json& r) { r["terminal"] = true; }); }},
-      {"receipt for another commit", "E_RECEIPT_CANDIDATE", [] { return receipt_case([](Json& r) { r["candidate_commit"] = "0000"; }); }},
+      {"receipt declares terminality", "E_RECEIPT_SHAPE",
+       [] { return receipt_case([](Json& r) { r["terminal"] = true; }); }},
+      {"receipt for another commit", "E_RECEIPT_CANDIDATE",
+       [] { return receipt_case([](Json& r) { r["candidate_commit"] = "0000"; }); }},
       {"receipt with a base", "E_RECEIPT_BASE", [] { return receipt_case([](Json& r) { r["base_commit"] = "abc"; }); }},
-      {"receipt unsorted", "E_RECEIPT_ORDER", [] {
-         return receipt_case([](Json& r) { std::swap(r["executions"][0], r["executions"][1]); });
-       }},
-      {"receipt duplicate", "E_RECEIPT_DUPLICATE", [] {
+      {"receipt unsorted", "E_RECEIPT_ORDER",
+       [] { return receipt_case([](Json& r) { std::swap(r["executions"][0], r["executions"][1]); }); }},
+      {"receipt duplicate", "E_RECEIPT_DUPLICATE",
+       [] {
          return receipt_case([](Json& r) { r["executions"].insert(r["executions"].begin(), r["executions"][0]); });
        }},
-      {"receipt runs a deferred row", "E_RECEIPT_UNEXPECTED", [] {
+      {"receipt runs a deferred row", "E_RECEIPT_UNEXPECTED",
+       [] {
          return receipt_case([](Json& r) {
            Json x = r["executions"][0];
            x["obligation_id"] = "la1";
            r["executions"].insert(r["executions"].begin(), x);  // "la1" sorts first
          });
        }},
-      {"receipt argv", "E_RECEIPT_EXECUTION", [] { return receipt_case([](Json& r) { r["executions"][0]["argv"][1] = "--verbose"; }); }},
-      {"receipt incomplete", "E_RECEIPT_INCOMPLETE", [] { return receipt_case([](Json& r) { r["executions"].erase(0); }); }},
-      {"receipt unwritable", "E_RECEIPT_WRITE", [] {
+      {"receipt argv", "E_RECEIPT_EXECUTION",
+       [] { return receipt_case([](Json& r) { r["executions"][0]["argv"][1] = "--verbose"; }); }},
+      {"receipt incomplete", "E_RECEIPT_INCOMPLETE",
+       [] { return receipt_case([](Json& r) { r["executions"].erase(0); }); }},
+      {"receipt unwritable", "E_RECEIPT_WRITE",
+       [] {
          RunOptions o;
          o.receipt_out = "/dev/null/receipt.json";
          return make_repo()->run(o).diagnostics;
        }},
-      {"command failed", "E_COMMAND_FAILED", [] {
+      {"command failed", "E_COMMAND_FAILED",
+       [] {
          auto repo = make_repo();
          repo->fail_on("Alpha\\.Two");
          return repo->run().diagnostics;
@@ -475,7 +554,8 @@ TEST(ObligationsLedger, RunnerRunsEveryActiveArgvOnceAndNoDeferredOne) {
   EXPECT_EQ(lines.count("ctest --preset release --output-on-failure --no-tests=error -R ^Alpha\\.One$"), 1u);
   EXPECT_EQ(lines.count("ctest --preset release --output-on-failure --no-tests=error -R ^Alpha\\.Two$"), 1u);
   for (const auto& l : log) {
-    for (const char* deferred : {"Three", "Four", "Five", "Future"}) EXPECT_EQ(l.find(deferred), std::string::npos) << l;
+    for (const char* deferred : {"Three", "Four", "Five", "Future"})
+      EXPECT_EQ(l.find(deferred), std::string::npos) << l;
   }
   // The receipt: exact top-level keys, sorted executions of the active rows, bound to HEAD.
   const Json receipt = parse_json(slurp(repo->root() / "build/receipt.json"), "receipt");
@@ -502,7 +582,7 @@ TEST(ObligationsLedger, RunnerRunsEveryActiveArgvOnceAndNoDeferredOne) {
 
 TEST(ObligationsLedger, AllActiveWithReceiptIsTerminal) {
   Spec s;
-  s.rows.pop_back();  // t1
+  s.rows.pop_back();                 // t1
   s.rows.erase(s.rows.begin() + 5);  // lc1
   s.units = {"root", "mid", "leafa", "leafb"};
   s.edges = {{"root", "mid"}, {"mid", "leafa"}, {"mid", "leafb"}};
@@ -657,10 +737,12 @@ TEST(ObligationsLedger, ContractSchemaProbeIsExact) {
   EXPECT_EQ(c["tool"], "pact-ledger-check");
   EXPECT_EQ(c["role"], "checker");
   EXPECT_EQ(c["manifest_schema"], "pact.obligations.v2");
-  EXPECT_EQ(c["options"], Json::array({"--root", "--manifest", "--base-commit", "--receipt", "--summary-json", "--diagnostics-json"}));
+  EXPECT_EQ(c["options"], Json::array({"--root", "--manifest", "--base-commit", "--receipt", "--summary-json",
+                                       "--diagnostics-json"}));
   const Json r = cli_contract(Role::runner);
   EXPECT_EQ(r["role"], "runner");
-  EXPECT_EQ(r["options"], Json::array({"--root", "--manifest", "--base-commit", "--receipt-out", "--diagnostics-json"}));
+  EXPECT_EQ(r["options"],
+            Json::array({"--root", "--manifest", "--base-commit", "--receipt-out", "--diagnostics-json"}));
 }
 
 // ---- Evidence through receipts (pact plan --require-receipts) --------------------------------------
@@ -727,7 +809,8 @@ TEST(LedgerProduction, ManifestPassesTheChecker) {
   ASSERT_TRUE(out.manifest);
   EXPECT_EQ(out.summary["obligations"]["total"].get<std::size_t>(), out.manifest->obligations.size());
   EXPECT_GT(out.summary["obligations"]["active"].get<int>(), 0);
-  EXPECT_EQ(out.summary["obligations"]["active"].get<std::size_t>() + out.summary["obligations"]["deferred"].get<std::size_t>(),
+  EXPECT_EQ(out.summary["obligations"]["active"].get<std::size_t>() +
+                out.summary["obligations"]["deferred"].get<std::size_t>(),
             out.manifest->obligations.size());
   // The sealed-artifact row was deferred until its test file existed, then promoted in place.
   const auto seal = std::find_if(out.manifest->obligations.begin(), out.manifest->obligations.end(),

@@ -15,7 +15,9 @@ using test::code_of;
 using test::mentions;
 using test::message_of;
 
-BindingFile shipped_bindings() { return parse_bindings(read_text_file("contracts/binding.yaml"), "contracts/binding.yaml"); }
+BindingFile shipped_bindings() {
+  return parse_bindings(read_text_file("contracts/binding.yaml"), "contracts/binding.yaml");
+}
 
 TEST(Contracts, ShippedContractsValidateAndEveryGateCatchesItsMutant) {
   const auto contracts = load_contracts("contracts");
@@ -40,7 +42,8 @@ TEST(Contracts, FalsificationIsReproducible) {
   const auto b = falsify(contracts, shipped_bindings(), "softmax-kernel-v1", 7, 8, true);
   ASSERT_EQ(a.mutants.size(), 1u);
   EXPECT_EQ(a.mutants[0].detail, b.mutants[0].detail);
-  EXPECT_EQ(code_of([&] { falsify(contracts, shipped_bindings(), "no-such-v1", 0, 1, true); }), ErrorCode::invalid_argument);
+  EXPECT_EQ(code_of([&] { falsify(contracts, shipped_bindings(), "no-such-v1", 0, 1, true); }),
+            ErrorCode::invalid_argument);
 }
 
 TEST(Contracts, AGateThatCatchesNothingFails) {
@@ -107,10 +110,13 @@ TEST(Contracts, MalformedContractsNameFileLineAndField) {
   expect_parse_error(replace(ok, "  version: 1\n", ""), "missing field 'version'");
   expect_parse_error(replace(ok, "  version: 1\n", "  version: one\n"), "metadata.version: 'one' is not an integer");
   expect_parse_error(replace(ok, "id: SM-2", "id: SM-1"), "duplicate id 'SM-1'");
-  expect_parse_error(replace(ok, "    equation: softmax\n    property: every output", "    equation: softmin\n    property: every output"),
+  expect_parse_error(replace(ok, "    equation: softmax\n    property: every output",
+                             "    equation: softmin\n    property: every output"),
                      "'softmin' is not an equation");
-  expect_parse_error(replace(ok, "must_catch: [softmax_without_max_subtraction]", "must_catch: [other]"), "mutant 'other' has no falsification test");
-  expect_parse_error(replace(ok, "checks: [SM-1, SM-2, SM-3, SM-4]", "checks: [SM-1, SM-9]"), "'SM-9' is not an obligation");
+  expect_parse_error(replace(ok, "must_catch: [softmax_without_max_subtraction]", "must_catch: [other]"),
+                     "mutant 'other' has no falsification test");
+  expect_parse_error(replace(ok, "checks: [SM-1, SM-2, SM-3, SM-4]", "checks: [SM-1, SM-9]"),
+                     "'SM-9' is not an obligation");
   expect_parse_error(replace(ok, "kind: bound", "kind: vibe"), "is not invariant, bound");
   expect_parse_error(replace(ok, "tolerance: 0\n", "tolerance: -1\n"), "is negative");
   expect_parse_error(replace(ok, "equations:", "equations: [unclosed"), "malformed YAML");
@@ -131,14 +137,19 @@ TEST(Contracts, MalformedBindingsAreTyped) {
   };
   const std::string row = "  - {contract: a-v1, equation: e, capsule: native.relu, symbol: s, status: implemented}\n";
   bad("policy: SomeImplemented\nbindings: []\n", "is not AllImplemented");
-  bad("policy: AllImplemented\nbindings:\n  - {contract: a-v1, equation: e, capsule: c, symbol: s, status: done}\n", "'done' is not implemented");
+  bad("policy: AllImplemented\nbindings:\n  - {contract: a-v1, equation: e, capsule: c, symbol: s, status: done}\n",
+      "'done' is not implemented");
   bad("policy: AllImplemented\nbindings:\n" + row + row, "duplicate binding");
-  bad("policy: AllImplemented\nbindings:\n  - {contract: 'a\"v1', equation: e, capsule: c, symbol: s, status: implemented}\n", "may hold only");
-  bad("policy: AllImplemented\nbindings:\n  - {contract: a-v1, equation: e, capsule: c, status: implemented}\n", "missing field 'symbol'");
+  bad("policy: AllImplemented\nbindings:\n  - {contract: 'a\"v1', equation: e, capsule: c, symbol: s, status: "
+      "implemented}\n",
+      "may hold only");
+  bad("policy: AllImplemented\nbindings:\n  - {contract: a-v1, equation: e, capsule: c, status: implemented}\n",
+      "missing field 'symbol'");
   bad("policy: AllImplemented\nextra: 1\nbindings: []\n", "extra: unknown field");
-  const auto b = parse_bindings("policy: AllImplemented\nallowed_gaps:\n  - {contract: g-v1, equation: e}\nbindings:\n" + row +
-                                    "  - {contract: p-v1, equation: e, capsule: c, symbol: s, status: partial}\n",
-                                "b.yaml");
+  const auto b =
+      parse_bindings("policy: AllImplemented\nallowed_gaps:\n  - {contract: g-v1, equation: e}\nbindings:\n" + row +
+                         "  - {contract: p-v1, equation: e, capsule: c, symbol: s, status: partial}\n",
+                     "b.yaml");
   EXPECT_TRUE(b.admits("a-v1", "e"));
   EXPECT_TRUE(b.admits("g-v1", "e"));
   EXPECT_FALSE(b.admits("p-v1", "e"));  // partial is not implemented
@@ -194,11 +205,17 @@ TEST(PerformanceContracts, ShippedFileParsesAndBadOnesAreTyped) {
     EXPECT_TRUE(mentions(msg, needle)) << "wanted '" << needle << "' in: " << msg;
   };
   const std::string head = "metadata: {id: p-v1, description: d}\nobligations:\n";
-  bad(head + "  - {id: A, benchmark: gemm, shape: [64, 64], contender: native, baseline: openblas, min_ratio: 1}\n", "gemm takes one extent");
-  bad(head + "  - {id: A, benchmark: gemm, shape: [64], contender: turbo, baseline: openblas, min_ratio: 1}\n", "'turbo' is not native");
-  bad(head + "  - {id: A, benchmark: gemm, shape: [64], contender: native, baseline: openblas, min_ratio: 0}\n", "must be positive");
-  bad(head + "  - {id: A, benchmark: gemm, shape: [0], contender: native, baseline: openblas, min_ratio: 1}\n", "outside 1..16384");
-  bad(head + "  - {id: A, benchmark: gemm, shape: [64], contender: native, baseline: openblas, min_ratio: 1, speed: 9}\n", "unknown field");
+  bad(head + "  - {id: A, benchmark: gemm, shape: [64, 64], contender: native, baseline: openblas, min_ratio: 1}\n",
+      "gemm takes one extent");
+  bad(head + "  - {id: A, benchmark: gemm, shape: [64], contender: turbo, baseline: openblas, min_ratio: 1}\n",
+      "'turbo' is not native");
+  bad(head + "  - {id: A, benchmark: gemm, shape: [64], contender: native, baseline: openblas, min_ratio: 0}\n",
+      "must be positive");
+  bad(head + "  - {id: A, benchmark: gemm, shape: [0], contender: native, baseline: openblas, min_ratio: 1}\n",
+      "outside 1..16384");
+  bad(head +
+          "  - {id: A, benchmark: gemm, shape: [64], contender: native, baseline: openblas, min_ratio: 1, speed: 9}\n",
+      "unknown field");
   bad("metadata: {id: p-v1, description: d}\nobligations: []\n", "needs at least one obligation");
 }
 

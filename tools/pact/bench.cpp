@@ -32,7 +32,8 @@ double time_best(F&& f, int calls) {
 }  // namespace
 
 int run_bench_gemm(const std::vector<std::int64_t>& sizes, int threads, int repetitions, bool json) {
-  if (threads <= 0) throw_error(ErrorCode::invalid_argument, "bench.gemm", fmt::format("--threads {} must be positive", threads));
+  if (threads <= 0)
+    throw_error(ErrorCode::invalid_argument, "bench.gemm", fmt::format("--threads {} must be positive", threads));
   if (repetitions <= 0) throw_error(ErrorCode::invalid_argument, "bench.gemm", "--repetitions must be positive");
   omp_set_num_threads(threads);
   kernels::cpu::openblas_threads(threads);
@@ -43,7 +44,8 @@ int run_bench_gemm(const std::vector<std::int64_t>& sizes, int threads, int repe
     fmt::print("pact bench gemm: {} thread(s), native micro-kernel {}, OpenBLAS kernel {}{}\n", threads,
                kernels::cpu::sgemm_variant(), corename,
                forced ? fmt::format(" (forced by OPENBLAS_CORETYPE={}: verdicts invalid)", forced) : "");
-    fmt::print("{:>6} {:>14} {:>16} {:>8} {:>7}  {}\n", "N", "native GF/s", "OpenBLAS GF/s", "ratio", "goal", "verdict");
+    fmt::print("{:>6} {:>14} {:>16} {:>8} {:>7}  {}\n", "N", "native GF/s", "OpenBLAS GF/s", "ratio", "goal",
+               "verdict");
   }
   std::mt19937 rng(1);
   std::normal_distribution<float> nd;
@@ -65,14 +67,19 @@ int run_bench_gemm(const std::vector<std::int64_t>& sizes, int threads, int repe
     }
     const double goal = n >= 256 ? 0.9 : 0.8;
     const std::string nn = fmt::format("native_{}", n), bn = fmt::format("openblas_{}", n);
-    report.add_case({nn, fmt::format("native sgemm ({})", kernels::cpu::sgemm_variant()), "seconds_per_call", "s", best_native, repetitions});
-    report.add_case({bn, fmt::format("OpenBLAS cblas_sgemm ({})", corename), "seconds_per_call", "s", best_blas, repetitions});
+    report.add_case({nn, fmt::format("native sgemm ({})", kernels::cpu::sgemm_variant()), "seconds_per_call", "s",
+                     best_native, repetitions});
+    report.add_case(
+        {bn, fmt::format("OpenBLAS cblas_sgemm ({})", corename), "seconds_per_call", "s", best_blas, repetitions});
     // Time ratio native/OpenBLAS <= 1/goal  <=>  native throughput >= goal x OpenBLAS.
     report.add_ratio({fmt::format("gemm_{}_time_native_over_openblas", n), nn, bn, 1.0 / goal, forced != nullptr});
     const double ratio = best_blas / best_native;  // throughput ratio for display
     if (!json) {
-      fmt::print("{:>6} {:>14.1f} {:>16.1f} {:>8.3f} {:>7.2f}  {}\n", n, flops / best_native * 1e-9, flops / best_blas * 1e-9,
-                 ratio, goal, forced ? "invalid" : ratio >= goal ? "pass" : "fail");
+      fmt::print("{:>6} {:>14.1f} {:>16.1f} {:>8.3f} {:>7.2f}  {}\n", n, flops / best_native * 1e-9,
+                 flops / best_blas * 1e-9, ratio, goal,
+                 forced          ? "invalid"
+                 : ratio >= goal ? "pass"
+                                 : "fail");
     }
   }
   Json j = report.to_json();
@@ -89,21 +96,28 @@ int run_bench_check(const std::string& file, const std::string& only, bool json)
   bool failed = false, invalid = false;
   Json rows = Json::array();
   if (!json) {
-    fmt::print("pact bench --check {}: OpenBLAS kernel {}, native micro-kernel {}\n", file, kernels::cpu::openblas_corename(),
-               kernels::cpu::sgemm_variant());
-    fmt::print("{:<18} {:<14} {:>10} {:>10} {:>9} {:>9}  {}\n", "obligation", "benchmark", "contender", "baseline", "ratio", "minimum",
-               "verdict");
+    fmt::print("pact bench --check {}: OpenBLAS kernel {}, native micro-kernel {}\n", file,
+               kernels::cpu::openblas_corename(), kernels::cpu::sgemm_variant());
+    fmt::print("{:<18} {:<14} {:>10} {:>10} {:>9} {:>9}  {}\n", "obligation", "benchmark", "contender", "baseline",
+               "ratio", "minimum", "verdict");
   }
   for (const auto& r : results) {
     failed = failed || r.verdict == "fail";
     invalid = invalid || r.verdict == "invalid";
     if (json) {
-      rows.push_back(Json{{"id", r.id}, {"benchmark", r.benchmark}, {"contender", r.contender}, {"baseline", r.baseline},
-                          {"contender_seconds", r.contender_seconds}, {"baseline_seconds", r.baseline_seconds}, {"ratio", r.ratio},
-                          {"min_ratio", r.min_ratio}, {"verdict", r.verdict}, {"note", r.note}});
+      rows.push_back(Json{{"id", r.id},
+                          {"benchmark", r.benchmark},
+                          {"contender", r.contender},
+                          {"baseline", r.baseline},
+                          {"contender_seconds", r.contender_seconds},
+                          {"baseline_seconds", r.baseline_seconds},
+                          {"ratio", r.ratio},
+                          {"min_ratio", r.min_ratio},
+                          {"verdict", r.verdict},
+                          {"note", r.note}});
     } else {
-      fmt::print("{:<18} {:<14} {:>10} {:>10} {:>9.3f} {:>9.2f}  {}{}\n", r.id, r.benchmark, r.contender, r.baseline, r.ratio, r.min_ratio,
-                 r.verdict, r.note.empty() ? "" : " (" + r.note + ")");
+      fmt::print("{:<18} {:<14} {:>10} {:>10} {:>9.3f} {:>9.2f}  {}{}\n", r.id, r.benchmark, r.contender, r.baseline,
+                 r.ratio, r.min_ratio, r.verdict, r.note.empty() ? "" : " (" + r.note + ")");
     }
   }
   if (json) fmt::print("{}\n", Json{{"schema", "pact.bench-check.v1"}, {"file", file}, {"results", rows}}.dump(2));

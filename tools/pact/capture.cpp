@@ -1,5 +1,7 @@
 // `pact capture` and `pact discharge`: structure-only capture of a model and discharge of its hypotheses.
 
+#include "pact/capture/capture.hpp"
+
 #include <fmt/format.h>
 
 #include <cstdio>
@@ -8,7 +10,6 @@
 #include <memory>
 #include <sstream>
 
-#include "pact/capture/capture.hpp"
 #include "pact/capture/llama.hpp"
 #include "pact/ir/torch_import.hpp"
 #include "pact/train/trainer.hpp"
@@ -35,8 +36,9 @@ std::unique_ptr<Resolved> resolve(const CaptureArgs& a) {
     if (a.batch > 0) c.batch = a.batch;
     if (a.seq > 0) c.seq = a.seq;
     r->fn = capture::llama_model(c);
-    r->description = fmt::format("llama {} ({} layers, d_model {}, {} heads, {} kv heads, ffn {}, vocab {}; batch {}, seq {})", c.name,
-                                 c.layers, c.d_model, c.heads, c.kv_heads, c.ffn, c.vocab, c.batch, c.seq);
+    r->description =
+        fmt::format("llama {} ({} layers, d_model {}, {} heads, {} kv heads, ffn {}, vocab {}; batch {}, seq {})",
+                    c.name, c.layers, c.d_model, c.heads, c.kv_heads, c.ffn, c.vocab, c.batch, c.seq);
     return r;
   }
   if (a.seq > 0) throw_error(ErrorCode::invalid_argument, "pact capture", "--seq applies to the llama model only");
@@ -45,7 +47,8 @@ std::unique_ptr<Resolved> resolve(const CaptureArgs& a) {
     r->graph = std::make_unique<ir::Graph>(a.model == "mlp" ? train::digits_mlp(batch) : train::digits_cnn(batch));
     r->description = fmt::format("digits {} (batch {})", a.model, batch);
   } else if (std::filesystem::is_directory(a.model)) {
-    if (a.batch > 0) throw_error(ErrorCode::invalid_argument, "pact capture", "--batch does not apply to a captured PyTorch model");
+    if (a.batch > 0)
+      throw_error(ErrorCode::invalid_argument, "pact capture", "--batch does not apply to a captured PyTorch model");
     r->bundle = std::make_unique<ir::TorchBundle>(ir::load_torch_export(a.model));
     r->weights = r->bundle->state();
     r->graph = std::make_unique<ir::Graph>(r->bundle->model.graph);
@@ -80,7 +83,8 @@ void write_file(const std::string& path, const std::string& text) {
   std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
   f << text;
   f.close();
-  if (!f || std::rename(tmp.c_str(), path.c_str()) != 0) throw_error(ErrorCode::io_error, "pact", fmt::format("cannot write {}", path));
+  if (!f || std::rename(tmp.c_str(), path.c_str()) != 0)
+    throw_error(ErrorCode::io_error, "pact", fmt::format("cannot write {}", path));
 }
 
 }  // namespace
@@ -99,10 +103,15 @@ int run_capture(const CaptureArgs& a) {
   if (a.json) {
     Json out = doc;
     const auto m = c.memory(a.optimizer);
-    out["estimates"]["memory"] = Json{{"label", "estimated"}, {"optimizer", a.optimizer}, {"parameters_bytes", m.parameters},
-                                      {"buffers_bytes", m.buffers}, {"activations_peak_bytes", m.activations_peak},
-                                      {"activations_saved_bytes", m.activations_saved}, {"gradients_bytes", m.gradients},
-                                      {"optimizer_state_bytes", m.optimizer_state}, {"training_total_bytes", m.training_total()}};
+    out["estimates"]["memory"] = Json{{"label", "estimated"},
+                                      {"optimizer", a.optimizer},
+                                      {"parameters_bytes", m.parameters},
+                                      {"buffers_bytes", m.buffers},
+                                      {"activations_peak_bytes", m.activations_peak},
+                                      {"activations_saved_bytes", m.activations_saved},
+                                      {"gradients_bytes", m.gradients},
+                                      {"optimizer_state_bytes", m.optimizer_state},
+                                      {"training_total_bytes", m.training_total()}};
     std::printf("%s\n", out.dump(1).c_str());
   } else {
     std::printf("%s\n%s", model->description.c_str(), capture::render(c, a.optimizer).c_str());
@@ -123,8 +132,12 @@ int run_discharge(const CaptureArgs& a) {
     for (const auto& o : hyp.ops) {
       rows.push_back(Json{{"op", o.id}, {"verdict", std::string(capture::row_state_name(o.state()))}});
     }
-    std::printf("%s\n", Json{{"schema", "pact.discharge.v1"}, {"graph_shape", hyp.graph_shape_digest}, {"against", report.against},
-                             {"corroborated", report.corroborated}, {"refuted", report.refuted}, {"rows", rows}}
+    std::printf("%s\n", Json{{"schema", "pact.discharge.v1"},
+                             {"graph_shape", hyp.graph_shape_digest},
+                             {"against", report.against},
+                             {"corroborated", report.corroborated},
+                             {"refuted", report.refuted},
+                             {"rows", rows}}
                             .dump(1)
                             .c_str());
   } else {
@@ -133,7 +146,8 @@ int run_discharge(const CaptureArgs& a) {
       std::printf("  %-44s %-12s %s%s\n", o.id.c_str(), std::string(capture::row_state_name(o.state())).c_str(),
                   std::string(dtype_name(o.type.dtype)).c_str(), o.type.shape.to_string().c_str());
     }
-    std::printf("%zu corroborated, %zu refuted (against %s)\n", report.corroborated, report.refuted, report.against.c_str());
+    std::printf("%zu corroborated, %zu refuted (against %s)\n", report.corroborated, report.refuted,
+                report.against.c_str());
   }
   if (!a.out.empty()) write_file(a.out, capture::to_json(hyp).dump(1) + "\n");
   return report.refuted == 0 ? 0 : 4;

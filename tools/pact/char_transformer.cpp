@@ -18,7 +18,8 @@ int run_char_transformer(const TrainArgs& args) {
   const std::string path = args.data == "data/digits.csv.gz" ? "/usr/share/common-licenses/GPL-3" : args.data;
   const std::string text = read_file(path, "train");
   const std::int64_t t = 64, d = 64, heads = 4, batch = args.batch_size;
-  if (static_cast<std::int64_t>(text.size()) < 2 * (t + 1)) throw_error(ErrorCode::invalid_argument, "train", fmt::format("'{}' is too short", path));
+  if (static_cast<std::int64_t>(text.size()) < 2 * (t + 1))
+    throw_error(ErrorCode::invalid_argument, "train", fmt::format("'{}' is too short", path));
   std::set<unsigned char> chars(text.begin(), text.end());
   std::vector<unsigned char> alphabet(chars.begin(), chars.end());
   std::vector<std::int64_t> id(256, -1);
@@ -34,7 +35,8 @@ int run_char_transformer(const TrainArgs& args) {
   objective.options.seed = args.seed;
   objective.options.profile = args.profile;
   if (args.checkpoint) {
-    if (args.graph_mode) throw_error(ErrorCode::invalid_argument, "train", "--checkpoint runs the loss program eagerly; drop --graph");
+    if (args.graph_mode)
+      throw_error(ErrorCode::invalid_argument, "train", "--checkpoint runs the loss program eagerly; drop --graph");
     objective.checkpoint_regions = {
         {"ln1", "q", "q4", "qh", "k", "k4", "kh", "v", "v4", "vh", "att", "att_t", "att_m", "proj", "h1"},
         {"ln2", "up", "act", "down", "h2"}};
@@ -50,10 +52,12 @@ int run_char_transformer(const TrainArgs& args) {
   for (const auto& k : audit.kernels) {
     if (k.capsule) capsules.insert(k.capsule->name);
   }
-  fmt::print("pact train: char-transformer (1 block, {} heads, d {}, context {}), vocabulary {} from {} ({} chars), {} updates, batch {}{}\n",
-             heads, d, t, vocab, path, text.size(), steps, batch, args.checkpoint ? ", sublayers checkpointed" : "");
-  fmt::print("plan audit ({}): {} kernels, {} capsules admitted, verdict {}\n", audit.profile, audit.kernels.size(), capsules.size(),
-             audit.check.accepted ? "accepted" : "rejected");
+  fmt::print(
+      "pact train: char-transformer (1 block, {} heads, d {}, context {}), vocabulary {} from {} ({} chars), {} "
+      "updates, batch {}{}\n",
+      heads, d, t, vocab, path, text.size(), steps, batch, args.checkpoint ? ", sublayers checkpointed" : "");
+  fmt::print("plan audit ({}): {} kernels, {} capsules admitted, verdict {}\n", audit.profile, audit.kernels.size(),
+             capsules.size(), audit.check.accepted ? "accepted" : "rejected");
   std::mt19937_64 rng(args.seed);
   std::uniform_int_distribution<std::size_t> start(0, tokens.size() - static_cast<std::size_t>(t) - 1);
   // `batch` random windows: inputs [batch, t] and next-character targets [batch * t].
@@ -64,7 +68,8 @@ int run_char_transformer(const TrainArgs& args) {
       x.insert(x.end(), tokens.begin() + static_cast<long>(o), tokens.begin() + static_cast<long>(o) + t);
       y.insert(y.end(), tokens.begin() + static_cast<long>(o) + 1, tokens.begin() + static_cast<long>(o) + t + 1);
     }
-    return std::pair{Tensor::from_values<std::int64_t>(Dims{batch, t}, x), Tensor::from_values<std::int64_t>(Dims{batch * t}, y)};
+    return std::pair{Tensor::from_values<std::int64_t>(Dims{batch, t}, x),
+                     Tensor::from_values<std::int64_t>(Dims{batch * t}, y)};
   };
   const auto t0 = std::chrono::steady_clock::now();
   double recent = 0;
@@ -98,7 +103,8 @@ int run_char_transformer(const TrainArgs& args) {
     std::vector<double> p(static_cast<std::size_t>(vocab));
     double mx = -1e30, sum = 0;
     for (std::int64_t v = 0; v < vocab; ++v) mx = std::max(mx, logits.get(Dims{t - 1, v}).real);
-    for (std::int64_t v = 0; v < vocab; ++v) sum += p[static_cast<std::size_t>(v)] = std::exp((logits.get(Dims{t - 1, v}).real - mx) / 0.8);
+    for (std::int64_t v = 0; v < vocab; ++v)
+      sum += p[static_cast<std::size_t>(v)] = std::exp((logits.get(Dims{t - 1, v}).real - mx) / 0.8);
     std::uniform_real_distribution<double> u(0, sum);
     double r = u(rng);
     std::int64_t pick = vocab - 1;

@@ -30,9 +30,9 @@ struct TrainArgs {
   std::string out = "runs";
   std::string data = "data/digits.csv.gz";
   bool graph_mode = false;
-  bool checkpoint = false;  ///< char-transformer: checkpoint the attention and MLP sublayers
-  std::string save;  ///< write the trained parameters here (safetensors checkpoint)
-  std::string load;  ///< start from these parameters instead of a fresh initialisation
+  bool checkpoint = false;   ///< char-transformer: checkpoint the attention and MLP sublayers
+  std::string save;          ///< write the trained parameters here (safetensors checkpoint)
+  std::string load;          ///< start from these parameters instead of a fresh initialisation
   std::int64_t steps = 400;  ///< char-transformer: updates
 };
 /// `pact train --model char-transformer`: a tiny causal transformer on a text file (--steps updates).
@@ -56,9 +56,9 @@ namespace pact::cli {
 
 /// `pact capture` / `pact discharge` options.
 struct CaptureArgs {
-  std::string model;        ///< llama | mlp | cnn | IR JSON path | torch_export.py directory
+  std::string model;  ///< llama | mlp | cnn | IR JSON path | torch_export.py directory
   std::string config = "tiny";
-  std::int64_t batch = 0;   ///< 0: the model's default
+  std::int64_t batch = 0;  ///< 0: the model's default
   std::int64_t seq = 0;
   bool structure_only = false;
   bool json = false;

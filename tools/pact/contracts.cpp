@@ -20,8 +20,8 @@ verify::BindingFile bindings_of(const ContractsArgs& a) {
 void print_failures(const verify::FalsifyReport& r) {
   for (const auto& o : r.obligations) {
     if (o.outcome.failed > 0) {
-      std::printf("  FAILED %s %s on %s: %d of %d cases (%s)\n", o.contract.c_str(), o.obligation.c_str(), o.capsule.c_str(),
-                  o.outcome.failed, o.outcome.trials, o.outcome.first_failure.c_str());
+      std::printf("  FAILED %s %s on %s: %d of %d cases (%s)\n", o.contract.c_str(), o.obligation.c_str(),
+                  o.capsule.c_str(), o.outcome.failed, o.outcome.trials, o.outcome.first_failure.c_str());
     }
   }
 }
@@ -51,8 +51,8 @@ int run_contracts_audit(const ContractsArgs& a) {
                 c.unbound.empty() ? "" : fmt::format(" (unbound: {})", fmt::join(c.unbound, ", ")).c_str());
   }
   if (!r.unlinked_capsules.empty()) {
-    std::printf("capsules citing test-suite evidence that no contract obligation binds (%zu): %s\n", r.unlinked_capsules.size(),
-                fmt::format("{}", fmt::join(r.unlinked_capsules, ", ")).c_str());
+    std::printf("capsules citing test-suite evidence that no contract obligation binds (%zu): %s\n",
+                r.unlinked_capsules.size(), fmt::format("{}", fmt::join(r.unlinked_capsules, ", ")).c_str());
   }
   for (const auto& p : r.problems) std::printf("PROBLEM %s\n", p.c_str());
   std::printf("%zu contracts audited, %zu problems\n", r.coverage.size(), r.problems.size());
@@ -77,10 +77,12 @@ int run_contracts_score(const ContractsArgs& a) {
       caught += m.caught;
     }
     // Score: the share of evaluations that passed times the share of mutants caught (0 when nothing ran).
-    const double score = evaluated == 0 || mutants == 0 ? 0.0
-                                                        : static_cast<double>(passed) / static_cast<double>(evaluated) *
-                                                              static_cast<double>(caught) / static_cast<double>(mutants);
-    std::printf("%-28s %4zu/%-5zu %4zu/%-5zu %7.0f%%\n", c.id.c_str(), passed, evaluated, caught, mutants, 100.0 * score);
+    const double score = evaluated == 0 || mutants == 0
+                             ? 0.0
+                             : static_cast<double>(passed) / static_cast<double>(evaluated) *
+                                   static_cast<double>(caught) / static_cast<double>(mutants);
+    std::printf("%-28s %4zu/%-5zu %4zu/%-5zu %7.0f%%\n", c.id.c_str(), passed, evaluated, caught, mutants,
+                100.0 * score);
   }
   return report.ok() ? 0 : 1;
 }
@@ -104,10 +106,12 @@ int run_contracts_falsify(const ContractsArgs& a) {
   const auto r = verify::falsify(contracts, bindings_of(a), a.contract, a.seed, a.trials, true);
   print_failures(r);
   for (const auto& m : r.mutants) {
-    std::printf("  gate %-24s %-40s %s (%s)\n", m.contract.c_str(), m.mutant.c_str(), m.caught ? "caught" : "NOT CAUGHT", m.detail.c_str());
+    std::printf("  gate %-24s %-40s %s (%s)\n", m.contract.c_str(), m.mutant.c_str(),
+                m.caught ? "caught" : "NOT CAUGHT", m.detail.c_str());
   }
-  std::printf("%zu declared, %zu evaluated (%d cases each), %zu failed; %zu of %zu mutants caught (seed %llu)\n", r.declared, r.evaluated(),
-              a.trials, r.failed(), r.caught(), r.mutants.size(), static_cast<unsigned long long>(a.seed));
+  std::printf("%zu declared, %zu evaluated (%d cases each), %zu failed; %zu of %zu mutants caught (seed %llu)\n",
+              r.declared, r.evaluated(), a.trials, r.failed(), r.caught(), r.mutants.size(),
+              static_cast<unsigned long long>(a.seed));
   if (r.mutants.empty()) std::printf("no falsification test ran: a gate that catches nothing is a failure\n");
   return r.ok() && !r.mutants.empty() ? 0 : 1;
 }
@@ -118,18 +122,23 @@ int run_contracts_gate(const ContractsArgs& a) {
   std::optional<std::vector<Json>> gcov;
   if (!a.coverage.empty()) gcov = verify::parse_gcov_json(verify::read_text_file(a.coverage), a.coverage);
   const auto gates = verify::evaluate_gates(contracts, report, gcov ? &*gcov : nullptr);
-  std::printf("%-26s %-12s %14s %18s %18s  %s\n", "contract", "gate", "obligations", "mutation score", "line coverage", "verdict");
+  std::printf("%-26s %-12s %14s %18s %18s  %s\n", "contract", "gate", "obligations", "mutation score", "line coverage",
+              "verdict");
   bool fail = false, incomplete = false;
   for (const auto& g : gates) {
-    const std::string cov = g.coverage ? fmt::format("{:.1f}% (>= {:.0f}%)", g.coverage->percent(), verify::kCoverageThreshold)
-                                       : fmt::format("unmeasured (>= {:.0f}%)", verify::kCoverageThreshold);
+    const std::string cov = g.coverage
+                                ? fmt::format("{:.1f}% (>= {:.0f}%)", g.coverage->percent(), verify::kCoverageThreshold)
+                                : fmt::format("unmeasured (>= {:.0f}%)", verify::kCoverageThreshold);
     std::printf("%-26s %-12s %8zu/%-5zu %18s %18s  %s\n", g.contract.c_str(), g.gate.c_str(), g.passed, g.evaluated,
-                fmt::format("{:.0f}% (>= {:.0f}%)", g.mutation_score(), verify::kMutationThreshold).c_str(), cov.c_str(), g.verdict.c_str());
+                fmt::format("{:.0f}% (>= {:.0f}%)", g.mutation_score(), verify::kMutationThreshold).c_str(),
+                cov.c_str(), g.verdict.c_str());
     for (const auto& r : g.reasons) std::printf("    %s\n", r.c_str());
     fail = fail || g.verdict == "fail";
     incomplete = incomplete || g.verdict == "incomplete";
   }
-  if (!gcov) std::printf("no --coverage data: line coverage is unmeasured and no gate can pass (see docs/guides/contracts.md)\n");
+  if (!gcov)
+    std::printf(
+        "no --coverage data: line coverage is unmeasured and no gate can pass (see docs/guides/contracts.md)\n");
   return fail ? 1 : incomplete ? 2 : 0;
 }
 

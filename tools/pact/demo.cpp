@@ -17,20 +17,23 @@ int run_demo() {
   std::vector<float> values(12);
   std::iota(values.begin(), values.end(), 0.0f);
   Tensor a = Tensor::from_values<float>(Dims{3, 4}, values);
-  fmt::print("owner      {}  contiguous={}  allocation {}\n", a.to_string(), a.is_contiguous(), a.span_identity().allocation_id);
+  fmt::print("owner      {}  contiguous={}  allocation {}\n", a.to_string(), a.is_contiguous(),
+             a.span_identity().allocation_id);
 
   {
     TensorView t = a.transpose(0, 1);
     fmt::print("transpose  {}  strides {}  contiguous={}\n", t.to_string(), t.strides().to_string(), t.is_contiguous());
     auto prepared = std::move(t).prepare_host<float>();  // holds the shared borrow until the scope ends
-    std::visit([&](auto& p) {
-      if constexpr (requires { p.cursor(); }) {
-        fmt::print("           strided cursor:");
-        auto c = p.cursor();
-        while (const float* v = c.next()) fmt::print(" {}", *v);
-        fmt::print("\n");
-      }
-    }, prepared.value());
+    std::visit(
+        [&](auto& p) {
+          if constexpr (requires { p.cursor(); }) {
+            fmt::print("           strided cursor:");
+            auto c = p.cursor();
+            while (const float* v = c.next()) fmt::print(" {}", *v);
+            fmt::print("\n");
+          }
+        },
+        prepared.value());
   }
 
   // A mutable view, then a duplicate and a transfer: the ledgers show copies only where bytes moved.
@@ -40,7 +43,8 @@ int run_demo() {
   fmt::print("duplicate  {}   transfer {}\n", b.to_string(), c.to_string());
   {
     auto host = c.prepare_host<float>();
-    fmt::print("host access to {} -> {}\n", c.provider_name(), host.has_value() ? "granted" : host.error().error.what());
+    fmt::print("host access to {} -> {}\n", c.provider_name(),
+               host.has_value() ? "granted" : host.error().error.what());
   }
 
   // A group: one allocation, two logical values, split into disjoint mutable views.
@@ -56,8 +60,9 @@ int run_demo() {
     halves[0].fill(1.0);
     halves[1].fill(2.0);
   }
-  fmt::print("group      2 descriptors over allocation {} -> [{}, {}]\n", group->view(slots[0]).span_identity().allocation_id,
-             group->view(slots[0]).get(Dims{0}).real, group->view(slots[1]).get(Dims{0}).real);
+  fmt::print("group      2 descriptors over allocation {} -> [{}, {}]\n",
+             group->view(slots[0]).span_identity().allocation_id, group->view(slots[0]).get(Dims{0}).real,
+             group->view(slots[1]).get(Dims{0}).real);
   DescriptorSlot overlapping[] = {group->slot(0), group->slot(0)};
   try {
     group->split_mut(overlapping);

@@ -1,9 +1,10 @@
 // pact ledger check | run: the obligations ledger's checker and runner (pact/verify/ledger.hpp).
 
+#include "pact/verify/ledger.hpp"
+
 #include <cstdio>
 
 #include "pact/core/error.hpp"
-#include "pact/verify/ledger.hpp"
 #include "tools/pact/commands.hpp"
 
 namespace pact::cli {
@@ -46,8 +47,9 @@ int run_ledger_check(const LedgerArgs& args) {
       std::printf("  %-22s %zu of %zu active%s\n", u["id"].get<std::string>().c_str(), u["active"].get<std::size_t>(),
                   u["obligations"].get<std::size_t>(), u["complete"].get<bool>() ? ", complete (receipt at HEAD)" : "");
     }
-    std::printf("units complete: %zu of %zu; terminal: %s%s\n", s["units_complete"].get<std::size_t>(), s["units"].size(),
-                s["terminal"].get<bool>() ? "yes" : "no", options.receipt ? "" : " (no receipt: completeness needs `pact ledger run`)");
+    std::printf("units complete: %zu of %zu; terminal: %s%s\n", s["units_complete"].get<std::size_t>(),
+                s["units"].size(), s["terminal"].get<bool>() ? "yes" : "no",
+                options.receipt ? "" : " (no receipt: completeness needs `pact ledger run`)");
   }
   const int rc = report(outcome.diagnostics, args.diagnostics_json);
   if (rc == 0 && !args.diagnostics_json && !args.summary_json) std::printf("ledger check passed\n");
@@ -56,7 +58,8 @@ int run_ledger_check(const LedgerArgs& args) {
 
 int run_ledger_run(const LedgerArgs& args) {
   if (args.contract_schema) return print_contract(ledger::Role::runner);
-  if (args.receipt_out.empty()) throw Error(ErrorCode::invalid_argument, "pact ledger run", "--receipt-out is required");
+  if (args.receipt_out.empty())
+    throw Error(ErrorCode::invalid_argument, "pact ledger run", "--receipt-out is required");
   ledger::RunOptions options;
   options.root = args.root;
   options.manifest = args.manifest;
@@ -66,7 +69,8 @@ int run_ledger_run(const LedgerArgs& args) {
   if (outcome.receipt && !args.diagnostics_json) {
     std::printf("ran %d command%s for %zu active obligation%s; receipt for %s written to %s\n", outcome.commands_run,
                 outcome.commands_run == 1 ? "" : "s", outcome.receipt->executions.size(),
-                outcome.receipt->executions.size() == 1 ? "" : "s", outcome.receipt->candidate_commit.c_str(), args.receipt_out.c_str());
+                outcome.receipt->executions.size() == 1 ? "" : "s", outcome.receipt->candidate_commit.c_str(),
+                args.receipt_out.c_str());
   }
   return report(outcome.diagnostics, args.diagnostics_json);
 }

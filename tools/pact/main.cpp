@@ -1,9 +1,9 @@
 // The pact command line: parses arguments and calls the library. Every failure prints one line,
 // "pact: error: <what>", and exits non-zero.
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <CLI/CLI.hpp>
 #include <cstdio>
 #include <exception>
 #include <optional>
@@ -31,7 +31,8 @@ int main(int argc, char** argv) {
   auto* ops = app.add_subcommand("ops", "list the op table");
   ops->add_flag("--markdown", ops_markdown, "print the catalogue as docs/ops.md holds it");
 
-  auto* bench = app.add_subcommand("bench", "run a benchmark; figures are ratios against a baseline measured in the same run");
+  auto* bench =
+      app.add_subcommand("bench", "run a benchmark; figures are ratios against a baseline measured in the same run");
   bench->require_subcommand(0, 1);
   bool bench_check = false, bench_json = false;
   std::string bench_file = "contracts/performance.yaml", bench_only;
@@ -42,7 +43,8 @@ int main(int argc, char** argv) {
   std::vector<std::int64_t> gemm_sizes{128, 256, 512, 1024, 2048};
   int gemm_threads = 1, gemm_reps = 5;
   bool gemm_json = false;
-  auto* gemm = bench->add_subcommand("gemm", "native SGEMM vs OpenBLAS cblas_sgemm (run with env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE)");
+  auto* gemm = bench->add_subcommand(
+      "gemm", "native SGEMM vs OpenBLAS cblas_sgemm (run with env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE)");
   gemm->add_option("--sizes", gemm_sizes, "square sizes")->delimiter(',');
   gemm->add_option("--threads", gemm_threads, "threads for both contenders");
   gemm->add_option("--repetitions", gemm_reps, "interleaved repetitions (best of N)");
@@ -69,7 +71,8 @@ int main(int argc, char** argv) {
   std::string run_dir, run_profile = "cpu-checked";
   bool run_json = false;
   double run_tolerance = 1e-4;
-  auto* run_cmd = app.add_subcommand("run", "plan and run a torch_export.py capture on its example input; compare with PyTorch");
+  auto* run_cmd =
+      app.add_subcommand("run", "plan and run a torch_export.py capture on its example input; compare with PyTorch");
   run_cmd->add_option("dir", run_dir, "capture directory")->required();
   run_cmd->add_option("--profile", run_profile, "backend profile");
   run_cmd->add_flag("--json", run_json, "print a JSON report");
@@ -77,18 +80,23 @@ int main(int argc, char** argv) {
 
   pact::cli::CaptureArgs capture_args;
   bool capabilities = false;
-  auto* capture_cmd = app.add_subcommand("capture", "capture a model's structure: graph, modules, parameters, shapes, FLOPs, memory");
-  capture_cmd->add_option("model", capture_args.model, "llama | mlp | cnn | pact.ir.v1 JSON | torch_export.py directory");
-  capture_cmd->add_flag("--structure-only", capture_args.structure_only, "meta storage: no values, no weights, shapes as hypotheses");
+  auto* capture_cmd =
+      app.add_subcommand("capture", "capture a model's structure: graph, modules, parameters, shapes, FLOPs, memory");
+  capture_cmd->add_option("model", capture_args.model,
+                          "llama | mlp | cnn | pact.ir.v1 JSON | torch_export.py directory");
+  capture_cmd->add_flag("--structure-only", capture_args.structure_only,
+                        "meta storage: no values, no weights, shapes as hypotheses");
   capture_cmd->add_flag("--capabilities", capabilities, "print the structure-only capability table and exit");
   capture_cmd->add_option("--config", capture_args.config, "llama configuration: 7b | 13b | tiny");
   capture_cmd->add_option("--batch", capture_args.batch, "batch size (llama, mlp, cnn)");
   capture_cmd->add_option("--seq", capture_args.seq, "sequence length (llama)");
-  capture_cmd->add_option("--optimizer", capture_args.optimizer, "memory estimate for sgd | sgd-momentum | adam | adamw");
+  capture_cmd->add_option("--optimizer", capture_args.optimizer,
+                          "memory estimate for sgd | sgd-momentum | adam | adamw");
   capture_cmd->add_option("--seed", capture_args.seed, "values of a real capture");
   capture_cmd->add_flag("--json", capture_args.json, "print the capture as JSON");
   capture_cmd->add_option("-o,--out", capture_args.out, "save the capture (pact.capture.v1) here");
-  capture_cmd->add_option("--chrome-trace", capture_args.chrome_trace, "write measured per-op times (real captures only)");
+  capture_cmd->add_option("--chrome-trace", capture_args.chrome_trace,
+                          "write measured per-op times (real captures only)");
   capture_cmd->add_flag("--values", capture_args.values, "record activation values");
   capture_cmd->add_flag("--previews", capture_args.previews, "record value previews");
   capture_cmd->add_flag("--halt-on-nonfinite", capture_args.halt_on_nonfinite, "stop at the first NaN or infinity");
@@ -99,9 +107,12 @@ int main(int argc, char** argv) {
   capture_cmd->add_flag("--symbolic", capture_args.symbolic, "symbolic (dynamic) shapes");
 
   pact::cli::CaptureArgs discharge_args;
-  auto* discharge_cmd = app.add_subcommand("discharge", "discharge a structure-only capture's hypotheses with a real capture");
-  discharge_cmd->add_option("capture", discharge_args.capture_file, "capture saved by pact capture --structure-only -o")->required();
-  discharge_cmd->add_option("--against", discharge_args.against, "the model, with weights or seeded random values")->required();
+  auto* discharge_cmd =
+      app.add_subcommand("discharge", "discharge a structure-only capture's hypotheses with a real capture");
+  discharge_cmd->add_option("capture", discharge_args.capture_file, "capture saved by pact capture --structure-only -o")
+      ->required();
+  discharge_cmd->add_option("--against", discharge_args.against, "the model, with weights or seeded random values")
+      ->required();
   discharge_cmd->add_option("--config", discharge_args.config, "llama configuration");
   discharge_cmd->add_option("--batch", discharge_args.batch, "batch size");
   discharge_cmd->add_option("--seq", discharge_args.seq, "sequence length (llama)");
@@ -112,16 +123,21 @@ int main(int argc, char** argv) {
   pact::cli::ContractsArgs contracts_args;
   auto* contracts_cmd = app.add_subcommand("contracts", "kernel contracts: validate, audit, score, scaffold, falsify");
   contracts_cmd->require_subcommand(1);
-  auto* c_validate = contracts_cmd->add_subcommand("validate", "check every contract and binding; evaluate every obligation briefly");
-  auto* c_audit = contracts_cmd->add_subcommand("audit", "binding coverage, unbound equations, bindings naming missing capsules or symbols");
-  auto* c_score = contracts_cmd->add_subcommand("score", "per-contract score from obligations passed and mutants caught");
+  auto* c_validate =
+      contracts_cmd->add_subcommand("validate", "check every contract and binding; evaluate every obligation briefly");
+  auto* c_audit = contracts_cmd->add_subcommand(
+      "audit", "binding coverage, unbound equations, bindings naming missing capsules or symbols");
+  auto* c_score =
+      contracts_cmd->add_subcommand("score", "per-contract score from obligations passed and mutants caught");
   c_score->add_option("contract", contracts_args.contract, "one contract id");
   auto* c_scaffold = contracts_cmd->add_subcommand("scaffold", "a GoogleTest skeleton from a contract file");
   c_scaffold->add_option("file", contracts_args.contract, "contract YAML")->required();
   c_scaffold->add_option("-o,--out", contracts_args.out, "write here");
-  auto* c_falsify = contracts_cmd->add_subcommand("falsify", "run every obligation as a property test and prove each gate can fail");
+  auto* c_falsify =
+      contracts_cmd->add_subcommand("falsify", "run every obligation as a property test and prove each gate can fail");
   c_falsify->add_option("contract", contracts_args.contract, "one contract id");
-  auto* c_gate = contracts_cmd->add_subcommand("gate", "each QA gate: obligations, mutation score (>= 80%), line coverage (>= 95%)");
+  auto* c_gate = contracts_cmd->add_subcommand(
+      "gate", "each QA gate: obligations, mutation score (>= 80%), line coverage (>= 95%)");
   c_gate->add_option("contract", contracts_args.contract, "one contract id");
   c_gate->add_option("--coverage", contracts_args.coverage, "gcov --json-format --stdout output of the coverage build");
   for (auto* sub : {c_score, c_falsify, c_gate}) {
@@ -135,31 +151,43 @@ int main(int argc, char** argv) {
   pact::cli::LedgerArgs ledger_args;
   auto* ledger_cmd = app.add_subcommand("ledger", "the obligations ledger (ledger/obligations.toml): check and run");
   ledger_cmd->require_subcommand(1);
-  auto* l_check = ledger_cmd->add_subcommand("check", "check the manifest's rules; with --receipt, that HEAD's evidence passed");
-  auto* l_run = ledger_cmd->add_subcommand("run", "run every active obligation's command once and write a receipt bound to HEAD");
+  auto* l_check =
+      ledger_cmd->add_subcommand("check", "check the manifest's rules; with --receipt, that HEAD's evidence passed");
+  auto* l_run =
+      ledger_cmd->add_subcommand("run", "run every active obligation's command once and write a receipt bound to HEAD");
   for (auto* sub : {l_check, l_run}) {
     sub->add_option("--root", ledger_args.root, "repository root (its top level)");
     sub->add_option("--manifest", ledger_args.manifest, "repository-relative manifest");
-    sub->add_option("--base-commit", ledger_args.base_commit, "compare against this ancestor of HEAD (promotion and revision rules)");
-    sub->add_flag("--diagnostics-json", ledger_args.diagnostics_json, "print the diagnostics envelope as JSON on stdout");
-    sub->add_flag("--contract-schema", ledger_args.contract_schema, "print the CLI contract (one JSON object) and exit");
+    sub->add_option("--base-commit", ledger_args.base_commit,
+                    "compare against this ancestor of HEAD (promotion and revision rules)");
+    sub->add_flag("--diagnostics-json", ledger_args.diagnostics_json,
+                  "print the diagnostics envelope as JSON on stdout");
+    sub->add_flag("--contract-schema", ledger_args.contract_schema,
+                  "print the CLI contract (one JSON object) and exit");
   }
   l_check->add_option("--receipt", ledger_args.receipt, "a receipt written by `pact ledger run`");
   l_check->add_flag("--summary-json", ledger_args.summary_json, "print the summary as JSON on stdout");
   l_run->add_option("--receipt-out", ledger_args.receipt_out, "where to write the receipt");
 
   pact::cli::SealArgs seal_args;
-  auto* seal_cmd = app.add_subcommand("seal", "sealed GPU kernel artifacts: build (hermetic prebuild), verify (GPU-free reopen), scan");
+  auto* seal_cmd = app.add_subcommand(
+      "seal", "sealed GPU kernel artifacts: build (hermetic prebuild), verify (GPU-free reopen), scan");
   seal_cmd->require_subcommand(1);
-  auto* s_build = seal_cmd->add_subcommand("build", "compile a bundle's CUDA sources in the sandbox and publish the CUBINs with their index");
+  auto* s_build = seal_cmd->add_subcommand(
+      "build", "compile a bundle's CUDA sources in the sandbox and publish the CUBINs with their index");
   s_build->add_option("bundle", seal_args.bundle, "bundle directory (manifest.toml and sources)")->required();
   s_build->add_option("-o,--out", seal_args.out, "publication directory to create (absent or empty)")->required();
-  s_build->add_option("--profile", seal_args.profile, "the measured compile profile (pact.nvcc-compile-profile.v1 JSON)")->required();
-  auto* s_verify = seal_cmd->add_subcommand("verify", "reopen a publication without a GPU: inventory, sizes, SHA-256, ELF, parameter widths");
+  s_build
+      ->add_option("--profile", seal_args.profile, "the measured compile profile (pact.nvcc-compile-profile.v1 JSON)")
+      ->required();
+  auto* s_verify = seal_cmd->add_subcommand(
+      "verify", "reopen a publication without a GPU: inventory, sizes, SHA-256, ELF, parameter widths");
   s_verify->add_option("dir", seal_args.dir, "publication directory")->required();
-  s_verify->add_option("--bundle", seal_args.bundle, "also require exact declaration equality with this bundle's manifest");
+  s_verify->add_option("--bundle", seal_args.bundle,
+                       "also require exact declaration equality with this bundle's manifest");
   s_verify->add_option("--profile", seal_args.profile, "also require this compile profile (the launch's)");
-  auto* s_scan = seal_cmd->add_subcommand("scan", "the author's pre-flight: every check that needs no GPU, all problems at once");
+  auto* s_scan =
+      seal_cmd->add_subcommand("scan", "the author's pre-flight: every check that needs no GPU, all problems at once");
   s_scan->add_option("bundle", seal_args.bundle, "bundle directory")->required();
   s_scan->add_option("--profile", seal_args.profile, "also check the bundle against this compile profile");
   for (auto* sub : {s_build, s_verify, s_scan}) sub->add_flag("--json", seal_args.json, "print JSON");
@@ -180,8 +208,9 @@ int main(int argc, char** argv) {
   train->add_option("--save", train_args.save, "save the trained parameters as a safetensors checkpoint");
   train->add_option("--load", train_args.load, "start from a checkpoint saved by --save");
   train->add_flag("--graph", train_args.graph_mode, "run the loss program as a planned graph instead of eagerly");
-  train->add_flag("--checkpoint", train_args.checkpoint,
-                  "char-transformer: checkpoint the attention and MLP sublayers (interior values recomputed in backward)");
+  train->add_flag(
+      "--checkpoint", train_args.checkpoint,
+      "char-transformer: checkpoint the attention and MLP sublayers (interior values recomputed in backward)");
 
   try {
     app.parse(argc, argv);
@@ -193,7 +222,8 @@ int main(int argc, char** argv) {
     if (*train) return pact::cli::run_train(train_args);
     if (*capture_cmd) {
       if (capabilities) return pact::cli::run_capabilities();
-      if (capture_args.model.empty()) throw pact::Error(pact::ErrorCode::invalid_argument, "pact capture", "MODEL is required");
+      if (capture_args.model.empty())
+        throw pact::Error(pact::ErrorCode::invalid_argument, "pact capture", "MODEL is required");
       return pact::cli::run_capture(capture_args);
     }
     if (*c_validate) return pact::cli::run_contracts_validate(contracts_args);
@@ -221,13 +251,15 @@ int main(int argc, char** argv) {
         options.root = plan_root;
         options.receipt = plan_receipt;
         const auto outcome = pact::ledger::check(options);
-        if (!outcome.ok()) std::fprintf(stderr, "pact plan: the ledger refuses the receipt:\n%s", outcome.diagnostics.render().c_str());
+        if (!outcome.ok())
+          std::fprintf(stderr, "pact plan: the ledger refuses the receipt:\n%s", outcome.diagnostics.render().c_str());
         receipt_resolver.emplace(outcome);
       }
       const pact::contract::EvidenceResolver& resolver =
           receipt_resolver ? static_cast<const pact::contract::EvidenceResolver&>(*receipt_resolver) : default_resolver;
-      auto result = pact::plan::plan_graph(graph, profile, resolver,
-                                           plan_vjp ? pact::contract::VjpMode::with_vjp : pact::contract::VjpMode::forward_only);
+      auto result =
+          pact::plan::plan_graph(graph, profile, resolver,
+                                 plan_vjp ? pact::contract::VjpMode::with_vjp : pact::contract::VjpMode::forward_only);
       const auto& audit = result ? result->audit : result.error().audit;
       if (plan_json) {
         std::printf("%s\n", pact::plan::render_audit_json(audit).dump(2).c_str());
@@ -237,7 +269,8 @@ int main(int argc, char** argv) {
       return result ? 0 : 2;
     }
     if (*bench && bench_check) return pact::cli::run_bench_check(bench_file, bench_only, bench_json);
-    if (*bench && !*gemm) throw pact::Error(pact::ErrorCode::invalid_argument, "pact bench", "give a benchmark (gemm) or --check");
+    if (*bench && !*gemm)
+      throw pact::Error(pact::ErrorCode::invalid_argument, "pact bench", "give a benchmark (gemm) or --check");
     if (*gemm) return pact::cli::run_bench_gemm(gemm_sizes, gemm_threads, gemm_reps, gemm_json);
     if (*ops) {
       if (ops_markdown) {

@@ -17,19 +17,22 @@ namespace fs = std::filesystem;
 
 namespace {
 
-seal::CompileProfile load_profile(const std::string& path) { return seal::parse_compile_profile(read_file(path, "pact seal"), path); }
+seal::CompileProfile load_profile(const std::string& path) {
+  return seal::parse_compile_profile(read_file(path, "pact seal"), path);
+}
 
 void print_index(const Json& index, const std::string& what, bool json) {
   if (json) {
     std::printf("%s\n", index.dump().c_str());
     return;
   }
-  std::printf("%s: provider %s, %s (%s), execution identity %s\n", what.c_str(), index["provider"].get<std::string>().c_str(),
-              index["compiler_arch"].get<std::string>().c_str(), index["logical_arch"].get<std::string>().c_str(),
-              index["execution_identity"].get<std::string>().c_str());
+  std::printf("%s: provider %s, %s (%s), execution identity %s\n", what.c_str(),
+              index["provider"].get<std::string>().c_str(), index["compiler_arch"].get<std::string>().c_str(),
+              index["logical_arch"].get<std::string>().c_str(), index["execution_identity"].get<std::string>().c_str());
   for (const auto& e : index["exports"]) {
-    std::printf("  %-24s %s  %llu bytes  %s\n", e["export"].get<std::string>().c_str(), e["cubin"].get<std::string>().c_str(),
-                static_cast<unsigned long long>(e["size"].get<std::uint64_t>()), e["sha256"].get<std::string>().c_str());
+    std::printf("  %-24s %s  %llu bytes  %s\n", e["export"].get<std::string>().c_str(),
+                e["cubin"].get<std::string>().c_str(), static_cast<unsigned long long>(e["size"].get<std::uint64_t>()),
+                e["sha256"].get<std::string>().c_str());
   }
 }
 
@@ -37,7 +40,9 @@ void print_index(const Json& index, const std::string& what, bool json) {
 
 int run_seal_build(const SealArgs& args) {
   if (args.out.empty()) throw Error(ErrorCode::invalid_argument, "pact seal build", "-o OUT is required");
-  if (args.profile.empty()) throw Error(ErrorCode::invalid_argument, "pact seal build", "--profile FILE (the measured compile profile) is required");
+  if (args.profile.empty())
+    throw Error(ErrorCode::invalid_argument, "pact seal build",
+                "--profile FILE (the measured compile profile) is required");
   const Json index = seal::build_publication(args.bundle, load_profile(args.profile), args.out);
   print_index(index, "sealed " + args.out, args.json);
   return 0;
@@ -49,13 +54,17 @@ int run_seal_verify(const SealArgs& args) {
     const std::string path = (fs::path(args.bundle) / "manifest.toml").string();
     const seal::Manifest m = seal::parse_manifest(read_file(path, "pact seal verify"), path);
     const seal::CompileProfile profile =
-        args.profile.empty() ? seal::parse_publication_index(read_file((fs::path(args.dir) / "index.json").string(), "pact seal verify"), args.dir).profile
-                             : load_profile(args.profile);
+        args.profile.empty()
+            ? seal::parse_publication_index(read_file((fs::path(args.dir) / "index.json").string(), "pact seal verify"),
+                                            args.dir)
+                  .profile
+            : load_profile(args.profile);
     index = seal::reopen_publication(args.dir, m, profile);
   } else {
     index = seal::reopen_publication(args.dir);
     if (!args.profile.empty()) {
-      seal::require_same_profile(seal::parse_compile_profile(index["profile"].dump(), "index.json profile"), load_profile(args.profile));
+      seal::require_same_profile(seal::parse_compile_profile(index["profile"].dump(), "index.json profile"),
+                                 load_profile(args.profile));
     }
   }
   print_index(index, "verified " + args.dir, args.json);
@@ -85,7 +94,8 @@ int run_seal_scan(const SealArgs& args) {
   // Symlinks anywhere in the bundle: the prebuild copies sources by content, never through a link.
   check([&] {
     std::error_code ec;
-    for (auto it = fs::recursive_directory_iterator(args.bundle, ec); !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    for (auto it = fs::recursive_directory_iterator(args.bundle, ec); !ec && it != fs::recursive_directory_iterator();
+         it.increment(ec)) {
       if (it->is_symlink()) {
         problems.emplace_back(ErrorCode::invalid_argument, "seal.scan",
                               fs::relative(it->path(), args.bundle).generic_string() + " is a symlink");
@@ -112,14 +122,16 @@ int run_seal_scan(const SealArgs& args) {
     }
   }
   Json list = Json::array();
-  for (const auto& p : problems) list.push_back({{"code", std::string(error_code_name(p.code()))}, {"message", p.what()}});
+  for (const auto& p : problems)
+    list.push_back({{"code", std::string(error_code_name(p.code()))}, {"message", p.what()}});
   report["problems"] = list;
   if (args.json) {
     std::printf("%s\n", report.dump().c_str());
   } else {
     std::printf("scan %s: %zu problem%s\n", args.bundle.c_str(), problems.size(), problems.size() == 1 ? "" : "s");
     for (const auto& p : problems) std::printf("  %s\n", p.what());
-    if (report.contains("execution_identity")) std::printf("execution identity %s\n", report["execution_identity"].get<std::string>().c_str());
+    if (report.contains("execution_identity"))
+      std::printf("execution identity %s\n", report["execution_identity"].get<std::string>().c_str());
     if (report.contains("provenance_fingerprint")) {
       std::printf("provenance fingerprint %s\n", report["provenance_fingerprint"].get<std::string>().c_str());
     }

@@ -39,7 +39,8 @@ int run_import(const std::string& dir, const std::string& out, const std::string
     f << ir::to_json(m.graph).dump(1) << "\n";
     f.close();
     if (!f) throw_error(ErrorCode::io_error, "pact import", fmt::format("cannot write {}", tmp));
-    if (std::rename(tmp.c_str(), out.c_str()) != 0) throw_error(ErrorCode::io_error, "pact import", fmt::format("cannot write {}", out));
+    if (std::rename(tmp.c_str(), out.c_str()) != 0)
+      throw_error(ErrorCode::io_error, "pact import", fmt::format("cannot write {}", out));
   }
   if (!weights_out.empty()) {
     std::vector<std::pair<std::string, TensorView>> tensors;
@@ -49,10 +50,11 @@ int run_import(const std::string& dir, const std::string& out, const std::string
   std::int64_t params = 0, buffers = 0;
   const auto np = count_kind(m, ir::TorchSource::Kind::parameter, &params);
   const auto nb = count_kind(m, ir::TorchSource::Kind::buffer, &buffers);
-  std::printf("imported %s (captured with %s): %zu aten nodes -> %zu IR nodes, %zu parameters (%lld elements), "
-              "%zu buffers (%lld elements), %zu outputs, in %.1f ms\n",
-              dir.c_str(), m.capture_method.empty() ? "unknown" : m.capture_method.c_str(), m.aten_nodes, m.graph.nodes.size(), np,
-              static_cast<long long>(params), nb, static_cast<long long>(buffers), m.outputs.size(), ms);
+  std::printf(
+      "imported %s (captured with %s): %zu aten nodes -> %zu IR nodes, %zu parameters (%lld elements), "
+      "%zu buffers (%lld elements), %zu outputs, in %.1f ms\n",
+      dir.c_str(), m.capture_method.empty() ? "unknown" : m.capture_method.c_str(), m.aten_nodes, m.graph.nodes.size(),
+      np, static_cast<long long>(params), nb, static_cast<long long>(buffers), m.outputs.size(), ms);
   std::printf("wrote %s%s%s\n", out.c_str(), weights_out.empty() ? "" : " and ", weights_out.c_str());
   return 0;
 }
@@ -66,7 +68,8 @@ int run_torch(const std::string& dir, const std::string& profile_name, bool json
   std::vector<std::string> names;
   for (const auto& o : bundle.model.outputs) {
     if (expected.find(o.name) == nullptr) {
-      throw_error(ErrorCode::invalid_argument, "pact run", fmt::format("{}/expected_output.safetensors has no output '{}'", dir, o.name));
+      throw_error(ErrorCode::invalid_argument, "pact run",
+                  fmt::format("{}/expected_output.safetensors has no output '{}'", dir, o.name));
     }
     names.push_back(o.name);
   }
@@ -85,13 +88,15 @@ int run_torch(const std::string& dir, const std::string& profile_name, bool json
   std::vector<runtime::OutputAgreement> agreement;
   bool ok = true;
   for (const auto& name : names) {
-    agreement.push_back(runtime::compare_outputs(name, result.outputs.at(name).as_view(), expected.find(name)->as_view()));
+    agreement.push_back(
+        runtime::compare_outputs(name, result.outputs.at(name).as_view(), expected.find(name)->as_view()));
     ok = ok && agreement.back().relative_error <= tolerance;
   }
   if (json) {
-    Json doc{{"schema", "pact.torch-run.v1"}, {"model", dir}, {"capture_method", method}, {"profile", profile_name},
-             {"tolerance", tolerance}, {"passed", ok}, {"milliseconds", ms}, {"peak_bytes", result.peak_bytes},
-             {"outputs", Json::array()}};
+    Json doc{
+        {"schema", "pact.torch-run.v1"}, {"model", dir}, {"capture_method", method}, {"profile", profile_name},
+        {"tolerance", tolerance},        {"passed", ok}, {"milliseconds", ms},       {"peak_bytes", result.peak_bytes},
+        {"outputs", Json::array()}};
     for (const auto& a : agreement) {
       doc["outputs"].push_back({{"name", a.name},
                                 {"shape", std::vector<std::int64_t>(a.shape.begin(), a.shape.end())},
@@ -101,15 +106,16 @@ int run_torch(const std::string& dir, const std::string& profile_name, bool json
     }
     std::printf("%s\n", doc.dump(2).c_str());
   } else {
-    std::printf("%s (captured with %s) under %s: %zu kernels planned, ran in %.1f ms, peak %.2f MiB live\n", dir.c_str(),
-                method.c_str(), profile_name.c_str(), result.audit.kernels.size(), ms,
+    std::printf("%s (captured with %s) under %s: %zu kernels planned, ran in %.1f ms, peak %.2f MiB live\n",
+                dir.c_str(), method.c_str(), profile_name.c_str(), result.audit.kernels.size(), ms,
                 static_cast<double>(result.peak_bytes) / (1024.0 * 1024.0));
     std::printf("%-16s %-18s %14s %14s %14s\n", "output", "shape", "max|pact-torch|", "max|torch|", "relative");
     for (const auto& a : agreement) {
       std::printf("%-16s %-18s %14.3e %14.3e %14.3e %s\n", a.name.c_str(), a.shape.to_string().c_str(), a.max_abs_error,
                   a.max_abs_reference, a.relative_error, a.relative_error <= tolerance ? "ok" : "ABOVE TOLERANCE");
     }
-    std::printf("%s: every output within %.0e (max|pact - torch| / max(1, max|torch|))\n", ok ? "pass" : "FAIL", tolerance);
+    std::printf("%s: every output within %.0e (max|pact - torch| / max(1, max|torch|))\n", ok ? "pass" : "FAIL",
+                tolerance);
   }
   return ok ? 0 : 3;
 }

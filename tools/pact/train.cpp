@@ -40,16 +40,21 @@ std::string loss_svg(const std::vector<double>& step_loss, const std::vector<dou
   if (!(hi > lo)) hi = lo + 1;
   std::string pts;
   for (std::size_t i = 0; i < step_loss.size(); ++i) {
-    const double x = pad + (w - 2 * pad) * (step_loss.size() > 1 ? static_cast<double>(i) / static_cast<double>(step_loss.size() - 1) : 0.0);
+    const double x =
+        pad + (w - 2 * pad) *
+                  (step_loss.size() > 1 ? static_cast<double>(i) / static_cast<double>(step_loss.size() - 1) : 0.0);
     const double y = h - pad - (h - 2 * pad) * (step_loss[i] - lo) / (hi - lo);
     pts += fmt::format("{:.1f},{:.1f} ", x, y);
   }
   return fmt::format(
       "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" height=\"{1}\" viewBox=\"0 0 {0} {1}\">\n"
       "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
-      "<text x=\"{2}\" y=\"24\" font-family=\"sans-serif\" font-size=\"14\">pact train: training loss per step (final held-out accuracy {3:.2f}%)</text>\n"
-      "<line x1=\"{2}\" y1=\"{4}\" x2=\"{5}\" y2=\"{4}\" stroke=\"black\"/><line x1=\"{2}\" y1=\"{2}\" x2=\"{2}\" y2=\"{4}\" stroke=\"black\"/>\n"
-      "<text x=\"4\" y=\"{2}\" font-family=\"sans-serif\" font-size=\"11\">{6:.3f}</text><text x=\"4\" y=\"{4}\" font-family=\"sans-serif\" font-size=\"11\">{7:.3f}</text>\n"
+      "<text x=\"{2}\" y=\"24\" font-family=\"sans-serif\" font-size=\"14\">pact train: training loss per step (final "
+      "held-out accuracy {3:.2f}%)</text>\n"
+      "<line x1=\"{2}\" y1=\"{4}\" x2=\"{5}\" y2=\"{4}\" stroke=\"black\"/><line x1=\"{2}\" y1=\"{2}\" x2=\"{2}\" "
+      "y2=\"{4}\" stroke=\"black\"/>\n"
+      "<text x=\"4\" y=\"{2}\" font-family=\"sans-serif\" font-size=\"11\">{6:.3f}</text><text x=\"4\" y=\"{4}\" "
+      "font-family=\"sans-serif\" font-size=\"11\">{7:.3f}</text>\n"
       "<polyline fill=\"none\" stroke=\"#1f77b4\" stroke-width=\"1.5\" points=\"{8}\"/>\n</svg>\n",
       w, h, pad, epoch_acc.empty() ? 0.0 : 100 * epoch_acc.back(), h - pad, w - pad, hi, lo, pts);
 }
@@ -65,10 +70,13 @@ void write_file(const std::filesystem::path& path, const std::string& text) {
 int run_train(const TrainArgs& args) {
   if (args.model == "char-transformer") return run_char_transformer(args);
   if (args.checkpoint) {
-    throw_error(ErrorCode::invalid_argument, "train", fmt::format("--checkpoint applies to --model char-transformer, not '{}'", args.model));
+    throw_error(ErrorCode::invalid_argument, "train",
+                fmt::format("--checkpoint applies to --model char-transformer, not '{}'", args.model));
   }
-  if (args.epochs <= 0) throw_error(ErrorCode::invalid_argument, "train", fmt::format("--epochs {} must be positive", args.epochs));
-  if (args.batch_size <= 0) throw_error(ErrorCode::invalid_argument, "train", fmt::format("--batch-size {} must be positive", args.batch_size));
+  if (args.epochs <= 0)
+    throw_error(ErrorCode::invalid_argument, "train", fmt::format("--epochs {} must be positive", args.epochs));
+  if (args.batch_size <= 0)
+    throw_error(ErrorCode::invalid_argument, "train", fmt::format("--batch-size {} must be positive", args.batch_size));
   if (args.threads > 0) omp_set_num_threads(args.threads);
   const auto t0 = std::chrono::steady_clock::now();
   const train::Dataset data = train::load_digits(find_data(args.data));
@@ -90,7 +98,8 @@ int run_train(const TrainArgs& args) {
     fixed_batch = x->type.shape[0];
     objective.graph = [g, fixed_batch, path = args.model](std::int64_t b) {
       if (b != fixed_batch) {
-        throw_error(ErrorCode::invalid_argument, "train", fmt::format("model '{}' has batch size {}; asked for {}", path, fixed_batch, b));
+        throw_error(ErrorCode::invalid_argument, "train",
+                    fmt::format("model '{}' has batch size {}; asked for {}", path, fixed_batch, b));
       }
       return g;
     };
@@ -116,12 +125,13 @@ int run_train(const TrainArgs& args) {
   std::map<std::string, int> evidence;
   int external = 0;
   for (const auto& k : audit.kernels) {
-    if (k.capsule && capsules.insert(k.capsule->name).second && k.capsule->trust == contract::Trust::trustedExternal) ++external;
+    if (k.capsule && capsules.insert(k.capsule->name).second && k.capsule->trust == contract::Trust::trustedExternal)
+      ++external;
   }
   for (const auto& r : audit.check.reports) ++evidence[std::string(contract::evidence_kind_name(r.evidence.kind))];
-  fmt::print("pact train: model {}, {} parameters, {} train / {} test samples, batch {}, {} epochs, {} lr {}\n", args.model,
-             parameter_count, split.train.rows(), split.test.rows(), batch,
-             args.epochs, args.optimizer, args.lr);
+  fmt::print("pact train: model {}, {} parameters, {} train / {} test samples, batch {}, {} epochs, {} lr {}\n",
+             args.model, parameter_count, split.train.rows(), split.test.rows(), batch, args.epochs, args.optimizer,
+             args.lr);
   fmt::print("plan audit ({}, {} assurance): {} kernels, {} capsules admitted [", audit.profile,
              contract::assurance_policy_name(audit.assurance), audit.kernels.size(), capsules.size());
   bool first = true;
@@ -159,15 +169,19 @@ int run_train(const TrainArgs& args) {
     const auto order = train::shuffled(split.train.rows(), args.seed * 1000003ULL + static_cast<std::uint64_t>(epoch));
     double sum = 0;
     for (std::int64_t s = 0; s < steps_per_epoch; ++s) {
-      auto [x, y] = train::gather(split.train, std::span<const std::int64_t>(order).subspan(static_cast<std::size_t>(s * batch), static_cast<std::size_t>(batch)));
+      auto [x, y] =
+          train::gather(split.train, std::span<const std::int64_t>(order).subspan(static_cast<std::size_t>(s * batch),
+                                                                                  static_cast<std::size_t>(batch)));
       const double l = session.step_batch(std::move(x), std::move(y)).loss;
       step_loss.push_back(l);
       sum += l;
       if (tty && (s % 4 == 0 || s + 1 == steps_per_epoch)) {
         const int filled = static_cast<int>(30.0 * static_cast<double>(s + 1) / static_cast<double>(steps_per_epoch));
         const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - e0).count();
-        fmt::print("\repoch {:>3}/{} [{}{}] loss {:.4f}  {:.0f} samples/s", epoch + 1, args.epochs, std::string(static_cast<std::size_t>(filled), '#'),
-                   std::string(static_cast<std::size_t>(30 - filled), '.'), l, static_cast<double>((s + 1) * batch) / std::max(secs, 1e-9));
+        fmt::print("\repoch {:>3}/{} [{}{}] loss {:.4f}  {:.0f} samples/s", epoch + 1, args.epochs,
+                   std::string(static_cast<std::size_t>(filled), '#'),
+                   std::string(static_cast<std::size_t>(30 - filled), '.'), l,
+                   static_cast<double>((s + 1) * batch) / std::max(secs, 1e-9));
         std::fflush(stdout);
       }
     }
@@ -175,8 +189,8 @@ int run_train(const TrainArgs& args) {
     epoch_loss.push_back(sum / static_cast<double>(std::max<std::int64_t>(steps_per_epoch, 1)));
     epoch_acc.push_back(accuracy(split.test));
     epoch_seconds.push_back(secs);
-    const std::string line = fmt::format("epoch {:>3}/{}  loss {:.4f}  held-out accuracy {:.2f}%  {:.0f} samples/s", epoch + 1, args.epochs,
-                                         epoch_loss.back(), 100 * epoch_acc.back(),
+    const std::string line = fmt::format("epoch {:>3}/{}  loss {:.4f}  held-out accuracy {:.2f}%  {:.0f} samples/s",
+                                         epoch + 1, args.epochs, epoch_loss.back(), 100 * epoch_acc.back(),
                                          static_cast<double>(steps_per_epoch * batch) / std::max(secs, 1e-9));
     if (tty) {
       fmt::print("\r{:<90}\n", line);
@@ -185,8 +199,8 @@ int run_train(const TrainArgs& args) {
     }
   }
   const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  fmt::print("held-out accuracy: {:.2f}% ({} test samples, {} updates, {:.2f} s)\n", 100 * epoch_acc.back(), split.test.rows(),
-             session.steps(), total);
+  fmt::print("held-out accuracy: {:.2f}% ({} test samples, {} updates, {:.2f} s)\n", 100 * epoch_acc.back(),
+             split.test.rows(), session.steps(), total);
 
   // Run report.
   const std::time_t now = std::time(nullptr);
@@ -197,9 +211,16 @@ int run_train(const TrainArgs& args) {
   std::filesystem::create_directories(dir, ec);
   if (ec) throw_error(ErrorCode::io_error, "train", fmt::format("cannot create '{}': {}", dir.string(), ec.message()));
   Json report{{"schema", "pact.train-report.v1"},
-              {"config", Json{{"model", args.model}, {"epochs", args.epochs}, {"batch_size", batch}, {"lr", args.lr},
-                              {"optimizer", args.optimizer}, {"seed", args.seed}, {"profile", args.profile},
-                              {"mode", args.graph_mode ? "graph" : "eager"}, {"schedule", "cosine"}, {"threads", omp_get_max_threads()}}},
+              {"config", Json{{"model", args.model},
+                              {"epochs", args.epochs},
+                              {"batch_size", batch},
+                              {"lr", args.lr},
+                              {"optimizer", args.optimizer},
+                              {"seed", args.seed},
+                              {"profile", args.profile},
+                              {"mode", args.graph_mode ? "graph" : "eager"},
+                              {"schedule", "cosine"},
+                              {"threads", omp_get_max_threads()}}},
               {"data", Json{{"path", args.data}, {"train", split.train.rows()}, {"test", split.test.rows()}}},
               {"plan_audit", plan::render_audit_json(audit)},
               {"epochs", Json::array()},
@@ -207,14 +228,16 @@ int run_train(const TrainArgs& args) {
               {"updates", session.steps()},
               {"seconds_total", total}};
   for (std::size_t e = 0; e < epoch_loss.size(); ++e) {
-    report["epochs"].push_back(Json{{"epoch", e + 1}, {"loss", epoch_loss[e]}, {"accuracy", epoch_acc[e]}, {"seconds", epoch_seconds[e]}});
+    report["epochs"].push_back(
+        Json{{"epoch", e + 1}, {"loss", epoch_loss[e]}, {"accuracy", epoch_acc[e]}, {"seconds", epoch_seconds[e]}});
   }
   write_file(dir / "report.json", report.dump(2) + "\n");
   write_file(dir / "loss.svg", loss_svg(step_loss, epoch_acc));
   fmt::print("report: {}\n", (dir / "report.json").string());
   if (!args.save.empty()) {
     const train::ParameterPack trained = std::move(session).finish();
-    train::save_checkpoint(args.save, trained, Json{{"model", args.model}, {"epochs", args.epochs}, {"accuracy", epoch_acc.back()}});
+    train::save_checkpoint(args.save, trained,
+                           Json{{"model", args.model}, {"epochs", args.epochs}, {"accuracy", epoch_acc.back()}});
     fmt::print("checkpoint: {}\n", args.save);
   }
   return 0;

@@ -31,13 +31,15 @@ namespace pact::kernels::cpu {
 // A degenerate extent makes its stride irrelevant, so the leading dimension is raised to the minimum
 // cblas requires.
 std::pair<CBLAS_TRANSPOSE, int> cblas_layout(std::int64_t rows, std::int64_t cols, std::int64_t rs, std::int64_t cs) {
-  if (cs == 1 && (rs >= cols || rows <= 1)) return {CblasNoTrans, static_cast<int>(std::max<std::int64_t>({rs, cols, 1}))};
+  if (cs == 1 && (rs >= cols || rows <= 1))
+    return {CblasNoTrans, static_cast<int>(std::max<std::int64_t>({rs, cols, 1}))};
   return {CblasTrans, static_cast<int>(std::max<std::int64_t>({cs, rows, 1}))};
 }
 
 // unsafe boundary: OpenBLAS reads and writes through these pointers for the duration of the call only.
 void openblas_sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t ar, std::int64_t ac,
-                const float* b, std::int64_t br, std::int64_t bc, float* c, std::int64_t ldc, bool accumulate, GemmBias bias) {
+                    const float* b, std::int64_t br, std::int64_t bc, float* c, std::int64_t ldc, bool accumulate,
+                    GemmBias bias) {
   if (m <= 0 || n <= 0) return;
   if (bias.data != nullptr) {  // cblas has no bias: write it into C first and accumulate onto it
     for (std::int64_t i = 0; i < m; ++i)
@@ -46,8 +48,8 @@ void openblas_sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float*
   }
   const auto [ta, lda] = cblas_layout(m, k, ar, ac);
   const auto [tb, ldb] = cblas_layout(k, n, br, bc);
-  cblas_sgemm(CblasRowMajor, ta, tb, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), 1.0f, a, lda, b, ldb,
-              accumulate ? 1.0f : 0.0f, c, static_cast<int>(std::max<std::int64_t>(ldc, n)));
+  cblas_sgemm(CblasRowMajor, ta, tb, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), 1.0f, a, lda, b,
+              ldb, accumulate ? 1.0f : 0.0f, c, static_cast<int>(std::max<std::int64_t>(ldc, n)));
 }
 
 std::string_view openblas_corename() noexcept { return openblas_get_corename(); }
@@ -80,9 +82,8 @@ template <class... Rest>
 namespace pact::kernels {
 
 std::span<const Handler> blas_handlers() {
-  static const Handler table[] = {PACT_CPU_HANDLER(blas, "pact/kernels/cpu/blas.cpp", matmul)
-                                  PACT_CPU_HANDLER(blas, "pact/kernels/cpu/blas.cpp", linear)
-                                  PACT_CPU_HANDLER(blas, "pact/kernels/cpu/blas.cpp", conv2d)};
+  static const Handler table[] = {PACT_CPU_HANDLER(blas, "pact/kernels/cpu/blas.cpp", matmul) PACT_CPU_HANDLER(
+      blas, "pact/kernels/cpu/blas.cpp", linear) PACT_CPU_HANDLER(blas, "pact/kernels/cpu/blas.cpp", conv2d)};
   return table;
 }
 

@@ -26,8 +26,9 @@ template <class T>
 PreparedHostRead<T> prepare_read(const TensorView& view, std::string_view op, std::string_view operand) {
   hit(kGuardPreparedLayout);
   if (view.dtype() != dtype_of_v<T>) {
-    throw_error(ErrorCode::dtype_mismatch, std::string(op),
-                fmt::format("operand '{}' is {}; expected {}", operand, dtype_name(view.dtype()), dtype_name(dtype_of_v<T>)));
+    throw_error(
+        ErrorCode::dtype_mismatch, std::string(op),
+        fmt::format("operand '{}' is {}; expected {}", operand, dtype_name(view.dtype()), dtype_name(dtype_of_v<T>)));
   }
   auto prepared = TensorView(view).prepare_host<T>();
   if (!prepared) {
@@ -82,8 +83,10 @@ class InPlaceMatrices {
     for (int d = 0; d < strides.size(); ++d) in_place = in_place && strides[d] >= 0;
     if (in_place) {
       PreparedHostRead<T> prepared = prepare_read<T>(view, op, operand);
-      if (auto* c = std::get_if<PreparedContiguousRead<T>>(&prepared)) base_ = c->begin();
-      else base_ = std::get<PreparedStridedRead<T>>(prepared).unsafe_base();
+      if (auto* c = std::get_if<PreparedContiguousRead<T>>(&prepared))
+        base_ = c->begin();
+      else
+        base_ = std::get<PreparedStridedRead<T>>(prepared).unsafe_base();
       keep_.emplace(std::move(prepared));
       set(shape, strides);
     } else {
@@ -189,9 +192,12 @@ struct AxisSplit {
 inline AxisSplit split_at(const Dims& shape, int dim) {
   AxisSplit s;
   for (int d = 0; d < shape.size(); ++d) {
-    if (d < dim) s.outer *= shape[d];
-    else if (d == dim) s.axis = shape[d];
-    else s.inner *= shape[d];
+    if (d < dim)
+      s.outer *= shape[d];
+    else if (d == dim)
+      s.axis = shape[d];
+    else
+      s.inner *= shape[d];
   }
   return s;
 }

@@ -1,7 +1,5 @@
 #include "pact/kernels/cpu/gemm.hpp"
 
-#include "pact/kernels/cpu/parallel.hpp"
-
 #include <immintrin.h>
 #include <omp.h>
 #include <sys/mman.h>
@@ -12,6 +10,8 @@
 #include <memory>
 #include <new>
 #include <vector>
+
+#include "pact/kernels/cpu/parallel.hpp"
 
 namespace pact::kernels::cpu {
 
@@ -29,13 +29,13 @@ struct Variant {
   // Multiplies a packed MR x kc panel by a packed kc x NR panel into the MR x NR block at c (row stride
   // ldc), adding to it when `add` is set.
   // A bias is added in the same store: rbias[i] to row i, cbias[j] to column j (either may be null).
-  void (*kernel)(std::int64_t kc, const float* a, const float* b, float* c, std::int64_t ldc, bool add, const float* rbias,
-                 const float* cbias);
+  void (*kernel)(std::int64_t kc, const float* a, const float* b, float* c, std::int64_t ldc, bool add,
+                 const float* rbias, const float* cbias);
   // The same product with A read in place (element (i, p) at a[i * ar + p * ac], ar == 1 or ac == 1;
   // a packed panel is ar = 1, ac = MR) and B's row p at b + p * bs (bs = NR for a packed panel, the
   // leading dimension for a row-major B read in place); null where the variant always packs.
-  void (*direct)(std::int64_t kc, const float* a, std::int64_t ar, std::int64_t ac, const float* b, std::int64_t bs, float* c,
-                 std::int64_t ldc, bool add, const float* rbias, const float* cbias);
+  void (*direct)(std::int64_t kc, const float* a, std::int64_t ar, std::int64_t ac, const float* b, std::int64_t bs,
+                 float* c, std::int64_t ldc, bool add, const float* rbias, const float* cbias);
 };
 
 // The AVX-512 micro-kernel: an 8 x 16 NV block of C from 8 rows of A and a packed 16 NV-wide panel of B,
@@ -46,9 +46,10 @@ struct Variant {
 // saves a full read and write of it, which for the short depths of a training step's GEMMs (k of 64 to
 // 1024) costs as much as a large part of the arithmetic.
 template <bool RowMajor, int NV>
-__attribute__((target("avx512f"))) void kernel_avx512_impl(std::int64_t kc, const float* a, std::int64_t ar, std::int64_t ac,
-                                                           const float* b, std::int64_t bs, float* t, std::int64_t ldc, bool add,
-                                                           const float* rbias, const float* cbias) {
+__attribute__((target("avx512f"))) void kernel_avx512_impl(std::int64_t kc, const float* a, std::int64_t ar,
+                                                           std::int64_t ac, const float* b, std::int64_t bs, float* t,
+                                                           std::int64_t ldc, bool add, const float* rbias,
+                                                           const float* cbias) {
   constexpr int MR = 8;
   __m512 c[MR][NV];
   for (int i = 0; i < MR; ++i)
@@ -67,8 +68,9 @@ __attribute__((target("avx512f"))) void kernel_avx512_impl(std::int64_t kc, cons
     __m512 bv[NV];
     for (int v = 0; v < NV; ++v) bv[v] = _mm512_loadu_ps(b + 16 * v);
     const float* col = a + p * ac;
-    const float av[MR] = {RowMajor ? r0[p] : col[0], RowMajor ? r1[p] : col[1], RowMajor ? r2[p] : col[2], RowMajor ? r3[p] : col[3],
-                          RowMajor ? r4[p] : col[4], RowMajor ? r5[p] : col[5], RowMajor ? r6[p] : col[6], RowMajor ? r7[p] : col[7]};
+    const float av[MR] = {RowMajor ? r0[p] : col[0], RowMajor ? r1[p] : col[1], RowMajor ? r2[p] : col[2],
+                          RowMajor ? r3[p] : col[3], RowMajor ? r4[p] : col[4], RowMajor ? r5[p] : col[5],
+                          RowMajor ? r6[p] : col[6], RowMajor ? r7[p] : col[7]};
     for (int i = 0; i < MR; ++i) {
       const __m512 ai = _mm512_set1_ps(av[i]);
       for (int v = 0; v < NV; ++v) c[i][v] = _mm512_fmadd_ps(ai, bv[v], c[i][v]);
@@ -87,24 +89,28 @@ __attribute__((target("avx512f"))) void kernel_avx512_impl(std::int64_t kc, cons
   }
 }
 
-void kernel_avx512_wide(std::int64_t kc, const float* a, const float* b, float* t, std::int64_t ldc, bool add, const float* rbias,
-                        const float* cbias) {
+void kernel_avx512_wide(std::int64_t kc, const float* a, const float* b, float* t, std::int64_t ldc, bool add,
+                        const float* rbias, const float* cbias) {
   kernel_avx512_impl<false, 3>(kc, a, 1, 8, b, 48, t, ldc, add, rbias, cbias);
 }
 
-void kernel_avx512(std::int64_t kc, const float* a, const float* b, float* t, std::int64_t ldc, bool add, const float* rbias,
-                   const float* cbias) {
+void kernel_avx512(std::int64_t kc, const float* a, const float* b, float* t, std::int64_t ldc, bool add,
+                   const float* rbias, const float* cbias) {
   kernel_avx512_impl<false, 2>(kc, a, 1, 8, b, 32, t, ldc, add, rbias, cbias);
 }
 
-void kernel_avx512_direct(std::int64_t kc, const float* a, std::int64_t ar, std::int64_t ac, const float* b, std::int64_t bs, float* t,
-                          std::int64_t ldc, bool add, const float* rbias, const float* cbias) {
-  if (ac == 1) kernel_avx512_impl<true, 2>(kc, a, ar, ac, b, bs, t, ldc, add, rbias, cbias);
-  else kernel_avx512_impl<false, 2>(kc, a, ar, ac, b, bs, t, ldc, add, rbias, cbias);
+void kernel_avx512_direct(std::int64_t kc, const float* a, std::int64_t ar, std::int64_t ac, const float* b,
+                          std::int64_t bs, float* t, std::int64_t ldc, bool add, const float* rbias,
+                          const float* cbias) {
+  if (ac == 1)
+    kernel_avx512_impl<true, 2>(kc, a, ar, ac, b, bs, t, ldc, add, rbias, cbias);
+  else
+    kernel_avx512_impl<false, 2>(kc, a, ar, ac, b, bs, t, ldc, add, rbias, cbias);
 }
 
 __attribute__((target("avx2,fma"))) void kernel_avx2(std::int64_t kc, const float* a, const float* b, float* t,
-                                                     std::int64_t ldc, bool add, const float* rbias, const float* cbias) {
+                                                     std::int64_t ldc, bool add, const float* rbias,
+                                                     const float* cbias) {
   constexpr int MR = 6;
   __m256 c0[MR], c1[MR];
   for (int i = 0; i < MR; ++i) {
@@ -138,8 +144,8 @@ __attribute__((target("avx2,fma"))) void kernel_avx2(std::int64_t kc, const floa
   }
 }
 
-void kernel_portable(std::int64_t kc, const float* a, const float* b, float* t, std::int64_t ldc, bool add, const float* rbias,
-                     const float* cbias) {
+void kernel_portable(std::int64_t kc, const float* a, const float* b, float* t, std::int64_t ldc, bool add,
+                     const float* rbias, const float* cbias) {
   constexpr int MR = 4, NR = 16;
   float acc[MR][NR] = {};
   for (std::int64_t p = 0; p < kc; ++p) {
@@ -150,7 +156,8 @@ void kernel_portable(std::int64_t kc, const float* a, const float* b, float* t, 
   }
   for (int i = 0; i < MR; ++i)
     for (int j = 0; j < NR; ++j)
-      t[i * ldc + j] = (add ? t[i * ldc + j] + acc[i][j] : acc[i][j]) + (rbias != nullptr ? rbias[i] : 0.0f) + (cbias != nullptr ? cbias[j] : 0.0f);
+      t[i * ldc + j] = (add ? t[i * ldc + j] + acc[i][j] : acc[i][j]) + (rbias != nullptr ? rbias[i] : 0.0f) +
+                       (cbias != nullptr ? cbias[j] : 0.0f);
 }
 
 constexpr Variant kAvx512{"avx512", 8, 32, &kernel_avx512, &kernel_avx512_direct};
@@ -201,17 +208,22 @@ float* scratch(int slot, std::size_t n) {
 
 // Transposes 8 rows of 8 floats (src rows at stride sr, unit column stride) into 8 rows of 8 at dst
 // (row stride ds): dst[p * ds + i] = src[i * sr + p]. In registers: unpack, shuffle, 128-bit permute.
-__attribute__((target("avx"))) inline void transpose_8x8(const float* src, std::int64_t sr, float* dst, std::int64_t ds) {
+__attribute__((target("avx"))) inline void transpose_8x8(const float* src, std::int64_t sr, float* dst,
+                                                         std::int64_t ds) {
   __m256 r[8];
   for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(src + i * sr);
   const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
   const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
   const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
   const __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
-  const __m256 s0 = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(1, 0, 1, 0)), s1 = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(3, 2, 3, 2));
-  const __m256 s2 = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(1, 0, 1, 0)), s3 = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(3, 2, 3, 2));
-  const __m256 s4 = _mm256_shuffle_ps(t4, t6, _MM_SHUFFLE(1, 0, 1, 0)), s5 = _mm256_shuffle_ps(t4, t6, _MM_SHUFFLE(3, 2, 3, 2));
-  const __m256 s6 = _mm256_shuffle_ps(t5, t7, _MM_SHUFFLE(1, 0, 1, 0)), s7 = _mm256_shuffle_ps(t5, t7, _MM_SHUFFLE(3, 2, 3, 2));
+  const __m256 s0 = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(1, 0, 1, 0)),
+               s1 = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(3, 2, 3, 2));
+  const __m256 s2 = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(1, 0, 1, 0)),
+               s3 = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(3, 2, 3, 2));
+  const __m256 s4 = _mm256_shuffle_ps(t4, t6, _MM_SHUFFLE(1, 0, 1, 0)),
+               s5 = _mm256_shuffle_ps(t4, t6, _MM_SHUFFLE(3, 2, 3, 2));
+  const __m256 s6 = _mm256_shuffle_ps(t5, t7, _MM_SHUFFLE(1, 0, 1, 0)),
+               s7 = _mm256_shuffle_ps(t5, t7, _MM_SHUFFLE(3, 2, 3, 2));
   _mm256_storeu_ps(dst + 0 * ds, _mm256_permute2f128_ps(s0, s4, 0x20));
   _mm256_storeu_ps(dst + 1 * ds, _mm256_permute2f128_ps(s1, s5, 0x20));
   _mm256_storeu_ps(dst + 2 * ds, _mm256_permute2f128_ps(s2, s6, 0x20));
@@ -227,8 +239,8 @@ __attribute__((target("avx"))) inline void transpose_8x8(const float* src, std::
 // of width `width` (zero-padded). Source element (r, p) is at src[r * rs + p * ps]. The vectorised path
 // (AVX, so only under the AVX-512 and AVX2 variants, whose CPUs have it) covers unit depth stride with
 // 8 x 8 register transposes; unit line stride is packed in source order by pack_rows_avx below.
-__attribute__((target("avx"))) void pack_panel_transposed_avx(const float* src, std::int64_t rs, std::int64_t width, std::int64_t kc,
-                                                              float* dst) {
+__attribute__((target("avx"))) void pack_panel_transposed_avx(const float* src, std::int64_t rs, std::int64_t width,
+                                                              std::int64_t kc, float* dst) {
   std::int64_t p = 0;
   for (; p + 8 <= kc; p += 8)
     for (std::int64_t r = 0; r < width; r += 8) transpose_8x8(src + r * rs + p, rs, dst + p * width + r, width);
@@ -236,8 +248,8 @@ __attribute__((target("avx"))) void pack_panel_transposed_avx(const float* src, 
     for (std::int64_t r = 0; r < width; ++r) dst[p * width + r] = src[r * rs + p];
 }
 
-void pack_panel(const Variant& v, const float* src, std::int64_t rs, std::int64_t ps, std::int64_t lanes, std::int64_t width,
-                std::int64_t kc, float* dst) {
+void pack_panel(const Variant& v, const float* src, std::int64_t rs, std::int64_t ps, std::int64_t lanes,
+                std::int64_t width, std::int64_t kc, float* dst) {
   if (&v != &kPortable && lanes == width && ps == 1 && width % 8 == 0) {
     pack_panel_transposed_avx(src, rs, width, kc, dst);
     return;
@@ -252,8 +264,9 @@ void pack_panel(const Variant& v, const float* src, std::int64_t rs, std::int64_
 // contiguous elements is read once, front to back, and dealt out to the panels (panel q, depth p at
 // dst[(q * kc + p) * width]). Reading each source row sequentially keeps the hardware prefetcher ahead,
 // where a panel-at-a-time walk would touch a new line of every row per panel.
-__attribute__((target("avx"))) void pack_rows_avx(const float* src, std::int64_t ps, std::int64_t lanes, std::int64_t width,
-                                                  std::int64_t kc, std::int64_t p0, std::int64_t p1, float* dst) {
+__attribute__((target("avx"))) void pack_rows_avx(const float* src, std::int64_t ps, std::int64_t lanes,
+                                                  std::int64_t width, std::int64_t kc, std::int64_t p0, std::int64_t p1,
+                                                  float* dst) {
   const std::int64_t full = lanes / width;
   for (std::int64_t p = p0; p < p1; ++p) {
     const float* s = src + p * ps;
@@ -271,7 +284,8 @@ __attribute__((target("avx"))) void pack_rows_avx(const float* src, std::int64_t
 }
 
 // Packs rows [i0, i0 + mc) x cols [p0, p0 + kc) of A into MR-row panels (k-major), zero-padding the last.
-void pack_a(const Variant& v, std::int64_t mc, std::int64_t kc, const float* a, std::int64_t ar, std::int64_t ac, float* dst) {
+void pack_a(const Variant& v, std::int64_t mc, std::int64_t kc, const float* a, std::int64_t ar, std::int64_t ac,
+            float* dst) {
   if (ar == 1 && &v != &kPortable && v.mr % 8 == 0) {
     pack_rows_avx(a, ac, mc, v.mr, kc, 0, kc, dst);
     return;
@@ -283,8 +297,8 @@ void pack_a(const Variant& v, std::int64_t mc, std::int64_t kc, const float* a, 
 }
 
 // Packs rows [p0, p0 + kc) x cols [j0, j0 + nc) of B into NR-column panels, zero-padding the last.
-void pack_b(const Variant& v, std::int64_t kc, std::int64_t nc, const float* b, std::int64_t br, std::int64_t bc, float* dst,
-            bool parallel_pack) {
+void pack_b(const Variant& v, std::int64_t kc, std::int64_t nc, const float* b, std::int64_t br, std::int64_t bc,
+            float* dst, bool parallel_pack) {
   const std::int64_t panels = (nc + v.nr - 1) / v.nr;
   if (bc == 1 && &v != &kPortable && v.nr % 8 == 0) {  // row order; in parallel, a range of depths per thread
     parallel_ranges(kc, parallel_pack && kc >= 64 && panels > 8,
@@ -317,8 +331,10 @@ __attribute__((target("avx512f"))) void stride2_copy_avx512(const float* src, fl
     const std::int64_t need = 2 * (count - z) - 1;
     const auto lo_mask = static_cast<__mmask16>(need >= 16 ? 0xFFFF : (1u << need) - 1);
     const auto hi_mask = static_cast<__mmask16>(need <= 16 ? 0 : (1u << (need - 16)) - 1);
-    const __m512 lo = _mm512_maskz_loadu_ps(lo_mask, src + 2 * z), hi = _mm512_maskz_loadu_ps(hi_mask, src + 2 * z + 16);
-    _mm512_mask_storeu_ps(dst + z, static_cast<__mmask16>((1u << (count - z)) - 1), _mm512_permutex2var_ps(lo, even, hi));
+    const __m512 lo = _mm512_maskz_loadu_ps(lo_mask, src + 2 * z),
+                 hi = _mm512_maskz_loadu_ps(hi_mask, src + 2 * z + 16);
+    _mm512_mask_storeu_ps(dst + z, static_cast<__mmask16>((1u << (count - z)) - 1),
+                          _mm512_permutex2var_ps(lo, even, hi));
   }
 }
 
@@ -353,7 +369,8 @@ bool set_sgemm_variant(std::string_view variant) noexcept {
 }
 
 void sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t a_row, std::int64_t a_col,
-           const float* b, std::int64_t b_row, std::int64_t b_col, float* c, std::int64_t ldc, bool accumulate, GemmBias bias) {
+           const float* b, std::int64_t b_row, std::int64_t b_col, float* c, std::int64_t ldc, bool accumulate,
+           GemmBias bias) {
   if (m <= 0 || n <= 0) return;
   if (k <= 0) {
     for (std::int64_t i = 0; i < m; ++i)
@@ -394,7 +411,8 @@ void sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::
     const std::int64_t nc = std::min(kNC, n - j0);
     const std::int64_t panels = (nc + v.nr - 1) / v.nr;
     // Work items: each A block, split along the B panels when there are fewer blocks than threads.
-    const std::int64_t split = std::min<std::int64_t>(panels, std::max<std::int64_t>(1, (threads + m_blocks - 1) / m_blocks));
+    const std::int64_t split =
+        std::min<std::int64_t>(panels, std::max<std::int64_t>(1, (threads + m_blocks - 1) / m_blocks));
     const std::int64_t items = m_blocks * split;
     for (std::int64_t p0 = 0; p0 < k; p0 += kKC) {
       const std::int64_t kc = std::min(kKC, k - p0);
@@ -407,7 +425,8 @@ void sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::
       // in place only the short last panel (zero-padded to NR).
       auto pack_b_panels = [&](std::int64_t q0, std::int64_t q1, float* dst, bool parallel_pack) {
         if (!b_direct) {
-          pack_b(v, kc, std::min(nc, q1 * v.nr) - q0 * v.nr, b + p0 * b_row + (j0 + q0 * v.nr) * b_col, b_row, b_col, dst, parallel_pack);
+          pack_b(v, kc, std::min(nc, q1 * v.nr) - q0 * v.nr, b + p0 * b_row + (j0 + q0 * v.nr) * b_col, b_row, b_col,
+                 dst, parallel_pack);
         } else if (nc % v.nr != 0 && q1 == panels) {
           const std::int64_t j = nc / v.nr * v.nr;
           pack_panel(v, b + p0 * b_row + j0 + j, 1, b_row, nc - j, v.nr, kc, dst + (panels - 1 - q0) * v.nr * kc);
@@ -454,14 +473,20 @@ void sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::
             if (rows == v.mr && cols == v.nr) {  // full tile: straight into C
               const float* rb = biased && bias.per_row ? bias.data + i0 + i : nullptr;
               const float* cb = biased && !bias.per_row ? bias.data + j0 + j : nullptr;
-              if (in_place) v.direct(kc, ad, a_row, a_col, bp, bs, cij, ldc, add, rb, cb);
-              else if (b_in_place) v.direct(kc, ap, 1, v.mr, bp, bs, cij, ldc, add, rb, cb);
-              else v.kernel(kc, ap, bp, cij, ldc, add, rb, cb);
+              if (in_place)
+                v.direct(kc, ad, a_row, a_col, bp, bs, cij, ldc, add, rb, cb);
+              else if (b_in_place)
+                v.direct(kc, ap, 1, v.mr, bp, bs, cij, ldc, add, rb, cb);
+              else
+                v.kernel(kc, ap, bp, cij, ldc, add, rb, cb);
               continue;
             }
-            if (in_place) v.direct(kc, ad, a_row, a_col, bp, bs, tile, v.nr, false, nullptr, nullptr);
-            else if (b_in_place) v.direct(kc, ap, 1, v.mr, bp, bs, tile, v.nr, false, nullptr, nullptr);
-            else v.kernel(kc, ap, bp, tile, v.nr, false, nullptr, nullptr);
+            if (in_place)
+              v.direct(kc, ad, a_row, a_col, bp, bs, tile, v.nr, false, nullptr, nullptr);
+            else if (b_in_place)
+              v.direct(kc, ap, 1, v.mr, bp, bs, tile, v.nr, false, nullptr, nullptr);
+            else
+              v.kernel(kc, ap, bp, tile, v.nr, false, nullptr, nullptr);
             for (std::int64_t r = 0; r < rows; ++r) {
               float* crow = cij + r * ldc;
               const float* trow = tile + r * v.nr;

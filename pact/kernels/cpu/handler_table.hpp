@@ -5,6 +5,7 @@
 
 #include "pact/kernels/kernel.hpp"
 
+// clang-format off
 #define PACT_CPU_HANDLER(ns, file, opname)                                                                  \
   ::pact::kernels::Handler{::pact::ops::OpTag::opname,                                                      \
                            #ns,                                                                             \
@@ -30,3 +31,4 @@
   PACT_CPU_HANDLER(ns, file, reshape) PACT_CPU_HANDLER(ns, file, permute) PACT_CPU_HANDLER(ns, file, transpose) \
   PACT_CPU_HANDLER(ns, file, flatten) PACT_CPU_HANDLER(ns, file, concat) PACT_CPU_HANDLER(ns, file, slice)  \
   PACT_CPU_HANDLER(ns, file, sum) PACT_CPU_HANDLER(ns, file, mean) PACT_CPU_HANDLER(ns, file, max)
+// clang-format on

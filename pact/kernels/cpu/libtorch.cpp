@@ -52,8 +52,8 @@ Tensor call(const char* op, F&& f) {
   }
 }
 
-c10::optional<at::Tensor> optional_lend(std::span<const TensorView> in, std::size_t i, std::optional<Dense<float>>& keep,
-                                        const char* op, const char* name) {
+c10::optional<at::Tensor> optional_lend(std::span<const TensorView> in, std::size_t i,
+                                        std::optional<Dense<float>>& keep, const char* op, const char* name) {
   if (in.size() <= i) return c10::nullopt;
   keep.emplace(in[i], op, name);
   return lend(*keep);
@@ -130,7 +130,8 @@ Tensor scaled_dot_product_attention_forward(std::span<const TensorView> in, cons
   return call(op, [&] {
     at::Tensor scores = at::matmul(lend(q), lend(k).transpose(-2, -1)) * scale;
     const auto l = scores.size(-2), s = scores.size(-1);
-    if (causal) scores = scores.masked_fill(at::ones({l, s}, at::kBool).triu(1), -std::numeric_limits<float>::infinity());
+    if (causal)
+      scores = scores.masked_fill(at::ones({l, s}, at::kBool).triu(1), -std::numeric_limits<float>::infinity());
     if (boolean) {
       const Dims ms = boolean->shape();
       std::vector<std::int64_t> sizes(ms.begin(), ms.end());
@@ -146,15 +147,20 @@ Tensor scaled_dot_product_attention_forward(std::span<const TensorView> in, cons
 
 namespace pact::kernels {
 
-#define PACT_LIBTORCH_HANDLER(opname)                                                                  \
-  Handler{ops::OpTag::opname, "libtorch", DeviceKind::cpu, &cpu::libtorch::opname##_forward, nullptr, \
-          "pact/kernels/cpu/libtorch.cpp", "pact::kernels::cpu::libtorch::" #opname "_forward"},
+#define PACT_LIBTORCH_HANDLER(opname)       \
+  Handler{ops::OpTag::opname,               \
+          "libtorch",                       \
+          DeviceKind::cpu,                  \
+          &cpu::libtorch::opname##_forward, \
+          nullptr,                          \
+          "pact/kernels/cpu/libtorch.cpp",  \
+          "pact::kernels::cpu::libtorch::" #opname "_forward"},
 
 std::span<const Handler> libtorch_handlers() {
-  static const Handler table[] = {PACT_LIBTORCH_HANDLER(matmul) PACT_LIBTORCH_HANDLER(linear) PACT_LIBTORCH_HANDLER(conv2d)
-                                      PACT_LIBTORCH_HANDLER(scaled_dot_product_attention) PACT_LIBTORCH_HANDLER(softmax)
-                                          PACT_LIBTORCH_HANDLER(log_softmax) PACT_LIBTORCH_HANDLER(layer_norm)
-                                              PACT_LIBTORCH_HANDLER(gelu)};
+  static const Handler table[] = {PACT_LIBTORCH_HANDLER(matmul) PACT_LIBTORCH_HANDLER(linear)
+                                      PACT_LIBTORCH_HANDLER(conv2d) PACT_LIBTORCH_HANDLER(scaled_dot_product_attention)
+                                          PACT_LIBTORCH_HANDLER(softmax) PACT_LIBTORCH_HANDLER(log_softmax)
+                                              PACT_LIBTORCH_HANDLER(layer_norm) PACT_LIBTORCH_HANDLER(gelu)};
   return table;
 }
 #undef PACT_LIBTORCH_HANDLER

@@ -55,8 +55,8 @@ inline float fast_exp(float x) {
 
 // y[k] = exp(x[k] - shift); returns the sum of y. SIMD variant chosen at load time (target_clones). The
 // sum runs in 16 independent lanes (an implementationDefined order), so the loops vectorise.
-__attribute__((target_clones("avx512f", "avx2", "default")))
-float exp_shifted(const float* x, float* y, std::int64_t n, float shift) {
+__attribute__((target_clones("avx512f", "avx2", "default"))) float exp_shifted(const float* x, float* y, std::int64_t n,
+                                                                               float shift) {
   for (std::int64_t k = 0; k < n; ++k) y[k] = fast_exp(x[k] - shift);
   float lanes[16] = {};
   std::int64_t k = 0;
@@ -69,8 +69,7 @@ float exp_shifted(const float* x, float* y, std::int64_t n, float shift) {
 }
 
 // The maximum of x[0..n) (NaN if any element is NaN, as the softmax of such a row is NaN anyway).
-__attribute__((target_clones("avx512f", "avx2", "default")))
-float row_max(const float* x, std::int64_t n) {
+__attribute__((target_clones("avx512f", "avx2", "default"))) float row_max(const float* x, std::int64_t n) {
   float lanes[16];
   for (float& l : lanes) l = -std::numeric_limits<float>::infinity();
   std::int64_t k = 0;
@@ -106,7 +105,8 @@ bool last_dim(const TensorView& x, const Attributes& a, const char* op) {
 }
 
 Tensor softmax_forward(std::span<const TensorView> in, const Attributes& a, const KernelContext& c) {
-  if (in[0].dtype() != DType::f32 || in[0].rank() == 0 || !last_dim(in[0], a, "softmax")) return generic::softmax_forward(in, a, c);
+  if (in[0].dtype() != DType::f32 || in[0].rank() == 0 || !last_dim(in[0], a, "softmax"))
+    return generic::softmax_forward(in, a, c);
   Dense<float> x(in[0], "softmax", "x");
   const std::int64_t n = x.shape()[x.shape().size() - 1];
   Out<float> out(x.shape());
@@ -114,7 +114,8 @@ Tensor softmax_forward(std::span<const TensorView> in, const Attributes& a, cons
   return std::move(out).finish();
 }
 Tensor log_softmax_forward(std::span<const TensorView> in, const Attributes& a, const KernelContext& c) {
-  if (in[0].dtype() != DType::f32 || in[0].rank() == 0 || !last_dim(in[0], a, "log_softmax")) return generic::log_softmax_forward(in, a, c);
+  if (in[0].dtype() != DType::f32 || in[0].rank() == 0 || !last_dim(in[0], a, "log_softmax"))
+    return generic::log_softmax_forward(in, a, c);
   Dense<float> x(in[0], "log_softmax", "x");
   const std::int64_t n = x.shape()[x.shape().size() - 1];
   Out<float> out(x.shape());
@@ -143,12 +144,14 @@ GradList softmax_family_vjp(const TensorView& y, const TensorView& grad, bool lo
 }
 GradList softmax_vjp(std::span<const TensorView> in, const TensorView& y, const TensorView& g, const Attributes& a,
                      const KernelContext& c) {
-  if (in[0].dtype() != DType::f32 || in[0].rank() == 0 || !last_dim(in[0], a, "softmax")) return generic::softmax_vjp(in, y, g, a, c);
+  if (in[0].dtype() != DType::f32 || in[0].rank() == 0 || !last_dim(in[0], a, "softmax"))
+    return generic::softmax_vjp(in, y, g, a, c);
   return softmax_family_vjp(y, g, false);
 }
 GradList log_softmax_vjp(std::span<const TensorView> in, const TensorView& y, const TensorView& g, const Attributes& a,
                          const KernelContext& c) {
-  if (in[0].dtype() != DType::f32 || in[0].rank() == 0 || !last_dim(in[0], a, "log_softmax")) return generic::log_softmax_vjp(in, y, g, a, c);
+  if (in[0].dtype() != DType::f32 || in[0].rank() == 0 || !last_dim(in[0], a, "log_softmax"))
+    return generic::log_softmax_vjp(in, y, g, a, c);
   return softmax_family_vjp(y, g, true);
 }
 
@@ -208,8 +211,9 @@ GradList cross_entropy_vjp(std::span<const TensorView> in, const TensorView& y, 
         std::fill(out, out + classes, 0.0f);
         continue;
       }
-      const float gi = red.kind == generic::LossReduction::none ? g[i]
-                       : red.kind == generic::LossReduction::sum ? g[0] : g[0] / static_cast<float>(counted);
+      const float gi = red.kind == generic::LossReduction::none  ? g[i]
+                       : red.kind == generic::LossReduction::sum ? g[0]
+                                                                 : g[0] / static_cast<float>(counted);
       const float* row = x.data() + i * classes;
       const float mx = row_max(row, classes);
       const float sum = exp_shifted(row, out, classes, mx);
@@ -247,9 +251,9 @@ inline float lanes_sum(std::int64_t n, F&& f) {
 
 // Rows of n normalised (mean removed unless rms, scaled to unit variance), then weighted and biased where
 // w and b are given.
-__attribute__((target_clones("avx512f", "avx2", "default")))
-void norm_forward_rows(const float* __restrict x, const float* __restrict w, const float* __restrict b, std::int64_t rows, std::int64_t n,
-                       float eps, bool rms, float* __restrict out) {
+__attribute__((target_clones("avx512f", "avx2", "default"))) void norm_forward_rows(
+    const float* __restrict x, const float* __restrict w, const float* __restrict b, std::int64_t rows, std::int64_t n,
+    float eps, bool rms, float* __restrict out) {
   for (std::int64_t r = 0; r < rows; ++r, x += n, out += n) {
     const float mean = rms ? 0.0f : lanes_sum(n, [x](std::int64_t k) { return x[k]; }) / static_cast<float>(n);
     const float var = lanes_sum(n, [x, mean](std::int64_t k) { return (x[k] - mean) * (x[k] - mean); });
@@ -293,20 +297,23 @@ Tensor rms_norm_forward(std::span<const TensorView> in, const Attributes& a, con
 // without that, GCC versions the loops on run-time overlap checks, and which version runs (vector with
 // fused multiply-adds, or scalar) depended on where the buffers happened to lie, so dx could differ in its
 // last bits between a call that wants dw and one that does not.
-__attribute__((target_clones("avx512f", "avx2", "default")))
-void norm_backward_rows(const float* __restrict x, const float* __restrict g, const float* __restrict w, std::int64_t rows,
-                        std::int64_t n, float eps, bool rms, float* __restrict dx, float* __restrict dw, float* __restrict db,
-                        float* __restrict xhat, float* __restrict gxhat) {
+__attribute__((target_clones("avx512f", "avx2", "default"))) void norm_backward_rows(
+    const float* __restrict x, const float* __restrict g, const float* __restrict w, std::int64_t rows, std::int64_t n,
+    float eps, bool rms, float* __restrict dx, float* __restrict dw, float* __restrict db, float* __restrict xhat,
+    float* __restrict gxhat) {
   for (std::int64_t r = 0; r < rows; ++r, x += n, g += n, dx += n) {
     const float mean = rms ? 0.0f : lanes_sum(n, [x](std::int64_t k) { return x[k]; }) / static_cast<float>(n);
-    const float var = lanes_sum(n, [x, mean](std::int64_t k) { return (x[k] - mean) * (x[k] - mean); }) / static_cast<float>(n);
+    const float var =
+        lanes_sum(n, [x, mean](std::int64_t k) { return (x[k] - mean) * (x[k] - mean); }) / static_cast<float>(n);
     const float inv = 1.0f / std::sqrt(var + eps);
     for (std::int64_t k = 0; k < n; ++k) {
       xhat[k] = (x[k] - mean) * inv;
       gxhat[k] = w != nullptr ? g[k] * w[k] : g[k];
     }
-    const float mean_g = rms ? 0.0f : lanes_sum(n, [gxhat](std::int64_t k) { return gxhat[k]; }) / static_cast<float>(n);
-    const float mean_gx = lanes_sum(n, [gxhat, xhat](std::int64_t k) { return gxhat[k] * xhat[k]; }) / static_cast<float>(n);
+    const float mean_g =
+        rms ? 0.0f : lanes_sum(n, [gxhat](std::int64_t k) { return gxhat[k]; }) / static_cast<float>(n);
+    const float mean_gx =
+        lanes_sum(n, [gxhat, xhat](std::int64_t k) { return gxhat[k] * xhat[k]; }) / static_cast<float>(n);
     for (std::int64_t k = 0; k < n; ++k) dx[k] = inv * (gxhat[k] - mean_g - xhat[k] * mean_gx);
     if (dw != nullptr)
       for (std::int64_t k = 0; k < n; ++k) dw[k] += g[k] * xhat[k];
@@ -315,7 +322,8 @@ void norm_backward_rows(const float* __restrict x, const float* __restrict g, co
   }
 }
 
-GradList norm_vjp(std::span<const TensorView> in, const TensorView& grad, const Attributes& a, const KernelContext& c, bool rms) {
+GradList norm_vjp(std::span<const TensorView> in, const TensorView& grad, const Attributes& a, const KernelContext& c,
+                  bool rms) {
   const char* name = rms ? "rms_norm" : "layer_norm";
   Dense<float> x(in[0], name, "x"), g(grad, name, "grad_output");
   std::optional<Dense<float>> w;
@@ -326,17 +334,22 @@ GradList norm_vjp(std::span<const TensorView> in, const TensorView& grad, const 
   Out<float> gx(x.shape());
   Out<float> gw(want_w ? Dims{width} : Dims{0}, true), gb(want_b ? Dims{width} : Dims{0}, true);
   std::vector<float> scratch(static_cast<std::size_t>(2 * width));
-  norm_backward_rows(x.data(), g.data(), w ? w->data() : nullptr, rows, width, eps, rms, gx.data(), want_w ? gw.data() : nullptr,
-                     want_b ? gb.data() : nullptr, scratch.data(), scratch.data() + width);
+  norm_backward_rows(x.data(), g.data(), w ? w->data() : nullptr, rows, width, eps, rms, gx.data(),
+                     want_w ? gw.data() : nullptr, want_b ? gb.data() : nullptr, scratch.data(),
+                     scratch.data() + width);
   GradList r;
   r.emplace_back(std::move(gx).finish());
   if (in.size() > 1) {
-    if (want_w) r.emplace_back(std::move(gw).finish());
-    else r.emplace_back(std::nullopt);
+    if (want_w)
+      r.emplace_back(std::move(gw).finish());
+    else
+      r.emplace_back(std::nullopt);
   }
   if (in.size() > 2) {
-    if (want_b) r.emplace_back(std::move(gb).finish());
-    else r.emplace_back(std::nullopt);
+    if (want_b)
+      r.emplace_back(std::move(gb).finish());
+    else
+      r.emplace_back(std::nullopt);
   }
   return r;
 }
@@ -410,8 +423,8 @@ Tensor binary_rows_forward(std::span<const TensorView> in, const RowBroadcast& r
 }
 
 template <class GA, class GB>
-GradList binary_rows_vjp(std::span<const TensorView> in, const TensorView& grad, const RowBroadcast& rb, const KernelContext& c,
-                         const char* op, GA fa, GB fb) {
+GradList binary_rows_vjp(std::span<const TensorView> in, const TensorView& grad, const RowBroadcast& rb,
+                         const KernelContext& c, const char* op, GA fa, GB fb) {
   Dense<float> xa(in[0], op, "a"), xb(in[1], op, "b"), gr(grad, op, "grad_output");
   GradList res;
   auto one = [&](bool wanted, bool repeated, const Dims& shape, auto f) {
@@ -440,24 +453,33 @@ GradList binary_rows_vjp(std::span<const TensorView> in, const TensorView& grad,
   return res;
 }
 
-#define PACT_NATIVE_BINARY(opname, forward_expr, ga_expr, gb_expr)                                                  \
-  Tensor opname##_forward(std::span<const TensorView> in, const Attributes& a, const KernelContext& c) {            \
-    const RowBroadcast rb = row_broadcast(in);                                                                      \
-    if (!rb.ok) return generic::opname##_forward(in, a, c);                                                         \
-    return binary_rows_forward(in, rb, #opname, [](float x, float y) { return (forward_expr); });                  \
-  }                                                                                                                 \
-  GradList opname##_vjp(std::span<const TensorView> in, const TensorView& yv, const TensorView& g, const Attributes& a, \
-                        const KernelContext& c) {                                                                   \
-    const RowBroadcast rb = row_broadcast(in);                                                                      \
-    if (!rb.ok || g.dtype() != DType::f32) return generic::opname##_vjp(in, yv, g, a, c);                          \
-    return binary_rows_vjp(                                                                                         \
-        in, g, rb, c, #opname, [](float gi, float x, float y) { (void)x; (void)y; return (ga_expr); },              \
-        [](float gi, float x, float y) { (void)x; (void)y; return (gb_expr); });                                   \
+#define PACT_NATIVE_BINARY(opname, forward_expr, ga_expr, gb_expr)                                       \
+  Tensor opname##_forward(std::span<const TensorView> in, const Attributes& a, const KernelContext& c) { \
+    const RowBroadcast rb = row_broadcast(in);                                                           \
+    if (!rb.ok) return generic::opname##_forward(in, a, c);                                              \
+    return binary_rows_forward(in, rb, #opname, [](float x, float y) { return (forward_expr); });        \
+  }                                                                                                      \
+  GradList opname##_vjp(std::span<const TensorView> in, const TensorView& yv, const TensorView& g,       \
+                        const Attributes& a, const KernelContext& c) {                                   \
+    const RowBroadcast rb = row_broadcast(in);                                                           \
+    if (!rb.ok || g.dtype() != DType::f32) return generic::opname##_vjp(in, yv, g, a, c);                \
+    return binary_rows_vjp(                                                                              \
+        in, g, rb, c, #opname,                                                                           \
+        [](float gi, float x, float y) {                                                                 \
+          (void)x;                                                                                       \
+          (void)y;                                                                                       \
+          return (ga_expr);                                                                              \
+        },                                                                                               \
+        [](float gi, float x, float y) {                                                                 \
+          (void)x;                                                                                       \
+          (void)y;                                                                                       \
+          return (gb_expr);                                                                              \
+        });                                                                                              \
   }
 PACT_NATIVE_BINARY(add, x + y, gi, gi)
 PACT_NATIVE_BINARY(sub, x - y, gi, -gi)
-PACT_NATIVE_BINARY(mul, x * y, gi * y, gi * x)
-PACT_NATIVE_BINARY(div, x / y, gi / y, -(gi * x / (y * y)))
+PACT_NATIVE_BINARY(mul, x* y, gi* y, gi* x)
+PACT_NATIVE_BINARY(div, x / y, gi / y, -(gi* x / (y * y)))
 #undef PACT_NATIVE_BINARY
 
 // ---- gelu (exact): vectorised erfc -------------------------------------------------------------------
@@ -485,17 +507,19 @@ inline float normal_cdf(float x) {
   return x >= 0.0f ? 1.0f - e : e;
 }
 
-__attribute__((target_clones("avx512f", "avx2", "default")))
-void gelu_rows(const float* __restrict x, float* __restrict y, std::int64_t n) {
+__attribute__((target_clones("avx512f", "avx2", "default"))) void gelu_rows(const float* __restrict x,
+                                                                            float* __restrict y, std::int64_t n) {
   for (std::int64_t k = 0; k < n; ++k) y[k] = x[k] * normal_cdf(x[k]);
 }
 
 // dx = g * (Phi(x) + x phi(x)). With the forward output y = x Phi(x) at hand (the tape retains it),
 // Phi(x) = y / x costs a division instead of a second erfc: relative error within an ulp or two of
 // y's. At |x| below 1e-20 (where y / x would lose precision) Phi(x) is 0.5 to float precision.
-__attribute__((target_clones("avx512f", "avx2", "default")))
-void gelu_backward_rows(const float* __restrict x, const float* __restrict y, const float* __restrict g, float* __restrict dx,
-                        std::int64_t n) {
+__attribute__((target_clones("avx512f", "avx2", "default"))) void gelu_backward_rows(const float* __restrict x,
+                                                                                     const float* __restrict y,
+                                                                                     const float* __restrict g,
+                                                                                     float* __restrict dx,
+                                                                                     std::int64_t n) {
   for (std::int64_t k = 0; k < n; ++k) {
     const float pdf = fast_exp(-0.5f * x[k] * x[k]) * 0.39894228040143267794f;
     const float cdf = std::fabs(x[k]) < 1e-20f ? 0.5f : y[k] / x[k];
@@ -514,7 +538,8 @@ Tensor gelu_forward(std::span<const TensorView> in, const Attributes& a, const K
   gelu_rows(x.data(), y.data(), y.size());
   return std::move(y).finish();
 }
-GradList gelu_vjp(std::span<const TensorView> in, const TensorView& y, const TensorView& g, const Attributes& a, const KernelContext& c) {
+GradList gelu_vjp(std::span<const TensorView> in, const TensorView& y, const TensorView& g, const Attributes& a,
+                  const KernelContext& c) {
   if (!exact_gelu_f32(in, a)) return generic::gelu_vjp(in, y, g, a, c);
   // run_vjp holds y and g to x's shape and dtype (gelu's VJP reads its output, so the tape retains it).
   Dense<float> x(in[0], "gelu", "input"), yv(y, "gelu", "output"), gr(g, "gelu", "grad_output");
@@ -528,12 +553,14 @@ GradList gelu_vjp(std::span<const TensorView> in, const TensorView& y, const Ten
 // ---- relu: flat SIMD loops ----------------------------------------------------------------------------
 
 // y = max(x, 0) with NaN propagated (x < 0 ? 0 : x), and dx = g where x > 0, else 0: the generic rule.
-__attribute__((target_clones("avx512f", "avx2", "default")))
-void relu_rows(const float* __restrict x, float* __restrict y, std::int64_t n) {
+__attribute__((target_clones("avx512f", "avx2", "default"))) void relu_rows(const float* __restrict x,
+                                                                            float* __restrict y, std::int64_t n) {
   for (std::int64_t k = 0; k < n; ++k) y[k] = x[k] < 0.0f ? 0.0f : x[k];
 }
-__attribute__((target_clones("avx512f", "avx2", "default")))
-void relu_backward_rows(const float* __restrict x, const float* __restrict g, float* __restrict dx, std::int64_t n) {
+__attribute__((target_clones("avx512f", "avx2", "default"))) void relu_backward_rows(const float* __restrict x,
+                                                                                     const float* __restrict g,
+                                                                                     float* __restrict dx,
+                                                                                     std::int64_t n) {
   for (std::int64_t k = 0; k < n; ++k) dx[k] = x[k] > 0.0f ? g[k] : 0.0f;
 }
 
@@ -544,7 +571,8 @@ Tensor relu_forward(std::span<const TensorView> in, const Attributes& a, const K
   relu_rows(x.data(), y.data(), y.size());
   return std::move(y).finish();
 }
-GradList relu_vjp(std::span<const TensorView> in, const TensorView& y, const TensorView& g, const Attributes& a, const KernelContext& c) {
+GradList relu_vjp(std::span<const TensorView> in, const TensorView& y, const TensorView& g, const Attributes& a,
+                  const KernelContext& c) {
   if (in[0].dtype() != DType::f32 || g.dtype() != DType::f32) return generic::relu_vjp(in, y, g, a, c);
   Dense<float> x(in[0], "relu", "x"), gr(g, "relu", "grad_output");
   Out<float> dx(x.shape());
@@ -562,8 +590,9 @@ GradList relu_vjp(std::span<const TensorView> in, const TensorView& y, const Ten
 // whole 16-lane chunks, the masked part of the last chunk as -inf (exp gives 0), so they vectorise with
 // no scalar tail; sums run in 16 lanes (an implementationDefined order). A row with nothing live is NaN
 // throughout, as PyTorch gives for a fully masked row.
-__attribute__((target_clones("avx512f", "avx2", "default")))
-void attention_softmax(float* p, std::int64_t l, std::int64_t s, bool causal, float scale) {
+__attribute__((target_clones("avx512f", "avx2", "default"))) void attention_softmax(float* p, std::int64_t l,
+                                                                                    std::int64_t s, bool causal,
+                                                                                    float scale) {
   constexpr std::int64_t W = 16;
   for (std::int64_t i = 0; i < l; ++i) {
     float* row = p + i * s;
@@ -639,13 +668,14 @@ void causal_column_blocks(std::int64_t l, std::int64_t s, bool causal, F&& f) {
 void attention_probs_f32(const InPlaceMatrices<float>& q, const InPlaceMatrices<float>& k, std::int64_t b,
                          const generic::AttentionShape& sh, bool causal, float scale, float* p) {
   causal_row_blocks(sh.l, sh.s, causal, [&](std::int64_t i0, std::int64_t i1, std::int64_t cols) {
-    sgemm(i1 - i0, cols, sh.e, q.base(b) + i0 * q.row_stride(), q.row_stride(), q.col_stride(), k.base(b), k.col_stride(),
-          k.row_stride(), p + i0 * sh.s, sh.s, false);
+    sgemm(i1 - i0, cols, sh.e, q.base(b) + i0 * q.row_stride(), q.row_stride(), q.col_stride(), k.base(b),
+          k.col_stride(), k.row_stride(), p + i0 * sh.s, sh.s, false);
   });
   attention_softmax(p, sh.l, sh.s, causal, scale);
 }
 
-Tensor scaled_dot_product_attention_forward(std::span<const TensorView> in, const Attributes& a, const KernelContext& c) {
+Tensor scaled_dot_product_attention_forward(std::span<const TensorView> in, const Attributes& a,
+                                            const KernelContext& c) {
   constexpr const char* op = "scaled_dot_product_attention";
   if (in[0].dtype() != DType::f32 || in.size() == 4) return generic::scaled_dot_product_attention_forward(in, a, c);
   InPlaceMatrices<float> q(in[0], op, "query"), k(in[1], op, "key"), v(in[2], op, "value");
@@ -678,7 +708,8 @@ GradList scaled_dot_product_attention_vjp(std::span<const TensorView> in, const 
   const bool causal = a.get_bool(op, "is_causal", false);
   const float scale = static_cast<float>(a.get_float(op, "scale", 1.0 / std::sqrt(static_cast<double>(sh.e))));
   const bool want_q = c.wants_grad(0), want_k = c.wants_grad(1), want_v = c.wants_grad(2);
-  Out<float> gq(want_q ? in[0].shape() : Dims{0}), gk(want_k ? in[1].shape() : Dims{0}), gv(want_v ? in[2].shape() : Dims{0});
+  Out<float> gq(want_q ? in[0].shape() : Dims{0}), gk(want_k ? in[1].shape() : Dims{0}),
+      gv(want_v ? in[2].shape() : Dims{0});
   const auto scores = static_cast<std::size_t>(std::max<std::int64_t>(sh.l * sh.s, 1));
   std::vector<float> p(scores), ds(scores);
   for (std::int64_t b = 0; b < sh.batch; ++b) {
@@ -692,8 +723,8 @@ GradList scaled_dot_product_attention_vjp(std::span<const TensorView> in, const 
     }
     if (!want_q && !want_k) continue;
     causal_row_blocks(sh.l, sh.s, causal, [&](std::int64_t i0, std::int64_t i1, std::int64_t cols) {
-      sgemm(i1 - i0, cols, sh.ev, gb + i0 * gr.row_stride(), gr.row_stride(), gr.col_stride(), v.base(b), v.col_stride(),
-            v.row_stride(), ds.data() + i0 * sh.s, sh.s, false);
+      sgemm(i1 - i0, cols, sh.ev, gb + i0 * gr.row_stride(), gr.row_stride(), gr.col_stride(), v.base(b),
+            v.col_stride(), v.row_stride(), ds.data() + i0 * sh.s, sh.s, false);
     });
     for (std::int64_t i = 0; i < sh.l; ++i) {
       const float* prow = p.data() + i * sh.s;
@@ -713,18 +744,24 @@ GradList scaled_dot_product_attention_vjp(std::span<const TensorView> in, const 
     }
     if (want_k) {
       causal_column_blocks(sh.l, sh.s, causal, [&](std::int64_t j0, std::int64_t j1, std::int64_t i0) {
-        sgemm(j1 - j0, sh.e, sh.l - i0, ds.data() + i0 * sh.s + j0, 1, sh.s, q.base(b) + i0 * q.row_stride(), q.row_stride(),
-              q.col_stride(), gk.data() + (b * sh.s + j0) * sh.e, sh.e, false);
+        sgemm(j1 - j0, sh.e, sh.l - i0, ds.data() + i0 * sh.s + j0, 1, sh.s, q.base(b) + i0 * q.row_stride(),
+              q.row_stride(), q.col_stride(), gk.data() + (b * sh.s + j0) * sh.e, sh.e, false);
       });
     }
   }
   GradList r;
-  if (want_q) r.emplace_back(std::move(gq).finish());
-  else r.emplace_back(std::nullopt);
-  if (want_k) r.emplace_back(std::move(gk).finish());
-  else r.emplace_back(std::nullopt);
-  if (want_v) r.emplace_back(std::move(gv).finish());
-  else r.emplace_back(std::nullopt);
+  if (want_q)
+    r.emplace_back(std::move(gq).finish());
+  else
+    r.emplace_back(std::nullopt);
+  if (want_k)
+    r.emplace_back(std::move(gk).finish());
+  else
+    r.emplace_back(std::nullopt);
+  if (want_v)
+    r.emplace_back(std::move(gv).finish());
+  else
+    r.emplace_back(std::nullopt);
   return r;
 }
 
@@ -732,13 +769,13 @@ GradList scaled_dot_product_attention_vjp(std::span<const TensorView> in, const 
 // Real functions of this namespace (not using-declarations), so each handler's provenance symbol names
 // a function that exists in native's own symbol table.
 
-#define PACT_NATIVE_FROM_GENERIC(opname)                                                                   \
-  Tensor opname##_forward(std::span<const TensorView> in, const Attributes& a, const KernelContext& c) {   \
-    return generic::opname##_forward(in, a, c);                                                            \
-  }                                                                                                        \
-  GradList opname##_vjp(std::span<const TensorView> in, const TensorView& y, const TensorView& g,          \
-                        const Attributes& a, const KernelContext& c) {                                     \
-    return generic::opname##_vjp(in, y, g, a, c);                                                          \
+#define PACT_NATIVE_FROM_GENERIC(opname)                                                                               \
+  Tensor opname##_forward(std::span<const TensorView> in, const Attributes& a, const KernelContext& c) {               \
+    return generic::opname##_forward(in, a, c);                                                                        \
+  }                                                                                                                    \
+  GradList opname##_vjp(std::span<const TensorView> in, const TensorView& y, const TensorView& g, const Attributes& a, \
+                        const KernelContext& c) {                                                                      \
+    return generic::opname##_vjp(in, y, g, a, c);                                                                      \
   }
 PACT_NATIVE_FROM_GENERIC(neg)
 PACT_NATIVE_FROM_GENERIC(silu)
