@@ -5,6 +5,8 @@
 /// itself: the contract check asks an evidence resolver about each descriptor.
 
 #include <array>
+#include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -56,7 +58,12 @@ struct Capsule {
   std::array<ContractDescriptor, 4> descriptors;  ///< shape, layout, forward value, VJP
   NumericalPolicy numerical_policy = NumericalPolicy::notApplicable;
   Provenance provenance;
+  DTypeSet dtypes;  ///< the floating dtypes the kernel computes (Note [Provider table])
 };
+
+/// Why `capsule` cannot serve a node with these input types — a floating operand whose dtype it does not
+/// compute — or nullopt when it can. Integer operands (indices, targets) are the shape rule's to check.
+std::optional<std::string> unsupported_inputs(const Capsule& capsule, std::span<const ops::TensorType> inputs);
 
 /// A named group of capsules contributed by one provider area.
 struct CapsuleModule {
@@ -64,8 +71,9 @@ struct CapsuleModule {
   std::vector<Capsule> capsules;
 };
 
-/// The maintained modules: reference, native (cpu), attention, blas, cuda (native CUDA; the host-parity
-/// stub until a CUDA build exists), and libtorch (the optional -DPACT_WITH_LIBTORCH=ON build; empty otherwise).
+/// The maintained modules, generated from the provider table (pact/contract/provider_table.hpp):
+/// reference, native (cpu), attention, blas, cuda (native CUDA; declared contracts without handlers until
+/// a CUDA build exists), and libtorch (the optional -DPACT_WITH_LIBTORCH=ON build; empty otherwise).
 const CapsuleModule& reference_module();
 const CapsuleModule& native_module();
 const CapsuleModule& attention_module();

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "pact/contract/provider_table.hpp"
 #include "pact/kernels/guards.hpp"
 
 namespace pact::contract {
@@ -22,34 +23,40 @@ std::vector<std::string> builtin_profile_names() {
 }
 
 BackendProfile builtin_profile(std::string_view name) {
-  BackendProfile p;
-  p.name = std::string(name);
-  if (name == "cpu-checked") {
-    p.policy = {DeviceKind::cpu, {"native", "reference"}, AssurancePolicy::checked, VjpMode::forward_only};
-    p.devices = {DeviceKind::cpu};
-    p.providers = {"native", "reference"};
-    p.modules = {&reference_module(), &native_module(), &attention_module()};
-  } else if (name == "cpu-external") {
-    p.policy = {
-        DeviceKind::cpu, {"blas", "libtorch", "native", "reference"}, AssurancePolicy::external, VjpMode::forward_only};
-    p.devices = {DeviceKind::cpu};
-    p.providers = {"blas", "libtorch", "native", "reference"};
-    p.modules = {&reference_module(), &native_module(), &attention_module(), &blas_module(), &libtorch_module()};
+  // Each built-in profile is a device and an assurance policy; its modules and provider preference come
+  // from the provider table (Note [Provider table]): the device's rows, only trust-checked ones under the
+  // checked policy, providers ordered by the table's preference rank.
+  DeviceKind device;
+  AssurancePolicy assurance;
+  if (name == "cpu-checked" || name == "cpu-external") {
+    device = DeviceKind::cpu;
   } else if (name == "cuda-checked" || name == "cuda-external") {
-    const bool external = name == "cuda-external";
-    p.policy = {DeviceKind::cuda,
-                {"cuda"},
-                external ? AssurancePolicy::external : AssurancePolicy::checked,
-                VjpMode::forward_only};
-    p.devices = {DeviceKind::cuda};
-    p.providers = {"cuda"};
-    p.modules = {&cuda_module()};
-    if (external) p.modules.push_back(&libtorch_module());
+    device = DeviceKind::cuda;
   } else {
     throw_error(
         ErrorCode::invalid_argument, "profile",
         fmt::format("unknown profile '{}' (known: cpu-checked, cpu-external, cuda-checked, cuda-external)", name));
   }
+  assurance = name.ends_with("-external") ? AssurancePolicy::external : AssurancePolicy::checked;
+  std::vector<const ProviderRow*> rows;
+  for (const auto& row : provider_table()) {
+    if (row.device == device && (assurance == AssurancePolicy::external || row.trust == Trust::checked)) {
+      rows.push_back(&row);
+    }
+  }
+  BackendProfile p;
+  p.name = std::string(name);
+  p.policy = {device, {}, assurance, VjpMode::forward_only};
+  p.devices = {device};
+  for (const auto* row : rows) p.modules.push_back(&capsule_module(row->module));
+  std::stable_sort(rows.begin(), rows.end(),
+                   [](const auto* a, const auto* b) { return a->preference < b->preference; });
+  for (const auto* row : rows) {
+    const std::string provider(row->provider);
+    if (std::find(p.providers.begin(), p.providers.end(), provider) == p.providers.end())
+      p.providers.push_back(provider);
+  }
+  p.policy.provider_preference = p.providers;
   return p;
 }
 
@@ -154,12 +161,22 @@ void check_kernel(const std::string& node, ops::OpTag op, const Capsule& capsule
   }
 }
 
-const Capsule* select_capsule(const BackendProfile& profile, ops::OpTag op, VjpMode vjp_mode) {
+std::string describe_types(std::span<const ops::TensorType> types) {
+  std::string s = "(";
+  for (std::size_t i = 0; i < types.size(); ++i) {
+    s += fmt::format("{}{}{}", i == 0 ? "" : ", ", dtype_name(types[i].dtype), types[i].shape.to_string());
+  }
+  return s + ")";
+}
+
+Selection select_capsule(const BackendProfile& profile, ops::OpTag op, std::span<const ops::TensorType> inputs,
+                         VjpMode vjp_mode) {
   auto rank = [&](const std::string& provider) {
     auto it = std::find(profile.policy.provider_preference.begin(), profile.policy.provider_preference.end(), provider);
     return static_cast<std::size_t>(it - profile.policy.provider_preference.begin());
   };
-  const Capsule* best = nullptr;
+  Selection best;
+  std::string refused;  // the capsules that were available but cannot serve these input types, and why
   for (const auto* m : profile.modules) {
     for (const auto& c : m->capsules) {
       if (c.op != op) continue;
@@ -167,8 +184,18 @@ const Capsule* select_capsule(const BackendProfile& profile, ops::OpTag op, VjpM
           std::find(profile.devices.begin(), profile.devices.end(), c.device) != profile.devices.end() &&
           std::find(profile.providers.begin(), profile.providers.end(), c.provider) != profile.providers.end();
       if (!available || !c.forward || (vjp_mode == VjpMode::with_vjp && !c.vjp)) continue;
-      if (best == nullptr || rank(c.provider) < rank(best->provider)) best = &c;
+      if (auto why = unsupported_inputs(c, inputs)) {
+        refused += fmt::format("; {}", *why);
+        continue;
+      }
+      if (best.capsule == nullptr || rank(c.provider) < rank(best.capsule->provider)) best.capsule = &c;
     }
+  }
+  if (best.capsule == nullptr) {
+    best.refusal = fmt::format("no capsule for '{}' on {} in profile {}{} serves inputs {}{}", ops::op_kind(op),
+                               device_name(profile.policy.device), profile.name,
+                               vjp_mode == VjpMode::with_vjp ? " with VJP support" : "", describe_types(inputs),
+                               refused.empty() ? "" : refused);
   }
   return best;
 }
@@ -184,12 +211,7 @@ BoundKernel bind(const Capsule& capsule, const kernels::Handler& handler) {
 }
 
 BoundKernel bind(const Capsule& capsule) {
-  for (auto handlers : {kernels::reference_handlers(), kernels::native_handlers(), kernels::blas_handlers(),
-                        kernels::libtorch_handlers()}) {
-    for (const auto& h : handlers) {
-      if (h.op == capsule.op && h.provider == capsule.provider && h.device == capsule.device) return bind(capsule, h);
-    }
-  }
+  if (const kernels::Handler* h = find_capsule_handler(capsule)) return bind(capsule, *h);
   throw_error(ErrorCode::unsupported, "bind",
               fmt::format("no {} handler for {} on {}", capsule.provider, ops::op_kind(capsule.op),
                           device_name(capsule.device)));

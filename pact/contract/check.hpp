@@ -98,10 +98,20 @@ struct ContractCheck {
 void check_kernel(const std::string& node, ops::OpTag op, const Capsule& capsule, const BackendProfile& profile,
                   const EvidenceResolver& resolver, std::vector<ObligationReport>& out);
 
+/// What selection chose, or why it chose nothing.
+struct Selection {
+  const Capsule* capsule = nullptr;
+  std::string refusal;  ///< when capsule is null: the op, device, profile, input types and each refusal
+};
+
 /// Selection (SPEC §6): among the profile's capsules for `op` whose device and provider the profile
-/// declares available and that support the run (forward; VJP when needed), the one whose provider comes
-/// first in the policy's preference order. Never filters by evidence. nullptr when none matches.
-const Capsule* select_capsule(const BackendProfile& profile, ops::OpTag op, VjpMode vjp_mode);
+/// declares available, that support the run (forward; VJP when needed) and that compute the node's input
+/// types (unsupported_inputs), the one whose provider comes first in the policy's preference order.
+/// Never filters by evidence.
+Selection select_capsule(const BackendProfile& profile, ops::OpTag op, std::span<const ops::TensorType> inputs,
+                         VjpMode vjp_mode);
+/// "(f32[2,3], i64[2])": input types as selection refusals and plan rejections print them.
+std::string describe_types(std::span<const ops::TensorType> types);
 
 /// An executable kernel: a capsule bound to the handler with the same op, provider and device. Binding
 /// adds no evidence.

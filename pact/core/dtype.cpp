@@ -55,6 +55,17 @@ bool is_floating(DType dtype) noexcept {
   return dtype == DType::f32 || dtype == DType::f64 || dtype == DType::bf16 || dtype == DType::f16;
 }
 
+std::string DTypeSet::to_string() const {
+  std::string s;
+  for (int i = 0; i < kDTypeCount; ++i) {
+    const auto d = static_cast<DType>(i);
+    if (!contains(d)) continue;
+    if (!s.empty()) s += '/';
+    s += dtype_name(d);
+  }
+  return s.empty() ? "none" : s;
+}
+
 BFloat16 to_bf16(float value) noexcept {
   auto bits = std::bit_cast<std::uint32_t>(value);
   if (std::isnan(value)) return BFloat16{static_cast<std::uint16_t>((bits >> 16) | 0x40u)};

@@ -5,6 +5,8 @@
 #include <complex>
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
+#include <string>
 #include <string_view>
 
 namespace pact {
@@ -52,6 +54,24 @@ std::string_view dtype_name(DType dtype) noexcept;
 DType parse_dtype(std::string_view name);
 /// True for f32, f64, bf16, f16.
 bool is_floating(DType dtype) noexcept;
+
+/// A set of dtypes (one bit per DType): what a provider's kernels compute, as the provider table declares.
+class DTypeSet {
+ public:
+  constexpr DTypeSet() = default;
+  constexpr DTypeSet(std::initializer_list<DType> dtypes) {
+    for (DType d : dtypes) bits_ |= bit(d);
+  }
+  constexpr bool contains(DType dtype) const noexcept { return (bits_ & bit(dtype)) != 0; }
+  constexpr bool empty() const noexcept { return bits_ == 0; }
+  constexpr bool operator==(const DTypeSet&) const = default;
+  /// The members' wire names joined by "/", in DType order ("f32/f64"); "none" when empty.
+  std::string to_string() const;
+
+ private:
+  static constexpr std::uint32_t bit(DType d) noexcept { return std::uint32_t{1} << static_cast<unsigned>(d); }
+  std::uint32_t bits_ = 0;
+};
 
 /// The DType of a C++ element type.
 template <class T>

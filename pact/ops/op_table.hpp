@@ -115,8 +115,10 @@ struct OpInfo {
   ShapeRule shape;
   FlopRule flops;
 
-  /// True when planning selects a kernel capsule for a node of this op.
-  bool runtime_relevant() const noexcept { return role == OpRole::kernel; }
+  /// True when planning admits a kernel for a node of this op: kernel ops, and view ops, whose node in a
+  /// planned graph materialises its result through a kernel (the eager session keeps a zero-copy view
+  /// where one exists, through the same admitted kernel). Sources and sinks execute nothing.
+  bool runtime_relevant() const noexcept { return role == OpRole::kernel || role == OpRole::view; }
   /// Forward comparison tolerance for f32 (implementationDefined vs fixedLeft). fixedLeft vs fixedLeft
   /// comparisons are bitwise.
   Tolerance tolerance() const noexcept;

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <map>
 #include <set>
 #include <unordered_map>
 
@@ -24,6 +25,34 @@ void validate_modules(const contract::BackendProfile& profile) {
 
 }  // namespace
 
+KernelAdmission admit_kernel(const std::string& node, ops::OpTag op, std::span<const ops::TensorType> inputs,
+                             const contract::BackendProfile& profile, const contract::EvidenceResolver& resolver,
+                             contract::VjpMode vjp_mode) {
+  KernelAdmission a;
+  const contract::Selection selection = contract::select_capsule(profile, op, inputs, vjp_mode);
+  a.capsule = selection.capsule;
+  if (a.capsule == nullptr) {
+    contract::ObligationReport missing;
+    missing.node = node;
+    missing.obligation = contract::Obligation::shape;
+    missing.reason = selection.refusal;
+    a.reports.push_back(std::move(missing));
+    return a;
+  }
+  contract::BackendProfile effective = profile;
+  effective.policy.vjp_mode = vjp_mode;
+  contract::check_kernel(node, op, *a.capsule, effective, resolver, a.reports);
+  if (!std::all_of(a.reports.begin(), a.reports.end(), [](const auto& r) { return r.accepted; })) return a;
+  // A capsule without a handler (a CUDA capsule before a CUDA build) is a failing report, not an exception.
+  try {
+    a.bound = contract::bind(*a.capsule);
+  } catch (const Error& e) {
+    a.reports.push_back({node, a.capsule->name, contract::Obligation::forward_value, a.capsule->descriptors[2].evidence,
+                         false, fmt::format("binding failed: {}", e.what())});
+  }
+  return a;
+}
+
 Expected<AcceptedGraphPlan, PlanRejection> plan_graph(const ir::Graph& input_graph,
                                                       const contract::BackendProfile& profile,
                                                       const contract::EvidenceResolver& resolver,
@@ -39,59 +68,47 @@ Expected<AcceptedGraphPlan, PlanRejection> plan_graph(const ir::Graph& input_gra
         fmt::format("profile {} needs a CUDA device; this machine has none (the cuda provider is the host-parity stub)",
                     profile.name));
   }
-  contract::BackendProfile effective = profile;
-  effective.policy.vjp_mode = vjp_mode;
 
-  // One selection per op (contract::select_capsule: preference order, availability and support only).
-  std::unordered_map<int, const contract::Capsule*> choice;
-  for (const auto& n : graph.nodes) {
-    const int key = static_cast<int>(n.op);
-    if (ops::op_info(n.op).runtime_relevant() && !choice.count(key))
-      choice[key] = contract::select_capsule(profile, n.op, vjp_mode);
-  }
-
+  // Every node that executes a kernel goes through the one admission, with its input types; nodes of
+  // one op and input dtypes share a selection (admission is deterministic), so the audit stays small
+  // to compute for large graphs.
+  std::unordered_map<std::string, const ops::TensorType*> type_of;
+  for (const auto& n : graph.nodes) type_of[n.id] = &n.type;
+  std::map<std::pair<int, std::vector<int>>, KernelAdmission> admitted;
   PlanAudit audit{profile.name, profile.policy.assurance, vjp_mode, {}, {}, {}};
   std::vector<contract::ObligationReport>& reports = audit.check.reports;
+  std::vector<contract::BoundKernel> bound;
   for (const auto& n : graph.nodes) {
     if (!ops::op_info(n.op).runtime_relevant()) continue;
-    auto it = choice.find(static_cast<int>(n.op));
-    const contract::Capsule* c = it == choice.end() ? nullptr : it->second;
-    audit.kernels.push_back({n.id, n.op, c});
-    if (c == nullptr) {
-      contract::ObligationReport missing;
-      missing.node = n.id;
-      missing.obligation = contract::Obligation::shape;
-      missing.reason = fmt::format("no capsule for '{}' on {} among the profile's modules{}", ops::op_kind(n.op),
-                                   device_name(profile.policy.device),
-                                   vjp_mode == contract::VjpMode::with_vjp ? " with VJP support" : "");
-      reports.push_back(std::move(missing));
-      continue;
+    PlannedKernel k{n.id, n.op, nullptr, {}};
+    std::vector<int> dtypes;
+    for (const auto& in : n.inputs) {
+      k.inputs.push_back(*type_of.at(in));
+      dtypes.push_back(static_cast<int>(k.inputs.back().dtype));
     }
-    audit.groups[{c->provider, std::string(device_name(c->device))}].push_back(n.id);
-    contract::check_kernel(n.id, n.op, *c, effective, resolver, reports);
-  }
-  audit.check.accepted = std::all_of(reports.begin(), reports.end(), [](const auto& r) { return r.accepted; });
-  if (!audit.check.accepted) return Unexpected(PlanRejection{std::move(audit)});
-  // Bind every admitted capsule; a capsule without a handler (e.g. a CUDA capsule before a CUDA build)
-  // turns into a failing report rather than an exception.
-  std::vector<contract::BoundKernel> bound;
-  for (const auto& k : audit.kernels) {
-    try {
-      bound.push_back(contract::bind(*k.capsule));
-    } catch (const Error& e) {
-      contract::ObligationReport r;
-      r.node = k.node;
-      r.capsule = k.capsule->name;
-      r.obligation = contract::Obligation::forward_value;
-      r.evidence = k.capsule->descriptors[2].evidence;
-      r.reason = fmt::format("binding failed: {}", e.what());
+    const auto key = std::make_pair(static_cast<int>(n.op), std::move(dtypes));
+    auto it = admitted.find(key);
+    if (it == admitted.end()) {
+      it = admitted.emplace(key, admit_kernel(n.id, n.op, k.inputs, profile, resolver, vjp_mode)).first;
+    }
+    const KernelAdmission& a = it->second;
+    k.capsule = a.capsule;
+    for (auto r : a.reports) {
+      r.node = n.id;
+      if (r.capsule.empty() && a.capsule == nullptr) {
+        // The refusal names the node: which node, which op, which input types.
+        r.reason = fmt::format("node '{}': {}", n.id, r.reason);
+      }
       reports.push_back(std::move(r));
     }
+    if (a.capsule != nullptr)
+      audit.groups[{a.capsule->provider, std::string(device_name(a.capsule->device))}].push_back(n.id);
+    if (a.bound) bound.push_back(*a.bound);
+    audit.kernels.push_back(std::move(k));
   }
-  if (bound.size() != audit.kernels.size()) {
-    audit.check.accepted = false;
-    return Unexpected(PlanRejection{std::move(audit)});
-  }
+  audit.check.accepted = bound.size() == audit.kernels.size() &&
+                         std::all_of(reports.begin(), reports.end(), [](const auto& r) { return r.accepted; });
+  if (!audit.check.accepted) return Unexpected(PlanRejection{std::move(audit)});
   return AcceptedGraphPlan{graph, std::move(audit), std::move(bound)};
 }
 
@@ -139,7 +156,9 @@ std::string render_audit_table(const PlanAudit& audit) {
 Json render_audit_json(const PlanAudit& audit) {
   Json kernels = Json::array();
   for (const auto& k : audit.kernels) {
-    Json jk{{"node", k.node}, {"op", std::string(ops::op_kind(k.op))}};
+    Json inputs = Json::array();
+    for (const auto& t : k.inputs) inputs.push_back(fmt::format("{}{}", dtype_name(t.dtype), t.shape.to_string()));
+    Json jk{{"node", k.node}, {"op", std::string(ops::op_kind(k.op))}, {"inputs", std::move(inputs)}};
     if (k.capsule) {
       jk["capsule"] = k.capsule->name;
       jk["provider"] = k.capsule->provider;
@@ -147,6 +166,7 @@ Json render_audit_json(const PlanAudit& audit) {
       jk["trust"] = std::string(contract::trust_name(k.capsule->trust));
       jk["numerical_policy"] = std::string(contract::numerical_policy_name(k.capsule->numerical_policy));
       jk["provenance"] = Json{{"file", k.capsule->provenance.file}, {"symbol", k.capsule->provenance.symbol}};
+      jk["dtypes"] = k.capsule->dtypes.to_string();
     } else {
       jk["capsule"] = nullptr;
     }

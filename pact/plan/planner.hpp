@@ -4,6 +4,8 @@
 /// assurance policy, and return an AcceptedGraphPlan or a rejection listing every failing obligation.
 
 #include <map>
+#include <optional>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -18,6 +20,7 @@ struct PlannedKernel {
   std::string node;
   ops::OpTag op;
   const contract::Capsule* capsule = nullptr;  ///< nullptr when no capsule matched (a failing obligation)
+  std::vector<ops::TensorType> inputs;         ///< the node's input types, as selection saw them
 };
 
 /// Everything the planner decided and checked, for humans (table) and machines (JSON).
@@ -41,6 +44,24 @@ struct AcceptedGraphPlan {
 struct PlanRejection {
   PlanAudit audit;
 };
+
+/// One kernel's admission: the selected capsule, every obligation's report, and the bound kernel when all
+/// passed.
+struct KernelAdmission {
+  const contract::Capsule* capsule = nullptr;       ///< nullptr when selection found none (see reports)
+  std::vector<contract::ObligationReport> reports;  ///< every obligation, accepted or not
+  std::optional<contract::BoundKernel> bound;       ///< set only when every report is accepted
+};
+
+// Note [One admission]
+// admit_kernel is the only path from an op and its input types to an executable kernel: the planner calls
+// it per node, the eager session per op signature. Selection by op and input types (contract::select_capsule),
+// the kernel-policy gate and evidence check under the profile's assurance policy (contract::check_kernel),
+// then binding to the handler; a selection refusal or a binding failure is a failing report.
+/// Admits one kernel (Note [One admission]). `node` labels the reports ("eager" outside a plan).
+KernelAdmission admit_kernel(const std::string& node, ops::OpTag op, std::span<const ops::TensorType> inputs,
+                             const contract::BackendProfile& profile, const contract::EvidenceResolver& resolver,
+                             contract::VjpMode vjp_mode);
 
 /// Plans `graph` under `profile`. Throws (typed) for an invalid registry (duplicate capsule names) or a
 /// cuda-* profile without a device (no_device) unless the profile asks for the stub explicitly.

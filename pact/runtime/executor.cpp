@@ -44,14 +44,8 @@ ExecutionResult execute(const plan::AcceptedGraphPlan& plan, const std::map<std:
       if (role == ops::OpRole::sink) {
         hold(n.id, in[0]);
       } else {
-        // Kernel and view nodes: the plan's bound kernel, or the reference handler for views (which are
-        // not runtime-relevant and so carry no capsule; materialising one is an explicit traversal).
-        const kernels::Handler* handler = nullptr;
-        if (auto k = kernel_of.find(n.id); k != kernel_of.end()) {
-          handler = k->second->handler;
-        } else {
-          handler = kernels::find_handler(kernels::reference_handlers(), n.op);
-        }
+        // Kernel and view nodes: the plan admitted a kernel for each (Note [One admission]).
+        const kernels::Handler* handler = kernel_of.at(n.id)->handler;
         std::vector<TensorView> views;
         bool needs_grad = false;
         for (const auto& t : in) {

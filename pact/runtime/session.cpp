@@ -6,6 +6,7 @@
 
 #include "pact/capture/capabilities.hpp"
 #include "pact/core/ledger.hpp"
+#include "pact/plan/planner.hpp"
 
 namespace pact::runtime {
 
@@ -95,32 +96,32 @@ const contract::Capsule* Session::selected(ops::OpTag op) const noexcept {
   return nullptr;
 }
 
-const contract::BoundKernel& Session::admit(const Signature& signature, ops::OpTag op, bool vjp) {
+const contract::BoundKernel& Session::admit(const Signature& signature, ops::OpTag op,
+                                            std::span<const ops::TensorType> inputs, bool vjp) {
   auto it = cache_.find(signature);
   if (it != cache_.end()) {
     ++hits_;
     return it->second;
   }
   const auto mode = vjp ? contract::VjpMode::with_vjp : contract::VjpMode::forward_only;
-  const contract::Capsule* capsule = contract::select_capsule(profile_, op, mode);
-  if (capsule == nullptr) {
+  plan::KernelAdmission a = plan::admit_kernel("eager", op, inputs, profile_, *resolver_, mode);
+  if (!a.bound) {
+    std::string failures;
+    for (const auto& r : a.reports) {
+      if (!r.accepted) {
+        failures += r.capsule.empty() ? fmt::format("; {}", r.reason)
+                                      : fmt::format("; {} ({}): {}", contract::obligation_name(r.obligation),
+                                                    r.evidence.id, r.reason);
+      }
+    }
+    if (a.capsule == nullptr) {
+      throw_error(ErrorCode::unsupported, std::string(ops::op_kind(op)),
+                  fmt::format("profile {} admits no kernel{}", profile_.name, failures));
+    }
     throw_error(ErrorCode::unsupported, std::string(ops::op_kind(op)),
-                fmt::format("profile {} has no capsule for this op{}", profile_.name, vjp ? " with VJP support" : ""));
+                fmt::format("capsule {} is not admitted under {}{}", a.capsule->name, profile_.name, failures));
   }
-  contract::BackendProfile effective = profile_;
-  effective.policy.vjp_mode = mode;
-  std::vector<contract::ObligationReport> reports;
-  contract::check_kernel("eager", op, *capsule, effective, *resolver_, reports);
-  std::string failures;
-  for (const auto& r : reports) {
-    if (!r.accepted)
-      failures += fmt::format("; {} ({}): {}", contract::obligation_name(r.obligation), r.evidence.id, r.reason);
-  }
-  if (!failures.empty()) {
-    throw_error(ErrorCode::unsupported, std::string(ops::op_kind(op)),
-                fmt::format("capsule {} is not admitted under {}{}", capsule->name, profile_.name, failures));
-  }
-  return cache_.emplace(signature, contract::bind(*capsule)).first->second;
+  return cache_.emplace(signature, *a.bound).first->second;
 }
 
 EagerTensor Session::apply(ops::OpTag op, std::span<const EagerTensor> inputs, const ops::Attributes& attrs,
@@ -147,6 +148,7 @@ EagerTensor Session::apply(ops::OpTag op, std::span<const EagerTensor> inputs, c
   std::vector<TensorView> views;
   views.reserve(inputs.size());
   std::vector<int> dtypes;
+  std::vector<ops::TensorType> types;
   bool contiguous = true, needs_grad = false;
   for (const auto& in : inputs) {
     views.push_back(in.view());
@@ -157,12 +159,13 @@ EagerTensor Session::apply(ops::OpTag op, std::span<const EagerTensor> inputs, c
                                          in.shape().to_string(), capture::where(loc)));
     }
     dtypes.push_back(static_cast<int>(in.dtype()));
+    types.push_back({in.dtype(), in.shape()});
     contiguous = contiguous && views.back().is_contiguous();
     needs_grad = needs_grad || (grad_enabled_ && in.tracked() && tape_.node(in.node).requires_grad);
   }
   const int device = static_cast<int>(inputs.empty() ? profile_.policy.device : views.front().device());
   const contract::BoundKernel& bound =
-      admit(Signature{static_cast<int>(op), dtypes, device, contiguous, needs_grad}, op, needs_grad);
+      admit(Signature{static_cast<int>(op), dtypes, device, contiguous, needs_grad}, op, types, needs_grad);
   const kernels::KernelContext ctx{training_, seed_ * 0x9e3779b97f4a7c15ULL + (++calls_)};
   // A view op whose result is a view of its input (a contiguous reshape, any transpose, permute or slice)
   // keeps that view, zero copy, as an alias record of the input's value; otherwise the handler runs.

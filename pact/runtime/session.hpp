@@ -128,7 +128,8 @@ class Session {
  private:
   // op, input dtypes, device, layout class (all inputs contiguous), VJP need.
   using Signature = std::tuple<int, std::vector<int>, int, bool, bool>;
-  const contract::BoundKernel& admit(const Signature& signature, ops::OpTag op, bool vjp);
+  const contract::BoundKernel& admit(const Signature& signature, ops::OpTag op, std::span<const ops::TensorType> inputs,
+                                     bool vjp);
 
   contract::BackendProfile profile_;
   std::shared_ptr<const contract::EvidenceResolver> resolver_;

@@ -19,7 +19,8 @@ struct SgdOptions {
 struct SgdState {
   std::vector<std::optional<Tensor>> velocity;  ///< per parameter, created on first use
 };
-/// One SGD update of `params` in place (f32); returns the new state. grads[i] nullopt skips params[i].
+/// One SGD update of `params` in place, each in its own precision (f32 or f64; a gradient of another dtype
+/// is dtype_mismatch); returns the new state. grads[i] nullopt skips params[i].
 SgdState sgd_step(std::span<Tensor> params, std::span<const std::optional<TensorView>> grads, const SgdOptions& options,
                   SgdState state);
 
@@ -35,7 +36,8 @@ struct AdamState {
   std::int64_t step = 0;
   std::vector<std::optional<Tensor>> m, v;
 };
-/// One Adam (or AdamW when decoupled) update in place; returns the new state.
+/// One Adam (or AdamW when decoupled) update in place, each parameter in its own precision (f32 or f64);
+/// returns the new state.
 AdamState adam_step(std::span<Tensor> params, std::span<const std::optional<TensorView>> grads,
                     const AdamOptions& options, AdamState state);
 

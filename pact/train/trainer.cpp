@@ -33,23 +33,24 @@ ParameterPack init_parameters(const ir::Graph& graph, std::uint64_t seed) {
     }
     const Dims shape = p.type.shape;
     const std::int64_t count = ops::numel(shape);
-    std::vector<float> v(static_cast<std::size_t>(count), 0.0f);
+    // Drawn in double; rounded once to the parameter's dtype (f32: as static_cast<float> of each draw).
+    std::vector<double> v(static_cast<std::size_t>(count), 0.0);
     auto fan_in_of = [&](const Dims& w) {
       return w.size() >= 2 && w[0] > 0 ? ops::numel(w) / w[0] : std::max<std::int64_t>(ops::numel(w), 1);
     };
     auto uniform = [&](std::int64_t fan_in) {
       const double b = 1.0 / std::sqrt(static_cast<double>(std::max<std::int64_t>(fan_in, 1)));
       std::uniform_real_distribution<double> u(-b, b);
-      for (auto& x : v) x = static_cast<float>(u(rng));
+      for (auto& x : v) x = u(rng);
     };
     const bool norm = consumer && (consumer->op == ops::OpTag::layer_norm || consumer->op == ops::OpTag::rms_norm ||
                                    consumer->op == ops::OpTag::batch_norm);
     if (norm) {
       const bool ones = slot == 1 || (consumer->op == ops::OpTag::batch_norm && slot == 4);
-      std::fill(v.begin(), v.end(), ones ? 1.0f : 0.0f);
+      std::fill(v.begin(), v.end(), ones ? 1.0 : 0.0);
     } else if (consumer && consumer->op == ops::OpTag::embedding) {
       std::normal_distribution<double> nd;
-      for (auto& x : v) x = static_cast<float>(nd(rng));
+      for (auto& x : v) x = nd(rng);
     } else if (shape.size() >= 2) {
       uniform(fan_in_of(shape));
     } else if (consumer && consumer->inputs.size() > 1) {
@@ -59,7 +60,8 @@ ParameterPack init_parameters(const ir::Graph& graph, std::uint64_t seed) {
       uniform(count);
     }
     pack.names.push_back(p.id);
-    pack.values.push_back(Tensor::from_values<float>(shape, v));
+    Tensor value = Tensor::from_values<double>(shape, v);
+    pack.values.push_back(p.type.dtype == DType::f64 ? std::move(value) : value.convert(p.type.dtype));
     pack.differentiable.push_back(p.differentiable);
     pack.buffer.push_back(p.buffer);
   }
@@ -108,6 +110,12 @@ TrainingSession::Outputs TrainingSession::run(Tensor x, Tensor target, bool trai
     leaves.push_back(training ? session_.leaf(std::move(params_.values[i]), params_.differentiable[i])
                               : session_.constant(std::move(params_.values[i])));
     bindings.emplace(params_.names[i], leaves.back());
+  }
+  // Features arrive as the data set stores them (f32); a program declared in another floating dtype
+  // (an all-f64 model) reads them converted once, here.
+  if (const ir::Node* in = plan.graph.find(objective_.input);
+      in != nullptr && in->type.dtype != x.dtype() && is_floating(in->type.dtype) && is_floating(x.dtype())) {
+    x = x.convert(in->type.dtype);
   }
   bindings.emplace(objective_.input, session_.constant(std::move(x)));
   bindings.emplace(objective_.target, session_.constant(std::move(target)));

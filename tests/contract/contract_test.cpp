@@ -11,6 +11,7 @@
 
 #include "../support/expect_error.hpp"
 #include "pact/contract/check.hpp"
+#include "pact/contract/provider_table.hpp"
 #include "pact/kernels/guards.hpp"
 
 namespace pact::contract {
@@ -117,7 +118,7 @@ TEST(Capsules, LibTorchIsTrustedExternalForwardOnlyAndAdmittedOnlyUnderExternal)
   // Never under the checked profile, whatever the build.
   for (const auto& info : ops::op_table()) {
     if (!info.runtime_relevant()) continue;
-    const Capsule* c = select_capsule(checked, info.tag, VjpMode::forward_only);
+    const Capsule* c = select_capsule(checked, info.tag, {}, VjpMode::forward_only).capsule;
     if (c != nullptr) {
       EXPECT_NE(c->provider, "libtorch") << info.kind;
     }
@@ -137,10 +138,12 @@ TEST(Capsules, LibTorchIsTrustedExternalForwardOnlyAndAdmittedOnlyUnderExternal)
   EXPECT_EQ(ops_seen.size(), 8u);
   // cpu-external prefers blas, then libtorch: attention (no blas capsule) goes to LibTorch for inference,
   // and to the native attention capsule when a VJP is needed.
-  const Capsule* fwd = select_capsule(external, ops::OpTag::scaled_dot_product_attention, VjpMode::forward_only);
+  const Capsule* fwd =
+      select_capsule(external, ops::OpTag::scaled_dot_product_attention, {}, VjpMode::forward_only).capsule;
   ASSERT_NE(fwd, nullptr);
   EXPECT_EQ(fwd->provider, "libtorch");
-  const Capsule* train = select_capsule(external, ops::OpTag::scaled_dot_product_attention, VjpMode::with_vjp);
+  const Capsule* train =
+      select_capsule(external, ops::OpTag::scaled_dot_product_attention, {}, VjpMode::with_vjp).capsule;
   ASSERT_NE(train, nullptr);
   EXPECT_NE(train->provider, "libtorch");
 }
@@ -598,6 +601,92 @@ TEST(Profiles, BuiltinProfiles) {
   BackendProfile ue = builtin_profile("cuda-external");
   EXPECT_EQ(ue.policy.assurance, AssurancePolicy::external);
   EXPECT_TRUE(has_module(ue, cuda_module()));
+}
+
+// ---- typed selection (the provider table's dtype column) ----------------------------------------------
+
+ops::TensorType typed(DType d, Dims shape) { return {d, std::move(shape)}; }
+
+TEST(Selection, PicksByTheNodesInputDtypes) {
+  const auto external = builtin_profile("cpu-external");
+  const std::vector<ops::TensorType> f32{typed(DType::f32, {4, 64}), typed(DType::f32, {128, 64})};
+  const std::vector<ops::TensorType> f64{typed(DType::f64, {4, 64}), typed(DType::f64, {128, 64})};
+  // blas is most preferred and computes f32: it serves the f32 node and is passed over for the f64 one,
+  // which the only provider computing f64 (reference) serves.
+  const Selection a = select_capsule(external, ops::OpTag::linear, f32, VjpMode::with_vjp);
+  ASSERT_NE(a.capsule, nullptr) << a.refusal;
+  EXPECT_EQ(a.capsule->name, "blas.linear");
+  const Selection b = select_capsule(external, ops::OpTag::linear, f64, VjpMode::with_vjp);
+  ASSERT_NE(b.capsule, nullptr) << b.refusal;
+  EXPECT_EQ(b.capsule->name, "reference.linear");
+  EXPECT_TRUE(b.capsule->dtypes.contains(DType::f64));
+  const Selection c = select_capsule(builtin_profile("cpu-checked"), ops::OpTag::linear, f64, VjpMode::with_vjp);
+  ASSERT_NE(c.capsule, nullptr);
+  EXPECT_EQ(c.capsule->name, "reference.linear");
+  // Integer operands (targets, indices) do not narrow selection: the shape rule checks them.
+  const Selection ce =
+      select_capsule(builtin_profile("cpu-checked"), ops::OpTag::cross_entropy,
+                     std::vector{typed(DType::f32, {8, 10}), typed(DType::i64, {8})}, VjpMode::with_vjp);
+  ASSERT_NE(ce.capsule, nullptr) << ce.refusal;
+  EXPECT_EQ(ce.capsule->name, "native.cross_entropy");
+}
+
+TEST(Selection, RefusesWithTheOpTheTypesAndEachCapsulesReason) {
+  const std::vector<ops::TensorType> bf16{typed(DType::bf16, {4, 64}), typed(DType::bf16, {128, 64})};
+  const Selection s = select_capsule(builtin_profile("cpu-external"), ops::OpTag::linear, bf16, VjpMode::forward_only);
+  EXPECT_EQ(s.capsule, nullptr);
+  EXPECT_TRUE(mentions(s.refusal, "'linear'")) << s.refusal;
+  EXPECT_TRUE(mentions(s.refusal, "(bf16[4, 64], bf16[128, 64])")) << s.refusal;
+  EXPECT_TRUE(mentions(s.refusal, "blas.linear computes f32 only; operand 0 is bf16")) << s.refusal;
+  EXPECT_TRUE(mentions(s.refusal, "reference.linear computes f32/f64 only")) << s.refusal;
+  // f64 under a profile whose only provider computes f32.
+  BackendProfile native_only = builtin_profile("cpu-checked");
+  native_only.modules = {&native_module()};
+  native_only.providers = {"native"};
+  native_only.policy.provider_preference = {"native"};
+  const std::vector<ops::TensorType> f64{typed(DType::f64, {3}), typed(DType::f64, {3})};
+  const Selection n = select_capsule(native_only, ops::OpTag::add, f64, VjpMode::forward_only);
+  EXPECT_EQ(n.capsule, nullptr);
+  EXPECT_TRUE(mentions(n.refusal, "native.add computes f32 only; operand 0 is f64")) << n.refusal;
+}
+
+TEST(ProviderTable, GeneratesModulesProfilesAndTheHandlerSearch) {
+  // Every row's module is a maintained module with the row's identity on each capsule.
+  ASSERT_EQ(provider_table().size(), maintained_modules().size());
+  for (const auto& row : provider_table()) {
+    SCOPED_TRACE(std::string(row.module));
+    const CapsuleModule& m = capsule_module(row.module);
+    EXPECT_EQ(m.name, row.module);
+    for (const auto& c : m.capsules) {
+      EXPECT_EQ(c.provider, row.provider);
+      EXPECT_EQ(c.device, row.device);
+      EXPECT_EQ(c.trust, row.trust);
+      EXPECT_EQ(c.dtypes, row.dtypes);
+      EXPECT_TRUE(mentions(c.descriptors[2].claim, row.dtypes.to_string())) << c.descriptors[2].claim;
+      // Binding finds the row's own handler, or (a provider without handlers) none.
+      const kernels::Handler* h = find_capsule_handler(c);
+      if (row.handlers == nullptr) {
+        EXPECT_EQ(h, nullptr);
+      } else {
+        ASSERT_NE(h, nullptr) << c.name;
+        EXPECT_EQ(h->op, c.op);
+        EXPECT_EQ(h->provider, c.provider);
+      }
+    }
+  }
+  EXPECT_EQ(code_of([] { capsule_module("no-such-module"); }), ErrorCode::invalid_argument);
+  // Checked profiles hold only trust-checked rows of their device; external ones every row of it.
+  for (const auto& name : builtin_profile_names()) {
+    const BackendProfile p = builtin_profile(name);
+    for (const auto* m : p.modules) {
+      const ProviderRow* row = provider_row(m->name);
+      ASSERT_NE(row, nullptr) << m->name;
+      EXPECT_EQ(row->device, p.policy.device) << name << " " << m->name;
+      if (p.policy.assurance == AssurancePolicy::checked) {
+        EXPECT_EQ(row->trust, Trust::checked) << name;
+      }
+    }
+  }
 }
 
 TEST(Profiles, UnknownProfileIsTypedAndNamed) {

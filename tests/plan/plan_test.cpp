@@ -89,7 +89,7 @@ TEST(Planner, CpuCheckedAcceptsEveryExampleModel) {
   }
 }
 
-TEST(Planner, SourcesViewsAndOutputsAreNotPlanned) {
+TEST(Planner, SourcesAndOutputsAreNotPlannedViewsAre) {
   ir::Graph g = ir::load_graph("examples/models/small_cnn.json");
   auto r = plan(g, contract::builtin_profile("cpu-checked"));
   ASSERT_TRUE(r.has_value());
@@ -97,7 +97,7 @@ TEST(Planner, SourcesViewsAndOutputsAreNotPlanned) {
   for (const auto& k : r->audit.kernels) planned.insert(k.node);
   EXPECT_FALSE(planned.count("x"));
   EXPECT_FALSE(planned.count("conv_w"));
-  EXPECT_FALSE(planned.count("flat"));  // flatten is a view
+  EXPECT_TRUE(planned.count("flat"));  // a planned view materialises through an admitted kernel
   EXPECT_TRUE(planned.count("conv"));
   EXPECT_TRUE(planned.count("pool"));
 }
@@ -407,6 +407,66 @@ TEST(Audit, JsonHasSchemaVerdictAndOneObligationPerReport) {
   int rejected = 0;
   for (const auto& o : jb.at("obligations")) rejected += o.at("accepted").get<bool>() ? 0 : 1;
   EXPECT_EQ(rejected, static_cast<int>(bad.error().audit.check.failures().size()));
+}
+
+// ---- typed selection: an all-f64 model ---------------------------------------------------------------
+
+ir::Graph f64_mlp(DType d = DType::f64) {
+  ir::GraphBuilder b;
+  b.input("x", {8, 64}, d);
+  b.input("target", {8}, DType::i64);
+  b.parameter("w1", {32, 64}, d);
+  b.parameter("b1", {32}, d);
+  b.parameter("w2", {10, 32}, d);
+  b.op("h", ops::OpTag::linear, {"x", "w1", "b1"});
+  b.op("a", ops::OpTag::relu, {"h"});
+  b.op("logits", ops::OpTag::linear, {"a", "w2"});
+  b.op("loss", ops::OpTag::cross_entropy, {"logits", "target"});
+  b.output("logits");
+  b.output("loss");
+  return b.build();
+}
+
+TEST(Planner, AnAllF64ModelPlansOnKernelsThatComputeF64) {
+  for (const char* profile : {"cpu-checked", "cpu-external"}) {
+    SCOPED_TRACE(profile);
+    auto r = plan(f64_mlp(), contract::builtin_profile(profile), VjpMode::with_vjp);
+    ASSERT_TRUE(r.has_value()) << render_audit_table(r.error().audit);
+    for (const auto& k : r->audit.kernels) {
+      ASSERT_NE(k.capsule, nullptr);
+      EXPECT_TRUE(k.capsule->dtypes.contains(DType::f64)) << k.node << " " << k.capsule->name;
+      EXPECT_NE(k.capsule->provider, "blas") << k.node;
+      ASSERT_FALSE(k.inputs.empty());
+      EXPECT_EQ(k.inputs[0].dtype, DType::f64) << k.node;
+    }
+    const Json j = render_audit_json(r->audit);
+    EXPECT_EQ(j["kernels"][0]["inputs"][0], "f64[8, 64]");
+    EXPECT_EQ(j["kernels"][0]["dtypes"], "f32/f64");
+  }
+  // The same graph in f32 plans blas under cpu-external: selection follows the types, not the op alone.
+  auto f32 = plan(f64_mlp(DType::f32), contract::builtin_profile("cpu-external"), VjpMode::with_vjp);
+  ASSERT_TRUE(f32.has_value());
+  EXPECT_EQ(f32->audit.kernels[0].capsule->name, "blas.linear");
+}
+
+TEST(Planner, AProfileThatCannotServeF64RejectsAtPlanTimeNamingNodeOpAndTypes) {
+  BackendProfile native_only = contract::builtin_profile("cpu-checked");
+  native_only.name = "native-only";
+  native_only.modules = {&contract::native_module()};
+  native_only.providers = {"native"};
+  native_only.policy.provider_preference = {"native"};
+  auto r = plan(f64_mlp(), native_only, VjpMode::with_vjp);
+  ASSERT_FALSE(r.has_value());
+  const auto failures = r.error().audit.check.failures();
+  ASSERT_EQ(failures.size(), 4u);  // h, a, logits, loss: every kernel node, each with its own reason
+  EXPECT_EQ(failures[0].node, "h");
+  EXPECT_TRUE(mentions(failures[0].reason, "node 'h'")) << failures[0].reason;
+  EXPECT_TRUE(mentions(failures[0].reason, "'linear'")) << failures[0].reason;
+  EXPECT_TRUE(mentions(failures[0].reason, "f64[8, 64]")) << failures[0].reason;
+  EXPECT_TRUE(mentions(failures[0].reason, "native.linear computes f32 only")) << failures[0].reason;
+  EXPECT_EQ(failures[3].node, "loss");
+  EXPECT_TRUE(mentions(failures[3].reason, "'cross_entropy'")) << failures[3].reason;
+  EXPECT_TRUE(mentions(render_audit_table(r.error().audit), "native.linear computes f32 only"));
 }
 
 }  // namespace

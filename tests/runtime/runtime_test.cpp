@@ -39,6 +39,33 @@ TEST(EagerSession, CachesOneAdmittedSelectionPerSignature) {
   EXPECT_EQ(s.selected(ops::OpTag::add)->provider, "native");  // cpu-checked prefers native
 }
 
+TEST(EagerSession, AdmitsByInputTypesThroughTheOneAdmission) {
+  // f64 operands go to a kernel that computes f64 (reference), f32 ones to native, under one profile.
+  Session s(contract::builtin_profile("cpu-checked"));
+  EagerTensor d = s.constant(Tensor::from_values<double>(Dims{2}, std::vector<double>{1, 2}));
+  EagerTensor f = s.constant(values({2}, {1, 2}));
+  EXPECT_EQ(s.apply(ops::OpTag::mul, std::vector{d, d}).view().get(Dims{1}).real, 4.0);
+  EXPECT_EQ(s.selected(ops::OpTag::mul)->provider, "reference");
+  EXPECT_EQ(s.apply(ops::OpTag::sub, std::vector{f, f}).view().get(Dims{1}).real, 0.0);
+  EXPECT_EQ(s.selected(ops::OpTag::sub)->provider, "native");
+  // A profile with no provider computing f64 refuses before any kernel runs, naming op and types.
+  contract::BackendProfile p = contract::builtin_profile("cpu-checked");
+  p.modules = {&contract::native_module()};
+  p.providers = {"native"};
+  p.policy.provider_preference = {"native"};
+  Session n(p);
+  EagerTensor nd = n.constant(Tensor::from_values<double>(Dims{2}, std::vector<double>{1, 2}));
+  try {
+    n.apply(ops::OpTag::add, std::vector{nd, nd});
+    FAIL() << "an f64 add was admitted by a profile whose kernels compute f32 only";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::unsupported);
+    EXPECT_NE(std::string(e.what()).find("(f64[2], f64[2])"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("native.add computes f32 only"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(n.cache_entries(), 0u);  // a refusal is not cached as an admission
+}
+
 TEST(EagerSession, RefusesWhatThePolicyDoesNotAdmit) {
   // A checked-policy profile that prefers blas: selection picks blas (no evidence filter), admission refuses.
   contract::BackendProfile p = contract::builtin_profile("cpu-checked");

@@ -104,6 +104,37 @@ TEST(Optimizers, AdamFirstStepIsLrTimesSignAndAdamWDecaysWeights) {
   EXPECT_NEAR(q[0].get(Dims{0}).real, 2.0 * (1 - 0.1 * 0.5), 1e-6);  // decoupled decay only
 }
 
+TEST(Optimizers, UpdateF64ParametersInF64AndRefuseAMixedGradient) {
+  // SGD in double: w = 1 - 0.1 * (g + wd * w) exactly as double arithmetic gives it.
+  std::vector<Tensor> p;
+  p.push_back(Tensor::from_values<double>(Dims{2}, std::vector<double>{1.0, -2.0}));
+  Tensor g = Tensor::from_values<double>(Dims{2}, std::vector<double>{0.1, 1e-12});
+  std::vector<std::optional<TensorView>> grads{g.as_view()};
+  SgdState s = sgd_step(p, grads, SgdOptions{0.1, 0.9, 0.01}, SgdState{});
+  EXPECT_EQ(p[0].dtype(), DType::f64);
+  EXPECT_EQ(p[0].get(Dims{0}).real, 1.0 - 0.1 * (0.1 + 0.01 * 1.0));
+  EXPECT_EQ(p[0].get(Dims{1}).real, -2.0 - 0.1 * (1e-12 + 0.01 * -2.0));  // 1e-12 is lost in f32
+  ASSERT_TRUE(s.velocity[0].has_value());
+  EXPECT_EQ(s.velocity[0]->dtype(), DType::f64);
+  // Adam's first step moves each weight by lr * sign(g) (bias-corrected), in double.
+  AdamState a = adam_step(p, grads, AdamOptions{0.01}, AdamState{});
+  ASSERT_TRUE(a.m[0].has_value());
+  EXPECT_EQ(a.m[0]->dtype(), DType::f64);
+  // A gradient of another dtype than its parameter is refused, typed, before anything is written.
+  Tensor g32 = Tensor::from_values<float>(Dims{2}, std::vector<float>{1, 1});
+  const double before = p[0].get(Dims{0}).real;
+  std::vector<std::optional<TensorView>> mixed{g32.as_view()};
+  EXPECT_EQ(code_of([&] { sgd_step(p, mixed, SgdOptions{}, SgdState{}); }), ErrorCode::dtype_mismatch);
+  EXPECT_EQ(code_of([&] { adam_step(p, mixed, AdamOptions{}, AdamState{}); }), ErrorCode::dtype_mismatch);
+  EXPECT_EQ(p[0].get(Dims{0}).real, before);
+  // Integer parameters are not trained.
+  std::vector<Tensor> ints;
+  ints.push_back(Tensor::zeros(Dims{2}, DType::i64));
+  Tensor gi = Tensor::zeros(Dims{2}, DType::i64);
+  std::vector<std::optional<TensorView>> gis{gi.as_view()};
+  EXPECT_EQ(code_of([&] { sgd_step(ints, gis, SgdOptions{}, SgdState{}); }), ErrorCode::dtype_mismatch);
+}
+
 TEST(Schedules, ConstantStepCosineWarmup) {
   Schedule c;
   EXPECT_EQ(learning_rate(c, 0.1, 100), 0.1);
@@ -160,6 +191,53 @@ TEST(TrainingSession, EagerAndGraphGiveTheSameLossesAndGradients) {
   EXPECT_EQ(le, lg);
   EXPECT_EQ(ge, gg);
   EXPECT_LT(le.back(), le.front());  // it learns
+}
+
+TEST(TrainingSession, AnAllF64MlpTrainsUnderCpuCheckedInBothModes) {
+  // digits_mlp with every floating value f64: planned on kernels that compute f64 (the reference
+  // provider), trained with f64 gradients and optimizer state; eager and graph agree.
+  const auto f64_mlp = [](std::int64_t b) {
+    ir::Graph g = digits_mlp(b, 32);
+    std::vector<ir::Node> nodes = g.nodes;
+    for (auto& n : nodes) {
+      if (n.type.dtype == DType::f32 && ops::op_info(n.op).role == ops::OpRole::source) {
+        n.attrs.set("dtype", std::string("f64"));
+      }
+    }
+    return ir::validate(std::move(nodes), g.outputs);
+  };
+  std::vector<std::vector<double>> runs;
+  for (ExecutionMode mode : {ExecutionMode::eager, ExecutionMode::graph}) {
+    Objective o;
+    o.graph = f64_mlp;
+    o.options.mode = mode;
+    o.options.lr = 0.01;
+    const Split s = stratified_split(digits(), 0.8, 0);
+    ParameterPack init = init_parameters(o.graph(16), 3);
+    for (const auto& v : init.values) EXPECT_EQ(v.dtype(), DType::f64);
+    TrainingSession session(o, std::move(init));
+    for (const auto& k : session.audit(16).kernels) {
+      ASSERT_NE(k.capsule, nullptr);
+      EXPECT_EQ(k.capsule->provider, "reference") << k.node;
+    }
+    std::vector<double> losses;
+    for (int i = 0; i < 6; ++i) {
+      std::vector<std::int64_t> rows;
+      for (int r = 0; r < 16; ++r) rows.push_back((i * 16 + r) % s.train.rows());
+      auto [x, y] = gather(s.train, rows);
+      StepResult r = session.step_batch(std::move(x), std::move(y));
+      for (const auto& g : r.gradients) {
+        ASSERT_TRUE(g.has_value());
+        EXPECT_EQ(g->dtype(), DType::f64);
+      }
+      losses.push_back(r.loss);
+    }
+    EXPECT_LT(losses.back(), losses.front());
+    ParameterPack trained = std::move(session).finish();
+    for (const auto& v : trained.values) EXPECT_EQ(v.dtype(), DType::f64);
+    runs.push_back(losses);
+  }
+  EXPECT_EQ(runs[0], runs[1]);
 }
 
 TEST(TrainingSession, ReferenceProviderIsBitwiseReproducible) {

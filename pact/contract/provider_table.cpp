@@ -1,0 +1,143 @@
+#include "pact/contract/provider_table.hpp"
+
+#include <fmt/format.h>
+
+#include <map>
+#include <mutex>
+
+namespace pact::contract {
+
+namespace {
+
+using EK = EvidenceKind;
+
+// CUDA contracts declared before CUDA handlers exist (Note [Provider table]).
+constexpr ops::OpTag kCudaDeclaredOps[] = {ops::OpTag::matmul,  ops::OpTag::linear,  ops::OpTag::add,
+                                           ops::OpTag::relu,    ops::OpTag::softmax, ops::OpTag::cross_entropy};
+
+// The table (Note [Provider table]). Shape and layout evidence of the CPU rows are the runtime guards
+// every handler call passes through (kernels::run_forward); forward-value and VJP evidence are the test
+// suites, or the trusted boundary of an external library.
+constexpr ProviderRow kRows[] = {
+    {"reference", "reference", DeviceKind::cpu, Trust::checked, NumericalPolicy::fixedLeft, 3,
+     DTypeSet{DType::f32, DType::f64},
+     {EK::runtimeGuard, EK::runtimeGuard, EK::testSuite, EK::testSuite},
+     {"kernel.shape_rule", "kernel.prepared_layout", "OpSweep.ReferenceIsBitwiseDeterministic",
+      "OpSweep.ReferenceGradientsMatchFiniteDifferences"},
+     &kernels::reference_handlers, HandlerSelection::all, {}},
+    {"native", "native", DeviceKind::cpu, Trust::checked, NumericalPolicy::implementationDefined, 2,
+     DTypeSet{DType::f32},
+     {EK::runtimeGuard, EK::runtimeGuard, EK::testSuite, EK::testSuite},
+     {"kernel.shape_rule", "kernel.prepared_layout", "Providers.NativeMatchesReference",
+      "Providers.NativeMatchesReference"},
+     &kernels::native_handlers, HandlerSelection::all_but_attention, {}},
+    {"attention", "native", DeviceKind::cpu, Trust::checked, NumericalPolicy::implementationDefined, 2,
+     DTypeSet{DType::f32},
+     {EK::runtimeGuard, EK::runtimeGuard, EK::testSuite, EK::testSuite},
+     {"kernel.shape_rule", "kernel.prepared_layout", "Providers.NativeMatchesReference",
+      "Providers.NativeMatchesReference"},
+     &kernels::native_handlers, HandlerSelection::attention_only, {}},
+    {"blas", "blas", DeviceKind::cpu, Trust::trustedExternal, NumericalPolicy::implementationDefined, 0,
+     DTypeSet{DType::f32},
+     {EK::runtimeGuard, EK::runtimeGuard, EK::trustedBoundary, EK::trustedBoundary},
+     {"kernel.shape_rule", "kernel.prepared_layout", "openblas.cblas_sgemm", "openblas.cblas_sgemm"},
+     &kernels::blas_handlers, HandlerSelection::all, {}},
+    {"cuda", "cuda", DeviceKind::cuda, Trust::checked, NumericalPolicy::implementationDefined, 0,
+     DTypeSet{DType::f32},
+     {EK::runtimeGuard, EK::runtimeGuard, EK::runtimeGuard, EK::runtimeGuard},
+     {"cuda.device_present", "cuda.device_present", "cuda.device_present", "cuda.device_present"},
+     nullptr, HandlerSelection::all, kCudaDeclaredOps},
+    {"libtorch", "libtorch", DeviceKind::cpu, Trust::trustedExternal, NumericalPolicy::implementationDefined, 1,
+     DTypeSet{DType::f32},
+     {EK::runtimeGuard, EK::runtimeGuard, EK::trustedBoundary, EK::notApplicable},
+     {"kernel.shape_rule", "kernel.prepared_layout", "libtorch.aten", ""},
+     &kernels::libtorch_handlers, HandlerSelection::all, {}},
+};
+
+bool keeps(HandlerSelection s, ops::OpTag op) {
+  const bool attention = op == ops::OpTag::scaled_dot_product_attention;
+  return s == HandlerSelection::all || (s == HandlerSelection::attention_only) == attention;
+}
+
+Capsule capsule_for(const ProviderRow& row, ops::OpTag op, bool vjp, std::string_view source_file) {
+  const auto& info = ops::op_info(op);
+  const std::string dtypes = row.dtypes.to_string();
+  Capsule c;
+  c.name = fmt::format("{}.{}", row.module, info.kind);
+  c.op = op;
+  c.provider = std::string(row.provider);
+  c.device = row.device;
+  c.trust = row.trust;
+  c.forward = true;
+  c.vjp = vjp;
+  c.dtypes = row.dtypes;
+  auto evidence = [&](int i) { return Evidence{row.evidence_kinds[i], std::string(row.evidence_ids[i])}; };
+  const bool cpu = row.device == DeviceKind::cpu;
+  c.descriptors = {
+      ContractDescriptor{Obligation::shape, fmt::format("output type = {} shape rule", info.kind), evidence(0)},
+      ContractDescriptor{Obligation::layout,
+                         cpu ? "inputs read through checked prepared access; output contiguous"
+                             : "contiguous device buffers",
+                         evidence(1)},
+      ContractDescriptor{Obligation::forward_value,
+                         fmt::format("forward value of {} ({}) within the op's tolerance", info.kind, dtypes),
+                         evidence(2)},
+      vjp ? ContractDescriptor{Obligation::vjp,
+                               fmt::format("VJP of {} ({}) within the op's VJP tolerance", info.kind, dtypes),
+                               evidence(3)}
+          : ContractDescriptor{Obligation::vjp, "no VJP", {EvidenceKind::notApplicable, ""}},
+  };
+  c.numerical_policy = row.policy;
+  // The symbol as the symbol table names it (the lockstep test checks it with nm).
+  c.provenance = row.handlers != nullptr
+                     ? Provenance{std::string(source_file),
+                                  fmt::format("pact::kernels::cpu::{}::{}_forward", row.provider, info.kind)}
+                     : Provenance{"pact/contract/provider_table.cpp", "pact::contract::provider_table"};
+  return c;
+}
+
+CapsuleModule module_from(const ProviderRow& row) {
+  CapsuleModule m{std::string(row.module), {}};
+  if (row.handlers == nullptr) {
+    for (ops::OpTag op : row.declared_ops) m.capsules.push_back(capsule_for(row, op, ops::op_info(op).has_vjp, ""));
+    return m;
+  }
+  for (const auto& h : row.handlers()) {
+    if (keeps(row.selection, h.op)) m.capsules.push_back(capsule_for(row, h.op, h.vjp != nullptr, h.source_file));
+  }
+  return m;
+}
+
+}  // namespace
+
+std::span<const ProviderRow> provider_table() noexcept { return kRows; }
+
+const ProviderRow* provider_row(std::string_view module) noexcept {
+  for (const auto& r : kRows) {
+    if (r.module == module) return &r;
+  }
+  return nullptr;
+}
+
+const CapsuleModule& capsule_module(std::string_view module) {
+  // Built once per row; references stay valid for the process (std::map nodes never move).
+  static std::mutex mu;
+  static std::map<std::string, CapsuleModule, std::less<>> built;
+  std::lock_guard lock(mu);
+  if (auto it = built.find(module); it != built.end()) return it->second;
+  const ProviderRow* row = provider_row(module);
+  if (row == nullptr) {
+    throw_error(ErrorCode::invalid_argument, "provider_table", fmt::format("no capsule module '{}'", module));
+  }
+  return built.emplace(std::string(module), module_from(*row)).first->second;
+}
+
+const kernels::Handler* find_capsule_handler(const Capsule& capsule) noexcept {
+  for (const auto& row : kRows) {
+    if (row.handlers == nullptr || row.provider != capsule.provider || row.device != capsule.device) continue;
+    if (const auto* h = kernels::find_handler(row.handlers(), capsule.op)) return h;
+  }
+  return nullptr;
+}
+
+}  // namespace pact::contract
