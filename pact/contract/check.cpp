@@ -200,21 +200,28 @@ Selection select_capsule(const BackendProfile& profile, ops::OpTag op, std::span
   return best;
 }
 
-BoundKernel bind(const Capsule& capsule, const kernels::Handler& handler) {
+void check_binding(const Capsule& capsule, const kernels::Handler& handler) {
   if (capsule.op != handler.op || capsule.provider != handler.provider || capsule.device != handler.device) {
     throw_error(ErrorCode::provider_mismatch, "bind",
                 fmt::format("capsule {} ({}, {}, {}) cannot bind handler ({}, {}, {})", capsule.name,
                             ops::op_kind(capsule.op), capsule.provider, device_name(capsule.device),
                             ops::op_kind(handler.op), handler.provider, device_name(handler.device)));
   }
-  return {&capsule, &handler};
 }
 
-BoundKernel bind(const Capsule& capsule) {
-  if (const kernels::Handler* h = find_capsule_handler(capsule)) return bind(capsule, *h);
+const kernels::Handler& handler_for(const Capsule& capsule) {
+  if (const kernels::Handler* h = find_capsule_handler(capsule)) {
+    check_binding(capsule, *h);
+    return *h;
+  }
   throw_error(ErrorCode::unsupported, "bind",
               fmt::format("no {} handler for {} on {}", capsule.provider, ops::op_kind(capsule.op),
                           device_name(capsule.device)));
+}
+
+BoundKernel::BoundKernel(PlannerKey, const Capsule& capsule, const kernels::Handler& handler)
+    : capsule_(&capsule), handler_(&handler) {
+  check_binding(capsule, handler);
 }
 
 void require_certificate_applies(const NumericalCertificate& certificate, const Capsule& capsule,

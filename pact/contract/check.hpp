@@ -113,18 +113,45 @@ Selection select_capsule(const BackendProfile& profile, ops::OpTag op, std::span
 /// "(f32[2,3], i64[2])": input types as selection refusals and plan rejections print them.
 std::string describe_types(std::span<const ops::TensorType> types);
 
-/// An executable kernel: a capsule bound to the handler with the same op, provider and device. Binding
-/// adds no evidence.
-struct BoundKernel {
-  const Capsule* capsule;
-  const kernels::Handler* handler;
+/// Checks that a capsule may bind a handler: op, provider and device agree. Throws provider_mismatch
+/// naming both otherwise (a CUDA capsule with a CPU handler is rejected even when both say matmul).
+void check_binding(const Capsule& capsule, const kernels::Handler& handler);
+/// The handler a capsule binds to (find_capsule_handler), checked with check_binding; throws unsupported
+/// when the provider has none for the capsule's op (e.g. a CUDA capsule before a CUDA build).
+const kernels::Handler& handler_for(const Capsule& capsule);
+
+// Note [Planner passkey]
+// An executable kernel is a capsule that passed admission (Note [One admission]), bound to its handler;
+// executing one is trusting that admission happened. So a BoundKernel, like an AcceptedGraphPlan, can be
+// constructed only with a PlannerKey, and only pact::plan::Planner (whose members are private, used by
+// plan::admit_kernel and plan::plan_graph) can make one. Copies of an admitted kernel or plan stay
+// admitted; nothing outside the planner can forge one (tests/plan/forged_plan_probe.cpp proves it does
+// not compile).
+}  // namespace pact::contract
+namespace pact::plan {
+class Planner;
+}  // namespace pact::plan
+namespace pact::contract {
+
+/// The planner's passkey (Note [Planner passkey]).
+class PlannerKey {
+  friend class ::pact::plan::Planner;
+  PlannerKey() = default;
 };
-/// Binds a capsule to a handler; throws provider_mismatch when op, provider or device disagree (a CUDA
-/// capsule with a CPU handler is rejected even when both say matmul).
-BoundKernel bind(const Capsule& capsule, const kernels::Handler& handler);
-/// Finds the handler for a capsule among the providers Pact has, then binds; throws unsupported when
-/// none exists.
-BoundKernel bind(const Capsule& capsule);
+
+/// An executable kernel: a capsule bound to the handler with the same op, provider and device. Binding
+/// adds no evidence; only admission makes one (Note [Planner passkey]).
+class BoundKernel {
+ public:
+  /// Binds after check_binding (throws provider_mismatch when op, provider or device disagree).
+  BoundKernel(PlannerKey, const Capsule& capsule, const kernels::Handler& handler);
+  const Capsule* capsule() const noexcept { return capsule_; }
+  const kernels::Handler* handler() const noexcept { return handler_; }
+
+ private:
+  const Capsule* capsule_;
+  const kernels::Handler* handler_;
+};
 
 /// A numerical certificate for one op and input types under one numerical policy (e.g. a range trace).
 struct NumericalCertificate {

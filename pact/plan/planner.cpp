@@ -45,7 +45,7 @@ KernelAdmission admit_kernel(const std::string& node, ops::OpTag op, std::span<c
   if (!std::all_of(a.reports.begin(), a.reports.end(), [](const auto& r) { return r.accepted; })) return a;
   // A capsule without a handler (a CUDA capsule before a CUDA build) is a failing report, not an exception.
   try {
-    a.bound = contract::bind(*a.capsule);
+    a.bound.emplace(Planner::key(), *a.capsule, contract::handler_for(*a.capsule));
   } catch (const Error& e) {
     a.reports.push_back({node, a.capsule->name, contract::Obligation::forward_value, a.capsule->descriptors[2].evidence,
                          false, fmt::format("binding failed: {}", e.what())});
@@ -109,7 +109,7 @@ Expected<AcceptedGraphPlan, PlanRejection> plan_graph(const ir::Graph& input_gra
   audit.check.accepted = bound.size() == audit.kernels.size() &&
                          std::all_of(reports.begin(), reports.end(), [](const auto& r) { return r.accepted; });
   if (!audit.check.accepted) return Unexpected(PlanRejection{std::move(audit)});
-  return AcceptedGraphPlan{graph, std::move(audit), std::move(bound)};
+  return AcceptedGraphPlan{Planner::key(), graph, std::move(audit), std::move(bound)};
 }
 
 std::string render_audit_table(const PlanAudit& audit) {

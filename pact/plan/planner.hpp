@@ -33,11 +33,23 @@ struct PlanAudit {
   contract::ContractCheck check;
 };
 
-/// A plan whose every kernel passed the kernel-policy gate and the evidence check, bound to handlers.
-struct AcceptedGraphPlan {
-  ir::Graph graph;
-  PlanAudit audit;
-  std::vector<contract::BoundKernel> bound;  ///< parallel to audit.kernels
+/// A plan whose every kernel passed the kernel-policy gate and the evidence check, bound to handlers. Only
+/// plan_graph makes one (Note [Planner passkey]); executing it trusts that it did.
+class AcceptedGraphPlan {
+ public:
+  AcceptedGraphPlan(contract::PlannerKey, ir::Graph graph, PlanAudit audit, std::vector<contract::BoundKernel> bound)
+      : graph_(std::move(graph)), audit_(std::move(audit)), bound_(std::move(bound)) {}
+  /// The validated graph the plan was made for.
+  const ir::Graph& graph() const noexcept { return graph_; }
+  /// Every choice and every obligation's verdict.
+  const PlanAudit& audit() const noexcept { return audit_; }
+  /// The bound kernels, parallel to audit().kernels.
+  std::span<const contract::BoundKernel> bound() const noexcept { return bound_; }
+
+ private:
+  ir::Graph graph_;
+  PlanAudit audit_;
+  std::vector<contract::BoundKernel> bound_;
 };
 
 /// A rejected plan: the audit, whose check lists every failing obligation.
@@ -68,6 +80,19 @@ KernelAdmission admit_kernel(const std::string& node, ops::OpTag op, std::span<c
 Expected<AcceptedGraphPlan, PlanRejection> plan_graph(const ir::Graph& graph, const contract::BackendProfile& profile,
                                                       const contract::EvidenceResolver& resolver,
                                                       contract::VjpMode vjp_mode = contract::VjpMode::forward_only);
+
+/// Mints the planner's passkeys (Note [Planner passkey]): its one member is private, and only the two
+/// functions above, which admit what they bind, are its friends.
+class Planner {
+  static contract::PlannerKey key() noexcept { return {}; }
+  friend KernelAdmission admit_kernel(const std::string& node, ops::OpTag op, std::span<const ops::TensorType> inputs,
+                                      const contract::BackendProfile& profile,
+                                      const contract::EvidenceResolver& resolver, contract::VjpMode vjp_mode);
+  friend Expected<AcceptedGraphPlan, PlanRejection> plan_graph(const ir::Graph& graph,
+                                                               const contract::BackendProfile& profile,
+                                                               const contract::EvidenceResolver& resolver,
+                                                               contract::VjpMode vjp_mode);
+};
 
 /// The audit as a readable table: node, op, capsule, provider, trust, evidence per descriptor,
 /// numerical policy, verdict; then the failing obligations.

@@ -8,7 +8,7 @@ namespace pact::runtime {
 
 ExecutionResult execute(const plan::AcceptedGraphPlan& plan, const std::map<std::string, EagerTensor>& bindings,
                         Tape* tape, const kernels::KernelContext& ctx) {
-  const ir::Graph& g = plan.graph;
+  const ir::Graph& g = plan.graph();
   // Last use of each node (outputs live to the end).
   std::unordered_map<std::string, std::size_t> last_use;
   for (std::size_t i = 0; i < g.nodes.size(); ++i) {
@@ -16,7 +16,8 @@ ExecutionResult execute(const plan::AcceptedGraphPlan& plan, const std::map<std:
   }
   for (const auto& o : g.outputs) last_use[o] = g.nodes.size();
   std::unordered_map<std::string, const contract::BoundKernel*> kernel_of;
-  for (std::size_t k = 0; k < plan.audit.kernels.size(); ++k) kernel_of[plan.audit.kernels[k].node] = &plan.bound[k];
+  for (std::size_t k = 0; k < plan.audit().kernels.size(); ++k)
+    kernel_of[plan.audit().kernels[k].node] = &plan.bound()[k];
 
   ExecutionResult result;
   std::unordered_map<std::string, EagerTensor> live;
@@ -45,7 +46,7 @@ ExecutionResult execute(const plan::AcceptedGraphPlan& plan, const std::map<std:
         hold(n.id, in[0]);
       } else {
         // Kernel and view nodes: the plan admitted a kernel for each (Note [One admission]).
-        const kernels::Handler* handler = kernel_of.at(n.id)->handler;
+        const kernels::Handler* handler = kernel_of.at(n.id)->handler();
         std::vector<TensorView> views;
         bool needs_grad = false;
         for (const auto& t : in) {

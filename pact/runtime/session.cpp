@@ -91,7 +91,7 @@ bool Session::branch(const EagerTensor& predicate, SourceLocation loc) {
 
 const contract::Capsule* Session::selected(ops::OpTag op) const noexcept {
   for (const auto& [sig, bound] : cache_) {
-    if (std::get<0>(sig) == static_cast<int>(op)) return bound.capsule;
+    if (std::get<0>(sig) == static_cast<int>(op)) return bound.capsule();
   }
   return nullptr;
 }
@@ -170,15 +170,15 @@ EagerTensor Session::apply(ops::OpTag op, std::span<const EagerTensor> inputs, c
   // A view op whose result is a view of its input (a contiguous reshape, any transpose, permute or slice)
   // keeps that view, zero copy, as an alias record of the input's value; otherwise the handler runs.
   std::optional<TensorView> alias;
-  if (views.size() == 1 && views.front().device() == bound.handler->device)
+  if (views.size() == 1 && views.front().device() == bound.handler()->device)
     alias = kernels::view_result(op, views.front(), attrs);
   EagerTensor result{alias ? AdValueRecord::alias(inputs.front().value, std::move(*alias))
-                           : retain(kernels::run_forward(*bound.handler, views, attrs, ctx)),
+                           : retain(kernels::run_forward(*bound.handler(), views, attrs, ctx)),
                      -1};
   if (needs_grad) {
     Tape::Node n;
     n.op = op;
-    n.handler = bound.handler;
+    n.handler = bound.handler();
     n.attrs = attrs;
     n.ctx = ctx;
     n.type = {result.dtype(), result.shape()};

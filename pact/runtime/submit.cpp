@@ -58,19 +58,17 @@ std::string_view output_extract_error_name(OutputExtractErrorKind kind) noexcept
 // ---- Program ----------------------------------------------------------------------------------------
 
 std::shared_ptr<const Program> Program::make(plan::AcceptedGraphPlan plan, std::set<std::string> metadata_outputs) {
-  auto p = std::make_shared<Program>();
-  for (const auto& n : plan.graph.nodes) {
-    if (ops::op_info(n.op).role == ops::OpRole::source) p->sources.push_back(n.id);
+  std::vector<std::string> sources;
+  for (const auto& n : plan.graph().nodes) {
+    if (ops::op_info(n.op).role == ops::OpRole::source) sources.push_back(n.id);
   }
   for (const auto& id : metadata_outputs) {
-    if (std::find(plan.graph.outputs.begin(), plan.graph.outputs.end(), id) == plan.graph.outputs.end()) {
+    if (std::find(plan.graph().outputs.begin(), plan.graph().outputs.end(), id) == plan.graph().outputs.end()) {
       throw_error(ErrorCode::invalid_argument, "program",
                   fmt::format("metadata output '{}' is not a graph output", id));
     }
   }
-  p->plan = std::move(plan);
-  p->metadata_outputs = std::move(metadata_outputs);
-  return p;
+  return std::make_shared<Program>(Program{std::move(plan), std::move(sources), std::move(metadata_outputs)});
 }
 
 // ---- Providers, workers, retirement ---------------------------------------------------------------
@@ -266,7 +264,8 @@ std::optional<std::string> binding_problem(const Program& p, const std::vector<T
     return fmt::format("{} bindings for {} sources", views.size(), p.sources.size());
   }
   for (std::size_t i = 0; i < views.size(); ++i) {
-    if (auto why = ir::Graph::binding_mismatch(*p.plan.graph.find(p.sources[i]), views[i].dtype(), views[i].shape())) {
+    if (auto why =
+            ir::Graph::binding_mismatch(*p.plan.graph().find(p.sources[i]), views[i].dtype(), views[i].shape())) {
       return fmt::format("binding {}: {}", i, *why);
     }
   }
@@ -297,7 +296,7 @@ Produced run_program(const Program& p, const std::vector<ValueRef>& sources) {
   std::vector<const AdValueRecord*> keys;
   std::vector<OutputMetadata> metadata;
   std::map<const AdValueRecord*, ValueRef> distinct;
-  for (const auto& id : p.plan.graph.outputs) {
+  for (const auto& id : p.plan.graph().outputs) {
     const ValueRef& v = r.outputs.at(id).value;
     keys.push_back(v.get());
     metadata.push_back({v->view().dtype(), v->view().shape()});
@@ -307,7 +306,7 @@ Produced run_program(const Program& p, const std::vector<ValueRef>& sources) {
   Produced out;
   std::map<const AdValueRecord*, std::size_t> result_of;
   for (std::size_t o = 0; o < keys.size(); ++o) {
-    if (p.metadata_outputs.count(p.plan.graph.outputs[o])) {
+    if (p.metadata_outputs.count(p.plan.graph().outputs[o])) {
       out.outputs.emplace_back(metadata[o]);
       continue;
     }

@@ -41,7 +41,7 @@ TorchRunResult run_imported(ir::TorchBundle&& bundle, ir::SafetensorsFile&& inpu
     result.audit = planned.error().audit;
     return result;
   }
-  result.audit = planned->audit;
+  result.audit = planned->audit();
   result.accepted = true;
 
   std::map<std::string, EagerTensor> bindings;

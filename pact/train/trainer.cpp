@@ -96,7 +96,7 @@ const plan::AcceptedGraphPlan& TrainingSession::plan_for(std::int64_t batch) {
   return plans_.emplace(batch, std::move(planned).value()).first->second;
 }
 
-const plan::PlanAudit& TrainingSession::audit(std::int64_t batch) { return plan_for(batch).audit; }
+const plan::PlanAudit& TrainingSession::audit(std::int64_t batch) { return plan_for(batch).audit(); }
 
 TrainingSession::Outputs TrainingSession::run(Tensor x, Tensor target, bool training,
                                               std::vector<runtime::EagerTensor>& leaves) {
@@ -113,7 +113,7 @@ TrainingSession::Outputs TrainingSession::run(Tensor x, Tensor target, bool trai
   }
   // Features arrive as the data set stores them (f32); a program declared in another floating dtype
   // (an all-f64 model) reads them converted once, here.
-  if (const ir::Node* in = plan.graph.find(objective_.input);
+  if (const ir::Node* in = plan.graph().find(objective_.input);
       in != nullptr && in->type.dtype != x.dtype() && is_floating(in->type.dtype) && is_floating(x.dtype())) {
     x = x.convert(in->type.dtype);
   }
@@ -121,7 +121,7 @@ TrainingSession::Outputs TrainingSession::run(Tensor x, Tensor target, bool trai
   bindings.emplace(objective_.target, session_.constant(std::move(target)));
   std::map<std::string, runtime::EagerTensor> out;
   if (objective_.options.mode == ExecutionMode::eager) {
-    out = session_.run_graph(plan.graph, bindings, objective_.checkpoint_regions);
+    out = session_.run_graph(plan.graph(), bindings, objective_.checkpoint_regions);
   } else {
     if (!objective_.checkpoint_regions.empty()) {
       throw_error(ErrorCode::unsupported, "train",
@@ -260,7 +260,7 @@ double TrainingSession::loss(Tensor x, Tensor target) {
 Tensor TrainingSession::predict(Tensor x) {
   const std::int64_t batch = x.rank() > 0 ? x.shape()[0] : 1;
   // A placeholder target of the graph's own target type (class 0 everywhere); only the logits are read.
-  const ir::Node* target_node = plan_for(batch).graph.find(objective_.target);
+  const ir::Node* target_node = plan_for(batch).graph().find(objective_.target);
   if (target_node == nullptr) {
     throw_error(ErrorCode::invalid_argument, "train",
                 fmt::format("the loss program has no '{}' input", objective_.target));

@@ -506,8 +506,7 @@ KernelFn capsule_kernel(const std::string& name) {
   const contract::Capsule* c = find_capsule(name);
   if (c == nullptr)
     throw_error(ErrorCode::unsupported, "falsify", fmt::format("no capsule named '{}' in the registry", name));
-  const contract::BoundKernel bound = contract::bind(*c);
-  const kernels::Handler* h = bound.handler;
+  const kernels::Handler* h = &contract::handler_for(*c);
   return [h](std::span<const TensorView> in, const Attributes& a) { return kernels::run_forward(*h, in, a); };
 }
 

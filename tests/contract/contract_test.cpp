@@ -498,25 +498,23 @@ TEST(Gate, ContractCheckFailuresListsOnlyFailingReports) {
 TEST(Bind, MatchingCapsuleAndHandlerBind) {
   const Capsule& c = capsule_named(native_module(), "native.matmul");
   const kernels::Handler& h = handler_of(kernels::native_handlers(), ops::OpTag::matmul);
-  BoundKernel k = bind(c, h);
-  EXPECT_EQ(k.capsule, &c);
-  EXPECT_EQ(k.handler, &h);
+  EXPECT_NO_THROW(check_binding(c, h));
+  EXPECT_EQ(&handler_for(c), &h);
   for (const auto* m : {&reference_module(), &native_module(), &attention_module(), &blas_module()}) {
     for (const auto& cap : m->capsules) {
-      BoundKernel b = bind(cap);
-      ASSERT_NE(b.handler, nullptr) << cap.name;
-      EXPECT_EQ(b.handler->op, cap.op) << cap.name;
-      EXPECT_EQ(b.handler->provider, cap.provider) << cap.name;
-      EXPECT_EQ(b.handler->device, cap.device) << cap.name;
+      const kernels::Handler& b = handler_for(cap);
+      EXPECT_EQ(b.op, cap.op) << cap.name;
+      EXPECT_EQ(b.provider, cap.provider) << cap.name;
+      EXPECT_EQ(b.device, cap.device) << cap.name;
     }
   }
 }
 
 TEST(Bind, DisagreeingIdentityIsProviderMismatch) {
   const Capsule& native_mm = capsule_named(native_module(), "native.matmul");
-  EXPECT_EQ(code_of([&] { bind(native_mm, handler_of(kernels::reference_handlers(), ops::OpTag::matmul)); }),
+  EXPECT_EQ(code_of([&] { check_binding(native_mm, handler_of(kernels::reference_handlers(), ops::OpTag::matmul)); }),
             ErrorCode::provider_mismatch);  // provider
-  EXPECT_EQ(code_of([&] { bind(native_mm, handler_of(kernels::native_handlers(), ops::OpTag::linear)); }),
+  EXPECT_EQ(code_of([&] { check_binding(native_mm, handler_of(kernels::native_handlers(), ops::OpTag::linear)); }),
             ErrorCode::provider_mismatch);  // op
 }
 
@@ -526,13 +524,14 @@ TEST(Bind, CudaCapsuleWithCpuHandlerIsRejected) {
   Capsule same_provider = cuda_mm;  // even with the provider label forged to match, the device differs
   same_provider.provider = "native";
   for (const Capsule* c : std::vector<const Capsule*>{&cuda_mm, &same_provider}) {
-    const std::string m = message_of([&] { bind(*c, handler_of(kernels::native_handlers(), ops::OpTag::matmul)); });
-    EXPECT_EQ(code_of([&] { bind(*c, handler_of(kernels::native_handlers(), ops::OpTag::matmul)); }),
+    const std::string m =
+        message_of([&] { check_binding(*c, handler_of(kernels::native_handlers(), ops::OpTag::matmul)); });
+    EXPECT_EQ(code_of([&] { check_binding(*c, handler_of(kernels::native_handlers(), ops::OpTag::matmul)); }),
               ErrorCode::provider_mismatch);
     EXPECT_TRUE(mentions(m, "cuda")) << m;
   }
-  EXPECT_EQ(code_of([&] { bind(cuda_mm); }), ErrorCode::unsupported) << "no CUDA handler exists";
-  EXPECT_TRUE(mentions(message_of([&] { bind(cuda_mm); }), "matmul"));
+  EXPECT_EQ(code_of([&] { handler_for(cuda_mm); }), ErrorCode::unsupported) << "no CUDA handler exists";
+  EXPECT_TRUE(mentions(message_of([&] { handler_for(cuda_mm); }), "matmul"));
 }
 
 // ---- numerical certificates --------------------------------------------------------------------------

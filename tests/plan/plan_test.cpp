@@ -67,7 +67,7 @@ TEST(Planner, CpuCheckedAcceptsEveryExampleModel) {
       SCOPED_TRACE(path + (mode == VjpMode::with_vjp ? " with VJP" : " forward only"));
       auto r = plan(g, contract::builtin_profile("cpu-checked"), mode);
       ASSERT_TRUE(r.has_value()) << render_audit_table(r.error().audit);
-      const PlanAudit& a = r->audit;
+      const PlanAudit& a = r->audit();
       EXPECT_TRUE(a.check.accepted);
       EXPECT_TRUE(a.check.failures().empty());
       EXPECT_EQ(a.profile, "cpu-checked");
@@ -84,7 +84,7 @@ TEST(Planner, CpuCheckedAcceptsEveryExampleModel) {
       }
       EXPECT_EQ(planned, kernel_nodes(g)) << "exactly the runtime-relevant nodes, in graph order";
       EXPECT_EQ(a.check.reports.size(), 4 * a.kernels.size()) << "four obligations per kernel";
-      EXPECT_EQ(r->graph.nodes.size(), g.nodes.size());
+      EXPECT_EQ(r->graph().nodes.size(), g.nodes.size());
     }
   }
 }
@@ -94,7 +94,7 @@ TEST(Planner, SourcesAndOutputsAreNotPlannedViewsAre) {
   auto r = plan(g, contract::builtin_profile("cpu-checked"));
   ASSERT_TRUE(r.has_value());
   std::set<std::string> planned;
-  for (const auto& k : r->audit.kernels) planned.insert(k.node);
+  for (const auto& k : r->audit().kernels) planned.insert(k.node);
   EXPECT_FALSE(planned.count("x"));
   EXPECT_FALSE(planned.count("conv_w"));
   EXPECT_TRUE(planned.count("flat"));  // a planned view materialises through an admitted kernel
@@ -108,14 +108,14 @@ TEST(Planner, AcceptedPlanBindsHandlersWithTheCapsulesIdentity) {
     for (const char* profile : {"cpu-checked", "cpu-external"}) {
       auto r = plan(ir::load_graph(path), contract::builtin_profile(profile));
       ASSERT_TRUE(r.has_value()) << profile;
-      ASSERT_EQ(r->bound.size(), r->audit.kernels.size());
-      for (std::size_t i = 0; i < r->bound.size(); ++i) {
-        const auto& b = r->bound[i];
-        EXPECT_EQ(b.capsule, r->audit.kernels[i].capsule);
-        ASSERT_NE(b.handler, nullptr);
-        EXPECT_EQ(b.handler->op, b.capsule->op);
-        EXPECT_EQ(b.handler->provider, b.capsule->provider);
-        EXPECT_EQ(b.handler->device, b.capsule->device);
+      ASSERT_EQ(r->bound().size(), r->audit().kernels.size());
+      for (std::size_t i = 0; i < r->bound().size(); ++i) {
+        const auto& b = r->bound()[i];
+        EXPECT_EQ(b.capsule(), r->audit().kernels[i].capsule);
+        ASSERT_NE(b.handler(), nullptr);
+        EXPECT_EQ(b.handler()->op, b.capsule()->op);
+        EXPECT_EQ(b.handler()->provider, b.capsule()->provider);
+        EXPECT_EQ(b.handler()->device, b.capsule()->device);
       }
     }
   }
@@ -127,7 +127,7 @@ TEST(Selection, FollowsProviderPreference) {
   ir::Graph g = ir::load_graph("examples/models/tiny_transformer.json");
   auto native = plan(g, contract::builtin_profile("cpu-checked"));
   ASSERT_TRUE(native.has_value());
-  for (const auto& k : native->audit.kernels) {
+  for (const auto& k : native->audit().kernels) {
     EXPECT_EQ(k.capsule->provider, "native") << k.node << " (native is preferred over reference)";
     if (k.op == ops::OpTag::scaled_dot_product_attention) {
       EXPECT_EQ(k.capsule->name, "attention.scaled_dot_product_attention");
@@ -138,7 +138,7 @@ TEST(Selection, FollowsProviderPreference) {
   ref_first.policy.provider_preference = {"reference", "native"};
   auto reference = plan(g, ref_first);
   ASSERT_TRUE(reference.has_value());
-  for (const auto& k : reference->audit.kernels) {
+  for (const auto& k : reference->audit().kernels) {
     EXPECT_EQ(k.capsule->provider, "reference") << k.node;
     EXPECT_EQ(k.capsule->numerical_policy, contract::NumericalPolicy::fixedLeft) << k.node;
   }
@@ -148,7 +148,7 @@ TEST(Selection, FollowsProviderPreference) {
   native_unavailable.providers = {"reference"};
   auto only_ref = plan(g, native_unavailable);
   ASSERT_TRUE(only_ref.has_value());
-  for (const auto& k : only_ref->audit.kernels) EXPECT_EQ(k.capsule->provider, "reference") << k.node;
+  for (const auto& k : only_ref->audit().kernels) EXPECT_EQ(k.capsule->provider, "reference") << k.node;
 }
 
 TEST(Selection, DoesNotFilterByEvidenceBlasUnderCheckedIsRejected) {
@@ -194,7 +194,7 @@ TEST(Selection, DoesNotFilterByEvidenceBlasUnderCheckedIsRejected) {
     // The same graph under cpu-external is accepted, with the same blas choices.
     auto ext = plan(g, contract::builtin_profile("cpu-external"));
     ASSERT_TRUE(ext.has_value()) << render_audit_table(ext.error().audit);
-    for (const auto& k : ext->audit.kernels) {
+    for (const auto& k : ext->audit().kernels) {
       if (is_gemm(k.op)) {
         EXPECT_EQ(k.capsule->provider, "blas") << k.node;
       }
@@ -343,11 +343,11 @@ TEST(Audit, GroupsByProviderAndDevice) {
   using Key = std::pair<std::string, std::string>;
   std::map<Key, std::vector<std::string>> expected{{{"blas", "cpu"}, {"fc1", "logits"}},
                                                    {{"native", "cpu"}, {"act", "loss"}}};
-  EXPECT_EQ(ext->audit.groups, expected);
+  EXPECT_EQ(ext->audit().groups, expected);
   auto checked = plan(g, contract::builtin_profile("cpu-checked"));
   ASSERT_TRUE(checked.has_value());
   std::map<Key, std::vector<std::string>> one{{{"native", "cpu"}, {"fc1", "act", "logits", "loss"}}};
-  EXPECT_EQ(checked->audit.groups, one);
+  EXPECT_EQ(checked->audit().groups, one);
 }
 
 TEST(Audit, TableMentionsEveryNodeAndTheVerdict) {
@@ -356,9 +356,9 @@ TEST(Audit, TableMentionsEveryNodeAndTheVerdict) {
     ir::Graph g = ir::load_graph(path);
     auto ok = plan(g, contract::builtin_profile("cpu-checked"));
     ASSERT_TRUE(ok.has_value());
-    const std::string table = render_audit_table(ok->audit);
+    const std::string table = render_audit_table(ok->audit());
     for (const auto& id : kernel_nodes(g)) EXPECT_TRUE(mentions(table, id)) << id;
-    for (const auto& k : ok->audit.kernels) EXPECT_TRUE(mentions(table, k.capsule->name)) << k.capsule->name;
+    for (const auto& k : ok->audit().kernels) EXPECT_TRUE(mentions(table, k.capsule->name)) << k.capsule->name;
     EXPECT_TRUE(mentions(table, "verdict: accepted")) << table;
     EXPECT_FALSE(mentions(table, "REJECTED")) << table;
     EXPECT_TRUE(mentions(table, "cpu-checked"));
@@ -377,27 +377,27 @@ TEST(Audit, JsonHasSchemaVerdictAndOneObligationPerReport) {
   ir::Graph g = ir::load_graph("examples/models/tiny_transformer.json");
   auto ok = plan(g, contract::builtin_profile("cpu-checked"), VjpMode::with_vjp);
   ASSERT_TRUE(ok.has_value());
-  Json j = render_audit_json(ok->audit);
+  Json j = render_audit_json(ok->audit());
   EXPECT_EQ(j.at("schema"), "pact.plan-audit.v1");
   EXPECT_EQ(j.at("verdict"), "accepted");
   EXPECT_EQ(j.at("profile"), "cpu-checked");
   EXPECT_EQ(j.at("assurance"), "checked");
   EXPECT_EQ(j.at("vjp"), true);
-  ASSERT_EQ(j.at("obligations").size(), ok->audit.check.reports.size());
-  ASSERT_EQ(j.at("kernels").size(), ok->audit.kernels.size());
-  for (std::size_t i = 0; i < ok->audit.kernels.size(); ++i) {
-    EXPECT_EQ(j["kernels"][i]["node"], ok->audit.kernels[i].node);
-    EXPECT_EQ(j["kernels"][i]["capsule"], ok->audit.kernels[i].capsule->name);
+  ASSERT_EQ(j.at("obligations").size(), ok->audit().check.reports.size());
+  ASSERT_EQ(j.at("kernels").size(), ok->audit().kernels.size());
+  for (std::size_t i = 0; i < ok->audit().kernels.size(); ++i) {
+    EXPECT_EQ(j["kernels"][i]["node"], ok->audit().kernels[i].node);
+    EXPECT_EQ(j["kernels"][i]["capsule"], ok->audit().kernels[i].capsule->name);
     EXPECT_TRUE(j["kernels"][i].contains("provenance"));
   }
-  for (std::size_t i = 0; i < ok->audit.check.reports.size(); ++i) {
-    const auto& r = ok->audit.check.reports[i];
+  for (std::size_t i = 0; i < ok->audit().check.reports.size(); ++i) {
+    const auto& r = ok->audit().check.reports[i];
     EXPECT_EQ(j["obligations"][i]["node"], r.node);
     EXPECT_EQ(j["obligations"][i]["obligation"], std::string(contract::obligation_name(r.obligation)));
     EXPECT_EQ(j["obligations"][i]["accepted"], r.accepted);
     EXPECT_EQ(j["obligations"][i]["evidence"]["id"], r.evidence.id);
   }
-  EXPECT_EQ(j.at("groups").size(), ok->audit.groups.size());
+  EXPECT_EQ(j.at("groups").size(), ok->audit().groups.size());
   auto bad = plan(g, checked_with_blas());
   ASSERT_FALSE(bad.has_value());
   Json jb = render_audit_json(bad.error().audit);
@@ -432,21 +432,21 @@ TEST(Planner, AnAllF64ModelPlansOnKernelsThatComputeF64) {
     SCOPED_TRACE(profile);
     auto r = plan(f64_mlp(), contract::builtin_profile(profile), VjpMode::with_vjp);
     ASSERT_TRUE(r.has_value()) << render_audit_table(r.error().audit);
-    for (const auto& k : r->audit.kernels) {
+    for (const auto& k : r->audit().kernels) {
       ASSERT_NE(k.capsule, nullptr);
       EXPECT_TRUE(k.capsule->dtypes.contains(DType::f64)) << k.node << " " << k.capsule->name;
       EXPECT_NE(k.capsule->provider, "blas") << k.node;
       ASSERT_FALSE(k.inputs.empty());
       EXPECT_EQ(k.inputs[0].dtype, DType::f64) << k.node;
     }
-    const Json j = render_audit_json(r->audit);
+    const Json j = render_audit_json(r->audit());
     EXPECT_EQ(j["kernels"][0]["inputs"][0], "f64[8, 64]");
     EXPECT_EQ(j["kernels"][0]["dtypes"], "f32/f64");
   }
   // The same graph in f32 plans blas under cpu-external: selection follows the types, not the op alone.
   auto f32 = plan(f64_mlp(DType::f32), contract::builtin_profile("cpu-external"), VjpMode::with_vjp);
   ASSERT_TRUE(f32.has_value());
-  EXPECT_EQ(f32->audit.kernels[0].capsule->name, "blas.linear");
+  EXPECT_EQ(f32->audit().kernels[0].capsule->name, "blas.linear");
 }
 
 TEST(Planner, AProfileThatCannotServeF64RejectsAtPlanTimeNamingNodeOpAndTypes) {

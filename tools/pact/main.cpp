@@ -260,7 +260,7 @@ int main(int argc, char** argv) {
       auto result =
           pact::plan::plan_graph(graph, profile, resolver,
                                  plan_vjp ? pact::contract::VjpMode::with_vjp : pact::contract::VjpMode::forward_only);
-      const auto& audit = result ? result->audit : result.error().audit;
+      const auto& audit = result ? result->audit() : result.error().audit;
       if (plan_json) {
         std::printf("%s\n", pact::plan::render_audit_json(audit).dump(2).c_str());
       } else {

@@ -1,0 +1,22 @@
+# Runs one compile probe: cmake -DCXX=... -DSOURCE=... -DINCLUDE=... [-DDEFINE=NAME] -DEXPECT=compile|fail
+# [-DPATTERN=regex] -P compile_probe.cmake. EXPECT=fail passes only when the compiler rejects the source and
+# its diagnostics match PATTERN, so a probe that fails for another reason (a typo, a missing include) fails.
+set(args -std=c++20 -fsyntax-only -I${INCLUDE} ${SOURCE})
+if(DEFINE)
+  list(APPEND args -D${DEFINE})
+endif()
+execute_process(COMMAND ${CXX} ${args} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(EXPECT STREQUAL "compile")
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "probe ${DEFINE} should compile and did not:\n${err}")
+  endif()
+  message(STATUS "probe compiles, as it must")
+else()
+  if(rc EQUAL 0)
+    message(FATAL_ERROR "probe ${DEFINE} compiled: code outside the planner forged an admitted object")
+  endif()
+  if(NOT err MATCHES "${PATTERN}")
+    message(FATAL_ERROR "probe ${DEFINE} failed, but not for the expected reason (${PATTERN}):\n${err}")
+  endif()
+  message(STATUS "probe ${DEFINE} refused, as it must")
+endif()
