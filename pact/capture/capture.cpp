@@ -329,9 +329,19 @@ ModelFn graph_model(const ir::Graph& graph, const std::map<std::string, TensorVi
         bindings.emplace(n.id, s.buffer(n.id, value(0.1), false));
       }
     }
-    auto outs = s.run_graph(graph, bindings);
+    // The graph as model code: each op through the eager API, as a C++ model applies it, so the capture
+    // (structure-only or real) sees exactly what model code would run. Not a second interpreter: no
+    // admission of its own, no recording of its own (Session::apply does both).
+    std::map<std::string, EagerTensor> values = bindings;
+    for (const auto& n : graph.nodes) {
+      const auto role = ops::op_info(n.op).role;
+      if (role == ops::OpRole::source) continue;
+      std::vector<EagerTensor> in;
+      for (const auto& id : n.inputs) in.push_back(values.at(id));
+      values.emplace(n.id, role == ops::OpRole::sink ? in[0] : s.apply(n.op, in, n.attrs, n.id));
+    }
     std::vector<EagerTensor> result;
-    for (const auto& o : graph.outputs) result.push_back(outs.at(o));
+    for (const auto& o : graph.outputs) result.push_back(values.at(o));
     return result;
   };
 }

@@ -2,22 +2,110 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <set>
 #include <unordered_map>
+
+#include "pact/runtime/session.hpp"
 
 namespace pact::runtime {
 
+namespace {
+
+// A checkpoint region: its nodes in order, the values it reads from outside, its one output.
+struct Region {
+  std::vector<const ir::Node*> nodes;
+  std::vector<std::string> inputs;
+  std::string output;
+  std::size_t first = 0, last = 0;
+};
+
+// The checkpoint regions of a run, checked (ExecutionOptions::checkpoint_regions), by first position.
+struct Regions {
+  std::map<std::size_t, Region> by_first;
+  std::vector<int> region_of;  ///< per node: its region's index, or -1
+};
+
+Regions checkpoint_regions_of(const ir::Graph& g, const std::vector<std::vector<std::string>>& specs) {
+  std::map<std::string, std::size_t> position;  // only regions need it
+  if (!specs.empty()) {
+    for (std::size_t i = 0; i < g.nodes.size(); ++i) position.emplace(g.nodes[i].id, i);
+  }
+  Regions out;
+  out.region_of.assign(g.nodes.size(), -1);
+  auto& region_of = out.region_of;
+  for (std::size_t r = 0; r < specs.size(); ++r) {
+    const auto& ids = specs[r];
+    auto bad = [&](const std::string& why) {
+      throw_error(ErrorCode::invalid_argument, "execute", fmt::format("checkpoint region {}: {}", r, why));
+    };
+    if (ids.empty()) bad("it is empty");
+    std::vector<std::size_t> at;
+    for (const auto& id : ids) {
+      auto it = position.find(id);
+      if (it == position.end()) bad(fmt::format("no node '{}'", id));
+      const auto role = ops::op_info(g.nodes[it->second].op).role;
+      if (role == ops::OpRole::source || role == ops::OpRole::sink)
+        bad(fmt::format("'{}' is a source or an output, not an op", id));
+      if (region_of[it->second] >= 0) bad(fmt::format("'{}' is already in region {}", id, region_of[it->second]));
+      region_of[it->second] = static_cast<int>(r);
+      at.push_back(it->second);
+    }
+    std::sort(at.begin(), at.end());
+    for (std::size_t k = 1; k < at.size(); ++k) {
+      if (at[k] != at[k - 1] + 1)
+        bad(fmt::format("its nodes are not consecutive ('{}' is not among them)", g.nodes[at[k - 1] + 1].id));
+    }
+    Region region;
+    region.first = at.front();
+    region.last = at.back();
+    const std::set<std::string> members(ids.begin(), ids.end());
+    std::set<std::string> outputs;
+    for (std::size_t k = region.first; k <= region.last; ++k) {
+      region.nodes.push_back(&g.nodes[k]);
+      for (const auto& in : g.nodes[k].inputs) {
+        if (!members.count(in) && std::find(region.inputs.begin(), region.inputs.end(), in) == region.inputs.end())
+          region.inputs.push_back(in);
+      }
+    }
+    for (std::size_t k = region.last + 1; k < g.nodes.size(); ++k) {
+      for (const auto& in : g.nodes[k].inputs) {
+        if (members.count(in)) outputs.insert(in);
+      }
+    }
+    for (const auto& o : g.outputs) {
+      if (members.count(o)) outputs.insert(o);
+    }
+    if (outputs.size() != 1)
+      bad(fmt::format("{} of its values are used after it; a region has exactly one output", outputs.size()));
+    region.output = *outputs.begin();
+    out.by_first.emplace(region.first, std::move(region));
+  }
+  return out;
+}
+
+}  // namespace
+
 ExecutionResult execute(const plan::AcceptedGraphPlan& plan, const std::map<std::string, EagerTensor>& bindings,
-                        Tape* tape, const kernels::KernelContext& ctx) {
+                        const ExecutionOptions& options) {
   const ir::Graph& g = plan.graph();
-  // Last use of each node (outputs live to the end).
+  if (!options.checkpoint_regions.empty() && options.session == nullptr) {
+    throw_error(ErrorCode::invalid_argument, "execute", "checkpoint regions need a session to record them");
+  }
+  // Every node that executes was admitted by the planner (Note [One admission]).
+  std::unordered_map<std::string, const contract::BoundKernel*> kernel_of;
+  for (std::size_t k = 0; k < plan.audit().kernels.size(); ++k)
+    kernel_of[plan.audit().kernels[k].node] = &plan.bound()[k];
+
+  const Regions regions = checkpoint_regions_of(g, options.checkpoint_regions);
+  const std::vector<int>& region_of = regions.region_of;
+
+  // Last use of each node (outputs live to the end); a region's interior is used by the region.
   std::unordered_map<std::string, std::size_t> last_use;
   for (std::size_t i = 0; i < g.nodes.size(); ++i) {
     for (const auto& in : g.nodes[i].inputs) last_use[in] = i;
   }
   for (const auto& o : g.outputs) last_use[o] = g.nodes.size();
-  std::unordered_map<std::string, const contract::BoundKernel*> kernel_of;
-  for (std::size_t k = 0; k < plan.audit().kernels.size(); ++k)
-    kernel_of[plan.audit().kernels[k].node] = &plan.bound()[k];
 
   ExecutionResult result;
   std::unordered_map<std::string, EagerTensor> live;
@@ -28,8 +116,48 @@ ExecutionResult execute(const plan::AcceptedGraphPlan& plan, const std::map<std:
     result.peak_bytes = std::max(result.peak_bytes, live_bytes);
     live.emplace(id, std::move(t));
   };
+  auto run = [&](const ir::Node& n, std::span<const EagerTensor> in) {
+    const contract::BoundKernel& k = *kernel_of.at(n.id);
+    if (options.session != nullptr) return options.session->run_admitted(k, n.op, in, n.attrs, n.id);
+    kernels::KernelContext ctx = options.context;
+    ctx.seed = options.context.seed * 0x9e3779b97f4a7c15ULL + (++seq);
+    return run_recorded(*k.handler(), n.op, in, n.attrs, ctx, nullptr);
+  };
+  auto release_inputs_of = [&](const ir::Node& n, std::size_t i) {
+    for (const auto& id : n.inputs) {
+      auto lu = last_use.find(id);
+      if (lu == last_use.end() || lu->second > i) continue;
+      if (auto it = live.find(id); it != live.end()) {
+        live_bytes -= it->second.view().nbytes();
+        live.erase(it);
+      }
+    }
+  };
   for (std::size_t i = 0; i < g.nodes.size(); ++i) {
     const ir::Node& n = g.nodes[i];
+    if (auto reg = regions.by_first.find(i); reg != regions.by_first.end()) {
+      const Region& region = reg->second;
+      std::vector<EagerTensor> in;
+      for (const auto& id : region.inputs) in.push_back(live.at(id));
+      // The body owns copies of its nodes and kernels: the tape keeps it for backward, past this plan.
+      std::vector<std::pair<ir::Node, contract::BoundKernel>> steps;
+      for (const ir::Node* node : region.nodes) steps.emplace_back(*node, *kernel_of.at(node->id));
+      Session::RegionBody body = [steps, names = region.inputs, output = region.output](
+                                     Session& s, std::span<const EagerTensor> args) {
+        std::map<std::string, EagerTensor> local;
+        for (std::size_t k = 0; k < names.size(); ++k) local.emplace(names[k], args[k]);
+        for (const auto& [node, kernel] : steps) {
+          std::vector<EagerTensor> ins;
+          for (const auto& id : node.inputs) ins.push_back(local.at(id));
+          local.emplace(node.id, s.run_admitted(kernel, node.op, ins, node.attrs, node.id));
+        }
+        return local.at(output);
+      };
+      hold(region.output, options.session->checkpoint(body, in));
+      for (std::size_t k = region.first; k <= region.last; ++k) release_inputs_of(g.nodes[k], region.last);
+      continue;
+    }
+    if (region_of[i] >= 0) continue;  // ran inside its region
     const auto role = ops::op_info(n.op).role;
     if (role == ops::OpRole::source) {
       auto it = bindings.find(n.id);
@@ -42,49 +170,9 @@ ExecutionResult execute(const plan::AcceptedGraphPlan& plan, const std::map<std:
     } else {
       std::vector<EagerTensor> in;
       for (const auto& id : n.inputs) in.push_back(live.at(id));
-      if (role == ops::OpRole::sink) {
-        hold(n.id, in[0]);
-      } else {
-        // Kernel and view nodes: the plan admitted a kernel for each (Note [One admission]).
-        const kernels::Handler* handler = kernel_of.at(n.id)->handler();
-        std::vector<TensorView> views;
-        bool needs_grad = false;
-        for (const auto& t : in) {
-          views.push_back(t.view());
-          needs_grad = needs_grad || (tape != nullptr && t.tracked() && tape->node(t.node).requires_grad);
-        }
-        kernels::KernelContext node_ctx = ctx;
-        node_ctx.seed = ctx.seed * 0x9e3779b97f4a7c15ULL + (++seq);
-        EagerTensor out{retain(kernels::run_forward(*handler, views, n.attrs, node_ctx)), -1};
-        if (needs_grad) {
-          Tape::Node tn;
-          tn.op = n.op;
-          tn.handler = handler;
-          tn.attrs = n.attrs;
-          tn.ctx = node_ctx;
-          tn.type = n.type;
-          tn.requires_grad = true;
-          for (const auto& t : in) {
-            tn.parents.push_back(t.node);
-            tn.inputs.push_back(t.value);
-          }
-          if (vjp_reads_output(n.op)) tn.output = out.value;
-          out.node = tape->record(std::move(tn));
-        }
-        hold(n.id, std::move(out));
-      }
+      hold(n.id, role == ops::OpRole::sink ? in[0] : run(n, in));
     }
-    // Release every input whose last use was this node.
-    for (const auto& id : n.inputs) {
-      auto lu = last_use.find(id);
-      if (lu != last_use.end() && lu->second == i) {
-        auto it = live.find(id);
-        if (it != live.end()) {
-          live_bytes -= it->second.view().nbytes();
-          live.erase(it);
-        }
-      }
-    }
+    release_inputs_of(n, i);
   }
   for (const auto& o : g.outputs) result.outputs.emplace(o, live.at(o));
   return result;

@@ -1,25 +1,43 @@
 #pragma once
-/// The graph executor (SPEC §8): runs an AcceptedGraphPlan through its bound kernels, releasing each
-/// value after its last use (liveness) and reporting peak live bytes. With a tape it records each node's
-/// forward value and VJP exactly as the eager session does, so backward is the tape's one implementation.
-/// It is the one executor: submission (a later issue) wraps it.
+/// The graph interpreter (SPEC §8; Note [One interpreter]): runs an AcceptedGraphPlan through the kernels
+/// its admission bound, releasing each value after its last use (liveness) and reporting peak live bytes.
+/// With a session, every node runs through Session::run_admitted (its tape, kernel seeds, training mode
+/// and observer) and checkpoint regions run through Session::checkpoint, so training, checkpointing,
+/// imported-model runs and submission all interpret a graph here and nowhere else.
 
 #include <map>
 #include <string>
+#include <vector>
 
 #include "pact/plan/planner.hpp"
 #include "pact/runtime/tape.hpp"
 
 namespace pact::runtime {
 
+class Session;
+
 struct ExecutionResult {
   std::map<std::string, EagerTensor> outputs;
   std::uint64_t peak_bytes = 0;  ///< largest sum of live values the executor held at once
 };
 
+/// How execute runs a plan.
+struct ExecutionOptions {
+  /// Runs every node through this session: recorded on its tape when gradients are enabled and an input
+  /// requires them, seeded from it. Null: forward only, seeded from `context`, nothing recorded.
+  Session* session = nullptr;
+  /// Training mode and base seed when there is no session.
+  kernels::KernelContext context;
+  /// Checkpoint regions (needs a session): each a run of consecutive op nodes whose values are used after
+  /// it through exactly one node, the region's output. Their interiors are released after forward use and
+  /// recomputed in backward with the same kernels and seeds. A region that breaks these rules is
+  /// invalid_argument naming it.
+  std::vector<std::vector<std::string>> checkpoint_regions;
+};
+
 /// Runs `plan`. `bindings` maps every source node id to its value (tracked leaves for parameters that
-/// want gradients). With `tape`, ops whose inputs require gradients are recorded on it.
+/// want gradients); a missing or mistyped binding is invalid_argument naming the node.
 ExecutionResult execute(const plan::AcceptedGraphPlan& plan, const std::map<std::string, EagerTensor>& bindings,
-                        Tape* tape = nullptr, const kernels::KernelContext& ctx = {});
+                        const ExecutionOptions& options = {});
 
 }  // namespace pact::runtime

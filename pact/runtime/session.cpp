@@ -166,50 +166,20 @@ EagerTensor Session::apply(ops::OpTag op, std::span<const EagerTensor> inputs, c
   const int device = static_cast<int>(inputs.empty() ? profile_.policy.device : views.front().device());
   const contract::BoundKernel& bound =
       admit(Signature{static_cast<int>(op), dtypes, device, contiguous, needs_grad}, op, types, needs_grad);
-  const kernels::KernelContext ctx{training_, seed_ * 0x9e3779b97f4a7c15ULL + (++calls_)};
-  // A view op whose result is a view of its input (a contiguous reshape, any transpose, permute or slice)
-  // keeps that view, zero copy, as an alias record of the input's value; otherwise the handler runs.
-  std::optional<TensorView> alias;
-  if (views.size() == 1 && views.front().device() == bound.handler()->device)
-    alias = kernels::view_result(op, views.front(), attrs);
-  EagerTensor result{alias ? AdValueRecord::alias(inputs.front().value, std::move(*alias))
-                           : retain(kernels::run_forward(*bound.handler(), views, attrs, ctx)),
-                     -1};
-  if (needs_grad) {
-    Tape::Node n;
-    n.op = op;
-    n.handler = bound.handler();
-    n.attrs = attrs;
-    n.ctx = ctx;
-    n.type = {result.dtype(), result.shape()};
-    n.requires_grad = true;
-    for (const auto& in : inputs) {
-      n.parents.push_back(in.node);
-      n.inputs.push_back(in.value);  // shared record: retention, not a copy
-    }
-    if (vjp_reads_output(op)) n.output = result.value;
-    result.node = tape_.record(std::move(n));
-  }
+  return run_admitted(bound, op, inputs, attrs, name);
+}
+
+kernels::KernelContext Session::next_context() noexcept {
+  return kernels::KernelContext{training_, seed_ * 0x9e3779b97f4a7c15ULL + (++calls_)};
+}
+
+EagerTensor Session::run_admitted(const contract::BoundKernel& kernel, ops::OpTag op,
+                                  std::span<const EagerTensor> inputs, const ops::Attributes& attrs,
+                                  std::string_view name) {
+  EagerTensor result =
+      run_recorded(*kernel.handler(), op, inputs, attrs, next_context(), grad_enabled_ ? &tape_ : nullptr);
   if (observer_ != nullptr) observer_->on_op(op, inputs, attrs, result, name, module_);
   return result;
-}
-
-namespace {
-// The value bound to a source node, checked against its declared type.
-const EagerTensor& bound_source(const ir::Node& n, const std::map<std::string, EagerTensor>& bindings) {
-  auto it = bindings.find(n.id);
-  if (it == bindings.end())
-    throw_error(ErrorCode::invalid_argument, "session.run_graph", fmt::format("no value bound to '{}'", n.id));
-  if (auto why = ir::Graph::binding_mismatch(n, it->second.dtype(), it->second.shape())) {
-    throw_error(ErrorCode::invalid_argument, "session.run_graph", *why);
-  }
-  return it->second;
-}
-}  // namespace
-
-std::map<std::string, EagerTensor> Session::run_graph(const ir::Graph& graph,
-                                                      const std::map<std::string, EagerTensor>& bindings) {
-  return run_graph(graph, bindings, {});
 }
 
 EagerTensor Session::checkpoint(const RegionBody& body, std::span<const EagerTensor> inputs) {
@@ -272,105 +242,6 @@ EagerTensor Session::checkpoint(const RegionBody& body, std::span<const EagerTen
   };
   out.node = tape_.record(std::move(n));
   return out;
-}
-
-std::map<std::string, EagerTensor> Session::run_graph(const ir::Graph& graph,
-                                                      const std::map<std::string, EagerTensor>& bindings,
-                                                      const std::vector<std::vector<std::string>>& checkpoint_regions) {
-  constexpr const char* op = "session.run_graph";
-  std::map<std::string, std::size_t> position;  // only regions need it: run_graph is on the eager hot path
-  if (!checkpoint_regions.empty()) {
-    for (std::size_t i = 0; i < graph.nodes.size(); ++i) position.emplace(graph.nodes[i].id, i);
-  }
-  struct Region {
-    std::vector<ir::Node> nodes;
-    std::vector<std::string> inputs;
-    std::string output;
-    std::size_t first = 0, last = 0;
-  };
-  std::map<std::size_t, Region> regions;  // by first position
-  std::vector<int> region_of(graph.nodes.size(), -1);
-  for (std::size_t r = 0; r < checkpoint_regions.size(); ++r) {
-    const auto& ids = checkpoint_regions[r];
-    auto bad = [&](const std::string& why) {
-      throw_error(ErrorCode::invalid_argument, op, fmt::format("checkpoint region {}: {}", r, why));
-    };
-    if (ids.empty()) bad("it is empty");
-    std::vector<std::size_t> at;
-    for (const auto& id : ids) {
-      auto it = position.find(id);
-      if (it == position.end()) bad(fmt::format("no node '{}'", id));
-      const auto role = ops::op_info(graph.nodes[it->second].op).role;
-      if (role == ops::OpRole::source || role == ops::OpRole::sink)
-        bad(fmt::format("'{}' is a source or an output, not an op", id));
-      if (region_of[it->second] >= 0) bad(fmt::format("'{}' is already in region {}", id, region_of[it->second]));
-      region_of[it->second] = static_cast<int>(r);
-      at.push_back(it->second);
-    }
-    std::sort(at.begin(), at.end());
-    for (std::size_t k = 1; k < at.size(); ++k) {
-      if (at[k] != at[k - 1] + 1)
-        bad(fmt::format("its nodes are not consecutive ('{}' is not among them)", graph.nodes[at[k - 1] + 1].id));
-    }
-    Region region;
-    region.first = at.front();
-    region.last = at.back();
-    const std::set<std::string> members(ids.begin(), ids.end());
-    std::set<std::string> outputs;
-    for (std::size_t k = region.first; k <= region.last; ++k) {
-      region.nodes.push_back(graph.nodes[k]);
-      for (const auto& in : graph.nodes[k].inputs) {
-        if (!members.count(in) && std::find(region.inputs.begin(), region.inputs.end(), in) == region.inputs.end())
-          region.inputs.push_back(in);
-      }
-    }
-    for (std::size_t k = region.last + 1; k < graph.nodes.size(); ++k) {
-      for (const auto& in : graph.nodes[k].inputs) {
-        if (members.count(in)) outputs.insert(in);
-      }
-    }
-    for (const auto& o : graph.outputs) {
-      if (members.count(o)) outputs.insert(o);
-    }
-    if (outputs.size() != 1)
-      bad(fmt::format("{} of its values are used after it; a region has exactly one output", outputs.size()));
-    region.output = *outputs.begin();
-    regions.emplace(region.first, std::move(region));
-  }
-  std::map<std::string, EagerTensor> values;
-  for (std::size_t i = 0; i < graph.nodes.size(); ++i) {
-    const ir::Node& n = graph.nodes[i];
-    if (auto reg = regions.find(i); reg != regions.end()) {
-      std::vector<EagerTensor> in;
-      for (const auto& id : reg->second.inputs) in.push_back(values.at(id));
-      const Region& region = reg->second;
-      RegionBody body = [nodes = region.nodes, names = region.inputs, output = region.output](
-                            Session& s, std::span<const EagerTensor> args) {
-        std::map<std::string, EagerTensor> local;
-        for (std::size_t k = 0; k < names.size(); ++k) local.emplace(names[k], args[k]);
-        for (const auto& node : nodes) {
-          std::vector<EagerTensor> ins;
-          for (const auto& id : node.inputs) ins.push_back(local.at(id));
-          local.emplace(node.id, s.apply(node.op, ins, node.attrs, node.id));
-        }
-        return local.at(output);
-      };
-      values.emplace(region.output, checkpoint(body, in));
-      continue;
-    }
-    if (region_of[i] >= 0) continue;  // ran inside its region
-    const auto role = ops::op_info(n.op).role;
-    if (role == ops::OpRole::source) {
-      values.emplace(n.id, bound_source(n, bindings));
-      continue;
-    }
-    std::vector<EagerTensor> in;
-    for (const auto& id : n.inputs) in.push_back(values.at(id));
-    values.emplace(n.id, role == ops::OpRole::sink ? in[0] : apply(n.op, in, n.attrs, n.id));
-  }
-  std::map<std::string, EagerTensor> outputs;
-  for (const auto& o : graph.outputs) outputs.emplace(o, values.at(o));
-  return outputs;
 }
 
 Gradients Session::backward(const EagerTensor& root, std::span<const int> keep) {

@@ -55,16 +55,14 @@ class Session {
   /// type and the output is a meta tensor. `name` labels the node for an observer (IR node ids).
   EagerTensor apply(ops::OpTag op, std::span<const EagerTensor> inputs, const ops::Attributes& attrs = {},
                     std::string_view name = {}, SourceLocation loc = SourceLocation::current());
-  /// Runs an IR graph node by node through apply(); `bindings` maps source node ids to values.
-  std::map<std::string, EagerTensor> run_graph(const ir::Graph& graph,
-                                               const std::map<std::string, EagerTensor>& bindings);
-  /// The same with checkpoint regions: each is a run of consecutive op nodes whose values are used after
-  /// it through exactly one node (the region's output); each runs through checkpoint(). A region that
-  /// breaks these rules is invalid_argument naming it.
-  std::map<std::string, EagerTensor> run_graph(const ir::Graph& graph,
-                                               const std::map<std::string, EagerTensor>& bindings,
-                                               const std::vector<std::vector<std::string>>& checkpoint_regions);
-
+  /// Runs a kernel that admission bound (Note [One interpreter]): the next kernel seed of this session,
+  /// recorded on its tape when gradients are enabled and needed, reported to the observer. apply() is
+  /// admission plus this; runtime::execute calls it for every node of a planned graph.
+  EagerTensor run_admitted(const contract::BoundKernel& kernel, ops::OpTag op, std::span<const EagerTensor> inputs,
+                           const ops::Attributes& attrs = {}, std::string_view name = {});
+  /// The context of the next kernel call: training mode and the next kernel seed (a checkpoint region's
+  /// recompute replays the same seeds).
+  kernels::KernelContext next_context() noexcept;
   /// A checkpoint region's body: applies its ops through the given session to the boundary inputs.
   using RegionBody = std::function<EagerTensor(Session&, std::span<const EagerTensor>)>;
   /// Runs `body` as a checkpoint region (seed 001 G7). Forward runs with recording off, so the region's

@@ -235,4 +235,39 @@ Gradients Tape::run_backward(int root, std::optional<Tensor> owned, const Tensor
   return out;
 }
 
+EagerTensor run_recorded(const kernels::Handler& handler, ops::OpTag op, std::span<const EagerTensor> inputs,
+                         const ops::Attributes& attrs, const kernels::KernelContext& ctx, Tape* tape) {
+  std::vector<TensorView> views;
+  views.reserve(inputs.size());
+  bool needs_grad = false;
+  for (const auto& in : inputs) {
+    views.push_back(in.view());
+    needs_grad = needs_grad || (tape != nullptr && in.tracked() && tape->node(in.node).requires_grad);
+  }
+  // A view op whose result is a view of its input (a contiguous reshape, any transpose, permute or slice)
+  // keeps that view, zero copy, as an alias record of the input's value; otherwise the handler runs.
+  std::optional<TensorView> alias;
+  if (views.size() == 1 && views.front().device() == handler.device)
+    alias = kernels::view_result(op, views.front(), attrs);
+  EagerTensor result{alias ? AdValueRecord::alias(inputs.front().value, std::move(*alias))
+                           : retain(kernels::run_forward(handler, views, attrs, ctx)),
+                     -1};
+  if (needs_grad) {
+    Tape::Node n;
+    n.op = op;
+    n.handler = &handler;
+    n.attrs = attrs;
+    n.ctx = ctx;
+    n.type = {result.dtype(), result.shape()};
+    n.requires_grad = true;
+    for (const auto& in : inputs) {
+      n.parents.push_back(in.node);
+      n.inputs.push_back(in.value);  // shared record: retention, not a copy
+    }
+    if (vjp_reads_output(op)) n.output = result.value;
+    result.node = tape->record(std::move(n));
+  }
+  return result;
+}
+
 }  // namespace pact::runtime

@@ -92,4 +92,15 @@ class Tape {
   std::vector<Node> nodes_;
 };
 
+// Note [One interpreter]
+// run_recorded is the one place a kernel runs on eager values: a view op keeps a zero-copy view of its
+// input where one exists (an alias record of the input's value), anything else runs the handler; with a
+// tape and an input that requires gradients, the op is recorded with what its VJP reads. Session::apply
+// (the eager API) and runtime::execute (every planned graph: training, checkpoint regions, imported
+// models, submission) both call it with a kernel that admission bound (Note [One admission]).
+/// Runs `handler` for `op` on `inputs` and records it on `tape` when gradients are needed (Note [One
+/// interpreter]). `tape` may be null (no recording).
+EagerTensor run_recorded(const kernels::Handler& handler, ops::OpTag op, std::span<const EagerTensor> inputs,
+                         const ops::Attributes& attrs, const kernels::KernelContext& ctx, Tape* tape);
+
 }  // namespace pact::runtime

@@ -119,19 +119,12 @@ TrainingSession::Outputs TrainingSession::run(Tensor x, Tensor target, bool trai
   }
   bindings.emplace(objective_.input, session_.constant(std::move(x)));
   bindings.emplace(objective_.target, session_.constant(std::move(target)));
-  std::map<std::string, runtime::EagerTensor> out;
-  if (objective_.options.mode == ExecutionMode::eager) {
-    out = session_.run_graph(plan.graph(), bindings, objective_.checkpoint_regions);
-  } else {
-    if (!objective_.checkpoint_regions.empty()) {
-      throw_error(ErrorCode::unsupported, "train",
-                  "checkpoint regions run in eager mode; the planned-graph executor does not checkpoint");
-    }
-    out =
-        runtime::execute(plan, bindings, training ? &session_.tape() : nullptr,
-                         kernels::KernelContext{training, objective_.options.seed + static_cast<std::uint64_t>(steps_)})
-            .outputs;
-  }
+  // The plan's own kernels, through the one interpreter (Note [One interpreter]), recorded on the session's
+  // tape in training mode.
+  runtime::ExecutionOptions run_options;
+  run_options.session = &session_;
+  run_options.checkpoint_regions = objective_.checkpoint_regions;
+  const auto out = runtime::execute(plan, bindings, run_options).outputs;
   return {out.at(objective_.logits), out.at(objective_.loss)};
 }
 

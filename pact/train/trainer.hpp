@@ -18,8 +18,6 @@
 
 namespace pact::train {
 
-enum class ExecutionMode { eager, graph };
-
 struct TrainerOptions {
   std::string optimizer = "adam";  ///< sgd | adam | adamw
   double lr = 0.01;
@@ -27,7 +25,6 @@ struct TrainerOptions {
   double weight_decay = 0.0;
   Schedule schedule;
   std::uint64_t seed = 0;
-  ExecutionMode mode = ExecutionMode::eager;
   std::string profile = "cpu-checked";
 };
 
@@ -40,8 +37,8 @@ struct Objective {
   std::string logits = "logits";
   std::string loss = "loss";
   TrainerOptions options;
-  /// Checkpoint regions of the loss program (eager mode only; Session::run_graph's rules): their interior
-  /// values are released after forward use and recomputed in backward.
+  /// Checkpoint regions of the loss program (runtime::ExecutionOptions's rules): their interior values are
+  /// released after forward use and recomputed in backward.
   std::vector<std::vector<std::string>> checkpoint_regions;
 };
 

@@ -21,7 +21,9 @@ pact::contract::PlannerKey forge() { return pact::contract::PlannerKey{}; }
 pact::contract::PlannerKey forge() { return pact::plan::Planner::key(); }
 #elif defined(PACT_PROBE_FORGE_PLAN)
 // An AcceptedGraphPlan needs a PlannerKey.
-pact::plan::AcceptedGraphPlan forge(pact::ir::Graph g) { return pact::plan::AcceptedGraphPlan{{}, std::move(g), {}, {}}; }
+pact::plan::AcceptedGraphPlan forge(pact::ir::Graph g) {
+  return pact::plan::AcceptedGraphPlan{{}, std::move(g), {}, {}};
+}
 #elif defined(PACT_PROBE_FORGE_BOUND_KERNEL)
 // A BoundKernel needs a PlannerKey.
 pact::contract::BoundKernel forge(const pact::contract::Capsule& c, const pact::kernels::Handler& h) {

@@ -306,14 +306,20 @@ TEST(Retention, TapeKeepsValuesAliveUntilCleared) {
   EXPECT_TRUE(into_value(std::move(w.value)).has_value());
 }
 
-TEST(Executor, RunsAPlanWithLivenessAndMatchesEager) {
+TEST(Executor, OneGraphThroughEveryPathGivesIdenticalResults) {
+  // Note [One interpreter]: the eager API applied node by node (model code), the planned interpreter with
+  // a session (training), the same with a checkpoint region (recompute in backward) and without a
+  // session (imported-model runs, submission) compute the same loss, bitwise, and the recording paths the
+  // same gradients.
   ir::GraphBuilder b;
   b.input("x", Dims{4, 8});
   b.parameter("w1", Dims{16, 8});
   b.parameter("w2", Dims{2, 16});
   b.op("h", ops::OpTag::linear, {"x", "w1"});
-  b.op("a", ops::OpTag::relu, {"h"});
-  b.op("y", ops::OpTag::linear, {"a", "w2"});
+  b.op("a", ops::OpTag::gelu, {"h"});
+  b.op("t", ops::OpTag::transpose, {"a"}, {{"dim0", std::int64_t{0}}, {"dim1", std::int64_t{1}}});
+  b.op("u", ops::OpTag::transpose, {"t"}, {{"dim0", std::int64_t{0}}, {"dim1", std::int64_t{1}}});
+  b.op("y", ops::OpTag::linear, {"u", "w2"});
   b.op("s", ops::OpTag::sum, {"y"});
   b.output("s");
   const ir::Graph g = b.build();
@@ -325,34 +331,59 @@ TEST(Executor, RunsAPlanWithLivenessAndMatchesEager) {
   for (std::size_t i = 0; i < w1v.size(); ++i) w1v[i] = 0.05f * static_cast<float>(i % 11) - 0.25f;
   for (std::size_t i = 0; i < w2v.size(); ++i) w2v[i] = 0.03f * static_cast<float>(i % 5) - 0.06f;
 
-  auto run = [&](bool graph) {
+  enum class Path { eager_api, planned, planned_checkpointed };
+  auto run = [&](Path path) {
     Session s(contract::builtin_profile("cpu-checked"));
     std::map<std::string, EagerTensor> bind{{"x", s.constant(values({4, 8}, xv))},
                                             {"w1", s.leaf(values({16, 8}, w1v))},
                                             {"w2", s.leaf(values({2, 16}, w2v))}};
-    EagerTensor out = graph ? execute(*plan, bind, &s.tape()).outputs.at("s") : s.run_graph(g, bind).at("s");
+    EagerTensor out;
+    if (path == Path::eager_api) {
+      std::map<std::string, EagerTensor> v = bind;
+      for (const auto& n : g.nodes) {
+        if (ops::op_info(n.op).role != ops::OpRole::kernel && ops::op_info(n.op).role != ops::OpRole::view) continue;
+        std::vector<EagerTensor> in;
+        for (const auto& id : n.inputs) in.push_back(v.at(id));
+        v.emplace(n.id, s.apply(n.op, in, n.attrs, n.id));
+      }
+      out = v.at("s");
+    } else {
+      ExecutionOptions options;
+      options.session = &s;
+      if (path == Path::planned_checkpointed) options.checkpoint_regions = {{"h", "a", "t", "u"}};
+      out = execute(*plan, bind, options).outputs.at("s");
+    }
     Gradients grads = s.backward(out);
     return std::tuple{out.view().get(Dims{}).real, grads.grad(bind.at("w1").node)->duplicate(),
                       grads.grad(bind.at("w2").node)->duplicate()};
   };
-  auto [le, g1e, g2e] = run(false);
-  auto [lg, g1g, g2g] = run(true);
-  EXPECT_EQ(le, lg);
-  for (std::int64_t i = 0; i < 16; ++i)
-    for (std::int64_t j = 0; j < 8; ++j) EXPECT_EQ(g1e.get(Dims{i, j}).real, g1g.get(Dims{i, j}).real);
-  for (std::int64_t i = 0; i < 2; ++i)
-    for (std::int64_t j = 0; j < 16; ++j) EXPECT_EQ(g2e.get(Dims{i, j}).real, g2g.get(Dims{i, j}).real);
+  const auto reference = run(Path::eager_api);
+  for (Path path : {Path::planned, Path::planned_checkpointed}) {
+    const auto [loss, g1, g2] = run(path);
+    EXPECT_EQ(loss, std::get<0>(reference));
+    for (std::int64_t i = 0; i < 16; ++i)
+      for (std::int64_t j = 0; j < 8; ++j)
+        EXPECT_EQ(g1.get(Dims{i, j}).real, std::get<1>(reference).get(Dims{i, j}).real);
+    for (std::int64_t i = 0; i < 2; ++i)
+      for (std::int64_t j = 0; j < 16; ++j)
+        EXPECT_EQ(g2.get(Dims{i, j}).real, std::get<2>(reference).get(Dims{i, j}).real);
+  }
 
-  // Liveness: without a tape the executor holds less than the sum of every value.
+  // Without a session: forward only, the same loss; liveness holds less than the sum of every value.
   Session s(contract::builtin_profile("cpu-checked"));
   std::map<std::string, EagerTensor> bind{{"x", s.constant(values({4, 8}, xv))},
                                           {"w1", s.constant(values({16, 8}, w1v))},
                                           {"w2", s.constant(values({2, 16}, w2v))}};
   ExecutionResult r = execute(*plan, bind);
-  const std::uint64_t all = (32 + 128 + 32 + 64 + 64 + 8 + 1) * 4;
+  EXPECT_EQ(r.outputs.at("s").view().get(Dims{}).real, std::get<0>(reference));
+  const std::uint64_t all = (32 + 128 + 32 + 64 + 64 + 64 + 64 + 8 + 1) * 4;
   EXPECT_GT(r.peak_bytes, 0u);
   EXPECT_LT(r.peak_bytes, all);
   EXPECT_EQ(code_of([&] { execute(*plan, std::map<std::string, EagerTensor>{}); }), ErrorCode::invalid_argument);
+  // Checkpoint regions need a session to record them.
+  ExecutionOptions no_session;
+  no_session.checkpoint_regions = {{"h", "a"}};
+  EXPECT_EQ(code_of([&] { execute(*plan, bind, no_session); }), ErrorCode::invalid_argument);
 }
 
 }  // namespace

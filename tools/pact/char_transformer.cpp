@@ -35,8 +35,6 @@ int run_char_transformer(const TrainArgs& args) {
   objective.options.seed = args.seed;
   objective.options.profile = args.profile;
   if (args.checkpoint) {
-    if (args.graph_mode)
-      throw_error(ErrorCode::invalid_argument, "train", "--checkpoint runs the loss program eagerly; drop --graph");
     objective.checkpoint_regions = {
         {"ln1", "q", "q4", "qh", "k", "k4", "kh", "v", "v4", "vh", "att", "att_t", "att_m", "proj", "h1"},
         {"ln2", "up", "act", "down", "h2"}};

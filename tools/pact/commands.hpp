@@ -29,7 +29,6 @@ struct TrainArgs {
   int threads = 0;
   std::string out = "runs";
   std::string data = "data/digits.csv.gz";
-  bool graph_mode = false;
   bool checkpoint = false;   ///< char-transformer: checkpoint the attention and MLP sublayers
   std::string save;          ///< write the trained parameters here (safetensors checkpoint)
   std::string load;          ///< start from these parameters instead of a fresh initialisation

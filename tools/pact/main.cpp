@@ -207,7 +207,6 @@ int main(int argc, char** argv) {
   train->add_option("--steps", train_args.steps, "char-transformer: number of updates");
   train->add_option("--save", train_args.save, "save the trained parameters as a safetensors checkpoint");
   train->add_option("--load", train_args.load, "start from a checkpoint saved by --save");
-  train->add_flag("--graph", train_args.graph_mode, "run the loss program as a planned graph instead of eagerly");
   train->add_flag(
       "--checkpoint", train_args.checkpoint,
       "char-transformer: checkpoint the attention and MLP sublayers (interior values recomputed in backward)");

@@ -109,7 +109,6 @@ int run_train(const TrainArgs& args) {
   objective.options.lr = args.lr;
   objective.options.seed = args.seed;
   objective.options.profile = args.profile;
-  objective.options.mode = args.graph_mode ? train::ExecutionMode::graph : train::ExecutionMode::eager;
   const std::int64_t steps_per_epoch = split.train.rows() / batch;
   objective.options.schedule.kind = train::Schedule::cosine;
   objective.options.schedule.total = steps_per_epoch * args.epochs;
@@ -218,7 +217,6 @@ int run_train(const TrainArgs& args) {
                               {"optimizer", args.optimizer},
                               {"seed", args.seed},
                               {"profile", args.profile},
-                              {"mode", args.graph_mode ? "graph" : "eager"},
                               {"schedule", "cosine"},
                               {"threads", omp_get_max_threads()}}},
               {"data", Json{{"path", args.data}, {"train", split.train.rows()}, {"test", split.test.rows()}}},
