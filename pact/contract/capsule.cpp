@@ -49,9 +49,13 @@ std::string_view obligation_name(Obligation o) noexcept {
 }
 
 std::optional<std::string> unsupported_inputs(const Capsule& capsule, std::span<const ops::TensorType> inputs) {
+  const ops::OpInfo& info = ops::op_info(capsule.op);
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     const DType d = inputs[i].dtype;
-    if (is_floating(d) && !capsule.dtypes.contains(d)) {
+    const ops::InputRole role = info.input_role(i);
+    // Indices and masks are the shape rule's to check; every other operand must be a dtype the kernel computes.
+    if (role == ops::InputRole::index || role == ops::InputRole::mask) continue;
+    if (!capsule.dtypes.contains(d)) {
       return fmt::format("{} computes {} only; operand {} is {}", capsule.name, capsule.dtypes.to_string(), i,
                          dtype_name(d));
     }

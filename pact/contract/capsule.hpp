@@ -61,8 +61,8 @@ struct Capsule {
   DTypeSet dtypes;  ///< the floating dtypes the kernel computes (Note [Provider table])
 };
 
-/// Why `capsule` cannot serve a node with these input types — a floating operand whose dtype it does not
-/// compute — or nullopt when it can. Integer operands (indices, targets) are the shape rule's to check.
+/// Why `capsule` cannot serve a node with these input types — an operand whose dtype it does not compute —
+/// or nullopt when it can. Operands whose op-table role is index or mask are the shape rule's to check.
 std::optional<std::string> unsupported_inputs(const Capsule& capsule, std::span<const ops::TensorType> inputs);
 
 /// A named group of capsules contributed by one provider area.

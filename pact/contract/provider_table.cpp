@@ -26,6 +26,7 @@ constexpr ProviderRow kRows[] = {
      NumericalPolicy::fixedLeft,
      3,
      DTypeSet{DType::f32, DType::f64},
+     DTypeSet{DType::f32, DType::f64, DType::i64, DType::i32},
      {EK::runtimeGuard, EK::runtimeGuard, EK::testSuite, EK::testSuite},
      {"kernel.shape_rule", "kernel.prepared_layout", "OpSweep.ReferenceIsBitwiseDeterministic",
       "OpSweep.ReferenceGradientsMatchFiniteDifferences"},
@@ -39,6 +40,7 @@ constexpr ProviderRow kRows[] = {
      NumericalPolicy::implementationDefined,
      2,
      DTypeSet{DType::f32},
+     DTypeSet{DType::f32, DType::f64, DType::i64, DType::i32},
      {EK::runtimeGuard, EK::runtimeGuard, EK::testSuite, EK::testSuite},
      {"kernel.shape_rule", "kernel.prepared_layout", "Providers.NativeMatchesReference",
       "Providers.NativeMatchesReference"},
@@ -52,6 +54,7 @@ constexpr ProviderRow kRows[] = {
      NumericalPolicy::implementationDefined,
      2,
      DTypeSet{DType::f32},
+     DTypeSet{},
      {EK::runtimeGuard, EK::runtimeGuard, EK::testSuite, EK::testSuite},
      {"kernel.shape_rule", "kernel.prepared_layout", "Providers.NativeMatchesReference",
       "Providers.NativeMatchesReference"},
@@ -65,6 +68,7 @@ constexpr ProviderRow kRows[] = {
      NumericalPolicy::implementationDefined,
      0,
      DTypeSet{DType::f32},
+     DTypeSet{},
      {EK::runtimeGuard, EK::runtimeGuard, EK::trustedBoundary, EK::trustedBoundary},
      {"kernel.shape_rule", "kernel.prepared_layout", "openblas.cblas_sgemm", "openblas.cblas_sgemm"},
      &kernels::blas_handlers,
@@ -77,6 +81,7 @@ constexpr ProviderRow kRows[] = {
      NumericalPolicy::implementationDefined,
      0,
      DTypeSet{DType::f32},
+     DTypeSet{},
      {EK::runtimeGuard, EK::runtimeGuard, EK::runtimeGuard, EK::runtimeGuard},
      {"cuda.device_present", "cuda.device_present", "cuda.device_present", "cuda.device_present"},
      nullptr,
@@ -89,6 +94,7 @@ constexpr ProviderRow kRows[] = {
      NumericalPolicy::implementationDefined,
      1,
      DTypeSet{DType::f32},
+     DTypeSet{},
      {EK::runtimeGuard, EK::runtimeGuard, EK::trustedBoundary, EK::notApplicable},
      {"kernel.shape_rule", "kernel.prepared_layout", "libtorch.aten", ""},
      &kernels::libtorch_handlers,
@@ -103,7 +109,7 @@ bool keeps(HandlerSelection s, ops::OpTag op) {
 
 Capsule capsule_for(const ProviderRow& row, ops::OpTag op, bool vjp, std::string_view source_file) {
   const auto& info = ops::op_info(op);
-  const std::string dtypes = row.dtypes.to_string();
+  const std::string dtypes = (ops::op_info(op).role == ops::OpRole::view ? row.view_dtypes : row.dtypes).to_string();
   Capsule c;
   c.name = fmt::format("{}.{}", row.module, info.kind);
   c.op = op;
@@ -112,7 +118,7 @@ Capsule capsule_for(const ProviderRow& row, ops::OpTag op, bool vjp, std::string
   c.trust = row.trust;
   c.forward = true;
   c.vjp = vjp;
-  c.dtypes = row.dtypes;
+  c.dtypes = ops::op_info(op).role == ops::OpRole::view ? row.view_dtypes : row.dtypes;
   auto evidence = [&](int i) { return Evidence{row.evidence_kinds[i], std::string(row.evidence_ids[i])}; };
   const bool cpu = row.device == DeviceKind::cpu;
   c.descriptors = {

@@ -19,10 +19,10 @@ enum class HandlerSelection : std::uint8_t { all, attention_only, all_but_attent
 // Note [Provider table]
 // A row is a capsule module. Its capsules are generated from its handlers (one per handler that the
 // selection keeps), or, for a provider that declares contracts before it has handlers (cuda), from
-// `declared_ops`; such capsules fail binding typed. `dtypes` is the set of floating dtypes the module's
-// kernels compute: selection refuses a capsule for a node with a floating input outside it, so an f64
-// node never reaches a kernel that only computes f32 (integer inputs — indices, targets — are the
-// shape rule's to check). Every CPU handler reads any checked layout through prepared access, so layouts
+// `declared_ops`; such capsules fail binding typed. `dtypes` is the set of dtypes the module's kernels
+// compute: selection refuses a capsule for a node with an operand outside it, so an f64 node never
+// reaches a kernel that only computes f32 (operands whose op-table role is index or mask are the shape
+// rule's to check). Every CPU handler reads any checked layout through prepared access, so layouts
 // do not narrow selection today. `preference` orders providers within a profile (lower first).
 struct ProviderRow {
   std::string_view module;    ///< module name and capsule-name prefix ("native" -> "native.matmul")
@@ -31,7 +31,8 @@ struct ProviderRow {
   Trust trust;
   NumericalPolicy policy;
   int preference;
-  DTypeSet dtypes;
+  DTypeSet dtypes;       ///< what its kernel ops compute
+  DTypeSet view_dtypes;  ///< what its view ops (reshape, permute, ...) move: their kernels copy elements
   std::array<EvidenceKind, 4> evidence_kinds;    ///< shape, layout, forward value, VJP
   std::array<std::string_view, 4> evidence_ids;  ///< parallel to evidence_kinds
   std::span<const kernels::Handler> (*handlers)();

@@ -27,9 +27,12 @@ std::string render_catalogue_markdown() {
       "# Op catalogue\n\n"
       "Generated from the op table (`pact/ops/op_table.hpp`) by `pact ops --markdown`; a test fails when this\n"
       "file and the table differ. Tolerances compare an implementationDefined kernel with the fixedLeft\n"
-      "reference: |candidate - reference| <= abs + rel * max(1, max|reference|).\n\n"
-      "| kind | arity | attributes (* required) | role | VJP | mode-dependent | forward tolerance (abs, rel) |\n"
-      "|---|---|---|---|---|---|---|\n";
+      "reference: |candidate - reference| <= abs + rel * max(1, max|reference|). Operand roles: d data, w weight,\n"
+      "b bias, s running statistic, i index or class target, m mask. VJP saves: what the tape retains for the\n"
+      "VJP (inN: input N, out: the output); passthrough: inputs whose gradient is the cotangent itself.\n\n"
+      "| kind | arity | attributes (* required) | role | operand roles | VJP | VJP saves | passthrough | "
+      "mode-dependent | forward tolerance (abs, rel) |\n"
+      "|---|---|---|---|---|---|---|---|---|---|\n";
   for (const auto& op : op_table()) {
     std::string attrs;
     for (const auto& a : op.attributes) {
@@ -39,9 +42,19 @@ std::string render_catalogue_markdown() {
     std::string arity = op.max_arity < 0               ? fmt::format("{}+", op.min_arity)
                         : op.min_arity == op.max_arity ? fmt::format("{}", op.min_arity)
                                                        : fmt::format("{}..{}", op.min_arity, op.max_arity);
+    auto operands = [](std::uint32_t bits) {
+      std::string o;
+      for (std::size_t k = 0; k < 16; ++k) {
+        if ((bits >> k & 1u) != 0) o += fmt::format("{}in{}", o.empty() ? "" : " ", k);
+      }
+      if ((bits & operand::out) != 0) o += o.empty() ? "out" : " out";
+      return o.empty() ? std::string("—") : o;
+    };
     auto t = op.tolerance();
-    s += fmt::format("| `{}` | {} | {} | {} | {} | {} | ({:g}, {:g}) |\n", op.kind, arity, attrs.empty() ? "—" : attrs,
-                     role_name(op.role), op.has_vjp ? "yes" : "no", op.mode_dependent ? "yes" : "no", t.abs, t.rel);
+    s += fmt::format("| `{}` | {} | {} | {} | {} | {} | {} | {} | {} | ({:g}, {:g}) |\n", op.kind, arity,
+                     attrs.empty() ? "—" : attrs, role_name(op.role), op.roles.empty() ? "—" : op.roles,
+                     op.has_vjp ? "yes" : "no", op.has_vjp ? operands(op.saves) : "—", operands(op.passthrough),
+                     op.mode_dependent ? "yes" : "no", t.abs, t.rel);
   }
   return s;
 }

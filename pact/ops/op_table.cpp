@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <limits>
 #include <numeric>
+#include <string_view>
 
 #include "pact/core/checked_math.hpp"
 
@@ -710,15 +711,51 @@ constexpr std::span<const AttrSpec> kEmpty{};
 #define attrs_max span_of(kReduceAttrs)
 #define attrs_output kEmpty
 
+using namespace operand;  // the saves and passthrough columns name operands in0..in4, out, none
+
 const OpInfo kTable[] = {
-#define PACT_OP_ROW(tag, kind, lo, hi, vjp, mode, role, tol) \
-  OpInfo{OpTag::tag, kind, lo, hi, vjp, mode, OpRole::role, ToleranceClass::tol, attrs_##tag, shape_##tag, flops_##tag},
+#define PACT_OP_ROW(tag, kind, lo, hi, vjp, mode, role, tol, saves, pass, roles)                \
+  OpInfo{OpTag::tag,          kind,        lo,          hi,          vjp,   mode, OpRole::role, \
+         ToleranceClass::tol, attrs_##tag, shape_##tag, flops_##tag, saves, pass, roles},
     PACT_OPS(PACT_OP_ROW)
 #undef PACT_OP_ROW
 };
 static_assert(sizeof(kTable) / sizeof(kTable[0]) == static_cast<std::size_t>(kOpCount));
 
+// Every roles string has one letter per operand (a variadic op: at least one), every letter is known.
+constexpr bool roles_well_formed() {
+#define PACT_OP_ROLES_OK(tag, kind, lo, hi, vjp, mode, role, tol, saves, pass, roles)            \
+  if (std::string_view(roles).size() != static_cast<std::size_t>(hi < 0 ? 1 : hi)) return false; \
+  for (char c : std::string_view(roles))                                                         \
+    if (std::string_view("dwbsim").find(c) == std::string_view::npos) return false;              \
+  if (hi >= 0 && ((saves | pass) & 0xFFFFu) >= (1u << hi)) return false;
+  PACT_OPS(PACT_OP_ROLES_OK)
+#undef PACT_OP_ROLES_OK
+  return true;
+}
+static_assert(roles_well_formed(),
+              "the op table: one known role letter per operand, saves and passthrough only of operands that exist "
+              "(Note [Op table])");
+
 }  // namespace
+
+InputRole OpInfo::input_role(std::size_t k) const noexcept {
+  if (roles.empty()) return InputRole::data;
+  switch (roles[std::min(k, roles.size() - 1)]) {
+    case 'w':
+      return InputRole::weight;
+    case 'b':
+      return InputRole::bias;
+    case 's':
+      return InputRole::running_statistic;
+    case 'i':
+      return InputRole::index;
+    case 'm':
+      return InputRole::mask;
+    default:
+      return InputRole::data;
+  }
+}
 
 Tolerance OpInfo::tolerance() const noexcept {
   switch (tolerance_class) {

@@ -16,56 +16,67 @@ namespace pact::ops {
 
 // Note [Op table]
 // Columns: tag, v1 wire kind, min arity, max arity (-1: variadic), has VJP, mode-dependent, role,
-// tolerance class. Roles: source (input, parameter, constant: no kernel, no inputs), view (pure
-// re-description of its input's bytes), kernel (computes new values), sink (output). Only kernel ops
-// are runtime-relevant for planning. The wire kind never changes once published (v1).
+// tolerance class, saves, passthrough, input roles.
+// - saves: what the VJP reads besides the cotangent (in0..in4, out; none), as PyTorch's derivatives.yaml
+//   declares; the tape retains exactly these, and hands every other input and the output to the VJP as
+//   a geometry-only placeholder, which a VJP that reads it refuses typed (tests/kernels: the saves test).
+// - passthrough: the inputs whose gradient is the cotangent itself, re-described in the input's shape,
+//   whenever the input has as many elements as the output (a reshape; an add or sub operand that was not
+//   broadcast). Backward hands such an input the cotangent, zero copy, when it can.
+// - input roles, one letter per operand (the last repeats for a variadic op): d data, w weight, b bias,
+//   s running statistic, i index or class target, m mask. Selection checks the dtype of every operand but
+//   indices and masks against what a capsule computes (the shape rule checks those).
+// Op roles: source (input, parameter, constant: no kernel, no inputs), view (pure re-description of its
+// input's bytes), kernel (computes new values), sink (output). The wire kind never changes once
+// published (v1).
 #define PACT_OPS(X)                                                                                       \
-  X(input, "input", 0, 0, false, false, source, exact)                                                    \
-  X(parameter, "parameter", 0, 0, false, false, source, exact)                                            \
-  X(constant, "constant", 0, 0, false, false, source, exact)                                              \
-  X(add, "add", 2, 2, true, false, kernel, reduction)                                                     \
-  X(sub, "sub", 2, 2, true, false, kernel, reduction)                                                     \
-  X(mul, "mul", 2, 2, true, false, kernel, reduction)                                                     \
-  X(div, "div", 2, 2, true, false, kernel, reduction)                                                     \
-  X(neg, "neg", 1, 1, true, false, kernel, exact)                                                         \
-  X(matmul, "matmul", 2, 2, true, false, kernel, contraction)                                             \
-  X(linear, "linear", 2, 3, true, false, kernel, contraction)                                             \
-  X(relu, "relu", 1, 1, true, false, kernel, exact)                                                       \
-  X(gelu, "gelu", 1, 1, true, false, kernel, transcendental)                                              \
-  X(silu, "silu", 1, 1, true, false, kernel, transcendental)                                              \
-  X(tanh, "tanh", 1, 1, true, false, kernel, transcendental)                                              \
-  X(sigmoid, "sigmoid", 1, 1, true, false, kernel, transcendental)                                        \
-  X(clamp, "clamp", 1, 1, true, false, kernel, exact)                                                     \
-  X(exp, "exp", 1, 1, true, false, kernel, transcendental)                                                \
-  X(log, "log", 1, 1, true, false, kernel, transcendental)                                                \
-  X(sqrt, "sqrt", 1, 1, true, false, kernel, transcendental)                                              \
-  X(softmax, "softmax", 1, 1, true, false, kernel, reduction)                                             \
-  X(log_softmax, "log_softmax", 1, 1, true, false, kernel, reduction)                                     \
-  X(cross_entropy, "cross_entropy", 2, 2, true, false, kernel, reduction)                                 \
-  X(mse_loss, "mse_loss", 2, 2, true, false, kernel, reduction)                                           \
-  X(layer_norm, "layer_norm", 1, 3, true, false, kernel, reduction)                                       \
-  X(rms_norm, "rms_norm", 1, 2, true, false, kernel, reduction)                                           \
-  X(batch_norm, "batch_norm", 5, 5, true, true, kernel, reduction)                                        \
-  X(dropout, "dropout", 1, 1, true, true, kernel, exact)                                                  \
-  X(embedding, "embedding", 2, 2, true, false, kernel, exact)                                             \
-  X(scaled_dot_product_attention, "scaled_dot_product_attention", 3, 4, true, false, kernel, contraction) \
-  X(conv2d, "conv2d", 2, 3, true, false, kernel, contraction)                                             \
-  X(max_pool2d, "max_pool2d", 1, 1, true, false, kernel, exact)                                           \
-  X(avg_pool2d, "avg_pool2d", 1, 1, true, false, kernel, reduction)                                       \
-  X(adaptive_avg_pool2d, "adaptive_avg_pool2d", 1, 1, true, false, kernel, reduction)                     \
-  X(reshape, "reshape", 1, 1, true, false, view, exact)                                                   \
-  X(permute, "permute", 1, 1, true, false, view, exact)                                                   \
-  X(transpose, "transpose", 1, 1, true, false, view, exact)                                               \
-  X(flatten, "flatten", 1, 1, true, false, view, exact)                                                   \
-  X(concat, "concat", 1, -1, true, false, kernel, exact)                                                  \
-  X(slice, "slice", 1, 1, true, false, view, exact)                                                       \
-  X(sum, "sum", 1, 1, true, false, kernel, reduction)                                                     \
-  X(mean, "mean", 1, 1, true, false, kernel, reduction)                                                   \
-  X(max, "max", 1, 1, true, false, kernel, exact)                                                         \
-  X(output, "output", 1, 1, true, false, sink, exact)
+  X(input, "input", 0, 0, false, false, source, exact, none, none, "")                                    \
+  X(parameter, "parameter", 0, 0, false, false, source, exact, none, none, "")                            \
+  X(constant, "constant", 0, 0, false, false, source, exact, none, none, "")                              \
+  X(add, "add", 2, 2, true, false, kernel, reduction, none, in0 | in1, "dd")                              \
+  X(sub, "sub", 2, 2, true, false, kernel, reduction, none, in0, "dd")                                    \
+  X(mul, "mul", 2, 2, true, false, kernel, reduction, in0 | in1, none, "dd")                              \
+  X(div, "div", 2, 2, true, false, kernel, reduction, in0 | in1, none, "dd")                              \
+  X(neg, "neg", 1, 1, true, false, kernel, exact, none, none, "d")                                        \
+  X(matmul, "matmul", 2, 2, true, false, kernel, contraction, in0 | in1, none, "dd")                      \
+  X(linear, "linear", 2, 3, true, false, kernel, contraction, in0 | in1, none, "dwb")                     \
+  X(relu, "relu", 1, 1, true, false, kernel, exact, out, none, "d")                                       \
+  X(gelu, "gelu", 1, 1, true, false, kernel, transcendental, in0 | out, none, "d")                        \
+  X(silu, "silu", 1, 1, true, false, kernel, transcendental, in0, none, "d")                              \
+  X(tanh, "tanh", 1, 1, true, false, kernel, transcendental, out, none, "d")                              \
+  X(sigmoid, "sigmoid", 1, 1, true, false, kernel, transcendental, out, none, "d")                        \
+  X(clamp, "clamp", 1, 1, true, false, kernel, exact, in0, none, "d")                                     \
+  X(exp, "exp", 1, 1, true, false, kernel, transcendental, out, none, "d")                                \
+  X(log, "log", 1, 1, true, false, kernel, transcendental, in0, none, "d")                                \
+  X(sqrt, "sqrt", 1, 1, true, false, kernel, transcendental, out, none, "d")                              \
+  X(softmax, "softmax", 1, 1, true, false, kernel, reduction, out, none, "d")                             \
+  X(log_softmax, "log_softmax", 1, 1, true, false, kernel, reduction, out, none, "d")                     \
+  X(cross_entropy, "cross_entropy", 2, 2, true, false, kernel, reduction, in0 | in1, none, "di")          \
+  X(mse_loss, "mse_loss", 2, 2, true, false, kernel, reduction, in0 | in1, none, "dd")                    \
+  X(layer_norm, "layer_norm", 1, 3, true, false, kernel, reduction, in0 | in1, none, "dwb")               \
+  X(rms_norm, "rms_norm", 1, 2, true, false, kernel, reduction, in0 | in1, none, "dw")                    \
+  X(batch_norm, "batch_norm", 5, 5, true, true, kernel, reduction, in0 | in1 | in3 | in4, none, "dwbss")  \
+  X(dropout, "dropout", 1, 1, true, true, kernel, exact, none, none, "d")                                 \
+  X(embedding, "embedding", 2, 2, true, false, kernel, exact, in1, none, "wi")                            \
+  X(scaled_dot_product_attention, "scaled_dot_product_attention", 3, 4, true, false, kernel, contraction, \
+    in0 | in1 | in2 | in3, none, "dddm")                                                                  \
+  X(conv2d, "conv2d", 2, 3, true, false, kernel, contraction, in0 | in1, none, "dwb")                     \
+  X(max_pool2d, "max_pool2d", 1, 1, true, false, kernel, exact, in0, none, "d")                           \
+  X(avg_pool2d, "avg_pool2d", 1, 1, true, false, kernel, reduction, in0, none, "d")                       \
+  X(adaptive_avg_pool2d, "adaptive_avg_pool2d", 1, 1, true, false, kernel, reduction, none, none, "d")    \
+  X(reshape, "reshape", 1, 1, true, false, view, exact, none, in0, "d")                                   \
+  X(permute, "permute", 1, 1, true, false, view, exact, none, none, "d")                                  \
+  X(transpose, "transpose", 1, 1, true, false, view, exact, none, none, "d")                              \
+  X(flatten, "flatten", 1, 1, true, false, view, exact, none, in0, "d")                                   \
+  X(concat, "concat", 1, -1, true, false, kernel, exact, none, none, "d")                                 \
+  X(slice, "slice", 1, 1, true, false, view, exact, none, none, "d")                                      \
+  X(sum, "sum", 1, 1, true, false, kernel, reduction, in0, none, "d")                                     \
+  X(mean, "mean", 1, 1, true, false, kernel, reduction, in0, none, "d")                                   \
+  X(max, "max", 1, 1, true, false, kernel, exact, in0 | out, none, "d")                                   \
+  X(output, "output", 1, 1, true, false, sink, exact, none, none, "d")
 
 enum class OpTag : std::uint8_t {
-#define PACT_OP_ENUM(tag, kind, lo, hi, vjp, mode, role, tol) tag,
+#define PACT_OP_ENUM(tag, kind, lo, hi, vjp, mode, role, tol, saves, pass, roles) tag,
   PACT_OPS(PACT_OP_ENUM)
 #undef PACT_OP_ENUM
 };
@@ -77,6 +88,16 @@ static_assert(kOpCount == 43, "op list changed: update docs/ops.md (pact ops --m
 
 /// What executing a node of the op does.
 enum class OpRole : std::uint8_t { source, view, kernel, sink };
+
+/// Bits of the saves and passthrough columns (Note [Op table]): operand k, and the forward output.
+namespace operand {
+inline constexpr std::uint32_t none = 0;
+inline constexpr std::uint32_t in0 = 1u << 0, in1 = 1u << 1, in2 = 1u << 2, in3 = 1u << 3, in4 = 1u << 4;
+inline constexpr std::uint32_t out = 1u << 16;
+}  // namespace operand
+
+/// What one operand of an op is (the input-roles column).
+enum class InputRole : std::uint8_t { data, weight, bias, running_statistic, index, mask };
 
 /// A comparison tolerance: |candidate - reference| <= abs + rel * max(1, max|reference|), elementwise.
 struct Tolerance {
@@ -114,6 +135,18 @@ struct OpInfo {
   std::span<const AttrSpec> attributes;
   ShapeRule shape;
   FlopRule flops;
+  std::uint32_t saves;        ///< operand bits the VJP reads (Note [Op table])
+  std::uint32_t passthrough;  ///< operand bits whose gradient is the cotangent itself
+  std::string_view roles;     ///< one letter per operand (Note [Op table])
+
+  /// True when the VJP reads input `k` (the tape retains it).
+  bool saves_input(std::size_t k) const noexcept { return k < 16 && ((saves >> k) & 1u) != 0; }
+  /// True when the VJP reads the forward output (the tape retains it).
+  bool saves_output() const noexcept { return (saves & operand::out) != 0; }
+  /// True when input `k`'s gradient is the cotangent re-described, whenever the element counts agree.
+  bool passes_through(std::size_t k) const noexcept { return k < 16 && ((passthrough >> k) & 1u) != 0; }
+  /// The role of operand `k` (the last letter repeats for variadic ops).
+  InputRole input_role(std::size_t k) const noexcept;
 
   /// True when planning admits a kernel for a node of this op: kernel ops, and view ops, whose node in a
   /// planned graph materialises its result through a kernel (the eager session keeps a zero-copy view

@@ -3,30 +3,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <set>
 
 namespace pact::runtime {
-
-bool vjp_reads_output(ops::OpTag op) noexcept {
-  switch (op) {
-    case ops::OpTag::neg:
-    case ops::OpTag::relu:
-    case ops::OpTag::gelu:
-    case ops::OpTag::silu:
-    case ops::OpTag::tanh:
-    case ops::OpTag::sigmoid:
-    case ops::OpTag::clamp:
-    case ops::OpTag::exp:
-    case ops::OpTag::log:
-    case ops::OpTag::sqrt:
-    case ops::OpTag::softmax:
-    case ops::OpTag::log_softmax:
-    case ops::OpTag::max:
-      return true;
-    default:
-      return false;
-  }
-}
 
 namespace {
 AllocationGroup empty_group() {
@@ -77,8 +57,24 @@ int Tape::record(Node node) {
 
 std::size_t Tape::retained_values() const noexcept {
   std::size_t n = 0;
-  for (const auto& node : nodes_) n += node.inputs.size() + (node.output ? 1 : 0);
+  for (const auto& node : nodes_) {
+    for (const auto& v : node.inputs) n += v ? 1 : 0;
+    n += node.output ? 1 : 0;
+  }
   return n;
+}
+
+std::uint64_t Tape::retained_bytes() const {
+  std::set<const AdValueRecord*> seen;
+  std::uint64_t bytes = 0;
+  auto count = [&](const ValueRef& v) {
+    if (v && seen.insert(v.get()).second) bytes += v->view().nbytes();
+  };
+  for (const auto& node : nodes_) {
+    for (const auto& v : node.inputs) count(v);
+    count(node.output);
+  }
+  return bytes;
 }
 
 namespace {
@@ -121,14 +117,40 @@ Tensor accumulate(Tensor acc, const TensorView& g) {
   return kernels::run_forward(*add, std::vector<TensorView>{acc.as_view(), g}, {});
 }
 
-// The input of `op` whose gradient is the cotangent g itself, in that input's shape, among the `wanted`
-// ones (bit k: input k), or -1: a reshape's or flatten's input (the same elements in row-major order), or
-// an add's first operand of the output's shape.
+// Geometry-only views for VJP operands an op does not save (Note [Op table]): views into one meta tensor
+// per dtype and thread (meta storage describes bytes and has none), so a placeholder costs two checked
+// view operations and no allocation; reading its elements refuses typed (no_host_bytes). The pool is made
+// with the thread's first tape, so its allocation events precede any backward pass.
+constexpr std::int64_t kPlaceholderElements = std::int64_t{1} << 40;
+
+std::array<std::optional<Tensor>, kDTypeCount>& placeholder_pool() {
+  thread_local std::array<std::optional<Tensor>, kDTypeCount> pool = [] {
+    std::array<std::optional<Tensor>, kDTypeCount> p;
+    for (int d = 0; d < kDTypeCount; ++d) {
+      p[static_cast<std::size_t>(d)] =
+          Tensor::empty(Dims{kPlaceholderElements}, static_cast<DType>(d), meta_provider());
+    }
+    return p;
+  }();
+  return pool;
+}
+
+TensorView placeholder(const ops::TensorType& t) {
+  const std::int64_t n = ops::numel(t.shape);
+  if (n > kPlaceholderElements) {
+    throw_error(ErrorCode::unsupported, "tape.backward",
+                fmt::format("an unsaved operand of {} elements exceeds the placeholder pool", n));
+  }
+  return placeholder_pool()[static_cast<std::size_t>(t.dtype)]->as_view().slice(0, 0, n).reshape(t.shape);
+}
+
+// The input of `op` whose gradient is the cotangent g itself, re-described in that input's shape, among the
+// `wanted` ones (bit k: input k), or -1: an input the op table's passthrough column names that has as many
+// elements as the output (Note [Op table]).
 int passthrough_input(ops::OpTag op, std::span<const TensorView> in, const TensorView& g, std::uint64_t wanted) {
-  if ((op == ops::OpTag::reshape || op == ops::OpTag::flatten) && in.size() == 1 && (wanted & 1u) != 0) return 0;
-  if (op == ops::OpTag::add) {
-    for (std::size_t k = 0; k < 2 && k < in.size(); ++k)
-      if ((wanted >> k & 1u) != 0 && in[k].shape() == g.shape()) return static_cast<int>(k);
+  const ops::OpInfo& info = ops::op_info(op);
+  for (std::size_t k = 0; k < in.size() && k < 64; ++k) {
+    if ((wanted >> k & 1u) != 0 && info.passes_through(k) && in[k].numel() == g.numel()) return static_cast<int>(k);
   }
   return -1;
 }
@@ -145,6 +167,8 @@ Tensor reshaped(Tensor t, const Dims& shape) {
 }
 
 }  // namespace
+
+Tape::Tape() { placeholder_pool(); }
 
 Gradients Tape::backward(int root, const TensorView& seed, std::span<const int> keep) const {
   if (root < 0 || static_cast<std::size_t>(root) >= nodes_.size()) {
@@ -184,11 +208,14 @@ Gradients Tape::run_backward(int root, std::optional<Tensor> owned, const Tensor
         const TensorView g = borrowed_root ? *borrowed : it->second.as_view();
         require_tag("the accumulated gradient", id, n.type, g);
         if (n.handler != nullptr) {
+          // What the op's saves column names is retained; every other input, and the output when it is not
+          // saved, reaches the VJP as a geometry-only placeholder that refuses to be read (Note [Op table]).
           std::vector<TensorView> in;
           in.reserve(n.inputs.size());
-          for (const auto& r : n.inputs) in.push_back(r->view());
-          // Ops whose VJP does not read the output get the cotangent in its place (same type, never read).
-          const TensorView y = n.output ? n.output->view() : g;
+          for (std::size_t k = 0; k < n.inputs.size(); ++k) {
+            in.push_back(n.inputs[k] ? n.inputs[k]->view() : placeholder(n.input_types[k]));
+          }
+          const TensorView y = n.output ? n.output->view() : placeholder(n.type);
           // Only the gradients some input on the tape wants are asked for.
           kernels::KernelContext ctx = n.ctx;
           ctx.wanted_grads = 0;
@@ -260,11 +287,14 @@ EagerTensor run_recorded(const kernels::Handler& handler, ops::OpTag op, std::sp
     n.ctx = ctx;
     n.type = {result.dtype(), result.shape()};
     n.requires_grad = true;
-    for (const auto& in : inputs) {
-      n.parents.push_back(in.node);
-      n.inputs.push_back(in.value);  // shared record: retention, not a copy
+    const ops::OpInfo& info = ops::op_info(op);
+    for (std::size_t k = 0; k < inputs.size(); ++k) {
+      n.parents.push_back(inputs[k].node);
+      // Only what the VJP reads is retained (shared records: retention, not a copy).
+      n.inputs.push_back(info.saves_input(k) ? inputs[k].value : ValueRef{});
+      n.input_types.push_back({inputs[k].dtype(), inputs[k].shape()});
     }
-    if (vjp_reads_output(op)) n.output = result.value;
+    if (info.saves_output()) n.output = result.value;
     result.node = tape->record(std::move(n));
   }
   return result;

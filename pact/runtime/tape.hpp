@@ -25,9 +25,6 @@ struct EagerTensor {
   bool tracked() const noexcept { return node >= 0; }
 };
 
-/// True when the op's VJP reads the forward output (so the tape retains it).
-bool vjp_reads_output(ops::OpTag op) noexcept;
-
 /// Gradients of one backward pass, by tape node id: a group with one allocation per gradient (seed 001
 /// G7, a G2 specialisation). The key is only a local lookup key.
 class Gradients {
@@ -54,15 +51,20 @@ class Tape {
     const kernels::Handler* handler = nullptr;  ///< nullptr for leaves
     ops::Attributes attrs;
     kernels::KernelContext ctx;
-    std::vector<int> parents;      ///< tape ids of the inputs (-1: untracked)
-    std::vector<ValueRef> inputs;  ///< retained inputs (the VJP reads them)
-    ValueRef output;               ///< retained only when vjp_reads_output(op)
-    ops::TensorType type;          ///< the output's shape tag
+    std::vector<int> parents;                  ///< tape ids of the inputs (-1: untracked)
+    std::vector<ValueRef> inputs;              ///< the inputs the op's saves column names; null for the rest
+    std::vector<ops::TensorType> input_types;  ///< every input's type (an unsaved one reaches the VJP as
+                                               ///< a geometry-only placeholder; Note [Op table])
+    ValueRef output;                           ///< retained only when the op's saves column names it
+    ops::TensorType type;                      ///< the output's shape tag
     bool requires_grad = false;
     /// A local VJP closure for nodes that are not one op (a checkpoint region): given the retained inputs
     /// and the output cotangent, a gradient (or none) per input. Set only when `handler` is null.
     std::function<std::vector<std::optional<Tensor>>(std::span<const ValueRef>, const TensorView&)> vjp;
   };
+
+  /// An empty tape (it makes this thread's placeholder pool for unsaved VJP operands, if not yet made).
+  Tape();
 
   /// Records a leaf (a parameter or an input that wants a gradient) and returns its id.
   int leaf(const ops::TensorType& type, bool requires_grad);
@@ -73,6 +75,8 @@ class Tape {
   const Node& node(int id) const { return nodes_.at(static_cast<std::size_t>(id)); }
   /// Values retained by the tape (for tests of the retention policy).
   std::size_t retained_values() const noexcept;
+  /// Bytes of the distinct values the tape retains for backward (each retained record counted once).
+  std::uint64_t retained_bytes() const;
 
   /// Reverse-mode pass from `root` with cotangent `seed` (shape-checked against the root's tag). Dense
   /// (keep empty): a gradient for every node that receives one. Sparse: only the ids in `keep` survive.

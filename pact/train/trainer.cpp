@@ -143,6 +143,11 @@ std::vector<std::pair<std::size_t, Tensor>> TrainingSession::batch_norm_updates(
   for (std::size_t id = 0; id < tape.size(); ++id) {
     const runtime::Tape::Node& n = tape.node(static_cast<int>(id));
     if (n.op != ops::OpTag::batch_norm || n.inputs.size() != 5) continue;
+    // The batch norm VJP saves x and the running statistics (the op table's saves column), so the tape
+    // holds them; a table that stopped saving them must not silently skip the update.
+    if (!n.inputs[0] || !n.inputs[3] || !n.inputs[4]) {
+      throw_error(ErrorCode::unsupported, "train", "batch_norm's tape record lost x or its running statistics");
+    }
     const auto mean_at = leaf_index(n.inputs[3]), var_at = leaf_index(n.inputs[4]);
     if (!mean_at || !var_at) continue;
     const double momentum = n.attrs.get_float("batch_norm", "momentum", 0.1);
@@ -205,6 +210,7 @@ StepResult TrainingSession::step_batch(Tensor x, Tensor target) {
   {
     Outputs out = run(std::move(x), std::move(target), true, leaves);
     result.loss = scalar_of(out.loss);
+    result.retained_bytes = session_.tape().retained_bytes();
     // Sparse backward: only the parameters' gradients survive the pass, so every intermediate one is
     // freed as soon as it has been used (and a reshape's cotangent moves to its input without a copy).
     std::vector<int> keep;

@@ -59,6 +59,9 @@ ParameterPack init_parameters(const ir::Graph& graph, std::uint64_t seed);
 struct StepResult {
   double loss = 0;
   std::vector<std::optional<Tensor>> gradients;
+  /// Bytes the tape retained for backward when forward ended: the distinct values the VJPs read (each
+  /// op's saves column; a checkpoint region only its boundary), from their allocations' sizes.
+  std::uint64_t retained_bytes = 0;
 };
 
 class TrainingSession {

@@ -660,8 +660,9 @@ TEST(ProviderTable, GeneratesModulesProfilesAndTheHandlerSearch) {
       EXPECT_EQ(c.provider, row.provider);
       EXPECT_EQ(c.device, row.device);
       EXPECT_EQ(c.trust, row.trust);
-      EXPECT_EQ(c.dtypes, row.dtypes);
-      EXPECT_TRUE(mentions(c.descriptors[2].claim, row.dtypes.to_string())) << c.descriptors[2].claim;
+      const DTypeSet& served = ops::op_info(c.op).role == ops::OpRole::view ? row.view_dtypes : row.dtypes;
+      EXPECT_EQ(c.dtypes, served);
+      EXPECT_TRUE(mentions(c.descriptors[2].claim, served.to_string())) << c.descriptors[2].claim;
       // Binding finds the row's own handler, or (a provider without handlers) none.
       const kernels::Handler* h = find_capsule_handler(c);
       if (row.handlers == nullptr) {

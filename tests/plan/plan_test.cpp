@@ -469,5 +469,26 @@ TEST(Planner, AProfileThatCannotServeF64RejectsAtPlanTimeNamingNodeOpAndTypes) {
   EXPECT_TRUE(mentions(render_audit_table(r.error().audit), "native.linear computes f32 only"));
 }
 
+TEST(Planner, IndexOperandsAndIndexViewsPlanByTheirRoles) {
+  // Token ids reshaped (a view that moves i64) and then used as embedding indices (role index): planned
+  // under cpu-checked, while the same reshape of a bf16 tensor is refused.
+  ir::GraphBuilder b;
+  b.input("ids", {2, 3}, DType::i64);
+  b.parameter("table", {10, 4});
+  b.op("flat_ids", ops::OpTag::reshape, {"ids"}, ops::Attributes{{"shape", std::vector<std::int64_t>{6}}});
+  b.op("emb", ops::OpTag::embedding, {"table", "flat_ids"});
+  b.output("emb");
+  auto r = plan(b.build(), contract::builtin_profile("cpu-checked"), VjpMode::with_vjp);
+  ASSERT_TRUE(r.has_value()) << render_audit_table(r.error().audit);
+  EXPECT_TRUE(r->audit().kernels[0].capsule->dtypes.contains(DType::i64));
+  ir::GraphBuilder h;
+  h.input("x", {2, 3}, DType::bf16);
+  h.op("y", ops::OpTag::reshape, {"x"}, ops::Attributes{{"shape", std::vector<std::int64_t>{6}}});
+  h.output("y");
+  auto refused = plan(h.build(), contract::builtin_profile("cpu-checked"));
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_TRUE(mentions(refused.error().audit.check.failures()[0].reason, "bf16[2, 3]"));
+}
+
 }  // namespace
 }  // namespace pact::plan

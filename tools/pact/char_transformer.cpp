@@ -71,9 +71,12 @@ int run_char_transformer(const TrainArgs& args) {
   };
   const auto t0 = std::chrono::steady_clock::now();
   double recent = 0;
+  std::uint64_t retained_peak = 0;  // bytes retained for backward, largest over the steps
   for (std::int64_t s = 0; s < steps; ++s) {
     auto [x, y] = sample_batch();
-    const double loss = session.step_batch(std::move(x), std::move(y)).loss;
+    const train::StepResult r = session.step_batch(std::move(x), std::move(y));
+    const double loss = r.loss;
+    retained_peak = std::max(retained_peak, r.retained_bytes);
     recent = s == 0 ? loss : 0.95 * recent + 0.05 * loss;
     if ((s + 1) % 50 == 0 || s + 1 == steps) {
       const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -88,6 +91,7 @@ int run_char_transformer(const TrainArgs& args) {
     eval += session.loss(std::move(x), std::move(y));
   }
   fmt::print("evaluation loss: {:.3f} nats/char\n", eval / 8);
+  fmt::print("retained for backward: {} bytes (largest over the steps)\n", retained_peak);
   // Sample 240 characters, temperature 0.8, from a prompt.
   std::string prompt = "The GNU General Public License ";
   std::vector<std::int64_t> context;

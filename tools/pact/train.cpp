@@ -163,6 +163,7 @@ int run_train(const TrainArgs& args) {
 
   const bool tty = isatty(STDOUT_FILENO) != 0;
   std::vector<double> step_loss, epoch_loss, epoch_acc, epoch_seconds;
+  std::uint64_t retained_peak = 0;  // bytes retained for backward, largest over the steps
   for (int epoch = 0; epoch < args.epochs; ++epoch) {
     const auto e0 = std::chrono::steady_clock::now();
     const auto order = train::shuffled(split.train.rows(), args.seed * 1000003ULL + static_cast<std::uint64_t>(epoch));
@@ -171,7 +172,9 @@ int run_train(const TrainArgs& args) {
       auto [x, y] =
           train::gather(split.train, std::span<const std::int64_t>(order).subspan(static_cast<std::size_t>(s * batch),
                                                                                   static_cast<std::size_t>(batch)));
-      const double l = session.step_batch(std::move(x), std::move(y)).loss;
+      const train::StepResult r = session.step_batch(std::move(x), std::move(y));
+      const double l = r.loss;
+      retained_peak = std::max(retained_peak, r.retained_bytes);
       step_loss.push_back(l);
       sum += l;
       if (tty && (s % 4 == 0 || s + 1 == steps_per_epoch)) {
@@ -224,6 +227,7 @@ int run_train(const TrainArgs& args) {
               {"epochs", Json::array()},
               {"final_accuracy", epoch_acc.back()},
               {"updates", session.steps()},
+              {"backward_retained_bytes_peak", retained_peak},
               {"seconds_total", total}};
   for (std::size_t e = 0; e < epoch_loss.size(); ++e) {
     report["epochs"].push_back(

@@ -1,7 +1,9 @@
 #pragma once
-// The handler rows of the CPU providers, written once. PACT_CPU_HANDLER(ns, file, op) names the forward
-// and VJP functions `op_forward` / `op_vjp` of namespace pact::kernels::cpu::<ns>; PACT_CPU_HANDLERS lists
-// every kernel and view op of the op table (sources and sinks execute no kernel and have no handler).
+// The handler rows of the CPU providers, generated from the op table. PACT_CPU_HANDLER(ns, file, op) names
+// the forward and VJP functions `op_forward` / `op_vjp` of namespace pact::kernels::cpu::<ns>;
+// PACT_CPU_HANDLERS() makes one row per kernel and view op of PACT_OPS (sources and sinks execute no
+// kernel and have none) for the provider named by PACT_CPU_NS and PACT_CPU_FILE, which the including file
+// defines. A provider that lacks a kernel or view op's functions fails to compile.
 
 #include "pact/kernels/kernel.hpp"
 
@@ -15,20 +17,12 @@
                            file,                                                                            \
                            "pact::kernels::cpu::" #ns "::" #opname "_forward"},
 
-#define PACT_CPU_HANDLERS(ns, file)                                                                         \
-  PACT_CPU_HANDLER(ns, file, add) PACT_CPU_HANDLER(ns, file, sub) PACT_CPU_HANDLER(ns, file, mul)           \
-  PACT_CPU_HANDLER(ns, file, div) PACT_CPU_HANDLER(ns, file, neg) PACT_CPU_HANDLER(ns, file, matmul)        \
-  PACT_CPU_HANDLER(ns, file, linear) PACT_CPU_HANDLER(ns, file, relu) PACT_CPU_HANDLER(ns, file, gelu)      \
-  PACT_CPU_HANDLER(ns, file, silu) PACT_CPU_HANDLER(ns, file, tanh) PACT_CPU_HANDLER(ns, file, sigmoid)     \
-  PACT_CPU_HANDLER(ns, file, clamp) PACT_CPU_HANDLER(ns, file, exp) PACT_CPU_HANDLER(ns, file, log)         \
-  PACT_CPU_HANDLER(ns, file, sqrt) PACT_CPU_HANDLER(ns, file, softmax) PACT_CPU_HANDLER(ns, file, log_softmax) \
-  PACT_CPU_HANDLER(ns, file, cross_entropy) PACT_CPU_HANDLER(ns, file, mse_loss)                           \
-  PACT_CPU_HANDLER(ns, file, layer_norm) PACT_CPU_HANDLER(ns, file, rms_norm)                              \
-  PACT_CPU_HANDLER(ns, file, batch_norm) PACT_CPU_HANDLER(ns, file, dropout)                               \
-  PACT_CPU_HANDLER(ns, file, embedding) PACT_CPU_HANDLER(ns, file, scaled_dot_product_attention)           \
-  PACT_CPU_HANDLER(ns, file, conv2d) PACT_CPU_HANDLER(ns, file, max_pool2d)                                \
-  PACT_CPU_HANDLER(ns, file, avg_pool2d) PACT_CPU_HANDLER(ns, file, adaptive_avg_pool2d)                   \
-  PACT_CPU_HANDLER(ns, file, reshape) PACT_CPU_HANDLER(ns, file, permute) PACT_CPU_HANDLER(ns, file, transpose) \
-  PACT_CPU_HANDLER(ns, file, flatten) PACT_CPU_HANDLER(ns, file, concat) PACT_CPU_HANDLER(ns, file, slice)  \
-  PACT_CPU_HANDLER(ns, file, sum) PACT_CPU_HANDLER(ns, file, mean) PACT_CPU_HANDLER(ns, file, max)
+// One row per op-table role: kernels and views get a handler row, sources and sinks none.
+#define PACT_CPU_HANDLER_kernel(ns, file, opname) PACT_CPU_HANDLER(ns, file, opname)
+#define PACT_CPU_HANDLER_view(ns, file, opname) PACT_CPU_HANDLER(ns, file, opname)
+#define PACT_CPU_HANDLER_source(ns, file, opname)
+#define PACT_CPU_HANDLER_sink(ns, file, opname)
+#define PACT_CPU_HANDLER_ROW(tag, kind, lo, hi, vjp, mode, role, tol, saves, pass, roles) \
+  PACT_CPU_HANDLER_##role(PACT_CPU_NS, PACT_CPU_FILE, tag)
+#define PACT_CPU_HANDLERS() PACT_OPS(PACT_CPU_HANDLER_ROW)
 // clang-format on

@@ -424,8 +424,14 @@ Tensor binary_rows_forward(std::span<const TensorView> in, const RowBroadcast& r
 
 template <class GA, class GB>
 GradList binary_rows_vjp(std::span<const TensorView> in, const TensorView& grad, const RowBroadcast& rb,
-                         const KernelContext& c, const char* op, GA fa, GB fb) {
-  Dense<float> xa(in[0], op, "a"), xb(in[1], op, "b"), gr(grad, op, "grad_output");
+                         const KernelContext& c, const char* op, bool reads_operands, GA fa, GB fb) {
+  // add and sub read only the operands' shapes (their saves column is empty); mul and div the values.
+  std::optional<Dense<float>> xa, xb;
+  if (reads_operands) {
+    xa.emplace(in[0], op, "a");
+    xb.emplace(in[1], op, "b");
+  }
+  Dense<float> gr(grad, op, "grad_output");
   GradList res;
   auto one = [&](bool wanted, bool repeated, const Dims& shape, auto f) {
     if (!wanted) {
@@ -434,10 +440,20 @@ GradList binary_rows_vjp(std::span<const TensorView> in, const TensorView& grad,
     }
     Out<float> d(shape, repeated);
     for (std::int64_t r = 0; r < rb.rows; ++r) {
-      const float* __restrict x = xa.data() + (rb.a_repeated ? 0 : r * rb.inner);
-      const float* __restrict y = xb.data() + (rb.b_repeated ? 0 : r * rb.inner);
       const float* __restrict g = gr.data() + r * rb.inner;
       float* __restrict o = d.data() + (repeated ? 0 : r * rb.inner);
+      if (!reads_operands) {
+        if (repeated) {
+#pragma GCC ivdep
+          for (std::int64_t k = 0; k < rb.inner; ++k) o[k] += f(g[k], 0.0f, 0.0f);
+        } else {
+#pragma GCC ivdep
+          for (std::int64_t k = 0; k < rb.inner; ++k) o[k] = f(g[k], 0.0f, 0.0f);
+        }
+        continue;
+      }
+      const float* __restrict x = xa->data() + (rb.a_repeated ? 0 : r * rb.inner);
+      const float* __restrict y = xb->data() + (rb.b_repeated ? 0 : r * rb.inner);
       if (repeated) {
 #pragma GCC ivdep
         for (std::int64_t k = 0; k < rb.inner; ++k) o[k] += f(g[k], x[k], y[k]);
@@ -448,12 +464,12 @@ GradList binary_rows_vjp(std::span<const TensorView> in, const TensorView& grad,
     }
     res.emplace_back(std::move(d).finish());
   };
-  one(c.wants_grad(0), rb.a_repeated, xa.shape(), fa);
-  one(c.wants_grad(1), rb.b_repeated, xb.shape(), fb);
+  one(c.wants_grad(0), rb.a_repeated, in[0].shape(), fa);
+  one(c.wants_grad(1), rb.b_repeated, in[1].shape(), fb);
   return res;
 }
 
-#define PACT_NATIVE_BINARY(opname, forward_expr, ga_expr, gb_expr)                                       \
+#define PACT_NATIVE_BINARY(opname, reads_operands, forward_expr, ga_expr, gb_expr)                       \
   Tensor opname##_forward(std::span<const TensorView> in, const Attributes& a, const KernelContext& c) { \
     const RowBroadcast rb = row_broadcast(in);                                                           \
     if (!rb.ok) return generic::opname##_forward(in, a, c);                                              \
@@ -464,7 +480,7 @@ GradList binary_rows_vjp(std::span<const TensorView> in, const TensorView& grad,
     const RowBroadcast rb = row_broadcast(in);                                                           \
     if (!rb.ok || g.dtype() != DType::f32) return generic::opname##_vjp(in, yv, g, a, c);                \
     return binary_rows_vjp(                                                                              \
-        in, g, rb, c, #opname,                                                                           \
+        in, g, rb, c, #opname, reads_operands,                                                           \
         [](float gi, float x, float y) {                                                                 \
           (void)x;                                                                                       \
           (void)y;                                                                                       \
@@ -476,10 +492,10 @@ GradList binary_rows_vjp(std::span<const TensorView> in, const TensorView& grad,
           return (gb_expr);                                                                              \
         });                                                                                              \
   }
-PACT_NATIVE_BINARY(add, x + y, gi, gi)
-PACT_NATIVE_BINARY(sub, x - y, gi, -gi)
-PACT_NATIVE_BINARY(mul, x* y, gi* y, gi* x)
-PACT_NATIVE_BINARY(div, x / y, gi / y, -(gi* x / (y * y)))
+PACT_NATIVE_BINARY(add, false, x + y, gi, gi)
+PACT_NATIVE_BINARY(sub, false, x - y, gi, -gi)
+PACT_NATIVE_BINARY(mul, true, x* y, gi* y, gi* x)
+PACT_NATIVE_BINARY(div, true, x / y, gi / y, -(gi* x / (y * y)))
 #undef PACT_NATIVE_BINARY
 
 // ---- gelu (exact): vectorised erfc -------------------------------------------------------------------
@@ -557,11 +573,12 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void relu_rows(cons
                                                                             float* __restrict y, std::int64_t n) {
   for (std::int64_t k = 0; k < n; ++k) y[k] = x[k] < 0.0f ? 0.0f : x[k];
 }
-__attribute__((target_clones("avx512f", "avx2", "default"))) void relu_backward_rows(const float* __restrict x,
+// dx = g where the forward output y > 0 (exactly where x > 0), else 0: relu saves its output only.
+__attribute__((target_clones("avx512f", "avx2", "default"))) void relu_backward_rows(const float* __restrict y,
                                                                                      const float* __restrict g,
                                                                                      float* __restrict dx,
                                                                                      std::int64_t n) {
-  for (std::int64_t k = 0; k < n; ++k) dx[k] = x[k] > 0.0f ? g[k] : 0.0f;
+  for (std::int64_t k = 0; k < n; ++k) dx[k] = y[k] > 0.0f ? g[k] : 0.0f;
 }
 
 Tensor relu_forward(std::span<const TensorView> in, const Attributes& a, const KernelContext& c) {
@@ -574,9 +591,9 @@ Tensor relu_forward(std::span<const TensorView> in, const Attributes& a, const K
 GradList relu_vjp(std::span<const TensorView> in, const TensorView& y, const TensorView& g, const Attributes& a,
                   const KernelContext& c) {
   if (in[0].dtype() != DType::f32 || g.dtype() != DType::f32) return generic::relu_vjp(in, y, g, a, c);
-  Dense<float> x(in[0], "relu", "x"), gr(g, "relu", "grad_output");
-  Out<float> dx(x.shape());
-  relu_backward_rows(x.data(), gr.data(), dx.data(), dx.size());
+  Dense<float> yv(y, "relu", "output"), gr(g, "relu", "grad_output");
+  Out<float> dx(in[0].shape());
+  relu_backward_rows(yv.data(), gr.data(), dx.data(), dx.size());
   GradList r;
   r.emplace_back(std::move(dx).finish());
   return r;
@@ -808,7 +825,11 @@ PACT_NATIVE_FROM_GENERIC(max)
 namespace pact::kernels {
 
 std::span<const Handler> native_handlers() {
-  static const Handler table[] = {PACT_CPU_HANDLERS(native, "pact/kernels/cpu/native.cpp")};
+#define PACT_CPU_NS native
+#define PACT_CPU_FILE "pact/kernels/cpu/native.cpp"
+  static const Handler table[] = {PACT_CPU_HANDLERS()};
+#undef PACT_CPU_FILE
+#undef PACT_CPU_NS
   return table;
 }
 

@@ -21,7 +21,11 @@ namespace pact::kernels::cpu::reference {
 namespace pact::kernels {
 
 std::span<const Handler> reference_handlers() {
-  static const Handler table[] = {PACT_CPU_HANDLERS(reference, "pact/kernels/cpu/reference.cpp")};
+#define PACT_CPU_NS reference
+#define PACT_CPU_FILE "pact/kernels/cpu/reference.cpp"
+  static const Handler table[] = {PACT_CPU_HANDLERS()};
+#undef PACT_CPU_FILE
+#undef PACT_CPU_NS
   return table;
 }
 
