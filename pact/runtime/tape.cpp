@@ -136,12 +136,22 @@ std::array<std::optional<Tensor>, kDTypeCount>& placeholder_pool() {
 }
 
 TensorView placeholder(const ops::TensorType& t) {
+  // The few types a model's unsaved operands take repeat every step: their views are kept (a view of a
+  // meta tensor holds nothing), so a backward pass builds each placeholder once per thread.
+  auto& pool = placeholder_pool();  // made before the cache, so it outlives the cache's views at thread exit
+  thread_local std::vector<std::pair<ops::TensorType, TensorView>> cache;
+  for (const auto& [type, view] : cache) {
+    if (type.dtype == t.dtype && type.shape == t.shape) return view;
+  }
   const std::int64_t n = ops::numel(t.shape);
   if (n > kPlaceholderElements) {
     throw_error(ErrorCode::unsupported, "tape.backward",
                 fmt::format("an unsaved operand of {} elements exceeds the placeholder pool", n));
   }
-  return placeholder_pool()[static_cast<std::size_t>(t.dtype)]->as_view().slice(0, 0, n).reshape(t.shape);
+  TensorView view = pool[static_cast<std::size_t>(t.dtype)]->as_view().slice(0, 0, n).reshape(t.shape);
+  if (cache.size() >= 64) cache.erase(cache.begin());
+  cache.emplace_back(t, view);
+  return view;
 }
 
 // The input of `op` whose gradient is the cotangent g itself, re-described in that input's shape, among the
@@ -288,11 +298,19 @@ EagerTensor run_recorded(const kernels::Handler& handler, ops::OpTag op, std::sp
     n.type = {result.dtype(), result.shape()};
     n.requires_grad = true;
     const ops::OpInfo& info = ops::op_info(op);
+    n.parents.reserve(inputs.size());
+    n.inputs.reserve(inputs.size());
     for (std::size_t k = 0; k < inputs.size(); ++k) {
       n.parents.push_back(inputs[k].node);
-      // Only what the VJP reads is retained (shared records: retention, not a copy).
-      n.inputs.push_back(info.saves_input(k) ? inputs[k].value : ValueRef{});
-      n.input_types.push_back({inputs[k].dtype(), inputs[k].shape()});
+      // Only what the VJP reads is retained (shared records: retention, not a copy); the types of the
+      // rest are kept for their placeholders.
+      if (info.saves_input(k)) {
+        n.inputs.push_back(inputs[k].value);
+      } else {
+        n.inputs.emplace_back();
+        if (n.input_types.empty()) n.input_types.resize(inputs.size());
+        n.input_types[k] = {inputs[k].dtype(), inputs[k].shape()};
+      }
     }
     if (info.saves_output()) n.output = result.value;
     result.node = tape->record(std::move(n));

@@ -53,8 +53,9 @@ class Tape {
     kernels::KernelContext ctx;
     std::vector<int> parents;                  ///< tape ids of the inputs (-1: untracked)
     std::vector<ValueRef> inputs;              ///< the inputs the op's saves column names; null for the rest
-    std::vector<ops::TensorType> input_types;  ///< every input's type (an unsaved one reaches the VJP as
-                                               ///< a geometry-only placeholder; Note [Op table])
+    std::vector<ops::TensorType> input_types;  ///< the unsaved inputs' types (empty when every input is
+                                               ///< saved): each reaches the VJP as a geometry-only
+                                               ///< placeholder (Note [Op table])
     ValueRef output;                           ///< retained only when the op's saves column names it
     ops::TensorType type;                      ///< the output's shape tag
     bool requires_grad = false;
