@@ -559,6 +559,7 @@ const std::unordered_map<std::string, LowerFn>& lowerings() {
     t["exp"] = [](Step& s) { s.emit(OpTag::exp, {s.in("self")}); };
     t["log"] = [](Step& s) { s.emit(OpTag::log, {s.in("self")}); };
     t["sqrt"] = [](Step& s) { s.emit(OpTag::sqrt, {s.in("self")}); };
+    t["sin"] = [](Step& s) { s.emit(OpTag::sin, {s.in("self")}); };
     t["rsqrt"] = [](Step& s) {
       std::string r = s.temp("sqrt", OpTag::sqrt, {s.in("self")});
       s.emit(OpTag::div, {s.L.scalar(1.0, s.out_meta().dtype), r});

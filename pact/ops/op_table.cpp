@@ -176,6 +176,7 @@ TensorType shape_clamp(std::span<const TensorType> in, const Attributes& a) {
 TensorType shape_exp(std::span<const TensorType> in, const Attributes&) { return unary("exp", in); }
 TensorType shape_log(std::span<const TensorType> in, const Attributes&) { return unary("log", in); }
 TensorType shape_sqrt(std::span<const TensorType> in, const Attributes&) { return unary("sqrt", in); }
+TensorType shape_sin(std::span<const TensorType> in, const Attributes&) { return unary("sin", in); }
 TensorType shape_dropout(std::span<const TensorType> in, const Attributes& a) {
   double p = a.get_float("dropout", "p", 0.5);
   if (!(p >= 0.0 && p <= 1.0)) bad("dropout", fmt::format("p = {} is outside [0, 1]", p));
@@ -599,6 +600,7 @@ PACT_PER_OUTPUT(clamp, 2)
 PACT_PER_OUTPUT(exp, 1)
 PACT_PER_OUTPUT(log, 1)
 PACT_PER_OUTPUT(sqrt, 1)
+PACT_PER_OUTPUT(sin, 1)
 PACT_PER_OUTPUT(softmax, 5)
 PACT_PER_OUTPUT(log_softmax, 5)
 PACT_PER_OUTPUT(layer_norm, 8)
@@ -686,6 +688,7 @@ constexpr std::span<const AttrSpec> kEmpty{};
 #define attrs_exp kEmpty
 #define attrs_log kEmpty
 #define attrs_sqrt kEmpty
+#define attrs_sin kEmpty
 #define attrs_softmax span_of(kDimAttrs)
 #define attrs_log_softmax span_of(kDimAttrs)
 #define attrs_cross_entropy span_of(kCrossEntropyAttrs)

@@ -63,7 +63,9 @@ TEST(SavesColumn, EveryVjpReadsOnlyWhatItsOpSaves) {
         ASSERT_EQ(saved.size(), full.size());
         for (std::size_t k = 0; k < full.size(); ++k) {
           ASSERT_EQ(saved[k].has_value(), full[k].has_value()) << "input " << k;
-          if (full[k]) EXPECT_EQ(values_of(saved[k]->as_view()), values_of(full[k]->as_view())) << "input " << k;
+          if (full[k]) {
+            EXPECT_EQ(values_of(saved[k]->as_view()), values_of(full[k]->as_view())) << "input " << k;
+          }
         }
         ++checked;
       }
