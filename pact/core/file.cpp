@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -47,11 +48,14 @@ bool path_within(const std::filesystem::path& root, const std::string& rel) {
 
 void write_file_atomic(const std::string& path, std::span<const std::byte> bytes, std::string_view operation,
                        const std::function<void()>& before_rename) {
-  const std::string tmp = path + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  // A fresh, unpredictable temporary name created exclusively (mkostemp: O_CREAT | O_EXCL), so nothing
+  // planted beside `path` — a file or a symlink at a fixed name — is followed or overwritten.
+  std::string tmp = path + ".tmp.XXXXXX";
+  const int fd = ::mkostemp(tmp.data(), O_CLOEXEC);
   if (fd < 0)
     throw_error(ErrorCode::io_error, std::string(operation),
-                fmt::format("cannot create '{}': {}", tmp, std::strerror(errno)));
+                fmt::format("cannot create a temporary file beside '{}': {}", path, std::strerror(errno)));
+  ::fchmod(fd, 0644);  // mkostemp makes 0600; the written file is an ordinary readable output
   std::size_t written = 0;
   while (written < bytes.size()) {
     const ssize_t k = ::write(fd, bytes.data() + written, bytes.size() - written);

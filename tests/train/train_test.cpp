@@ -12,6 +12,7 @@
 
 #include "../support/expect_error.hpp"
 #include "pact/train/data.hpp"
+#include "pact/train/fit.hpp"
 #include "pact/train/trainer.hpp"
 
 namespace pact::train {
@@ -303,8 +304,9 @@ TEST(TrainingSession, StepCountsUpdatesOnlyAndEvalDoesNotUpdate) {
   EXPECT_EQ(p.count(), 32 * 64 + 32 + 10 * 32 + 10);
 }
 
-TEST(TrainingSession, DigitsMlpReachesTheAccuracyGoal) {
-  // The defaults of `pact train`: hidden 128, batch 32, Adam lr 0.005 with cosine decay, 30 epochs, seed 0.
+TEST(Fit, DigitsMlpReachesTheAccuracyGoal) {
+  // The defaults of `pact train`: hidden 128, batch 32, Adam lr 0.005 with cosine decay, 30 epochs, seed 0,
+  // through train::fit, the library's epoch loop.
   const Split s = stratified_split(digits(), 0.8, 0);
   Objective o;
   o.graph = [](std::int64_t b) { return digits_mlp(b); };
@@ -313,14 +315,21 @@ TEST(TrainingSession, DigitsMlpReachesTheAccuracyGoal) {
   o.options.schedule.kind = Schedule::cosine;
   o.options.schedule.total = steps * epochs;
   TrainingSession session(o, init_parameters(o.graph(batch), 0));
-  for (std::int64_t e = 0; e < epochs; ++e) {
-    const auto order = shuffled(s.train.rows(), 1000003ULL * 0 + static_cast<std::uint64_t>(e));
-    for (std::int64_t k = 0; k < steps; ++k) {
-      auto [x, y] =
-          gather(s.train, std::span<const std::int64_t>(order).subspan(static_cast<std::size_t>(k * batch), batch));
-      session.step_batch(std::move(x), std::move(y));
-    }
-  }
+  int observed_steps = 0, observed_epochs = 0;
+  const FitReport r = fit(
+      session, s.train, s.test, FitOptions{static_cast<int>(epochs), batch, 0, false},
+      [&](const StepProgress& p) {
+        EXPECT_EQ(p.step, observed_steps % steps);
+        ++observed_steps;
+      },
+      [&](int epoch, const EpochReport&) { EXPECT_EQ(epoch, observed_epochs++); });
+  EXPECT_EQ(observed_steps, steps * epochs);
+  EXPECT_EQ(r.step_loss.size(), static_cast<std::size_t>(steps * epochs));
+  ASSERT_EQ(r.epochs.size(), static_cast<std::size_t>(epochs));
+  EXPECT_LT(r.epochs.back().loss, r.epochs.front().loss);
+  EXPECT_GT(r.retained_bytes_peak, 0u);
+  EXPECT_GE(r.epochs.back().accuracy, 0.97);
+  // fit's accuracy is the argmax over every class, computed here by hand on the whole test set.
   std::vector<std::int64_t> rows(static_cast<std::size_t>(s.test.rows()));
   std::iota(rows.begin(), rows.end(), 0);
   auto [x, y] = gather(s.test, rows);
@@ -333,7 +342,44 @@ TEST(TrainingSession, DigitsMlpReachesTheAccuracyGoal) {
     }
     correct += best == s.test.y[static_cast<std::size_t>(i)];
   }
-  EXPECT_GE(static_cast<double>(correct) / static_cast<double>(s.test.rows()), 0.97);
+  EXPECT_EQ(r.epochs.back().accuracy, static_cast<double>(correct) / static_cast<double>(s.test.rows()));
+}
+
+TEST(Fit, ClassesComeFromTheModelAndBadOptionsAreTyped) {
+  // A three-class problem (digits 0, 1, 2 only) with a 3-way head: fit scores over three classes.
+  Dataset three;
+  three.features = digits().features;
+  three.classes = 3;
+  for (std::int64_t r = 0; r < digits().rows(); ++r) {
+    const std::int64_t label = digits().y[static_cast<std::size_t>(r)];
+    if (label > 2) continue;
+    three.y.push_back(label);
+    three.x.insert(three.x.end(), digits().x.begin() + r * three.features,
+                   digits().x.begin() + (r + 1) * three.features);
+  }
+  const Split s = stratified_split(three, 0.8, 0);
+  Objective o;
+  o.graph = [](std::int64_t b) {
+    ir::GraphBuilder g;
+    g.input("x", {b, 64});
+    g.input("target", {b}, DType::i64);
+    g.parameter("w", {3, 64});
+    g.parameter("b", {3});
+    g.op("logits", ops::OpTag::linear, {"x", "w", "b"});
+    g.op("loss", ops::OpTag::cross_entropy, {"logits", "target"});
+    g.output("logits");
+    g.output("loss");
+    return g.build();
+  };
+  o.options.lr = 0.05;
+  TrainingSession session(o, init_parameters(o.graph(16), 0));
+  const FitReport r = fit(session, s.train, s.test, FitOptions{3, 16, 0, false});
+  EXPECT_GE(r.epochs.back().accuracy, 0.9);
+  EXPECT_EQ(code_of([&] { fit(session, s.train, s.test, FitOptions{0, 16, 0, false}); }), ErrorCode::invalid_argument);
+  EXPECT_EQ(code_of([&] {
+              fit(session, s.train, s.test, FitOptions{1, s.train.rows() + 1, 0, false});
+            }),
+            ErrorCode::invalid_argument);
 }
 
 TEST(TrainingSession, BadInputIsTyped) {

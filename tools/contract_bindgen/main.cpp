@@ -6,6 +6,7 @@
 #include <fstream>
 #include <set>
 
+#include "pact/core/file.hpp"
 #include "pact/verify/spec.hpp"
 
 int main(int argc, char** argv) {
@@ -27,14 +28,7 @@ int main(int argc, char** argv) {
     for (const auto& [c, e] : admitted) out += "    {\"" + c + "\", \"" + e + "\"},\n";
     if (admitted.empty()) out += "    {\"\", \"\"},\n";
     out += "};\n}  // namespace pact::contracts::generated\n";
-    const std::string tmp = std::string(argv[2]) + ".tmp";
-    {
-      std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-      f << out;
-      if (!f) throw pact::Error(pact::ErrorCode::io_error, "contract_bindgen", "cannot write " + tmp);
-    }
-    if (std::rename(tmp.c_str(), argv[2]) != 0)
-      throw pact::Error(pact::ErrorCode::io_error, "contract_bindgen", std::string("cannot write ") + argv[2]);
+    pact::write_file_atomic(argv[2], out, "contract_bindgen");
   } catch (const pact::Error& e) {
     std::fprintf(stderr, "contract_bindgen: error: %s\n", e.what());
     return 1;

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "pact/capture/llama.hpp"
+#include "pact/core/file.hpp"
 #include "pact/ir/torch_import.hpp"
 #include "pact/train/trainer.hpp"
 #include "pact/verify/spec.hpp"
@@ -78,14 +79,7 @@ capture::CaptureOptions options_of(const CaptureArgs& a, bool structure_only) {
   return o;
 }
 
-void write_file(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-  f << text;
-  f.close();
-  if (!f || std::rename(tmp.c_str(), path.c_str()) != 0)
-    throw_error(ErrorCode::io_error, "pact", fmt::format("cannot write {}", path));
-}
+void write_file(const std::string& path, const std::string& text) { write_file_atomic(path, text, "pact capture"); }
 
 }  // namespace
 

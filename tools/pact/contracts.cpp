@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <fstream>
 
+#include "pact/core/file.hpp"
 #include "pact/verify/gate.hpp"
 #include "tools/pact/commands.hpp"
 
@@ -94,9 +95,7 @@ int run_contracts_scaffold(const ContractsArgs& a) {
     std::fputs(text.c_str(), stdout);
     return 0;
   }
-  std::ofstream f(a.out, std::ios::binary | std::ios::trunc);
-  f << text;
-  if (!f) throw_error(ErrorCode::io_error, "pact contracts scaffold", fmt::format("cannot write {}", a.out));
+  write_file_atomic(a.out, text, "pact contracts scaffold");
   std::printf("wrote %s\n", a.out.c_str());
   return 0;
 }

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <fstream>
 
+#include "pact/core/file.hpp"
 #include "pact/core/json.hpp"
 #include "pact/ir/torch_import.hpp"
 #include "pact/plan/planner.hpp"
@@ -33,15 +34,7 @@ int run_import(const std::string& dir, const std::string& out, const std::string
   ir::TorchBundle bundle = ir::load_torch_export(dir);
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   const auto& m = bundle.model;
-  {
-    const std::string tmp = out + ".tmp";
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    f << ir::to_json(m.graph).dump(1) << "\n";
-    f.close();
-    if (!f) throw_error(ErrorCode::io_error, "pact import", fmt::format("cannot write {}", tmp));
-    if (std::rename(tmp.c_str(), out.c_str()) != 0)
-      throw_error(ErrorCode::io_error, "pact import", fmt::format("cannot write {}", out));
-  }
+  write_file_atomic(out, ir::to_json(m.graph).dump(1) + "\n", "pact import");
   if (!weights_out.empty()) {
     std::vector<std::pair<std::string, TensorView>> tensors;
     for (auto& [name, view] : bundle.state()) tensors.emplace_back(name, view);

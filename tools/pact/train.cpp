@@ -12,8 +12,10 @@
 #include <map>
 #include <set>
 
+#include "pact/core/file.hpp"
 #include "pact/train/checkpoint.hpp"
 #include "pact/train/data.hpp"
+#include "pact/train/fit.hpp"
 #include "pact/train/trainer.hpp"
 #include "tools/pact/commands.hpp"
 
@@ -57,12 +59,6 @@ std::string loss_svg(const std::vector<double>& step_loss, const std::vector<dou
       "font-family=\"sans-serif\" font-size=\"11\">{7:.3f}</text>\n"
       "<polyline fill=\"none\" stroke=\"#1f77b4\" stroke-width=\"1.5\" points=\"{8}\"/>\n</svg>\n",
       w, h, pad, epoch_acc.empty() ? 0.0 : 100 * epoch_acc.back(), h - pad, w - pad, hi, lo, pts);
-}
-
-void write_file(const std::filesystem::path& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary);
-  out << text;
-  if (!out) throw_error(ErrorCode::io_error, "train", fmt::format("cannot write '{}'", path.string()));
 }
 
 }  // namespace
@@ -142,64 +138,36 @@ int run_train(const TrainArgs& args) {
   for (const auto& [kind, n] : evidence) fmt::print(" {} {}", n, kind);
   fmt::print("; trusted-external capsules: {}; verdict {}\n", external, audit.check.accepted ? "accepted" : "rejected");
 
-  auto accuracy = [&](const train::Dataset& d) {
-    std::int64_t correct = 0;
-    for (std::int64_t start = 0; start < d.rows(); start += batch) {
-      const std::int64_t n = fixed_batch ? fixed_batch : std::min(batch, d.rows() - start);
-      std::vector<std::int64_t> rows;
-      for (std::int64_t i = 0; i < n; ++i) rows.push_back(std::min(start + i, d.rows() - 1));  // pad a fixed batch
-      auto [x, y] = train::gather(d, rows);
-      Tensor logits = session.predict(std::move(x));
-      for (std::int64_t i = 0; i < n && start + i < d.rows(); ++i) {
-        std::int64_t best = 0;
-        for (std::int64_t c = 1; c < 10; ++c) {
-          if (logits.get(Dims{i, c}).real > logits.get(Dims{i, best}).real) best = c;
-        }
-        correct += best == d.y[static_cast<std::size_t>(start + i)] ? 1 : 0;
-      }
-    }
-    return static_cast<double>(correct) / static_cast<double>(d.rows());
-  };
-
   const bool tty = isatty(STDOUT_FILENO) != 0;
-  std::vector<double> step_loss, epoch_loss, epoch_acc, epoch_seconds;
-  std::uint64_t retained_peak = 0;  // bytes retained for backward, largest over the steps
-  for (int epoch = 0; epoch < args.epochs; ++epoch) {
-    const auto e0 = std::chrono::steady_clock::now();
-    const auto order = train::shuffled(split.train.rows(), args.seed * 1000003ULL + static_cast<std::uint64_t>(epoch));
-    double sum = 0;
-    for (std::int64_t s = 0; s < steps_per_epoch; ++s) {
-      auto [x, y] =
-          train::gather(split.train, std::span<const std::int64_t>(order).subspan(static_cast<std::size_t>(s * batch),
-                                                                                  static_cast<std::size_t>(batch)));
-      const train::StepResult r = session.step_batch(std::move(x), std::move(y));
-      const double l = r.loss;
-      retained_peak = std::max(retained_peak, r.retained_bytes);
-      step_loss.push_back(l);
-      sum += l;
-      if (tty && (s % 4 == 0 || s + 1 == steps_per_epoch)) {
-        const int filled = static_cast<int>(30.0 * static_cast<double>(s + 1) / static_cast<double>(steps_per_epoch));
-        const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - e0).count();
-        fmt::print("\repoch {:>3}/{} [{}{}] loss {:.4f}  {:.0f} samples/s", epoch + 1, args.epochs,
-                   std::string(static_cast<std::size_t>(filled), '#'),
-                   std::string(static_cast<std::size_t>(30 - filled), '.'), l,
-                   static_cast<double>((s + 1) * batch) / std::max(secs, 1e-9));
-        std::fflush(stdout);
-      }
-    }
-    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - e0).count();
-    epoch_loss.push_back(sum / static_cast<double>(std::max<std::int64_t>(steps_per_epoch, 1)));
-    epoch_acc.push_back(accuracy(split.test));
-    epoch_seconds.push_back(secs);
-    const std::string line = fmt::format("epoch {:>3}/{}  loss {:.4f}  held-out accuracy {:.2f}%  {:.0f} samples/s",
-                                         epoch + 1, args.epochs, epoch_loss.back(), 100 * epoch_acc.back(),
-                                         static_cast<double>(steps_per_epoch * batch) / std::max(secs, 1e-9));
+  train::FitOptions fit_options;
+  fit_options.epochs = args.epochs;
+  fit_options.batch_size = batch;
+  fit_options.seed = args.seed;
+  fit_options.fixed_batch = fixed_batch != 0;
+  auto on_step = [&](const train::StepProgress& p) {
+    if (!tty || (p.step % 4 != 0 && p.step + 1 != p.steps_per_epoch)) return;
+    const int filled =
+        static_cast<int>(30.0 * static_cast<double>(p.step + 1) / static_cast<double>(p.steps_per_epoch));
+    fmt::print("\repoch {:>3}/{} [{}{}] loss {:.4f}  {:.0f} samples/s", p.epoch + 1, args.epochs,
+               std::string(static_cast<std::size_t>(filled), '#'),
+               std::string(static_cast<std::size_t>(30 - filled), '.'), p.loss,
+               static_cast<double>((p.step + 1) * batch) / std::max(p.epoch_seconds, 1e-9));
+    std::fflush(stdout);
+  };
+  auto on_epoch = [&](int epoch, const train::EpochReport& e) {
+    const std::string line =
+        fmt::format("epoch {:>3}/{}  loss {:.4f}  held-out accuracy {:.2f}%  {:.0f} samples/s", epoch + 1, args.epochs,
+                    e.loss, 100 * e.accuracy, static_cast<double>(steps_per_epoch * batch) / std::max(e.seconds, 1e-9));
     if (tty) {
       fmt::print("\r{:<90}\n", line);
     } else {
       fmt::print("{}\n", line);
     }
-  }
+  };
+  const train::FitReport fitted = train::fit(session, split.train, split.test, fit_options, on_step, on_epoch);
+  std::vector<double> epoch_acc;
+  for (const auto& e : fitted.epochs) epoch_acc.push_back(e.accuracy);
+
   const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   fmt::print("held-out accuracy: {:.2f}% ({} test samples, {} updates, {:.2f} s)\n", 100 * epoch_acc.back(),
              split.test.rows(), session.steps(), total);
@@ -227,14 +195,15 @@ int run_train(const TrainArgs& args) {
               {"epochs", Json::array()},
               {"final_accuracy", epoch_acc.back()},
               {"updates", session.steps()},
-              {"backward_retained_bytes_peak", retained_peak},
+              {"backward_retained_bytes_peak", fitted.retained_bytes_peak},
               {"seconds_total", total}};
-  for (std::size_t e = 0; e < epoch_loss.size(); ++e) {
+  for (std::size_t e = 0; e < fitted.epochs.size(); ++e) {
+    const auto& r = fitted.epochs[e];
     report["epochs"].push_back(
-        Json{{"epoch", e + 1}, {"loss", epoch_loss[e]}, {"accuracy", epoch_acc[e]}, {"seconds", epoch_seconds[e]}});
+        Json{{"epoch", e + 1}, {"loss", r.loss}, {"accuracy", r.accuracy}, {"seconds", r.seconds}});
   }
-  write_file(dir / "report.json", report.dump(2) + "\n");
-  write_file(dir / "loss.svg", loss_svg(step_loss, epoch_acc));
+  write_file_atomic((dir / "report.json").string(), report.dump(2) + "\n", "pact train");
+  write_file_atomic((dir / "loss.svg").string(), loss_svg(fitted.step_loss, epoch_acc), "pact train");
   fmt::print("report: {}\n", (dir / "report.json").string());
   if (!args.save.empty()) {
     const train::ParameterPack trained = std::move(session).finish();

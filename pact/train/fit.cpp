@@ -1,0 +1,80 @@
+#include "pact/train/fit.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <span>
+
+namespace pact::train {
+
+double accuracy(TrainingSession& session, const Dataset& data, std::int64_t batch, bool fixed_batch) {
+  if (data.rows() == 0) return 0.0;
+  std::int64_t correct = 0;
+  for (std::int64_t start = 0; start < data.rows(); start += batch) {
+    const std::int64_t real = std::min(batch, data.rows() - start);
+    const std::int64_t n = fixed_batch ? batch : real;
+    std::vector<std::int64_t> rows;
+    for (std::int64_t i = 0; i < n; ++i) rows.push_back(std::min(start + i, data.rows() - 1));
+    auto [x, y] = gather(data, rows);
+    const Tensor logits = session.predict(std::move(x));
+    if (logits.rank() != 2 || logits.shape()[0] != n) {
+      throw_error(ErrorCode::invalid_argument, "train.accuracy",
+                  fmt::format("logits are {}; accuracy needs [batch, classes] with batch {}",
+                              logits.shape().to_string(), n));
+    }
+    const Tensor scores = logits.convert(DType::f64);
+    auto prepared = scores.prepare_host<double>();
+    if (!prepared) throw std::move(prepared).error().error;
+    const auto v = std::get<PreparedContiguousRead<double>>(prepared.value()).as_span();
+    const std::int64_t classes = logits.shape()[1];
+    for (std::int64_t i = 0; i < real; ++i) {
+      const auto row = v.subspan(static_cast<std::size_t>(i * classes), static_cast<std::size_t>(classes));
+      const auto best = std::max_element(row.begin(), row.end()) - row.begin();
+      correct += best == data.y[static_cast<std::size_t>(start + i)] ? 1 : 0;
+    }
+  }
+  return static_cast<double>(correct) / static_cast<double>(data.rows());
+}
+
+FitReport fit(TrainingSession& session, const Dataset& train, const Dataset& test, const FitOptions& options,
+              const std::function<void(const StepProgress&)>& on_step,
+              const std::function<void(int epoch, const EpochReport&)>& on_epoch) {
+  if (options.epochs <= 0) {
+    throw_error(ErrorCode::invalid_argument, "train.fit", fmt::format("{} epochs; at least one", options.epochs));
+  }
+  const std::int64_t batch = options.batch_size;
+  if (batch <= 0 || batch > train.rows()) {
+    throw_error(ErrorCode::invalid_argument, "train.fit",
+                fmt::format("batch size {} for {} training rows; it must be in [1, {}]", batch, train.rows(),
+                            train.rows()));
+  }
+  const std::int64_t steps_per_epoch = train.rows() / batch;
+  FitReport report;
+  for (int epoch = 0; epoch < options.epochs; ++epoch) {
+    const auto e0 = std::chrono::steady_clock::now();
+    const auto order = shuffled(train.rows(), options.seed * 1000003ULL + static_cast<std::uint64_t>(epoch));
+    double sum = 0;
+    for (std::int64_t s = 0; s < steps_per_epoch; ++s) {
+      auto [x, y] = gather(train, std::span<const std::int64_t>(order).subspan(static_cast<std::size_t>(s * batch),
+                                                                              static_cast<std::size_t>(batch)));
+      const StepResult r = session.step_batch(std::move(x), std::move(y));
+      report.step_loss.push_back(r.loss);
+      report.retained_bytes_peak = std::max(report.retained_bytes_peak, r.retained_bytes);
+      sum += r.loss;
+      if (on_step) {
+        on_step(StepProgress{epoch, s, steps_per_epoch, r.loss,
+                             std::chrono::duration<double>(std::chrono::steady_clock::now() - e0).count()});
+      }
+    }
+    EpochReport e;
+    e.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - e0).count();
+    e.loss = sum / static_cast<double>(steps_per_epoch);
+    e.accuracy = accuracy(session, test, batch, options.fixed_batch);
+    report.epochs.push_back(e);
+    if (on_epoch) on_epoch(epoch, e);
+  }
+  return report;
+}
+
+}  // namespace pact::train

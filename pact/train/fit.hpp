@@ -1,0 +1,59 @@
+#pragma once
+/// The epoch loop (SPEC §8): shuffled mini-batches through a TrainingSession, held-out classification
+/// accuracy after every epoch, and progress for an observer. `pact train` parses its options, calls fit and
+/// prints; anything that trains on a Dataset can do the same.
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "pact/train/data.hpp"
+#include "pact/train/trainer.hpp"
+
+namespace pact::train {
+
+/// How fit runs the epochs.
+struct FitOptions {
+  int epochs = 30;
+  std::int64_t batch_size = 32;
+  /// The order of epoch e's batches is shuffled(rows, seed * 1000003 + e).
+  std::uint64_t seed = 0;
+  /// The loss program has one batch size (a graph read from a file): evaluation pads its last batch by
+  /// repeating the final row, and only the real rows are scored.
+  bool fixed_batch = false;
+};
+
+/// One update, as an observer sees it.
+struct StepProgress {
+  int epoch = 0;  ///< 0-based
+  std::int64_t step = 0, steps_per_epoch = 0;
+  double loss = 0;
+  double epoch_seconds = 0;  ///< since the epoch began
+};
+
+/// One epoch's summary.
+struct EpochReport {
+  double loss = 0;      ///< mean of the epoch's step losses
+  double accuracy = 0;  ///< held-out classification accuracy after the epoch
+  double seconds = 0;   ///< training time of the epoch (evaluation excluded)
+};
+
+/// Everything fit measured.
+struct FitReport {
+  std::vector<double> step_loss;
+  std::vector<EpochReport> epochs;
+  std::uint64_t retained_bytes_peak = 0;  ///< largest StepResult::retained_bytes over the steps
+};
+
+/// Classification accuracy of `session` on `data`: the argmax of each row of the logits over however many
+/// classes the model has, compared with the label; evaluation mode, batches of `batch` rows.
+double accuracy(TrainingSession& session, const Dataset& data, std::int64_t batch, bool fixed_batch);
+
+/// Trains for options.epochs epochs over `train` (every full batch of a shuffled order; a final partial
+/// batch is dropped) and evaluates `test` after each. invalid_argument for a non-positive epoch count or
+/// batch size, or a batch larger than the training rows. The observers may be empty.
+FitReport fit(TrainingSession& session, const Dataset& train, const Dataset& test, const FitOptions& options,
+              const std::function<void(const StepProgress&)>& on_step = {},
+              const std::function<void(int epoch, const EpochReport&)>& on_epoch = {});
+
+}  // namespace pact::train
