@@ -19,9 +19,9 @@ double accuracy(TrainingSession& session, const Dataset& data, std::int64_t batc
     auto [x, y] = gather(data, rows);
     const Tensor logits = session.predict(std::move(x));
     if (logits.rank() != 2 || logits.shape()[0] != n) {
-      throw_error(ErrorCode::invalid_argument, "train.accuracy",
-                  fmt::format("logits are {}; accuracy needs [batch, classes] with batch {}",
-                              logits.shape().to_string(), n));
+      throw_error(
+          ErrorCode::invalid_argument, "train.accuracy",
+          fmt::format("logits are {}; accuracy needs [batch, classes] with batch {}", logits.shape().to_string(), n));
     }
     const Tensor scores = logits.convert(DType::f64);
     auto prepared = scores.prepare_host<double>();
@@ -45,9 +45,9 @@ FitReport fit(TrainingSession& session, const Dataset& train, const Dataset& tes
   }
   const std::int64_t batch = options.batch_size;
   if (batch <= 0 || batch > train.rows()) {
-    throw_error(ErrorCode::invalid_argument, "train.fit",
-                fmt::format("batch size {} for {} training rows; it must be in [1, {}]", batch, train.rows(),
-                            train.rows()));
+    throw_error(
+        ErrorCode::invalid_argument, "train.fit",
+        fmt::format("batch size {} for {} training rows; it must be in [1, {}]", batch, train.rows(), train.rows()));
   }
   const std::int64_t steps_per_epoch = train.rows() / batch;
   FitReport report;
@@ -57,7 +57,7 @@ FitReport fit(TrainingSession& session, const Dataset& train, const Dataset& tes
     double sum = 0;
     for (std::int64_t s = 0; s < steps_per_epoch; ++s) {
       auto [x, y] = gather(train, std::span<const std::int64_t>(order).subspan(static_cast<std::size_t>(s * batch),
-                                                                              static_cast<std::size_t>(batch)));
+                                                                               static_cast<std::size_t>(batch)));
       const StepResult r = session.step_batch(std::move(x), std::move(y));
       report.step_loss.push_back(r.loss);
       report.retained_bytes_peak = std::max(report.retained_bytes_peak, r.retained_bytes);

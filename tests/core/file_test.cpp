@@ -1,5 +1,7 @@
 // Atomic file writes (pact/core/file.hpp): the one way Pact writes a file.
 
+#include "pact/core/file.hpp"
+
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -8,7 +10,6 @@
 #include <sstream>
 
 #include "pact/core/error.hpp"
-#include "pact/core/file.hpp"
 
 namespace pact {
 namespace {
@@ -21,8 +22,8 @@ std::string slurp(const std::filesystem::path& p) {
 }
 
 std::filesystem::path scratch(const char* name) {
-  const auto dir = std::filesystem::temp_directory_path() / (std::string("pact_file_test_") + name + "_" +
-                                                             std::to_string(::getpid()));
+  const auto dir = std::filesystem::temp_directory_path() /
+                   (std::string("pact_file_test_") + name + "_" + std::to_string(::getpid()));
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir;

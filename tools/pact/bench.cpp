@@ -13,6 +13,7 @@
 #include "pact/core/bench_report.hpp"
 #include "pact/kernels/cpu/gemm.hpp"
 #include "pact/verify/perf.hpp"
+#include "tools/pact/command.hpp"
 #include "tools/pact/commands.hpp"
 
 namespace pact::cli {
@@ -123,5 +124,46 @@ int run_bench_check(const std::string& file, const std::string& only, bool json)
   if (json) fmt::print("{}\n", Json{{"schema", "pact.bench-check.v1"}, {"file", file}, {"results", rows}}.dump(2));
   return failed ? 1 : invalid ? 2 : 0;
 }
+
+namespace {
+
+struct BenchArgs {
+  bool check = false, json = false;
+  std::string file = "contracts/performance.yaml", only;
+  std::vector<std::int64_t> gemm_sizes{128, 256, 512, 1024, 2048};
+  int gemm_threads = 1, gemm_reps = 5;
+  bool gemm_json = false;
+};
+
+const bool registered = register_command("bench", [](CLI::App& app) {
+  auto a = std::make_shared<BenchArgs>();
+  auto* bench =
+      app.add_subcommand("bench", "run a benchmark; figures are ratios against a baseline measured in the same run");
+  bench->require_subcommand(0, 1);
+  bench->add_flag("--check", a->check, "evaluate the performance contracts (regression gate; not part of CI)");
+  bench->add_option("--file", a->file, "performance contracts");
+  bench->add_option("--only", a->only, "one obligation id");
+  bench->add_flag("--json", a->json, "with --check: print the results as JSON");
+  auto* gemm = bench->add_subcommand(
+      "gemm", "native SGEMM vs OpenBLAS cblas_sgemm (run with env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE)");
+  gemm->add_option("--sizes", a->gemm_sizes, "square sizes")->delimiter(',');
+  gemm->add_option("--threads", a->gemm_threads, "threads for both contenders");
+  gemm->add_option("--repetitions", a->gemm_reps, "interleaved repetitions (best of N)");
+  gemm->add_flag("--json", a->gemm_json, "print the pact.bench.v1 report");
+  return std::vector<Runner>{
+      {gemm,
+       [a] {
+         return a->check ? run_bench_check(a->file, a->only, a->json)
+                         : run_bench_gemm(a->gemm_sizes, a->gemm_threads, a->gemm_reps, a->gemm_json);
+       }},
+      {bench, [a] {
+         if (!a->check) {
+           throw Error(ErrorCode::invalid_argument, "pact bench", "give a benchmark (gemm) or --check");
+         }
+         return run_bench_check(a->file, a->only, a->json);
+       }}};
+});
+
+}  // namespace
 
 }  // namespace pact::cli

@@ -15,6 +15,7 @@
 #include "pact/ir/torch_import.hpp"
 #include "pact/train/trainer.hpp"
 #include "pact/verify/spec.hpp"
+#include "tools/pact/command.hpp"
 #include "tools/pact/commands.hpp"
 
 namespace pact::cli {
@@ -146,5 +147,60 @@ int run_discharge(const CaptureArgs& a) {
   if (!a.out.empty()) write_file(a.out, capture::to_json(hyp).dump(1) + "\n");
   return report.refuted == 0 ? 0 : 4;
 }
+
+namespace {
+
+const bool capture_registered = register_command("capture", [](CLI::App& app) {
+  auto a = std::make_shared<CaptureArgs>();
+  auto capabilities = std::make_shared<bool>(false);
+  auto* capture_cmd =
+      app.add_subcommand("capture", "capture a model's structure: graph, modules, parameters, shapes, FLOPs, memory");
+  capture_cmd->add_option("model", a->model, "llama | mlp | cnn | pact.ir.v1 JSON | torch_export.py directory");
+  capture_cmd->add_flag("--structure-only", a->structure_only,
+                        "meta storage: no values, no weights, shapes as hypotheses");
+  capture_cmd->add_flag("--capabilities", *capabilities, "print the structure-only capability table and exit");
+  capture_cmd->add_option("--config", a->config, "llama configuration: 7b | 13b | tiny");
+  capture_cmd->add_option("--batch", a->batch, "batch size (llama, mlp, cnn)");
+  capture_cmd->add_option("--seq", a->seq, "sequence length (llama)");
+  capture_cmd->add_option("--optimizer", a->optimizer, "memory estimate for sgd | sgd-momentum | adam | adamw");
+  capture_cmd->add_option("--seed", a->seed, "values of a real capture");
+  capture_cmd->add_flag("--json", a->json, "print the capture as JSON");
+  capture_cmd->add_option("-o,--out", a->out, "save the capture (pact.capture.v1) here");
+  capture_cmd->add_option("--chrome-trace", a->chrome_trace, "write measured per-op times (real captures only)");
+  capture_cmd->add_flag("--values", a->values, "record activation values");
+  capture_cmd->add_flag("--previews", a->previews, "record value previews");
+  capture_cmd->add_flag("--halt-on-nonfinite", a->halt_on_nonfinite, "stop at the first NaN or infinity");
+  capture_cmd->add_flag("--save-runnable", a->save_runnable, "save a runnable artifact");
+  capture_cmd->add_flag("--replay", a->replay, "replay the capture");
+  capture_cmd->add_flag("--validate", a->validate, "validate recorded values");
+  capture_cmd->add_flag("--backward", a->backward, "capture the backward pass");
+  capture_cmd->add_flag("--symbolic", a->symbolic, "symbolic (dynamic) shapes");
+
+  return std::vector<Runner>{{capture_cmd, [a, capabilities] {
+                                if (*capabilities) return run_capabilities();
+                                if (a->model.empty())
+                                  throw Error(ErrorCode::invalid_argument, "pact capture", "MODEL is required");
+                                return run_capture(*a);
+                              }}};
+});
+
+const bool discharge_registered = register_command("discharge", [](CLI::App& app) {
+  auto d = std::make_shared<CaptureArgs>();
+  auto* discharge_cmd =
+      app.add_subcommand("discharge", "discharge a structure-only capture's hypotheses with a real capture");
+  discharge_cmd->add_option("capture", d->capture_file, "capture saved by pact capture --structure-only -o")
+      ->required();
+  discharge_cmd->add_option("--against", d->against, "the model, with weights or seeded random values")->required();
+  discharge_cmd->add_option("--config", d->config, "llama configuration");
+  discharge_cmd->add_option("--batch", d->batch, "batch size");
+  discharge_cmd->add_option("--seq", d->seq, "sequence length (llama)");
+  discharge_cmd->add_option("--seed", d->seed, "values of the real capture");
+  discharge_cmd->add_flag("--json", d->json, "print the verdicts as JSON");
+  discharge_cmd->add_option("-o,--out", d->out, "save the discharged capture here");
+
+  return std::vector<Runner>{{discharge_cmd, [d] { return run_discharge(*d); }}};
+});
+
+}  // namespace
 
 }  // namespace pact::cli

@@ -7,6 +7,7 @@
 
 #include "pact/core/file.hpp"
 #include "pact/verify/gate.hpp"
+#include "tools/pact/command.hpp"
 #include "tools/pact/commands.hpp"
 
 namespace pact::cli {
@@ -140,5 +141,46 @@ int run_contracts_gate(const ContractsArgs& a) {
         "no --coverage data: line coverage is unmeasured and no gate can pass (see docs/guides/contracts.md)\n");
   return fail ? 1 : incomplete ? 2 : 0;
 }
+
+namespace {
+
+const bool registered = register_command("contracts", [](CLI::App& app) {
+  auto a = std::make_shared<ContractsArgs>();
+  auto* contracts_cmd = app.add_subcommand("contracts", "kernel contracts: validate, audit, score, scaffold, falsify");
+  contracts_cmd->require_subcommand(1);
+  auto* c_validate =
+      contracts_cmd->add_subcommand("validate", "check every contract and binding; evaluate every obligation briefly");
+  auto* c_audit = contracts_cmd->add_subcommand(
+      "audit", "binding coverage, unbound equations, bindings naming missing capsules or symbols");
+  auto* c_score =
+      contracts_cmd->add_subcommand("score", "per-contract score from obligations passed and mutants caught");
+  c_score->add_option("contract", a->contract, "one contract id");
+  auto* c_scaffold = contracts_cmd->add_subcommand("scaffold", "a GoogleTest skeleton from a contract file");
+  c_scaffold->add_option("file", a->contract, "contract YAML")->required();
+  c_scaffold->add_option("-o,--out", a->out, "write here");
+  auto* c_falsify =
+      contracts_cmd->add_subcommand("falsify", "run every obligation as a property test and prove each gate can fail");
+  c_falsify->add_option("contract", a->contract, "one contract id");
+  auto* c_gate = contracts_cmd->add_subcommand(
+      "gate", "each QA gate: obligations, mutation score (>= 80%), line coverage (>= 95%)");
+  c_gate->add_option("contract", a->contract, "one contract id");
+  c_gate->add_option("--coverage", a->coverage, "gcov --json-format --stdout output of the coverage build");
+  for (auto* sub : {c_score, c_falsify, c_gate}) {
+    sub->add_option("--seed", a->seed, "seed of the random cases");
+    sub->add_option("--trials", a->trials, "cases per obligation")->check(CLI::Range(1, 100000));
+  }
+  for (auto* sub : {c_validate, c_audit, c_score, c_scaffold, c_falsify, c_gate}) {
+    sub->add_option("--dir", a->dir, "the contracts folder (with binding.yaml)");
+  }
+
+  return std::vector<Runner>{{c_validate, [a] { return run_contracts_validate(*a); }},
+                             {c_audit, [a] { return run_contracts_audit(*a); }},
+                             {c_score, [a] { return run_contracts_score(*a); }},
+                             {c_scaffold, [a] { return run_contracts_scaffold(*a); }},
+                             {c_falsify, [a] { return run_contracts_falsify(*a); }},
+                             {c_gate, [a] { return run_contracts_gate(*a); }}};
+});
+
+}  // namespace
 
 }  // namespace pact::cli

@@ -5,6 +5,7 @@
 
 #include "pact/core/core.hpp"
 #include "pact/core/file.hpp"
+#include "tools/pact/command.hpp"
 #include "tools/pact/commands.hpp"
 
 namespace pact::cli {
@@ -83,5 +84,25 @@ int run_digest(const std::string& path, const std::string& domain) {
   fmt::print("{}\n", digest_json(domain, value));
   return 0;
 }
+
+namespace {
+
+const bool demo_registered = register_command("demo", [](CLI::App& app) {
+  auto* demo = app.add_subcommand("demo", "tour the storage model: owners, views, groups, ledgers");
+  return std::vector<Runner>{{demo, [] { return run_demo(); }}};
+});
+
+struct DigestArgs {
+  std::string path, domain = "pact.json.v1";
+};
+const bool digest_registered = register_command("digest", [](CLI::App& app) {
+  auto a = std::make_shared<DigestArgs>();
+  auto* digest = app.add_subcommand("digest", "print the canonical-JSON SHA-256 digest of a JSON file");
+  digest->add_option("file", a->path, "JSON file")->required();
+  digest->add_option("--domain", a->domain, "digest domain (domain-separates digests)");
+  return std::vector<Runner>{{digest, [a] { return run_digest(a->path, a->domain); }}};
+});
+
+}  // namespace
 
 }  // namespace pact::cli

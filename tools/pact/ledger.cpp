@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "pact/core/error.hpp"
+#include "tools/pact/command.hpp"
 #include "tools/pact/commands.hpp"
 
 namespace pact::cli {
@@ -74,5 +75,33 @@ int run_ledger_run(const LedgerArgs& args) {
   }
   return report(outcome.diagnostics, args.diagnostics_json);
 }
+
+namespace {
+
+const bool registered = register_command("ledger", [](CLI::App& app) {
+  auto a = std::make_shared<LedgerArgs>();
+  auto* ledger_cmd = app.add_subcommand("ledger", "the obligations ledger (ledger/obligations.toml): check and run");
+  ledger_cmd->require_subcommand(1);
+  auto* l_check =
+      ledger_cmd->add_subcommand("check", "check the manifest's rules; with --receipt, that HEAD's evidence passed");
+  auto* l_run =
+      ledger_cmd->add_subcommand("run", "run every active obligation's command once and write a receipt bound to HEAD");
+  for (auto* sub : {l_check, l_run}) {
+    sub->add_option("--root", a->root, "repository root (its top level)");
+    sub->add_option("--manifest", a->manifest, "repository-relative manifest");
+    sub->add_option("--base-commit", a->base_commit,
+                    "compare against this ancestor of HEAD (promotion and revision rules)");
+    sub->add_flag("--diagnostics-json", a->diagnostics_json, "print the diagnostics envelope as JSON on stdout");
+    sub->add_flag("--contract-schema", a->contract_schema, "print the CLI contract (one JSON object) and exit");
+  }
+  l_check->add_option("--receipt", a->receipt, "a receipt written by `pact ledger run`");
+  l_check->add_flag("--summary-json", a->summary_json, "print the summary as JSON on stdout");
+  l_run->add_option("--receipt-out", a->receipt_out, "where to write the receipt");
+
+  return std::vector<Runner>{{l_check, [a] { return run_ledger_check(*a); }},
+                             {l_run, [a] { return run_ledger_run(*a); }}};
+});
+
+}  // namespace
 
 }  // namespace pact::cli

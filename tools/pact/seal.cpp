@@ -9,6 +9,7 @@
 #include "pact/seal/prebuild.hpp"
 #include "pact/seal/publication.hpp"
 #include "pact/seal/registry.hpp"
+#include "tools/pact/command.hpp"
 #include "tools/pact/commands.hpp"
 
 namespace pact::cli {
@@ -138,5 +139,36 @@ int run_seal_scan(const SealArgs& args) {
   }
   return problems.empty() ? 0 : 1;
 }
+
+namespace {
+
+const bool registered = register_command("seal", [](CLI::App& app) {
+  auto a = std::make_shared<SealArgs>();
+  auto* seal_cmd = app.add_subcommand(
+      "seal", "sealed GPU kernel artifacts: build (hermetic prebuild), verify (GPU-free reopen), scan");
+  seal_cmd->require_subcommand(1);
+  auto* s_build = seal_cmd->add_subcommand(
+      "build", "compile a bundle's CUDA sources in the sandbox and publish the CUBINs with their index");
+  s_build->add_option("bundle", a->bundle, "bundle directory (manifest.toml and sources)")->required();
+  s_build->add_option("-o,--out", a->out, "publication directory to create (absent or empty)")->required();
+  s_build->add_option("--profile", a->profile, "the measured compile profile (pact.nvcc-compile-profile.v1 JSON)")
+      ->required();
+  auto* s_verify = seal_cmd->add_subcommand(
+      "verify", "reopen a publication without a GPU: inventory, sizes, SHA-256, ELF, parameter widths");
+  s_verify->add_option("dir", a->dir, "publication directory")->required();
+  s_verify->add_option("--bundle", a->bundle, "also require exact declaration equality with this bundle's manifest");
+  s_verify->add_option("--profile", a->profile, "also require this compile profile (the launch's)");
+  auto* s_scan =
+      seal_cmd->add_subcommand("scan", "the author's pre-flight: every check that needs no GPU, all problems at once");
+  s_scan->add_option("bundle", a->bundle, "bundle directory")->required();
+  s_scan->add_option("--profile", a->profile, "also check the bundle against this compile profile");
+  for (auto* sub : {s_build, s_verify, s_scan}) sub->add_flag("--json", a->json, "print JSON");
+
+  return std::vector<Runner>{{s_build, [a] { return run_seal_build(*a); }},
+                             {s_verify, [a] { return run_seal_verify(*a); }},
+                             {s_scan, [a] { return run_seal_scan(*a); }}};
+});
+
+}  // namespace
 
 }  // namespace pact::cli

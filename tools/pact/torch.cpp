@@ -11,6 +11,7 @@
 #include "pact/ir/torch_import.hpp"
 #include "pact/plan/planner.hpp"
 #include "pact/runtime/torch_run.hpp"
+#include "tools/pact/command.hpp"
 #include "tools/pact/commands.hpp"
 
 namespace pact::cli {
@@ -112,5 +113,37 @@ int run_torch(const std::string& dir, const std::string& profile_name, bool json
   }
   return ok ? 0 : 3;
 }
+
+namespace {
+
+struct ImportArgs {
+  std::string dir, out, weights;
+};
+const bool import_registered = register_command("import", [](CLI::App& app) {
+  auto a = std::make_shared<ImportArgs>();
+  auto* import_cmd = app.add_subcommand("import", "lower a tools/torch_export.py capture directory to Pact's IR");
+  import_cmd->add_option("dir", a->dir, "directory with graph.json and weights.safetensors")->required();
+  import_cmd->add_option("-o,--out", a->out, "where to write the pact.ir.v1 model")->required();
+  import_cmd->add_option("--weights", a->weights, "also write every source value (weights and lowering constants)");
+  return std::vector<Runner>{{import_cmd, [a] { return run_import(a->dir, a->out, a->weights); }}};
+});
+
+struct RunArgs {
+  std::string dir, profile = "cpu-checked";
+  bool json = false;
+  double tolerance = 1e-4;
+};
+const bool run_registered = register_command("run", [](CLI::App& app) {
+  auto a = std::make_shared<RunArgs>();
+  auto* run_cmd =
+      app.add_subcommand("run", "plan and run a torch_export.py capture on its example input; compare with PyTorch");
+  run_cmd->add_option("dir", a->dir, "capture directory")->required();
+  run_cmd->add_option("--profile", a->profile, "backend profile");
+  run_cmd->add_flag("--json", a->json, "print a JSON report");
+  run_cmd->add_option("--tolerance", a->tolerance, "largest accepted max|pact - torch| / max(1, max|torch|)");
+  return std::vector<Runner>{{run_cmd, [a] { return run_torch(a->dir, a->profile, a->json, a->tolerance); }}};
+});
+
+}  // namespace
 
 }  // namespace pact::cli

@@ -17,6 +17,7 @@
 #include "pact/train/data.hpp"
 #include "pact/train/fit.hpp"
 #include "pact/train/trainer.hpp"
+#include "tools/pact/command.hpp"
 #include "tools/pact/commands.hpp"
 
 namespace pact::cli {
@@ -213,5 +214,31 @@ int run_train(const TrainArgs& args) {
   }
   return 0;
 }
+
+namespace {
+
+const bool registered = register_command("train", [](CLI::App& app) {
+  auto a = std::make_shared<TrainArgs>();
+  auto* train = app.add_subcommand("train", "train a model on the embedded digits data (the main job)");
+  train->add_option("--model", a->model, "mlp, cnn, char-transformer, or a pact.ir.v1 JSON path");
+  train->add_option("--epochs", a->epochs, "epochs");
+  train->add_option("--batch-size", a->batch_size, "batch size");
+  train->add_option("--lr", a->lr, "base learning rate (cosine schedule)");
+  train->add_option("--optimizer", a->optimizer, "sgd | adam | adamw");
+  train->add_option("--seed", a->seed, "seed for the split, initialisation and shuffling");
+  train->add_option("--profile", a->profile, "backend profile");
+  train->add_option("--threads", a->threads, "OpenMP threads (default: all)");
+  train->add_option("--out", a->out, "directory for run reports");
+  train->add_option("--data", a->data, "digits CSV (gzip)");
+  train->add_option("--steps", a->steps, "char-transformer: number of updates");
+  train->add_option("--save", a->save, "save the trained parameters as a safetensors checkpoint");
+  train->add_option("--load", a->load, "start from a checkpoint saved by --save");
+  train->add_flag(
+      "--checkpoint", a->checkpoint,
+      "char-transformer: checkpoint the attention and MLP sublayers (interior values recomputed in backward)");
+  return std::vector<Runner>{{train, [a] { return run_train(*a); }}};
+});
+
+}  // namespace
 
 }  // namespace pact::cli

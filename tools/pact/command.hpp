@@ -1,0 +1,29 @@
+#pragma once
+/// The CLI's command registry: each subcommand's file registers itself (its options and what runs it), so
+/// main() only builds the app from the registry, parses and dispatches.
+
+#include <CLI/CLI.hpp>
+#include <functional>
+#include <string_view>
+#include <vector>
+
+namespace pact::cli {
+
+/// One runnable subcommand: the CLI11 node it was parsed into and what to run when it was chosen.
+struct Runner {
+  CLI::App* command;
+  std::function<int()> run;
+};
+
+/// Adds a command (and any nested subcommands) to the app; returns its runners, innermost first, so the
+/// first runner whose node was parsed is the one chosen.
+using Registration = std::function<std::vector<Runner>(CLI::App& app)>;
+
+/// Registers a top-level command under `name` (commands appear in `pact --help` in name order). Called
+/// from a static initializer in the command's own file.
+bool register_command(std::string_view name, Registration registration);
+
+/// Every registered command, in name order.
+std::vector<std::pair<std::string_view, Registration>> registered_commands();
+
+}  // namespace pact::cli

@@ -1,0 +1,66 @@
+// `pact plan MODEL`: plans a model under a backend profile and prints the contract audit (table or JSON);
+// with --require-receipts, testSuite evidence counts only with a passing ledger receipt at HEAD.
+
+#include <cstdio>
+#include <memory>
+#include <optional>
+
+#include "pact/ir/graph.hpp"
+#include "pact/plan/planner.hpp"
+#include "pact/verify/ledger.hpp"
+#include "tools/pact/command.hpp"
+
+namespace pact::cli {
+
+namespace {
+
+struct PlanArgs {
+  std::string model, profile = "cpu-checked", root = ".", receipt = "build/ledger-receipt.json";
+  bool json = false, vjp = false, require_receipts = false;
+};
+
+int run_plan(const PlanArgs& a) {
+  const auto graph = ir::load_graph(a.model);
+  const auto profile = contract::builtin_profile(a.profile);
+  const contract::DefaultEvidenceResolver default_resolver;
+  std::optional<ledger::ReceiptEvidenceResolver> receipt_resolver;
+  if (a.require_receipts) {
+    ledger::CheckOptions options;
+    options.root = a.root;
+    options.receipt = a.receipt;
+    const auto outcome = ledger::check(options);
+    if (!outcome.ok()) {
+      std::fprintf(stderr, "pact plan: the ledger refuses the receipt:\n%s", outcome.diagnostics.render().c_str());
+    }
+    receipt_resolver.emplace(outcome);
+  }
+  const contract::EvidenceResolver& resolver =
+      receipt_resolver ? static_cast<const contract::EvidenceResolver&>(*receipt_resolver) : default_resolver;
+  auto result =
+      plan::plan_graph(graph, profile, resolver, a.vjp ? contract::VjpMode::with_vjp : contract::VjpMode::forward_only);
+  const auto& audit = result ? result->audit() : result.error().audit;
+  if (a.json) {
+    std::printf("%s\n", plan::render_audit_json(audit).dump(2).c_str());
+  } else {
+    std::fputs(plan::render_audit_table(audit).c_str(), stdout);
+  }
+  return result ? 0 : 2;
+}
+
+const bool registered = register_command("plan", [](CLI::App& app) {
+  auto a = std::make_shared<PlanArgs>();
+  auto* plan = app.add_subcommand("plan", "plan a model under a backend profile and print the contract audit");
+  plan->add_option("model", a->model, "model in the pact.ir.v1 wire format (JSON)")->required();
+  plan->add_option("--profile", a->profile, "cpu-checked | cpu-external | cuda-checked | cuda-external");
+  plan->add_flag("--json", a->json, "print the audit as JSON");
+  plan->add_flag("--vjp", a->vjp, "plan for forward and VJP (training)");
+  plan->add_flag("--require-receipts", a->require_receipts,
+                 "accept testSuite evidence only with a passing ledger receipt at HEAD for the obligation running it");
+  plan->add_option("--receipt", a->receipt, "with --require-receipts: the receipt `pact ledger run` wrote");
+  plan->add_option("--root", a->root, "with --require-receipts: the repository holding ledger/obligations.toml");
+  return std::vector<Runner>{{plan, [a] { return run_plan(*a); }}};
+});
+
+}  // namespace
+
+}  // namespace pact::cli
