@@ -38,7 +38,8 @@ namespace pact {
   X(non_finite)            /* NaN or infinity where only finite values are allowed */    \
   X(io_error)              /* a file could not be read or written */                     \
   X(no_device)             /* no device of the requested kind is present */              \
-  X(poisoned)              /* a provider context after launch or cleanup uncertainty */
+  X(poisoned)              /* a provider context after launch or cleanup uncertainty */  \
+  X(internal)              /* an internal invariant failed (PACT_DCHECK): a bug in Pact */
 
 enum class ErrorCode : std::uint16_t {
 #define PACT_ERROR_ENUM(name) name,
@@ -83,6 +84,23 @@ class Error : public std::runtime_error {
                               std::optional<SpanIdentity> span = std::nullopt);
 
 }  // namespace pact
+
+/// Internal invariant (STYLE.md: PACT_CHECK at the front door, PACT_DCHECK inside): in builds without
+/// NDEBUG (the debug preset) a false `cond` throws pact::Error(internal) naming the condition and its
+/// source line; Release and RelWithDebInfo compile it out, so `cond` must have no side effects. The
+/// library never aborts the process.
+#ifdef NDEBUG
+#define PACT_DCHECK(cond, op) \
+  do {                        \
+  } while (false)
+#else
+#define PACT_DCHECK(cond, op)                                                                                      \
+  do {                                                                                                             \
+    if (!(cond))                                                                                                   \
+      ::pact::throw_error(::pact::ErrorCode::internal, (op),                                                       \
+                          std::string("invariant failed: " #cond " at " __FILE__ ":") + std::to_string(__LINE__)); \
+  } while (false)
+#endif
 
 /// Front-door check: throws pact::Error with the code and a "[op]" tag when `cond` is false.
 #define PACT_CHECK(cond, code, op, detail)                                     \

@@ -93,6 +93,7 @@ ExecutionResult execute(const plan::AcceptedGraphPlan& plan, const std::map<std:
     throw_error(ErrorCode::invalid_argument, "execute", "checkpoint regions need a session to record them");
   }
   // Every node that executes was admitted by the planner (Note [One admission]).
+  PACT_DCHECK(plan.bound().size() == plan.audit().kernels.size(), "execute");  // the planner binds every kernel
   std::unordered_map<std::string, const contract::BoundKernel*> kernel_of;
   for (std::size_t k = 0; k < plan.audit().kernels.size(); ++k)
     kernel_of[plan.audit().kernels[k].node] = &plan.bound()[k];

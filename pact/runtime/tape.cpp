@@ -223,6 +223,7 @@ Gradients Tape::run_backward(int root, std::optional<Tensor> owned, const Tensor
           std::vector<TensorView> in;
           in.reserve(n.inputs.size());
           for (std::size_t k = 0; k < n.inputs.size(); ++k) {
+            PACT_DCHECK(n.inputs[k] || k < n.input_types.size(), "tape.backward");  // run_recorded kept its type
             in.push_back(n.inputs[k] ? n.inputs[k]->view() : placeholder(n.input_types[k]));
           }
           const TensorView y = n.output ? n.output->view() : placeholder(n.type);
