@@ -65,6 +65,7 @@ const std::vector<std::string>& declared_test_suites() {
       "OpSweep.ReferenceIsBitwiseDeterministic",
       "OpSweep.ReferenceGradientsMatchFiniteDifferences",
       "Providers.NativeMatchesReference",
+      "Providers.BlasMatchesReference",
   };
   return suites;
 }

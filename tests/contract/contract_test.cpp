@@ -649,6 +649,25 @@ TEST(Selection, RefusesWithTheOpTheTypesAndEachCapsulesReason) {
   EXPECT_TRUE(mentions(n.refusal, "native.add computes f32 only; operand 0 is f64")) << n.refusal;
 }
 
+TEST(ProviderTable, TheBlasBoundaryCoversOnlyTheExternalCall) {
+  // OpenBLAS is trusted for cblas_sgemm alone; the packing, im2col and bias code around it is Pact's, so
+  // each blas capsule also cites the test suite that holds that code to the reference (and only the
+  // external policy admits the capsule at all).
+  ASSERT_FALSE(blas_module().capsules.empty());
+  for (const auto& c : blas_module().capsules) {
+    SCOPED_TRACE(c.name);
+    EXPECT_EQ(c.descriptors[1].evidence.kind, EvidenceKind::testSuite);
+    EXPECT_EQ(c.descriptors[1].evidence.id, "Providers.BlasMatchesReference");
+    EXPECT_TRUE(mentions(c.descriptors[1].claim, "packing, im2col, bias"));
+    EXPECT_EQ(c.descriptors[2].evidence.kind, EvidenceKind::trustedBoundary);
+    EXPECT_EQ(c.descriptors[2].evidence.id, "openblas.cblas_sgemm");
+  }
+  std::vector<ObligationReport> reports;
+  check_kernel("n", ops::OpTag::matmul, capsule_named(blas_module(), "blas.matmul"), builtin_profile("cpu-external"),
+               DefaultEvidenceResolver{}, reports);
+  for (const auto& r : reports) EXPECT_TRUE(r.accepted) << r.reason;
+}
+
 TEST(ProviderTable, GeneratesModulesProfilesAndTheHandlerSearch) {
   // Every row's module is a maintained module with the row's identity on each capsule.
   ASSERT_EQ(provider_table().size(), maintained_modules().size());
