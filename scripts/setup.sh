@@ -8,7 +8,7 @@ required=(
   nlohmann-json3-dev libyaml-cpp-dev libtomlplusplus-dev libcli11-dev libfmt-dev
   libssl-dev libopenblas-dev zlib1g-dev libseccomp-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  clang libclang-rt-14-dev clang-format
+  clang libclang-rt-14-dev clang-format clang-tidy
   python3-torch python3-torchvision
 )
 

@@ -233,7 +233,7 @@ class Lowering {
 
   std::string_view where() const { return where_; }
 
-  void declare_meta(const std::string& name, TensorType t) { meta_[name] = std::move(t); }
+  void declare_meta(const std::string& name, const TensorType& t) { meta_[name] = t; }
   const TensorType& meta(const std::string& name, const Args& a) const {
     auto it = meta_.find(name);
     if (it == meta_.end())
@@ -1109,6 +1109,7 @@ TorchImport import_torch_graph(std::string_view json_text, std::string_view wher
   for (std::size_t i = 0; i < all.size(); ++i) at[all[i].id] = i;
   std::vector<bool> live(all.size(), false);
   std::vector<std::size_t> work;
+  work.reserve(graph_outputs.size());
   for (const auto& o : graph_outputs) work.push_back(at.at(o));
   while (!work.empty()) {
     const std::size_t k = work.back();

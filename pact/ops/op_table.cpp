@@ -725,12 +725,15 @@ const OpInfo kTable[] = {
 };
 static_assert(sizeof(kTable) / sizeof(kTable[0]) == static_cast<std::size_t>(kOpCount));
 
+// The roles column's length: one letter per operand, one for a variadic op (its letter repeats).
+constexpr std::size_t roles_length(int max_arity) { return max_arity < 0 ? 1 : static_cast<std::size_t>(max_arity); }
+
 // Every roles string has one letter per operand (a variadic op: at least one), every letter is known.
 constexpr bool roles_well_formed() {
-#define PACT_OP_ROLES_OK(tag, kind, lo, hi, vjp, mode, role, tol, saves, pass, roles)            \
-  if (std::string_view(roles).size() != static_cast<std::size_t>(hi < 0 ? 1 : hi)) return false; \
-  for (char c : std::string_view(roles))                                                         \
-    if (std::string_view("dwbsim").find(c) == std::string_view::npos) return false;              \
+#define PACT_OP_ROLES_OK(tag, kind, lo, hi, vjp, mode, role, tol, saves, pass, roles) \
+  if (std::string_view(roles).size() != roles_length(hi)) return false;               \
+  for (char c : std::string_view(roles))                                              \
+    if (std::string_view("dwbsim").find(c) == std::string_view::npos) return false;   \
   if (hi >= 0 && ((saves | pass) & 0xFFFFu) >= (1u << hi)) return false;
   PACT_OPS(PACT_OP_ROLES_OK)
 #undef PACT_OP_ROLES_OK

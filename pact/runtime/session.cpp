@@ -226,6 +226,7 @@ EagerTensor Session::checkpoint(const RegionBody& body, std::span<const EagerTen
     std::vector<std::optional<Tensor>> grads(in.size());
     if (!y.tracked()) return grads;
     std::vector<int> keep;
+    keep.reserve(leaves.size());
     for (const auto& l : leaves) keep.push_back(l.node);
     Gradients pulled = sub.tape_.run_backward(y.node, std::nullopt, &g, keep);
     for (std::size_t i = 0; i < leaves.size(); ++i) {

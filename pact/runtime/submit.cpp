@@ -354,6 +354,7 @@ void run_admitted(Task& task, const Program& program, std::vector<DescriptorSlot
   std::vector<std::variant<Identity, Fresh, OutputMetadata>> map;
   {
     std::vector<ValueRef> sources;
+    sources.reserve(slots.size());
     for (const auto& s : slots) sources.push_back(std::make_shared<const AdValueRecord>(record->package, s));
     try {
       if (fault == Fault::after_enqueue) {

@@ -110,7 +110,7 @@ struct ManifestOp {
   std::vector<AotExport> exports;
   std::vector<ArtifactResource> resources;
 };
-struct Manifest {
+struct Manifest {  // NOLINT(bugprone-exception-escape): a false positive of its implicit moves (clang-tidy 14)
   std::vector<ManifestOp> ops;
   /// Derived when parsed: sorted provider capability requirements and specialization requirements.
   Json capability_requirements;
@@ -130,7 +130,7 @@ Manifest parse_manifest(std::string_view toml_text, std::string_view where);
 /// Every problem of a manifest at once (`pact seal scan`): each op header, resource and export is checked
 /// on its own, and the checks across an op's exports run when all of them parsed. `manifest` is set only
 /// when there is no problem; the first problem is what parse_manifest throws.
-struct ManifestScan {
+struct ManifestScan {  // NOLINT(bugprone-exception-escape): a false positive of its implicit moves (clang-tidy 14)
   std::optional<Manifest> manifest;
   /// When there are problems: every op, resource and export that parsed on its own (so later checks,
   /// such as the source closure, can still run over them).

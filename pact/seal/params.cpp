@@ -31,7 +31,7 @@ ScalarType parse_scalar_type(std::string_view name) {
 
 std::uint32_t scalar_width(ScalarType t) noexcept { return t == ScalarType::i32 || t == ScalarType::u32 ? 4 : 8; }
 
-std::uint32_t param_width(const ParamSpec& p) noexcept {
+std::uint32_t param_width(const ParamSpec& p) {
   struct {
     std::uint32_t operator()(const PointerParam&) const { return 8; }
     std::uint32_t operator()(const ScalarParam& s) const { return scalar_width(s.type); }

@@ -66,7 +66,7 @@ using ParamSpec =
 
 /// The byte width a parameter occupies (pointer 8, scalar its type, struct its size, divmod 12, TMA 128,
 /// group handle 8).
-std::uint32_t param_width(const ParamSpec& p) noexcept;
+std::uint32_t param_width(const ParamSpec& p);
 
 /// Checks a packed struct's declaration: power-of-two alignment <= 16, size a positive multiple of it and
 /// at most 4,096 bytes, fields inside it at offsets aligned to their width and not overlapping.

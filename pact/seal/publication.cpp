@@ -133,8 +133,8 @@ std::vector<CubinKernel> read_cubin_kernels(std::span<const std::byte> bytes, st
       }
       at += length;
     }
-    for (std::uint16_t i = 0; i < widths.size(); ++i) {
-      auto it = widths.find(i);
+    for (std::size_t i = 0; i < widths.size(); ++i) {  // size_t: a 65536-entry map must not wrap the counter
+      auto it = widths.find(static_cast<std::uint16_t>(i));
       if (it == widths.end()) malformed(where, fmt::format("{}: parameter ordinal {} is missing", name, i));
       k.param_widths.push_back(it->second);
     }

@@ -46,7 +46,8 @@ Json write_publication(const std::string& dir, const Manifest& m, const CompileP
 /// profile, every bound field equal to what the embedded declaration, profile and this registry give
 /// (execution identity and profile digest recomputed), and exactly one well-formed entry per declared
 /// export at the provider's path. Typed errors (invalid_argument, unsupported) name `where`.
-struct PublicationIndex {
+struct PublicationIndex {  // NOLINT(bugprone-exception-escape): nlohmann::json's noexcept move is reported through its
+                           // assertions
   Json index;
   CompileProfile profile;
   std::map<std::string, std::vector<KernelContract>> kernels;  ///< export -> its device plan's kernels

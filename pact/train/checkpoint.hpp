@@ -16,7 +16,8 @@ void save_checkpoint(const std::string& path, const ParameterPack& pack, const J
                      const std::function<void()>& before_rename = {});
 
 /// A loaded checkpoint.
-struct Checkpoint {
+struct Checkpoint {  // NOLINT(bugprone-exception-escape): nlohmann::json's noexcept move is reported through its
+                     // assertions
   ParameterPack pack;
   Json metadata;
 };

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
 #include <numeric>
 #include <sstream>
@@ -87,7 +88,7 @@ Split stratified_split(const Dataset& data, double train_fraction, std::uint64_t
       if (data.y[static_cast<std::size_t>(i)] == c) rows.push_back(i);
     }
     std::shuffle(rows.begin(), rows.end(), rng);
-    const auto cut = static_cast<std::size_t>(static_cast<double>(rows.size()) * train_fraction + 0.5);
+    const auto cut = static_cast<std::size_t>(std::llround(static_cast<double>(rows.size()) * train_fraction));
     for (std::size_t k = 0; k < rows.size(); ++k) {
       Dataset& dst = k < cut ? s.train : s.test;
       const auto r = static_cast<std::size_t>(rows[k]);

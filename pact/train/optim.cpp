@@ -177,8 +177,10 @@ double learning_rate(const Schedule& s, double base, std::int64_t step) {
   switch (s.kind) {
     case Schedule::constant:
       return base;
-    case Schedule::step:
-      return base * std::pow(s.gamma, static_cast<double>(t / std::max<std::int64_t>(s.step_size, 1)));
+    case Schedule::step: {
+      const std::int64_t decays = t / std::max<std::int64_t>(s.step_size, 1);  // whole periods elapsed
+      return base * std::pow(s.gamma, static_cast<double>(decays));
+    }
     case Schedule::cosine: {
       const double frac =
           std::min(1.0, static_cast<double>(t) / static_cast<double>(std::max<std::int64_t>(s.total, 1)));

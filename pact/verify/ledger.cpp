@@ -975,6 +975,7 @@ ProcessResult spawn(const std::vector<std::string>& argv, const fs::path& cwd, b
   int pipefd[2] = {-1, -1};
   if (capture && ::pipe2(pipefd, O_CLOEXEC) != 0) return {};
   std::vector<char*> args;
+  args.reserve(argv.size() + 1);
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
   std::fflush(nullptr);

@@ -183,7 +183,7 @@ struct CheckOptions {
   std::optional<std::string> base_commit;  ///< a revision; canonicalized with git
   std::optional<std::string> receipt;      ///< a receipt file
 };
-struct CheckOutcome {
+struct CheckOutcome {  // NOLINT(bugprone-exception-escape): a false positive of its implicit moves (clang-tidy 14)
   Diagnostics diagnostics;
   Json summary;  ///< kSummarySchema (null when the manifest could not be parsed)
   std::optional<Manifest> manifest;

@@ -107,6 +107,7 @@ std::vector<PerformanceResult> check_performance(const PerformanceContract& cont
                       fmt::format("{}: provider '{}' has no {} kernel", o.id, who, o.benchmark));
         return [&, h] {
           std::vector<TensorView> v;
+          v.reserve(inputs.size());
           for (const auto& t : inputs) v.push_back(t.as_view());
           Tensor y = kernels::run_forward(*h, v, attrs);
           (void)y;

@@ -31,7 +31,9 @@ std::vector<std::pair<std::string_view, Registration>> registered_commands() {
 
 }  // namespace pact::cli
 
-int main(int argc, char** argv) {
+namespace {
+
+int run(int argc, char** argv) {
   CLI::App app{"pact: a tensor runtime in which every kernel carries a contract"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "pact 0.1.0");
@@ -44,16 +46,23 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
-  try {
-    for (const auto& r : runners) {
-      if (*r.command) return r.run();
-    }
-  } catch (const pact::Error& e) {
-    std::fprintf(stderr, "pact: error: %s\n", e.what());
-    return 1;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "pact: error: %s\n", e.what());
-    return 1;
+  for (const auto& r : runners) {
+    if (*r.command) return r.run();
   }
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const pact::Error& e) {
+    std::fprintf(stderr, "pact: error: %s\n", e.what());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "pact: error: %s\n", e.what());
+  } catch (...) {
+    std::fprintf(stderr, "pact: error: an unknown exception\n");
+  }
+  return 1;
 }
