@@ -3,7 +3,7 @@
 /// storage and record the op graph, module nesting, parameter geometry and per-op shapes as hypotheses,
 /// with FLOP and memory estimates labelled estimated; digests; discharge of the hypotheses by a real
 /// capture of the same graph; an audit-only plan check; artifacts with the structure-only marker. Every
-/// refusal goes through the capability table (capabilities.hpp).
+/// refusal goes through the capability table (pact/runtime/capabilities.hpp).
 
 #include <functional>
 #include <optional>
@@ -11,12 +11,30 @@
 #include <string>
 #include <vector>
 
-#include "pact/capture/capabilities.hpp"
 #include "pact/core/json.hpp"
 #include "pact/ir/graph.hpp"
+#include "pact/runtime/capabilities.hpp"
 #include "pact/runtime/session.hpp"
 
 namespace pact::capture {
+
+// The capability table and its refusals have one home, the runtime (whose value-escape surface refuses
+// through them); the capture's API names them as its own.
+using runtime::Amendment;
+using runtime::capability;
+using runtime::capability_table;
+using runtime::CapabilityRow;
+using runtime::check_amendment;
+using runtime::kBackstop;
+using runtime::kForgedArtifact;
+using runtime::kGraphMismatch;
+using runtime::kMetaOutsideStructureOnly;
+using runtime::kRefutedRow;
+using runtime::Refusal;
+using runtime::render_capabilities_markdown;
+using runtime::require_structure_only_capability;
+using runtime::Status;
+using runtime::where;
 
 /// How model code makes its tensors: meta under structure-only, real (seeded random) otherwise.
 class Substrate {

@@ -4,9 +4,9 @@
 
 #include <set>
 
-#include "pact/capture/capabilities.hpp"
 #include "pact/core/ledger.hpp"
 #include "pact/plan/planner.hpp"
+#include "pact/runtime/capabilities.hpp"
 
 namespace pact::runtime {
 
@@ -57,14 +57,13 @@ Session::ModuleScope::~ModuleScope() { session_.module_.resize(restore_); }
 
 void Session::value_escape(const char* what, const EagerTensor& t, const SourceLocation& loc) const {
   if (structure_only_) {
-    capture::require_structure_only_capability("value_payloads",
-                                               fmt::format("{} of a {} tensor {} at {}", what, t.view().provider_name(),
-                                                           t.shape().to_string(), capture::where(loc)));
+    require_structure_only_capability(
+        "value_payloads",
+        fmt::format("{} of a {} tensor {} at {}", what, t.view().provider_name(), t.shape().to_string(), where(loc)));
   }
   if (t.view().provider_name() == "meta") {
-    throw capture::Refusal(
-        std::string(capture::kMetaOutsideStructureOnly), "session.value",
-        fmt::format("{} of a meta tensor at {} outside structure-only mode", what, capture::where(loc)));
+    throw Refusal(std::string(kMetaOutsideStructureOnly), "session.value",
+                  fmt::format("{} of a meta tensor at {} outside structure-only mode", what, where(loc)));
   }
 }
 
@@ -72,7 +71,7 @@ double Session::item(const EagerTensor& t, SourceLocation loc) {
   value_escape("item()", t, loc);
   if (t.view().numel() != 1) {
     throw_error(ErrorCode::invalid_argument, "session.item",
-                fmt::format("item() of {} elements at {}", t.view().numel(), capture::where(loc)));
+                fmt::format("item() of {} elements at {}", t.view().numel(), where(loc)));
   }
   Dims zero;
   for (int i = 0; i < t.shape().size(); ++i) zero.push_back(0);
@@ -131,12 +130,11 @@ EagerTensor Session::apply(ops::OpTag op, std::span<const EagerTensor> inputs, c
     std::vector<ops::TensorType> types;
     for (std::size_t i = 0; i < inputs.size(); ++i) {
       if (inputs[i].view().provider_name() != "meta") {
-        capture::require_structure_only_capability("substrate_uniformity");
-        throw capture::Refusal(
-            "structure_only_substrate_mismatch", std::string(ops::op_kind(op)),
-            fmt::format("operand {} is a real {} tensor {} in a structure-only capture whose inputs and "
-                        "parameters are meta, at {}",
-                        i, inputs[i].view().provider_name(), inputs[i].shape().to_string(), capture::where(loc)));
+        require_structure_only_capability("substrate_uniformity");
+        throw Refusal("structure_only_substrate_mismatch", std::string(ops::op_kind(op)),
+                      fmt::format("operand {} is a real {} tensor {} in a structure-only capture whose inputs and "
+                                  "parameters are meta, at {}",
+                                  i, inputs[i].view().provider_name(), inputs[i].shape().to_string(), where(loc)));
       }
       types.push_back({inputs[i].dtype(), inputs[i].shape()});
     }
@@ -153,10 +151,10 @@ EagerTensor Session::apply(ops::OpTag op, std::span<const EagerTensor> inputs, c
   for (const auto& in : inputs) {
     views.push_back(in.view());
     if (views.back().provider_name() == "meta") {
-      capture::require_structure_only_capability("meta_admission");
-      throw capture::Refusal(std::string(capture::kMetaOutsideStructureOnly), std::string(ops::op_kind(op)),
-                             fmt::format("a meta tensor {} reached the runtime outside structure-only mode at {}",
-                                         in.shape().to_string(), capture::where(loc)));
+      require_structure_only_capability("meta_admission");
+      throw Refusal(std::string(kMetaOutsideStructureOnly), std::string(ops::op_kind(op)),
+                    fmt::format("a meta tensor {} reached the runtime outside structure-only mode at {}",
+                                in.shape().to_string(), where(loc)));
     }
     dtypes.push_back(static_cast<int>(in.dtype()));
     types.push_back({in.dtype(), in.shape()});
@@ -246,7 +244,7 @@ EagerTensor Session::checkpoint(const RegionBody& body, std::span<const EagerTen
 }
 
 Gradients Session::backward(const EagerTensor& root, std::span<const int> keep) {
-  if (structure_only_) capture::require_structure_only_capability("backward_grads", "Session::backward");
+  if (structure_only_) require_structure_only_capability("backward_grads", "Session::backward");
   if (!root.tracked()) throw_error(ErrorCode::invalid_argument, "session.backward", "the value is not on the tape");
   Tensor ones = Tensor::empty(root.shape(), root.dtype());
   ones.fill(1.0);

@@ -1,5 +1,5 @@
 // contract_bindgen BINDING.yaml OUT.hpp: generates the table PACT_CONTRACT annotations are checked
-// against (pact/verify/annotate.hpp): every (contract, equation) with an implemented binding or on the
+// against (pact/kernels/annotate.hpp): every (contract, equation) with an implemented binding or on the
 // allowed-gaps list. Runs at build time; a malformed binding file fails the build with file and line.
 
 #include <cstdio>

@@ -13,10 +13,10 @@
 #include <vector>
 
 #include "pact/core/tensor.hpp"
+#include "pact/kernels/annotate.hpp"
 #include "pact/kernels/cpu/parallel.hpp"
 #include "pact/kernels/guards.hpp"
 #include "pact/ops/op_table.hpp"
-#include "pact/verify/annotate.hpp"
 
 namespace pact::kernels::cpu {
 

@@ -12,7 +12,7 @@
 #include "pact/core/error.hpp"
 #include "pact/core/source_location.hpp"
 
-namespace pact::capture {
+namespace pact::runtime {
 
 /// The closed status grammar (status_v1): supported_structural | supported_hypothesis | refuse:<code> |
 /// verify:<Vn> | out_of_scope:<contract-ref>.
@@ -90,4 +90,4 @@ Status check_amendment(const Amendment& amendment);
 /// The table as docs/structure-only-capabilities.md holds it.
 std::string render_capabilities_markdown();
 
-}  // namespace pact::capture
+}  // namespace pact::runtime

@@ -1,10 +1,10 @@
-#include "pact/capture/capabilities.hpp"
+#include "pact/runtime/capabilities.hpp"
 
 #include <fmt/format.h>
 
 #include <array>
 
-namespace pact::capture {
+namespace pact::runtime {
 
 namespace {
 
@@ -232,7 +232,7 @@ Status check_amendment(const Amendment& a) {
 std::string render_capabilities_markdown() {
   std::string out =
       "# Structure-only capture: capability contract\n\n"
-      "Generated from `pact/capture/capabilities.cpp` (`pact capture --capabilities`); "
+      "Generated from `pact/runtime/capabilities.cpp` (`pact capture --capabilities`); "
       "`tests/capture/capture_test.cpp` (CaptureCapabilities.DocMirrorsTheTable) fails when this file and the table "
       "differ.\n\n"
       "RULE: rows change STATUS only by amendment from their amend_owner at their flip_event, with evidence. No "
@@ -258,4 +258,4 @@ std::string render_capabilities_markdown() {
   return out;
 }
 
-}  // namespace pact::capture
+}  // namespace pact::runtime
