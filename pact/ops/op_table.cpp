@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <numeric>
 #include <string_view>
@@ -761,6 +762,30 @@ InputRole OpInfo::input_role(std::size_t k) const noexcept {
     default:
       return InputRole::data;
   }
+}
+
+Agreement compare(std::span<const double> candidate, std::span<const double> reference, Tolerance tolerance) {
+  if (candidate.size() != reference.size()) {
+    throw_error(ErrorCode::invalid_argument, "compare",
+                fmt::format("{} candidate elements against {} reference elements", candidate.size(), reference.size()));
+  }
+  Agreement a;
+  for (double r : reference) {
+    if (std::isfinite(r)) a.scale = std::max(a.scale, std::abs(r));
+  }
+  const double bound = tolerance.abs + tolerance.rel * a.scale;
+  for (std::size_t i = 0; i < candidate.size(); ++i) {
+    const double c = candidate[i], r = reference[i];
+    const bool same = c == r || (std::isnan(c) && std::isnan(r));
+    const double d = same ? 0.0 : std::abs(c - r);
+    const double error = std::isnan(d) ? std::numeric_limits<double>::infinity() : d;
+    if (error > a.max_abs_error) {
+      a.max_abs_error = error;
+      a.worst = i;
+    }
+    if (!(error <= bound)) a.within = false;
+  }
+  return a;
 }
 
 Tolerance OpInfo::tolerance() const noexcept {

@@ -176,6 +176,21 @@ TensorType infer_type(OpTag tag, std::span<const TensorType> inputs, const Attri
 std::int64_t estimate_flops(OpTag tag, std::span<const TensorType> inputs, const TensorType& output,
                             const Attributes& attrs);
 
+/// The outcome of comparing a candidate with a reference under a tolerance.
+struct Agreement {
+  bool within = true;        ///< every element within abs + rel * scale
+  double max_abs_error = 0;  ///< largest |candidate - reference| (a NaN against a number: infinity)
+  double scale = 1;          ///< max(1, largest finite |reference|)
+  std::size_t worst = 0;     ///< index of the largest error
+  /// max_abs_error / scale, the figure the PyTorch parity check reports.
+  double relative_error() const noexcept { return max_abs_error / scale; }
+};
+
+/// The one tolerance comparison (SPEC §14: tolerances are the op table's), used by the op sweep,
+/// falsification and the PyTorch parity check: elementwise |candidate - reference| <= abs + rel * scale,
+/// where equal values (both NaN, or the same infinity) agree. Differing sizes are invalid_argument.
+Agreement compare(std::span<const double> candidate, std::span<const double> reference, Tolerance tolerance);
+
 /// Number of elements of a shape (product of extents).
 std::int64_t numel(const Dims& shape) noexcept;
 /// NumPy/PyTorch broadcast of two shapes; throws invalid_argument naming `op` and both shapes.

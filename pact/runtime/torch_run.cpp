@@ -24,12 +24,13 @@ OutputAgreement compare_outputs(std::string name, const TensorView& got, const T
   auto pb = b.prepare_host<double>();
   const auto xs = std::get<PreparedContiguousRead<double>>(pa.value()).as_span();
   const auto ys = std::get<PreparedContiguousRead<double>>(pb.value()).as_span();
-  for (std::size_t i = 0; i < ys.size(); ++i) {
-    const double d = xs[i] == ys[i] ? 0.0 : std::abs(xs[i] - ys[i]);
-    r.max_abs_error = std::max(r.max_abs_error, std::isnan(d) ? std::numeric_limits<double>::infinity() : d);
-    if (std::isfinite(ys[i])) r.max_abs_reference = std::max(r.max_abs_reference, std::abs(ys[i]));
+  // The one tolerance comparison (ops::compare); the parity check's tolerance is relative to its scale.
+  const ops::Agreement agreement = ops::compare(xs, ys, ops::Tolerance{});
+  r.max_abs_error = agreement.max_abs_error;
+  for (double y : ys) {
+    if (std::isfinite(y)) r.max_abs_reference = std::max(r.max_abs_reference, std::abs(y));
   }
-  r.relative_error = r.max_abs_error / std::max(1.0, r.max_abs_reference);
+  r.relative_error = agreement.relative_error();
   return r;
 }
 

@@ -187,15 +187,10 @@ Finding rows_sum(CheckArgs& a, bool exp_first) {
 Finding within(const std::vector<double>& got, const std::vector<double>& want, double abs, double rel,
                const char* what) {
   if (got.size() != want.size()) return fmt::format("{}: {} elements, expected {}", what, got.size(), want.size());
-  double scale = 1.0;
-  for (double w : want) scale = std::max(scale, std::abs(w));
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    const double d = std::abs(got[i] - want[i]);
-    if (!(d <= abs + rel * scale))
-      return fmt::format("{}: element {} is {}, expected {} (tolerance {})", what, i, got[i], want[i],
-                         abs + rel * scale);
-  }
-  return std::nullopt;
+  const ops::Agreement r = ops::compare(got, want, ops::Tolerance{abs, rel});  // the one comparison
+  if (r.within) return std::nullopt;
+  return fmt::format("{}: element {} is {}, expected {} (tolerance {})", what, r.worst, got[r.worst], want[r.worst],
+                     abs + rel * r.scale);
 }
 
 Tensor scaled(const Tensor& t, double mul, double add) {

@@ -33,16 +33,10 @@ inline Tensor perturbed(const Tensor& t, std::int64_t flat, double delta) {
 inline ::testing::AssertionResult close(const std::vector<double>& a, const std::vector<double>& b,
                                         ops::Tolerance tol) {
   if (a.size() != b.size()) return ::testing::AssertionFailure() << "sizes " << a.size() << " vs " << b.size();
-  double scale = 1.0;
-  for (double x : b) scale = std::max(scale, std::abs(x));
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    const bool both_nan = std::isnan(a[i]) && std::isnan(b[i]);
-    if (!both_nan && !(std::abs(a[i] - b[i]) <= tol.abs + tol.rel * scale)) {
-      return ::testing::AssertionFailure() << "element " << i << ": " << a[i] << " vs " << b[i] << " (tolerance "
-                                           << tol.abs << " + " << tol.rel << " * " << scale << ")";
-    }
-  }
-  return ::testing::AssertionSuccess();
+  const ops::Agreement r = ops::compare(a, b, tol);  // the one comparison (sweep, falsify, PyTorch parity)
+  if (r.within) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "element " << r.worst << ": " << a[r.worst] << " vs " << b[r.worst]
+                                       << " (tolerance " << tol.abs << " + " << tol.rel << " * " << r.scale << ")";
 }
 
 /// Views of owners.

@@ -256,3 +256,33 @@ TEST(Catalogue, DocsOpsMdIsGeneratedFromTheTable) {
 
 }  // namespace
 }  // namespace pact::ops
+
+namespace pact::ops {
+namespace {
+
+TEST(Compare, TheOneToleranceComparison) {
+  // |c - r| <= abs + rel * max(1, max finite |r|), elementwise; the worst element is named.
+  const std::vector<double> ref{1.0, -4.0, 0.5};
+  EXPECT_TRUE(compare(std::vector<double>{1.0, -4.0, 0.5}, ref, {}).within);
+  const Agreement a = compare(std::vector<double>{1.0, -4.0 + 3e-6, 0.5}, ref, Tolerance{0, 1e-6});
+  EXPECT_TRUE(a.within);  // 3e-6 <= 1e-6 * 4
+  EXPECT_EQ(a.scale, 4.0);
+  EXPECT_EQ(a.worst, 1u);
+  EXPECT_FALSE(compare(std::vector<double>{1.0, -4.0 + 5e-6, 0.5}, ref, Tolerance{0, 1e-6}).within);
+  EXPECT_NEAR(compare(std::vector<double>{1.0, -4.0 + 5e-6, 0.5}, ref, Tolerance{}).relative_error(), 5e-6 / 4, 1e-15);
+  // Equal NaNs and equal infinities agree; a NaN against a number is an infinite error.
+  const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+  EXPECT_TRUE(compare(std::vector<double>{nan, inf}, std::vector<double>{nan, inf}, {}).within);
+  const Agreement n = compare(std::vector<double>{nan, 2.0}, std::vector<double>{1.0, 2.0}, Tolerance{1e9, 1e9});
+  EXPECT_FALSE(n.within);
+  EXPECT_EQ(n.max_abs_error, inf);
+  // The scale ignores non-finite reference values.
+  EXPECT_EQ(compare(std::vector<double>{inf, 3.0}, std::vector<double>{inf, 3.0}, {}).scale, 3.0);
+  EXPECT_EQ(code_of([] {
+              compare(std::vector<double>{1.0}, std::vector<double>{1.0, 2.0}, {});
+            }),
+            ErrorCode::invalid_argument);
+}
+
+}  // namespace
+}  // namespace pact::ops
