@@ -34,15 +34,15 @@ std::string_view evidence_kind_name(EvidenceKind k) noexcept {
   return "?";
 }
 
-std::string_view obligation_name(Obligation o) noexcept {
+std::string_view obligation_name(DescriptorKind o) noexcept {
   switch (o) {
-    case Obligation::shape:
+    case DescriptorKind::shape:
       return "shape";
-    case Obligation::layout:
+    case DescriptorKind::layout:
       return "layout";
-    case Obligation::forward_value:
+    case DescriptorKind::forward_value:
       return "forward_value";
-    case Obligation::vjp:
+    case DescriptorKind::vjp:
       return "vjp";
   }
   return "?";

@@ -19,13 +19,14 @@ namespace pact::contract {
 enum class Trust : std::uint8_t { checked, trustedExternal };
 enum class NumericalPolicy : std::uint8_t { fixedLeft, implementationDefined, notApplicable };
 enum class EvidenceKind : std::uint8_t { runtimeGuard, testSuite, trustedBoundary, notApplicable };
-/// The four obligations every capsule carries, in descriptor order.
-enum class Obligation : std::uint8_t { shape, layout, forward_value, vjp };
+/// The four descriptors every capsule carries, in order; each files one proof obligation (contract::DescriptorKind,
+/// not the obligations ledger's ledger::Obligation).
+enum class DescriptorKind : std::uint8_t { shape, layout, forward_value, vjp };
 
 std::string_view trust_name(Trust t) noexcept;
 std::string_view numerical_policy_name(NumericalPolicy p) noexcept;
 std::string_view evidence_kind_name(EvidenceKind k) noexcept;
-std::string_view obligation_name(Obligation o) noexcept;
+std::string_view obligation_name(DescriptorKind o) noexcept;
 
 /// Evidence behind one descriptor: a guard id, a test-suite id (GoogleTest "Suite.Case" or "Suite.*"),
 /// a trusted-boundary id, or nothing (notApplicable).
@@ -36,7 +37,7 @@ struct Evidence {
 
 /// A structured claim plus its evidence, filed under one obligation.
 struct ContractDescriptor {
-  Obligation obligation;
+  DescriptorKind obligation;
   std::string claim;
   Evidence evidence;
 };

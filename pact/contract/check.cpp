@@ -139,10 +139,10 @@ void check_kernel(const std::string& node, ops::OpTag op, const Capsule& capsule
     std::string reason;
     for (const auto& p : problems) reason += (reason.empty() ? "" : "; ") + p;
     out.push_back(
-        {node, capsule.name, Obligation::shape, capsule.descriptors[0].evidence, false, "policy gate: " + reason});
+        {node, capsule.name, DescriptorKind::shape, capsule.descriptors[0].evidence, false, "policy gate: " + reason});
   }
-  static constexpr Obligation kOrder[] = {Obligation::shape, Obligation::layout, Obligation::forward_value,
-                                          Obligation::vjp};
+  static constexpr DescriptorKind kOrder[] = {DescriptorKind::shape, DescriptorKind::layout,
+                                              DescriptorKind::forward_value, DescriptorKind::vjp};
   for (std::size_t i = 0; i < 4; ++i) {
     const ContractDescriptor& d = capsule.descriptors[i];
     ObligationReport r{node, capsule.name, kOrder[i], d.evidence, false, ""};

@@ -77,7 +77,7 @@ const std::vector<std::string>& declared_trusted_boundaries();
 struct ObligationReport {
   std::string node;  ///< graph node id ("" outside a plan)
   std::string capsule;
-  Obligation obligation;
+  DescriptorKind obligation;
   Evidence evidence;
   bool accepted = false;
   std::string reason;  ///< why it failed ("" when accepted)

@@ -125,21 +125,21 @@ Capsule capsule_for(const ProviderRow& row, ops::OpTag op, bool vjp, std::string
   const bool cpu = row.device == DeviceKind::cpu;
   const bool own_code_tested = row.evidence_kinds[1] == EvidenceKind::testSuite;
   c.descriptors = {
-      ContractDescriptor{Obligation::shape, fmt::format("output type = {} shape rule", info.kind), evidence(0)},
-      ContractDescriptor{Obligation::layout,
+      ContractDescriptor{DescriptorKind::shape, fmt::format("output type = {} shape rule", info.kind), evidence(0)},
+      ContractDescriptor{DescriptorKind::layout,
                          !cpu ? "contiguous device buffers"
                          : own_code_tested
                              ? "inputs read through checked prepared access; Pact's own code around the external "
                                "call (packing, im2col, bias) matches the reference"
                              : "inputs read through checked prepared access; output contiguous",
                          evidence(1)},
-      ContractDescriptor{Obligation::forward_value,
+      ContractDescriptor{DescriptorKind::forward_value,
                          fmt::format("forward value of {} ({}) within the op's tolerance", info.kind, dtypes),
                          evidence(2)},
-      vjp ? ContractDescriptor{Obligation::vjp,
+      vjp ? ContractDescriptor{DescriptorKind::vjp,
                                fmt::format("VJP of {} ({}) within the op's VJP tolerance", info.kind, dtypes),
                                evidence(3)}
-          : ContractDescriptor{Obligation::vjp, "no VJP", {EvidenceKind::notApplicable, ""}},
+          : ContractDescriptor{DescriptorKind::vjp, "no VJP", {EvidenceKind::notApplicable, ""}},
   };
   c.numerical_policy = row.policy;
   // The symbol as the symbol table names it (the lockstep test checks it with nm).

@@ -34,7 +34,7 @@ KernelAdmission admit_kernel(const std::string& node, ops::OpTag op, std::span<c
   if (a.capsule == nullptr) {
     contract::ObligationReport missing;
     missing.node = node;
-    missing.obligation = contract::Obligation::shape;
+    missing.obligation = contract::DescriptorKind::shape;
     missing.reason = selection.refusal;
     a.reports.push_back(std::move(missing));
     return a;
@@ -47,8 +47,8 @@ KernelAdmission admit_kernel(const std::string& node, ops::OpTag op, std::span<c
   try {
     a.bound.emplace(Planner::key(), *a.capsule, contract::handler_for(*a.capsule));
   } catch (const Error& e) {
-    a.reports.push_back({node, a.capsule->name, contract::Obligation::forward_value, a.capsule->descriptors[2].evidence,
-                         false, fmt::format("binding failed: {}", e.what())});
+    a.reports.push_back({node, a.capsule->name, contract::DescriptorKind::forward_value,
+                         a.capsule->descriptors[2].evidence, false, fmt::format("binding failed: {}", e.what())});
   }
   return a;
 }

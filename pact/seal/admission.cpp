@@ -510,11 +510,11 @@ contract::Capsule sealed_capsule(const ManifestOp& op, const AotExport& e, const
   c.forward = true;
   c.vjp = false;
   c.descriptors = {
-      contract::ContractDescriptor{contract::Obligation::shape,
+      contract::ContractDescriptor{contract::DescriptorKind::shape,
                                    "the device plan's launch geometry over the admitted bindings", boundary},
-      contract::ContractDescriptor{contract::Obligation::layout, "contiguous tensors bound by pointer", boundary},
-      contract::ContractDescriptor{contract::Obligation::forward_value, "the sealed CUBIN's result", boundary},
-      contract::ContractDescriptor{contract::Obligation::vjp, "no VJP", contract::Evidence{}}};
+      contract::ContractDescriptor{contract::DescriptorKind::layout, "contiguous tensors bound by pointer", boundary},
+      contract::ContractDescriptor{contract::DescriptorKind::forward_value, "the sealed CUBIN's result", boundary},
+      contract::ContractDescriptor{contract::DescriptorKind::vjp, "no VJP", contract::Evidence{}}};
   c.numerical_policy = contract::NumericalPolicy::implementationDefined;
   c.provenance = {"sealed publication", e.name};
   return c;

@@ -505,13 +505,13 @@ KernelFn capsule_kernel(const std::string& name) {
   return [h](std::span<const TensorView> in, const Attributes& a) { return kernels::run_forward(*h, in, a); };
 }
 
-CheckOutcome evaluate(const ProofObligation& o, const std::string& op, const KernelFn& kernel, std::uint64_t seed,
-                      int trials) {
+PropertyOutcome evaluate(const ProofObligation& o, const std::string& op, const KernelFn& kernel, std::uint64_t seed,
+                         int trials) {
   auto it = checks().find(o.check);
   if (it == checks().end())
     throw_error(ErrorCode::invalid_argument, "falsify",
                 fmt::format("obligation {}: unknown check '{}'", o.id, o.check));
-  CheckOutcome out;
+  PropertyOutcome out;
   for (int t = 0; t < trials; ++t) {
     Rng rng{std::mt19937_64(mix(seed + static_cast<std::uint64_t>(t), o.id))};
     Case c = make_case(op, rng, t);
@@ -560,7 +560,7 @@ FalsifyReport falsify(const std::vector<Contract>& contracts, const BindingFile&
     for (const auto& t : c.falsification) {
       const auto& o = *std::find_if(c.obligations.begin(), c.obligations.end(),
                                     [&](const auto& x) { return x.id == t.obligation; });
-      const CheckOutcome out = evaluate(o, equation_of(c, o.equation)->op, mutant(t.mutant), seed, trials);
+      const PropertyOutcome out = evaluate(o, equation_of(c, o.equation)->op, mutant(t.mutant), seed, trials);
       report.mutants.push_back({c.id, t.id, t.mutant, o.id, out.failed > 0,
                                 out.failed > 0 ? out.first_failure : fmt::format("{} cases, none failed", out.trials)});
     }

@@ -27,18 +27,18 @@ KernelFn mutant(const std::string& name);
 KernelFn capsule_kernel(const std::string& capsule);
 
 /// One evaluation of an obligation against a kernel: `trials` seeded random cases.
-struct CheckOutcome {
+struct PropertyOutcome {
   int trials = 0;
   int failed = 0;
   std::string first_failure;  ///< what the first failing case showed
 };
 /// Runs `obligation` (whose equation is `op`) against `kernel`. An unknown check is invalid_argument.
-CheckOutcome evaluate(const ProofObligation& obligation, const std::string& op, const KernelFn& kernel,
-                      std::uint64_t seed, int trials);
+PropertyOutcome evaluate(const ProofObligation& obligation, const std::string& op, const KernelFn& kernel,
+                         std::uint64_t seed, int trials);
 
 struct ObligationResult {
   std::string contract, obligation, capsule;
-  CheckOutcome outcome;
+  PropertyOutcome outcome;
 };
 struct MutantResult {
   std::string contract, test, mutant, obligation;

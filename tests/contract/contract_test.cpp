@@ -22,7 +22,8 @@ using ::pact::test::message_of;
 
 using ::pact::test::mentions;
 
-constexpr Obligation kOrder[] = {Obligation::shape, Obligation::layout, Obligation::forward_value, Obligation::vjp};
+constexpr DescriptorKind kOrder[] = {DescriptorKind::shape, DescriptorKind::layout, DescriptorKind::forward_value,
+                                     DescriptorKind::vjp};
 
 const Capsule& capsule_named(const CapsuleModule& m, const std::string& name) {
   for (const auto& c : m.capsules) {
@@ -179,8 +180,8 @@ TEST(Capsules, NamesOfEnumsAreStable) {
   EXPECT_EQ(numerical_policy_name(NumericalPolicy::implementationDefined), "implementationDefined");
   EXPECT_EQ(evidence_kind_name(EvidenceKind::trustedBoundary), "trustedBoundary");
   EXPECT_EQ(evidence_kind_name(EvidenceKind::runtimeGuard), "runtimeGuard");
-  EXPECT_EQ(obligation_name(Obligation::forward_value), "forward_value");
-  EXPECT_EQ(obligation_name(Obligation::vjp), "vjp");
+  EXPECT_EQ(obligation_name(DescriptorKind::forward_value), "forward_value");
+  EXPECT_EQ(obligation_name(DescriptorKind::vjp), "vjp");
   EXPECT_EQ(assurance_policy_name(AssurancePolicy::checked), "checked");
   EXPECT_EQ(assurance_policy_name(AssurancePolicy::external), "external");
 }
@@ -199,7 +200,7 @@ TEST(Assurance, CheckedRejectsOnlyTrustedBoundaryExternalAdmitsAll) {
 }
 
 EvidenceStatus resolve(const Capsule& c, EvidenceKind kind, std::string id) {
-  ContractDescriptor d{Obligation::forward_value, "claim", {kind, std::move(id)}};
+  ContractDescriptor d{DescriptorKind::forward_value, "claim", {kind, std::move(id)}};
   return DefaultEvidenceResolver{}.resolve(c, d);
 }
 
@@ -394,9 +395,9 @@ TEST(Gate, TrustedExternalCapsuleFailsUnderCheckedPassesUnderExternal) {
   EXPECT_TRUE(any_reason(reports, "trust trustedExternal")) << "trust gate";
   bool forward_fails = false, vjp_fails = false;
   for (const auto& r : failing(reports)) {
-    if (r.obligation == Obligation::forward_value && r.evidence.kind == EvidenceKind::trustedBoundary)
+    if (r.obligation == DescriptorKind::forward_value && r.evidence.kind == EvidenceKind::trustedBoundary)
       forward_fails = true;
-    if (r.obligation == Obligation::vjp && r.evidence.kind == EvidenceKind::trustedBoundary) vjp_fails = true;
+    if (r.obligation == DescriptorKind::vjp && r.evidence.kind == EvidenceKind::trustedBoundary) vjp_fails = true;
   }
   EXPECT_TRUE(forward_fails);
   EXPECT_TRUE(vjp_fails);
@@ -407,7 +408,7 @@ TEST(Gate, MissingVjpFailsOnlyWhenTheRunNeedsIt) {
   BackendProfile p = builtin_profile("cpu-checked");
   Capsule c = capsule_named(native_module(), "native.relu");
   c.vjp = false;
-  c.descriptors[3] = ContractDescriptor{Obligation::vjp, "no VJP", {EvidenceKind::notApplicable, ""}};
+  c.descriptors[3] = ContractDescriptor{DescriptorKind::vjp, "no VJP", {EvidenceKind::notApplicable, ""}};
   EXPECT_TRUE(failing(gate("r", c.op, c, p)).empty()) << "forward only";
   p.policy.vjp_mode = VjpMode::with_vjp;
   auto reports = gate("r", c.op, c, p);
@@ -433,12 +434,12 @@ TEST(Gate, MisalignedContractFails) {
   auto reports = gate("r", c.op, c, p);
   auto f = failing(reports);
   ASSERT_EQ(f.size(), 2u);
-  EXPECT_EQ(f[0].obligation, Obligation::layout);
-  EXPECT_EQ(f[1].obligation, Obligation::forward_value);
+  EXPECT_EQ(f[0].obligation, DescriptorKind::layout);
+  EXPECT_EQ(f[1].obligation, DescriptorKind::forward_value);
   EXPECT_TRUE(mentions(f[0].reason, "misaligned")) << f[0].reason;
   // One descriptor filed under another obligation, same evidence otherwise.
   Capsule d = capsule_named(native_module(), "native.relu");
-  d.descriptors[0].obligation = Obligation::vjp;
+  d.descriptors[0].obligation = DescriptorKind::vjp;
   EXPECT_TRUE(any_reason(gate("r", d.op, d, p), "misaligned"));
 }
 
@@ -448,7 +449,7 @@ TEST(Gate, EvidenceCitingAMissingTestSuiteFails) {
   c.descriptors[2].evidence.id = "Providers.NativeIsFastEnough";
   auto f = failing(gate("r", c.op, c, p));
   ASSERT_EQ(f.size(), 1u);
-  EXPECT_EQ(f[0].obligation, Obligation::forward_value);
+  EXPECT_EQ(f[0].obligation, DescriptorKind::forward_value);
   EXPECT_EQ(f[0].evidence.id, "Providers.NativeIsFastEnough");
   EXPECT_TRUE(mentions(f[0].reason, "Providers.NativeIsFastEnough"));
   // An unregistered guard fails likewise.
@@ -456,7 +457,7 @@ TEST(Gate, EvidenceCitingAMissingTestSuiteFails) {
   g.descriptors[0].evidence.id = "kernel.imaginary";
   auto fg = failing(gate("r", g.op, g, p));
   ASSERT_EQ(fg.size(), 1u);
-  EXPECT_EQ(fg[0].obligation, Obligation::shape);
+  EXPECT_EQ(fg[0].obligation, DescriptorKind::shape);
 }
 
 TEST(Gate, TheCheckUsesTheResolverInterface) {
@@ -480,11 +481,11 @@ TEST(Gate, ContractCheckFailuresListsOnlyFailingReports) {
   ContractCheck check;
   ObligationReport ok;
   ok.node = "a";
-  ok.obligation = Obligation::shape;
+  ok.obligation = DescriptorKind::shape;
   ok.accepted = true;
   ObligationReport bad;
   bad.node = "b";
-  bad.obligation = Obligation::vjp;
+  bad.obligation = DescriptorKind::vjp;
   bad.reason = "no";
   check.reports.push_back(ok);
   check.reports.push_back(bad);

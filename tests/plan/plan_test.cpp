@@ -21,8 +21,8 @@ namespace {
 using contract::AssurancePolicy;
 using contract::BackendProfile;
 using contract::DefaultEvidenceResolver;
+using contract::DescriptorKind;
 using contract::EvidenceKind;
-using contract::Obligation;
 using contract::VjpMode;
 
 using ::pact::test::code_of;
@@ -177,12 +177,12 @@ TEST(Selection, DoesNotFilterByEvidenceBlasUnderCheckedIsRejected) {
       for (const auto& f : failures) {
         if (f.node != k.node) continue;
         EXPECT_EQ(f.capsule, capsule);
-        if (f.obligation == Obligation::forward_value && f.evidence.kind == EvidenceKind::trustedBoundary) {
+        if (f.obligation == DescriptorKind::forward_value && f.evidence.kind == EvidenceKind::trustedBoundary) {
           forward = true;
           EXPECT_TRUE(mentions(f.reason, "trustedBoundary")) << f.reason;
           EXPECT_TRUE(mentions(f.reason, "checked")) << f.reason;
         }
-        if (f.obligation == Obligation::vjp && f.evidence.kind == EvidenceKind::trustedBoundary) vjp = true;
+        if (f.obligation == DescriptorKind::vjp && f.evidence.kind == EvidenceKind::trustedBoundary) vjp = true;
       }
       EXPECT_TRUE(forward) << "forward_value trustedBoundary obligation named";
       EXPECT_TRUE(vjp) << "vjp trustedBoundary obligation named";
@@ -291,7 +291,7 @@ TEST(Selection, ForwardOnlyCapsulesAreNotChosenForAVjpRun) {
   }();
   c.name = "fwd.relu";
   c.vjp = false;
-  c.descriptors[3] = contract::ContractDescriptor{Obligation::vjp, "no VJP", {EvidenceKind::notApplicable, ""}};
+  c.descriptors[3] = contract::ContractDescriptor{DescriptorKind::vjp, "no VJP", {EvidenceKind::notApplicable, ""}};
   forward_only.capsules.push_back(c);
   BackendProfile p = contract::builtin_profile("cpu-checked");
   p.modules = {&forward_only};
