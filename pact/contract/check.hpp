@@ -110,7 +110,7 @@ struct Selection {
 /// Never filters by evidence.
 Selection select_capsule(const BackendProfile& profile, ops::OpTag op, std::span<const ops::TensorType> inputs,
                          VjpMode vjp_mode);
-/// "(f32[2,3], i64[2])": input types as selection refusals and plan rejections print them.
+/// "(f32[2, 3], i64[2])": input types as selection refusals and plan rejections print them.
 std::string describe_types(std::span<const ops::TensorType> types);
 
 /// Checks that a capsule may bind a handler: op, provider and device agree. Throws provider_mismatch
