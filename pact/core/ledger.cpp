@@ -1,11 +1,20 @@
 #include "pact/core/ledger.hpp"
 
+#include <algorithm>
 #include <atomic>
+#include <mutex>
 
 namespace pact {
 
 namespace {
-thread_local LedgerRecorder* t_current = nullptr;
+// The active recorders, process-wide (LedgerRecorder records every thread's events). The count lets an
+// allocation with no recorder alive skip the lock.
+std::mutex g_recorders_mutex;
+std::vector<LedgerRecorder*>& recorders() {
+  static std::vector<LedgerRecorder*> r;
+  return r;
+}
+std::atomic<int> g_active_recorders{0};
 thread_local AllocationReason t_operation_output = AllocationReason::OperationOutput;
 std::atomic<std::uint64_t> g_allocations{0};
 std::atomic<std::uint64_t> g_copies{0};
@@ -35,15 +44,16 @@ std::string_view allocation_reason_name(AllocationReason reason) noexcept {
   return "unknown";
 }
 
-LedgerRecorder::LedgerRecorder() : previous_(t_current) { t_current = this; }
+LedgerRecorder::LedgerRecorder() {
+  std::lock_guard lock(g_recorders_mutex);
+  recorders().push_back(this);
+  g_active_recorders.fetch_add(1, std::memory_order_release);
+}
 LedgerRecorder::~LedgerRecorder() {
-  // Unlink this recorder wherever it sits, so recorders may end in any order.
-  for (LedgerRecorder** link = &t_current; *link != nullptr; link = &(*link)->previous_) {
-    if (*link == this) {
-      *link = previous_;
-      return;
-    }
-  }
+  std::lock_guard lock(g_recorders_mutex);
+  auto& all = recorders();
+  all.erase(std::remove(all.begin(), all.end(), this), all.end());
+  g_active_recorders.fetch_sub(1, std::memory_order_release);
 }
 
 std::map<AllocationReason, int> LedgerRecorder::allocation_multiset() const {
@@ -66,12 +76,16 @@ AllocationReason operation_output_reason() noexcept { return t_operation_output;
 
 void record_allocation(const AllocationEvent& event) {
   g_allocations.fetch_add(1, std::memory_order_relaxed);
-  for (auto* r = t_current; r != nullptr; r = r->previous_) r->allocations_.push_back(event);
+  if (g_active_recorders.load(std::memory_order_acquire) == 0) return;
+  std::lock_guard lock(g_recorders_mutex);
+  for (auto* r : recorders()) r->allocations_.push_back(event);
 }
 
 void record_copy(const CopyEvent& event) {
   g_copies.fetch_add(1, std::memory_order_relaxed);
-  for (auto* r = t_current; r != nullptr; r = r->previous_) r->copies_.push_back(event);
+  if (g_active_recorders.load(std::memory_order_acquire) == 0) return;
+  std::lock_guard lock(g_recorders_mutex);
+  for (auto* r : recorders()) r->copies_.push_back(event);
 }
 
 std::uint64_t total_allocation_events() noexcept { return g_allocations.load(); }

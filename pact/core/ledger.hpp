@@ -38,9 +38,11 @@ struct CopyEvent {
   std::uint64_t bytes;
 };
 
-/// Collects the events emitted on this thread while it is alive. Recorders nest: each event goes to
-/// every recorder active on the thread, so an outer scope sees what inner scopes saw. Recorders may end
-/// in any order, but each must end on the thread that made it.
+/// Collects the events emitted on any thread while it is alive — the caller's, a submission worker's, a
+/// kernel's thread pool — so a recorder sees everything a piece of work allocated or copied. Recorders
+/// nest: each event goes to every active recorder, so an outer scope sees what inner scopes saw; they
+/// may end in any order, on any thread. Read a recorder's events once the threads it observed are done
+/// with the work (recording is synchronised; reading alongside it is not).
 class LedgerRecorder {
  public:
   LedgerRecorder();
@@ -58,7 +60,6 @@ class LedgerRecorder {
  private:
   friend void record_allocation(const AllocationEvent&);
   friend void record_copy(const CopyEvent&);
-  LedgerRecorder* previous_;
   std::vector<AllocationEvent> allocations_;
   std::vector<CopyEvent> copies_;
 };
