@@ -162,11 +162,13 @@ void check_kernel(const std::string& node, ops::OpTag op, const Capsule& capsule
   }
 }
 
+std::string describe_type(const ops::TensorType& type) {
+  return fmt::format("{}{}", dtype_name(type.dtype), type.shape.to_string());
+}
+
 std::string describe_types(std::span<const ops::TensorType> types) {
   std::string s = "(";
-  for (std::size_t i = 0; i < types.size(); ++i) {
-    s += fmt::format("{}{}{}", i == 0 ? "" : ", ", dtype_name(types[i].dtype), types[i].shape.to_string());
-  }
+  for (std::size_t i = 0; i < types.size(); ++i) s += (i == 0 ? "" : ", ") + describe_type(types[i]);
   return s + ")";
 }
 

@@ -110,6 +110,8 @@ struct Selection {
 /// Never filters by evidence.
 Selection select_capsule(const BackendProfile& profile, ops::OpTag op, std::span<const ops::TensorType> inputs,
                          VjpMode vjp_mode);
+/// "f32[2, 3]": one type as refusals, rejections and the audit JSON print it.
+std::string describe_type(const ops::TensorType& type);
 /// "(f32[2, 3], i64[2])": input types as selection refusals and plan rejections print them.
 std::string describe_types(std::span<const ops::TensorType> types);
 

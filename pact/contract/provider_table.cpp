@@ -111,7 +111,8 @@ bool keeps(HandlerSelection s, ops::OpTag op) {
 
 Capsule capsule_for(const ProviderRow& row, ops::OpTag op, bool vjp, std::string_view source_file) {
   const auto& info = ops::op_info(op);
-  const std::string dtypes = (ops::op_info(op).role == ops::OpRole::view ? row.view_dtypes : row.dtypes).to_string();
+  const DTypeSet served = info.role == ops::OpRole::view ? row.view_dtypes : row.dtypes;
+  const std::string dtypes = served.to_string();
   Capsule c;
   c.name = fmt::format("{}.{}", row.module, info.kind);
   c.op = op;
@@ -120,7 +121,7 @@ Capsule capsule_for(const ProviderRow& row, ops::OpTag op, bool vjp, std::string
   c.trust = row.trust;
   c.forward = true;
   c.vjp = vjp;
-  c.dtypes = ops::op_info(op).role == ops::OpRole::view ? row.view_dtypes : row.dtypes;
+  c.dtypes = served;
   auto evidence = [&](int i) { return Evidence{row.evidence_kinds[i], std::string(row.evidence_ids[i])}; };
   const bool cpu = row.device == DeviceKind::cpu;
   const bool own_code_tested = row.evidence_kinds[1] == EvidenceKind::testSuite;

@@ -157,7 +157,7 @@ Json render_audit_json(const PlanAudit& audit) {
   Json kernels = Json::array();
   for (const auto& k : audit.kernels) {
     Json inputs = Json::array();
-    for (const auto& t : k.inputs) inputs.push_back(fmt::format("{}{}", dtype_name(t.dtype), t.shape.to_string()));
+    for (const auto& t : k.inputs) inputs.push_back(contract::describe_type(t));
     Json jk{{"node", k.node}, {"op", std::string(ops::op_kind(k.op))}, {"inputs", std::move(inputs)}};
     if (k.capsule) {
       jk["capsule"] = k.capsule->name;
