@@ -5,6 +5,8 @@
 #include <cmath>
 #include <numbers>
 
+#include "pact/core/simd_dispatch.hpp"
+
 namespace pact::train {
 
 namespace {
@@ -113,14 +115,17 @@ template <class T>
   }
 }
 
-// The f32 pass, chosen at load time for the CPU (target_clones; -fno-math-errno lets the square root
-// vectorise). Each clone is deterministic; they may differ from one another in the last bit where one
-// contracts a multiply-add the other does not.
-__attribute__((target_clones("avx512f", "avx2", "default"))) void adam_update(float* __restrict w, float* __restrict m,
-                                                                              float* __restrict v,
-                                                                              const float* __restrict g, std::size_t n,
-                                                                              AdamConstants<float> c) {
+// The f32 pass, compiled per ISA level and chosen through the dispatch table (pact/core/simd_dispatch.hpp;
+// -fno-math-errno lets the square root vectorise). Each level is deterministic; levels may differ from one
+// another in the last bit where one contracts a multiply-add the other does not.
+PACT_SIMD_INLINE void adam_f32_body(float* __restrict w, float* __restrict m, float* __restrict v,
+                                    const float* __restrict g, std::size_t n, AdamConstants<float> c) {
   adam_loop(w, m, v, g, n, c);
+}
+PACT_SIMD_VARIANTS(adam_f32, adam_f32_body);
+
+void adam_update(float* w, float* m, float* v, const float* g, std::size_t n, AdamConstants<float> c) {
+  adam_f32(w, m, v, g, n, c);
 }
 
 void adam_update(double* __restrict w, double* __restrict m, double* __restrict v, const double* __restrict g,

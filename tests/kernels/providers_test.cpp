@@ -7,6 +7,7 @@
 
 #include <cstring>
 
+#include "pact/core/cpu.hpp"
 #include "pact/kernels/cpu/gemm.hpp"
 #include "sweep_util.hpp"
 
@@ -15,6 +16,26 @@ namespace {
 
 using namespace pact::test;
 using kernels::KernelContext;
+
+// Tests run once per ISA level (portable, avx2, avx512): the level is forced for the test's duration.
+class EveryLevel : public ::testing::TestWithParam<Isa> {};
+INSTANTIATE_TEST_SUITE_P(Isa, EveryLevel, ::testing::ValuesIn(kIsaLevels),
+                         [](const auto& info) { return std::string(isa_name(info.param)); });
+
+// Forces a level for a scope; why() says why a level could not be forced.
+class ForcedLevel {
+ public:
+  explicit ForcedLevel(Isa level) : scope_(level), level_(level) {}
+  bool active() const { return scope_.active(); }
+  std::string why() const {
+    return "this CPU (" + cpu_facts().model + ") cannot run " + std::string(isa_name(level_)) + "; it runs at most " +
+           std::string(isa_name(cpu_facts().best));
+  }
+
+ private:
+  ScopedIsa scope_;
+  Isa level_;
+};
 
 // A view with the same values as `t` but a strided (transposed-back) layout, when t has rank >= 2.
 TensorView strided_copy(const Tensor& t, std::vector<Tensor>& keep) {
@@ -81,7 +102,14 @@ TEST(Providers, NativeCoversEveryReferenceOp) {
   }
 }
 
+// The native sweep at the active level (the capsules' evidence: what this process runs), and at every ISA
+// level the CPU runs (PACT_ISA's levels; a level it cannot run is skipped).
 TEST(Providers, NativeMatchesReference) { compare_provider(kernels::native_handlers(), "native"); }
+TEST_P(EveryLevel, NativeMatchesReference) {
+  const ForcedLevel forced(GetParam());
+  if (!forced.active()) GTEST_SKIP() << forced.why();
+  compare_provider(kernels::native_handlers(), "native at " + std::string(isa_name(GetParam())));
+}
 TEST(Providers, BlasMatchesReference) { compare_provider(kernels::blas_handlers(), "blas"); }
 TEST(Providers, LibTorchMatchesNative) {
   if (!kernels::libtorch_built()) {
@@ -164,7 +192,7 @@ TEST(Providers, BlasRefusesF64Typed) {
 
 // Every GEMM variant the CPU can run, on awkward sizes and on transposed operands, on one to three
 // threads (the thread count picks the blocking and the packing scheme), against a double-precision loop.
-TEST(Gemm, VariantsMatchAReferenceLoopOnOddAndDegenerateShapes) {
+TEST_P(EveryLevel, GemmMatchesAReferenceLoopOnOddAndDegenerateShapes) {
   std::mt19937 rng(3);
   std::normal_distribution<float> nd;
   const std::int64_t sizes[][3] = {{1, 1, 1},      {0, 5, 3},      {5, 0, 3},      {4, 6, 0},   {13, 37, 29},
@@ -173,8 +201,11 @@ TEST(Gemm, VariantsMatchAReferenceLoopOnOddAndDegenerateShapes) {
                                    {97, 100, 600}, {60, 300, 600},    // one row block shared by threads
                                    {17, 1030, 40}, {40, 1100, 600}};  // n >= 1024: the wide kernel, A and B packed
   const int threads_before = omp_get_max_threads();
-  for (std::string_view variant : {"avx512", "avx2", "portable"}) {
-    if (!kernels::cpu::set_sgemm_variant(variant)) continue;
+  {
+    const ForcedLevel forced(GetParam());
+    if (!forced.active()) GTEST_SKIP() << forced.why();
+    const std::string variant(isa_name(GetParam()));
+    ASSERT_EQ(kernels::cpu::sgemm_variant(), variant);
     for (int threads : {1, 2, 3}) {
       omp_set_num_threads(threads);
       for (const auto& s : sizes) {
@@ -206,7 +237,6 @@ TEST(Gemm, VariantsMatchAReferenceLoopOnOddAndDegenerateShapes) {
     }
   }
   omp_set_num_threads(threads_before);
-  kernels::cpu::set_sgemm_variant("auto");
 }
 
 // im2col's strided rows: every stride and length, each source exactly as long as the copy needs (the
@@ -230,12 +260,15 @@ TEST(Gemm, StridedCopyMatchesAScalarLoopWithoutReadingPastItsSource) {
 
 // A bias folded into the store, per row or per column, with and without accumulation, on every variant:
 // full and edge tiles, and a depth over one block (the bias must go in once, not once per block).
-TEST(Gemm, BiasIsAddedOnceAsCIsStored) {
+TEST_P(EveryLevel, GemmAddsTheBiasOnceAsCIsStored) {
   std::mt19937 rng(8);
   std::normal_distribution<float> nd;
   const std::int64_t sizes[][3] = {{16, 64, 8}, {13, 37, 29}, {24, 40, 700}, {3, 5, 0}, {9, 1030, 20}, {16, 1056, 520}};
-  for (std::string_view variant : {"avx512", "avx2", "portable"}) {
-    if (!kernels::cpu::set_sgemm_variant(variant)) continue;
+  {
+    const ForcedLevel forced(GetParam());
+    if (!forced.active()) GTEST_SKIP() << forced.why();
+    const std::string variant(isa_name(GetParam()));
+    ASSERT_EQ(kernels::cpu::sgemm_variant(), variant);
     for (const auto& s : sizes) {
       const std::int64_t m = s[0], n = s[1], k = s[2];
       std::vector<float> a(static_cast<std::size_t>(std::max<std::int64_t>(m * k, 1))),
@@ -265,14 +298,12 @@ TEST(Gemm, BiasIsAddedOnceAsCIsStored) {
           }
     }
   }
-  kernels::cpu::set_sgemm_variant("auto");
 }
 
 TEST(Gemm, AccumulateAddsIntoC) {
   std::vector<float> a{1, 2, 3, 4}, b{1, 0, 0, 1}, c{10, 10, 10, 10};
   kernels::cpu::sgemm(2, 2, 2, a.data(), 2, 1, b.data(), 2, 1, c.data(), 2, true);
   EXPECT_EQ(c, (std::vector<float>{11, 12, 13, 14}));
-  EXPECT_FALSE(kernels::cpu::set_sgemm_variant("sse9"));
 }
 
 TEST(Determinism, ReferenceIsBitwiseIdenticalAcrossThreadCounts) {

@@ -7,6 +7,7 @@
 #include <map>
 #include <string>
 
+#include "pact/core/cpu.hpp"
 #include "pact/core/error.hpp"
 #include "tools/pact/command.hpp"
 
@@ -34,9 +35,14 @@ std::vector<std::pair<std::string_view, Registration>> registered_commands() {
 namespace {
 
 int run(int argc, char** argv) {
+  // A PACT_ISA that names no level is refused before anything runs (a typo must not measure the wrong
+  // kernels); a level above the CPU's is reported on stderr and the CPU's best runs (pact/core/cpu.hpp).
+  if (const std::string_view isa = pact::requested_isa(); !isa.empty() && !pact::parse_isa(isa))
+    pact::throw_error(pact::ErrorCode::invalid_argument, "PACT_ISA",
+                      "'" + std::string(isa) + "' is not an ISA level (portable, avx2, avx512)");
   CLI::App app{"pact: a tensor runtime in which every kernel carries a contract"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "pact 0.1.0");
+  app.set_version_flag("--version", [] { return "pact 0.1.0\ncpu: " + pact::describe_cpu(); });
   std::vector<pact::cli::Runner> runners;
   for (const auto& [name, registration] : pact::cli::registered_commands()) {
     for (auto& r : registration(app)) runners.push_back(std::move(r));

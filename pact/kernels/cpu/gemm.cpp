@@ -11,6 +11,7 @@
 #include <new>
 #include <vector>
 
+#include "pact/core/simd_dispatch.hpp"
 #include "pact/kernels/cpu/parallel.hpp"
 
 namespace pact::kernels::cpu {
@@ -46,10 +47,9 @@ struct Variant {
 // saves a full read and write of it, which for the short depths of a training step's GEMMs (k of 64 to
 // 1024) costs as much as a large part of the arithmetic.
 template <bool RowMajor, int NV>
-__attribute__((target("avx512f"))) void kernel_avx512_impl(std::int64_t kc, const float* a, std::int64_t ar,
-                                                           std::int64_t ac, const float* b, std::int64_t bs, float* t,
-                                                           std::int64_t ldc, bool add, const float* rbias,
-                                                           const float* cbias) {
+PACT_TARGET_AVX512 void kernel_avx512_impl(std::int64_t kc, const float* a, std::int64_t ar, std::int64_t ac,
+                                           const float* b, std::int64_t bs, float* t, std::int64_t ldc, bool add,
+                                           const float* rbias, const float* cbias) {
   constexpr int MR = 8;
   __m512 c[MR][NV];
   for (int i = 0; i < MR; ++i)
@@ -108,9 +108,8 @@ void kernel_avx512_direct(std::int64_t kc, const float* a, std::int64_t ar, std:
     kernel_avx512_impl<false, 2>(kc, a, ar, ac, b, bs, t, ldc, add, rbias, cbias);
 }
 
-__attribute__((target("avx2,fma"))) void kernel_avx2(std::int64_t kc, const float* a, const float* b, float* t,
-                                                     std::int64_t ldc, bool add, const float* rbias,
-                                                     const float* cbias) {
+PACT_TARGET_AVX2 void kernel_avx2(std::int64_t kc, const float* a, const float* b, float* t, std::int64_t ldc, bool add,
+                                  const float* rbias, const float* cbias) {
   constexpr int MR = 6;
   __m256 c0[MR], c1[MR];
   for (int i = 0; i < MR; ++i) {
@@ -165,22 +164,12 @@ constexpr Variant kAvx512Wide{"avx512", 8, 48, &kernel_avx512_wide, nullptr};
 constexpr Variant kAvx2{"avx2", 6, 16, &kernel_avx2, nullptr};
 constexpr Variant kPortable{"portable", 4, 16, &kernel_portable, nullptr};
 
-bool cpu_has(std::string_view name) {
-  if (name == "avx512") return __builtin_cpu_supports("avx512f");
-  if (name == "avx2") return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  return name == "portable";
-}
-
-const Variant* detect() {
-  if (cpu_has("avx512")) return &kAvx512;
-  if (cpu_has("avx2")) return &kAvx2;
-  return &kPortable;
-}
-
-const Variant*& current() {
-  static const Variant* v = detect();  // chosen once
-  return v;
-}
+// The micro-kernels per ISA level (the dispatch table; pact/core/simd_dispatch.hpp). The AVX2 and AVX-512
+// variants share the AVX packing routines.
+const simd::Table<const Variant*> kSgemm{"sgemm",
+                                         {&kPortable, "kernel_portable"},
+                                         {&kAvx2, "kernel_avx2 pack_panel_transposed_avx pack_rows_avx"},
+                                         {&kAvx512, "kernel_avx512_impl pack_panel_transposed_avx pack_rows_avx"}};
 
 // Per-thread packing buffers, grown on demand and reused across calls, so a GEMM allocates nothing once
 // warm (slot 0: packed B, slot 1: packed A). Buffers of 2 MiB and more are 2 MiB-aligned and advised as
@@ -208,8 +197,7 @@ float* scratch(int slot, std::size_t n) {
 
 // Transposes 8 rows of 8 floats (src rows at stride sr, unit column stride) into 8 rows of 8 at dst
 // (row stride ds): dst[p * ds + i] = src[i * sr + p]. In registers: unpack, shuffle, 128-bit permute.
-__attribute__((target("avx"))) inline void transpose_8x8(const float* src, std::int64_t sr, float* dst,
-                                                         std::int64_t ds) {
+PACT_TARGET_AVX2 PACT_SIMD_INLINE void transpose_8x8(const float* src, std::int64_t sr, float* dst, std::int64_t ds) {
   __m256 r[8];
   for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(src + i * sr);
   const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
@@ -239,8 +227,8 @@ __attribute__((target("avx"))) inline void transpose_8x8(const float* src, std::
 // of width `width` (zero-padded). Source element (r, p) is at src[r * rs + p * ps]. The vectorised path
 // (AVX, so only under the AVX-512 and AVX2 variants, whose CPUs have it) covers unit depth stride with
 // 8 x 8 register transposes; unit line stride is packed in source order by pack_rows_avx below.
-__attribute__((target("avx"))) void pack_panel_transposed_avx(const float* src, std::int64_t rs, std::int64_t width,
-                                                              std::int64_t kc, float* dst) {
+PACT_TARGET_AVX2 void pack_panel_transposed_avx(const float* src, std::int64_t rs, std::int64_t width, std::int64_t kc,
+                                                float* dst) {
   std::int64_t p = 0;
   for (; p + 8 <= kc; p += 8)
     for (std::int64_t r = 0; r < width; r += 8) transpose_8x8(src + r * rs + p, rs, dst + p * width + r, width);
@@ -264,9 +252,8 @@ void pack_panel(const Variant& v, const float* src, std::int64_t rs, std::int64_
 // contiguous elements is read once, front to back, and dealt out to the panels (panel q, depth p at
 // dst[(q * kc + p) * width]). Reading each source row sequentially keeps the hardware prefetcher ahead,
 // where a panel-at-a-time walk would touch a new line of every row per panel.
-__attribute__((target("avx"))) void pack_rows_avx(const float* src, std::int64_t ps, std::int64_t lanes,
-                                                  std::int64_t width, std::int64_t kc, std::int64_t p0, std::int64_t p1,
-                                                  float* dst) {
+PACT_TARGET_AVX2 void pack_rows_avx(const float* src, std::int64_t ps, std::int64_t lanes, std::int64_t width,
+                                    std::int64_t kc, std::int64_t p0, std::int64_t p1, float* dst) {
   const std::int64_t full = lanes / width;
   for (std::int64_t p = p0; p < p1; ++p) {
     const float* s = src + p * ps;
@@ -317,7 +304,7 @@ void pack_b(const Variant& v, std::int64_t kc, std::int64_t nc, const float* b, 
 
 namespace {
 
-__attribute__((target("avx512f"))) void stride2_copy_avx512(const float* src, float* dst, std::int64_t count) {
+PACT_TARGET_AVX512 void stride2_copy_avx512(const float* src, float* dst, std::int64_t count) {
   const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
   std::int64_t z = 0;
   // Each step reads src[2z .. 2z + 31]; the last element needed is src[2 (count - 1)], hence z + 17 <= count.
@@ -338,35 +325,31 @@ __attribute__((target("avx512f"))) void stride2_copy_avx512(const float* src, fl
   }
 }
 
-}  // namespace
-
-void strided_copy(const float* src, std::int64_t stride, float* dst, std::int64_t count) noexcept {
-  static const bool avx512 = cpu_has("avx512");
+void strided_copy_portable(const float* src, std::int64_t stride, float* dst, std::int64_t count) {
   if (stride == 1) {
     std::copy(src, src + count, dst);
-  } else if (stride == 2 && avx512) {
-    stride2_copy_avx512(src, dst, count);
   } else {
     for (std::int64_t z = 0; z < count; ++z) dst[z] = src[z * stride];
   }
 }
 
-std::string_view sgemm_variant() noexcept { return current()->name; }
-
-bool set_sgemm_variant(std::string_view variant) noexcept {
-  if (variant == "auto") {
-    current() = detect();
-    return true;
-  }
-  for (const Variant* v : {&kAvx512, &kAvx2, &kPortable}) {
-    if (v->name == variant) {
-      if (!cpu_has(variant)) return false;
-      current() = v;
-      return true;
-    }
-  }
-  return false;
+void strided_copy_avx512(const float* src, std::int64_t stride, float* dst, std::int64_t count) {
+  if (stride == 2)
+    stride2_copy_avx512(src, dst, count);
+  else
+    strided_copy_portable(src, stride, dst, count);
 }
+
+const simd::Table<void (*)(const float*, std::int64_t, float*, std::int64_t)> kStridedCopy{
+    "strided_copy", PACT_SIMD_FN(strided_copy_portable), {}, {&strided_copy_avx512, "stride2_copy_avx512"}};
+
+}  // namespace
+
+void strided_copy(const float* src, std::int64_t stride, float* dst, std::int64_t count) noexcept {
+  kStridedCopy(src, stride, dst, count);
+}
+
+std::string_view sgemm_variant() noexcept { return isa_name(kSgemm.level()); }
 
 void sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t a_row, std::int64_t a_col,
            const float* b, std::int64_t b_row, std::int64_t b_col, float* c, std::int64_t ldc, bool accumulate,
@@ -380,7 +363,8 @@ void sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::
   // Products with 1024 columns or more, which pack A anyway, take the wide AVX-512 kernel: fewer loads per
   // multiply-add (2048^2 on one thread: 0.95-0.97 of OpenBLAS with 8 x 32, 1.02-1.03 with 8 x 48).
   // Narrower products keep 8 x 32, whose 32-wide panels fit the step's 32- to 512-wide operands.
-  const Variant& v = n >= 1024 && current() == &kAvx512 ? kAvx512Wide : *current();
+  const Variant* chosen = kSgemm.get();
+  const Variant& v = n >= 1024 && chosen == &kAvx512 ? kAvx512Wide : *chosen;
   const std::int64_t nc_max = std::min(kNC, ((n + v.nr - 1) / v.nr) * v.nr);
   const std::int64_t kc_max = std::min(kKC, k);
   // Products below about a million multiply-adds run on one thread: a parallel region's start costs more

@@ -1,6 +1,7 @@
 #pragma once
-/// The native f32 GEMM: packed, cache-blocked, with a SIMD micro-kernel chosen once at run time from the
-/// CPU's features (AVX-512, AVX2+FMA, or a portable loop) and OpenMP threads over row blocks.
+/// The native f32 GEMM: packed, cache-blocked, with a SIMD micro-kernel per ISA level (AVX-512, AVX2+FMA, a
+/// portable loop) chosen at each call through the dispatch table for the active level (pact/core/cpu.hpp;
+/// PACT_ISA forces a lower one), and OpenMP threads over row blocks.
 ///
 /// Operands are addressed by element strides, so transposed operands need no copy: element (i, k) of A
 /// is a[i * a_row + k * a_col]. C is row-major with leading dimension ldc.
@@ -24,12 +25,8 @@ void sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::
            const float* b, std::int64_t b_row, std::int64_t b_col, float* c, std::int64_t ldc, bool accumulate,
            GemmBias bias = {});
 
-/// The micro-kernel variant selected for this CPU: "avx512", "avx2" or "portable".
+/// The micro-kernel level a call runs at now: "avx512", "avx2" or "portable".
 std::string_view sgemm_variant() noexcept;
-
-/// Forces a variant (tests compare variants); "auto" restores the CPU's choice. Returns false when the
-/// CPU cannot run the requested variant.
-bool set_sgemm_variant(std::string_view variant) noexcept;
 
 /// dst[z] = src[z * stride] for z in [0, count): the strided rows of im2col. Vectorised for stride 2 on
 /// AVX-512 CPUs (a two-register permute per 16 outputs); reads only src[0 .. (count - 1) * stride].

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <limits>
 
+#include "pact/core/simd_dispatch.hpp"
 #include "pact/kernels/cpu/common.hpp"
 #include "pact/kernels/cpu/gemm.hpp"
 #include "pact/kernels/cpu/handler_table.hpp"
@@ -53,10 +54,9 @@ inline float fast_exp(float x) {
   return x < -87.3f ? 0.0f : (x > 88.7f ? std::numeric_limits<float>::infinity() : (x != x ? x : y));
 }
 
-// y[k] = exp(x[k] - shift); returns the sum of y. SIMD variant chosen at load time (target_clones). The
+// y[k] = exp(x[k] - shift); returns the sum of y. Compiled per ISA level (the dispatch table). The
 // sum runs in 16 independent lanes (an implementationDefined order), so the loops vectorise.
-__attribute__((target_clones("avx512f", "avx2", "default"))) float exp_shifted(const float* x, float* y, std::int64_t n,
-                                                                               float shift) {
+PACT_SIMD_INLINE float exp_shifted_body(const float* x, float* y, std::int64_t n, float shift) {
   for (std::int64_t k = 0; k < n; ++k) y[k] = fast_exp(x[k] - shift);
   float lanes[16] = {};
   std::int64_t k = 0;
@@ -67,9 +67,10 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) float exp_shifted(c
   for (float l : lanes) sum += l;
   return sum;
 }
+PACT_SIMD_VARIANTS(exp_shifted, exp_shifted_body);
 
 // The maximum of x[0..n) (NaN if any element is NaN, as the softmax of such a row is NaN anyway).
-__attribute__((target_clones("avx512f", "avx2", "default"))) float row_max(const float* x, std::int64_t n) {
+PACT_SIMD_INLINE float row_max_body(const float* x, std::int64_t n) {
   float lanes[16];
   for (float& l : lanes) l = -std::numeric_limits<float>::infinity();
   std::int64_t k = 0;
@@ -80,6 +81,7 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) float row_max(const
   for (float l : lanes) mx = std::max(mx, l);
   return mx;
 }
+PACT_SIMD_VARIANTS(row_max, row_max_body);
 
 void softmax_rows(const float* x, float* y, std::int64_t rows, std::int64_t n, bool log) {
   parallel_ranges(rows, rows * n > 65536, [&](std::int64_t r0, std::int64_t r1) {
@@ -251,9 +253,9 @@ inline float lanes_sum(std::int64_t n, F&& f) {
 
 // Rows of n normalised (mean removed unless rms, scaled to unit variance), then weighted and biased where
 // w and b are given.
-__attribute__((target_clones("avx512f", "avx2", "default"))) void norm_forward_rows(
-    const float* __restrict x, const float* __restrict w, const float* __restrict b, std::int64_t rows, std::int64_t n,
-    float eps, bool rms, float* __restrict out) {
+PACT_SIMD_INLINE void norm_forward_rows_body(const float* __restrict x, const float* __restrict w,
+                                             const float* __restrict b, std::int64_t rows, std::int64_t n, float eps,
+                                             bool rms, float* __restrict out) {
   for (std::int64_t r = 0; r < rows; ++r, x += n, out += n) {
     const float mean = rms ? 0.0f : lanes_sum(n, [x](std::int64_t k) { return x[k]; }) / static_cast<float>(n);
     const float var = lanes_sum(n, [x, mean](std::int64_t k) { return (x[k] - mean) * (x[k] - mean); });
@@ -267,6 +269,7 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void norm_forward_r
     }
   }
 }
+PACT_SIMD_VARIANTS(norm_forward_rows, norm_forward_rows_body);
 
 Tensor norm_forward(std::span<const TensorView> in, const Attributes& a, bool rms) {
   const char* name = rms ? "rms_norm" : "layer_norm";
@@ -293,14 +296,14 @@ Tensor rms_norm_forward(std::span<const TensorView> in, const Attributes& a, con
 // The norm VJP over `rows` rows of n: with xhat = (x - mean) inv and gxhat = g w,
 // dx = inv (gxhat - mean(gxhat) - xhat mean(gxhat xhat)) (rms: no mean(gxhat) term), and each row's
 // contributions g xhat and g added to dw and db (either may be null), rows in order. xhat and gxhat are
-// row scratch. One call for all rows, so the SIMD clone is chosen once. No two pointers alias (__restrict):
+// row scratch. One call for all rows, so the level is chosen once. No two pointers alias (__restrict):
 // without that, GCC versions the loops on run-time overlap checks, and which version runs (vector with
 // fused multiply-adds, or scalar) depended on where the buffers happened to lie, so dx could differ in its
 // last bits between a call that wants dw and one that does not.
-__attribute__((target_clones("avx512f", "avx2", "default"))) void norm_backward_rows(
-    const float* __restrict x, const float* __restrict g, const float* __restrict w, std::int64_t rows, std::int64_t n,
-    float eps, bool rms, float* __restrict dx, float* __restrict dw, float* __restrict db, float* __restrict xhat,
-    float* __restrict gxhat) {
+PACT_SIMD_INLINE void norm_backward_rows_body(const float* __restrict x, const float* __restrict g,
+                                              const float* __restrict w, std::int64_t rows, std::int64_t n, float eps,
+                                              bool rms, float* __restrict dx, float* __restrict dw,
+                                              float* __restrict db, float* __restrict xhat, float* __restrict gxhat) {
   for (std::int64_t r = 0; r < rows; ++r, x += n, g += n, dx += n) {
     const float mean = rms ? 0.0f : lanes_sum(n, [x](std::int64_t k) { return x[k]; }) / static_cast<float>(n);
     const float var =
@@ -321,6 +324,7 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void norm_backward_
       for (std::int64_t k = 0; k < n; ++k) db[k] += g[k];
   }
 }
+PACT_SIMD_VARIANTS(norm_backward_rows, norm_backward_rows_body);
 
 GradList norm_vjp(std::span<const TensorView> in, const TensorView& grad, const Attributes& a, const KernelContext& c,
                   bool rms) {
@@ -523,25 +527,23 @@ inline float normal_cdf(float x) {
   return x >= 0.0f ? 1.0f - e : e;
 }
 
-__attribute__((target_clones("avx512f", "avx2", "default"))) void gelu_rows(const float* __restrict x,
-                                                                            float* __restrict y, std::int64_t n) {
+PACT_SIMD_INLINE void gelu_rows_body(const float* __restrict x, float* __restrict y, std::int64_t n) {
   for (std::int64_t k = 0; k < n; ++k) y[k] = x[k] * normal_cdf(x[k]);
 }
+PACT_SIMD_VARIANTS(gelu_rows, gelu_rows_body);
 
 // dx = g * (Phi(x) + x phi(x)). With the forward output y = x Phi(x) at hand (the tape retains it),
 // Phi(x) = y / x costs a division instead of a second erfc: relative error within an ulp or two of
 // y's. At |x| below 1e-20 (where y / x would lose precision) Phi(x) is 0.5 to float precision.
-__attribute__((target_clones("avx512f", "avx2", "default"))) void gelu_backward_rows(const float* __restrict x,
-                                                                                     const float* __restrict y,
-                                                                                     const float* __restrict g,
-                                                                                     float* __restrict dx,
-                                                                                     std::int64_t n) {
+PACT_SIMD_INLINE void gelu_backward_rows_body(const float* __restrict x, const float* __restrict y,
+                                              const float* __restrict g, float* __restrict dx, std::int64_t n) {
   for (std::int64_t k = 0; k < n; ++k) {
     const float pdf = fast_exp(-0.5f * x[k] * x[k]) * 0.39894228040143267794f;
     const float cdf = std::fabs(x[k]) < 1e-20f ? 0.5f : y[k] / x[k];
     dx[k] = g[k] * (cdf + x[k] * pdf);
   }
 }
+PACT_SIMD_VARIANTS(gelu_backward_rows, gelu_backward_rows_body);
 
 bool exact_gelu_f32(std::span<const TensorView> in, const Attributes& a) {
   return in[0].dtype() == DType::f32 && a.get_string("gelu", "approximate", std::string("none")) == "none";
@@ -569,17 +571,16 @@ GradList gelu_vjp(std::span<const TensorView> in, const TensorView& y, const Ten
 // ---- relu: flat SIMD loops ----------------------------------------------------------------------------
 
 // y = max(x, 0) with NaN propagated (x < 0 ? 0 : x), and dx = g where x > 0, else 0: the generic rule.
-__attribute__((target_clones("avx512f", "avx2", "default"))) void relu_rows(const float* __restrict x,
-                                                                            float* __restrict y, std::int64_t n) {
+PACT_SIMD_INLINE void relu_rows_body(const float* __restrict x, float* __restrict y, std::int64_t n) {
   for (std::int64_t k = 0; k < n; ++k) y[k] = x[k] < 0.0f ? 0.0f : x[k];
 }
+PACT_SIMD_VARIANTS(relu_rows, relu_rows_body);
 // dx = g where the forward output y > 0 (exactly where x > 0), else 0: relu saves its output only.
-__attribute__((target_clones("avx512f", "avx2", "default"))) void relu_backward_rows(const float* __restrict y,
-                                                                                     const float* __restrict g,
-                                                                                     float* __restrict dx,
-                                                                                     std::int64_t n) {
+PACT_SIMD_INLINE void relu_backward_rows_body(const float* __restrict y, const float* __restrict g,
+                                              float* __restrict dx, std::int64_t n) {
   for (std::int64_t k = 0; k < n; ++k) dx[k] = y[k] > 0.0f ? g[k] : 0.0f;
 }
+PACT_SIMD_VARIANTS(relu_backward_rows, relu_backward_rows_body);
 
 Tensor relu_forward(std::span<const TensorView> in, const Attributes& a, const KernelContext& c) {
   if (in[0].dtype() != DType::f32) return generic::relu_forward(in, a, c);
@@ -607,9 +608,7 @@ GradList relu_vjp(std::span<const TensorView> in, const TensorView& y, const Ten
 // whole 16-lane chunks, the masked part of the last chunk as -inf (exp gives 0), so they vectorise with
 // no scalar tail; sums run in 16 lanes (an implementationDefined order). A row with nothing live is NaN
 // throughout, as PyTorch gives for a fully masked row.
-__attribute__((target_clones("avx512f", "avx2", "default"))) void attention_softmax(float* p, std::int64_t l,
-                                                                                    std::int64_t s, bool causal,
-                                                                                    float scale) {
+PACT_SIMD_INLINE void attention_softmax_body(float* p, std::int64_t l, std::int64_t s, bool causal, float scale) {
   constexpr std::int64_t W = 16;
   for (std::int64_t i = 0; i < l; ++i) {
     float* row = p + i * s;
@@ -653,6 +652,7 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void attention_soft
     std::fill(row + live, row + s, 0.0f);
   }
 }
+PACT_SIMD_VARIANTS(attention_softmax, attention_softmax_body);
 
 // Under a causal mask only the lower triangle of the l x s scores is live (row i: columns j <= i), so the
 // products over the scores skip the blocks above it. Rows [i0, i1) need score columns [0, cols):

@@ -1,0 +1,64 @@
+// `pact env [--json]`: what Pact detected about this machine (CPU model, cores, caches, the ISA level the
+// kernels run at and why) and, per SIMD family, the level each one serves at.
+
+#include <fmt/format.h>
+
+#include <memory>
+#include <string>
+
+#include "pact/core/cpu.hpp"
+#include "pact/core/json.hpp"
+#include "pact/core/simd_dispatch.hpp"
+#include "pact/kernels/cpu/gemm.hpp"
+#include "tools/pact/command.hpp"
+
+namespace pact::cli {
+
+namespace {
+
+Json env_json() {
+  const CpuFacts& f = cpu_facts();
+  Json families = Json::object();
+  for (const auto& fam : simd::families()) families[std::string(fam.name)] = isa_name(fam.serves(active_isa()));
+  return Json{{"schema", "pact.env.v1"},
+              {"cpu",
+               {{"model", f.model},
+                {"detected", f.detected},
+                {"cores", f.cores},
+                {"logical_processors", f.logical},
+                {"l1d_bytes", f.l1d},
+                {"l2_bytes", f.l2},
+                {"l3_bytes", f.l3},
+                {"l3_shared_by", f.l3_sharing},
+                {"avx512_bf16", f.avx512_bf16},
+                {"avx512_vnni", f.avx512_vnni},
+                {"avx_vnni", f.avx_vnni}}},
+              {"isa",
+               {{"best", isa_name(f.best)},
+                {"active", isa_name(active_isa())},
+                {"requested", std::string(requested_isa())}}},
+              {"simd_families", families},
+              {"openblas_corename", std::string(kernels::cpu::openblas_corename())}};
+}
+
+const bool registered = register_command("env", [](CLI::App& app) {
+  auto json = std::make_shared<bool>(false);
+  auto* cmd = app.add_subcommand("env", "print what Pact detected about this CPU and the ISA level its kernels run at");
+  cmd->add_flag("--json", *json, "print it as JSON (schema pact.env.v1)");
+  return std::vector<Runner>{{cmd, [json] {
+                                if (*json) {
+                                  fmt::print("{}\n", env_json().dump(2));
+                                  return 0;
+                                }
+                                fmt::print("cpu: {}\n", describe_cpu());
+                                if (!requested_isa().empty()) fmt::print("PACT_ISA={}\n", requested_isa());
+                                fmt::print("OpenBLAS kernel: {}\n", kernels::cpu::openblas_corename());
+                                for (const auto& fam : simd::families())
+                                  fmt::print("  {:<22} {}\n", fam.name, isa_name(fam.serves(active_isa())));
+                                return 0;
+                              }}};
+});
+
+}  // namespace
+
+}  // namespace pact::cli
