@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <thread>
 
+#include "pact/core/cpu.hpp"
 #include "pact/core/error.hpp"
 
 namespace pact {
@@ -25,14 +26,36 @@ void BenchReport::add_ratio(const BenchRatio& r) {
   const BenchCase& num = find(r.numerator);
   const BenchCase& den = find(r.denominator);
   const double value = num.value / den.value;
-  std::string verdict = r.baseline_forced || !std::isfinite(value) ? "invalid" : value <= r.goal_max ? "pass" : "fail";
+  const bool unmatched = r.baseline_forced && !r.proxy;
+  std::string verdict = unmatched || !std::isfinite(value) ? "invalid"
+                        : value > r.goal_max               ? "fail"
+                        : r.baseline_forced                ? "proxy"
+                                                           : "pass";
   ratios_.push_back(Json{{"name", r.name},
                          {"numerator", r.numerator},
                          {"denominator", r.denominator},
                          {"value", value},
                          {"goal_max", r.goal_max},
                          {"baseline_forced", r.baseline_forced},
+                         {"proxy", r.baseline_forced && r.proxy},
                          {"verdict", verdict}});
+}
+
+OpenBlasBaseline openblas_baseline() {
+  OpenBlasBaseline b;
+  const char* core = std::getenv("OPENBLAS_CORETYPE");
+  if (core == nullptr) return b;
+  b.forced = true;
+  const std::string c(core);
+  const Isa level = active_isa();
+  const bool avx2_kernel = c == "Haswell" || c == "Zen";
+  const bool avx512_kernel = c == "SkylakeX" || c == "Cooperlake" || c == "SapphireRapids";
+  b.proxy =
+      !requested_isa().empty() && ((level == Isa::avx2 && avx2_kernel) || (level == Isa::avx512 && avx512_kernel));
+  b.note = b.proxy ? fmt::format("proxy: OPENBLAS_CORETYPE={} against PACT_ISA={}", c, isa_name(level))
+                   : fmt::format("OpenBLAS kernel forced by OPENBLAS_CORETYPE={} (unmatched: Pact runs {})", c,
+                                 isa_name(level));
+  return b;
 }
 
 Json BenchReport::to_json() const {
@@ -110,9 +133,13 @@ void validate_bench_report(const Json& report) {
     require(ratios[i], p, "goal_max", Json::value_t::number_float);
     require(ratios[i], p, "baseline_forced", Json::value_t::boolean);
     auto verdict = require(ratios[i], p, "verdict", Json::value_t::string).get<std::string>();
-    if (verdict != "pass" && verdict != "fail" && verdict != "invalid") fail(p + ".verdict", "not pass|fail|invalid");
-    if (ratios[i]["baseline_forced"].get<bool>() && verdict != "invalid")
-      fail(p + ".verdict", "forced baseline must be invalid");
+    if (verdict != "pass" && verdict != "fail" && verdict != "proxy" && verdict != "invalid")
+      fail(p + ".verdict", "not pass|fail|proxy|invalid");
+    const bool forced = ratios[i]["baseline_forced"].get<bool>();
+    const bool proxy = ratios[i].contains("proxy") && ratios[i]["proxy"].is_boolean() && ratios[i]["proxy"].get<bool>();
+    if (forced && verdict == "pass") fail(p + ".verdict", "a forced baseline is never pass");
+    if (forced && !proxy && verdict != "invalid") fail(p + ".verdict", "an unmatched forced baseline must be invalid");
+    if (!forced && (proxy || verdict == "proxy")) fail(p + ".verdict", "proxy without a forced baseline");
   }
 }
 

@@ -5,11 +5,13 @@
 ///    "environment": {"threads": N, "openblas_coretype": STR|null, "compiler": STR, "build_type": STR},
 ///    "cases": [{"name": STR, "contender": STR, "metric": STR, "unit": STR, "value": NUM, "repetitions": N}],
 ///    "ratios": [{"name": STR, "numerator": CASE, "denominator": CASE, "value": NUM, "goal_max": NUM,
-///                "baseline_forced": BOOL, "verdict": "pass"|"fail"|"invalid"}]}
+///                "baseline_forced": BOOL, "proxy": BOOL, "verdict": "pass"|"fail"|"proxy"|"invalid"}]}
 ///
 /// A ratio is numerator/denominator of two cases measured in the same run (lower is better for time
-/// metrics). A ratio whose baseline ran on a forced kernel (OPENBLAS_CORETYPE set) is "invalid", never
-/// "pass".
+/// metrics). A ratio whose baseline ran on a forced kernel (OPENBLAS_CORETYPE set) is never "pass": it is
+/// "proxy" (or "fail") when Pact's own level was forced to the same ISA (PACT_ISA=avx2 against
+/// OPENBLAS_CORETYPE=Haswell: a like-for-like measurement of a lower ISA on a faster machine), and
+/// "invalid" for any other forced baseline.
 
 #include <optional>
 #include <string>
@@ -34,7 +36,18 @@ struct BenchRatio {
   std::string denominator;
   double goal_max = 0;  ///< the verdict is pass when value <= goal_max
   bool baseline_forced = false;
+  bool proxy = false;  ///< forced, and matched by a forced Pact level (openblas_baseline below)
 };
+
+/// How a baseline measured by OpenBLAS in this process counts.
+struct OpenBlasBaseline {
+  bool forced = false;  ///< OPENBLAS_CORETYPE is set
+  bool proxy = false;   ///< forced to the kernel of the ISA level PACT_ISA forced Pact to
+  std::string note;     ///< why, for reports ("" when not forced)
+};
+/// Reads OPENBLAS_CORETYPE and the active ISA level: avx2 matches Haswell and Zen, avx512 matches
+/// SkylakeX, Cooperlake and SapphireRapids; nothing else matches.
+OpenBlasBaseline openblas_baseline();
 
 /// Builds a pact.bench.v1 report.
 class BenchReport {

@@ -1,7 +1,8 @@
 #pragma once
 /// Performance contracts (SPEC §10): each obligation a throughput ratio of a contender against a baseline
 /// measured in the same run, interleaved, best of N. A baseline or contender on a forced OpenBLAS kernel
-/// (OPENBLAS_CORETYPE set) gives the verdict "invalid", never "pass".
+/// (OPENBLAS_CORETYPE set) is never "pass": "proxy" when PACT_ISA forced Pact to the same level
+/// (openblas_baseline in pact/core/bench_report.hpp), "invalid" otherwise.
 
 #include <string>
 #include <vector>

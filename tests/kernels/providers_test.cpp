@@ -195,11 +195,12 @@ TEST(Providers, BlasRefusesF64Typed) {
 TEST_P(EveryLevel, GemmMatchesAReferenceLoopOnOddAndDegenerateShapes) {
   std::mt19937 rng(3);
   std::normal_distribution<float> nd;
-  const std::int64_t sizes[][3] = {{1, 1, 1},      {0, 5, 3},      {5, 0, 3},      {4, 6, 0},   {13, 37, 29},
-                                   {12, 32, 256},  {25, 65, 300},  {200, 70, 513}, {1, 97, 33}, {97, 1, 33},
-                                   {64, 96, 147},  {40, 100, 600},    // m <= 64: row-major B read in place
-                                   {97, 100, 600}, {60, 300, 600},    // one row block shared by threads
-                                   {17, 1030, 40}, {40, 1100, 600}};  // n >= 1024: the wide kernel, A and B packed
+  const std::int64_t sizes[][3] = {{1, 1, 1},      {0, 5, 3},       {5, 0, 3},      {4, 6, 0},   {13, 37, 29},
+                                   {12, 32, 256},  {25, 65, 300},   {200, 70, 513}, {1, 97, 33}, {97, 1, 33},
+                                   {64, 96, 147},  {40, 100, 600},   // m <= 64: row-major B read in place
+                                   {97, 100, 600}, {60, 300, 600},   // one row block shared by threads
+                                   {17, 1030, 40}, {40, 1100, 600},  // n >= 1024: the wide kernel, A and B packed
+                                   {30, 50, 1300}};  // two or more depth blocks at every level's KC (128 to 1024)
   const int threads_before = omp_get_max_threads();
   {
     const ForcedLevel forced(GetParam());

@@ -192,6 +192,8 @@ TEST(Contracts, ScaffoldNamesEveryObligationAndFalsificationTest) {
 }  // namespace
 }  // namespace pact::verify
 
+#include "pact/core/bench_report.hpp"
+#include "pact/core/cpu.hpp"
 #include "pact/verify/perf.hpp"
 
 namespace pact::verify {
@@ -241,6 +243,48 @@ obligations:
   EXPECT_GT(results[0].ratio, 0.0);
   EXPECT_EQ(results[1].verdict, "invalid");  // never "pass", even with a threshold any kernel meets
   EXPECT_EQ(code_of([&] { check_performance(c, "NOPE"); }), ErrorCode::invalid_argument);
+}
+
+// A forced OpenBLAS kernel matched by the same forced Pact level is a proxy (never pass); forced to a
+// kernel of another level it stays invalid. The bench report's validator holds reports to the same rules.
+TEST(PerformanceContracts, AMatchedForcedLevelIsAProxyAndAnUnmatchedOneInvalid) {
+  if (!cpu_runs(Isa::avx2)) GTEST_SKIP() << "this CPU cannot run the avx2 level, so no avx2 proxy can be measured";
+  const auto c = parse_performance(R"(metadata: {id: p-v1, description: d}
+obligations:
+  - {id: FORCED, benchmark: gemm, shape: [16], contender: native, baseline: openblas, min_ratio: 0.000001, repetitions: 1}
+)",
+                                   "p.yaml");
+  auto verdict_with = [&](const char* coretype) {
+    const char* saved_core = std::getenv("OPENBLAS_CORETYPE");
+    const char* saved_isa = std::getenv("PACT_ISA");
+    const std::string restore_core = saved_core ? saved_core : "", restore_isa = saved_isa ? saved_isa : "";
+    ::setenv("OPENBLAS_CORETYPE", coretype, 1);
+    ::setenv("PACT_ISA", "avx2", 1);
+    std::string verdict;
+    {
+      const ScopedIsa forced(Isa::avx2);
+      verdict = check_performance(c)[0].verdict;
+    }
+    saved_core ? ::setenv("OPENBLAS_CORETYPE", restore_core.c_str(), 1) : ::unsetenv("OPENBLAS_CORETYPE");
+    saved_isa ? ::setenv("PACT_ISA", restore_isa.c_str(), 1) : ::unsetenv("PACT_ISA");
+    return verdict;
+  };
+  EXPECT_EQ(verdict_with("Haswell"), "proxy");
+  EXPECT_EQ(verdict_with("SkylakeX"), "invalid");
+
+  BenchReport report("gemm", "test");
+  report.add_case({"native", "native", "seconds_per_call", "s", 1.0, 1});
+  report.add_case({"openblas", "openblas", "seconds_per_call", "s", 1.0, 1});
+  report.add_ratio({"matched", "native", "openblas", 2.0, true, true});
+  report.add_ratio({"unmatched", "native", "openblas", 2.0, true, false});
+  report.add_ratio({"matched_slow", "native", "openblas", 0.5, true, true});
+  Json j = report.to_json();
+  EXPECT_EQ(j["ratios"][0]["verdict"], "proxy");
+  EXPECT_EQ(j["ratios"][1]["verdict"], "invalid");
+  EXPECT_EQ(j["ratios"][2]["verdict"], "fail");
+  EXPECT_NO_THROW(validate_bench_report(j));
+  j["ratios"][0]["verdict"] = "pass";  // a forced baseline claiming pass
+  EXPECT_EQ(code_of([&] { validate_bench_report(j); }), ErrorCode::parse_error);
 }
 
 }  // namespace

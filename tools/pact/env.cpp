@@ -20,25 +20,24 @@ Json env_json() {
   const CpuFacts& f = cpu_facts();
   Json families = Json::object();
   for (const auto& fam : simd::families()) families[std::string(fam.name)] = isa_name(fam.serves(active_isa()));
-  return Json{{"schema", "pact.env.v1"},
-              {"cpu",
-               {{"model", f.model},
-                {"detected", f.detected},
-                {"cores", f.cores},
-                {"logical_processors", f.logical},
-                {"l1d_bytes", f.l1d},
-                {"l2_bytes", f.l2},
-                {"l3_bytes", f.l3},
-                {"l3_shared_by", f.l3_sharing},
-                {"avx512_bf16", f.avx512_bf16},
-                {"avx512_vnni", f.avx512_vnni},
-                {"avx_vnni", f.avx_vnni}}},
-              {"isa",
-               {{"best", isa_name(f.best)},
-                {"active", isa_name(active_isa())},
-                {"requested", std::string(requested_isa())}}},
-              {"simd_families", families},
-              {"openblas_corename", std::string(kernels::cpu::openblas_corename())}};
+  return Json{
+      {"schema", "pact.env.v1"},
+      {"cpu",
+       {{"model", f.model},
+        {"detected", f.detected},
+        {"cores", f.cores},
+        {"logical_processors", f.logical},
+        {"l1d_bytes", f.l1d},
+        {"l2_bytes", f.l2},
+        {"l3_bytes", f.l3},
+        {"l3_shared_by", f.l3_sharing},
+        {"avx512_bf16", f.avx512_bf16},
+        {"avx512_vnni", f.avx512_vnni},
+        {"avx_vnni", f.avx_vnni}}},
+      {"isa",
+       {{"best", isa_name(f.best)}, {"active", isa_name(active_isa())}, {"requested", std::string(requested_isa())}}},
+      {"simd_families", families},
+      {"openblas_corename", std::string(kernels::cpu::openblas_corename())}};
 }
 
 const bool registered = register_command("env", [](CLI::App& app) {

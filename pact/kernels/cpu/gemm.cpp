@@ -18,11 +18,25 @@ namespace pact::kernels::cpu {
 
 namespace {
 
-// Cache blocking: an MR x KC panel of A and a KC x NR panel of B stay in L1, an MC x KC block of A in L2,
-// a KC x NC block of B in L3.
-constexpr std::int64_t kKC = 512;
-constexpr std::int64_t kMC = 192;
-constexpr std::int64_t kNC = 3072;
+// Cache blocking, derived from the detected caches (pact/core/cpu.hpp) for a micro-kernel of MR x NR:
+//  - KC: the packed MR x KC panel of A stays in half of the L1d while B's panels stream past it;
+//  - MC: an MC x KC block of A takes three eighths of the L2 (the rest holds the B panel and C's rows);
+//  - NC: a KC x NC block of B takes three eighths of this core's share of the L3.
+// On a Zen 4 (32 KiB L1d, 1 MiB L2, 16 MiB L3 per core) that gives the AVX-512 kernel the 512 / 192 / 3072
+// this file used as constants when it was tuned there by hand.
+struct Blocking {
+  std::int64_t kc, mc, nc;
+};
+
+Blocking blocking_for(int mr, int nr) {
+  const CpuFacts& f = cpu_facts();
+  const auto floats = [](std::size_t bytes) { return static_cast<std::int64_t>(bytes / sizeof(float)); };
+  const std::int64_t kc = std::clamp<std::int64_t>(floats(f.l1d / 2) / mr / 64 * 64, 128, 1024);
+  const std::int64_t mc = std::clamp<std::int64_t>(floats(f.l2 * 3 / 8) / kc / mr * mr, mr, 1024);
+  const std::size_t l3_share = f.l3 == 0 ? f.l2 * 4 : f.l3 / static_cast<std::size_t>(f.l3_sharing);
+  const std::int64_t nc = std::clamp<std::int64_t>(floats(l3_share * 3 / 8) / kc / nr * nr, nr, 8192);
+  return {kc, mc, nc};
+}
 
 struct Variant {
   std::string_view name;
@@ -108,39 +122,62 @@ void kernel_avx512_direct(std::int64_t kc, const float* a, std::int64_t ar, std:
     kernel_avx512_impl<false, 2>(kc, a, ar, ac, b, bs, t, ldc, add, rbias, cbias);
 }
 
-PACT_TARGET_AVX2 void kernel_avx2(std::int64_t kc, const float* a, const float* b, float* t, std::int64_t ldc, bool add,
-                                  const float* rbias, const float* cbias) {
-  constexpr int MR = 6;
-  __m256 c0[MR], c1[MR];
-  for (int i = 0; i < MR; ++i) {
-    c0[i] = _mm256_setzero_ps();
-    c1[i] = _mm256_setzero_ps();
-  }
+// The AVX2 + FMA micro-kernel: a 6 x 16 block of C in 12 accumulators (with the two B vectors and a
+// broadcast, 15 of the 16 ymm registers), A read packed or in place exactly as the AVX-512 kernel above.
+// The accumulators are never written back into an array (the store below reads them once): a kernel that
+// updated them in place in its store loop kept them in memory, and paid a store per accumulator per depth
+// step (0.45 of OpenBLAS's Haswell kernel before, on Zen 4 with PACT_ISA=avx2).
+template <bool RowMajor>
+PACT_TARGET_AVX2 void kernel_avx2_impl(std::int64_t kc, const float* a, std::int64_t ar, std::int64_t ac,
+                                       const float* b, std::int64_t bs, float* t, std::int64_t ldc, bool add,
+                                       const float* rbias, const float* cbias) {
+  constexpr int MR = 6, NV = 2;
+  __m256 c[MR][NV];
+  for (int i = 0; i < MR; ++i)
+    for (int v = 0; v < NV; ++v) c[i][v] = _mm256_setzero_ps();
+  const float* r0 = a;
+  const float* r1 = a + ar;
+  const float* r2 = a + 2 * ar;
+  const float* r3 = a + 3 * ar;
+  const float* r4 = a + 4 * ar;
+  const float* r5 = a + 5 * ar;
+#pragma GCC unroll 4
   for (std::int64_t p = 0; p < kc; ++p) {
-    const __m256 b0 = _mm256_load_ps(b);
-    const __m256 b1 = _mm256_load_ps(b + 8);
+    _mm_prefetch(reinterpret_cast<const char*>(b + 8 * bs), _MM_HINT_T0);
+    __m256 bv[NV];
+    for (int v = 0; v < NV; ++v) bv[v] = _mm256_loadu_ps(b + 8 * v);
+    const float* col = a + p * ac;
+    const float av[MR] = {RowMajor ? r0[p] : col[0], RowMajor ? r1[p] : col[1], RowMajor ? r2[p] : col[2],
+                          RowMajor ? r3[p] : col[3], RowMajor ? r4[p] : col[4], RowMajor ? r5[p] : col[5]};
     for (int i = 0; i < MR; ++i) {
-      const __m256 ai = _mm256_broadcast_ss(a + i);
-      c0[i] = _mm256_fmadd_ps(ai, b0, c0[i]);
-      c1[i] = _mm256_fmadd_ps(ai, b1, c1[i]);
+      const __m256 ai = _mm256_set1_ps(av[i]);
+      for (int v = 0; v < NV; ++v) c[i][v] = _mm256_fmadd_ps(ai, bv[v], c[i][v]);
     }
-    a += MR;
-    b += 16;
+    b += bs;
   }
-  const __m256 cb0 = cbias != nullptr ? _mm256_loadu_ps(cbias) : _mm256_setzero_ps();
-  const __m256 cb1 = cbias != nullptr ? _mm256_loadu_ps(cbias + 8) : _mm256_setzero_ps();
   for (int i = 0; i < MR; ++i) {
     float* row = t + i * ldc;
-    if (add) {
-      c0[i] = _mm256_add_ps(c0[i], _mm256_loadu_ps(row));
-      c1[i] = _mm256_add_ps(c1[i], _mm256_loadu_ps(row + 8));
+    for (int v = 0; v < NV; ++v) {
+      __m256 x = c[i][v];
+      if (add) x = _mm256_add_ps(x, _mm256_loadu_ps(row + 8 * v));
+      if (cbias != nullptr) x = _mm256_add_ps(x, _mm256_loadu_ps(cbias + 8 * v));
+      if (rbias != nullptr) x = _mm256_add_ps(x, _mm256_set1_ps(rbias[i]));
+      _mm256_storeu_ps(row + 8 * v, x);
     }
-    const __m256 r = _mm256_set1_ps(rbias != nullptr ? rbias[i] : 0.0f);
-    c0[i] = _mm256_add_ps(_mm256_add_ps(c0[i], cb0), r);
-    c1[i] = _mm256_add_ps(_mm256_add_ps(c1[i], cb1), r);
-    _mm256_storeu_ps(row, c0[i]);
-    _mm256_storeu_ps(row + 8, c1[i]);
   }
+}
+
+void kernel_avx2(std::int64_t kc, const float* a, const float* b, float* t, std::int64_t ldc, bool add,
+                 const float* rbias, const float* cbias) {
+  kernel_avx2_impl<false>(kc, a, 1, 6, b, 16, t, ldc, add, rbias, cbias);
+}
+
+void kernel_avx2_direct(std::int64_t kc, const float* a, std::int64_t ar, std::int64_t ac, const float* b,
+                        std::int64_t bs, float* t, std::int64_t ldc, bool add, const float* rbias, const float* cbias) {
+  if (ac == 1)
+    kernel_avx2_impl<true>(kc, a, ar, ac, b, bs, t, ldc, add, rbias, cbias);
+  else
+    kernel_avx2_impl<false>(kc, a, ar, ac, b, bs, t, ldc, add, rbias, cbias);
 }
 
 void kernel_portable(std::int64_t kc, const float* a, const float* b, float* t, std::int64_t ldc, bool add,
@@ -161,14 +198,14 @@ void kernel_portable(std::int64_t kc, const float* a, const float* b, float* t, 
 
 constexpr Variant kAvx512{"avx512", 8, 32, &kernel_avx512, &kernel_avx512_direct};
 constexpr Variant kAvx512Wide{"avx512", 8, 48, &kernel_avx512_wide, nullptr};
-constexpr Variant kAvx2{"avx2", 6, 16, &kernel_avx2, nullptr};
+constexpr Variant kAvx2{"avx2", 6, 16, &kernel_avx2, &kernel_avx2_direct};
 constexpr Variant kPortable{"portable", 4, 16, &kernel_portable, nullptr};
 
 // The micro-kernels per ISA level (the dispatch table; pact/core/simd_dispatch.hpp). The AVX2 and AVX-512
 // variants share the AVX packing routines.
 const simd::Table<const Variant*> kSgemm{"sgemm",
                                          {&kPortable, "kernel_portable"},
-                                         {&kAvx2, "kernel_avx2 pack_panel_transposed_avx pack_rows_avx"},
+                                         {&kAvx2, "kernel_avx2_impl pack_panel_transposed_avx pack_rows_avx"},
                                          {&kAvx512, "kernel_avx512_impl pack_panel_transposed_avx pack_rows_avx"}};
 
 // Per-thread packing buffers, grown on demand and reused across calls, so a GEMM allocates nothing once
@@ -365,6 +402,11 @@ void sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::
   // Narrower products keep 8 x 32, whose 32-wide panels fit the step's 32- to 512-wide operands.
   const Variant* chosen = kSgemm.get();
   const Variant& v = n >= 1024 && chosen == &kAvx512 ? kAvx512Wide : *chosen;
+  static const Blocking blocking[] = {blocking_for(kPortable.mr, kPortable.nr), blocking_for(kAvx2.mr, kAvx2.nr),
+                                      blocking_for(kAvx512.mr, kAvx512.nr),
+                                      blocking_for(kAvx512Wide.mr, kAvx512Wide.nr)};
+  const Blocking& sizes = blocking[&v == &kPortable ? 0 : &v == &kAvx2 ? 1 : &v == &kAvx512 ? 2 : 3];
+  const std::int64_t kKC = sizes.kc, kMC = sizes.mc, kNC = sizes.nc;
   const std::int64_t nc_max = std::min(kNC, ((n + v.nr - 1) / v.nr) * v.nr);
   const std::int64_t kc_max = std::min(kKC, k);
   // Products below about a million multiply-adds run on one thread: a parallel region's start costs more
