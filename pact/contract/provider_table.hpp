@@ -31,6 +31,7 @@ struct ProviderRow {
   Trust trust;
   NumericalPolicy policy;
   int preference;
+  bool simd_dispatched;  ///< native code: kernels::native_dispatches_simd says which run at the active ISA level
   DTypeSet dtypes;       ///< what its kernel ops compute
   DTypeSet view_dtypes;  ///< what its view ops (reshape, permute, ...) move: their kernels copy elements
   std::array<EvidenceKind, 4> evidence_kinds;    ///< shape, layout, forward value, VJP

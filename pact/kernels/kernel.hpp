@@ -49,6 +49,10 @@ struct Handler {
 std::span<const Handler> reference_handlers();
 /// The native provider: blocked SIMD GEMM, fused kernels, OpenMP (numerical policy implementationDefined).
 std::span<const Handler> native_handlers();
+/// True when the native provider's f32 kernel for `op` runs code of the SIMD dispatch table
+/// (pact/core/simd_dispatch.hpp), so at the active ISA level; its other kernels are loops compiled for the
+/// build's baseline. The plan audit and `pact run --time-nodes` report the level from it.
+bool native_dispatches_simd(ops::OpTag op) noexcept;
 /// The BLAS provider: matmul, linear and conv2d through OpenBLAS cblas_sgemm (trusted external boundary).
 std::span<const Handler> blas_handlers();
 /// The LibTorch provider's handlers (trustedExternal, forward only); empty unless built with

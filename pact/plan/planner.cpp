@@ -7,6 +7,9 @@
 #include <set>
 #include <unordered_map>
 
+#include "pact/contract/provider_table.hpp"
+#include "pact/core/cpu.hpp"
+
 namespace pact::plan {
 
 namespace {
@@ -153,6 +156,15 @@ std::string render_audit_table(const PlanAudit& audit) {
   return s;
 }
 
+std::string_view capsule_isa(const contract::Capsule& capsule) noexcept {
+  const contract::ProviderRow* row = nullptr;
+  for (const auto& r : contract::provider_table())
+    if (r.provider == capsule.provider && r.device == capsule.device) row = &r;
+  if (row == nullptr || row->device != DeviceKind::cpu) return "none";
+  if (row->simd_dispatched && kernels::native_dispatches_simd(capsule.op)) return isa_name(active_isa());
+  return row->trust == contract::Trust::trustedExternal ? "external" : "portable";
+}
+
 Json render_audit_json(const PlanAudit& audit) {
   Json kernels = Json::array();
   for (const auto& k : audit.kernels) {
@@ -167,6 +179,7 @@ Json render_audit_json(const PlanAudit& audit) {
       jk["numerical_policy"] = std::string(contract::numerical_policy_name(k.capsule->numerical_policy));
       jk["provenance"] = Json{{"file", k.capsule->provenance.file}, {"symbol", k.capsule->provenance.symbol}};
       jk["dtypes"] = k.capsule->dtypes.to_string();
+      jk["isa"] = std::string(capsule_isa(*k.capsule));
     } else {
       jk["capsule"] = nullptr;
     }

@@ -97,7 +97,11 @@ class Planner {
 /// The audit as a readable table: node, op, capsule, provider, trust, evidence per descriptor,
 /// numerical policy, verdict; then the failing obligations.
 std::string render_audit_table(const PlanAudit& audit);
-/// The audit as JSON ("pact.plan-audit.v1").
+/// The ISA level a capsule's kernel runs at now: the active level (pact/core/cpu.hpp) for a native kernel
+/// that goes through the SIMD dispatch table, "portable" for plain C++ loops, "external" for a trusted
+/// external library (it picks its own), "none" off the CPU.
+std::string_view capsule_isa(const contract::Capsule& capsule) noexcept;
+/// The audit as JSON ("pact.plan-audit.v1"); each kernel names the ISA level it runs at ("isa").
 Json render_audit_json(const PlanAudit& audit);
 
 }  // namespace pact::plan

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <set>
 #include <unordered_map>
 
@@ -134,6 +135,9 @@ ExecutionResult execute(const plan::AcceptedGraphPlan& plan, const std::map<std:
       }
     }
   };
+  using Clock = std::chrono::steady_clock;
+  const bool timed = options.node_seconds != nullptr;
+  if (timed && options.node_seconds->size() < g.nodes.size()) options.node_seconds->resize(g.nodes.size(), 0.0);
   for (std::size_t i = 0; i < g.nodes.size(); ++i) {
     const ir::Node& n = g.nodes[i];
     if (auto reg = regions.by_first.find(i); reg != regions.by_first.end()) {
@@ -154,7 +158,9 @@ ExecutionResult execute(const plan::AcceptedGraphPlan& plan, const std::map<std:
         }
         return local.at(output);
       };
+      const auto start = timed ? Clock::now() : Clock::time_point{};
       hold(region.output, options.session->checkpoint(body, in));
+      if (timed) (*options.node_seconds)[i] += std::chrono::duration<double>(Clock::now() - start).count();
       for (std::size_t k = region.first; k <= region.last; ++k) release_inputs_of(g.nodes[k], region.last);
       continue;
     }
@@ -171,7 +177,9 @@ ExecutionResult execute(const plan::AcceptedGraphPlan& plan, const std::map<std:
     } else {
       std::vector<EagerTensor> in;
       for (const auto& id : n.inputs) in.push_back(live.at(id));
+      const auto start = timed ? Clock::now() : Clock::time_point{};
       hold(n.id, role == ops::OpRole::sink ? in[0] : run(n, in));
+      if (timed) (*options.node_seconds)[i] += std::chrono::duration<double>(Clock::now() - start).count();
     }
     release_inputs_of(n, i);
   }

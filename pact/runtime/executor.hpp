@@ -33,6 +33,10 @@ struct ExecutionOptions {
   /// recomputed in backward with the same kernels and seeds. A region that breaks these rules is
   /// invalid_argument naming it.
   std::vector<std::vector<std::string>> checkpoint_regions;
+  /// When set, each op node's wall time in seconds is added to the entry of its position in the graph
+  /// (the vector is resized to the graph's nodes when shorter; a checkpoint region's time goes to its
+  /// first node). `pact run --time-nodes` reads it.
+  std::vector<double>* node_seconds = nullptr;
 };
 
 /// Runs `plan`. `bindings` maps every source node id to its value (tracked leaves for parameters that

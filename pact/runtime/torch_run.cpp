@@ -3,8 +3,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <limits>
+#include <unordered_map>
 
 #include "pact/runtime/executor.hpp"
 #include "pact/runtime/retention.hpp"
@@ -34,8 +36,20 @@ OutputAgreement compare_outputs(std::string name, const TensorView& got, const T
   return r;
 }
 
+double median(std::vector<double> values) {
+  if (values.empty()) return 0;
+  const std::size_t mid = values.size() / 2;
+  std::nth_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(mid), values.end());
+  const double hi = values[mid];
+  if (values.size() % 2 == 1) return hi;
+  return (*std::max_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(mid)) + hi) / 2;
+}
+
 TorchRunResult run_imported(ir::TorchBundle&& bundle, ir::SafetensorsFile&& inputs,
-                            const contract::BackendProfile& profile, const contract::EvidenceResolver& resolver) {
+                            const contract::BackendProfile& profile, const contract::EvidenceResolver& resolver,
+                            const RunTimingOptions& timing) {
+  if (timing.repeat < 0)
+    throw_error(ErrorCode::invalid_argument, "torch.run", fmt::format("repeat {} must not be negative", timing.repeat));
   TorchRunResult result;
   auto planned = plan::plan_graph(bundle.model.graph, profile, resolver, contract::VjpMode::forward_only);
   if (!planned) {
@@ -71,8 +85,32 @@ TorchRunResult run_imported(ir::TorchBundle&& bundle, ir::SafetensorsFile&& inpu
   }
   for (auto& [id, t] : bundle.model.synthesized) bindings.emplace(id, EagerTensor{retain(std::move(t)), -1});
 
+  using Clock = std::chrono::steady_clock;
+  auto start = Clock::now();
   auto run = execute(*planned, bindings);
+  result.cold_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
   result.peak_bytes = run.peak_bytes;
+  const ir::Graph& g = planned->graph();
+  std::vector<std::vector<double>> node_ms(g.nodes.size());  // per node, one entry per warm run
+  for (int r = 0; r < timing.repeat; ++r) {
+    std::vector<double> seconds;
+    ExecutionOptions options;
+    if (timing.time_nodes) options.node_seconds = &seconds;
+    start = Clock::now();
+    execute(*planned, bindings, options);
+    result.warm_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
+    for (std::size_t i = 0; i < seconds.size(); ++i) node_ms[i].push_back(seconds[i] * 1e3);
+  }
+  if (timing.time_nodes) {
+    std::unordered_map<std::string, std::size_t> position;
+    for (std::size_t i = 0; i < g.nodes.size(); ++i) position.emplace(g.nodes[i].id, i);
+    for (const auto& k : result.audit.kernels) {
+      NodeTiming t{k.node, k.op, k.inputs, k.capsule ? k.capsule->name : "", "", 0};
+      if (k.capsule) t.isa = plan::capsule_isa(*k.capsule);
+      if (auto it = position.find(k.node); it != position.end()) t.warm_median_ms = median(node_ms[it->second]);
+      result.nodes.push_back(std::move(t));
+    }
+  }
   for (const auto& out : bundle.model.outputs) {
     result.outputs.emplace(out.name, run.outputs.at(out.node).view().duplicate());
   }

@@ -26,18 +26,43 @@ struct OutputAgreement {
 /// naming `name`.
 OutputAgreement compare_outputs(std::string name, const TensorView& got, const TensorView& want);
 
+/// Timing asked of run_imported: `repeat` warm runs after the first (cold) one, and with `time_nodes` each
+/// op node's time in every warm run.
+struct RunTimingOptions {
+  int repeat = 0;
+  bool time_nodes = false;
+};
+
+/// One planned node's warm time (the median over the warm runs) and what ran it.
+struct NodeTiming {
+  std::string node;
+  ops::OpTag op;
+  std::vector<ops::TensorType> inputs;
+  std::string capsule;
+  std::string isa;  ///< plan::capsule_isa at the time of the run
+  double warm_median_ms = 0;
+};
+
 /// The outcome of one run.
 struct TorchRunResult {
   plan::PlanAudit audit;
   bool accepted = false;                  ///< false: the plan was rejected (audit lists why); nothing ran
-  std::map<std::string, Tensor> outputs;  ///< by output spec name
+  std::map<std::string, Tensor> outputs;  ///< by output spec name, from the first (cold) run
   std::uint64_t peak_bytes = 0;
+  double cold_ms = 0;             ///< the first execution (planning and binding excluded)
+  std::vector<double> warm_ms;    ///< each warm execution, in order
+  std::vector<NodeTiming> nodes;  ///< with time_nodes: every planned node, in plan order
 };
 
 /// Plans and runs `bundle` on `inputs` (safetensors tensors named by the user inputs). A missing input, or
 /// one whose dtype or shape differs from the capture, is invalid_argument naming it. The weights move
 /// into the execution; the bundle is consumed.
+/// A negative repeat is invalid_argument.
 TorchRunResult run_imported(ir::TorchBundle&& bundle, ir::SafetensorsFile&& inputs,
-                            const contract::BackendProfile& profile, const contract::EvidenceResolver& resolver);
+                            const contract::BackendProfile& profile, const contract::EvidenceResolver& resolver,
+                            const RunTimingOptions& timing = {});
+
+/// The median of `values` (the mean of the middle two for an even count); 0 for none.
+double median(std::vector<double> values);
 
 }  // namespace pact::runtime

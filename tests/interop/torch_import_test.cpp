@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <set>
 
+#include "pact/core/cpu.hpp"
 #include "pact/core/json.hpp"
 #include "tests/interop/torch_util.hpp"
 #include "tests/support/expect_error.hpp"
@@ -242,6 +243,50 @@ TEST(TorchImport, RunChecksTheInputs) {
     const auto msg = message_of([&] { runtime::run_imported(std::move(bundle), std::move(wrong), profile, resolver); });
     EXPECT_TRUE(mentions(msg, "[4, 63]")) << msg;
   }
+}
+
+// Latency runs: the cold run's outputs are the ones compared; each warm run is timed, and with node timing
+// every planned node has a warm median, named with its capsule and the ISA level it ran at.
+TEST(TorchImport, RepeatedRunsTimeEveryWarmRunAndEveryNode) {
+  const contract::DefaultEvidenceResolver resolver;
+  const auto profile = contract::builtin_profile("cpu-checked");
+  const std::string dir = kFixtures + "/small_cnn";
+  auto bundle = ir::load_torch_export(dir);
+  auto inputs = ir::read_safetensors(dir + "/example_input.safetensors");
+  const auto expected = ir::read_safetensors(dir + "/expected_output.safetensors");
+  const auto r = runtime::run_imported(std::move(bundle), std::move(inputs), profile, resolver, {3, true});
+  ASSERT_TRUE(r.accepted);
+  EXPECT_GT(r.cold_ms, 0.0);
+  ASSERT_EQ(r.warm_ms.size(), 3u);
+  for (double ms : r.warm_ms) EXPECT_GT(ms, 0.0);
+  ASSERT_EQ(r.nodes.size(), r.audit.kernels.size());
+  double node_total = 0;
+  bool saw_conv = false;
+  for (const auto& n : r.nodes) {
+    EXPECT_GE(n.warm_median_ms, 0.0) << n.node;
+    node_total += n.warm_median_ms;
+    EXPECT_FALSE(n.capsule.empty()) << n.node;
+    if (n.op == ops::OpTag::conv2d) {
+      saw_conv = true;
+      EXPECT_EQ(n.isa, isa_name(active_isa())) << "native conv2d runs the dispatched GEMM";
+    }
+  }
+  EXPECT_TRUE(saw_conv);
+  EXPECT_GT(node_total, 0.0);
+  EXPECT_LE(node_total, *std::max_element(r.warm_ms.begin(), r.warm_ms.end()) * 3) << "node times within the runs";
+  for (const auto& o : r.outputs) {
+    const auto a = runtime::compare_outputs(o.first, o.second.as_view(), expected.find(o.first)->as_view());
+    EXPECT_LE(a.relative_error, 1e-4) << o.first;
+  }
+  auto again = ir::load_torch_export(dir);
+  auto more = ir::read_safetensors(dir + "/example_input.safetensors");
+  EXPECT_EQ(code_of([&] {
+              runtime::run_imported(std::move(again), std::move(more), profile, resolver, {-1, false});
+            }),
+            ErrorCode::invalid_argument);
+  EXPECT_EQ(runtime::median({}), 0.0);
+  EXPECT_EQ(runtime::median({3, 1, 2}), 2.0);
+  EXPECT_EQ(runtime::median({4, 1, 3, 2}), 2.5);
 }
 
 TEST(TorchImport, MissingFilesAreIoErrors) {

@@ -1,14 +1,18 @@
 // `pact import` and `pact run`: PyTorch captures written by tools/torch_export.py.
 
 #include <fmt/format.h>
+#include <omp.h>
 
 #include <chrono>
 #include <cstdio>
 #include <fstream>
 
+#include "pact/contract/check.hpp"
+#include "pact/core/cpu.hpp"
 #include "pact/core/file.hpp"
 #include "pact/core/json.hpp"
 #include "pact/ir/torch_import.hpp"
+#include "pact/kernels/cpu/gemm.hpp"
 #include "pact/plan/planner.hpp"
 #include "pact/runtime/torch_run.hpp"
 #include "tools/pact/command.hpp"
@@ -53,7 +57,19 @@ int run_import(const std::string& dir, const std::string& out, const std::string
   return 0;
 }
 
-int run_torch(const std::string& dir, const std::string& profile_name, bool json, double tolerance) {
+int run_torch(const std::string& dir, const std::string& profile_name, bool json, double tolerance,
+              const RunTiming& timing) {
+  if (timing.repeat < 0)
+    throw_error(ErrorCode::invalid_argument, "pact run",
+                fmt::format("--repeat {} must not be negative", timing.repeat));
+  if (timing.threads < 0)
+    throw_error(ErrorCode::invalid_argument, "pact run", fmt::format("--threads {} must be positive", timing.threads));
+  if (timing.time_nodes && timing.repeat == 0)
+    throw_error(ErrorCode::invalid_argument, "pact run", "--time-nodes needs warm runs to time: give --repeat N");
+  if (timing.threads > 0) {
+    omp_set_num_threads(timing.threads);
+    kernels::cpu::openblas_threads(timing.threads);
+  }
   const auto profile = contract::builtin_profile(profile_name);
   ir::TorchBundle bundle = ir::load_torch_export(dir);
   ir::SafetensorsFile inputs = ir::read_safetensors(dir + "/example_input.safetensors");
@@ -69,7 +85,8 @@ int run_torch(const std::string& dir, const std::string& profile_name, bool json
   }
   const contract::DefaultEvidenceResolver resolver;
   const auto start = std::chrono::steady_clock::now();
-  auto result = runtime::run_imported(std::move(bundle), std::move(inputs), profile, resolver);
+  auto result = runtime::run_imported(std::move(bundle), std::move(inputs), profile, resolver,
+                                      {timing.repeat, timing.time_nodes});
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   if (!result.accepted) {
     if (json) {
@@ -98,6 +115,30 @@ int run_torch(const std::string& dir, const std::string& profile_name, bool json
                                 {"max_abs_reference", a.max_abs_reference},
                                 {"relative_error", a.relative_error}});
     }
+    if (timing.repeat > 0) {
+      doc["cold_ms"] = result.cold_ms;
+      doc["warm_median_ms"] = runtime::median(result.warm_ms);
+      doc["warm_best_ms"] = *std::min_element(result.warm_ms.begin(), result.warm_ms.end());
+      doc["warm_ms"] = result.warm_ms;
+      doc["repeat"] = timing.repeat;
+      doc["threads"] = omp_get_max_threads();
+      doc["cpu"] = cpu_facts().model;
+      doc["isa"] = std::string(isa_name(active_isa()));
+    }
+    if (timing.time_nodes) {
+      Json nodes = Json::array();
+      for (const auto& n : result.nodes) {
+        Json inputs = Json::array();
+        for (const auto& t : n.inputs) inputs.push_back(contract::describe_type(t));
+        nodes.push_back({{"node", n.node},
+                         {"op", std::string(ops::op_kind(n.op))},
+                         {"inputs", std::move(inputs)},
+                         {"capsule", n.capsule},
+                         {"isa", n.isa},
+                         {"warm_median_ms", n.warm_median_ms}});
+      }
+      doc["nodes"] = std::move(nodes);
+    }
     std::printf("%s\n", doc.dump(2).c_str());
   } else {
     std::printf("%s (captured with %s) under %s: %zu kernels planned, ran in %.1f ms, peak %.2f MiB live\n",
@@ -110,6 +151,32 @@ int run_torch(const std::string& dir, const std::string& profile_name, bool json
     }
     std::printf("%s: every output within %.0e (max|pact - torch| / max(1, max|torch|))\n", ok ? "pass" : "FAIL",
                 tolerance);
+    if (timing.repeat > 0) {
+      std::printf("latency: cold %.2f ms, warm median %.2f ms, best %.2f ms over %d run(s); %d thread(s), %s, %s\n",
+                  result.cold_ms, runtime::median(result.warm_ms),
+                  *std::min_element(result.warm_ms.begin(), result.warm_ms.end()), timing.repeat, omp_get_max_threads(),
+                  cpu_facts().model.c_str(), std::string(isa_name(active_isa())).c_str());
+    }
+    if (timing.time_nodes) {
+      std::vector<const runtime::NodeTiming*> order;
+      double total = 0;
+      for (const auto& n : result.nodes) {
+        order.push_back(&n);
+        total += n.warm_median_ms;
+      }
+      std::stable_sort(order.begin(), order.end(),
+                       [](const auto* a, const auto* b) { return a->warm_median_ms > b->warm_median_ms; });
+      std::printf("%-28s %-24s %10s %6s  %-26s %-9s %s\n", "node", "op", "warm ms", "share", "capsule", "isa",
+                  "inputs");
+      for (const auto* n : order) {
+        std::string inputs;
+        for (const auto& t : n->inputs) inputs += (inputs.empty() ? "" : ", ") + contract::describe_type(t);
+        std::printf("%-28s %-24s %10.3f %5.1f%%  %-26s %-9s %s\n", n->node.c_str(),
+                    std::string(ops::op_kind(n->op)).c_str(), n->warm_median_ms,
+                    total > 0 ? 100.0 * n->warm_median_ms / total : 0.0, n->capsule.c_str(), n->isa.c_str(),
+                    inputs.c_str());
+      }
+    }
   }
   return ok ? 0 : 3;
 }
@@ -132,6 +199,7 @@ struct RunArgs {
   std::string dir, profile = "cpu-checked";
   bool json = false;
   double tolerance = 1e-4;
+  RunTiming timing;
 };
 const bool run_registered = register_command("run", [](CLI::App& app) {
   auto a = std::make_shared<RunArgs>();
@@ -141,7 +209,11 @@ const bool run_registered = register_command("run", [](CLI::App& app) {
   run_cmd->add_option("--profile", a->profile, "backend profile");
   run_cmd->add_flag("--json", a->json, "print a JSON report");
   run_cmd->add_option("--tolerance", a->tolerance, "largest accepted max|pact - torch| / max(1, max|torch|)");
-  return std::vector<Runner>{{run_cmd, [a] { return run_torch(a->dir, a->profile, a->json, a->tolerance); }}};
+  run_cmd->add_option("--repeat", a->timing.repeat, "after the first (cold) run, run N more warm and report latency");
+  run_cmd->add_option("--threads", a->timing.threads, "threads for the kernels (default: OMP_NUM_THREADS or all)");
+  run_cmd->add_flag("--time-nodes", a->timing.time_nodes, "report each planned node's warm time (needs --repeat)");
+  return std::vector<Runner>{
+      {run_cmd, [a] { return run_torch(a->dir, a->profile, a->json, a->tolerance, a->timing); }}};
 });
 
 }  // namespace

@@ -834,4 +834,24 @@ std::span<const Handler> native_handlers() {
   return table;
 }
 
+bool native_dispatches_simd(ops::OpTag op) noexcept {
+  using ops::OpTag;
+  switch (op) {
+    case OpTag::softmax:
+    case OpTag::log_softmax:
+    case OpTag::cross_entropy:  // exp_shifted, row_max
+    case OpTag::layer_norm:
+    case OpTag::rms_norm:  // norm_forward_rows, norm_backward_rows
+    case OpTag::gelu:
+    case OpTag::relu:
+    case OpTag::scaled_dot_product_attention:  // attention_softmax and sgemm
+    case OpTag::matmul:
+    case OpTag::linear:
+    case OpTag::conv2d:  // sgemm, strided_copy
+      return true;
+    default:
+      return false;
+  }
+}
+
 }  // namespace pact::kernels
