@@ -12,8 +12,11 @@
 
 #include "pact/core/simd_dispatch.hpp"
 #include "pact/kernels/cpu/common.hpp"
+#include "pact/kernels/cpu/conv_direct.hpp"
+#include "pact/kernels/cpu/fast_math.hpp"
 #include "pact/kernels/cpu/gemm.hpp"
 #include "pact/kernels/cpu/handler_table.hpp"
+#include "pact/kernels/cpu/vector_ops.hpp"
 #include "pact/kernels/kernel.hpp"
 
 namespace pact::kernels::cpu::native {
@@ -29,30 +32,13 @@ using ops::Attributes;
 
 #define PACT_GEMM_OPS_SGEMM ::pact::kernels::cpu::sgemm
 #define PACT_GEMM_FALLBACK(fn, ...) generic::fn(__VA_ARGS__)
+#define PACT_GEMM_OPS_DIRECT_CONV
 #include "pact/kernels/cpu/gemm_ops.inc"
+#undef PACT_GEMM_OPS_DIRECT_CONV
 #undef PACT_GEMM_FALLBACK
 #undef PACT_GEMM_OPS_SGEMM
 
 // ---- softmax family and cross-entropy (fused: one pass for the max, one for the sum, one to write) ---
-
-// exp(x) for float, branch-free so the loops below vectorise: range reduction by ln 2 (Cody-Waite
-// split), a degree-6 polynomial on [-ln2/2, ln2/2], and the power of two assembled in the exponent
-// bits. Relative error below 2 ulp on [-87, 88]; underflows to 0 below -87.3, overflows to +inf above
-// 88.7; NaN propagates.
-inline float fast_exp(float x) {
-  const float t = std::min(std::max(x, -87.3f), 88.7f);
-  const float n = std::floor(t * 1.44269504088896341f + 0.5f);
-  const float r = (t - n * 0.693359375f) + n * 2.12194440e-4f;
-  float p = 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.0f;
-  const float scale = std::bit_cast<float>((static_cast<std::int32_t>(n) + 127) << 23);
-  const float y = p * scale;
-  return x < -87.3f ? 0.0f : (x > 88.7f ? std::numeric_limits<float>::infinity() : (x != x ? x : y));
-}
 
 // y[k] = exp(x[k] - shift); returns the sum of y. Compiled per ISA level (the dispatch table). The
 // sum runs in 16 independent lanes (an implementationDefined order), so the loops vectorise.
@@ -410,19 +396,14 @@ RowBroadcast row_broadcast(std::span<const TensorView> in) {
   return r;
 }
 
-// out = f(a, b) over the row broadcast; ga / gb (when wanted) get the VJP, summed over the rows for a
-// repeated operand (row by row, so each element's sum is a left fold over rows).
-template <class F>
-Tensor binary_rows_forward(std::span<const TensorView> in, const RowBroadcast& rb, const char* op, F f) {
+#include "pact/kernels/cpu/native_vector.inc"
+
+// out = a op b over the row broadcast (vector_ops.hpp); the VJP gives ga / gb (when wanted), summed over the
+// rows for a repeated operand (row by row, so each element's sum is a left fold over rows).
+Tensor binary_rows_forward(std::span<const TensorView> in, const RowBroadcast& rb, const char* op, BinaryKind kind) {
   Dense<float> xa(in[0], op, "a"), xb(in[1], op, "b");
   Out<float> out(ops::broadcast_shapes(op, xa.shape(), xb.shape()));
-  for (std::int64_t r = 0; r < rb.rows; ++r) {
-    const float* __restrict x = xa.data() + (rb.a_repeated ? 0 : r * rb.inner);
-    const float* __restrict y = xb.data() + (rb.b_repeated ? 0 : r * rb.inner);
-    float* __restrict o = out.data() + r * rb.inner;
-#pragma GCC ivdep
-    for (std::int64_t k = 0; k < rb.inner; ++k) o[k] = f(x[k], y[k]);
-  }
+  rows_f32(kind, xa.data(), xb.data(), rb.a_repeated, rb.b_repeated, rb.rows, rb.inner, out.data());
   return std::move(out).finish();
 }
 
@@ -473,33 +454,36 @@ GradList binary_rows_vjp(std::span<const TensorView> in, const TensorView& grad,
   return res;
 }
 
-#define PACT_NATIVE_BINARY(opname, reads_operands, forward_expr, ga_expr, gb_expr)                       \
-  Tensor opname##_forward(std::span<const TensorView> in, const Attributes& a, const KernelContext& c) { \
-    const RowBroadcast rb = row_broadcast(in);                                                           \
-    if (!rb.ok) return generic::opname##_forward(in, a, c);                                              \
-    return binary_rows_forward(in, rb, #opname, [](float x, float y) { return (forward_expr); });        \
-  }                                                                                                      \
-  GradList opname##_vjp(std::span<const TensorView> in, const TensorView& yv, const TensorView& g,       \
-                        const Attributes& a, const KernelContext& c) {                                   \
-    const RowBroadcast rb = row_broadcast(in);                                                           \
-    if (!rb.ok || g.dtype() != DType::f32) return generic::opname##_vjp(in, yv, g, a, c);                \
-    return binary_rows_vjp(                                                                              \
-        in, g, rb, c, #opname, reads_operands,                                                           \
-        [](float gi, float x, float y) {                                                                 \
-          (void)x;                                                                                       \
-          (void)y;                                                                                       \
-          return (ga_expr);                                                                              \
-        },                                                                                               \
-        [](float gi, float x, float y) {                                                                 \
-          (void)x;                                                                                       \
-          (void)y;                                                                                       \
-          return (gb_expr);                                                                              \
-        });                                                                                              \
+#define PACT_NATIVE_BINARY(opname, reads_operands, ga_expr, gb_expr)                                                  \
+  Tensor opname##_forward(std::span<const TensorView> in, const Attributes& a, const KernelContext& c) {              \
+    const RowBroadcast rb = row_broadcast(in);                                                                        \
+    if (!rb.ok) {                                                                                                     \
+      if (const RowScalar rs = row_scalar(in); rs.ok) return row_scalar_forward(in, rs, BinaryKind::opname, #opname); \
+      return generic::opname##_forward(in, a, c);                                                                     \
+    }                                                                                                                 \
+    return binary_rows_forward(in, rb, #opname, BinaryKind::opname);                                                  \
+  }                                                                                                                   \
+  GradList opname##_vjp(std::span<const TensorView> in, const TensorView& yv, const TensorView& g,                    \
+                        const Attributes& a, const KernelContext& c) {                                                \
+    const RowBroadcast rb = row_broadcast(in);                                                                        \
+    if (!rb.ok || g.dtype() != DType::f32) return generic::opname##_vjp(in, yv, g, a, c);                             \
+    return binary_rows_vjp(                                                                                           \
+        in, g, rb, c, #opname, reads_operands,                                                                        \
+        [](float gi, float x, float y) {                                                                              \
+          (void)x;                                                                                                    \
+          (void)y;                                                                                                    \
+          return (ga_expr);                                                                                           \
+        },                                                                                                            \
+        [](float gi, float x, float y) {                                                                              \
+          (void)x;                                                                                                    \
+          (void)y;                                                                                                    \
+          return (gb_expr);                                                                                           \
+        });                                                                                                           \
   }
-PACT_NATIVE_BINARY(add, false, x + y, gi, gi)
-PACT_NATIVE_BINARY(sub, false, x - y, gi, -gi)
-PACT_NATIVE_BINARY(mul, true, x* y, gi* y, gi* x)
-PACT_NATIVE_BINARY(div, true, x / y, gi / y, -(gi* x / (y * y)))
+PACT_NATIVE_BINARY(add, false, gi, gi)
+PACT_NATIVE_BINARY(sub, false, gi, -gi)
+PACT_NATIVE_BINARY(mul, true, gi* y, gi* x)
+PACT_NATIVE_BINARY(div, true, gi / y, -(gi* x / (y * y)))
 #undef PACT_NATIVE_BINARY
 
 // ---- gelu (exact): vectorised erfc -------------------------------------------------------------------
@@ -794,17 +778,11 @@ GradList scaled_dot_product_attention_vjp(std::span<const TensorView> in, const 
                         const KernelContext& c) {                                                                      \
     return generic::opname##_vjp(in, y, g, a, c);                                                                      \
   }
-PACT_NATIVE_FROM_GENERIC(neg)
-PACT_NATIVE_FROM_GENERIC(silu)
 PACT_NATIVE_FROM_GENERIC(tanh)
-PACT_NATIVE_FROM_GENERIC(sigmoid)
-PACT_NATIVE_FROM_GENERIC(clamp)
-PACT_NATIVE_FROM_GENERIC(exp)
 PACT_NATIVE_FROM_GENERIC(log)
 PACT_NATIVE_FROM_GENERIC(sqrt)
 PACT_NATIVE_FROM_GENERIC(sin)
 PACT_NATIVE_FROM_GENERIC(mse_loss)
-PACT_NATIVE_FROM_GENERIC(batch_norm)
 PACT_NATIVE_FROM_GENERIC(dropout)
 PACT_NATIVE_FROM_GENERIC(embedding)
 PACT_NATIVE_FROM_GENERIC(max_pool2d)
@@ -847,7 +825,17 @@ bool native_dispatches_simd(ops::OpTag op) noexcept {
     case OpTag::scaled_dot_product_attention:  // attention_softmax and sgemm
     case OpTag::matmul:
     case OpTag::linear:
-    case OpTag::conv2d:  // sgemm, strided_copy
+    case OpTag::conv2d:  // sgemm, strided_copy, depthwise_plane
+    case OpTag::add:
+    case OpTag::sub:
+    case OpTag::mul:
+    case OpTag::div:  // binary_rows, row_scalar_rows (other broadcasts: the generic loop)
+    case OpTag::neg:
+    case OpTag::clamp:
+    case OpTag::silu:
+    case OpTag::sigmoid:
+    case OpTag::exp:         // map_rows
+    case OpTag::batch_norm:  // channel_affine_rows, at inference
       return true;
     default:
       return false;

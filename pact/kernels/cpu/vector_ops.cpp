@@ -1,0 +1,134 @@
+#include "pact/kernels/cpu/vector_ops.hpp"
+
+#include <cmath>
+
+#include "pact/core/simd_dispatch.hpp"
+#include "pact/kernels/cpu/fast_math.hpp"
+#include "pact/kernels/cpu/parallel.hpp"
+
+namespace pact::kernels::cpu {
+
+namespace {
+
+// Elementwise work below this many elements stays on one thread (an OpenMP region costs more).
+constexpr std::int64_t kShareElements = std::int64_t{1} << 16;
+
+// One map over [0, n), the op chosen outside the loop so each loop vectorises.
+PACT_SIMD_INLINE void map_body(MapOp op, const float* __restrict x, float* __restrict y, std::int64_t n, float lo,
+                               float hi) {
+  switch (op) {
+    case MapOp::neg:
+      for (std::int64_t i = 0; i < n; ++i) y[i] = -x[i];
+      break;
+    case MapOp::relu:
+      for (std::int64_t i = 0; i < n; ++i) y[i] = x[i] < 0.0f ? 0.0f : x[i];  // NaN propagates
+      break;
+    case MapOp::clamp:  // the generic kernel's order of tests, so NaN propagates the same way
+      for (std::int64_t i = 0; i < n; ++i) y[i] = x[i] < lo ? lo : (x[i] > hi ? hi : x[i]);
+      break;
+    case MapOp::silu:
+      for (std::int64_t i = 0; i < n; ++i) y[i] = x[i] / (1.0f + fast_exp(-x[i]));
+      break;
+    case MapOp::sigmoid:
+      for (std::int64_t i = 0; i < n; ++i) y[i] = 1.0f / (1.0f + fast_exp(-x[i]));
+      break;
+    case MapOp::exp:
+      for (std::int64_t i = 0; i < n; ++i) y[i] = fast_exp(x[i]);
+      break;
+  }
+}
+PACT_SIMD_VARIANTS(map_rows, map_body);
+
+PACT_SIMD_INLINE void channel_affine_body(const float* __restrict x, const float* __restrict scale,
+                                          const float* __restrict shift, std::int64_t r0, std::int64_t r1,
+                                          std::int64_t channels, std::int64_t inner, float* __restrict y) {
+  for (std::int64_t r = r0; r < r1; ++r) {
+    const float s = scale[r % channels], t = shift[r % channels];
+    const float* __restrict xr = x + r * inner;
+    float* __restrict yr = y + r * inner;
+    for (std::int64_t k = 0; k < inner; ++k) yr[k] = xr[k] * s + t;
+  }
+}
+PACT_SIMD_VARIANTS(channel_affine_rows, channel_affine_body);
+
+PACT_SIMD_INLINE void rows_body(BinaryKind op, const float* __restrict a, const float* __restrict b, bool a_rep,
+                                bool b_rep, std::int64_t r0, std::int64_t r1, std::int64_t inner,
+                                float* __restrict out) {
+  for (std::int64_t r = r0; r < r1; ++r) {
+    const float* __restrict x = a + (a_rep ? 0 : r * inner);
+    const float* __restrict y = b + (b_rep ? 0 : r * inner);
+    float* __restrict o = out + r * inner;
+    switch (op) {
+      case BinaryKind::add:
+        for (std::int64_t k = 0; k < inner; ++k) o[k] = x[k] + y[k];
+        break;
+      case BinaryKind::sub:
+        for (std::int64_t k = 0; k < inner; ++k) o[k] = x[k] - y[k];
+        break;
+      case BinaryKind::mul:
+        for (std::int64_t k = 0; k < inner; ++k) o[k] = x[k] * y[k];
+        break;
+      case BinaryKind::div:
+        for (std::int64_t k = 0; k < inner; ++k) o[k] = x[k] / y[k];
+        break;
+    }
+  }
+}
+PACT_SIMD_VARIANTS(binary_rows, rows_body);
+
+PACT_SIMD_INLINE void row_scalar_body(BinaryKind op, const float* __restrict a, const float* __restrict s,
+                                      bool scalar_first, std::int64_t r0, std::int64_t r1, std::int64_t inner,
+                                      float* __restrict out) {
+  for (std::int64_t r = r0; r < r1; ++r) {
+    const float v = s[r];
+    const float* __restrict ar = a + r * inner;
+    float* __restrict o = out + r * inner;
+    switch (op) {
+      case BinaryKind::add:
+        for (std::int64_t k = 0; k < inner; ++k) o[k] = scalar_first ? v + ar[k] : ar[k] + v;
+        break;
+      case BinaryKind::sub:
+        for (std::int64_t k = 0; k < inner; ++k) o[k] = scalar_first ? v - ar[k] : ar[k] - v;
+        break;
+      case BinaryKind::mul:
+        for (std::int64_t k = 0; k < inner; ++k) o[k] = scalar_first ? v * ar[k] : ar[k] * v;
+        break;
+      case BinaryKind::div:
+        for (std::int64_t k = 0; k < inner; ++k) o[k] = scalar_first ? v / ar[k] : ar[k] / v;
+        break;
+    }
+  }
+}
+PACT_SIMD_VARIANTS(row_scalar_rows, row_scalar_body);
+
+}  // namespace
+
+void map_f32(MapOp op, const float* x, float* y, std::int64_t n, float lo, float hi) {
+  const auto f = map_rows.get();  // once, not per thread
+  parallel_ranges(n, n >= kShareElements,
+                  [&](std::int64_t b, std::int64_t e) { f(op, x + b, y + b, e - b, lo, hi); });
+}
+
+void channel_affine_f32(const float* x, const float* scale, const float* shift, std::int64_t rows,
+                        std::int64_t channels, std::int64_t inner, float* y) {
+  const auto f = channel_affine_rows.get();
+  parallel_ranges(rows, rows * inner >= kShareElements,
+                  [&](std::int64_t b, std::int64_t e) { f(x, scale, shift, b, e, channels, inner, y); });
+}
+
+void rows_f32(BinaryKind op, const float* a, const float* b, bool a_repeated, bool b_repeated, std::int64_t rows,
+              std::int64_t inner, float* out) {
+  const auto f = binary_rows.get();
+  parallel_ranges(rows, rows * inner >= kShareElements, [&](std::int64_t r0, std::int64_t r1) {
+    f(op, a, b, a_repeated, b_repeated, r0, r1, inner, out);
+  });
+}
+
+void row_scalar_f32(BinaryKind op, const float* a, const float* s, bool scalar_first, std::int64_t rows,
+                    std::int64_t inner, float* out) {
+  const auto f = row_scalar_rows.get();
+  parallel_ranges(rows, rows * inner >= kShareElements,
+                  [&](std::int64_t b, std::int64_t e) { f(op, a, s, scalar_first, b, e, inner, out); });
+}
+
+}  // namespace pact::kernels::cpu

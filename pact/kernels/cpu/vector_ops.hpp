@@ -1,0 +1,35 @@
+#pragma once
+/// The native provider's vectorised f32 loops over contiguous data: elementwise maps, a per-channel affine
+/// map (inference batch norm) and a binary op against one scalar per row (a [N, C, 1, 1] operand against
+/// [N, C, H, W]). Each is one family of the SIMD dispatch table (pact/core/simd_dispatch.hpp), so it runs
+/// at the active ISA level, and large inputs are shared among the OpenMP threads.
+
+#include <cstdint>
+
+namespace pact::kernels::cpu {
+
+/// The elementwise maps with a vector form. clamp uses [lo, hi] (either may be infinite); silu and
+/// sigmoid use fast_exp (fast_math.hpp).
+enum class MapOp : std::uint8_t { neg, relu, clamp, silu, sigmoid, exp };
+
+/// y[i] = op(x[i]) for i in [0, n); x and y do not overlap.
+void map_f32(MapOp op, const float* x, float* y, std::int64_t n, float lo, float hi);
+
+/// y[(r, k)] = x[(r, k)] * scale[r % channels] + shift[r % channels] for rows r in [0, rows) of `inner`
+/// elements: batch norm on an [N, C, ...] tensor (rows = N C, inner = the spatial size).
+void channel_affine_f32(const float* x, const float* scale, const float* shift, std::int64_t rows,
+                        std::int64_t channels, std::int64_t inner, float* y);
+
+/// The binary ops of the op table.
+enum class BinaryKind : std::uint8_t { add, sub, mul, div };
+
+/// out[(r, k)] = a[(r, k)] op b[(r, k)] over rows of `inner`, where a repeated operand is one row read
+/// for every row (a [inner] operand against [rows, inner]).
+void rows_f32(BinaryKind op, const float* a, const float* b, bool a_repeated, bool b_repeated, std::int64_t rows,
+              std::int64_t inner, float* out);
+
+/// out[(r, k)] = a[(r, k)] op s[r] (or s[r] op a[(r, k)] when `scalar_first`), rows of `inner`.
+void row_scalar_f32(BinaryKind op, const float* a, const float* s, bool scalar_first, std::int64_t rows,
+                    std::int64_t inner, float* out);
+
+}  // namespace pact::kernels::cpu
