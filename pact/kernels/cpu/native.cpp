@@ -794,8 +794,6 @@ PACT_NATIVE_FROM_GENERIC(transpose)
 PACT_NATIVE_FROM_GENERIC(flatten)
 PACT_NATIVE_FROM_GENERIC(concat)
 PACT_NATIVE_FROM_GENERIC(slice)
-PACT_NATIVE_FROM_GENERIC(sum)
-PACT_NATIVE_FROM_GENERIC(mean)
 PACT_NATIVE_FROM_GENERIC(max)
 #undef PACT_NATIVE_FROM_GENERIC
 
@@ -836,6 +834,8 @@ bool native_dispatches_simd(ops::OpTag op) noexcept {
     case OpTag::sigmoid:
     case OpTag::exp:         // map_rows
     case OpTag::batch_norm:  // channel_affine_rows, at inference
+    case OpTag::sum:
+    case OpTag::mean:  // row_sums, over trailing dimensions
       return true;
     default:
       return false;

@@ -101,12 +101,33 @@ PACT_SIMD_INLINE void row_scalar_body(BinaryKind op, const float* __restrict a, 
 }
 PACT_SIMD_VARIANTS(row_scalar_rows, row_scalar_body);
 
+PACT_SIMD_INLINE void row_sums_body(const float* __restrict x, std::int64_t r0, std::int64_t r1, std::int64_t inner,
+                                    float scale, float* __restrict out) {
+  for (std::int64_t r = r0; r < r1; ++r) {
+    const float* __restrict row = x + r * inner;
+    float lanes[16] = {};
+    std::int64_t k = 0;
+    for (; k + 16 <= inner; k += 16)
+      for (int l = 0; l < 16; ++l) lanes[l] += row[k + l];
+    float sum = 0.0f;
+    for (; k < inner; ++k) sum += row[k];
+    for (float l : lanes) sum += l;
+    out[r] = sum * scale;
+  }
+}
+PACT_SIMD_VARIANTS(row_sums, row_sums_body);
+
 }  // namespace
+
+void row_sums_f32(const float* x, std::int64_t rows, std::int64_t inner, float scale, float* out) {
+  const auto f = row_sums.get();
+  parallel_ranges(rows, rows * inner >= kShareElements,
+                  [&](std::int64_t r0, std::int64_t r1) { f(x, r0, r1, inner, scale, out); });
+}
 
 void map_f32(MapOp op, const float* x, float* y, std::int64_t n, float lo, float hi) {
   const auto f = map_rows.get();  // once, not per thread
-  parallel_ranges(n, n >= kShareElements,
-                  [&](std::int64_t b, std::int64_t e) { f(op, x + b, y + b, e - b, lo, hi); });
+  parallel_ranges(n, n >= kShareElements, [&](std::int64_t b, std::int64_t e) { f(op, x + b, y + b, e - b, lo, hi); });
 }
 
 void channel_affine_f32(const float* x, const float* scale, const float* shift, std::int64_t rows,
@@ -119,9 +140,8 @@ void channel_affine_f32(const float* x, const float* scale, const float* shift, 
 void rows_f32(BinaryKind op, const float* a, const float* b, bool a_repeated, bool b_repeated, std::int64_t rows,
               std::int64_t inner, float* out) {
   const auto f = binary_rows.get();
-  parallel_ranges(rows, rows * inner >= kShareElements, [&](std::int64_t r0, std::int64_t r1) {
-    f(op, a, b, a_repeated, b_repeated, r0, r1, inner, out);
-  });
+  parallel_ranges(rows, rows * inner >= kShareElements,
+                  [&](std::int64_t r0, std::int64_t r1) { f(op, a, b, a_repeated, b_repeated, r0, r1, inner, out); });
 }
 
 void row_scalar_f32(BinaryKind op, const float* a, const float* s, bool scalar_first, std::int64_t rows,

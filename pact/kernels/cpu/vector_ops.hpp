@@ -32,4 +32,8 @@ void rows_f32(BinaryKind op, const float* a, const float* b, bool a_repeated, bo
 void row_scalar_f32(BinaryKind op, const float* a, const float* s, bool scalar_first, std::int64_t rows,
                     std::int64_t inner, float* out);
 
+/// out[r] = scale * (x[(r, 0)] + ... + x[(r, inner - 1)]) for rows r in [0, rows): sum and mean over a
+/// trailing block of dimensions (summed in 16 independent lanes).
+void row_sums_f32(const float* x, std::int64_t rows, std::int64_t inner, float scale, float* out);
+
 }  // namespace pact::kernels::cpu
