@@ -8,6 +8,7 @@
 #include <cmath>
 #include <limits>
 
+#include "pact/core/cpu.hpp"
 #include "pact/kernels/cpu/common.hpp"
 #include "pact/kernels/cpu/gemm.hpp"
 #include "pact/kernels/cpu/handler_table.hpp"

@@ -1,6 +1,7 @@
 #include "pact/kernels/cpu/conv_direct.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <vector>
 
 #include "pact/core/simd_dispatch.hpp"
@@ -54,22 +55,19 @@ PACT_SIMD_INLINE void depthwise_plane_body(const float* __restrict x, const floa
         if (iy < 0 || iy >= g.h) continue;
         const float* prow = sc.pad + iy * sc.wp + zb * g.sw;
         for (std::int64_t j = 0; j < g.kw; ++j) {
-          const float wt = w[i * g.kw + j];
           const float* s = prow + j * g.dw;
+          V16 v;
           if (g.sw == 1) {
-            V16 v;
             PACT_LOAD16(v, s);
-            a += wt * v;
           } else if (g.sw == 2) {
             V16 lo, hi;
             PACT_LOAD16(lo, s);
             PACT_LOAD16(hi, s + kBlock);
-            a += wt * __builtin_shuffle(lo, hi, kEvenLanes);
+            v = __builtin_shuffle(lo, hi, kEvenLanes);
           } else {
-            V16 v;
             for (int l = 0; l < kBlock; ++l) v[l] = s[l * g.sw];
-            a += wt * v;
           }
+          a += w[i * g.kw + j] * v;
         }
       }
       __builtin_memcpy(acc + zb, &a, sizeof a);
@@ -80,6 +78,41 @@ PACT_SIMD_INLINE void depthwise_plane_body(const float* __restrict x, const floa
   }
 }
 PACT_SIMD_VARIANTS(depthwise_plane, depthwise_plane_body);
+
+// Max pooling of one plane, separably: for each output row, the maximum over the window's input rows
+// (kh contiguous passes over a padded row), then over the window's columns of that row (kw strided
+// passes). Each pass is a plain loop the vectoriser turns into compares and blends at the level's width;
+// GCC scalarises the same select on 16-float vector types. `take` keeps the generic kernel's order: the
+// tap replaces the maximum when it is greater or NaN, so a NaN anywhere in the window wins.
+PACT_SIMD_INLINE void max_pool_plane_body(const float* __restrict x, const DirectConvGeometry* gp,
+                                          float* __restrict rowmax, std::int64_t wp, float* __restrict out) {
+  const DirectConvGeometry& g = *gp;
+  constexpr float kLow = -std::numeric_limits<float>::infinity();
+  for (std::int64_t y = 0; y < g.oh; ++y) {
+    for (std::int64_t k = 0; k < wp; ++k) rowmax[k] = kLow;
+    for (std::int64_t i = 0; i < g.kh; ++i) {
+      const std::int64_t iy = y * g.sh - g.ph + i * g.dh;
+      if (iy < 0 || iy >= g.h) continue;
+      const float* __restrict src = x + iy * g.w;
+      float* __restrict m = rowmax + g.pw;
+      for (std::int64_t k = 0; k < g.w; ++k) m[k] = src[k] > m[k] || src[k] != src[k] ? src[k] : m[k];
+    }
+    float* __restrict o = out + y * g.ow;
+    for (std::int64_t z = 0; z < g.ow; ++z) o[z] = kLow;
+    for (std::int64_t j = 0; j < g.kw; ++j) {
+      const float* __restrict m = rowmax + j * g.dw;
+      if (g.sw == 2) {
+        for (std::int64_t z = 0; z < g.ow; ++z) o[z] = m[2 * z] > o[z] || m[2 * z] != m[2 * z] ? m[2 * z] : o[z];
+      } else {
+        for (std::int64_t z = 0; z < g.ow; ++z) {
+          const float v = m[z * g.sw];
+          o[z] = v > o[z] || v != v ? v : o[z];
+        }
+      }
+    }
+  }
+}
+PACT_SIMD_VARIANTS(max_pool_plane, max_pool_plane_body);
 #undef PACT_LOAD16
 
 }  // namespace
@@ -101,6 +134,20 @@ void depthwise_conv2d(const float* x, const float* w, const float* bias, const D
       f(x + (n * g.c + ic) * in_plane, w + oc * taps, bias != nullptr ? bias[oc] : 0.0f, &g, sc, out + p * out_plane);
     }
   });
+}
+
+void max_pool2d_planes(const float* x, const DirectConvGeometry& g, float* out) {
+  const std::int64_t planes = g.c, in_plane = g.h * g.w, out_plane = g.oh * g.ow;
+  if (planes == 0 || out_plane == 0) return;
+  // The row of maxima, padded: input column ix at pw + ix; window column z sw + j dw.
+  const std::int64_t wp = std::max((g.ow - 1) * g.sw + (g.kw - 1) * g.dw + 1, g.pw + g.w);
+  const auto f = max_pool_plane.get();
+  parallel_ranges(planes, planes * out_plane * g.kh * g.kw >= (std::int64_t{1} << 16),
+                  [&](std::int64_t p0, std::int64_t p1) {
+                    std::vector<float> rowmax(static_cast<std::size_t>(wp));
+                    for (std::int64_t p = p0; p < p1; ++p)
+                      f(x + p * in_plane, &g, rowmax.data(), wp, out + p * out_plane);
+                  });
 }
 
 }  // namespace pact::kernels::cpu

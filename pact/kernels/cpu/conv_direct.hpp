@@ -1,7 +1,8 @@
 #pragma once
-/// Direct (not GEMM) f32 convolution kernels of the CPU providers: depthwise convolution, where each
-/// group has one input channel, so im2col + GEMM would multiply a 1 x (kh kw) patch per output pixel.
-/// One family of the SIMD dispatch table (pact/core/simd_dispatch.hpp).
+/// Direct (not GEMM) f32 window kernels of the native provider: depthwise convolution, where each group
+/// has one input channel, so im2col + GEMM would multiply a 1 x (kh kw) patch per output pixel, and max
+/// pooling. Families of the SIMD dispatch table (pact/core/simd_dispatch.hpp): depthwise_plane,
+/// max_pool_plane.
 
 #include <cstdint>
 
@@ -18,5 +19,9 @@ inline bool is_depthwise(const DirectConvGeometry& g) noexcept { return g.groups
 /// out[n, oc, y, z] = bias[oc] + sum_{i, j} w[oc, 0, i, j] x[n, oc / m, y sh - ph + i dh, z sw - pw + j dw]
 /// (m = o / c, zero outside the input), for a depthwise geometry. bias may be null.
 void depthwise_conv2d(const float* x, const float* w, const float* bias, const DirectConvGeometry& g, float* out);
+
+/// out[p, y, z] = max over the window of x[p] (NaN if any tap is NaN), for the g.c = g.o planes of g
+/// (n = 1, groups = c; padding is never the maximum of a window that has an input element).
+void max_pool2d_planes(const float* x, const DirectConvGeometry& g, float* out);
 
 }  // namespace pact::kernels::cpu

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <limits>
 
+#include "pact/core/cpu.hpp"
 #include "pact/core/simd_dispatch.hpp"
 #include "pact/kernels/cpu/common.hpp"
 #include "pact/kernels/cpu/conv_direct.hpp"
@@ -785,7 +786,6 @@ PACT_NATIVE_FROM_GENERIC(sin)
 PACT_NATIVE_FROM_GENERIC(mse_loss)
 PACT_NATIVE_FROM_GENERIC(dropout)
 PACT_NATIVE_FROM_GENERIC(embedding)
-PACT_NATIVE_FROM_GENERIC(max_pool2d)
 PACT_NATIVE_FROM_GENERIC(avg_pool2d)
 PACT_NATIVE_FROM_GENERIC(adaptive_avg_pool2d)
 PACT_NATIVE_FROM_GENERIC(reshape)
@@ -823,7 +823,8 @@ bool native_dispatches_simd(ops::OpTag op) noexcept {
     case OpTag::scaled_dot_product_attention:  // attention_softmax and sgemm
     case OpTag::matmul:
     case OpTag::linear:
-    case OpTag::conv2d:  // sgemm, strided_copy, depthwise_plane
+    case OpTag::conv2d:      // sgemm, strided_copy, depthwise_plane
+    case OpTag::max_pool2d:  // max_pool_plane
     case OpTag::add:
     case OpTag::sub:
     case OpTag::mul:
