@@ -146,6 +146,8 @@ inline std::vector<Sample> samples() {
       {OpTag::clamp, {N({3, 37})}, A{{"min", 0.0}}, false, "lower bound only"},
       {OpTag::batch_norm, {N({2, 5, 7, 9}), N({5}), N({5}), N({5}), P({5})}, {}, false, "eval, long planes"},
       {OpTag::mean, {N({2, 3, 7, 9})}, A{{"dims", L{2, 3}}, {"keepdim", true}}, false, "global pool"},
+      {OpTag::linear, {N({1, 37}), N({21, 37}), N({21})}, {}, false, "one row"},
+      {OpTag::linear, {N({2, 40}), N({9, 40})}, {}, false, "two rows, no bias"},
       {OpTag::max_pool2d,
        {N({1, 3, 20, 37})},
        A{{"kernel_size", L{3}}, {"stride", L{2}}, {"padding", L{1}}},

@@ -33,9 +33,9 @@ using ops::Attributes;
 
 #define PACT_GEMM_OPS_SGEMM ::pact::kernels::cpu::sgemm
 #define PACT_GEMM_FALLBACK(fn, ...) generic::fn(__VA_ARGS__)
-#define PACT_GEMM_OPS_DIRECT_CONV
+#define PACT_GEMM_OPS_NATIVE
 #include "pact/kernels/cpu/gemm_ops.inc"
-#undef PACT_GEMM_OPS_DIRECT_CONV
+#undef PACT_GEMM_OPS_NATIVE
 #undef PACT_GEMM_FALLBACK
 #undef PACT_GEMM_OPS_SGEMM
 

@@ -117,7 +117,29 @@ PACT_SIMD_INLINE void row_sums_body(const float* __restrict x, std::int64_t r0, 
 }
 PACT_SIMD_VARIANTS(row_sums, row_sums_body);
 
+PACT_SIMD_INLINE void gemv_body(const float* __restrict x, const float* __restrict w, const float* __restrict bias,
+                                std::int64_t j0, std::int64_t j1, std::int64_t in_f, float* __restrict y) {
+  for (std::int64_t j = j0; j < j1; ++j) {
+    const float* __restrict row = w + j * in_f;
+    float lanes[16] = {};
+    std::int64_t k = 0;
+    for (; k + 16 <= in_f; k += 16)
+      for (int l = 0; l < 16; ++l) lanes[l] += x[k + l] * row[k + l];
+    float sum = 0.0f;
+    for (; k < in_f; ++k) sum += x[k] * row[k];
+    for (float l : lanes) sum += l;
+    y[j] = sum + (bias != nullptr ? bias[j] : 0.0f);
+  }
+}
+PACT_SIMD_VARIANTS(gemv_rows, gemv_body);
+
 }  // namespace
+
+void gemv_f32(const float* x, const float* w, const float* bias, std::int64_t out_f, std::int64_t in_f, float* y) {
+  const auto f = gemv_rows.get();
+  parallel_ranges(out_f, out_f * in_f >= (std::int64_t{1} << 17),
+                  [&](std::int64_t j0, std::int64_t j1) { f(x, w, bias, j0, j1, in_f, y); });
+}
 
 void row_sums_f32(const float* x, std::int64_t rows, std::int64_t inner, float scale, float* out) {
   const auto f = row_sums.get();
