@@ -104,6 +104,11 @@ constexpr AttrSpec kConvAttrs[] = {{"stride", AttrType::i64_list, false},
                                    {"padding", AttrType::i64_list, false},
                                    {"dilation", AttrType::i64_list, false},
                                    {"groups", AttrType::i64, false}};
+constexpr AttrSpec kConvActivationAttrs[] = {{"stride", AttrType::i64_list, false},
+                                             {"padding", AttrType::i64_list, false},
+                                             {"dilation", AttrType::i64_list, false},
+                                             {"groups", AttrType::i64, false},
+                                             {"activation", AttrType::string, true}};
 constexpr AttrSpec kMaxPoolAttrs[] = {{"kernel_size", AttrType::i64_list, true},
                                       {"stride", AttrType::i64_list, false},
                                       {"padding", AttrType::i64_list, false},
@@ -373,8 +378,7 @@ std::int64_t pool_extent(std::string_view op, std::int64_t in, std::int64_t k, s
   return out;
 }
 
-TensorType shape_conv2d(std::span<const TensorType> in, const Attributes& a) {
-  constexpr std::string_view op = "conv2d";
+TensorType conv_shape(std::string_view op, std::span<const TensorType> in, const Attributes& a) {
   require_float(op, in[0], "input");
   require_rank(op, in[0], "input", 4, 4);
   require_rank(op, in[1], "weight", 4, 4);
@@ -398,6 +402,17 @@ TensorType shape_conv2d(std::span<const TensorType> in, const Attributes& a) {
   auto [dh, dw] = pair_attr(op, a, "dilation", {1});
   return TensorType{in[0].dtype, Dims{x[0], w[0], pool_extent(op, x[2], w[2], sh, ph, dh, false),
                                       pool_extent(op, x[3], w[3], sw, pw, dw, false)}};
+}
+
+TensorType shape_conv2d(std::span<const TensorType> in, const Attributes& a) { return conv_shape("conv2d", in, a); }
+
+// conv2d followed by an elementwise activation in one kernel (the inference fusion of pact/plan/fusion.hpp).
+TensorType shape_conv2d_activation(std::span<const TensorType> in, const Attributes& a) {
+  constexpr std::string_view op = "conv2d_activation";
+  const std::string act = a.get_string(op, "activation");
+  if (act != "relu" && act != "relu6" && act != "silu")
+    bad(op, fmt::format("activation '{}' is not relu, relu6 or silu", act));
+  return conv_shape(op, in, a);
 }
 
 TensorType pool(std::string_view op, std::span<const TensorType> in, const Attributes& a, bool dilation) {
@@ -641,6 +656,9 @@ std::int64_t flops_conv2d(std::span<const TensorType> in, const TensorType& out,
   const Dims& w = in[1].shape;
   return 2 * numel(out.shape) * w[1] * w[2] * w[3] + (in.size() == 3 ? numel(out.shape) : 0);
 }
+std::int64_t flops_conv2d_activation(std::span<const TensorType> in, const TensorType& out, const Attributes& a) {
+  return flops_conv2d(in, out, a) + numel(out.shape);
+}
 std::int64_t flops_pool(std::span<const TensorType>, const TensorType& out, const Attributes& a) {
   auto k = a.get_ints("pool", "kernel_size");
   const std::int64_t window = k.size() == 1 ? k[0] * k[0] : k.size() == 2 ? k[0] * k[1] : 1;
@@ -701,6 +719,7 @@ constexpr std::span<const AttrSpec> kEmpty{};
 #define attrs_embedding span_of(kEmbeddingAttrs)
 #define attrs_scaled_dot_product_attention span_of(kAttentionAttrs)
 #define attrs_conv2d span_of(kConvAttrs)
+#define attrs_conv2d_activation span_of(kConvActivationAttrs)
 #define attrs_max_pool2d span_of(kMaxPoolAttrs)
 #define attrs_avg_pool2d span_of(kAvgPoolAttrs)
 #define attrs_adaptive_avg_pool2d span_of(kAdaptiveAttrs)

@@ -62,6 +62,7 @@ namespace pact::ops {
   X(scaled_dot_product_attention, "scaled_dot_product_attention", 3, 4, true, false, kernel, contraction, \
     in0 | in1 | in2 | in3, none, "dddm")                                                                  \
   X(conv2d, "conv2d", 2, 3, true, false, kernel, contraction, in0 | in1, none, "dwb")                     \
+  X(conv2d_activation, "conv2d_activation", 2, 3, false, false, kernel, contraction, none, none, "dwb")   \
   X(max_pool2d, "max_pool2d", 1, 1, true, false, kernel, exact, in0, none, "d")                           \
   X(avg_pool2d, "avg_pool2d", 1, 1, true, false, kernel, reduction, in0, none, "d")                       \
   X(adaptive_avg_pool2d, "adaptive_avg_pool2d", 1, 1, true, false, kernel, reduction, none, none, "d")    \
@@ -85,7 +86,7 @@ enum class OpTag : std::uint8_t {
 #define PACT_OP_COUNT_ONE(...) +1
 inline constexpr int kOpCount = 0 PACT_OPS(PACT_OP_COUNT_ONE);
 #undef PACT_OP_COUNT_ONE
-static_assert(kOpCount == 44, "op list changed: update docs/ops.md (pact ops --markdown) and the op sweep");
+static_assert(kOpCount == 45, "op list changed: update docs/ops.md (pact ops --markdown) and the op sweep");
 
 /// What executing a node of the op does.
 enum class OpRole : std::uint8_t { source, view, kernel, sink };

@@ -38,6 +38,10 @@ TEST(OpSweep, ReferenceGradientsMatchFiniteDifferences) {
   for (const auto& s : samples()) {
     SCOPED_TRACE(describe(s));
     const kernels::Handler& h = *kernels::find_handler(kernels::reference_handlers(), s.op);
+    if (!ops::op_info(s.op).has_vjp) {  // an inference-only op (conv2d_activation): no VJP to check
+      EXPECT_EQ(h.vjp, nullptr);
+      continue;
+    }
     std::vector<Tensor> ins;
     for (const auto& in : s.inputs) ins.push_back(make_input(in, DType::f64, rng));
     const KernelContext ctx{s.training, 77};

@@ -39,6 +39,30 @@ PACT_SIMD_INLINE void map_body(MapOp op, const float* __restrict x, float* __res
 }
 PACT_SIMD_VARIANTS(map_rows, map_body);
 
+PACT_SIMD_INLINE void map_inplace_body(MapOp op, float* __restrict y, std::int64_t n, float lo, float hi) {
+  switch (op) {
+    case MapOp::relu:
+      for (std::int64_t i = 0; i < n; ++i) y[i] = y[i] < 0.0f ? 0.0f : y[i];
+      break;
+    case MapOp::clamp:
+      for (std::int64_t i = 0; i < n; ++i) y[i] = y[i] < lo ? lo : (y[i] > hi ? hi : y[i]);
+      break;
+    case MapOp::silu:
+      for (std::int64_t i = 0; i < n; ++i) y[i] = y[i] / (1.0f + fast_exp(-y[i]));
+      break;
+    case MapOp::neg:
+      for (std::int64_t i = 0; i < n; ++i) y[i] = -y[i];
+      break;
+    case MapOp::sigmoid:
+      for (std::int64_t i = 0; i < n; ++i) y[i] = 1.0f / (1.0f + fast_exp(-y[i]));
+      break;
+    case MapOp::exp:
+      for (std::int64_t i = 0; i < n; ++i) y[i] = fast_exp(y[i]);
+      break;
+  }
+}
+PACT_SIMD_VARIANTS(map_inplace_rows, map_inplace_body);
+
 PACT_SIMD_INLINE void channel_affine_body(const float* __restrict x, const float* __restrict scale,
                                           const float* __restrict shift, std::int64_t r0, std::int64_t r1,
                                           std::int64_t channels, std::int64_t inner, float* __restrict y) {
@@ -151,6 +175,8 @@ void map_f32(MapOp op, const float* x, float* y, std::int64_t n, float lo, float
   const auto f = map_rows.get();  // once, not per thread
   parallel_ranges(n, n >= kShareElements, [&](std::int64_t b, std::int64_t e) { f(op, x + b, y + b, e - b, lo, hi); });
 }
+
+void map_inplace_f32(MapOp op, float* y, std::int64_t n, float lo, float hi) { map_inplace_rows(op, y, n, lo, hi); }
 
 void channel_affine_f32(const float* x, const float* scale, const float* shift, std::int64_t rows,
                         std::int64_t channels, std::int64_t inner, float* y) {
