@@ -78,7 +78,7 @@ Expected<AcceptedGraphPlan, PlanRejection> plan_graph(const ir::Graph& input_gra
   std::unordered_map<std::string, const ops::TensorType*> type_of;
   for (const auto& n : graph.nodes) type_of[n.id] = &n.type;
   std::map<std::pair<int, std::vector<int>>, KernelAdmission> admitted;
-  PlanAudit audit{profile.name, profile.policy.assurance, vjp_mode, {}, {}, {}};
+  PlanAudit audit{profile.name, profile.policy.assurance, vjp_mode, {}, {}, {}, {}};
   std::vector<contract::ObligationReport>& reports = audit.check.reports;
   std::vector<contract::BoundKernel> bound;
   for (const auto& n : graph.nodes) {
@@ -195,6 +195,9 @@ Json render_audit_json(const PlanAudit& audit) {
         {"accepted", r.accepted},
         {"reason", r.reason}});
   }
+  Json rewrites = Json::array();
+  for (const auto& r : audit.rewrites)
+    rewrites.push_back(Json{{"kind", r.kind}, {"nodes", r.nodes}, {"into", r.into}, {"evidence", r.evidence}});
   Json groups = Json::array();
   for (const auto& [key, nodes] : audit.groups)
     groups.push_back(Json{{"provider", key.first}, {"device", key.second}, {"nodes", nodes}});
@@ -205,6 +208,7 @@ Json render_audit_json(const PlanAudit& audit) {
               {"verdict", audit.check.accepted ? "accepted" : "rejected"},
               {"kernels", kernels},
               {"groups", groups},
+              {"rewrites", rewrites},
               {"obligations", obligations}};
 }
 

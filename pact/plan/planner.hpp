@@ -12,6 +12,7 @@
 
 #include "pact/contract/check.hpp"
 #include "pact/ir/graph.hpp"
+#include "pact/plan/fusion.hpp"
 
 namespace pact::plan {
 
@@ -31,6 +32,7 @@ struct PlanAudit {
   std::vector<PlannedKernel> kernels;
   std::map<std::pair<std::string, std::string>, std::vector<std::string>> groups;  ///< (provider, device) -> nodes
   contract::ContractCheck check;
+  std::vector<Rewrite> rewrites;  ///< the inference fusions made before planning (fusion.hpp), if any
 };
 
 /// A plan whose every kernel passed the kernel-policy gate and the evidence check, bound to handlers. Only

@@ -8,6 +8,7 @@
 #include <limits>
 #include <unordered_map>
 
+#include "pact/plan/fusion.hpp"
 #include "pact/runtime/executor.hpp"
 #include "pact/runtime/retention.hpp"
 
@@ -51,12 +52,24 @@ TorchRunResult run_imported(ir::TorchBundle&& bundle, ir::SafetensorsFile&& inpu
   if (timing.repeat < 0)
     throw_error(ErrorCode::invalid_argument, "torch.run", fmt::format("repeat {} must not be negative", timing.repeat));
   TorchRunResult result;
-  auto planned = plan::plan_graph(bundle.model.graph, profile, resolver, contract::VjpMode::forward_only);
+  // Every source value but the user inputs, by node id: what the fusions read and the bindings take.
+  plan::SourceValues values;
+  for (auto& [name, t] : bundle.weights.tensors) values.emplace(name, std::move(t));
+  for (auto& [id, t] : bundle.model.synthesized) values.emplace(id, std::move(t));
+  ir::Graph graph = std::move(bundle.model.graph);
+  std::vector<plan::Rewrite> rewrites;
+  if (timing.fuse) {
+    rewrites = plan::fold_batch_norms(graph, values);
+    for (auto& r : plan::fuse_conv_activations(graph)) rewrites.push_back(std::move(r));
+  }
+  auto planned = plan::plan_graph(graph, profile, resolver, contract::VjpMode::forward_only);
   if (!planned) {
     result.audit = planned.error().audit;
+    result.audit.rewrites = std::move(rewrites);
     return result;
   }
   result.audit = planned->audit();
+  result.audit.rewrites = std::move(rewrites);
   result.accepted = true;
 
   std::map<std::string, EagerTensor> bindings;
@@ -66,31 +79,32 @@ TorchRunResult run_imported(ir::TorchBundle&& bundle, ir::SafetensorsFile&& inpu
     }
     return std::nullopt;
   };
-  for (const auto& src : bundle.model.sources) {
-    if (bundle.model.graph.find(src.name) == nullptr) continue;
-    if (src.kind == ir::TorchSource::Kind::user_input) {
-      auto t = take(inputs.tensors, src.name);
-      if (!t) throw_error(ErrorCode::invalid_argument, "torch.run", fmt::format("input '{}' is missing", src.name));
-      if (t->dtype() != src.type.dtype || !(t->shape() == src.type.shape)) {
+  for (const auto& node : graph.nodes) {
+    if (node.op == ops::OpTag::input) {
+      const ir::TorchSource* src = bundle.model.find_source(node.id);
+      auto t = take(inputs.tensors, node.id);
+      if (!t) throw_error(ErrorCode::invalid_argument, "torch.run", fmt::format("input '{}' is missing", node.id));
+      const ops::TensorType want = src != nullptr ? src->type : node.type;
+      if (t->dtype() != want.dtype || !(t->shape() == want.shape)) {
         throw_error(ErrorCode::invalid_argument, "torch.run",
-                    fmt::format("input '{}' is {}{} but the capture declares {}{}", src.name, dtype_name(t->dtype()),
-                                t->shape().to_string(), dtype_name(src.type.dtype), src.type.shape.to_string()));
+                    fmt::format("input '{}' is {}{} but the capture declares {}{}", node.id, dtype_name(t->dtype()),
+                                t->shape().to_string(), dtype_name(want.dtype), want.shape.to_string()));
       }
-      bindings.emplace(src.name, EagerTensor{retain(std::move(*t)), -1});
-    } else {
-      auto t = take(bundle.weights.tensors, src.name);
-      if (!t) throw_error(ErrorCode::invalid_argument, "torch.run", fmt::format("weight '{}' is missing", src.name));
-      bindings.emplace(src.name, EagerTensor{retain(std::move(*t)), -1});
+      bindings.emplace(node.id, EagerTensor{retain(std::move(*t)), -1});
+    } else if (ops::op_info(node.op).role == ops::OpRole::source) {
+      auto it = values.find(node.id);
+      if (it == values.end())
+        throw_error(ErrorCode::invalid_argument, "torch.run", fmt::format("weight '{}' is missing", node.id));
+      bindings.emplace(node.id, EagerTensor{retain(std::move(it->second)), -1});
     }
   }
-  for (auto& [id, t] : bundle.model.synthesized) bindings.emplace(id, EagerTensor{retain(std::move(t)), -1});
 
   using Clock = std::chrono::steady_clock;
   auto start = Clock::now();
   auto run = execute(*planned, bindings);
   result.cold_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
   result.peak_bytes = run.peak_bytes;
-  const ir::Graph& g = planned->graph();
+  const ir::Graph& g = planned->graph();                     // the fused graph
   std::vector<std::vector<double>> node_ms(g.nodes.size());  // per node, one entry per warm run
   for (int r = 0; r < timing.repeat; ++r) {
     std::vector<double> seconds;

@@ -26,11 +26,13 @@ struct OutputAgreement {
 /// naming `name`.
 OutputAgreement compare_outputs(std::string name, const TensorView& got, const TensorView& want);
 
-/// Timing asked of run_imported: `repeat` warm runs after the first (cold) one, and with `time_nodes` each
-/// op node's time in every warm run.
+/// How run_imported runs: `repeat` warm runs after the first (cold) one, with `time_nodes` each op node's
+/// time in every warm run, and with `fuse` the inference fusions of pact/plan/fusion.hpp (batch norms
+/// folded into their convolutions, activations into conv2d_activation) made before planning.
 struct RunTimingOptions {
   int repeat = 0;
   bool time_nodes = false;
+  bool fuse = true;
 };
 
 /// One planned node's warm time (the median over the warm runs) and what ran it.
@@ -54,7 +56,8 @@ struct TorchRunResult {
   std::vector<NodeTiming> nodes;  ///< with time_nodes: every planned node, in plan order
 };
 
-/// Plans and runs `bundle` on `inputs` (safetensors tensors named by the user inputs). A missing input, or
+/// Plans and runs `bundle` on `inputs` (safetensors tensors named by the user inputs); the audit lists the
+/// fusions made (audit.rewrites). A missing input, or
 /// one whose dtype or shape differs from the capture, is invalid_argument naming it. The weights move
 /// into the execution; the bundle is consumed.
 /// A negative repeat is invalid_argument.

@@ -47,12 +47,13 @@ namespace pact::cli {
 int run_import(const std::string& dir, const std::string& out, const std::string& weights_out);
 /// `pact run DIR [--profile P] [--json] [--tolerance T]`: plans and runs a capture on its example input
 /// and prints the agreement with PyTorch's output; exit 3 above the tolerance, 2 when the plan is rejected.
-/// Latency measurement for `pact run`: `repeat` warm runs after the cold one, each node timed with
-/// `time_nodes`, on `threads` threads (0: OMP_NUM_THREADS or all).
+/// How `pact run` runs: `repeat` warm runs after the cold one, each node timed with `time_nodes`, on
+/// `threads` threads (0: OMP_NUM_THREADS or all), with or without the inference fusions.
 struct RunTiming {
   int repeat = 0;
   int threads = 0;
   bool time_nodes = false;
+  bool fuse = true;  ///< the inference fusions (pact/plan/fusion.hpp); --no-fuse turns them off
 };
 int run_torch(const std::string& dir, const std::string& profile, bool json, double tolerance,
               const RunTiming& timing = {});

@@ -86,7 +86,7 @@ int run_torch(const std::string& dir, const std::string& profile_name, bool json
   const contract::DefaultEvidenceResolver resolver;
   const auto start = std::chrono::steady_clock::now();
   auto result = runtime::run_imported(std::move(bundle), std::move(inputs), profile, resolver,
-                                      {timing.repeat, timing.time_nodes});
+                                      {timing.repeat, timing.time_nodes, timing.fuse});
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   if (!result.accepted) {
     if (json) {
@@ -115,6 +115,7 @@ int run_torch(const std::string& dir, const std::string& profile_name, bool json
                                 {"max_abs_reference", a.max_abs_reference},
                                 {"relative_error", a.relative_error}});
     }
+    doc["rewrites"] = plan::render_audit_json(result.audit)["rewrites"];
     if (timing.repeat > 0) {
       doc["cold_ms"] = result.cold_ms;
       doc["warm_median_ms"] = runtime::median(result.warm_ms);
@@ -144,6 +145,14 @@ int run_torch(const std::string& dir, const std::string& profile_name, bool json
     std::printf("%s (captured with %s) under %s: %zu kernels planned, ran in %.1f ms, peak %.2f MiB live\n",
                 dir.c_str(), method.c_str(), profile_name.c_str(), result.audit.kernels.size(), ms,
                 static_cast<double>(result.peak_bytes) / (1024.0 * 1024.0));
+    if (!result.audit.rewrites.empty()) {
+      std::size_t folded = 0;
+      for (const auto& r : result.audit.rewrites) folded += r.kind == "fold_batch_norm" ? 1 : 0;
+      std::printf(
+          "fused for inference: %zu batch norm(s) folded into their convolutions, %zu activation(s) into "
+          "conv2d_activation (--no-fuse to run the graph as captured)\n",
+          folded, result.audit.rewrites.size() - folded);
+    }
     std::printf("%-16s %-18s %14s %14s %14s\n", "output", "shape", "max|pact-torch|", "max|torch|", "relative");
     for (const auto& a : agreement) {
       std::printf("%-16s %-18s %14.3e %14.3e %14.3e %s\n", a.name.c_str(), a.shape.to_string().c_str(), a.max_abs_error,
@@ -212,6 +221,8 @@ const bool run_registered = register_command("run", [](CLI::App& app) {
   run_cmd->add_option("--repeat", a->timing.repeat, "after the first (cold) run, run N more warm and report latency");
   run_cmd->add_option("--threads", a->timing.threads, "threads for the kernels (default: OMP_NUM_THREADS or all)");
   run_cmd->add_flag("--time-nodes", a->timing.time_nodes, "report each planned node's warm time (needs --repeat)");
+  run_cmd->add_flag("--no-fuse{false}", a->timing.fuse,
+                    "run the graph as captured: no batch norm folding, no conv2d_activation fusion");
   return std::vector<Runner>{
       {run_cmd, [a] { return run_torch(a->dir, a->profile, a->json, a->tolerance, a->timing); }}};
 });

@@ -83,8 +83,9 @@ template <class... Rest>
 namespace pact::kernels {
 
 std::span<const Handler> blas_handlers() {
-  static const Handler table[] = {PACT_CPU_HANDLER(blas, "pact/kernels/cpu/blas.cpp", matmul, true) PACT_CPU_HANDLER(
-      blas, "pact/kernels/cpu/blas.cpp", linear, true) PACT_CPU_HANDLER(blas, "pact/kernels/cpu/blas.cpp", conv2d, true)};
+  static const Handler table[] = {PACT_CPU_HANDLER(blas, "pact/kernels/cpu/blas.cpp", matmul, true)
+                                      PACT_CPU_HANDLER(blas, "pact/kernels/cpu/blas.cpp", linear, true)
+                                          PACT_CPU_HANDLER(blas, "pact/kernels/cpu/blas.cpp", conv2d, true)};
   return table;
 }
 

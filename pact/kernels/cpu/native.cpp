@@ -823,8 +823,9 @@ bool native_dispatches_simd(ops::OpTag op) noexcept {
     case OpTag::scaled_dot_product_attention:  // attention_softmax and sgemm
     case OpTag::matmul:
     case OpTag::linear:
-    case OpTag::conv2d:      // sgemm, strided_copy, depthwise_plane
-    case OpTag::max_pool2d:  // max_pool_plane
+    case OpTag::conv2d:             // sgemm, strided_copy, depthwise_plane
+    case OpTag::conv2d_activation:  // and map_inplace_rows
+    case OpTag::max_pool2d:         // max_pool_plane
     case OpTag::add:
     case OpTag::sub:
     case OpTag::mul:

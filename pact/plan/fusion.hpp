@@ -1,0 +1,46 @@
+#pragma once
+/// Inference fusions (issue 18): graph rewrites made before planning a forward-only run, each recorded
+/// so the plan audit shows what was fused, into which node, and the evidence that the rewrite keeps the
+/// model's values.
+///
+///  - fold_batch_norm: a batch norm whose input is a convolution read by nothing else becomes that
+///    convolution with weight W s and bias (b - mean) s + beta, s = gamma / sqrt(var + eps) per output
+///    channel (in f64, stored f32): with the running statistics, batch norm is exactly that affine map.
+///    Needs the parameter values, so it runs where they are bound (pact run); the folded values are new
+///    parameter nodes "<bn>.folded_weight" and "<bn>.folded_bias".
+///  - conv2d_activation: relu, relu6 (clamp to [0, 6]) or silu of a convolution read by nothing else
+///    becomes one conv2d_activation node (the op table's), whose native kernel applies the activation as
+///    it stores each chunk; its capsules carry their own evidence (the op sweep).
+///
+/// Each rewrite keeps the id of the node it replaces last, so every consumer and graph output is
+/// untouched. Training plans are never rewritten (batch norm trains on batch statistics, and
+/// conv2d_activation has no VJP).
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "pact/core/tensor.hpp"
+#include "pact/ir/graph.hpp"
+
+namespace pact::plan {
+
+/// One rewrite: its kind, the nodes it replaced (in graph order) and the node that now computes them.
+struct Rewrite {
+  std::string kind;  ///< "fold_batch_norm" or "conv2d_activation"
+  std::vector<std::string> nodes;
+  std::string into;
+  std::string evidence;  ///< the test that holds the rewrite to the unfused graph's values
+};
+
+/// Parameter values by node id: what fold_batch_norms reads, and where it puts the folded values.
+using SourceValues = std::map<std::string, Tensor>;
+
+/// Folds every batch norm it can into its convolution (f32, parameters all in `values`), removes the
+/// parameters no node reads any more from the graph and `values`, and returns the rewrites.
+std::vector<Rewrite> fold_batch_norms(ir::Graph& graph, SourceValues& values);
+
+/// Fuses every relu, relu6 or silu of a convolution read by nothing else into conv2d_activation.
+std::vector<Rewrite> fuse_conv_activations(ir::Graph& graph);
+
+}  // namespace pact::plan

@@ -1,0 +1,168 @@
+// Inference fusions (pact/plan/fusion.hpp): a folded batch norm and a fused activation give the unfused
+// graph's values; the check that says so fails on a wrong fold; what cannot be fused is left alone.
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "pact/plan/fusion.hpp"
+#include "pact/plan/planner.hpp"
+#include "pact/runtime/executor.hpp"
+#include "pact/runtime/retention.hpp"
+#include "pact/runtime/torch_run.hpp"
+
+namespace pact {
+namespace {
+
+Tensor random_tensor(const Dims& shape, std::mt19937& rng, bool positive = false) {
+  std::normal_distribution<float> nd;
+  std::vector<float> v(static_cast<std::size_t>(ops::numel(shape)));
+  for (auto& x : v) x = positive ? 0.5f + std::abs(nd(rng)) : nd(rng);
+  return Tensor::from_values<float>(shape, v);
+}
+
+// Plans `g` forward only under cpu-checked and runs it on `values` (every source node's value).
+Tensor run_graph(const ir::Graph& g, const plan::SourceValues& values) {
+  const contract::DefaultEvidenceResolver resolver;
+  auto planned =
+      plan::plan_graph(g, contract::builtin_profile("cpu-checked"), resolver, contract::VjpMode::forward_only);
+  EXPECT_TRUE(planned.has_value());
+  std::map<std::string, runtime::EagerTensor> bindings;
+  for (const auto& [id, t] : values) bindings.emplace(id, runtime::EagerTensor{runtime::retain(t.duplicate()), -1});
+  auto result = runtime::execute(*planned, bindings);
+  return result.outputs.at(g.outputs.front()).view().duplicate();
+}
+
+plan::SourceValues copy_of(const plan::SourceValues& values) {
+  plan::SourceValues out;
+  for (const auto& [id, t] : values) out.emplace(id, t.duplicate());
+  return out;
+}
+
+double relative_error(const Tensor& got, const Tensor& want) {
+  return runtime::compare_outputs("y", got.as_view(), want.as_view()).relative_error;
+}
+
+// x -> conv2d (bias) -> batch_norm -> activation -> output, with random parameters and statistics.
+struct ConvBnModel {
+  ir::Graph graph;
+  plan::SourceValues values;
+};
+ConvBnModel conv_bn_model(ops::OpTag act, ops::Attributes act_attrs = {}) {
+  std::mt19937 rng(11);
+  ir::GraphBuilder b;
+  b.input("x", Dims{2, 3, 9, 8});
+  b.parameter("w", Dims{4, 3, 3, 3});
+  b.parameter("b", Dims{4});
+  b.parameter("gamma", Dims{4});
+  b.parameter("beta", Dims{4});
+  b.buffer("mean", Dims{4});
+  b.buffer("var", Dims{4});
+  b.op("conv", ops::OpTag::conv2d, {"x", "w", "b"}, ops::Attributes{{"padding", std::vector<std::int64_t>{1}}});
+  b.op("bn", ops::OpTag::batch_norm, {"conv", "gamma", "beta", "mean", "var"}, ops::Attributes{{"eps", 1e-3}});
+  b.op("act", act, {"bn"}, std::move(act_attrs));
+  b.output("act");
+  ConvBnModel m{b.build(), {}};
+  for (const auto& [id, shape] : std::vector<std::pair<std::string, Dims>>{
+           {"x", {2, 3, 9, 8}}, {"w", {4, 3, 3, 3}}, {"b", {4}}, {"gamma", {4}}, {"beta", {4}}, {"mean", {4}}})
+    m.values.emplace(id, random_tensor(shape, rng));
+  m.values.emplace("var", random_tensor(Dims{4}, rng, true));
+  return m;
+}
+
+TEST(Fusion, FoldedBatchNormKeepsTheModelsValues) {
+  for (const auto& [act, attrs, kind] : std::vector<std::tuple<ops::OpTag, ops::Attributes, std::string>>{
+           {ops::OpTag::relu, {}, "relu"},
+           {ops::OpTag::clamp, ops::Attributes{{"min", 0.0}, {"max", 6.0}}, "relu6"},
+           {ops::OpTag::silu, {}, "silu"}}) {
+    SCOPED_TRACE(kind);
+    ConvBnModel m = conv_bn_model(act, attrs);
+    const Tensor unfused = run_graph(m.graph, m.values);
+
+    ir::Graph g = m.graph;
+    plan::SourceValues values = copy_of(m.values);
+    const auto folds = plan::fold_batch_norms(g, values);
+    const auto fused = plan::fuse_conv_activations(g);
+    ASSERT_EQ(folds.size(), 1u);
+    EXPECT_EQ(folds[0].nodes, (std::vector<std::string>{"conv", "bn"}));
+    EXPECT_EQ(folds[0].into, "bn");
+    ASSERT_EQ(fused.size(), 1u);
+    EXPECT_EQ(fused[0].into, "act");
+    const ir::Node* node = g.find("act");
+    ASSERT_NE(node, nullptr);
+    EXPECT_EQ(node->op, ops::OpTag::conv2d_activation);
+    EXPECT_EQ(node->attrs.get_string("conv2d_activation", "activation"), kind);
+    EXPECT_EQ(g.find("conv"), nullptr);
+    EXPECT_EQ(g.find("bn"), nullptr);
+    for (const char* gone : {"w", "b", "gamma", "beta", "mean", "var"}) {  // read by nothing any more
+      EXPECT_EQ(g.find(gone), nullptr) << gone;
+      EXPECT_FALSE(values.contains(gone)) << gone;
+    }
+    const Tensor folded = run_graph(g, values);
+    EXPECT_LT(relative_error(folded, unfused), 1e-5);
+
+    // The evidence can fail: a fold 1% off is far outside the tolerance.
+    plan::SourceValues wrong = copy_of(values);
+    const Tensor& fw = wrong.at("bn.folded_weight");
+    std::vector<double> scaled;
+    {
+      const Tensor d = fw.convert(DType::f64);
+      auto p = d.prepare_host<double>();
+      for (double v : std::get<PreparedContiguousRead<double>>(p.value()).as_span()) scaled.push_back(v * 1.01);
+    }
+    wrong.insert_or_assign("bn.folded_weight",
+                           Tensor::from_values<double>(fw.shape(), std::span<const double>(scaled)).convert(DType::f32));
+    EXPECT_GT(relative_error(run_graph(g, wrong), unfused), 1e-4);
+  }
+}
+
+// A convolution with a second reader keeps its batch norm and its activation unfused; so does one whose
+// parameters are not all bound (a plan without weights).
+TEST(Fusion, LeavesAloneWhatItCannotFuse) {
+  ConvBnModel m = conv_bn_model(ops::OpTag::relu);
+  std::vector<ir::Node> nodes = m.graph.nodes;
+  nodes.push_back(ir::Node{"also", ops::OpTag::relu, {"conv"}, {}, {}, false, false, false});
+  ir::Graph g = ir::validate(nodes, {"act", "also"});
+  plan::SourceValues values = copy_of(m.values);
+  EXPECT_TRUE(plan::fold_batch_norms(g, values).empty());
+  EXPECT_NE(g.find("bn"), nullptr);
+  EXPECT_NE(g.find("conv"), nullptr);
+  // The batch norm's relu reads the batch norm, not a convolution: nothing to fuse.
+  EXPECT_TRUE(plan::fuse_conv_activations(g).empty());
+
+  ir::Graph h = m.graph;
+  plan::SourceValues partial = copy_of(m.values);
+  partial.erase("var");
+  EXPECT_TRUE(plan::fold_batch_norms(h, partial).empty());
+  EXPECT_NE(h.find("bn"), nullptr);
+}
+
+// Every committed PyTorch capture gives the same outputs fused and as captured, and both agree with
+// PyTorch; the CNN's batch norms and activations are fused.
+TEST(Fusion, CapturesAgreeFusedAndUnfused) {
+  const contract::DefaultEvidenceResolver resolver;
+  const auto profile = contract::builtin_profile("cpu-checked");
+  for (const char* model : {"mlp", "small_cnn", "tiny_transformer", "tiny_gpt"}) {
+    SCOPED_TRACE(model);
+    const std::string dir = std::string("tests/fixtures/torch/") + model;
+    auto run = [&](bool fuse) {
+      return runtime::run_imported(ir::load_torch_export(dir), ir::read_safetensors(dir + "/example_input.safetensors"),
+                                   profile, resolver, {0, false, fuse});
+    };
+    const auto fused = run(true), plain = run(false);
+    ASSERT_TRUE(fused.accepted && plain.accepted);
+    EXPECT_TRUE(plain.audit.rewrites.empty());
+    if (std::string(model) == "small_cnn") {
+      EXPECT_GE(fused.audit.rewrites.size(), 2u);
+      EXPECT_LT(fused.audit.kernels.size(), plain.audit.kernels.size());
+    }
+    const auto expected = ir::read_safetensors(dir + "/expected_output.safetensors");
+    for (const auto& [name, t] : fused.outputs) {
+      EXPECT_LT(relative_error(t, plain.outputs.at(name)), 1e-5) << name;
+      EXPECT_LT(runtime::compare_outputs(name, t.as_view(), expected.find(name)->as_view()).relative_error, 1e-4);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace pact
