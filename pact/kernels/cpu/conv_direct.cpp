@@ -16,8 +16,10 @@ constexpr int kBlock = 16;  // output columns per vector block (one AVX-512 regi
 // 16 floats as one GCC vector: each ISA level's variant lowers it to its own registers (one zmm, two ymm,
 // four xmm), so one body serves every level.
 using V16 = float __attribute__((vector_size(64)));
+#if !defined(__clang__)
 using I16 = std::int32_t __attribute__((vector_size(64)));
 constexpr I16 kEvenLanes = {0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30};
+#endif
 // Unaligned loads through memcpy; written as macros, not functions: a function returning a 64-byte vector
 // draws GCC's -Wpsabi note on the variants compiled without AVX-512, though it is always inlined.
 #define PACT_LOAD16(v, p) __builtin_memcpy(&(v), (p), sizeof(V16))
@@ -63,7 +65,11 @@ PACT_SIMD_INLINE void depthwise_plane_body(const float* __restrict x, const floa
             V16 lo, hi;
             PACT_LOAD16(lo, s);
             PACT_LOAD16(hi, s + kBlock);
+#if defined(__clang__)
+            v = __builtin_shufflevector(lo, hi, 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+#else
             v = __builtin_shuffle(lo, hi, kEvenLanes);
+#endif
           } else {
             for (int l = 0; l < kBlock; ++l) v[l] = s[l * g.sw];
           }
