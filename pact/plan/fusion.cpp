@@ -42,7 +42,8 @@ std::vector<double> as_doubles(const Tensor& t) {
 
 // A non-differentiable f32 parameter node, as ir::GraphBuilder::parameter writes one.
 ir::Node parameter_node(std::string id, const Dims& shape) {
-  ops::Attributes attrs{{"shape", std::vector<std::int64_t>(shape.begin(), shape.end())}, {"dtype", std::string("f32")}};
+  ops::Attributes attrs{{"shape", std::vector<std::int64_t>(shape.begin(), shape.end())},
+                        {"dtype", std::string("f32")}};
   return ir::Node{std::move(id), ops::OpTag::parameter, {}, std::move(attrs), {}, false, false, false};
 }
 

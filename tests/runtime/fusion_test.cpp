@@ -1,11 +1,12 @@
 // Inference fusions (pact/plan/fusion.hpp): a folded batch norm and a fused activation give the unfused
 // graph's values; the check that says so fails on a wrong fold; what cannot be fused is left alone.
 
+#include "pact/plan/fusion.hpp"
+
 #include <gtest/gtest.h>
 
 #include <random>
 
-#include "pact/plan/fusion.hpp"
 #include "pact/plan/planner.hpp"
 #include "pact/runtime/executor.hpp"
 #include "pact/runtime/retention.hpp"
@@ -110,8 +111,9 @@ TEST(Fusion, FoldedBatchNormKeepsTheModelsValues) {
       auto p = d.prepare_host<double>();
       for (double v : std::get<PreparedContiguousRead<double>>(p.value()).as_span()) scaled.push_back(v * 1.01);
     }
-    wrong.insert_or_assign("bn.folded_weight",
-                           Tensor::from_values<double>(fw.shape(), std::span<const double>(scaled)).convert(DType::f32));
+    wrong.insert_or_assign(
+        "bn.folded_weight",
+        Tensor::from_values<double>(fw.shape(), std::span<const double>(scaled)).convert(DType::f32));
     EXPECT_GT(relative_error(run_graph(g, wrong), unfused), 1e-4);
   }
 }

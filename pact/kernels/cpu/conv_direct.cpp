@@ -1,7 +1,9 @@
 #include "pact/kernels/cpu/conv_direct.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <limits>
+#include <utility>
 #include <vector>
 
 #include "pact/core/simd_dispatch.hpp"
@@ -11,33 +13,66 @@ namespace pact::kernels::cpu {
 
 namespace {
 
-constexpr int kBlock = 16;  // output columns per vector block (one AVX-512 register, two AVX2)
+// A block of W output columns as one GCC vector of W floats, W the level's register width (16 for
+// AVX-512, 8 for AVX2, 4 for the SSE2 baseline). A 16-float vector lowered to two ymm registers made the
+// AVX2 variant six times slower than the AVX-512 one.
+template <int W>
+struct Lanes;  // GCC ignores vector_size on an alias template's dependent size: one specialisation each
+template <>
+struct Lanes<4> {
+  using Vec = float __attribute__((vector_size(16)));
+  using Mask = std::int32_t __attribute__((vector_size(16)));
+};
+template <>
+struct Lanes<8> {
+  using Vec = float __attribute__((vector_size(32)));
+  using Mask = std::int32_t __attribute__((vector_size(32)));
+};
+template <>
+struct Lanes<16> {
+  using Vec = float __attribute__((vector_size(64)));
+  using Mask = std::int32_t __attribute__((vector_size(64)));
+};
+template <int W>
+using Vec = typename Lanes<W>::Vec;
 
-// 16 floats as one GCC vector: each ISA level's variant lowers it to its own registers (one zmm, two ymm,
-// four xmm), so one body serves every level.
-using V16 = float __attribute__((vector_size(64)));
-#if !defined(__clang__)
-using I16 = std::int32_t __attribute__((vector_size(64)));
-constexpr I16 kEvenLanes = {0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30};
+// Unaligned load and the even lanes of a 2W-float run (stride 2), through pointers: a function returning a
+// wide vector draws GCC's -Wpsabi note where the vector's registers are not enabled.
+template <int W>
+PACT_SIMD_INLINE void load(Vec<W>* v, const float* p) {
+  __builtin_memcpy(v, p, sizeof(Vec<W>));
+}
+template <int W, std::size_t... I>
+PACT_SIMD_INLINE void even_lanes(Vec<W>* v, const float* p, std::index_sequence<I...>) {
+  Vec<W> lo, hi;
+  load<W>(&lo, p);
+  load<W>(&hi, p + W);
+#if defined(__clang__)
+  *v = __builtin_shufflevector(lo, hi, static_cast<int>(2 * I)...);
+#else
+  *v = __builtin_shuffle(lo, hi, typename Lanes<W>::Mask{static_cast<std::int32_t>(2 * I)...});
 #endif
-// Unaligned loads through memcpy; written as macros, not functions: a function returning a 64-byte vector
-// draws GCC's -Wpsabi note on the variants compiled without AVX-512, though it is always inlined.
-#define PACT_LOAD16(v, p) __builtin_memcpy(&(v), (p), sizeof(V16))
+}
+
+// The widest block of any level: the padding and the rounded-up row are sized for it.
+constexpr int kBlock = 16;
 
 // The scratch of one plane: the input plane with its columns zero-padded, so every tap of every output
-// column in a block of 16 reads inside it, and one output row rounded up to whole blocks.
+// column in a block reads inside it, and one output row rounded up to whole blocks of 16.
 struct PlaneScratch {
   std::int64_t owp, wp;  // padded output row, padded input row (floats)
   float* pad;            // h rows of wp: input column ix at pad[iy * wp + pw + ix], zeros around it
   float* acc;            // owp accumulators
 };
 
-// One output plane of one channel. Each output row is accumulated in `acc` across every tap whose input
-// row exists, 16 columns at a time with no bounds tests (the padding supplies the zeros), then stored:
+// One output plane of one channel. Each block of W outputs of a row sums every tap whose input row
+// exists in one register, with no bounds tests (the padding supplies the zeros), and is stored once:
 // with rows as short as 7 or 14 columns (the late layers of MobileNet and EfficientNet), per-tap loops
-// over exactly the valid columns ran almost entirely in scalar epilogues. owp is a multiple of 16, so the
-// vector loops below have no remainder.
-PACT_SIMD_INLINE void depthwise_plane_body(const float* __restrict x, const float* __restrict w, float bias,
+// over exactly the valid columns ran almost entirely in scalar epilogues, and accumulating in memory tap
+// by tap stalled on store-to-load forwarding (70% of the kernel's samples under perf). owp is a multiple
+// of every W, so there is no remainder.
+template <int W>
+PACT_SIMD_INLINE void depthwise_plane_impl(const float* __restrict x, const float* __restrict w, float bias,
                                            const DirectConvGeometry* gp, PlaneScratch sc, float* __restrict out) {
   const DirectConvGeometry& g = *gp;
   for (std::int64_t iy = 0; iy < g.h; ++iy) {
@@ -48,30 +83,21 @@ PACT_SIMD_INLINE void depthwise_plane_body(const float* __restrict x, const floa
   }
   float* __restrict acc = sc.acc;
   for (std::int64_t y = 0; y < g.oh; ++y) {
-    for (std::int64_t zb = 0; zb < sc.owp; zb += kBlock) {
-      // One block of 16 outputs summed over every tap in a register, then stored once: accumulating in
-      // memory tap by tap stalled on store-to-load forwarding (70% of the kernel's samples under perf).
-      V16 a = V16{} + bias;
+    for (std::int64_t zb = 0; zb < sc.owp; zb += W) {
+      Vec<W> a = Vec<W>{} + bias;
       for (std::int64_t i = 0; i < g.kh; ++i) {
         const std::int64_t iy = y * g.sh - g.ph + i * g.dh;
         if (iy < 0 || iy >= g.h) continue;
         const float* prow = sc.pad + iy * sc.wp + zb * g.sw;
         for (std::int64_t j = 0; j < g.kw; ++j) {
           const float* s = prow + j * g.dw;
-          V16 v;
+          Vec<W> v;
           if (g.sw == 1) {
-            PACT_LOAD16(v, s);
+            load<W>(&v, s);
           } else if (g.sw == 2) {
-            V16 lo, hi;
-            PACT_LOAD16(lo, s);
-            PACT_LOAD16(hi, s + kBlock);
-#if defined(__clang__)
-            v = __builtin_shufflevector(lo, hi, 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-#else
-            v = __builtin_shuffle(lo, hi, kEvenLanes);
-#endif
+            even_lanes<W>(&v, s, std::make_index_sequence<W>{});
           } else {
-            for (int l = 0; l < kBlock; ++l) v[l] = s[l * g.sw];
+            for (int l = 0; l < W; ++l) v[l] = s[l * g.sw];
           }
           a += w[i * g.kw + j] * v;
         }
@@ -83,7 +109,22 @@ PACT_SIMD_INLINE void depthwise_plane_body(const float* __restrict x, const floa
     for (std::int64_t z = 0; z < g.ow; ++z) o[z] = acc[z];
   }
 }
-PACT_SIMD_VARIANTS(depthwise_plane, depthwise_plane_body);
+
+void depthwise_plane_portable(const float* x, const float* w, float bias, const DirectConvGeometry* g, PlaneScratch sc,
+                              float* out) {
+  depthwise_plane_impl<4>(x, w, bias, g, sc, out);
+}
+PACT_TARGET_AVX2 void depthwise_plane_avx2(const float* x, const float* w, float bias, const DirectConvGeometry* g,
+                                           PlaneScratch sc, float* out) {
+  depthwise_plane_impl<8>(x, w, bias, g, sc, out);
+}
+PACT_TARGET_AVX512 void depthwise_plane_avx512(const float* x, const float* w, float bias, const DirectConvGeometry* g,
+                                               PlaneScratch sc, float* out) {
+  depthwise_plane_impl<16>(x, w, bias, g, sc, out);
+}
+const simd::Table<decltype(&depthwise_plane_portable)> depthwise_plane{
+    "depthwise_plane", PACT_SIMD_FN(depthwise_plane_portable), PACT_SIMD_FN(depthwise_plane_avx2),
+    PACT_SIMD_FN(depthwise_plane_avx512)};
 
 // Max pooling of one plane, separably: for each output row, the maximum over the window's input rows
 // (kh contiguous passes over a padded row), then over the window's columns of that row (kw strided
@@ -119,7 +160,6 @@ PACT_SIMD_INLINE void max_pool_plane_body(const float* __restrict x, const Direc
   }
 }
 PACT_SIMD_VARIANTS(max_pool_plane, max_pool_plane_body);
-#undef PACT_LOAD16
 
 }  // namespace
 
@@ -128,7 +168,7 @@ void depthwise_conv2d(const float* x, const float* w, const float* bias, const D
   const std::int64_t in_plane = g.h * g.w, out_plane = g.oh * g.ow;
   if (planes == 0 || out_plane == 0) return;
   const std::int64_t owp = (g.ow + kBlock - 1) / kBlock * kBlock;
-  // Output column z reads padded column z sw + j dw (stride 2 loads 32 columns per block of 16); the input
+  // Output column z reads padded column z sw + j dw (stride 2 loads 2W columns per block of W); the input
   // occupies [pw, pw + w).
   const std::int64_t wp = std::max((owp - 1) * g.sw + (g.kw - 1) * g.dw + 1 + (g.sw == 2 ? 1 : 0), g.pw + g.w);
   const auto f = depthwise_plane.get();
