@@ -219,25 +219,6 @@ GradList cross_entropy_vjp(std::span<const TensorView> in, const TensorView& y, 
 
 // ---- layer / rms norm ------------------------------------------------------------------------------
 
-// A sum over k in [0, n) with 32 independent accumulators: vectorisable without -ffast-math (the
-// summation order is fixed, so results are reproducible run to run). 32 lanes are two AVX-512 or four
-// AVX2 registers, so a 128-wide row is four dependent adds per register instead of sixteen: with eight
-// lanes the norms' reductions were bound by the add latency.
-template <class F>
-inline float lanes_sum(std::int64_t n, F&& f) {
-  constexpr int L = 32;
-  float acc[L] = {};
-  std::int64_t k = 0;
-  for (; k + L <= n; k += L) {
-    for (int l = 0; l < L; ++l) acc[l] += f(k + l);
-  }
-  float tail = 0.0f;
-  for (; k < n; ++k) tail += f(k);
-  for (int w = L / 2; w > 0; w /= 2)
-    for (int l = 0; l < w; ++l) acc[l] += acc[l + w];
-  return acc[0] + tail;
-}
-
 // Rows of n normalised (mean removed unless rms, scaled to unit variance), then weighted and biased where
 // w and b are given.
 PACT_SIMD_INLINE void norm_forward_rows_body(const float* __restrict x, const float* __restrict w,
@@ -547,7 +528,7 @@ bool native_dispatches_simd(ops::OpTag op) noexcept {
     case OpTag::matmul:
     case OpTag::linear:
     case OpTag::conv2d:             // sgemm, strided_copy, depthwise_plane
-    case OpTag::conv2d_activation:  // and map_inplace_rows
+    case OpTag::conv2d_activation:  // and map_rows in place
     case OpTag::max_pool2d:         // max_pool_plane
     case OpTag::add:
     case OpTag::sub:

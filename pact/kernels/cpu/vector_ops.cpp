@@ -13,55 +13,38 @@ namespace {
 // Elementwise work below this many elements stays on one thread (an OpenMP region costs more).
 constexpr std::int64_t kShareElements = std::int64_t{1} << 16;
 
-// One map over [0, n), the op chosen outside the loop so each loop vectorises.
-PACT_SIMD_INLINE void map_body(MapOp op, const float* __restrict x, float* __restrict y, std::int64_t n, float lo,
-                               float hi) {
+// One map over [0, n), the op chosen outside the loop so each loop vectorises. x and y are the same array
+// (map_inplace_f32) or do not overlap: each element is read and written at its own index, so no iteration
+// depends on another (ivdep; __restrict would forbid the in-place call).
+PACT_SIMD_INLINE void map_body(MapOp op, const float* x, float* y, std::int64_t n, float lo, float hi) {
   switch (op) {
     case MapOp::neg:
+#pragma GCC ivdep
       for (std::int64_t i = 0; i < n; ++i) y[i] = -x[i];
       break;
     case MapOp::relu:
+#pragma GCC ivdep
       for (std::int64_t i = 0; i < n; ++i) y[i] = x[i] < 0.0f ? 0.0f : x[i];  // NaN propagates
       break;
     case MapOp::clamp:  // the generic kernel's order of tests, so NaN propagates the same way
+#pragma GCC ivdep
       for (std::int64_t i = 0; i < n; ++i) y[i] = x[i] < lo ? lo : (x[i] > hi ? hi : x[i]);
       break;
     case MapOp::silu:
+#pragma GCC ivdep
       for (std::int64_t i = 0; i < n; ++i) y[i] = x[i] / (1.0f + fast_exp(-x[i]));
       break;
     case MapOp::sigmoid:
+#pragma GCC ivdep
       for (std::int64_t i = 0; i < n; ++i) y[i] = 1.0f / (1.0f + fast_exp(-x[i]));
       break;
     case MapOp::exp:
+#pragma GCC ivdep
       for (std::int64_t i = 0; i < n; ++i) y[i] = fast_exp(x[i]);
       break;
   }
 }
 PACT_SIMD_VARIANTS(map_rows, map_body);
-
-PACT_SIMD_INLINE void map_inplace_body(MapOp op, float* __restrict y, std::int64_t n, float lo, float hi) {
-  switch (op) {
-    case MapOp::relu:
-      for (std::int64_t i = 0; i < n; ++i) y[i] = y[i] < 0.0f ? 0.0f : y[i];
-      break;
-    case MapOp::clamp:
-      for (std::int64_t i = 0; i < n; ++i) y[i] = y[i] < lo ? lo : (y[i] > hi ? hi : y[i]);
-      break;
-    case MapOp::silu:
-      for (std::int64_t i = 0; i < n; ++i) y[i] = y[i] / (1.0f + fast_exp(-y[i]));
-      break;
-    case MapOp::neg:
-      for (std::int64_t i = 0; i < n; ++i) y[i] = -y[i];
-      break;
-    case MapOp::sigmoid:
-      for (std::int64_t i = 0; i < n; ++i) y[i] = 1.0f / (1.0f + fast_exp(-y[i]));
-      break;
-    case MapOp::exp:
-      for (std::int64_t i = 0; i < n; ++i) y[i] = fast_exp(y[i]);
-      break;
-  }
-}
-PACT_SIMD_VARIANTS(map_inplace_rows, map_inplace_body);
 
 PACT_SIMD_INLINE void channel_affine_body(const float* __restrict x, const float* __restrict scale,
                                           const float* __restrict shift, std::int64_t r0, std::int64_t r1,
@@ -129,14 +112,7 @@ PACT_SIMD_INLINE void row_sums_body(const float* __restrict x, std::int64_t r0, 
                                     float scale, float* __restrict out) {
   for (std::int64_t r = r0; r < r1; ++r) {
     const float* __restrict row = x + r * inner;
-    float lanes[16] = {};
-    std::int64_t k = 0;
-    for (; k + 16 <= inner; k += 16)
-      for (int l = 0; l < 16; ++l) lanes[l] += row[k + l];
-    float sum = 0.0f;
-    for (; k < inner; ++k) sum += row[k];
-    for (float l : lanes) sum += l;
-    out[r] = sum * scale;
+    out[r] = lanes_sum(inner, [row](std::int64_t k) { return row[k]; }) * scale;
   }
 }
 PACT_SIMD_VARIANTS(row_sums, row_sums_body);
@@ -145,14 +121,7 @@ PACT_SIMD_INLINE void gemv_body(const float* __restrict x, const float* __restri
                                 std::int64_t j0, std::int64_t j1, std::int64_t in_f, float* __restrict y) {
   for (std::int64_t j = j0; j < j1; ++j) {
     const float* __restrict row = w + j * in_f;
-    float lanes[16] = {};
-    std::int64_t k = 0;
-    for (; k + 16 <= in_f; k += 16)
-      for (int l = 0; l < 16; ++l) lanes[l] += x[k + l] * row[k + l];
-    float sum = 0.0f;
-    for (; k < in_f; ++k) sum += x[k] * row[k];
-    for (float l : lanes) sum += l;
-    y[j] = sum + (bias != nullptr ? bias[j] : 0.0f);
+    y[j] = lanes_sum(in_f, [x, row](std::int64_t k) { return x[k] * row[k]; }) + (bias != nullptr ? bias[j] : 0.0f);
   }
 }
 PACT_SIMD_VARIANTS(gemv_rows, gemv_body);
@@ -176,7 +145,7 @@ void map_f32(MapOp op, const float* x, float* y, std::int64_t n, float lo, float
   parallel_ranges(n, n >= kShareElements, [&](std::int64_t b, std::int64_t e) { f(op, x + b, y + b, e - b, lo, hi); });
 }
 
-void map_inplace_f32(MapOp op, float* y, std::int64_t n, float lo, float hi) { map_inplace_rows(op, y, n, lo, hi); }
+void map_inplace_f32(MapOp op, float* y, std::int64_t n, float lo, float hi) { map_rows(op, y, y, n, lo, hi); }
 
 void channel_affine_f32(const float* x, const float* scale, const float* shift, std::int64_t rows,
                         std::int64_t channels, std::int64_t inner, float* y) {

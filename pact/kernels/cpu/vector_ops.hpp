@@ -35,12 +35,12 @@ void row_scalar_f32(BinaryKind op, const float* a, const float* s, bool scalar_f
                     std::int64_t inner, float* out);
 
 /// out[r] = scale * (x[(r, 0)] + ... + x[(r, inner - 1)]) for rows r in [0, rows): sum and mean over a
-/// trailing block of dimensions (summed in 16 independent lanes).
+/// trailing block of dimensions (summed by lanes_sum, fast_math.hpp).
 void row_sums_f32(const float* x, std::int64_t rows, std::int64_t inner, float scale, float* out);
 
 /// y[j] = (bias ? bias[j] : 0) + sum_k x[k] w[j, k] for j in [0, out_f): one row of a linear layer
 /// against a row-major [out_f, in_f] weight, read once in place (a GEMM would pack the whole weight for
-/// one row of output). Dot products in 16 lanes.
+/// one row of output). Dot products by lanes_sum (fast_math.hpp).
 void gemv_f32(const float* x, const float* w, const float* bias, std::int64_t out_f, std::int64_t in_f, float* y);
 
 }  // namespace pact::kernels::cpu
