@@ -26,11 +26,8 @@ void BenchReport::add_ratio(const BenchRatio& r) {
   const BenchCase& num = find(r.numerator);
   const BenchCase& den = find(r.denominator);
   const double value = num.value / den.value;
-  const bool unmatched = r.baseline_forced && !r.proxy;
-  std::string verdict = unmatched || !std::isfinite(value) ? "invalid"
-                        : value > r.goal_max               ? "fail"
-                        : r.baseline_forced                ? "proxy"
-                                                           : "pass";
+  std::string verdict =
+      std::isfinite(value) ? ratio_verdict(value <= r.goal_max, r.baseline_forced, r.proxy) : std::string("invalid");
   ratios_.push_back(Json{{"name", r.name},
                          {"numerator", r.numerator},
                          {"denominator", r.denominator},
@@ -39,6 +36,12 @@ void BenchReport::add_ratio(const BenchRatio& r) {
                          {"baseline_forced", r.baseline_forced},
                          {"proxy", r.baseline_forced && r.proxy},
                          {"verdict", verdict}});
+}
+
+std::string ratio_verdict(bool met, bool baseline_forced, bool proxy) {
+  if (baseline_forced && !proxy) return "invalid";
+  if (!met) return "fail";
+  return baseline_forced ? "proxy" : "pass";
 }
 
 OpenBlasBaseline openblas_baseline() {

@@ -39,6 +39,11 @@ struct BenchRatio {
   bool proxy = false;  ///< forced, and matched by a forced Pact level (openblas_baseline below)
 };
 
+/// The verdict of a ratio that `met` its goal or not: "pass" / "fail" on the machine's own kernels; with a
+/// forced OpenBLAS baseline, "proxy" / "fail" when it is matched by the forced Pact level and "invalid"
+/// otherwise. Every benchmark's verdict comes from here.
+std::string ratio_verdict(bool met, bool baseline_forced, bool proxy);
+
 /// How a baseline measured by OpenBLAS in this process counts.
 struct OpenBlasBaseline {
   bool forced = false;  ///< OPENBLAS_CORETYPE is set

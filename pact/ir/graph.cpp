@@ -262,12 +262,16 @@ std::string GraphBuilder::input(std::string id, Dims shape, DType dtype) {
   nodes_.push_back(Node{id, ops::OpTag::input, {}, source_attrs(shape, dtype), {}, false, false, false});
   return id;
 }
+Node parameter_node(std::string id, const Dims& shape, DType dtype, bool differentiable, bool buffer) {
+  return Node{std::move(id), ops::OpTag::parameter, {}, source_attrs(shape, dtype), {}, false, differentiable, buffer};
+}
+
 std::string GraphBuilder::parameter(std::string id, Dims shape, DType dtype, bool differentiable) {
-  nodes_.push_back(Node{id, ops::OpTag::parameter, {}, source_attrs(shape, dtype), {}, false, differentiable, false});
+  nodes_.push_back(parameter_node(id, shape, dtype, differentiable));
   return id;
 }
 std::string GraphBuilder::buffer(std::string id, Dims shape, DType dtype) {
-  nodes_.push_back(Node{id, ops::OpTag::parameter, {}, source_attrs(shape, dtype), {}, false, false, true});
+  nodes_.push_back(parameter_node(id, shape, dtype, false, true));
   return id;
 }
 std::string GraphBuilder::op(std::string id, ops::OpTag tag, std::vector<std::string> inputs, ops::Attributes attrs) {

@@ -55,6 +55,11 @@ Json to_json(const Graph& graph);
 /// (a declared type that differs is a shape mismatch). Returns the validated graph.
 Graph validate(std::vector<Node> nodes, std::vector<std::string> outputs);
 
+/// A parameter node as the wire format writes one (attributes "shape" and "dtype"); `buffer` marks
+/// persistent state that is not optimised. GraphBuilder and graph rewrites (pact/plan/fusion.hpp) make
+/// their parameters with it.
+Node parameter_node(std::string id, const Dims& shape, DType dtype, bool differentiable, bool buffer = false);
+
 /// Builds graphs in code: each call adds a node and returns its id.
 class GraphBuilder {
  public:

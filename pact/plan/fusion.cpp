@@ -40,13 +40,6 @@ std::vector<double> as_doubles(const Tensor& t) {
   return {span.begin(), span.end()};
 }
 
-// A non-differentiable f32 parameter node, as ir::GraphBuilder::parameter writes one.
-ir::Node parameter_node(std::string id, const Dims& shape) {
-  ops::Attributes attrs{{"shape", std::vector<std::int64_t>(shape.begin(), shape.end())},
-                        {"dtype", std::string("f32")}};
-  return ir::Node{std::move(id), ops::OpTag::parameter, {}, std::move(attrs), {}, false, false, false};
-}
-
 // Rebuilds the graph without the dropped nodes and with the added ones first, revalidated.
 void rebuild(ir::Graph& g, const std::set<std::string>& dropped, std::vector<ir::Node> added) {
   std::vector<ir::Node> nodes = std::move(added);
@@ -92,8 +85,8 @@ std::vector<Rewrite> fold_batch_norms(ir::Graph& g, SourceValues& values) {
     const std::string wid = bn.id + ".folded_weight", bid = bn.id + ".folded_bias";
     values.insert_or_assign(wid, Tensor::from_values<float>(w->shape(), folded_w));
     values.insert_or_assign(bid, Tensor::from_values<float>(Dims{channels}, folded_b));
-    added.push_back(parameter_node(wid, w->shape()));
-    added.push_back(parameter_node(bid, Dims{channels}));
+    added.push_back(ir::parameter_node(wid, w->shape(), DType::f32, false));
+    added.push_back(ir::parameter_node(bid, Dims{channels}, DType::f32, false));
     out.push_back(Rewrite{"fold_batch_norm", {conv->id, bn.id}, bn.id, kFoldEvidence});
     // The batch norm's node becomes the convolution (its id, so its readers are untouched).
     std::vector<std::string> operands = bn.inputs;

@@ -125,12 +125,9 @@ std::vector<PerformanceResult> check_performance(const PerformanceContract& cont
     r.ratio = r.baseline_seconds / r.contender_seconds;
     const bool uses_openblas =
         o.contender == "openblas" || o.contender == "blas" || o.baseline == "openblas" || o.baseline == "blas";
-    if (forced.forced && uses_openblas) {
-      r.verdict = !forced.proxy ? "invalid" : r.ratio >= o.min_ratio ? "proxy" : "fail";
-      r.note = forced.note;
-    } else {
-      r.verdict = r.ratio >= o.min_ratio ? "pass" : "fail";
-    }
+    const bool forced_here = forced.forced && uses_openblas;
+    r.verdict = ratio_verdict(r.ratio >= o.min_ratio, forced_here, forced.proxy);
+    if (forced_here) r.note = forced.note;
     out.push_back(std::move(r));
   }
   if (!matched)

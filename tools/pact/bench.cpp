@@ -79,11 +79,7 @@ int run_bench_gemm(const std::vector<std::int64_t>& sizes, int threads, int repe
     const double ratio = best_blas / best_native;  // throughput ratio for display
     if (!json) {
       fmt::print("{:>6} {:>14.1f} {:>16.1f} {:>8.3f} {:>7.2f}  {}\n", n, flops / best_native * 1e-9,
-                 flops / best_blas * 1e-9, ratio, goal,
-                 baseline.forced && !baseline.proxy ? "invalid"
-                 : ratio < goal                     ? "fail"
-                 : baseline.forced                  ? "proxy"
-                                                    : "pass");
+                 flops / best_blas * 1e-9, ratio, goal, ratio_verdict(ratio >= goal, baseline.forced, baseline.proxy));
     }
   }
   Json j = report.to_json();
