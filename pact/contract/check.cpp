@@ -213,9 +213,10 @@ void check_binding(const Capsule& capsule, const kernels::Handler& handler) {
 }
 
 const kernels::Handler& handler_for(const Capsule& capsule) {
-  if (const kernels::Handler* h = find_capsule_handler(capsule)) {
-    check_binding(capsule, *h);
-    return *h;
+  if (const kernels::Handler* found = find_capsule_handler(capsule)) {
+    const kernels::Handler& h = kernels::substituted(*found);  // a falsification's mutant, in its scope
+    check_binding(capsule, h);
+    return h;
   }
   throw_error(ErrorCode::unsupported, "bind",
               fmt::format("no {} handler for {} on {}", capsule.provider, ops::op_kind(capsule.op),

@@ -150,10 +150,11 @@ Capsule capsule_for(const ProviderRow& row, ops::OpTag op, bool vjp, std::string
   };
   c.numerical_policy = row.policy;
   // The symbol as the symbol table names it (the lockstep test checks it with nm).
-  c.provenance = row.handlers != nullptr
-                     ? Provenance{std::string(source_file),
-                                  fmt::format("pact::kernels::cpu::{}::{}_forward", row.provider, info.kind)}
-                     : Provenance{"pact/contract/provider_table.cpp", "pact::contract::provider_table"};
+  c.provenance =
+      row.handlers != nullptr
+          ? Provenance{std::string(source_file), fmt::format("pact::kernels::cpu::{}::{}_{}", row.provider, info.kind,
+                                                             info.role == ops::OpRole::update ? "update" : "forward")}
+          : Provenance{"pact/contract/provider_table.cpp", "pact::contract::provider_table"};
   return c;
 }
 

@@ -37,6 +37,12 @@ Graph validate(std::vector<Node> nodes, std::vector<std::string> outputs) {
     if (nodes[i].id.empty())
       throw_error(ErrorCode::invalid_argument, "ir.validate", fmt::format("node {} has an empty id", i));
     if (!index.emplace(nodes[i].id, i).second) bad_node(ErrorCode::invalid_argument, nodes[i].id, "duplicate id");
+    if (ops::op_info(nodes[i].op).role == ops::OpRole::update) {
+      bad_node(ErrorCode::invalid_argument, nodes[i].id,
+               fmt::format("op '{}' updates state in place; no graph holds one (the planner admits it for a "
+                           "training plan)",
+                           ops::op_kind(nodes[i].op)));
+    }
   }
   // Dangling references, then a topological order (Kahn); anything left over sits on a cycle.
   std::vector<std::vector<std::size_t>> users(nodes.size());

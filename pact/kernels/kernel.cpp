@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <mutex>
 
 #include "pact/kernels/guards.hpp"
 
@@ -93,6 +94,10 @@ std::vector<ops::TensorType> types_of(std::span<const TensorView> inputs) {
 
 Tensor run_forward(const Handler& handler, std::span<const TensorView> inputs, const ops::Attributes& attrs,
                    const KernelContext& ctx) {
+  if (handler.forward == nullptr) {
+    throw_error(ErrorCode::unsupported, std::string(ops::op_kind(handler.op)),
+                "this handler has no forward (an update op: run_update)");
+  }
   const ops::TensorType expected = ops::infer_type(handler.op, types_of(inputs), attrs);
   hit(kGuardInputDevice);
   for (const auto& v : inputs) {
@@ -111,6 +116,93 @@ Tensor run_forward(const Handler& handler, std::span<const TensorView> inputs, c
                     out.shape().to_string(), dtype_name(expected.dtype), expected.shape.to_string()));
   }
   return out;
+}
+
+namespace {
+struct Substitutions {
+  std::mutex mu;
+  std::vector<std::pair<const Handler*, const Handler*>> live;  // (original, mutant), innermost last
+};
+Substitutions& substitutions() {
+  static Substitutions s;
+  return s;
+}
+}  // namespace
+
+ScopedHandlerSubstitution::ScopedHandlerSubstitution(const Handler& original, const Handler& mutant)
+    : original_(&original) {
+  if (original.op != mutant.op || original.provider != mutant.provider || original.device != mutant.device) {
+    throw_error(ErrorCode::provider_mismatch, "substitute",
+                fmt::format("a mutant of the {} {} handler must have its op, provider and device", original.provider,
+                            ops::op_kind(original.op)));
+  }
+  auto& s = substitutions();
+  std::lock_guard lock(s.mu);
+  s.live.emplace_back(&original, &mutant);
+}
+
+ScopedHandlerSubstitution::~ScopedHandlerSubstitution() {
+  auto& s = substitutions();
+  std::lock_guard lock(s.mu);
+  for (auto it = s.live.rbegin(); it != s.live.rend(); ++it) {
+    if (it->first == original_) {
+      s.live.erase(std::next(it).base());
+      break;
+    }
+  }
+}
+
+const Handler& substituted(const Handler& h) noexcept {
+  auto& s = substitutions();
+  std::lock_guard lock(s.mu);
+  for (auto it = s.live.rbegin(); it != s.live.rend(); ++it) {
+    if (it->first == &h) return *it->second;
+  }
+  return h;
+}
+
+void run_update(const Handler& handler, std::span<Tensor* const> state, std::span<const TensorView> read,
+                const ops::Attributes& attrs) {
+  const ops::OpInfo& info = ops::op_info(handler.op);
+  const std::string op(info.kind);
+  if (handler.update == nullptr) throw_error(ErrorCode::unsupported, op, "this handler updates nothing in place");
+  // The operands in the op's order: role u from `state`, the rest from `read`.
+  const std::size_t n = state.size() + read.size();
+  std::vector<ops::TensorType> types;
+  types.reserve(n);
+  std::size_t si = 0, ri = 0;
+  for (std::size_t k = 0; k < n; ++k) {
+    if (info.input_role(k) == ops::InputRole::state && si < state.size()) {
+      if (state[si] == nullptr)
+        throw_error(ErrorCode::invalid_argument, op, fmt::format("state operand {} is null", si));
+      types.push_back({state[si]->dtype(), state[si]->shape()});
+      ++si;
+    } else if (ri < read.size()) {
+      types.push_back({read[ri].dtype(), read[ri].shape()});
+      ++ri;
+    } else {
+      throw_error(ErrorCode::invalid_argument, op,
+                  fmt::format("{} state and {} read operands do not match the op's roles '{}'", state.size(),
+                              read.size(), info.roles));
+    }
+  }
+  (void)ops::infer_type(handler.op, types, attrs);
+  hit(kGuardInputDevice);
+  for (const Tensor* t : state) {
+    if (t->device() != handler.device) {
+      throw_error(ErrorCode::provider_mismatch, op,
+                  fmt::format("a {} state operand reached the {} handler on {}", device_name(t->device()),
+                              handler.provider, device_name(handler.device)));
+    }
+  }
+  for (const auto& v : read) {
+    if (v.device() != handler.device) {
+      throw_error(ErrorCode::provider_mismatch, op,
+                  fmt::format("a {} input reached the {} handler on {}", v.provider_name(), handler.provider,
+                              device_name(handler.device)));
+    }
+  }
+  handler.update(state, read, attrs);
 }
 
 std::vector<std::optional<Tensor>> run_vjp(const Handler& handler, std::span<const TensorView> inputs,

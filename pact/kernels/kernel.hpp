@@ -34,6 +34,11 @@ using VjpFn = std::vector<std::optional<Tensor>> (*)(std::span<const TensorView>
                                                      const TensorView& grad_output, const ops::Attributes& attrs,
                                                      const KernelContext& ctx);
 
+/// Update (ops of role update, Note [Op table]): writes new values into `state`, the op's role-u operands in
+/// operand order, in place, reading `read`, the other operands in operand order.
+using UpdateFn = void (*)(std::span<Tensor* const> state, std::span<const TensorView> read,
+                          const ops::Attributes& attrs);
+
 /// One executable handler.
 struct Handler {
   ops::OpTag op;
@@ -43,6 +48,7 @@ struct Handler {
   VjpFn vjp;                     ///< nullptr when the op has no VJP
   std::string_view source_file;  ///< provenance: file that defines the handler
   std::string_view symbol;       ///< provenance: the handler's symbol
+  UpdateFn update = nullptr;     ///< an update op's in-place function (forward and vjp are then null)
 };
 
 /// The reference provider: plain loops, left folds in index order (numerical policy fixedLeft).
@@ -61,6 +67,24 @@ std::span<const Handler> libtorch_handlers();
 /// True when this build links LibTorch.
 bool libtorch_built() noexcept;
 
+/// Falsification: while a substitution lives, binding (contract::handler_for) resolves `original` to
+/// `mutant`, which must have the same op, provider and device, so that a plan or a session admitted in
+/// its scope runs the mutant wherever the original would run. Tests use it to show that a capsule's
+/// kernel carries weight: swapped for a failing one, the step that runs it fails. Substitutions nest;
+/// the innermost wins; each ends with its guard.
+class ScopedHandlerSubstitution {
+ public:
+  ScopedHandlerSubstitution(const Handler& original, const Handler& mutant);
+  ~ScopedHandlerSubstitution();
+  ScopedHandlerSubstitution(const ScopedHandlerSubstitution&) = delete;
+  ScopedHandlerSubstitution& operator=(const ScopedHandlerSubstitution&) = delete;
+
+ private:
+  const Handler* original_;
+};
+/// The handler binding resolves `h` to: the innermost live substitution's mutant, or `h` itself.
+const Handler& substituted(const Handler& h) noexcept;
+
 /// The handler of `op` in `handlers`, or nullptr.
 const Handler* find_handler(std::span<const Handler> handlers, ops::OpTag op) noexcept;
 
@@ -76,6 +100,12 @@ TensorView derive_view(ops::OpTag op, const TensorView& x, const ops::Attributes
 /// shape rule's type, and bad attributes are the shape rule's typed errors. nullopt for any other op, or
 /// when the result needs a copy (the handler then makes it).
 std::optional<TensorView> view_result(ops::OpTag op, const TensorView& x, const ops::Attributes& a);
+
+/// Runs an update op's handler after checking its operands (state and read, split by the op's roles) with
+/// the op's shape rule: typed errors name the op and operand, and nothing is written when one is raised.
+/// State tensors must be contiguous host owners no view or other operand aliases.
+void run_update(const Handler& handler, std::span<Tensor* const> state, std::span<const TensorView> read,
+                const ops::Attributes& attrs);
 
 /// Runs a handler's VJP after checking grad_output against the output's type.
 std::vector<std::optional<Tensor>> run_vjp(const Handler& handler, std::span<const TensorView> inputs,

@@ -17,6 +17,8 @@ std::string_view role_name(OpRole r) {
       return "kernel";
     case OpRole::sink:
       return "sink";
+    case OpRole::update:
+      return "update";
   }
   return "?";
 }
@@ -28,7 +30,8 @@ std::string render_catalogue_markdown() {
       "Generated from the op table (`pact/ops/op_table.hpp`) by `pact ops --markdown`; a test fails when this\n"
       "file and the table differ. Tolerances compare an implementationDefined kernel with the fixedLeft\n"
       "reference: |candidate - reference| <= abs + rel * max(1, max|reference|). Operand roles: d data, w weight,\n"
-      "b bias, s running statistic, i index or class target, m mask. VJP saves: what the tape retains for the\n"
+      "b bias, s running statistic, i index or class target, m mask, u state written in place. VJP saves: what the "
+      "tape retains for the\n"
       "VJP (inN: input N, out: the output); passthrough: inputs whose gradient is the cotangent itself.\n\n"
       "| kind | arity | attributes (* required) | role | operand roles | VJP | VJP saves | passthrough | "
       "mode-dependent | forward tolerance (abs, rel) |\n"

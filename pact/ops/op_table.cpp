@@ -129,6 +129,13 @@ constexpr AttrSpec kSliceAttrs[] = {{"dim", AttrType::i64, true},
                                     {"end", AttrType::i64, false},
                                     {"step", AttrType::i64, false}};
 constexpr AttrSpec kReduceAttrs[] = {{"dims", AttrType::i64_list, false}, {"keepdim", AttrType::boolean, false}};
+constexpr AttrSpec kRunningStatsAttrs[] = {{"momentum", AttrType::f64, false}};
+constexpr AttrSpec kSgdAttrs[] = {
+    {"lr", AttrType::f64, true}, {"momentum", AttrType::f64, false}, {"weight_decay", AttrType::f64, false}};
+constexpr AttrSpec kAdamAttrs[] = {
+    {"lr", AttrType::f64, true},   {"beta1", AttrType::f64, false},        {"beta2", AttrType::f64, false},
+    {"eps", AttrType::f64, false}, {"weight_decay", AttrType::f64, false}, {"decoupled", AttrType::boolean, false},
+    {"step", AttrType::i64, true}};
 
 #include "pact/ops/op_shapes.inc"
 
@@ -219,6 +226,16 @@ std::int64_t flops_pool(std::span<const TensorType>, const TensorType& out, cons
 #define flops_mean flops_input_elements
 #define flops_max flops_input_elements
 #define flops_output flops_none
+#define flops_accumulate_grad flops_input_elements
+std::int64_t flops_batch_norm_stats(std::span<const TensorType> in, const TensorType&, const Attributes&) {
+  return 3 * numel(in[2].shape) + 6 * numel(in[0].shape);
+}
+std::int64_t flops_sgd(std::span<const TensorType> in, const TensorType&, const Attributes&) {
+  return (in.size() == 3 ? 5 : 3) * numel(in[0].shape);
+}
+std::int64_t flops_adam(std::span<const TensorType> in, const TensorType&, const Attributes&) {
+  return 12 * numel(in[0].shape);
+}
 
 // Each op's attribute schema (empty span when it has none).
 template <std::size_t N>
@@ -271,6 +288,10 @@ constexpr std::span<const AttrSpec> kEmpty{};
 #define attrs_mean span_of(kReduceAttrs)
 #define attrs_max span_of(kReduceAttrs)
 #define attrs_output kEmpty
+#define attrs_accumulate_grad kEmpty
+#define attrs_batch_norm_stats span_of(kRunningStatsAttrs)
+#define attrs_sgd span_of(kSgdAttrs)
+#define attrs_adam span_of(kAdamAttrs)
 
 using namespace operand;  // the saves and passthrough columns name operands in0..in4, out, none
 
@@ -291,7 +312,7 @@ constexpr bool roles_well_formed() {
 #define PACT_OP_ROLES_OK(tag, kind, lo, hi, vjp, mode, role, tol, saves, pass, roles) \
   if (std::string_view(roles).size() != roles_length(hi)) return false;               \
   for (char c : std::string_view(roles))                                              \
-    if (std::string_view("dwbsim").find(c) == std::string_view::npos) return false;   \
+    if (std::string_view("dwbsimu").find(c) == std::string_view::npos) return false;  \
   if (hi >= 0 && ((saves | pass) & 0xFFFFu) >= (1u << hi)) return false;
   PACT_OPS(PACT_OP_ROLES_OK)
 #undef PACT_OP_ROLES_OK
@@ -316,6 +337,8 @@ InputRole OpInfo::input_role(std::size_t k) const noexcept {
       return InputRole::index;
     case 'm':
       return InputRole::mask;
+    case 'u':
+      return InputRole::state;
     default:
       return InputRole::data;
   }

@@ -24,11 +24,14 @@ namespace pact::ops {
 //   whenever the input has as many elements as the output (a reshape; an add or sub operand that was not
 //   broadcast). Backward hands such an input the cotangent, zero copy, when it can.
 // - input roles, one letter per operand (the last repeats for a variadic op): d data, w weight, b bias,
-//   s running statistic, i index or class target, m mask. Selection checks the dtype of every operand but
-//   indices and masks against what a capsule computes (the shape rule checks those).
+//   s running statistic, i index or class target, m mask, u state an update op writes in place. Selection checks the
+//   dtype of every operand but indices and masks against what a capsule computes (the shape rule checks those).
 // Op roles: source (input, parameter, constant: no kernel, no inputs), view (pure re-description of its
-// input's bytes), kernel (computes new values), sink (output). The wire kind never changes once
-// published (v1).
+// input's bytes), kernel (computes new values), sink (output), update (writes new values into its
+// operands of role u in place, as torch's `_fused_adam_` does: the training step's gradient
+// accumulation, batch-norm running statistics and optimizer updates; no graph holds one, the planner
+// admits them for a training plan: Note [Training kernels] in pact/plan/planner.hpp). The wire kind
+// never changes once published (v1).
 #define PACT_OPS(X)                                                                                       \
   X(input, "input", 0, 0, false, false, source, exact, none, none, "")                                    \
   X(parameter, "parameter", 0, 0, false, false, source, exact, none, none, "")                            \
@@ -75,7 +78,11 @@ namespace pact::ops {
   X(sum, "sum", 1, 1, true, false, kernel, reduction, in0, none, "d")                                     \
   X(mean, "mean", 1, 1, true, false, kernel, reduction, in0, none, "d")                                   \
   X(max, "max", 1, 1, true, false, kernel, exact, in0 | out, none, "d")                                   \
-  X(output, "output", 1, 1, true, false, sink, exact, none, none, "d")
+  X(output, "output", 1, 1, true, false, sink, exact, none, none, "d")                                    \
+  X(accumulate_grad, "accumulate_grad", 2, 2, false, false, update, exact, none, none, "ud")              \
+  X(batch_norm_stats, "batch_norm_stats", 3, 3, false, false, update, reduction, none, none, "uud")       \
+  X(sgd, "sgd", 2, 3, false, false, update, reduction, none, none, "udu")                                 \
+  X(adam, "adam", 4, 4, false, false, update, transcendental, none, none, "uduu")
 
 enum class OpTag : std::uint8_t {
 #define PACT_OP_ENUM(tag, kind, lo, hi, vjp, mode, role, tol, saves, pass, roles) tag,
@@ -86,10 +93,10 @@ enum class OpTag : std::uint8_t {
 #define PACT_OP_COUNT_ONE(...) +1
 inline constexpr int kOpCount = 0 PACT_OPS(PACT_OP_COUNT_ONE);
 #undef PACT_OP_COUNT_ONE
-static_assert(kOpCount == 45, "op list changed: update docs/ops.md (pact ops --markdown) and the op sweep");
+static_assert(kOpCount == 49, "op list changed: update docs/ops.md (pact ops --markdown) and the op sweep");
 
 /// What executing a node of the op does.
-enum class OpRole : std::uint8_t { source, view, kernel, sink };
+enum class OpRole : std::uint8_t { source, view, kernel, sink, update };
 
 /// Bits of the saves and passthrough columns (Note [Op table]): operand k, and the forward output.
 namespace operand {
@@ -99,7 +106,7 @@ inline constexpr std::uint32_t out = 1u << 16;
 }  // namespace operand
 
 /// What one operand of an op is (the input-roles column).
-enum class InputRole : std::uint8_t { data, weight, bias, running_statistic, index, mask };
+enum class InputRole : std::uint8_t { data, weight, bias, running_statistic, index, mask, state };
 
 /// A comparison tolerance: |candidate - reference| <= abs + rel * max(1, max|reference|), elementwise.
 struct Tolerance {

@@ -56,11 +56,73 @@ KernelAdmission admit_kernel(const std::string& node, ops::OpTag op, std::span<c
   return a;
 }
 
+std::string_view kernel_purpose_name(KernelPurpose purpose) noexcept {
+  switch (purpose) {
+    case KernelPurpose::node:
+      return "node";
+    case KernelPurpose::accumulate:
+      return "accumulate";
+    case KernelPurpose::running_stats:
+      return "running_stats";
+    case KernelPurpose::update:
+      return "update";
+  }
+  return "?";
+}
+
+std::string training_label(KernelPurpose purpose, std::string_view subject) {
+  return fmt::format("{}:{}", kernel_purpose_name(purpose), subject);
+}
+
+namespace {
+
+// The kernels a training step runs besides the graph's nodes (Note [Training kernels]), with the input
+// types each is admitted for.
+std::vector<PlannedKernel> training_kernels(const ir::Graph& graph, const TrainingUpdates& training) {
+  std::vector<PlannedKernel> out;
+  std::set<DType> floating;
+  for (const auto& n : graph.nodes) {
+    if (is_floating(n.type.dtype)) floating.insert(n.type.dtype);
+  }
+  for (DType d : floating) {
+    const ops::TensorType t{d, Dims{}};
+    out.push_back({training_label(KernelPurpose::accumulate, dtype_name(d)),
+                   ops::OpTag::accumulate_grad,
+                   nullptr,
+                   {t, t},
+                   KernelPurpose::accumulate});
+  }
+  for (const auto& n : graph.nodes) {
+    if (n.op != ops::OpTag::batch_norm || n.inputs.size() != 5) continue;
+    std::vector<ops::TensorType> in;
+    for (const auto& id : {n.inputs[3], n.inputs[4], n.inputs[0]}) in.push_back(graph.find(id)->type);
+    out.push_back({training_label(KernelPurpose::running_stats, n.id), ops::OpTag::batch_norm_stats, nullptr,
+                   std::move(in), KernelPurpose::running_stats});
+  }
+  for (const auto& n : graph.nodes) {
+    if (n.op != ops::OpTag::parameter || !n.differentiable) continue;
+    const std::size_t arity = training.optimizer == ops::OpTag::adam ? 4 : training.momentum ? 3 : 2;
+    out.push_back({training_label(KernelPurpose::update, n.id), training.optimizer, nullptr,
+                   std::vector<ops::TensorType>(arity, n.type), KernelPurpose::update});
+  }
+  return out;
+}
+
+}  // namespace
+
 Expected<AcceptedGraphPlan, PlanRejection> plan_graph(const ir::Graph& input_graph,
                                                       const contract::BackendProfile& profile,
                                                       const contract::EvidenceResolver& resolver,
-                                                      contract::VjpMode vjp_mode) {
+                                                      contract::VjpMode vjp_mode,
+                                                      std::optional<TrainingUpdates> training) {
   validate_modules(profile);
+  if (training && (training->optimizer != ops::OpTag::sgd && training->optimizer != ops::OpTag::adam)) {
+    throw_error(ErrorCode::invalid_argument, "plan",
+                fmt::format("'{}' is not an optimizer op (sgd, adam)", ops::op_kind(training->optimizer)));
+  }
+  if (training && vjp_mode != contract::VjpMode::with_vjp) {
+    throw_error(ErrorCode::invalid_argument, "plan", "a training plan needs VJP support (VjpMode::with_vjp)");
+  }
   // Planning requires a well-formed graph: ir::Graph is a plain struct, so check it again here.
   const ir::Graph graph = ir::validate(input_graph.nodes, input_graph.outputs);
   const bool wants_cuda =
@@ -81,33 +143,39 @@ Expected<AcceptedGraphPlan, PlanRejection> plan_graph(const ir::Graph& input_gra
   PlanAudit audit{profile.name, profile.policy.assurance, vjp_mode, {}, {}, {}, {}};
   std::vector<contract::ObligationReport>& reports = audit.check.reports;
   std::vector<contract::BoundKernel> bound;
-  for (const auto& n : graph.nodes) {
-    if (!ops::op_info(n.op).runtime_relevant()) continue;
-    PlannedKernel k{n.id, n.op, nullptr, {}};
-    std::vector<int> dtypes;
-    for (const auto& in : n.inputs) {
-      k.inputs.push_back(*type_of.at(in));
-      dtypes.push_back(static_cast<int>(k.inputs.back().dtype));
-    }
-    const auto key = std::make_pair(static_cast<int>(n.op), std::move(dtypes));
+  auto admit_planned = [&](PlannedKernel k, contract::VjpMode mode) {
+    std::vector<int> key_types{static_cast<int>(mode)};
+    for (const auto& t : k.inputs) key_types.push_back(static_cast<int>(t.dtype));
+    const auto key = std::make_pair(static_cast<int>(k.op), std::move(key_types));
     auto it = admitted.find(key);
-    if (it == admitted.end()) {
-      it = admitted.emplace(key, admit_kernel(n.id, n.op, k.inputs, profile, resolver, vjp_mode)).first;
-    }
+    if (it == admitted.end())
+      it = admitted.emplace(key, admit_kernel(k.node, k.op, k.inputs, profile, resolver, mode)).first;
     const KernelAdmission& a = it->second;
     k.capsule = a.capsule;
     for (auto r : a.reports) {
-      r.node = n.id;
+      r.node = k.node;
       if (r.capsule.empty() && a.capsule == nullptr) {
         // The refusal names the node: which node, which op, which input types.
-        r.reason = fmt::format("node '{}': {}", n.id, r.reason);
+        r.reason =
+            fmt::format("{} '{}': {}", k.purpose == KernelPurpose::node ? "node" : kernel_purpose_name(k.purpose),
+                        k.node, r.reason);
       }
       reports.push_back(std::move(r));
     }
     if (a.capsule != nullptr)
-      audit.groups[{a.capsule->provider, std::string(device_name(a.capsule->device))}].push_back(n.id);
+      audit.groups[{a.capsule->provider, std::string(device_name(a.capsule->device))}].push_back(k.node);
     if (a.bound) bound.push_back(*a.bound);
     audit.kernels.push_back(std::move(k));
+  };
+  for (const auto& n : graph.nodes) {
+    if (!ops::op_info(n.op).runtime_relevant()) continue;
+    PlannedKernel k{n.id, n.op, nullptr, {}};
+    for (const auto& in : n.inputs) k.inputs.push_back(*type_of.at(in));
+    admit_planned(std::move(k), vjp_mode);
+  }
+  // Update ops have no VJP: they are admitted forward only.
+  if (training) {
+    for (auto& k : training_kernels(graph, *training)) admit_planned(std::move(k), contract::VjpMode::forward_only);
   }
   audit.check.accepted = bound.size() == audit.kernels.size() &&
                          std::all_of(reports.begin(), reports.end(), [](const auto& r) { return r.accepted; });
@@ -170,7 +238,10 @@ Json render_audit_json(const PlanAudit& audit) {
   for (const auto& k : audit.kernels) {
     Json inputs = Json::array();
     for (const auto& t : k.inputs) inputs.push_back(contract::describe_type(t));
-    Json jk{{"node", k.node}, {"op", std::string(ops::op_kind(k.op))}, {"inputs", std::move(inputs)}};
+    Json jk{{"node", k.node},
+            {"op", std::string(ops::op_kind(k.op))},
+            {"purpose", std::string(kernel_purpose_name(k.purpose))},
+            {"inputs", std::move(inputs)}};
     if (k.capsule) {
       jk["capsule"] = k.capsule->name;
       jk["provider"] = k.capsule->provider;

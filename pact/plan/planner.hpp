@@ -16,12 +16,42 @@
 
 namespace pact::plan {
 
+// Note [Training kernels]
+// Everything a training step computes is admitted, not only the graph's nodes. A training plan
+// (plan_graph with TrainingUpdates) also admits, through the one admission, the update ops of the op
+// table (role update: they write their state in place): accumulate_grad once per floating dtype of the
+// graph (backward sums the gradients that meet at a value with it), batch_norm_stats once per batch_norm
+// node (execute runs it in training mode on the node's own input and returns the new running
+// statistics: ExecutionResult::running_stats), and the optimizer's op (sgd or adam) once per
+// differentiable parameter (train::sgd_step / adam_step run it). Each is a PlannedKernel with its purpose
+// and shows in the audit; a profile that admits none for a dtype rejects the plan, and a kernel swapped
+// for a failing one fails the step (tests/train/training_kernels_test.cpp). Checkpoint recompute runs
+// the plan's own bound kernels again (execute's region bodies hold copies of them).
+
+/// What a planned kernel is for.
+enum class KernelPurpose : std::uint8_t {
+  node,           ///< a graph node's forward (and VJP)
+  accumulate,     ///< backward's gradient accumulation for one dtype (`node` names the dtype)
+  running_stats,  ///< a batch_norm node's running statistics (`node` names the batch_norm node)
+  update,         ///< the optimizer update of one parameter (`node` names the parameter)
+};
+std::string_view kernel_purpose_name(KernelPurpose purpose) noexcept;
+/// A training kernel's audit label: "<purpose>:<subject>" ("accumulate:f32", "update:w1").
+std::string training_label(KernelPurpose purpose, std::string_view subject);
+
+/// What a training plan admits besides its nodes (Note [Training kernels]).
+struct TrainingUpdates {
+  ops::OpTag optimizer = ops::OpTag::adam;  ///< sgd or adam (AdamW is adam with decoupled decay)
+  bool momentum = false;                    ///< sgd with a velocity operand
+};
+
 /// One node's choice.
 struct PlannedKernel {
   std::string node;
   ops::OpTag op;
-  const contract::Capsule* capsule = nullptr;  ///< nullptr when no capsule matched (a failing obligation)
-  std::vector<ops::TensorType> inputs;         ///< the node's input types, as selection saw them
+  const contract::Capsule* capsule = nullptr;   ///< nullptr when no capsule matched (a failing obligation)
+  std::vector<ops::TensorType> inputs;          ///< the node's input types, as selection saw them
+  KernelPurpose purpose = KernelPurpose::node;  ///< other purposes label `node` with training_label
 };
 
 /// Everything the planner decided and checked, for humans (table) and machines (JSON).
@@ -47,6 +77,15 @@ class AcceptedGraphPlan {
   const PlanAudit& audit() const noexcept { return audit_; }
   /// The bound kernels, parallel to audit().kernels.
   std::span<const contract::BoundKernel> bound() const noexcept { return bound_; }
+  /// The bound kernel of a purpose other than `node` for `subject` (a dtype name, a batch_norm node, a
+  /// parameter: Note [Training kernels]), or nullptr when the plan admitted none.
+  const contract::BoundKernel* training_kernel(KernelPurpose purpose, std::string_view subject) const {
+    const std::string label = training_label(purpose, subject);
+    for (std::size_t k = 0; k < audit_.kernels.size() && k < bound_.size(); ++k) {
+      if (audit_.kernels[k].purpose == purpose && audit_.kernels[k].node == label) return &bound_[k];
+    }
+    return nullptr;
+  }
 
  private:
   ir::Graph graph_;
@@ -79,9 +118,12 @@ KernelAdmission admit_kernel(const std::string& node, ops::OpTag op, std::span<c
 
 /// Plans `graph` under `profile`. Throws (typed) for an invalid registry (duplicate capsule names) or a
 /// cuda-* profile without a device (no_device) unless the profile asks for the stub explicitly.
+/// With `training` (which needs VjpMode::with_vjp) the plan also admits the training kernels (Note
+/// [Training kernels]).
 Expected<AcceptedGraphPlan, PlanRejection> plan_graph(const ir::Graph& graph, const contract::BackendProfile& profile,
                                                       const contract::EvidenceResolver& resolver,
-                                                      contract::VjpMode vjp_mode = contract::VjpMode::forward_only);
+                                                      contract::VjpMode vjp_mode = contract::VjpMode::forward_only,
+                                                      std::optional<TrainingUpdates> training = std::nullopt);
 
 /// Mints the planner's passkeys (Note [Planner passkey]): its one member is private, and only the two
 /// functions above, which admit what they bind, are its friends.
@@ -93,7 +135,8 @@ class Planner {
   friend Expected<AcceptedGraphPlan, PlanRejection> plan_graph(const ir::Graph& graph,
                                                                const contract::BackendProfile& profile,
                                                                const contract::EvidenceResolver& resolver,
-                                                               contract::VjpMode vjp_mode);
+                                                               contract::VjpMode vjp_mode,
+                                                               std::optional<TrainingUpdates> training);
 };
 
 /// The audit as a readable table: node, op, capsule, provider, trust, evidence per descriptor,

@@ -96,11 +96,27 @@ ExecutionResult execute(const plan::AcceptedGraphPlan& plan, const std::map<std:
   // Every node that executes was admitted by the planner (Note [One admission]).
   PACT_DCHECK(plan.bound().size() == plan.audit().kernels.size(), "execute");  // the planner binds every kernel
   std::unordered_map<std::string, const contract::BoundKernel*> kernel_of;
-  for (std::size_t k = 0; k < plan.audit().kernels.size(); ++k)
-    kernel_of[plan.audit().kernels[k].node] = &plan.bound()[k];
+  for (std::size_t k = 0; k < plan.audit().kernels.size(); ++k) {
+    if (plan.audit().kernels[k].purpose == plan::KernelPurpose::node)
+      kernel_of[plan.audit().kernels[k].node] = &plan.bound()[k];
+  }
 
   const Regions regions = checkpoint_regions_of(g, options.checkpoint_regions);
   const std::vector<int>& region_of = regions.region_of;
+  // Running statistics update in training mode only, from a batch_norm node's input as it runs.
+  const bool update_stats = options.session != nullptr && options.session->training();
+  auto stats_kernel = [&](const ir::Node& n) -> const contract::BoundKernel* {
+    if (!update_stats || n.op != ops::OpTag::batch_norm || n.inputs.size() != 5) return nullptr;
+    return plan.training_kernel(plan::KernelPurpose::running_stats, n.id);
+  };
+  for (std::size_t i = 0; i < g.nodes.size(); ++i) {
+    if (region_of[i] >= 0 && stats_kernel(g.nodes[i]) != nullptr) {
+      throw_error(ErrorCode::invalid_argument, "execute",
+                  fmt::format("checkpoint region {} holds batch_norm node '{}', whose running statistics a "
+                              "recompute would update twice; leave it outside the region",
+                              region_of[i], g.nodes[i].id));
+    }
+  }
 
   // Last use of each node (outputs live to the end); a region's interior is used by the region.
   std::unordered_map<std::string, std::size_t> last_use;
@@ -179,6 +195,16 @@ ExecutionResult execute(const plan::AcceptedGraphPlan& plan, const std::map<std:
       for (const auto& id : n.inputs) in.push_back(live.at(id));
       const auto start = timed ? Clock::now() : Clock::time_point{};
       hold(n.id, role == ops::OpRole::sink ? in[0] : run(n, in));
+      if (const contract::BoundKernel* stats = stats_kernel(n)) {
+        // New running statistics in fresh owners: the tape may retain the old ones for the VJP.
+        Tensor mean = in[3].view().duplicate(), var = in[4].view().duplicate();
+        Tensor* state[] = {&mean, &var};
+        const TensorView x = in[0].view();
+        kernels::run_update(*stats->handler(), state, std::span<const TensorView>(&x, 1),
+                            ops::Attributes{{"momentum", n.attrs.get_float("batch_norm", "momentum", 0.1)}});
+        result.running_stats.insert_or_assign(n.inputs[3], std::move(mean));
+        result.running_stats.insert_or_assign(n.inputs[4], std::move(var));
+      }
       if (timed) (*options.node_seconds)[i] += std::chrono::duration<double>(Clock::now() - start).count();
     }
     release_inputs_of(n, i);

@@ -19,6 +19,10 @@ class Session;
 struct ExecutionResult {
   std::map<std::string, EagerTensor> outputs;
   std::uint64_t peak_bytes = 0;  ///< largest sum of live values the executor held at once
+  /// Training mode with a training plan: the new running statistics of each batch_norm node, by the id of
+  /// the source they were read from, computed by the plan's batch_norm_stats kernel from the node's own
+  /// input (Note [Training kernels]). The caller stores them back.
+  std::map<std::string, Tensor> running_stats;
 };
 
 /// How execute runs a plan.

@@ -226,7 +226,7 @@ EagerTensor Session::checkpoint(const RegionBody& body, std::span<const EagerTen
     std::vector<int> keep;
     keep.reserve(leaves.size());
     for (const auto& l : leaves) keep.push_back(l.node);
-    Gradients pulled = sub.tape_.run_backward(y.node, std::nullopt, &g, keep);
+    Gradients pulled = sub.tape_.run_backward(y.node, std::nullopt, &g, keep, sub.accumulator());
     for (std::size_t i = 0; i < leaves.size(); ++i) {
       if (!wants[i]) continue;
       if (y.node == leaves[i].node) {  // an identity region: the cotangent itself
@@ -243,12 +243,34 @@ EagerTensor Session::checkpoint(const RegionBody& body, std::span<const EagerTen
   return out;
 }
 
-Gradients Session::backward(const EagerTensor& root, std::span<const int> keep) {
+Tape::Accumulator Session::accumulator(std::span<const contract::BoundKernel* const> kernels) {
+  std::vector<const contract::BoundKernel*> given(kernels.begin(), kernels.end());
+  return [this, given = std::move(given)](Tensor& acc, const TensorView& g) {
+    // A gradient a VJP made strided (none does today) is made contiguous once, so the kernel can write it.
+    if (!acc.is_contiguous()) acc = acc.as_view().duplicate();
+    const std::vector<ops::TensorType> types{{acc.dtype(), acc.shape()}, {g.dtype(), g.shape()}};
+    const contract::BoundKernel* k = nullptr;
+    for (const auto* c : given) {
+      if (c != nullptr && c->capsule()->dtypes.contains(acc.dtype())) k = c;
+    }
+    if (k == nullptr) {
+      const std::vector<int> dtypes{static_cast<int>(acc.dtype()), static_cast<int>(g.dtype())};
+      k = &admit(
+          Signature{static_cast<int>(ops::OpTag::accumulate_grad), dtypes, static_cast<int>(acc.device()), true, false},
+          ops::OpTag::accumulate_grad, types, false);
+    }
+    Tensor* state[] = {&acc};
+    kernels::run_update(*k->handler(), state, std::span<const TensorView>(&g, 1), {});
+  };
+}
+
+Gradients Session::backward(const EagerTensor& root, std::span<const int> keep,
+                            std::span<const contract::BoundKernel* const> accumulate) {
   if (structure_only_) require_structure_only_capability("backward_grads", "Session::backward");
   if (!root.tracked()) throw_error(ErrorCode::invalid_argument, "session.backward", "the value is not on the tape");
   Tensor ones = Tensor::empty(root.shape(), root.dtype());
   ones.fill(1.0);
-  return tape_.backward(root.node, std::move(ones), keep);
+  return tape_.backward(root.node, std::move(ones), keep, accumulator(accumulate));
 }
 
 }  // namespace pact::runtime

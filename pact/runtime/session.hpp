@@ -74,7 +74,13 @@ class Session {
   EagerTensor checkpoint(const RegionBody& body, std::span<const EagerTensor> inputs);
 
   /// Backward from a scalar (or any) tracked value with a ones cotangent; dense unless `keep` is given.
-  Gradients backward(const EagerTensor& root, std::span<const int> keep = {});
+  /// Gradients that meet at a node are summed by the admitted accumulate_grad kernel: one of
+  /// `accumulate` that computes the gradient's dtype (a training plan's: Note [Training kernels]), else
+  /// the session's own admission per signature.
+  Gradients backward(const EagerTensor& root, std::span<const int> keep = {},
+                     std::span<const contract::BoundKernel* const> accumulate = {});
+  /// The tape's accumulator (see backward).
+  Tape::Accumulator accumulator(std::span<const contract::BoundKernel* const> kernels = {});
 
   /// Structure-only mode (SPEC §9): meta tensors are admitted, no kernel runs, every value escape refuses.
   /// Outside it, a meta tensor reaching apply() is refused at entry.

@@ -87,36 +87,6 @@ void require_tag(const char* what, int node, const ops::TensorType& tag, const T
   }
 }
 
-// acc[i] += g[i] in place, when both are contiguous host f32 or f64 of one shape; false (nothing written)
-// otherwise. The same additions, element by element, as the add kernel's same-shape loop.
-template <class T>
-bool accumulate_in_place(Tensor& acc, const TensorView& g) {
-  if (acc.dtype() != dtype_of_v<T> || g.dtype() != dtype_of_v<T> || !(acc.shape() == g.shape()) ||
-      !acc.is_contiguous() || !g.is_contiguous()) {
-    return false;
-  }
-  auto src = TensorView(g).prepare_host<T>();
-  if (!src) return false;
-  auto dst = acc.prepare_host_mut<T>();
-  if (!dst) return false;
-  const auto in = std::get<PreparedContiguousRead<T>>(src.value()).as_span();
-  const auto out = std::get<PreparedContiguousWrite<T>>(dst.value()).as_span();
-  for (std::size_t i = 0; i < out.size(); ++i) out[i] += in[i];
-  return true;
-}
-
-// acc + g: in place when both are contiguous f32/f64 of one shape (no allocation), otherwise through the
-// native add kernel (elementwise and exact, so every provider gives the same bits; it broadcasts and
-// converts), a fresh owner. No copy event either way.
-Tensor accumulate(Tensor acc, const TensorView& g) {
-  if (acc.device() == DeviceKind::cpu && g.device() == DeviceKind::cpu &&
-      (accumulate_in_place<float>(acc, g) || accumulate_in_place<double>(acc, g))) {
-    return acc;
-  }
-  static const kernels::Handler* add = kernels::find_handler(kernels::native_handlers(), ops::OpTag::add);
-  return kernels::run_forward(*add, std::vector<TensorView>{acc.as_view(), g}, {});
-}
-
 // Geometry-only views for VJP operands an op does not save (Note [Op table]): views into one meta tensor
 // per dtype and thread (meta storage describes bytes and has none), so a placeholder costs two checked
 // view operations and no allocation; reading its elements refuses typed (no_host_bytes). The pool is made
@@ -180,20 +150,21 @@ Tensor reshaped(Tensor t, const Dims& shape) {
 
 Tape::Tape() { placeholder_pool(); }
 
-Gradients Tape::backward(int root, const TensorView& seed, std::span<const int> keep) const {
+Gradients Tape::backward(int root, const TensorView& seed, std::span<const int> keep,
+                         const Accumulator& accumulate) const {
   if (root < 0 || static_cast<std::size_t>(root) >= nodes_.size()) {
     throw_error(ErrorCode::invalid_argument, "tape.backward", fmt::format("node {} is not on the tape", root));
   }
   require_tag("the seed cotangent", root, nodes_[static_cast<std::size_t>(root)].type, seed);
-  return run_backward(root, seed.duplicate(), nullptr, keep);
+  return run_backward(root, seed.duplicate(), nullptr, keep, accumulate);
 }
 
-Gradients Tape::backward(int root, Tensor seed, std::span<const int> keep) const {
-  return run_backward(root, std::move(seed), nullptr, keep);
+Gradients Tape::backward(int root, Tensor seed, std::span<const int> keep, const Accumulator& accumulate) const {
+  return run_backward(root, std::move(seed), nullptr, keep, accumulate);
 }
 
 Gradients Tape::run_backward(int root, std::optional<Tensor> owned, const TensorView* borrowed,
-                             std::span<const int> keep) const {
+                             std::span<const int> keep, const Accumulator& accumulate) const {
   if (root < 0 || static_cast<std::size_t>(root) >= nodes_.size()) {
     throw_error(ErrorCode::invalid_argument, "tape.backward", fmt::format("node {} is not on the tape", root));
   }
@@ -259,7 +230,13 @@ Gradients Tape::run_backward(int root, std::optional<Tensor> owned, const Tensor
       if (slot == grads.end()) {
         grads.emplace(p, std::move(*input_grads[k]));
       } else {
-        slot->second = accumulate(std::move(slot->second), input_grads[k]->as_view());
+        if (!accumulate) {
+          throw_error(ErrorCode::unsupported, "tape.backward",
+                      fmt::format("node {} receives more than one gradient and this pass has no admitted "
+                                  "accumulation kernel",
+                                  p));
+        }
+        accumulate(slot->second, input_grads[k]->as_view());
       }
     }
     if (dropped) grads.erase(id);

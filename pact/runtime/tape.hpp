@@ -79,12 +79,20 @@ class Tape {
   /// Bytes of the distinct values the tape retains for backward (each retained record counted once).
   std::uint64_t retained_bytes() const;
 
+  /// Adds a gradient into the one accumulated so far for the same node, in place: the admitted
+  /// accumulate_grad kernel (Note [Training kernels] in pact/plan/planner.hpp); Session::accumulator
+  /// makes one.
+  using Accumulator = std::function<void(Tensor& accumulated, const TensorView& gradient)>;
+
   /// Reverse-mode pass from `root` with cotangent `seed` (shape-checked against the root's tag). Dense
   /// (keep empty): a gradient for every node that receives one. Sparse: only the ids in `keep` survive.
-  Gradients backward(int root, const TensorView& seed, std::span<const int> keep = {}) const;
+  /// A node that receives more than one gradient sums them through `accumulate`; without one, such a
+  /// node is a typed error (unsupported), since nothing computes outside admission.
+  Gradients backward(int root, const TensorView& seed, std::span<const int> keep = {},
+                     const Accumulator& accumulate = {}) const;
   /// The same with an owned seed, which becomes the root's gradient without a copy (the view overload
   /// makes one explicit duplicate).
-  Gradients backward(int root, Tensor seed, std::span<const int> keep = {}) const;
+  Gradients backward(int root, Tensor seed, std::span<const int> keep = {}, const Accumulator& accumulate = {}) const;
   /// Drops every node (and the values it retained).
   void clear() noexcept { nodes_.clear(); }
 
@@ -92,8 +100,8 @@ class Tape {
   friend class Session;
   // The one implementation: the root's cotangent is owned (`owned`) or borrowed (`borrowed`, for a
   // checkpoint's private tape; the root then gets no gradient entry of its own).
-  Gradients run_backward(int root, std::optional<Tensor> owned, const TensorView* borrowed,
-                         std::span<const int> keep) const;
+  Gradients run_backward(int root, std::optional<Tensor> owned, const TensorView* borrowed, std::span<const int> keep,
+                         const Accumulator& accumulate) const;
   std::vector<Node> nodes_;
 };
 

@@ -5,173 +5,115 @@
 #include <cmath>
 #include <numbers>
 
-#include "pact/core/simd_dispatch.hpp"
+#include "pact/plan/planner.hpp"
 
 namespace pact::train {
 
 namespace {
 
-template <class T>
-std::span<T> writable(Tensor& t) {
-  auto p = t.prepare_host_mut<T>();
-  if (!p) throw std::move(p).error().error;
-  // Parameters and optimizer state are contiguous owners made by Pact; the span outlives the prepared
-  // object only within one update, while no view of the tensor exists.
-  return std::get<PreparedContiguousWrite<T>>(p.value()).as_span();
-}
-
-template <class T>
-std::span<const T> readable(const TensorView& v, DType want, const char* what) {
-  if (v.dtype() != want || !v.is_contiguous()) {
-    throw_error(ErrorCode::dtype_mismatch, "optimizer",
-                fmt::format("{} must be contiguous {} like its parameter; it is {}{}", what, dtype_name(want),
-                            v.is_contiguous() ? "" : "strided ", dtype_name(v.dtype())));
-  }
-  auto p = TensorView(v).prepare_host<T>();
-  if (!p) throw std::move(p).error().error;
-  return std::get<PreparedContiguousRead<T>>(p.value()).as_span();
-}
-
-void check_lengths(std::span<Tensor> params, std::size_t grads) {
-  if (params.size() != grads) {
+void check_lengths(UpdateKernels kernels, std::span<Tensor> params, std::size_t grads) {
+  if (params.size() != grads || params.size() != kernels.size()) {
     throw_error(ErrorCode::invalid_argument, "optimizer",
-                fmt::format("{} parameters but {} gradients", params.size(), grads));
+                fmt::format("{} parameters, {} gradients and {} update kernels", params.size(), grads, kernels.size()));
   }
 }
 
-// The parameter's dtype, which its gradient and state share: f32 or f64 (the dtypes Pact trains in).
-DType trained_dtype(const Tensor& param, std::size_t i, const char* optimizer) {
-  const DType d = param.dtype();
-  if (d != DType::f32 && d != DType::f64) {
-    throw_error(ErrorCode::dtype_mismatch, optimizer,
-                fmt::format("parameter {} is {}; the optimizers update f32 and f64 parameters", i, dtype_name(d)));
-  }
-  return d;
-}
-
-void check_shape(const TensorView& grad, const Tensor& param, std::size_t i, const char* optimizer) {
-  if (!(grad.shape() == param.shape())) {
-    throw_error(
-        ErrorCode::invalid_argument, optimizer,
-        fmt::format("gradient {} has shape {}, parameter {}", i, grad.shape().to_string(), param.shape().to_string()));
-  }
-}
-
-// One SGD pass in the parameter's own precision (an f32 parameter updates in f32, as torch.optim does).
-template <class T>
-void sgd_update(Tensor& param, const TensorView& grad, std::optional<Tensor>& velocity, const SgdOptions& o) {
-  auto g = readable<T>(grad, dtype_of_v<T>, "gradient");
-  auto w = writable<T>(param);
-  std::span<T> vel;
-  if (o.momentum != 0.0) {
-    if (!velocity) velocity = Tensor::zeros(param.shape(), dtype_of_v<T>);
-    vel = writable<T>(*velocity);
-  }
-  const auto lr = static_cast<T>(o.lr), mom = static_cast<T>(o.momentum), wd = static_cast<T>(o.weight_decay);
-  for (std::size_t k = 0; k < w.size(); ++k) {
-    T d = g[k] + wd * w[k];
-    if (!vel.empty()) {
-      vel[k] = mom * vel[k] + d;
-      d = vel[k];
+// Every parameter with a gradient is checked before any is written: a trained dtype (f32, f64), a gradient
+// of its dtype and shape, and an admitted kernel of the optimizer's op.
+void check_all(UpdateKernels kernels, std::span<Tensor> params, std::span<const std::optional<TensorView>> grads,
+               ops::OpTag op) {
+  const std::string name(ops::op_kind(op));
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    if (!grads[i]) continue;
+    const DType d = params[i].dtype();
+    if (d != DType::f32 && d != DType::f64) {
+      throw_error(ErrorCode::dtype_mismatch, name,
+                  fmt::format("parameter {} is {}; the optimizers update f32 and f64 parameters", i, dtype_name(d)));
     }
-    w[k] -= lr * d;
+    if (grads[i]->dtype() != d) {
+      throw_error(
+          ErrorCode::dtype_mismatch, name,
+          fmt::format("gradient {} is {}; its parameter is {}", i, dtype_name(grads[i]->dtype()), dtype_name(d)));
+    }
+    if (!(grads[i]->shape() == params[i].shape())) {
+      throw_error(ErrorCode::invalid_argument, name,
+                  fmt::format("gradient {} has shape {}, parameter {}", i, grads[i]->shape().to_string(),
+                              params[i].shape().to_string()));
+    }
+    const contract::BoundKernel* k = kernels[i];
+    if (k == nullptr || k->capsule()->op != op) {
+      throw_error(ErrorCode::invalid_argument, name,
+                  fmt::format("parameter {} has {} update kernel", i,
+                              k == nullptr ? std::string("no") : fmt::format("the {}", k->capsule()->name)));
+    }
   }
 }
 
 }  // namespace
 
-SgdState sgd_step(std::span<Tensor> params, std::span<const std::optional<TensorView>> grads, const SgdOptions& o,
-                  SgdState state) {
-  check_lengths(params, grads.size());
+std::vector<contract::BoundKernel> admit_updates(ops::OpTag op, std::span<const Tensor> params, bool momentum,
+                                                 const contract::BackendProfile& profile) {
+  const contract::DefaultEvidenceResolver resolver;
+  std::vector<contract::BoundKernel> out;
+  out.reserve(params.size());
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    const ops::TensorType t{params[i].dtype(), params[i].shape()};
+    const std::size_t arity = op == ops::OpTag::adam ? 4 : momentum ? 3 : 2;
+    const std::vector<ops::TensorType> types(arity, t);
+    auto a =
+        plan::admit_kernel(fmt::format("update {}", i), op, types, profile, resolver, contract::VjpMode::forward_only);
+    if (!a.bound) {
+      std::string why;
+      for (const auto& r : a.reports)
+        if (!r.accepted) why += fmt::format("; {}", r.reason);
+      throw_error(ErrorCode::unsupported, std::string(ops::op_kind(op)),
+                  fmt::format("profile {} admits no {} kernel for parameter {} ({}){}", profile.name, ops::op_kind(op),
+                              i, dtype_name(t.dtype), why));
+    }
+    out.push_back(*a.bound);
+  }
+  return out;
+}
+
+SgdState sgd_step(UpdateKernels kernels, std::span<Tensor> params, std::span<const std::optional<TensorView>> grads,
+                  const SgdOptions& o, SgdState state) {
+  check_lengths(kernels, params, grads.size());
+  check_all(kernels, params, grads, ops::OpTag::sgd);
   state.velocity.resize(params.size());
+  ops::Attributes attrs{{"lr", o.lr}, {"momentum", o.momentum}, {"weight_decay", o.weight_decay}};
   for (std::size_t i = 0; i < params.size(); ++i) {
     if (!grads[i]) continue;
-    check_shape(*grads[i], params[i], i, "sgd");
-    if (trained_dtype(params[i], i, "sgd") == DType::f64) {
-      sgd_update<double>(params[i], *grads[i], state.velocity[i], o);
-    } else {
-      sgd_update<float>(params[i], *grads[i], state.velocity[i], o);
+    std::vector<Tensor*> st{&params[i]};
+    if (o.momentum != 0.0) {
+      auto& vel = state.velocity[i];
+      if (!vel) vel = Tensor::zeros(params[i].shape(), params[i].dtype());
+      st.push_back(&*vel);
     }
+    kernels::run_update(*kernels[i]->handler(), st, std::span<const TensorView>(&*grads[i], 1), attrs);
   }
   return state;
 }
 
-namespace {
-
-template <class T>
-struct AdamConstants {
-  T b1, b2, eps, step, inv_sqrt_bc2, l2;
-};
-
-// The fused Adam pass over distinct arrays (parameter, moments, gradient), in the parameter's precision.
-template <class T>
-[[gnu::always_inline]] inline void adam_loop(T* __restrict w, T* __restrict m, T* __restrict v, const T* __restrict g,
-                                             std::size_t n, AdamConstants<T> c) {
-  for (std::size_t k = 0; k < n; ++k) {
-    const T gk = g[k] + c.l2 * w[k];
-    m[k] = c.b1 * m[k] + (T{1} - c.b1) * gk;
-    v[k] = c.b2 * v[k] + (T{1} - c.b2) * gk * gk;
-    w[k] -= c.step * m[k] / (std::sqrt(v[k]) * c.inv_sqrt_bc2 + c.eps);
-  }
-}
-
-// The f32 pass, compiled per ISA level and chosen through the dispatch table (pact/core/simd_dispatch.hpp;
-// -fno-math-errno lets the square root vectorise). Each level is deterministic; levels may differ from one
-// another in the last bit where one contracts a multiply-add the other does not.
-PACT_SIMD_INLINE void adam_f32_body(float* __restrict w, float* __restrict m, float* __restrict v,
-                                    const float* __restrict g, std::size_t n, AdamConstants<float> c) {
-  adam_loop(w, m, v, g, n, c);
-}
-PACT_SIMD_VARIANTS(adam_f32, adam_f32_body);
-
-void adam_update(float* w, float* m, float* v, const float* g, std::size_t n, AdamConstants<float> c) {
-  adam_f32(w, m, v, g, n, c);
-}
-
-void adam_update(double* __restrict w, double* __restrict m, double* __restrict v, const double* __restrict g,
-                 std::size_t n, AdamConstants<double> c) {
-  adam_loop(w, m, v, g, n, c);
-}
-
-template <class T>
-void adam_parameter(Tensor& param, const TensorView& grad, std::optional<Tensor>& m_state,
-                    std::optional<Tensor>& v_state, const AdamOptions& o, double bc1, double bc2) {
-  if (!m_state) m_state = Tensor::zeros(param.shape(), dtype_of_v<T>);
-  if (!v_state) v_state = Tensor::zeros(param.shape(), dtype_of_v<T>);
-  auto g = readable<T>(grad, dtype_of_v<T>, "gradient");
-  auto w = writable<T>(param);
-  auto m = writable<T>(*m_state);
-  auto v = writable<T>(*v_state);
-  // The parameter's precision, with the bias corrections folded into one step size (as torch.optim.Adam).
-  const auto b1 = static_cast<T>(o.beta1), b2 = static_cast<T>(o.beta2), eps = static_cast<T>(o.eps);
-  const auto step = static_cast<T>(o.lr / bc1), inv_sqrt_bc2 = static_cast<T>(1.0 / std::sqrt(bc2));
-  const auto wd = static_cast<T>(o.weight_decay), decay = static_cast<T>(1.0 - o.lr * o.weight_decay);
-  // Decay first (one branch outside the loop), so the update loop vectorises.
-  const T l2 = o.decoupled ? T{0} : wd;
-  if (o.decoupled) {
-    for (std::size_t k = 0; k < w.size(); ++k) w[k] *= decay;
-  }
-  adam_update(w.data(), m.data(), v.data(), g.data(), w.size(), AdamConstants<T>{b1, b2, eps, step, inv_sqrt_bc2, l2});
-}
-
-}  // namespace
-
-AdamState adam_step(std::span<Tensor> params, std::span<const std::optional<TensorView>> grads, const AdamOptions& o,
-                    AdamState state) {
-  check_lengths(params, grads.size());
+AdamState adam_step(UpdateKernels kernels, std::span<Tensor> params, std::span<const std::optional<TensorView>> grads,
+                    const AdamOptions& o, AdamState state) {
+  check_lengths(kernels, params, grads.size());
+  check_all(kernels, params, grads, ops::OpTag::adam);
   state.m.resize(params.size());
   state.v.resize(params.size());
   ++state.step;
-  const double bc1 = 1.0 - std::pow(o.beta1, static_cast<double>(state.step));
-  const double bc2 = 1.0 - std::pow(o.beta2, static_cast<double>(state.step));
+  ops::Attributes attrs{{"lr", o.lr},
+                        {"beta1", o.beta1},
+                        {"beta2", o.beta2},
+                        {"eps", o.eps},
+                        {"weight_decay", o.weight_decay},
+                        {"decoupled", o.decoupled},
+                        {"step", state.step}};
   for (std::size_t i = 0; i < params.size(); ++i) {
     if (!grads[i]) continue;
-    check_shape(*grads[i], params[i], i, "adam");
-    if (trained_dtype(params[i], i, "adam") == DType::f64) {
-      adam_parameter<double>(params[i], *grads[i], state.m[i], state.v[i], o, bc1, bc2);
-    } else {
-      adam_parameter<float>(params[i], *grads[i], state.m[i], state.v[i], o, bc1, bc2);
-    }
+    if (!state.m[i]) state.m[i] = Tensor::zeros(params[i].shape(), params[i].dtype());
+    if (!state.v[i]) state.v[i] = Tensor::zeros(params[i].shape(), params[i].dtype());
+    std::vector<Tensor*> st{&params[i], &*state.m[i], &*state.v[i]};
+    kernels::run_update(*kernels[i]->handler(), st, std::span<const TensorView>(&*grads[i], 1), attrs);
   }
   return state;
 }

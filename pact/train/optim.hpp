@@ -1,15 +1,28 @@
 #pragma once
-/// Optimizers (SPEC §8): SGD (momentum, weight decay), Adam, AdamW. State is passed in and returned,
-/// never hidden in the optimizer. Learning-rate schedules: constant, step, cosine, linear warmup.
+/// Optimizers (SPEC §8): SGD (momentum, weight decay), Adam, AdamW. Each update runs the admitted kernel of
+/// the sgd or adam op (Note [Training kernels] in pact/plan/planner.hpp), one per parameter, in place.
+/// State is passed in and returned, never hidden in the optimizer. Learning-rate schedules: constant,
+/// step, cosine, linear warmup.
 
 #include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "pact/contract/check.hpp"
 #include "pact/core/tensor.hpp"
 
 namespace pact::train {
+
+/// The admitted update kernel of each parameter, parallel to the parameters (a training plan's, or
+/// admit_updates's); nullptr only where the parameter gets no update.
+using UpdateKernels = std::span<const contract::BoundKernel* const>;
+
+/// Admits `op` (sgd or adam) for each parameter's dtype under `profile` through the one admission (Note
+/// [One admission]); a parameter no capsule serves is a typed error (unsupported) listing the failing
+/// obligations. `momentum`: sgd with a velocity operand.
+std::vector<contract::BoundKernel> admit_updates(ops::OpTag op, std::span<const Tensor> params, bool momentum,
+                                                 const contract::BackendProfile& profile);
 
 struct SgdOptions {
   double lr = 0.1;
@@ -19,10 +32,11 @@ struct SgdOptions {
 struct SgdState {
   std::vector<std::optional<Tensor>> velocity;  ///< per parameter, created on first use
 };
-/// One SGD update of `params` in place, each in its own precision (f32 or f64; a gradient of another dtype
-/// is dtype_mismatch); returns the new state. grads[i] nullopt skips params[i].
-SgdState sgd_step(std::span<Tensor> params, std::span<const std::optional<TensorView>> grads, const SgdOptions& options,
-                  SgdState state);
+/// One SGD update of `params` in place through `kernels`, each parameter in its own precision (f32 or
+/// f64); a gradient of another dtype or shape is a typed error raised before anything is written. Returns
+/// the new state. grads[i] nullopt skips params[i].
+SgdState sgd_step(UpdateKernels kernels, std::span<Tensor> params, std::span<const std::optional<TensorView>> grads,
+                  const SgdOptions& options, SgdState state);
 
 struct AdamOptions {
   double lr = 1e-3;
@@ -36,9 +50,9 @@ struct AdamState {
   std::int64_t step = 0;
   std::vector<std::optional<Tensor>> m, v;
 };
-/// One Adam (or AdamW when decoupled) update in place, each parameter in its own precision (f32 or f64);
-/// returns the new state.
-AdamState adam_step(std::span<Tensor> params, std::span<const std::optional<TensorView>> grads,
+/// One Adam (or AdamW when decoupled) update in place through `kernels`, each parameter in its own
+/// precision (f32 or f64); returns the new state.
+AdamState adam_step(UpdateKernels kernels, std::span<Tensor> params, std::span<const std::optional<TensorView>> grads,
                     const AdamOptions& options, AdamState state);
 
 /// A learning-rate schedule.

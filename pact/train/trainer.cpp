@@ -87,7 +87,10 @@ const plan::AcceptedGraphPlan& TrainingSession::plan_for(std::int64_t batch) {
   auto g = graphs_.find(batch);
   if (g == graphs_.end()) g = graphs_.emplace(batch, objective_.graph(batch)).first;
   const contract::DefaultEvidenceResolver resolver;
-  auto planned = plan::plan_graph(g->second, session_.profile(), resolver, contract::VjpMode::with_vjp);
+  const auto& o = objective_.options;
+  const plan::TrainingUpdates updates{o.optimizer == "sgd" ? ops::OpTag::sgd : ops::OpTag::adam,
+                                      o.optimizer == "sgd" && o.momentum != 0.0};
+  auto planned = plan::plan_graph(g->second, session_.profile(), resolver, contract::VjpMode::with_vjp, updates);
   if (!planned) {
     throw_error(ErrorCode::unsupported, "train",
                 fmt::format("the training program's plan was rejected under {}:\n{}", session_.profile().name,
@@ -124,61 +127,8 @@ TrainingSession::Outputs TrainingSession::run(Tensor x, Tensor target, bool trai
   runtime::ExecutionOptions run_options;
   run_options.session = &session_;
   run_options.checkpoint_regions = objective_.checkpoint_regions;
-  const auto out = runtime::execute(plan, bindings, run_options).outputs;
-  return {out.at(objective_.logits), out.at(objective_.loss)};
-}
-
-// Batch norm in training mode updates its running statistics as PyTorch does:
-// running = (1 - momentum) * running + momentum * batch_statistic, with the unbiased batch variance.
-std::vector<std::pair<std::size_t, Tensor>> TrainingSession::batch_norm_updates(
-    const std::vector<runtime::EagerTensor>& leaves) const {
-  std::vector<std::pair<std::size_t, Tensor>> updates;
-  const runtime::Tape& tape = session_.tape();
-  auto leaf_index = [&](const runtime::ValueRef& v) -> std::optional<std::size_t> {
-    for (std::size_t i = 0; i < leaves.size(); ++i) {
-      if (leaves[i].value == v) return i;
-    }
-    return std::nullopt;
-  };
-  for (std::size_t id = 0; id < tape.size(); ++id) {
-    const runtime::Tape::Node& n = tape.node(static_cast<int>(id));
-    if (n.op != ops::OpTag::batch_norm || n.inputs.size() != 5) continue;
-    // The batch norm VJP saves x and the running statistics (the op table's saves column), so the tape
-    // holds them; a table that stopped saving them must not silently skip the update.
-    if (!n.inputs[0] || !n.inputs[3] || !n.inputs[4]) {
-      throw_error(ErrorCode::unsupported, "train", "batch_norm's tape record lost x or its running statistics");
-    }
-    const auto mean_at = leaf_index(n.inputs[3]), var_at = leaf_index(n.inputs[4]);
-    if (!mean_at || !var_at) continue;
-    const double momentum = n.attrs.get_float("batch_norm", "momentum", 0.1);
-    const TensorView x = n.inputs[0]->view();
-    const Dims s = x.shape();
-    const std::int64_t batch = s[0], channels = s[1],
-                       spatial = channels == 0 || batch == 0 ? 0 : x.numel() / (batch * channels);
-    const std::int64_t count = batch * spatial;
-    Tensor xd = x.convert(DType::f64);
-    auto px = xd.prepare_host<double>();
-    auto xs = std::get<PreparedContiguousRead<double>>(px.value()).as_span();
-    Tensor mean = n.inputs[3]->view().duplicate(), var = n.inputs[4]->view().duplicate();
-    for (std::int64_t c = 0; c < channels; ++c) {
-      double m = 0;
-      for (std::int64_t i = 0; i < batch; ++i)
-        for (std::int64_t p = 0; p < spatial; ++p) m += xs[static_cast<std::size_t>((i * channels + c) * spatial + p)];
-      m /= static_cast<double>(std::max<std::int64_t>(count, 1));
-      double v = 0;
-      for (std::int64_t i = 0; i < batch; ++i)
-        for (std::int64_t p = 0; p < spatial; ++p) {
-          const double d = xs[static_cast<std::size_t>((i * channels + c) * spatial + p)] - m;
-          v += d * d;
-        }
-      v /= static_cast<double>(std::max<std::int64_t>(count - 1, 1));
-      mean.set(Dims{c}, (1 - momentum) * mean.get(Dims{c}).real + momentum * m);
-      var.set(Dims{c}, (1 - momentum) * var.get(Dims{c}).real + momentum * v);
-    }
-    updates.emplace_back(*mean_at, std::move(mean));
-    updates.emplace_back(*var_at, std::move(var));
-  }
-  return updates;
+  auto result = runtime::execute(plan, bindings, run_options);
+  return {result.outputs.at(objective_.logits), result.outputs.at(objective_.loss), std::move(result.running_stats)};
 }
 
 void TrainingSession::take_back(std::vector<runtime::EagerTensor>& leaves) {
@@ -204,9 +154,11 @@ double scalar_of(const runtime::EagerTensor& t) {
 }  // namespace
 
 StepResult TrainingSession::step_batch(Tensor x, Tensor target) {
+  const std::int64_t batch = x.rank() > 0 ? x.shape()[0] : 1;
+  const plan::AcceptedGraphPlan& plan = plan_for(batch);
   std::vector<runtime::EagerTensor> leaves;
   StepResult result;
-  std::vector<std::pair<std::size_t, Tensor>> running;  // new running statistics, by pack index
+  std::map<std::string, Tensor> running;  // new running statistics, by source id (the plan's kernels)
   {
     Outputs out = run(std::move(x), std::move(target), true, leaves);
     result.loss = scalar_of(out.loss);
@@ -216,29 +168,37 @@ StepResult TrainingSession::step_batch(Tensor x, Tensor target) {
     std::vector<int> keep;
     for (const auto& leaf : leaves)
       if (leaf.tracked()) keep.push_back(leaf.node);
-    runtime::Gradients grads = session_.backward(out.loss, keep);
+    // Gradients that meet are summed by the plan's accumulation kernels (Note [Training kernels]).
+    std::vector<const contract::BoundKernel*> accumulate;
+    for (std::size_t k = 0; k < plan.audit().kernels.size(); ++k) {
+      if (plan.audit().kernels[k].purpose == plan::KernelPurpose::accumulate) accumulate.push_back(&plan.bound()[k]);
+    }
+    runtime::Gradients grads = session_.backward(out.loss, keep, accumulate);
     for (const auto& leaf : leaves) {
       auto g = grads.take_grad(leaf.node);
       if (!g) throw std::move(g).error();  // no view of the bundle is alive here
       result.gradients.push_back(std::move(g).value());
     }
-    running = batch_norm_updates(leaves);
+    running = std::move(out.running_stats);
   }  // outputs and the tape's records go out of scope / are cleared before the parameters come back
   take_back(leaves);
-  for (auto& [index, value] : running) params_.values[index] = std::move(value);
+  for (std::size_t i = 0; i < params_.names.size(); ++i) {
+    if (auto it = running.find(params_.names[i]); it != running.end()) params_.values[i] = std::move(it->second);
+  }
   std::vector<std::optional<TensorView>> views;
+  std::vector<const contract::BoundKernel*> updates;
   for (std::size_t i = 0; i < result.gradients.size(); ++i) {
-    views.push_back(result.gradients[i] && params_.differentiable[i]
-                        ? std::optional<TensorView>(result.gradients[i]->as_view())
-                        : std::nullopt);
+    const bool trained = result.gradients[i] && params_.differentiable[i];
+    views.push_back(trained ? std::optional<TensorView>(result.gradients[i]->as_view()) : std::nullopt);
+    updates.push_back(plan.training_kernel(plan::KernelPurpose::update, params_.names[i]));
   }
   const auto& o = objective_.options;
   const double lr = learning_rate(o.schedule, o.lr, steps_);
   if (o.optimizer == "sgd") {
-    sgd_ = sgd_step(params_.values, views, SgdOptions{lr, o.momentum, o.weight_decay}, std::move(sgd_));
+    sgd_ = sgd_step(updates, params_.values, views, SgdOptions{lr, o.momentum, o.weight_decay}, std::move(sgd_));
   } else {
-    adam_ = adam_step(params_.values, views, AdamOptions{lr, 0.9, 0.999, 1e-8, o.weight_decay, o.optimizer == "adamw"},
-                      std::move(adam_));
+    adam_ = adam_step(updates, params_.values, views,
+                      AdamOptions{lr, 0.9, 0.999, 1e-8, o.weight_decay, o.optimizer == "adamw"}, std::move(adam_));
   }
   views.clear();
   ++steps_;

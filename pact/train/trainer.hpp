@@ -84,11 +84,11 @@ class TrainingSession {
  private:
   struct Outputs {
     runtime::EagerTensor logits, loss;
+    std::map<std::string, Tensor> running_stats;  ///< training mode: execute's new running statistics
   };
   Outputs run(Tensor x, Tensor target, bool training, std::vector<runtime::EagerTensor>& leaves);
   const plan::AcceptedGraphPlan& plan_for(std::int64_t batch);
   void take_back(std::vector<runtime::EagerTensor>& leaves);
-  std::vector<std::pair<std::size_t, Tensor>> batch_norm_updates(const std::vector<runtime::EagerTensor>& leaves) const;
 
   Objective objective_;
   ParameterPack params_;

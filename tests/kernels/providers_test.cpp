@@ -86,6 +86,17 @@ void compare_provider(std::span<const kernels::Handler> candidate, std::string_v
     }
     ++compared;
   }
+  // The update ops, on the provider's handlers for them: every state operand's new values.
+  for (const auto& s : update_samples()) {
+    const kernels::Handler* h = kernels::find_handler(candidate, s.op);
+    if (!h) continue;
+    SCOPED_TRACE(std::string(name) + " " + describe(s));
+    std::vector<Tensor> ins;
+    for (const auto& in : s.inputs) ins.push_back(make_input(in, DType::f32, rng));
+    const auto want = updated_state(*kernels::find_handler(baseline, s.op), ins, s.attrs);
+    EXPECT_TRUE(close(updated_state(*h, ins, s.attrs), want, ops::op_info(s.op).tolerance()));
+    ++compared;
+  }
   EXPECT_GT(compared, 0);
 }
 

@@ -18,8 +18,9 @@ using kernels::KernelContext;
 TEST(OpSweep, EveryKernelAndViewOpHasAReferenceHandlerAndASample) {
   std::set<ops::OpTag> sampled;
   for (const auto& s : samples()) sampled.insert(s.op);
+  for (const auto& s : update_samples()) sampled.insert(s.op);
   for (const auto& op : ops::op_table()) {
-    const bool needs = op.role == ops::OpRole::kernel || op.role == ops::OpRole::view;
+    const bool needs = op.role == ops::OpRole::kernel || op.role == ops::OpRole::view || op.role == ops::OpRole::update;
     const kernels::Handler* h = kernels::find_handler(kernels::reference_handlers(), op.tag);
     EXPECT_EQ(h != nullptr, needs) << op.kind;
     if (!needs) continue;
@@ -28,6 +29,8 @@ TEST(OpSweep, EveryKernelAndViewOpHasAReferenceHandlerAndASample) {
       EXPECT_EQ(h->provider, "reference");
       EXPECT_EQ(h->device, DeviceKind::cpu);
       EXPECT_EQ(h->vjp != nullptr, op.has_vjp) << op.kind;
+      EXPECT_EQ(h->update != nullptr, op.role == ops::OpRole::update) << op.kind;
+      EXPECT_EQ(h->forward == nullptr, op.role == ops::OpRole::update) << op.kind;
     }
   }
 }
@@ -97,6 +100,97 @@ TEST(OpSweep, ReferenceIsBitwiseDeterministic) {
     if (!a.empty()) {  // memcmp(nullptr) is UB
       EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(double)), 0);
     }
+  }
+  // The update ops: the same state twice, bit for bit, in f32 and f64, and an update that changes it.
+  for (const auto& s : update_samples()) {
+    SCOPED_TRACE(describe(s));
+    const kernels::Handler& h = *kernels::find_handler(kernels::reference_handlers(), s.op);
+    for (DType d : {DType::f32, DType::f64}) {
+      std::mt19937 rng(5);
+      std::vector<Tensor> ins;
+      for (const auto& in : s.inputs) ins.push_back(make_input(in, d, rng));
+      const auto a = updated_state(h, ins, s.attrs), b = updated_state(h, ins, s.attrs);
+      ASSERT_EQ(a.size(), b.size());
+      if (!a.empty()) EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(double)), 0);
+    }
+  }
+}
+
+// Each update op against its definition computed here in double, element by element (PyTorch's
+// formulas: torch.optim.SGD and Adam/AdamW, batch norm's running statistics with the unbiased variance).
+TEST(OpSweep, ReferenceUpdatesFollowTheirDefinitions) {
+  for (const auto& s : update_samples()) {
+    SCOPED_TRACE(describe(s));
+    const kernels::Handler& h = *kernels::find_handler(kernels::reference_handlers(), s.op);
+    std::mt19937 rng(8);
+    std::vector<Tensor> ins;
+    for (const auto& in : s.inputs) ins.push_back(make_input(in, DType::f64, rng));
+    std::vector<std::vector<double>> v;
+    for (const auto& t : ins) v.push_back(values_of(t.as_view()));
+    std::vector<double> want;
+    const auto& a = s.attrs;
+    switch (s.op) {
+      case ops::OpTag::accumulate_grad:
+        for (std::size_t i = 0; i < v[0].size(); ++i) want.push_back(v[0][i] + v[1][i]);
+        break;
+      case ops::OpTag::batch_norm_stats: {
+        const double m = a.get_float("t", "momentum", 0.1);
+        const Dims& xs = ins[2].shape();
+        const std::int64_t n = xs[0], c = xs[1], inner = ins[2].numel() / (n * c);
+        std::vector<double> mean(static_cast<std::size_t>(c)), var(static_cast<std::size_t>(c));
+        for (std::int64_t ch = 0; ch < c; ++ch) {
+          double sum = 0, sq = 0;
+          for (std::int64_t b = 0; b < n; ++b)
+            for (std::int64_t p = 0; p < inner; ++p) sum += v[2][static_cast<std::size_t>((b * c + ch) * inner + p)];
+          const double mu = sum / static_cast<double>(n * inner);
+          for (std::int64_t b = 0; b < n; ++b)
+            for (std::int64_t p = 0; p < inner; ++p) {
+              const double d = v[2][static_cast<std::size_t>((b * c + ch) * inner + p)] - mu;
+              sq += d * d;
+            }
+          mean[static_cast<std::size_t>(ch)] = (1 - m) * v[0][static_cast<std::size_t>(ch)] + m * mu;
+          var[static_cast<std::size_t>(ch)] =
+              (1 - m) * v[1][static_cast<std::size_t>(ch)] + m * sq / static_cast<double>(n * inner - 1);
+        }
+        want = mean;
+        want.insert(want.end(), var.begin(), var.end());
+        break;
+      }
+      case ops::OpTag::sgd: {
+        const double lr = a.get_float("t", "lr"), mom = a.get_float("t", "momentum", 0.0),
+                     wd = a.get_float("t", "weight_decay", 0.0);
+        std::vector<double> w = v[0], vel;
+        for (std::size_t i = 0; i < w.size(); ++i) {
+          const double d = v[1][i] + wd * v[0][i];
+          if (v.size() > 2) vel.push_back(mom * v[2][i] + d);
+          w[i] = v[0][i] - lr * (v.size() > 2 ? vel.back() : d);
+        }
+        want = w;
+        want.insert(want.end(), vel.begin(), vel.end());
+        break;
+      }
+      case ops::OpTag::adam: {
+        const double lr = a.get_float("t", "lr"), wd = a.get_float("t", "weight_decay", 0.0);
+        const bool decoupled = a.get_bool("t", "decoupled", false);
+        const auto t = static_cast<double>(a.get_int("t", "step"));
+        const double bc1 = 1 - std::pow(0.9, t), bc2 = 1 - std::pow(0.999, t);
+        std::vector<double> w = v[0], m1 = v[2], m2 = v[3];
+        for (std::size_t i = 0; i < w.size(); ++i) {
+          if (decoupled) w[i] *= 1 - lr * wd;
+          const double g = v[1][i] + (decoupled ? 0.0 : wd * v[0][i]);
+          m1[i] = 0.9 * m1[i] + 0.1 * g;
+          m2[i] = 0.999 * m2[i] + 0.001 * g * g;
+          w[i] -= lr / bc1 * m1[i] / (std::sqrt(m2[i]) / std::sqrt(bc2) + 1e-8);
+        }
+        want = w;
+        want.insert(want.end(), m1.begin(), m1.end());
+        want.insert(want.end(), m2.begin(), m2.end());
+        break;
+      }
+      default:
+        FAIL() << "no definition for " << ops::op_kind(s.op);
+    }
+    EXPECT_TRUE(close(updated_state(h, ins, s.attrs), want, {1e-12, 1e-12}));
   }
 }
 

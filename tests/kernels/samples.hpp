@@ -218,6 +218,34 @@ inline std::vector<Sample> samples() {
   };
 }
 
+// Sample cases for the update ops (role update: they write their role-u operands in place). Inputs are in
+// operand order; the sweep splits them into state and read operands by the op's roles.
+inline std::vector<Sample> update_samples() {
+  using ops::OpTag;
+  return {
+      {OpTag::accumulate_grad, {N({3, 5}), N({3, 5})}, {}},
+      {OpTag::accumulate_grad, {N({0, 4}), N({0, 4})}, {}, false, "empty"},
+      {OpTag::batch_norm_stats, {N({3}), P({3}), N({4, 3, 2, 2})}, A{{"momentum", 0.1}}},
+      {OpTag::batch_norm_stats, {N({5}), P({5}), N({6, 5})}, A{{"momentum", 0.3}}, false, "rank 2"},
+      {OpTag::sgd, {N({4, 3}), N({4, 3})}, A{{"lr", 0.1}, {"weight_decay", 0.01}}, false, "plain"},
+      {OpTag::sgd,
+       {N({37}), N({37}), N({37})},
+       A{{"lr", 0.05}, {"momentum", 0.9}, {"weight_decay", 0.0}},
+       false,
+       "momentum"},
+      {OpTag::adam,
+       {N({4, 5}), N({4, 5}), N({4, 5}), P({4, 5})},
+       A{{"lr", 0.01}, {"step", std::int64_t{3}}},
+       false,
+       "adam"},
+      {OpTag::adam,
+       {N({67}), N({67}), N({67}), P({67})},
+       A{{"lr", 0.01}, {"weight_decay", 0.1}, {"decoupled", true}, {"step", std::int64_t{1}}},
+       false,
+       "adamw, a vector tail"},
+  };
+}
+
 /// Random values for one sample input in dtype `dtype` (normal/positive) or its own dtype (index, mask).
 inline Tensor make_input(const SampleInput& in, DType dtype, std::mt19937& rng) {
   const std::int64_t n = ops::numel(in.shape);

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <numeric>
 
 #include "../support/expect_error.hpp"
@@ -23,6 +24,26 @@ using ::pact::test::code_of;
 const Dataset& digits() {
   static const Dataset d = load_digits("data/digits.csv.gz");
   return d;
+}
+
+// The update kernels a cpu-checked training plan binds for `params` (admit_updates: the one admission),
+// kept for the process; nullptr for a parameter the optimizers do not train (its dtype is refused first).
+std::vector<const contract::BoundKernel*> kernels_for(ops::OpTag op, const std::vector<Tensor>& params) {
+  static std::map<std::pair<int, int>, contract::BoundKernel> cache;
+  std::vector<const contract::BoundKernel*> out;
+  for (const auto& p : params) {
+    if (!is_floating(p.dtype())) {
+      out.push_back(nullptr);
+      continue;
+    }
+    const auto key = std::make_pair(static_cast<int>(op), static_cast<int>(p.dtype()));
+    if (!cache.count(key)) {
+      cache.emplace(
+          key, admit_updates(op, std::span<const Tensor>(&p, 1), true, contract::builtin_profile("cpu-checked"))[0]);
+    }
+    out.push_back(&cache.at(key));
+  }
+  return out;
 }
 
 std::string write_gz(const std::string& name, const std::string& text) {
@@ -77,15 +98,16 @@ TEST(Optimizers, SgdMomentumAndWeightDecayFollowPyTorch) {
   p.push_back(Tensor::from_values<float>(Dims{2}, std::vector<float>{1.0f, -2.0f}));
   Tensor g = Tensor::from_values<float>(Dims{2}, std::vector<float>{0.5f, 0.25f});
   std::vector<std::optional<TensorView>> grads{g.as_view()};
-  SgdState s = sgd_step(p, grads, SgdOptions{0.1, 0.9, 0.01}, SgdState{});
+  SgdState s = sgd_step(kernels_for(ops::OpTag::sgd, p), p, grads, SgdOptions{0.1, 0.9, 0.01}, SgdState{});
   // d = g + wd*w = [0.51, 0.23]; v = d; w -= 0.1*v
   EXPECT_FLOAT_EQ(static_cast<float>(p[0].get(Dims{0}).real), 1.0f - 0.1f * 0.51f);
-  s = sgd_step(p, grads, SgdOptions{0.1, 0.9, 0.0}, std::move(s));
+  s = sgd_step(kernels_for(ops::OpTag::sgd, p), p, grads, SgdOptions{0.1, 0.9, 0.0}, std::move(s));
   // v = 0.9*0.51 + 0.5
   EXPECT_FLOAT_EQ(static_cast<float>(p[0].get(Dims{0}).real), 1.0f - 0.1f * 0.51f - 0.1f * (0.9f * 0.51f + 0.5f));
   ASSERT_TRUE(s.velocity[0].has_value());
   std::vector<std::optional<TensorView>> wrong{std::nullopt, std::nullopt};
-  EXPECT_EQ(code_of([&] { sgd_step(p, wrong, SgdOptions{}, SgdState{}); }), ErrorCode::invalid_argument);
+  EXPECT_EQ(code_of([&] { sgd_step(kernels_for(ops::OpTag::sgd, p), p, wrong, SgdOptions{}, SgdState{}); }),
+            ErrorCode::invalid_argument);
 }
 
 TEST(Optimizers, AdamFirstStepIsLrTimesSignAndAdamWDecaysWeights) {
@@ -93,7 +115,7 @@ TEST(Optimizers, AdamFirstStepIsLrTimesSignAndAdamWDecaysWeights) {
   p.push_back(Tensor::from_values<float>(Dims{2}, std::vector<float>{1.0f, 1.0f}));
   Tensor g = Tensor::from_values<float>(Dims{2}, std::vector<float>{3.0f, -0.001f});
   std::vector<std::optional<TensorView>> grads{g.as_view()};
-  AdamState s = adam_step(p, grads, AdamOptions{0.01}, AdamState{});
+  AdamState s = adam_step(kernels_for(ops::OpTag::adam, p), p, grads, AdamOptions{0.01}, AdamState{});
   EXPECT_EQ(s.step, 1);
   EXPECT_NEAR(p[0].get(Dims{0}).real, 1.0 - 0.01, 1e-6);
   EXPECT_NEAR(p[0].get(Dims{1}).real, 1.0 + 0.01, 1e-5);
@@ -101,7 +123,7 @@ TEST(Optimizers, AdamFirstStepIsLrTimesSignAndAdamWDecaysWeights) {
   q.push_back(Tensor::from_values<float>(Dims{1}, std::vector<float>{2.0f}));
   Tensor zero = Tensor::zeros(Dims{1}, DType::f32);
   std::vector<std::optional<TensorView>> zg{zero.as_view()};
-  adam_step(q, zg, AdamOptions{0.1, 0.9, 0.999, 1e-8, 0.5, true}, AdamState{});
+  adam_step(kernels_for(ops::OpTag::adam, q), q, zg, AdamOptions{0.1, 0.9, 0.999, 1e-8, 0.5, true}, AdamState{});
   EXPECT_NEAR(q[0].get(Dims{0}).real, 2.0 * (1 - 0.1 * 0.5), 1e-6);  // decoupled decay only
 }
 
@@ -111,29 +133,32 @@ TEST(Optimizers, UpdateF64ParametersInF64AndRefuseAMixedGradient) {
   p.push_back(Tensor::from_values<double>(Dims{2}, std::vector<double>{1.0, -2.0}));
   Tensor g = Tensor::from_values<double>(Dims{2}, std::vector<double>{0.1, 1e-12});
   std::vector<std::optional<TensorView>> grads{g.as_view()};
-  SgdState s = sgd_step(p, grads, SgdOptions{0.1, 0.9, 0.01}, SgdState{});
+  SgdState s = sgd_step(kernels_for(ops::OpTag::sgd, p), p, grads, SgdOptions{0.1, 0.9, 0.01}, SgdState{});
   EXPECT_EQ(p[0].dtype(), DType::f64);
   EXPECT_EQ(p[0].get(Dims{0}).real, 1.0 - 0.1 * (0.1 + 0.01 * 1.0));
   EXPECT_EQ(p[0].get(Dims{1}).real, -2.0 - 0.1 * (1e-12 + 0.01 * -2.0));  // 1e-12 is lost in f32
   ASSERT_TRUE(s.velocity[0].has_value());
   EXPECT_EQ(s.velocity[0]->dtype(), DType::f64);
   // Adam's first step moves each weight by lr * sign(g) (bias-corrected), in double.
-  AdamState a = adam_step(p, grads, AdamOptions{0.01}, AdamState{});
+  AdamState a = adam_step(kernels_for(ops::OpTag::adam, p), p, grads, AdamOptions{0.01}, AdamState{});
   ASSERT_TRUE(a.m[0].has_value());
   EXPECT_EQ(a.m[0]->dtype(), DType::f64);
   // A gradient of another dtype than its parameter is refused, typed, before anything is written.
   Tensor g32 = Tensor::from_values<float>(Dims{2}, std::vector<float>{1, 1});
   const double before = p[0].get(Dims{0}).real;
   std::vector<std::optional<TensorView>> mixed{g32.as_view()};
-  EXPECT_EQ(code_of([&] { sgd_step(p, mixed, SgdOptions{}, SgdState{}); }), ErrorCode::dtype_mismatch);
-  EXPECT_EQ(code_of([&] { adam_step(p, mixed, AdamOptions{}, AdamState{}); }), ErrorCode::dtype_mismatch);
+  EXPECT_EQ(code_of([&] { sgd_step(kernels_for(ops::OpTag::sgd, p), p, mixed, SgdOptions{}, SgdState{}); }),
+            ErrorCode::dtype_mismatch);
+  EXPECT_EQ(code_of([&] { adam_step(kernels_for(ops::OpTag::adam, p), p, mixed, AdamOptions{}, AdamState{}); }),
+            ErrorCode::dtype_mismatch);
   EXPECT_EQ(p[0].get(Dims{0}).real, before);
   // Integer parameters are not trained.
   std::vector<Tensor> ints;
   ints.push_back(Tensor::zeros(Dims{2}, DType::i64));
   Tensor gi = Tensor::zeros(Dims{2}, DType::i64);
   std::vector<std::optional<TensorView>> gis{gi.as_view()};
-  EXPECT_EQ(code_of([&] { sgd_step(ints, gis, SgdOptions{}, SgdState{}); }), ErrorCode::dtype_mismatch);
+  EXPECT_EQ(code_of([&] { sgd_step(kernels_for(ops::OpTag::sgd, ints), ints, gis, SgdOptions{}, SgdState{}); }),
+            ErrorCode::dtype_mismatch);
 }
 
 TEST(Schedules, ConstantStepCosineWarmup) {

@@ -15,8 +15,8 @@ namespace pact::cli {
 namespace {
 
 struct PlanArgs {
-  std::string model, profile = "cpu-checked", root = ".", receipt = "build/ledger-receipt.json";
-  bool json = false, vjp = false, require_receipts = false;
+  std::string model, profile = "cpu-checked", root = ".", receipt = "build/ledger-receipt.json", train;
+  bool json = false, vjp = false, require_receipts = false, momentum = false;
 };
 
 int run_plan(const PlanArgs& a) {
@@ -36,8 +36,14 @@ int run_plan(const PlanArgs& a) {
   }
   const contract::EvidenceResolver& resolver =
       receipt_resolver ? static_cast<const contract::EvidenceResolver&>(*receipt_resolver) : default_resolver;
+  // A training plan (Note [Training kernels]): VJPs, accumulation, running statistics and the optimizer.
+  std::optional<plan::TrainingUpdates> training;
+  if (!a.train.empty()) {
+    training = plan::TrainingUpdates{a.train == "sgd" ? ops::OpTag::sgd : ops::OpTag::adam, a.momentum};
+  }
   auto result =
-      plan::plan_graph(graph, profile, resolver, a.vjp ? contract::VjpMode::with_vjp : contract::VjpMode::forward_only);
+      plan::plan_graph(graph, profile, resolver,
+                       a.vjp || training ? contract::VjpMode::with_vjp : contract::VjpMode::forward_only, training);
   const auto& audit = result ? result->audit() : result.error().audit;
   if (a.json) {
     std::printf("%s\n", plan::render_audit_json(audit).dump(2).c_str());
@@ -53,7 +59,12 @@ const bool registered = register_command("plan", [](CLI::App& app) {
   plan->add_option("model", a->model, "model in the pact.ir.v1 wire format (JSON)")->required();
   plan->add_option("--profile", a->profile, "cpu-checked | cpu-external | cuda-checked | cuda-external");
   plan->add_flag("--json", a->json, "print the audit as JSON");
-  plan->add_flag("--vjp", a->vjp, "plan for forward and VJP (training)");
+  plan->add_flag("--vjp", a->vjp, "plan for forward and VJP");
+  plan->add_option("--train", a->train,
+                   "plan a training step with this optimizer: VJPs, gradient accumulation, batch-norm running "
+                   "statistics and one optimizer update per parameter")
+      ->check(CLI::IsMember({"sgd", "adam", "adamw"}));
+  plan->add_flag("--momentum", a->momentum, "with --train sgd: SGD with a velocity");
   plan->add_flag("--require-receipts", a->require_receipts,
                  "accept testSuite evidence only with a passing ledger receipt at HEAD for the obligation running it");
   plan->add_option("--receipt", a->receipt, "with --require-receipts: the receipt `pact ledger run` wrote");

@@ -119,8 +119,10 @@ int run_train(const TrainArgs& args) {
   const plan::PlanAudit& audit = session.audit(batch);
   std::set<std::string> capsules;
   std::map<std::string, int> evidence;
+  std::map<plan::KernelPurpose, int> purposes;
   int external = 0;
   for (const auto& k : audit.kernels) {
+    ++purposes[k.purpose];
     if (k.capsule && capsules.insert(k.capsule->name).second && k.capsule->trust == contract::Trust::trustedExternal)
       ++external;
   }
@@ -128,8 +130,12 @@ int run_train(const TrainArgs& args) {
   fmt::print("pact train: model {}, {} parameters, {} train / {} test samples, batch {}, {} epochs, {} lr {}\n",
              args.model, parameter_count, split.train.rows(), split.test.rows(), batch, args.epochs, args.optimizer,
              args.lr);
-  fmt::print("plan audit ({}, {} assurance): {} kernels, {} capsules admitted [", audit.profile,
-             contract::assurance_policy_name(audit.assurance), audit.kernels.size(), capsules.size());
+  fmt::print(
+      "plan audit ({}, {} assurance): {} kernels ({} nodes, {} accumulation, {} running statistics, {} updates), {} "
+      "capsules admitted [",
+      audit.profile, contract::assurance_policy_name(audit.assurance), audit.kernels.size(),
+      purposes[plan::KernelPurpose::node], purposes[plan::KernelPurpose::accumulate],
+      purposes[plan::KernelPurpose::running_stats], purposes[plan::KernelPurpose::update], capsules.size());
   bool first = true;
   for (const auto& c : capsules) {
     fmt::print("{}{}", first ? "" : ", ", c);

@@ -501,6 +501,33 @@ PACT_NATIVE_FROM_GENERIC(slice)
 PACT_NATIVE_FROM_GENERIC(max)
 #undef PACT_NATIVE_FROM_GENERIC
 
+// ---- update kernels (generic_updates.inc): Adam's f32 pass per ISA level, the rest generic ----------
+
+// -fno-math-errno lets the square root vectorise. Each level is deterministic; levels may differ from one
+// another in the last bit where one contracts a multiply-add the other does not.
+PACT_SIMD_INLINE void adam_f32_body(float* __restrict w, float* __restrict m, float* __restrict v,
+                                    const float* __restrict g, std::int64_t n, generic::AdamConstants<float> c) {
+  generic::adam_loop(w, m, v, g, n, c);
+}
+PACT_SIMD_VARIANTS(adam_f32, adam_f32_body);
+
+void adam_update(std::span<Tensor* const> state, std::span<const TensorView> read, const Attributes& a) {
+  if (state[0]->dtype() != DType::f32) return generic::adam_update(state, read, a);
+  Dense<float> g(read[0], "adam", "gradient");
+  generic::State<float> w(*state[0], "adam", "param"), m(*state[1], "adam", "exp_avg"),
+      v(*state[2], "adam", "exp_avg_sq");
+  adam_f32(w.data(), m.data(), v.data(), g.data(), w.size(), generic::adam_constants<float>(a));
+}
+
+#define PACT_NATIVE_UPDATE_FROM_GENERIC(opname)                                                                 \
+  void opname##_update(std::span<Tensor* const> state, std::span<const TensorView> read, const Attributes& a) { \
+    generic::opname##_update(state, read, a);                                                                   \
+  }
+PACT_NATIVE_UPDATE_FROM_GENERIC(accumulate_grad)
+PACT_NATIVE_UPDATE_FROM_GENERIC(batch_norm_stats)
+PACT_NATIVE_UPDATE_FROM_GENERIC(sgd)
+#undef PACT_NATIVE_UPDATE_FROM_GENERIC
+
 }  // namespace pact::kernels::cpu::native
 
 namespace pact::kernels {
@@ -542,6 +569,7 @@ bool native_dispatches_simd(ops::OpTag op) noexcept {
     case OpTag::batch_norm:  // channel_affine_rows, at inference
     case OpTag::sum:
     case OpTag::mean:  // row_sums, over trailing dimensions
+    case OpTag::adam:  // adam_f32
       return true;
     default:
       return false;
