@@ -51,9 +51,11 @@ void step(benchmark::State& state, std::vector<std::int64_t> dims, std::int64_t 
   for (auto& v : xv) v = nd(rng);
   std::vector<std::int64_t> yv(static_cast<std::size_t>(batch));
   for (auto& v : yv) v = static_cast<std::int64_t>(rng() % static_cast<std::uint32_t>(dims.back()));
+  train::OptimizerState optimizer;
   for (auto _ : state) {
     auto r = session.step_batch(Tensor::from_values<float>(Dims{batch, dims.front()}, xv),
-                                Tensor::from_values<std::int64_t>(Dims{batch}, yv));
+                                Tensor::from_values<std::int64_t>(Dims{batch}, yv), std::move(optimizer));
+    optimizer = std::move(r.state);
     benchmark::DoNotOptimize(r.loss);
   }
   state.counters["items"] = 1;
@@ -71,9 +73,11 @@ void transformer_step(benchmark::State& state) {
   std::vector<std::int64_t> xv(static_cast<std::size_t>(batch * t)), yv(xv.size());
   for (auto& v : xv) v = static_cast<std::int64_t>(rng() % vocab);
   for (auto& v : yv) v = static_cast<std::int64_t>(rng() % vocab);
+  train::OptimizerState optimizer;
   for (auto _ : state) {
     auto r = session.step_batch(Tensor::from_values<std::int64_t>(Dims{batch, t}, xv),
-                                Tensor::from_values<std::int64_t>(Dims{batch * t}, yv));
+                                Tensor::from_values<std::int64_t>(Dims{batch * t}, yv), std::move(optimizer));
+    optimizer = std::move(r.state);
     benchmark::DoNotOptimize(r.loss);
   }
   state.counters["items"] = 1;

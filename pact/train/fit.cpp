@@ -38,7 +38,7 @@ double accuracy(TrainingSession& session, const Dataset& data, std::int64_t batc
 }
 
 FitReport fit(TrainingSession& session, const Dataset& train, const Dataset& test, const FitOptions& options,
-              const std::function<void(const StepProgress&)>& on_step,
+              OptimizerState state, const std::function<void(const StepProgress&)>& on_step,
               const std::function<void(int epoch, const EpochReport&)>& on_epoch) {
   if (options.epochs <= 0) {
     throw_error(ErrorCode::invalid_argument, "train.fit", fmt::format("{} epochs; at least one", options.epochs));
@@ -58,7 +58,8 @@ FitReport fit(TrainingSession& session, const Dataset& train, const Dataset& tes
     for (std::int64_t s = 0; s < steps_per_epoch; ++s) {
       auto [x, y] = gather(train, std::span<const std::int64_t>(order).subspan(static_cast<std::size_t>(s * batch),
                                                                                static_cast<std::size_t>(batch)));
-      const StepResult r = session.step_batch(std::move(x), std::move(y));
+      StepResult r = session.step_batch(std::move(x), std::move(y), std::move(state));
+      state = std::move(r.state);
       report.step_loss.push_back(r.loss);
       report.retained_bytes_peak = std::max(report.retained_bytes_peak, r.retained_bytes);
       sum += r.loss;
@@ -74,6 +75,7 @@ FitReport fit(TrainingSession& session, const Dataset& train, const Dataset& tes
     report.epochs.push_back(e);
     if (on_epoch) on_epoch(epoch, e);
   }
+  report.state = std::move(state);
   return report;
 }
 

@@ -43,6 +43,7 @@ struct FitReport {
   std::vector<double> step_loss;
   std::vector<EpochReport> epochs;
   std::uint64_t retained_bytes_peak = 0;  ///< largest StepResult::retained_bytes over the steps
+  OptimizerState state;                   ///< the optimizer state after the last update (to resume from)
 };
 
 /// Classification accuracy of `session` on `data`: the argmax of each row of the logits over however many
@@ -50,10 +51,11 @@ struct FitReport {
 double accuracy(TrainingSession& session, const Dataset& data, std::int64_t batch, bool fixed_batch);
 
 /// Trains for options.epochs epochs over `train` (every full batch of a shuffled order; a final partial
-/// batch is dropped) and evaluates `test` after each. invalid_argument for a non-positive epoch count or
-/// batch size, or a batch larger than the training rows. The observers may be empty.
+/// batch is dropped) and evaluates `test` after each, starting the optimizer from `state` (the report
+/// returns the final one). invalid_argument for a non-positive epoch count or batch size, or a batch larger
+/// than the training rows. The observers may be empty.
 FitReport fit(TrainingSession& session, const Dataset& train, const Dataset& test, const FitOptions& options,
-              const std::function<void(const StepProgress&)>& on_step = {},
+              OptimizerState state = {}, const std::function<void(const StepProgress&)>& on_step = {},
               const std::function<void(int epoch, const EpochReport&)>& on_epoch = {});
 
 }  // namespace pact::train

@@ -153,7 +153,7 @@ double scalar_of(const runtime::EagerTensor& t) {
 }
 }  // namespace
 
-StepResult TrainingSession::step_batch(Tensor x, Tensor target) {
+StepResult TrainingSession::step_batch(Tensor x, Tensor target, OptimizerState state) {
   const std::int64_t batch = x.rank() > 0 ? x.shape()[0] : 1;
   const plan::AcceptedGraphPlan& plan = plan_for(batch);
   std::vector<runtime::EagerTensor> leaves;
@@ -195,14 +195,37 @@ StepResult TrainingSession::step_batch(Tensor x, Tensor target) {
   const auto& o = objective_.options;
   const double lr = learning_rate(o.schedule, o.lr, steps_);
   if (o.optimizer == "sgd") {
-    sgd_ = sgd_step(updates, params_.values, views, SgdOptions{lr, o.momentum, o.weight_decay}, std::move(sgd_));
+    state.sgd =
+        sgd_step(updates, params_.values, views, SgdOptions{lr, o.momentum, o.weight_decay}, std::move(state.sgd));
   } else {
-    adam_ = adam_step(updates, params_.values, views,
-                      AdamOptions{lr, 0.9, 0.999, 1e-8, o.weight_decay, o.optimizer == "adamw"}, std::move(adam_));
+    state.adam =
+        adam_step(updates, params_.values, views,
+                  AdamOptions{lr, 0.9, 0.999, 1e-8, o.weight_decay, o.optimizer == "adamw"}, std::move(state.adam));
   }
   views.clear();
   ++steps_;
+  result.state = std::move(state);
   return result;
+}
+
+StepResult TrainingSession::step(const BatchSource& next, OptimizerState state) {
+  if (!next) throw_error(ErrorCode::invalid_argument, "train.step", "no batch source");
+  auto [x, target] = next(steps_);
+  return step_batch(std::move(x), std::move(target), std::move(state));
+}
+
+StepsResult TrainingSession::steps(std::int64_t n, const BatchSource& next, OptimizerState state) {
+  if (n < 0) throw_error(ErrorCode::invalid_argument, "train.steps", fmt::format("{} steps; at least zero", n));
+  StepsResult out;
+  out.losses.reserve(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i) {
+    StepResult r = step(next, std::move(state));
+    out.losses.push_back(r.loss);
+    out.retained_bytes_peak = std::max(out.retained_bytes_peak, r.retained_bytes);
+    state = std::move(r.state);
+  }
+  out.state = std::move(state);
+  return out;
 }
 
 double TrainingSession::loss(Tensor x, Tensor target) {

@@ -55,6 +55,14 @@ struct ParameterPack {
 /// fan-in, norm weights 1 and biases 0, running mean 0 and variance 1. Seeded.
 ParameterPack init_parameters(const ir::Graph& graph, std::uint64_t seed);
 
+/// The optimizer's state (seed 000: passed to each update and returned from it, never stored in the
+/// session): the velocity (SGD with momentum) or the moments and step count (Adam, AdamW) of each parameter.
+/// A fresh state starts the optimizer from zero; one returned by an update resumes it.
+struct OptimizerState {
+  SgdState sgd;
+  AdamState adam;
+};
+
 /// What one update returns: the batch loss and the gradients (returned to the caller, by pack index).
 struct StepResult {
   double loss = 0;
@@ -62,20 +70,37 @@ struct StepResult {
   /// Bytes the tape retained for backward when forward ended: the distinct values the VJPs read (each
   /// op's saves column; a checkpoint region only its boundary), from their allocations' sizes.
   std::uint64_t retained_bytes = 0;
+  OptimizerState state;  ///< the optimizer state after this update
 };
+
+/// What steps(n) returns: each update's loss, the largest retained bytes, and the final optimizer state.
+struct StepsResult {
+  std::vector<double> losses;
+  std::uint64_t retained_bytes_peak = 0;
+  OptimizerState state;
+};
+
+/// The features and targets of the update numbered `step` (the session's step count when it is asked).
+using BatchSource = std::function<std::pair<Tensor, Tensor>(std::int64_t step)>;
 
 class TrainingSession {
  public:
   TrainingSession(Objective objective, ParameterPack parameters);
 
-  /// One update on a batch in training mode; the step counter counts updates only.
-  StepResult step_batch(Tensor x, Tensor target);
+  /// One update on a batch in training mode, from optimizer state `state` (returned, updated, in the
+  /// result); the step count counts updates only.
+  StepResult step_batch(Tensor x, Tensor target, OptimizerState state);
+  /// One update on the batch `next` supplies for the current step count.
+  StepResult step(const BatchSource& next, OptimizerState state);
+  /// `n` updates, each on the batch `next` supplies for its step count; the state flows from one to the
+  /// next and the last is returned.
+  StepsResult steps(std::int64_t n, const BatchSource& next, OptimizerState state);
   /// The loss on a batch in evaluation mode (no update, no tape).
   double loss(Tensor x, Tensor target);
   /// Evaluation-mode logits.
   Tensor predict(Tensor x);
-  /// Updates made so far.
-  std::int64_t steps() const noexcept { return steps_; }
+  /// Updates made so far (the step count; predictions and losses do not count).
+  std::int64_t step_count() const noexcept { return steps_; }
   /// The plan audit of the training program for a batch size (planned once per batch size).
   const plan::PlanAudit& audit(std::int64_t batch);
   /// Ends the session and returns the trained parameters.
@@ -95,8 +120,6 @@ class TrainingSession {
   runtime::Session session_;
   std::map<std::int64_t, ir::Graph> graphs_;
   std::map<std::int64_t, plan::AcceptedGraphPlan> plans_;
-  SgdState sgd_;
-  AdamState adam_;
   std::int64_t steps_ = 0;
 };
 

@@ -89,12 +89,14 @@ std::vector<double> reduce_losses(const std::vector<double>& targets, const Attr
   return {total / static_cast<double>(counted)};
 }
 
-Case make_case(const std::string& op, Rng& r, int trial) {
+// The case generators, keyed by the op table's tags: one branch per op that has a proof obligation.
+Case make_case(ops::OpTag op, Rng& r, int trial) {
+  using ops::OpTag;
   const double scale = trial % 4 == 3 ? 1e4 : 3.0;  // every fourth case: logits far beyond exp's range
-  if (op == "softmax" || op == "log_softmax") {
+  if (op == OpTag::softmax || op == OpTag::log_softmax) {
     return Case::of(Attributes{{"dim", std::int64_t{-1}}}, r.randn(Dims{r.pick(1, 5), r.pick(2, 17)}, scale));
   }
-  if (op == "cross_entropy") {
+  if (op == OpTag::cross_entropy) {
     // Every reduction; every other case marks some rows (never the first) with the default ignore_index.
     const auto n = r.pick(1, 6), c = r.pick(2, 9);
     static constexpr const char* kReductions[] = {"mean", "sum", "none"};
@@ -105,14 +107,14 @@ Case make_case(const std::string& op, Rng& r, int trial) {
     return Case::of(Attributes{{"reduction", std::string(kReductions[trial % 3])}}, r.randn(Dims{n, c}, scale),
                     make(Dims{n}, t, DType::i64));
   }
-  if (op == "layer_norm" || op == "rms_norm") {
+  if (op == OpTag::layer_norm || op == OpTag::rms_norm) {
     const auto rows = r.pick(1, 5), n = r.pick(2, 33);
     Case c = Case::of(Attributes{{"normalized_shape", std::vector<std::int64_t>{n}}, {"eps", 1e-5}},
-                      r.randn(Dims{rows, n}, 3.0, op == "layer_norm" ? 1.5 : 0.0), r.randn(Dims{n}, 0.5, 1.0));
-    if (op == "layer_norm") c.in.push_back(r.randn(Dims{n}, 0.1));
+                      r.randn(Dims{rows, n}, 3.0, op == OpTag::layer_norm ? 1.5 : 0.0), r.randn(Dims{n}, 0.5, 1.0));
+    if (op == OpTag::layer_norm) c.in.push_back(r.randn(Dims{n}, 0.1));
     return c;
   }
-  if (op == "matmul") {
+  if (op == OpTag::matmul) {
     if (trial % 10 == 7) {  // large enough for full micro-kernel tiles, several K blocks and the threaded path
       const auto m = r.pick(33, 48), k = r.pick(1030, 1100), n = r.pick(90, 100);
       return Case::of({}, r.randn(Dims{m, k}, 1.0), r.randn(Dims{k, n}, 1.0));
@@ -123,7 +125,7 @@ Case make_case(const std::string& op, Rng& r, int trial) {
     }
     return Case::of({}, r.randn(Dims{m, k}, 1.0), r.randn(Dims{k, n}, 1.0));
   }
-  if (op == "scaled_dot_product_attention") {
+  if (op == OpTag::scaled_dot_product_attention) {
     const auto b = r.pick(1, 2), l = r.pick(1, 5), s = r.pick(1, 6), e = r.pick(2, 8), ev = r.pick(1, 6);
     Case c = Case::of(Attributes{{"is_causal", trial % 2 == 1}}, r.randn(Dims{b, l, e}, 1.0),
                       r.randn(Dims{b, s, e}, 1.0), r.randn(Dims{b, s, ev}, 1.0));
@@ -137,8 +139,8 @@ Case make_case(const std::string& op, Rng& r, int trial) {
     }
     return c;
   }
-  if (op == "gelu") return Case::of({}, r.randn(Dims{r.pick(1, 40)}, 4.0));
-  if (op == "conv2d") {
+  if (op == OpTag::gelu) return Case::of({}, r.randn(Dims{r.pick(1, 40)}, 4.0));
+  if (op == OpTag::conv2d) {
     const auto groups = r.pick(1, 2), c = groups * r.pick(1, 3), o = groups * r.pick(1, 3), k = r.pick(1, 3);
     const auto h = r.pick(k, 7), w = r.pick(k, 7);
     Attributes attrs{{"stride", std::vector<std::int64_t>{r.pick(1, 2), r.pick(1, 2)}},
@@ -147,22 +149,24 @@ Case make_case(const std::string& op, Rng& r, int trial) {
     return Case::of(std::move(attrs), r.randn(Dims{r.pick(1, 2), c, h, w}, 1.0),
                     r.randn(Dims{o, c / groups, k, k}, 0.5), r.randn(Dims{o}, 0.5));
   }
-  throw_error(ErrorCode::unsupported, "falsify", fmt::format("no case generator for op '{}'", op));
+  throw_error(ErrorCode::unsupported, "falsify", fmt::format("no case generator for op '{}'", ops::op_kind(op)));
 }
 
-const kernels::Handler& reference_of(const std::string& op) {
-  const auto* h = kernels::find_handler(kernels::reference_handlers(), ops::parse_op_kind(op));
-  if (h == nullptr) throw_error(ErrorCode::unsupported, "falsify", fmt::format("no reference kernel for '{}'", op));
+const kernels::Handler& reference_of(ops::OpTag op) {
+  const auto* h = kernels::find_handler(kernels::reference_handlers(), op);
+  if (h == nullptr || h->forward == nullptr) {
+    throw_error(ErrorCode::unsupported, "falsify", fmt::format("no reference kernel for '{}'", ops::op_kind(op)));
+  }
   return *h;
 }
 
-Tensor reference(const std::string& op, std::span<const TensorView> in, const Attributes& a) {
+Tensor reference(ops::OpTag op, std::span<const TensorView> in, const Attributes& a) {
   return kernels::run_forward(reference_of(op), in, a);
 }
 
 using Finding = std::optional<std::string>;
 struct CheckArgs {
-  const std::string& op;
+  ops::OpTag op;
   const KernelFn& kernel;
   Case& c;
   double tol;  // -1: the op's tolerance
@@ -245,7 +249,7 @@ const std::map<std::string, Check>& checks() {
        }},
       {"matches_reference",
        [](CheckArgs& a) -> Finding {
-         const auto& info = ops::op_info(ops::parse_op_kind(a.op));
+         const auto& info = ops::op_info(a.op);
          const auto tol = info.tolerance();
          const double abs = a.tol >= 0 ? a.tol : tol.abs, rel = a.tol >= 0 ? a.tol : tol.rel;
          return within(vals(a.kernel(a.c.views(), a.c.attrs).as_view()),
@@ -255,7 +259,8 @@ const std::map<std::string, Check>& checks() {
        [](CheckArgs& a) -> Finding {
          const auto ce = vals(a.kernel(a.c.views(), a.c.attrs).as_view());
          const TensorView logits[] = {a.c.in[0].as_view()};
-         const auto ls = vals(reference("log_softmax", logits, Attributes{{"dim", std::int64_t{-1}}}).as_view());
+         const auto ls =
+             vals(reference(ops::OpTag::log_softmax, logits, Attributes{{"dim", std::int64_t{-1}}}).as_view());
          const auto c = static_cast<std::size_t>(last_dim(a.c.in[0]));
          const auto want = reduce_losses(vals(a.c.in[1].as_view()), a.c.attrs,
                                          [&](std::size_t n, std::size_t t) { return -ls[n * c + t]; });
@@ -412,11 +417,12 @@ PropertyOutcome evaluate(const ProofObligation& o, const std::string& op, const 
   if (it == checks().end())
     throw_error(ErrorCode::invalid_argument, "falsify",
                 fmt::format("obligation {}: unknown check '{}'", o.id, o.check));
+  const ops::OpTag tag = ops::parse_op_kind(op);  // the contract names the op by its wire kind
   PropertyOutcome out;
   for (int t = 0; t < trials; ++t) {
     Rng rng{std::mt19937_64(mix(seed + static_cast<std::uint64_t>(t), o.id))};
-    Case c = make_case(op, rng, t);
-    CheckArgs args{op, kernel, c, o.tolerance, rng};
+    Case c = make_case(tag, rng, t);
+    CheckArgs args{tag, kernel, c, o.tolerance, rng};
     Finding f;
     try {
       f = it->second(args);

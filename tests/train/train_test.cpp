@@ -189,11 +189,13 @@ std::vector<double> losses(Objective o, int steps, std::vector<std::vector<float
   const Split s = stratified_split(digits(), 0.8, 0);
   TrainingSession session(o, init_parameters(o.graph(16), 3));
   std::vector<double> out;
+  OptimizerState state;
   for (int i = 0; i < steps; ++i) {
     std::vector<std::int64_t> rows;
     for (int r = 0; r < 16; ++r) rows.push_back((i * 16 + r) % s.train.rows());
     auto [x, y] = gather(s.train, rows);
-    StepResult r = session.step_batch(std::move(x), std::move(y));
+    StepResult r = session.step_batch(std::move(x), std::move(y), std::move(state));
+    state = std::move(r.state);
     out.push_back(r.loss);
     if (grads) {
       for (auto& g : r.gradients) {
@@ -205,7 +207,7 @@ std::vector<double> losses(Objective o, int steps, std::vector<std::vector<float
       }
     }
   }
-  EXPECT_EQ(session.steps(), steps);
+  EXPECT_EQ(session.step_count(), steps);
   return out;
 }
 
@@ -279,11 +281,13 @@ TEST(TrainingSession, AnAllF64MlpTrainsUnderCpuChecked) {
       EXPECT_EQ(k.capsule->provider, "reference") << k.node;
     }
     std::vector<double> losses;
+    OptimizerState state;
     for (int i = 0; i < 6; ++i) {
       std::vector<std::int64_t> rows;
       for (int r = 0; r < 16; ++r) rows.push_back((i * 16 + r) % s.train.rows());
       auto [x, y] = gather(s.train, rows);
-      StepResult r = session.step_batch(std::move(x), std::move(y));
+      StepResult r = session.step_batch(std::move(x), std::move(y), std::move(state));
+      state = std::move(r.state);
       for (const auto& g : r.gradients) {
         ASSERT_TRUE(g.has_value());
         EXPECT_EQ(g->dtype(), DType::f64);
@@ -319,11 +323,11 @@ TEST(TrainingSession, StepCountsUpdatesOnlyAndEvalDoesNotUpdate) {
   const double before = session.loss(std::move(x), std::move(y));
   const double again = session.loss(std::move(x2), std::move(y2));
   EXPECT_EQ(before, again);
-  EXPECT_EQ(session.steps(), 0);
+  EXPECT_EQ(session.step_count(), 0);
   auto [x3, y3] = gather(s.test, rows);
   Tensor logits = session.predict(std::move(x3));
   EXPECT_EQ(logits.shape(), (Dims{16, 10}));
-  EXPECT_EQ(session.steps(), 0);
+  EXPECT_EQ(session.step_count(), 0);
   ParameterPack p = std::move(session).finish();
   EXPECT_EQ(p.names, (std::vector<std::string>{"w1", "b1", "w2", "b2"}));
   EXPECT_EQ(p.count(), 32 * 64 + 32 + 10 * 32 + 10);
@@ -342,7 +346,7 @@ TEST(Fit, DigitsMlpReachesTheAccuracyGoal) {
   TrainingSession session(o, init_parameters(o.graph(batch), 0));
   int observed_steps = 0, observed_epochs = 0;
   const FitReport r = fit(
-      session, s.train, s.test, FitOptions{static_cast<int>(epochs), batch, 0, false},
+      session, s.train, s.test, FitOptions{static_cast<int>(epochs), batch, 0, false}, {},
       [&](const StepProgress& p) {
         EXPECT_EQ(p.step, observed_steps % steps);
         ++observed_steps;
@@ -420,7 +424,7 @@ TEST(TrainingSession, BadInputIsTyped) {
   std::vector<float> nan(4 * 64, std::nanf(""));
   Tensor x = Tensor::from_values<float>(Dims{4, 64}, nan);
   Tensor y = Tensor::zeros(Dims{4}, DType::i64);
-  EXPECT_EQ(code_of([&] { session.step_batch(std::move(x), std::move(y)); }), ErrorCode::non_finite);
+  EXPECT_EQ(code_of([&] { session.step_batch(std::move(x), std::move(y), {}); }), ErrorCode::non_finite);
   // A rejected plan: the blas module preferred under the checked policy is not a built-in profile, so
   // use an unknown profile name instead.
   o.options.profile = "tpu-checked";
@@ -459,7 +463,7 @@ TEST(TrainingSession, BatchNormUpdatesRunningStatisticsAsPyTorch) {
     std::iota(rows.begin(), rows.end(), 0);
     auto [x, y] = gather(s.train, rows);
     std::vector<float> xv(s.train.x.begin(), s.train.x.begin() + 8 * 64);
-    StepResult r = session.step_batch(std::move(x), std::move(y));
+    StepResult r = session.step_batch(std::move(x), std::move(y), {});
     EXPECT_FALSE(r.gradients[2].has_value()) << "buffers get no gradient";
     ParameterPack after = std::move(session).finish();
     for (int c = 0; c < 4; ++c) {
@@ -474,6 +478,66 @@ TEST(TrainingSession, BatchNormUpdatesRunningStatisticsAsPyTorch) {
       EXPECT_NEAR(after.values[3].get(Dims{c}).real, 0.9 + 0.1 * v, 1e-6) << "channel " << c;
     }
   }
+}
+
+}  // namespace
+}  // namespace pact::train
+
+namespace pact::train {
+namespace {
+
+// Seed 000's step, step_batch and steps: the optimizer state is passed in and returned, never kept in the
+// session. Resuming from a returned state continues the same trajectory; a fresh state restarts Adam's
+// moments and step (bias correction), which changes the result, so nothing of it hides in the session.
+TEST(TrainingSession, OptimizerStateIsPassedInAndReturned) {
+  const Objective o = mlp_objective();
+  const Split s = stratified_split(digits(), 0.8, 0);
+  const BatchSource source = [&](std::int64_t step) {
+    std::vector<std::int64_t> rows;
+    for (int r = 0; r < 16; ++r) rows.push_back((step * 16 + r) % s.train.rows());
+    return gather(s.train, rows);
+  };
+  auto final_params = [](TrainingSession&& session) {
+    std::vector<double> v;
+    const ParameterPack pack = std::move(session).finish();
+    for (const auto& t : pack.values) {
+      for (std::int64_t i = 0; i < t.numel(); ++i) {
+        v.push_back(t.as_view().reshape(Dims{t.numel()}).get(Dims{i}).real);
+      }
+    }
+    return v;
+  };
+  TrainingSession straight(o, init_parameters(o.graph(16), 3));
+  const StepsResult four = straight.steps(4, source, {});
+  EXPECT_EQ(straight.step_count(), 4);
+  EXPECT_EQ(four.losses.size(), 4u);
+  EXPECT_EQ(four.state.adam.step, 4);
+  ASSERT_EQ(four.state.adam.m.size(), 4u);  // one moment per parameter, returned to the caller
+  EXPECT_TRUE(four.state.adam.m[0].has_value());
+
+  TrainingSession resumed(o, init_parameters(o.graph(16), 3));
+  StepResult first = resumed.step(source, {});
+  StepResult second = resumed.step(source, std::move(first.state));
+  const StepsResult rest = resumed.steps(2, source, std::move(second.state));
+  EXPECT_EQ(resumed.step_count(), 4);
+  EXPECT_EQ(rest.losses, (std::vector<double>{four.losses[2], four.losses[3]}));
+  EXPECT_EQ(rest.state.adam.step, 4);
+
+  TrainingSession restarted(o, init_parameters(o.graph(16), 3));
+  (void)restarted.steps(2, source, {});
+  const StepsResult fresh = restarted.steps(2, source, {});  // a fresh state: Adam starts again
+  EXPECT_EQ(fresh.state.adam.step, 2);
+  EXPECT_NE(fresh.losses[1], four.losses[3]);
+
+  const auto a = final_params(std::move(straight)), b = final_params(std::move(resumed)),
+             c = final_params(std::move(restarted));
+  EXPECT_EQ(a, b);
+  EXPECT_NE(a, c);
+  EXPECT_EQ(code_of([&] {
+              TrainingSession t(o, init_parameters(o.graph(16), 3));
+              t.steps(-1, source, {});
+            }),
+            ErrorCode::invalid_argument);
 }
 
 }  // namespace

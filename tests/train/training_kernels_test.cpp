@@ -131,7 +131,7 @@ TEST(TrainingKernels, SwappedForAFailingKernelTheStepFails) {
     const kernels::ScopedHandlerSubstitution swap(*original, mutant);
     TrainingSession session(o, init_parameters(o.graph(8), 1));
     auto [x, y] = batch_of(0);
-    EXPECT_NE(message_of([&] { session.step_batch(std::move(x), std::move(y)); }).find("the swapped-in kernel ran"),
+    EXPECT_NE(message_of([&] { session.step_batch(std::move(x), std::move(y), {}); }).find("the swapped-in kernel ran"),
               std::string::npos);
   }
 }
@@ -147,7 +147,7 @@ void adds_twice(std::span<Tensor* const> state, std::span<const TensorView> read
 std::vector<std::vector<double>> step_gradients(const Objective& o) {
   TrainingSession session(o, init_parameters(o.graph(8), 1));
   auto [x, y] = batch_of(16);
-  StepResult r = session.step_batch(std::move(x), std::move(y));
+  StepResult r = session.step_batch(std::move(x), std::move(y), {});
   std::vector<std::vector<double>> out;
   for (const auto& g : r.gradients) {
     std::vector<double> v;
@@ -199,7 +199,7 @@ TEST(TrainingKernels, RunningStatisticsAreTheKernelsWork) {
   const kernels::ScopedHandlerSubstitution swap(*original, mutant);
   TrainingSession session(o, init_parameters(o.graph(8), 1));
   auto [x, y] = batch_of(0);
-  session.step_batch(std::move(x), std::move(y));
+  session.step_batch(std::move(x), std::move(y), {});
   const ParameterPack pack = std::move(session).finish();
   for (std::size_t i = 0; i < pack.names.size(); ++i) {
     if (pack.names[i] != "bn_mean" && pack.names[i] != "bn_var") continue;

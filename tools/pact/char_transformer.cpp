@@ -72,9 +72,11 @@ int run_char_transformer(const TrainArgs& args) {
   const auto t0 = std::chrono::steady_clock::now();
   double recent = 0;
   std::uint64_t retained_peak = 0;  // bytes retained for backward, largest over the steps
+  train::OptimizerState optimizer;
   for (std::int64_t s = 0; s < steps; ++s) {
     auto [x, y] = sample_batch();
-    const train::StepResult r = session.step_batch(std::move(x), std::move(y));
+    train::StepResult r = session.step_batch(std::move(x), std::move(y), std::move(optimizer));
+    optimizer = std::move(r.state);
     const double loss = r.loss;
     retained_peak = std::max(retained_peak, r.retained_bytes);
     recent = s == 0 ? loss : 0.95 * recent + 0.05 * loss;

@@ -171,13 +171,13 @@ int run_train(const TrainArgs& args) {
       fmt::print("{}\n", line);
     }
   };
-  const train::FitReport fitted = train::fit(session, split.train, split.test, fit_options, on_step, on_epoch);
+  const train::FitReport fitted = train::fit(session, split.train, split.test, fit_options, {}, on_step, on_epoch);
   std::vector<double> epoch_acc;
   for (const auto& e : fitted.epochs) epoch_acc.push_back(e.accuracy);
 
   const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   fmt::print("held-out accuracy: {:.2f}% ({} test samples, {} updates, {:.2f} s)\n", 100 * epoch_acc.back(),
-             split.test.rows(), session.steps(), total);
+             split.test.rows(), session.step_count(), total);
 
   // Run report.
   const std::time_t now = std::time(nullptr);
@@ -201,7 +201,7 @@ int run_train(const TrainArgs& args) {
               {"plan_audit", plan::render_audit_json(audit)},
               {"epochs", Json::array()},
               {"final_accuracy", epoch_acc.back()},
-              {"updates", session.steps()},
+              {"updates", session.step_count()},
               {"backward_retained_bytes_peak", fitted.retained_bytes_peak},
               {"seconds_total", total}};
   for (std::size_t e = 0; e < fitted.epochs.size(); ++e) {
