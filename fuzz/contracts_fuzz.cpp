@@ -4,17 +4,17 @@
 #include <cstdint>
 #include <string_view>
 
-#include "pact/verify/spec.hpp"
+#include "pact/spec/spec.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   std::string_view text(reinterpret_cast<const char*>(data), size);
   try {
-    const auto c = pact::verify::parse_contract(text, "fuzz.yaml");
+    const auto c = pact::spec::parse_contract(text, "fuzz.yaml");
     if (c.obligations.empty() || c.gate.must_catch.empty()) __builtin_trap();
   } catch (const pact::Error&) {
   }
   try {
-    const auto b = pact::verify::parse_bindings(text, "fuzz.yaml");
+    const auto b = pact::spec::parse_bindings(text, "fuzz.yaml");
     if (b.policy != "AllImplemented") __builtin_trap();
   } catch (const pact::Error&) {
   }

@@ -10,11 +10,11 @@
 #include <memory>
 #include <utility>
 
+#include "pact/core/accounting.hpp"
 #include "pact/core/borrow.hpp"
 #include "pact/core/error.hpp"
 #include "pact/core/expected.hpp"
 #include "pact/core/layout.hpp"
-#include "pact/core/ledger.hpp"
 #include "pact/core/provider.hpp"
 
 namespace pact {

@@ -4,7 +4,7 @@
 
 #include <set>
 
-#include "pact/core/ledger.hpp"
+#include "pact/core/accounting.hpp"
 #include "pact/plan/planner.hpp"
 #include "pact/runtime/capabilities.hpp"
 

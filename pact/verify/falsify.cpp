@@ -559,7 +559,7 @@ std::string scaffold(const Contract& c, const BindingFile& bindings) {
       "// falsification test. Each evaluates the obligation through pact::verify (20 seeded cases).\n\n"
       "#include <gtest/gtest.h>\n\n#include \"pact/verify/falsify.hpp\"\n\nnamespace {{\n\n"
       "const pact::verify::Contract& contract() {{\n"
-      "  static const auto c = pact::verify::parse_contract(pact::verify::read_text_file(\"{}\"), \"{}\");\n  return "
+      "  static const auto c = pact::spec::parse_contract(pact::spec::read_text_file(\"{}\"), \"{}\");\n  return "
       "c;\n}}\n\n"
       "const pact::verify::ProofObligation& obligation(const std::string& id) {{\n"
       "  for (const auto& o : contract().obligations) {{\n    if (o.id == id) return o;\n  }}\n"

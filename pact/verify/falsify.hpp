@@ -11,9 +11,20 @@
 
 #include "pact/core/tensor.hpp"
 #include "pact/ops/attributes.hpp"
-#include "pact/verify/spec.hpp"
+#include "pact/spec/spec.hpp"
 
 namespace pact::verify {
+
+// The contract vocabulary verify works in, parsed by pact/spec.
+using spec::Binding;
+using spec::BindingFile;
+using spec::BindingStatus;
+using spec::Contract;
+using spec::Equation;
+using spec::FalsificationTest;
+using spec::GapEntry;
+using spec::ProofObligation;
+using spec::QaGate;
 
 /// A kernel under test: inputs and attributes to a new output.
 using KernelFn = std::function<Tensor(std::span<const TensorView>, const ops::Attributes&)>;

@@ -7,9 +7,12 @@
 #include <string>
 #include <vector>
 
-#include "pact/verify/spec.hpp"
+#include "pact/spec/spec.hpp"
 
 namespace pact::verify {
+
+using spec::PerformanceContract;
+using spec::PerformanceObligation;
 
 struct PerformanceResult {
   std::string id;

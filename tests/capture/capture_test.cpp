@@ -12,7 +12,7 @@
 #include <stdexcept>
 
 #include "pact/capture/llama.hpp"
-#include "pact/core/ledger.hpp"
+#include "pact/core/accounting.hpp"
 #include "pact/ir/torch_import.hpp"
 #include "pact/train/trainer.hpp"
 #include "tests/support/expect_error.hpp"
@@ -230,7 +230,7 @@ TEST(CaptureStructure, ParameterGeometryTiedOnceAndBuffersPartitioned) {
 }
 
 TEST(CaptureStructure, NothingAllocatesTensorBytes) {
-  LedgerRecorder ledger;
+  AccountingRecorder ledger;
   const auto c = capture(llama_model(llama_config("tiny")), {});
   EXPECT_GT(c.ops.size(), 20u);
   // Meta storage records geometry only; no provider that holds bytes allocates anything.
@@ -240,7 +240,7 @@ TEST(CaptureStructure, NothingAllocatesTensorBytes) {
   }
   EXPECT_EQ(bytes, 0) << ledger.allocations().size() << " allocation events";
   // The same model captured for real does allocate: the ledger sees it.
-  LedgerRecorder real_ledger;
+  AccountingRecorder real_ledger;
   CaptureOptions real;
   real.structure_only = false;
   capture(llama_model(llama_config("tiny")), real);

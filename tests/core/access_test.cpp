@@ -335,7 +335,7 @@ TEST(Access, ComplexToRealWithHugeUnitExtentStride) {
 
 TEST(Access, MetaDuplicateRefusesBeforeAllocating) {
   Tensor m = Tensor::empty(Dims{3}, DType::f32, meta_provider());
-  LedgerRecorder ledger;
+  AccountingRecorder ledger;
   EXPECT_EQ(test::code_of([&] { m.duplicate(); }), ErrorCode::no_host_bytes);
   EXPECT_EQ(test::code_of([&] { m.transfer_to(cpu_provider()); }), ErrorCode::no_host_bytes);
   EXPECT_TRUE(ledger.allocations().empty());

@@ -73,7 +73,7 @@ TEST(DType, ConvertElementSaturatesAndRejectsComplexToReal) {
 
 TEST(DType, TensorConvertFollowsElementRulesAndTheLedger) {
   Tensor t = test::iota_tensor(Dims{2, 3});
-  LedgerRecorder ledger;
+  AccountingRecorder ledger;
   Tensor h = t.transpose(0, 1).convert(DType::f16);  // strided source, contiguous result
   EXPECT_EQ(h.dtype(), DType::f16);
   EXPECT_TRUE(h.is_contiguous());

@@ -223,7 +223,7 @@ TEST(Reinterpret, EveryFormIsZeroCopyOverTheSameRoot) {
   const std::uint64_t allocations = total_allocation_events();
   const std::uint64_t copies = total_copy_events();
   {
-    LedgerRecorder ledger;
+    AccountingRecorder ledger;
     EXPECT_EQ(f.reinterpret_view(DType::i32).span_identity(), f.span_identity());
     EXPECT_EQ(f.reinterpret_view(DType::c64).span_identity(), f.span_identity());
     EXPECT_EQ(z.reinterpret_view(DType::f32).span_identity(), z.span_identity());

@@ -13,7 +13,7 @@
 
 #include "pact/contract/check.hpp"
 #include "pact/kernels/guards.hpp"
-#include "pact/verify/ledger.hpp"
+#include "pact/ledger/ledger.hpp"
 
 namespace pact {
 namespace {

@@ -1,7 +1,8 @@
 // The module layering of pact/README.md, checked on the sources: a pipeline module includes only modules
-// before it in the flow (core, ops, kernels, contract, ir, plan, runtime, train); capture, seal and verify
-// sit beside the pipeline, may include any pipeline module, and neither each other nor are included by
-// a pipeline module. Runs from the repository root (pact_add_test sets the working directory).
+// before it in the flow (core, spec, ops, kernels, contract, ir, plan, runtime, train); capture, seal,
+// verify and ledger sit beside the pipeline, may include any pipeline module, and neither each other nor
+// are included by a pipeline module. Each folder of pact/ is one CMake target of its name (the second
+// test). Runs from the repository root (pact_add_test sets the working directory).
 
 #include <gtest/gtest.h>
 
@@ -9,15 +10,16 @@
 #include <array>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <regex>
 #include <string>
 #include <vector>
 
 namespace {
 
-constexpr std::array<std::string_view, 8> kPipeline{"core", "ops",  "kernels", "contract",
+constexpr std::array<std::string_view, 9> kPipeline{"core", "spec", "ops",     "kernels", "contract",
                                                     "ir",   "plan", "runtime", "train"};
-constexpr std::array<std::string_view, 3> kBeside{"capture", "seal", "verify"};
+constexpr std::array<std::string_view, 4> kBeside{"capture", "seal", "verify", "ledger"};
 
 int pipeline_rank(std::string_view module) {
   const auto it = std::find(kPipeline.begin(), kPipeline.end(), module);
@@ -66,6 +68,25 @@ TEST(Layers, NoIncludeReachesUpOrAcrossTheModuleMap) {
   EXPECT_TRUE(found.empty());
 }
 
+// One folder per CMake target: every folder of pact/ declares exactly one module, named after the folder.
+TEST(Layers, EachFolderIsOneTargetOfItsName) {
+  const std::regex module(R"(pact_add_module\(\s*([a-z_]+))");
+  std::size_t folders = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(std::filesystem::current_path() / "pact")) {
+    if (!entry.is_directory()) continue;
+    ++folders;
+    const std::string name = entry.path().filename().string();
+    std::ifstream in(entry.path() / "CMakeLists.txt");
+    ASSERT_TRUE(in) << name << " has no CMakeLists.txt";
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::vector<std::string> declared;
+    for (std::sregex_iterator it(text.begin(), text.end(), module), end; it != end; ++it) declared.push_back((*it)[1]);
+    EXPECT_EQ(declared, std::vector<std::string>{name}) << "pact/" << name << "/CMakeLists.txt";
+    EXPECT_TRUE(pipeline_rank(name) >= 0 || beside(name)) << name << " is not in pact/README.md's module map";
+  }
+  EXPECT_EQ(folders, kPipeline.size() + kBeside.size());
+}
+
 TEST(Layers, TheRuleRefusesWhatItShould) {
   EXPECT_EQ(violation("kernels", "ops"), "");
   EXPECT_EQ(violation("train", "core"), "");
@@ -74,6 +95,8 @@ TEST(Layers, TheRuleRefusesWhatItShould) {
   EXPECT_NE(violation("runtime", "capture"), "");  // into a module beside the pipeline
   EXPECT_NE(violation("kernels", "verify"), "");
   EXPECT_NE(violation("seal", "verify"), "");  // across the modules beside the pipeline
+  EXPECT_NE(violation("verify", "ledger"), "");
+  EXPECT_NE(violation("spec", "ops"), "");  // the contract parser sits below the op table
   EXPECT_NE(violation("newmodule", "core"), "");
 }
 

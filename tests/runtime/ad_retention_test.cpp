@@ -9,7 +9,7 @@
 #include <set>
 
 #include "../support/expect_error.hpp"
-#include "pact/core/ledger.hpp"
+#include "pact/core/accounting.hpp"
 #include "pact/runtime/executor.hpp"
 #include "pact/runtime/session.hpp"
 
@@ -78,7 +78,7 @@ Scenario run(bool checkpointed) {
   Session s(contract::builtin_profile("cpu-checked"), 7);
   const std::map<std::string, EagerTensor> bind = bind_mlp(s);
   Scenario r;
-  LedgerRecorder ledger;
+  AccountingRecorder ledger;
   {
     const auto out = run_graph(s, g, bind, checkpointed ? kRegions : std::vector<std::vector<std::string>>{});
     const EagerTensor& loss = out.at("s");

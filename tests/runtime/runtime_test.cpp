@@ -90,7 +90,7 @@ TEST(EagerSession, ViewOpsAliasTheirInputWithoutACopy) {
   Session s(contract::builtin_profile("cpu-checked"));
   EagerTensor x = s.constant(values({2, 3}, {0, 1, 2, 3, 4, 5}));
   const auto id = x.view().span_identity().allocation_id;
-  LedgerRecorder ledger;
+  AccountingRecorder ledger;
   EagerTensor r =
       s.apply(ops::OpTag::reshape, std::vector{x}, ops::Attributes{{"shape", std::vector<std::int64_t>{3, 2}}});
   EagerTensor t = s.apply(ops::OpTag::transpose, std::vector{x},
@@ -155,12 +155,12 @@ TEST(Tape, GradientsFlowThroughAliasedViewsAndSparseReshapeMovesTheCotangent) {
   EagerTensor l = s.apply(ops::OpTag::sum, std::vector{f});
   // z[i][j] = y[j][i] = x_flat[2 j + i], so dl/dx_flat[2 j + i] = c[i][j].
   const double want[] = {10, 40, 20, 50, 30, 60};
-  LedgerRecorder dense_ledger;
+  AccountingRecorder dense_ledger;
   Gradients dense = s.backward(l);
   const std::size_t dense_allocations = dense_ledger.allocations().size();
   ASSERT_TRUE(dense.grad(f.node).has_value());
   ASSERT_TRUE(dense.grad(m.node).has_value());
-  LedgerRecorder sparse_ledger;
+  AccountingRecorder sparse_ledger;
   const int keep[] = {x.node};
   Gradients sparse = s.backward(l, keep);
   EXPECT_EQ(sparse_ledger.allocations().size() + 2, dense_allocations);  // f's and y's cotangents moved
@@ -236,10 +236,10 @@ TEST(Tape, SparseBackwardHandsAnAddsCotangentToAnOperandOfItsShape) {
   EagerTensor y = s.apply(ops::OpTag::add, std::vector{b, x});   // b broadcast: x is the operand of y's shape
   EagerTensor xx = s.apply(ops::OpTag::add, std::vector{y, y});  // both operands from one parent
   EagerTensor l = s.apply(ops::OpTag::sum, std::vector{s.apply(ops::OpTag::mul, std::vector{xx, c})});
-  LedgerRecorder dense_ledger;
+  AccountingRecorder dense_ledger;
   const Gradients dense = s.backward(l);
   const std::size_t dense_allocations = dense_ledger.allocations().size();
-  LedgerRecorder sparse_ledger;
+  AccountingRecorder sparse_ledger;
   const int keep[] = {x.node, b.node};
   const Gradients sparse = s.backward(l, keep);
   EXPECT_EQ(sparse_ledger.allocations().size() + 2, dense_allocations);  // y's and x's copies of a cotangent
@@ -258,7 +258,7 @@ TEST(Tape, GradientsAccumulateOverFanOut) {
   EagerTensor x = s.leaf(values({2}, {3, 4}));
   EagerTensor y = s.apply(ops::OpTag::mul, std::vector{x, x});  // x^2: gradient 2x through two paths
   EagerTensor l = s.apply(ops::OpTag::sum, std::vector{y});
-  LedgerRecorder ledger;
+  AccountingRecorder ledger;
   Gradients g = s.backward(l);
   EXPECT_EQ(g.grad(x.node)->get(Dims{0}).real, 6.0);
   EXPECT_EQ(g.grad(x.node)->get(Dims{1}).real, 8.0);
@@ -273,7 +273,7 @@ TEST(Tape, GradientsAccumulateOverFanOut) {
 }
 
 TEST(Retention, HandlesShareRecordsAndIntoValueNeedsUniqueness) {
-  LedgerRecorder ledger;
+  AccountingRecorder ledger;
   Tensor t = values({2}, {1, 2});
   const auto id = t.span_identity().allocation_id;
   ValueRef r = retain(std::move(t));

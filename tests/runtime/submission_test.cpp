@@ -8,7 +8,7 @@
 #include <cmath>
 
 #include "../support/expect_error.hpp"
-#include "pact/core/ledger.hpp"
+#include "pact/core/accounting.hpp"
 #include "pact/runtime/retention.hpp"
 #include "pact/runtime/submit.hpp"
 
@@ -281,7 +281,7 @@ TEST(Submission, ScopedReadOnlyBorrowsIdentityOutputsAndOwnsFreshOnes) {
   const Tensor x = Tensor::from_values<float>(Dims{2, 3}, kX);
   const Tensor w = Tensor::from_values<float>(Dims{4, 3}, kW);
   auto program = mlp_program();
-  LedgerRecorder ledger;
+  AccountingRecorder ledger;
   auto r = execute_scoped_read_only(*cpu_execution_provider(), *program, ScopedReadInputs{{x.as_view(), w.as_view()}});
   ASSERT_TRUE(r.has_value());
   ASSERT_TRUE(std::holds_alternative<ScopedCompleted>(r.value()));
@@ -340,7 +340,7 @@ TEST(Submission, GroupInsertAddsAFreshOwnerWithoutCopyOrRevalidation) {
 TEST(AdRetention, DuplicateIsTheOnlyCopyAndABorrowedRecordNeverBecomesAnOwner) {
   ValueRef v = retain(Tensor::from_values<float>(Dims{3}, std::vector<float>{1, 2, 3}));
   ValueRef sibling = v;  // cloning a handle copies no storage
-  LedgerRecorder ledger;
+  AccountingRecorder ledger;
   Tensor copy = duplicate_value(v);
   EXPECT_EQ(copy.as_view().get(Dims{2}).real, 3.0);
   ASSERT_EQ(ledger.copies().size(), 1u);

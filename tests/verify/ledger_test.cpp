@@ -4,7 +4,7 @@
 // exact code set, the registered field keys and a non-empty message; a coverage check proves every
 // registered code has a case.
 
-#include "pact/verify/ledger.hpp"
+#include "pact/ledger/ledger.hpp"
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>

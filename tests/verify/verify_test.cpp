@@ -14,6 +14,7 @@ namespace {
 using test::code_of;
 using test::mentions;
 using test::message_of;
+using namespace ::pact::spec;  // the contract parser (pact/spec) under test beside verify
 
 BindingFile shipped_bindings() {
   return parse_bindings(read_text_file("contracts/binding.yaml"), "contracts/binding.yaml");

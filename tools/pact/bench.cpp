@@ -91,7 +91,7 @@ int run_bench_gemm(const std::vector<std::int64_t>& sizes, int threads, int repe
 }
 
 int run_bench_check(const std::string& file, const std::string& only, bool json) {
-  const auto contract = verify::parse_performance(verify::read_text_file(file), file);
+  const auto contract = spec::parse_performance(spec::read_text_file(file), file);
   const auto results = verify::check_performance(contract, only);
   bool failed = false, invalid = false;
   Json rows = Json::array();

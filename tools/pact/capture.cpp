@@ -13,8 +13,8 @@
 #include "pact/capture/llama.hpp"
 #include "pact/core/file.hpp"
 #include "pact/ir/torch_import.hpp"
+#include "pact/spec/spec.hpp"
 #include "pact/train/trainer.hpp"
-#include "pact/verify/spec.hpp"
 #include "tools/pact/command.hpp"
 #include "tools/pact/commands.hpp"
 
@@ -116,7 +116,7 @@ int run_capture(const CaptureArgs& a) {
 }
 
 int run_discharge(const CaptureArgs& a) {
-  auto hyp = capture::load_capture(verify::read_text_file(a.capture_file), a.capture_file);
+  auto hyp = capture::load_capture(spec::read_text_file(a.capture_file), a.capture_file);
   CaptureArgs against = a;
   against.model = a.against;
   auto model = resolve(against);

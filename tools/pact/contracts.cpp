@@ -16,7 +16,7 @@ namespace {
 
 verify::BindingFile bindings_of(const ContractsArgs& a) {
   const std::string path = a.dir + "/binding.yaml";
-  return verify::parse_bindings(verify::read_text_file(path), path);
+  return spec::parse_bindings(spec::read_text_file(path), path);
 }
 
 void print_failures(const verify::FalsifyReport& r) {
@@ -31,7 +31,7 @@ void print_failures(const verify::FalsifyReport& r) {
 }  // namespace
 
 int run_contracts_validate(const ContractsArgs& a) {
-  const auto contracts = verify::load_contracts(a.dir);
+  const auto contracts = spec::load_contracts(a.dir);
   const auto bindings = bindings_of(a);
   // Evaluating is part of validating: an obligation that names no runnable check is not validated.
   const auto report = verify::falsify(contracts, bindings, "", a.seed, 3, false);
@@ -46,7 +46,7 @@ int run_contracts_validate(const ContractsArgs& a) {
 }
 
 int run_contracts_audit(const ContractsArgs& a) {
-  const auto contracts = verify::load_contracts(a.dir);
+  const auto contracts = spec::load_contracts(a.dir);
   const auto r = verify::audit(contracts, bindings_of(a));
   for (const auto& c : r.coverage) {
     std::printf("%-28s %zu/%zu equations bound%s\n", c.contract.c_str(), c.bound, c.equations,
@@ -62,7 +62,7 @@ int run_contracts_audit(const ContractsArgs& a) {
 }
 
 int run_contracts_score(const ContractsArgs& a) {
-  const auto contracts = verify::load_contracts(a.dir);
+  const auto contracts = spec::load_contracts(a.dir);
   const auto report = verify::falsify(contracts, bindings_of(a), a.contract, a.seed, a.trials, true);
   std::printf("%-28s %10s %10s %8s\n", "contract", "passed", "mutants", "score");
   for (const auto& c : contracts) {
@@ -90,7 +90,7 @@ int run_contracts_score(const ContractsArgs& a) {
 }
 
 int run_contracts_scaffold(const ContractsArgs& a) {
-  const auto contract = verify::parse_contract(verify::read_text_file(a.contract), a.contract);
+  const auto contract = spec::parse_contract(spec::read_text_file(a.contract), a.contract);
   const std::string text = verify::scaffold(contract, bindings_of(a));
   if (a.out.empty()) {
     std::fputs(text.c_str(), stdout);
@@ -102,7 +102,7 @@ int run_contracts_scaffold(const ContractsArgs& a) {
 }
 
 int run_contracts_falsify(const ContractsArgs& a) {
-  const auto contracts = verify::load_contracts(a.dir);
+  const auto contracts = spec::load_contracts(a.dir);
   const auto r = verify::falsify(contracts, bindings_of(a), a.contract, a.seed, a.trials, true);
   print_failures(r);
   for (const auto& m : r.mutants) {
@@ -117,10 +117,10 @@ int run_contracts_falsify(const ContractsArgs& a) {
 }
 
 int run_contracts_gate(const ContractsArgs& a) {
-  const auto contracts = verify::load_contracts(a.dir);
+  const auto contracts = spec::load_contracts(a.dir);
   const auto report = verify::falsify(contracts, bindings_of(a), a.contract, a.seed, a.trials, true);
   std::optional<std::vector<Json>> gcov;
-  if (!a.coverage.empty()) gcov = verify::parse_gcov_json(verify::read_text_file(a.coverage), a.coverage);
+  if (!a.coverage.empty()) gcov = verify::parse_gcov_json(spec::read_text_file(a.coverage), a.coverage);
   const auto gates = verify::evaluate_gates(contracts, report, gcov ? &*gcov : nullptr);
   std::printf("%-26s %-12s %14s %18s %18s  %s\n", "contract", "gate", "obligations", "mutation score", "line coverage",
               "verdict");

@@ -11,7 +11,7 @@
 namespace pact::cli {
 
 int run_demo() {
-  LedgerRecorder ledger;
+  AccountingRecorder ledger;
   fmt::print("pact storage demo (pact train arrives with the runtime; see README)\n\n");
 
   // An owner and its views.

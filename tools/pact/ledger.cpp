@@ -1,6 +1,6 @@
-// pact ledger check | run: the obligations ledger's checker and runner (pact/verify/ledger.hpp).
+// pact ledger check | run: the obligations ledger's checker and runner (pact/ledger/ledger.hpp).
 
-#include "pact/verify/ledger.hpp"
+#include "pact/ledger/ledger.hpp"
 
 #include <cstdio>
 

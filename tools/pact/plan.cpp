@@ -6,8 +6,8 @@
 #include <optional>
 
 #include "pact/ir/graph.hpp"
+#include "pact/ledger/ledger.hpp"
 #include "pact/plan/planner.hpp"
-#include "pact/verify/ledger.hpp"
 #include "tools/pact/command.hpp"
 
 namespace pact::cli {

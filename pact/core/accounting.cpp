@@ -1,4 +1,4 @@
-#include "pact/core/ledger.hpp"
+#include "pact/core/accounting.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -7,11 +7,11 @@
 namespace pact {
 
 namespace {
-// The active recorders, process-wide (LedgerRecorder records every thread's events). The count lets an
+// The active recorders, process-wide (AccountingRecorder records every thread's events). The count lets an
 // allocation with no recorder alive skip the lock.
 std::mutex g_recorders_mutex;
-std::vector<LedgerRecorder*>& recorders() {
-  static std::vector<LedgerRecorder*> r;
+std::vector<AccountingRecorder*>& recorders() {
+  static std::vector<AccountingRecorder*> r;
   return r;
 }
 std::atomic<int> g_active_recorders{0};
@@ -44,25 +44,25 @@ std::string_view allocation_reason_name(AllocationReason reason) noexcept {
   return "unknown";
 }
 
-LedgerRecorder::LedgerRecorder() {
+AccountingRecorder::AccountingRecorder() {
   std::lock_guard lock(g_recorders_mutex);
   recorders().push_back(this);
   g_active_recorders.fetch_add(1, std::memory_order_release);
 }
-LedgerRecorder::~LedgerRecorder() {
+AccountingRecorder::~AccountingRecorder() {
   std::lock_guard lock(g_recorders_mutex);
   auto& all = recorders();
   all.erase(std::remove(all.begin(), all.end(), this), all.end());
   g_active_recorders.fetch_sub(1, std::memory_order_release);
 }
 
-std::map<AllocationReason, int> LedgerRecorder::allocation_multiset() const {
+std::map<AllocationReason, int> AccountingRecorder::allocation_multiset() const {
   std::map<AllocationReason, int> m;
   for (const auto& e : allocations_) ++m[e.reason];
   return m;
 }
 
-std::map<CopyReason, int> LedgerRecorder::copy_multiset() const {
+std::map<CopyReason, int> AccountingRecorder::copy_multiset() const {
   std::map<CopyReason, int> m;
   for (const auto& e : copies_) ++m[e.reason];
   return m;

@@ -1,4 +1,4 @@
-#include "pact/verify/ledger.hpp"
+#include "pact/ledger/ledger.hpp"
 
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -273,7 +273,7 @@ std::optional<Manifest> parse_manifest(std::string_view text, std::string_view s
   return m;
 }
 
-#include "pact/verify/ledger_structure.inc"
+#include "pact/ledger/ledger_structure.inc"
 
 // ---- Paths ------------------------------------------------------------------------------------------
 
@@ -645,6 +645,6 @@ Json summarize(const Manifest& m, const Receipt* receipt, std::string_view candi
           {"terminal", complete == m.registry.units.size()}};
 }
 
-#include "pact/verify/ledger_tools.inc"
+#include "pact/ledger/ledger_tools.inc"
 
 }  // namespace pact::ledger

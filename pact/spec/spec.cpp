@@ -1,4 +1,4 @@
-#include "pact/verify/spec.hpp"
+#include "pact/spec/spec.hpp"
 
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
@@ -9,7 +9,7 @@
 
 #include "pact/core/file.hpp"
 
-namespace pact::verify {
+namespace pact::spec {
 
 namespace {
 
@@ -394,4 +394,4 @@ BindingFile parse_bindings(std::string_view text, std::string_view file) {
   return typed_yaml_errors(file, [&] { return parse_bindings_document(text, file); });
 }
 
-}  // namespace pact::verify
+}  // namespace pact::spec

@@ -1,5 +1,5 @@
 #pragma once
-/// Copy and allocation ledgers (seed 001, "Copy and allocation accounting"). Every physical allocation
+/// Copy and allocation accountings (seed 001, "Copy and allocation accounting"). Every physical allocation
 /// emits exactly one allocation event; every byte-preserving duplicate or transfer emits exactly one
 /// copy event. Kernel results are allocations, never copies. Retention and aliasing emit nothing.
 
@@ -43,12 +43,12 @@ struct CopyEvent {
 /// nest: each event goes to every active recorder, so an outer scope sees what inner scopes saw; they
 /// may end in any order, on any thread. Read a recorder's events once the threads it observed are done
 /// with the work (recording is synchronised; reading alongside it is not).
-class LedgerRecorder {
+class AccountingRecorder {
  public:
-  LedgerRecorder();
-  ~LedgerRecorder();
-  LedgerRecorder(const LedgerRecorder&) = delete;
-  LedgerRecorder& operator=(const LedgerRecorder&) = delete;
+  AccountingRecorder();
+  ~AccountingRecorder();
+  AccountingRecorder(const AccountingRecorder&) = delete;
+  AccountingRecorder& operator=(const AccountingRecorder&) = delete;
 
   const std::vector<AllocationEvent>& allocations() const noexcept { return allocations_; }
   const std::vector<CopyEvent>& copies() const noexcept { return copies_; }

@@ -11,7 +11,7 @@
 
 #include "pact/core/error.hpp"
 
-namespace pact::verify {
+namespace pact::spec {
 
 struct Equation {
   std::string name;
@@ -125,4 +125,4 @@ PerformanceContract parse_performance(std::string_view text, std::string_view fi
 /// Reads a file (io_error naming it when unreadable).
 std::string read_text_file(const std::string& path);
 
-}  // namespace pact::verify
+}  // namespace pact::spec

@@ -1,4 +1,4 @@
-// Copy and allocation ledger tests (seed 001, "Copy and allocation accounting"): every physical
+// Copy and allocation accounting tests (seed 001, "Copy and allocation accounting"): every physical
 // allocation emits exactly one allocation event with its reason, every byte-preserving duplicate or
 // transfer exactly one copy event; kernel-like outputs are allocations, never copies; aliasing
 // (views, slices, reinterpretation, group construction and extraction) emits nothing.
@@ -24,7 +24,7 @@ using AllocationSet = std::map<AllocationReason, int>;
 using CopySet = std::map<CopyReason, int>;
 
 TEST(Ledger, KernelLikeOutputIsOneOperationOutputAndNoCopy) {
-  LedgerRecorder ledger;
+  AccountingRecorder ledger;
   Tensor t = Tensor::empty(Dims{2, 3}, DType::f32);
   EXPECT_EQ(ledger.allocation_multiset(), (AllocationSet{{AllocationReason::OperationOutput, 1}}));
   EXPECT_TRUE(ledger.copy_multiset().empty());
@@ -36,7 +36,7 @@ TEST(Ledger, KernelLikeOutputIsOneOperationOutputAndNoCopy) {
 }
 
 TEST(Ledger, FactoriesAreOperationOutputsAndInitialisationIsNotACopy) {
-  LedgerRecorder ledger;
+  AccountingRecorder ledger;
   Tensor z = Tensor::zeros(Dims{4}, DType::f64);
   Tensor v = test::iota_tensor(Dims{3});
   Tensor e = Tensor::empty(Dims{0, 5}, DType::f32);  // zero bytes is still one physical allocation
@@ -51,7 +51,7 @@ TEST(Ledger, FactoriesAreOperationOutputsAndInitialisationIsNotACopy) {
 
 TEST(Ledger, KernelWritesAreNotCopies) {
   Tensor t = test::iota_tensor(Dims{2, 3});
-  LedgerRecorder ledger;
+  AccountingRecorder ledger;
   t.fill(1.0);
   t.set(Dims{1, 2}, 5.0);
   {
@@ -67,7 +67,7 @@ TEST(Ledger, KernelWritesAreNotCopies) {
 
 TEST(Ledger, ConvertIsAFreshOutputNotACopy) {
   Tensor src = test::iota_tensor(Dims{2, 3});
-  LedgerRecorder ledger;
+  AccountingRecorder ledger;
   Tensor wide = src.transpose(0, 1).convert(DType::f64);  // a computed result: allocation only
   EXPECT_EQ(ledger.allocation_multiset(), (AllocationSet{{AllocationReason::OperationOutput, 1}}));
   EXPECT_TRUE(ledger.copies().empty());
@@ -82,7 +82,7 @@ TEST(Ledger, ConvertIsAFreshOutputNotACopy) {
 
 TEST(Ledger, DuplicateIsOneExplicitCopyIntoOneNewDestination) {
   Tensor src = test::iota_tensor(Dims{2, 3});
-  LedgerRecorder ledger;
+  AccountingRecorder ledger;
   Tensor dup = src.duplicate();
   EXPECT_EQ(ledger.allocation_multiset(), (AllocationSet{{AllocationReason::ExplicitDuplicateDestination, 1}}));
   EXPECT_EQ(ledger.copy_multiset(), (CopySet{{CopyReason::ExplicitDuplicate, 1}}));
@@ -101,7 +101,7 @@ TEST(Ledger, DuplicateIsOneExplicitCopyIntoOneNewDestination) {
 
 TEST(Ledger, DuplicateOfAStridedViewIsContiguousWithTheLogicalValues) {
   Tensor src = test::iota_tensor(Dims{2, 3});
-  LedgerRecorder ledger;
+  AccountingRecorder ledger;
   Tensor dup = src.transpose(0, 1).duplicate();
   EXPECT_EQ(dup.shape(), (Dims{3, 2}));
   EXPECT_EQ(dup.strides(), (Dims{2, 1}));
@@ -125,7 +125,7 @@ TEST(Ledger, DuplicateOfAStridedViewIsContiguousWithTheLogicalValues) {
 
 TEST(Ledger, TransferToCudaAndBack) {
   Tensor src = test::iota_tensor(Dims{2, 3});
-  LedgerRecorder ledger;
+  AccountingRecorder ledger;
   Tensor dev = src.transfer_to(cuda_provider());
   EXPECT_EQ(ledger.allocation_multiset(), (AllocationSet{{AllocationReason::TransferDestination, 1}}));
   EXPECT_EQ(ledger.copy_multiset(), (CopySet{{CopyReason::Transfer, 1}}));
@@ -148,7 +148,7 @@ TEST(Ledger, TransferToCudaAndBack) {
 
 TEST(Ledger, TransferOfAStridedViewIsContiguousOnTheDestination) {
   Tensor src = test::iota_tensor(Dims{2, 3});
-  LedgerRecorder ledger;
+  AccountingRecorder ledger;
   Tensor dev = src.transpose(0, 1).transfer_to(cuda_provider());
   EXPECT_TRUE(dev.is_contiguous());
   Tensor back = dev.transfer_to(cpu_provider());
@@ -162,7 +162,7 @@ TEST(Ledger, CopyFromIsOneCopyAndNoAllocation) {
   Tensor dst = Tensor::zeros(Dims{2, 3}, DType::f32);
   Tensor dev = src.transfer_to(cuda_provider());
   Tensor from_dev = Tensor::zeros(Dims{2, 3}, DType::f32);
-  LedgerRecorder ledger;
+  AccountingRecorder ledger;
   dst.copy_from(src.as_view());
   EXPECT_TRUE(ledger.allocations().empty());
   EXPECT_EQ(ledger.copy_multiset(), (CopySet{{CopyReason::ExplicitDuplicate, 1}}));
@@ -182,7 +182,7 @@ TEST(Ledger, CopyFromIsOneCopyAndNoAllocation) {
 TEST(Ledger, CopyFromIntoAStridedSliceWritesOnlyThatSlice) {
   Tensor dst = Tensor::zeros(Dims{3, 4}, DType::f32);
   Tensor src = test::iota_tensor(Dims{3, 2});
-  LedgerRecorder ledger;
+  AccountingRecorder ledger;
   dst.slice_mut(1, 1, 4, 2).copy_from(src.as_view());  // columns 1 and 3
   EXPECT_EQ(read_all(dst.as_view()), (std::vector<float>{0, 0, 0, 1, 0, 2, 0, 3, 0, 4, 0, 5}));
   EXPECT_TRUE(ledger.allocations().empty());
@@ -194,7 +194,7 @@ TEST(Ledger, FailedCopyFromEmitsNothing) {
   Tensor dst = Tensor::zeros(Dims{2, 3}, DType::f32);
   Tensor wrong_shape = test::iota_tensor(Dims{3, 2});
   Tensor wrong_dtype = Tensor::zeros(Dims{2, 3}, DType::f64);
-  LedgerRecorder ledger;
+  AccountingRecorder ledger;
   EXPECT_EQ(code_of([&] { dst.copy_from(wrong_shape.as_view()); }), ErrorCode::invalid_argument);
   EXPECT_EQ(code_of([&] { dst.copy_from(wrong_dtype.as_view()); }), ErrorCode::invalid_argument);
   EXPECT_TRUE(ledger.allocations().empty());
@@ -209,7 +209,7 @@ TEST(Ledger, AliasingOperationsEmitNothing) {
   const std::uint64_t allocations = total_allocation_events();
   const std::uint64_t copies = total_copy_events();
   {
-    LedgerRecorder ledger;
+    AccountingRecorder ledger;
     // Views, slices, reborrows, reinterpretation.
     {
       TensorView v = t.as_view();
@@ -282,15 +282,15 @@ TEST(Ledger, AliasingOperationsEmitNothing) {
 
 TEST(Ledger, NestedRecordersBothSeeEvents) {
   Tensor src = test::iota_tensor(Dims{4});
-  LedgerRecorder outer;
+  AccountingRecorder outer;
   Tensor a = Tensor::empty(Dims{2}, DType::f32);
   {
-    LedgerRecorder inner;
+    AccountingRecorder inner;
     Tensor dup = src.duplicate();
     EXPECT_EQ(inner.allocation_multiset(), (AllocationSet{{AllocationReason::ExplicitDuplicateDestination, 1}}));
     EXPECT_EQ(inner.copy_multiset(), (CopySet{{CopyReason::ExplicitDuplicate, 1}}));
     {
-      LedgerRecorder innermost;
+      AccountingRecorder innermost;
       Tensor dev = src.transfer_to(cuda_provider());
       EXPECT_EQ(innermost.allocation_multiset(), (AllocationSet{{AllocationReason::TransferDestination, 1}}));
       EXPECT_EQ(innermost.copy_multiset(), (CopySet{{CopyReason::Transfer, 1}}));
@@ -312,9 +312,9 @@ TEST(Ledger, NestedRecordersBothSeeEvents) {
 TEST(Ledger, RecordersSeeEveryThread) {
   // A worker thread's allocation (a submission worker, a thread pool) reaches the recorder of the thread
   // accounting for the work, and a recorder made on the worker sees it too.
-  LedgerRecorder here;
+  AccountingRecorder here;
   std::thread worker([] {
-    LedgerRecorder there;
+    AccountingRecorder there;
     Tensor t = Tensor::empty(Dims{3}, DType::f32);
     EXPECT_EQ(there.allocations().size(), 1u);
   });
@@ -353,8 +353,8 @@ TEST(Ledger, ReasonNamesAreStable) {
 TEST(Ledger, RecorderEndedOutOfOrderLeavesTheOtherRecording) {
   std::size_t seen = 0;
   std::thread worker([&] {
-    auto outer = std::make_unique<LedgerRecorder>();
-    auto inner = std::make_unique<LedgerRecorder>();
+    auto outer = std::make_unique<AccountingRecorder>();
+    auto inner = std::make_unique<AccountingRecorder>();
     outer.reset();  // ends first
     Tensor t = Tensor::empty(Dims{2}, DType::f32);
     seen = inner->allocations().size();
