@@ -96,7 +96,15 @@ const plan::AcceptedGraphPlan& TrainingSession::plan_for(std::int64_t batch) {
                 fmt::format("the training program's plan was rejected under {}:\n{}", session_.profile().name,
                             plan::render_audit_table(planned.error().audit)));
   }
-  return plans_.emplace(batch, std::move(planned).value()).first->second;
+  const plan::AcceptedGraphPlan& accepted = plans_.emplace(batch, std::move(planned).value()).first->second;
+  StepKernels& k = step_kernels_[batch];
+  for (std::size_t i = 0; i < accepted.audit().kernels.size(); ++i) {
+    if (accepted.audit().kernels[i].purpose == plan::KernelPurpose::accumulate)
+      k.accumulate.push_back(&accepted.bound()[i]);
+  }
+  for (const auto& name : params_.names)
+    k.updates.push_back(accepted.training_kernel(plan::KernelPurpose::update, name));
+  return accepted;
 }
 
 const plan::PlanAudit& TrainingSession::audit(std::int64_t batch) { return plan_for(batch).audit(); }
@@ -155,7 +163,8 @@ double scalar_of(const runtime::EagerTensor& t) {
 
 StepResult TrainingSession::step_batch(Tensor x, Tensor target, OptimizerState state) {
   const std::int64_t batch = x.rank() > 0 ? x.shape()[0] : 1;
-  const plan::AcceptedGraphPlan& plan = plan_for(batch);
+  plan_for(batch);
+  const StepKernels& kernels = step_kernels_.at(batch);
   std::vector<runtime::EagerTensor> leaves;
   StepResult result;
   std::map<std::string, Tensor> running;  // new running statistics, by source id (the plan's kernels)
@@ -169,11 +178,7 @@ StepResult TrainingSession::step_batch(Tensor x, Tensor target, OptimizerState s
     for (const auto& leaf : leaves)
       if (leaf.tracked()) keep.push_back(leaf.node);
     // Gradients that meet are summed by the plan's accumulation kernels (Note [Training kernels]).
-    std::vector<const contract::BoundKernel*> accumulate;
-    for (std::size_t k = 0; k < plan.audit().kernels.size(); ++k) {
-      if (plan.audit().kernels[k].purpose == plan::KernelPurpose::accumulate) accumulate.push_back(&plan.bound()[k]);
-    }
-    runtime::Gradients grads = session_.backward(out.loss, keep, accumulate);
+    runtime::Gradients grads = session_.backward(out.loss, keep, kernels.accumulate);
     for (const auto& leaf : leaves) {
       auto g = grads.take_grad(leaf.node);
       if (!g) throw std::move(g).error();  // no view of the bundle is alive here
@@ -186,12 +191,11 @@ StepResult TrainingSession::step_batch(Tensor x, Tensor target, OptimizerState s
     if (auto it = running.find(params_.names[i]); it != running.end()) params_.values[i] = std::move(it->second);
   }
   std::vector<std::optional<TensorView>> views;
-  std::vector<const contract::BoundKernel*> updates;
   for (std::size_t i = 0; i < result.gradients.size(); ++i) {
     const bool trained = result.gradients[i] && params_.differentiable[i];
     views.push_back(trained ? std::optional<TensorView>(result.gradients[i]->as_view()) : std::nullopt);
-    updates.push_back(plan.training_kernel(plan::KernelPurpose::update, params_.names[i]));
   }
+  const auto& updates = kernels.updates;
   const auto& o = objective_.options;
   const double lr = learning_rate(o.schedule, o.lr, steps_);
   if (o.optimizer == "sgd") {

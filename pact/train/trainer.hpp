@@ -120,6 +120,12 @@ class TrainingSession {
   runtime::Session session_;
   std::map<std::int64_t, ir::Graph> graphs_;
   std::map<std::int64_t, plan::AcceptedGraphPlan> plans_;
+  /// Per plan (batch size), its training kernels resolved once (Note [Training kernels]): the accumulation
+  /// kernels, and each pack entry's update kernel (nullptr for a buffer).
+  struct StepKernels {
+    std::vector<const contract::BoundKernel*> accumulate, updates;
+  };
+  std::map<std::int64_t, StepKernels> step_kernels_;
   std::int64_t steps_ = 0;
 };
 
