@@ -54,3 +54,12 @@ def upsampler():
 def mlp_1mb():
     """256-512-256-10: 265,482 f32 parameters, 1.06 MB of weights (the import-time goal's size)."""
     return nn.Sequential(nn.Linear(256, 512), nn.ReLU(), nn.Linear(512, 256), nn.ReLU(), nn.Linear(256, 10))
+
+
+def __getattr__(name):
+    """Any other torchvision classification architecture by its torchvision name (mobilenet_v3_large,
+    resnet50, regnet_y_400mf, mnasnet1_0, ...), for measuring models nobody tuned for."""
+    models = _tv()
+    if name.startswith("_") or not callable(getattr(models, name, None)):
+        raise AttributeError(f"module 'torchvision_zoo' has no attribute {name!r}")
+    return getattr(models, name)

@@ -157,6 +157,8 @@ PACT_PER_OUTPUT(gelu, 8)
 PACT_PER_OUTPUT(silu, 4)
 PACT_PER_OUTPUT(tanh, 4)
 PACT_PER_OUTPUT(sigmoid, 4)
+PACT_PER_OUTPUT(hardswish, 4)
+PACT_PER_OUTPUT(hardsigmoid, 3)
 PACT_PER_OUTPUT(clamp, 2)
 PACT_PER_OUTPUT(exp, 1)
 PACT_PER_OUTPUT(log, 1)
@@ -258,6 +260,8 @@ constexpr std::span<const AttrSpec> kEmpty{};
 #define attrs_silu kEmpty
 #define attrs_tanh kEmpty
 #define attrs_sigmoid kEmpty
+#define attrs_hardswish kEmpty
+#define attrs_hardsigmoid kEmpty
 #define attrs_clamp span_of(kClampAttrs)
 #define attrs_exp kEmpty
 #define attrs_log kEmpty

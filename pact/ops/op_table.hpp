@@ -48,6 +48,8 @@ namespace pact::ops {
   X(silu, "silu", 1, 1, true, false, kernel, transcendental, in0, none, "d")                              \
   X(tanh, "tanh", 1, 1, true, false, kernel, transcendental, out, none, "d")                              \
   X(sigmoid, "sigmoid", 1, 1, true, false, kernel, transcendental, out, none, "d")                        \
+  X(hardswish, "hardswish", 1, 1, true, false, kernel, exact, in0, none, "d")                             \
+  X(hardsigmoid, "hardsigmoid", 1, 1, true, false, kernel, exact, in0, none, "d")                         \
   X(clamp, "clamp", 1, 1, true, false, kernel, exact, in0, none, "d")                                     \
   X(exp, "exp", 1, 1, true, false, kernel, transcendental, out, none, "d")                                \
   X(log, "log", 1, 1, true, false, kernel, transcendental, in0, none, "d")                                \
@@ -93,7 +95,7 @@ enum class OpTag : std::uint8_t {
 #define PACT_OP_COUNT_ONE(...) +1
 inline constexpr int kOpCount = 0 PACT_OPS(PACT_OP_COUNT_ONE);
 #undef PACT_OP_COUNT_ONE
-static_assert(kOpCount == 49, "op list changed: update docs/ops.md (pact ops --markdown) and the op sweep");
+static_assert(kOpCount == 51, "op list changed: update docs/ops.md (pact ops --markdown) and the op sweep");
 
 /// What executing a node of the op does.
 enum class OpRole : std::uint8_t { source, view, kernel, sink, update };

@@ -120,6 +120,8 @@ std::vector<Rewrite> fuse_conv_activations(ir::Graph& g) {
       kind = "relu";
     } else if (act.op == ops::OpTag::silu) {
       kind = "silu";
+    } else if (act.op == ops::OpTag::hardswish) {
+      kind = "hardswish";
     } else if (act.op == ops::OpTag::clamp) {
       const auto lo = act.attrs.get_optional_float("clamp", "min"), hi = act.attrs.get_optional_float("clamp", "max");
       if (lo && hi && *lo == 0.0 && *hi == 6.0) kind = "relu6";

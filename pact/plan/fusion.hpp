@@ -8,7 +8,7 @@
 ///    channel (in f64, stored f32): with the running statistics, batch norm is exactly that affine map.
 ///    Needs the parameter values, so it runs where they are bound (pact run); the folded values are new
 ///    parameter nodes "<bn>.folded_weight" and "<bn>.folded_bias".
-///  - conv2d_activation: relu, relu6 (clamp to [0, 6]) or silu of a convolution read by nothing else
+///  - conv2d_activation: relu, relu6 (clamp to [0, 6]), silu or hardswish of a convolution read by nothing else
 ///    becomes one conv2d_activation node (the op table's), whose native kernel applies the activation as
 ///    it stores each chunk; its capsules carry their own evidence (the op sweep).
 ///
@@ -40,7 +40,7 @@ using SourceValues = std::map<std::string, Tensor>;
 /// parameters no node reads any more from the graph and `values`, and returns the rewrites.
 std::vector<Rewrite> fold_batch_norms(ir::Graph& graph, SourceValues& values);
 
-/// Fuses every relu, relu6 or silu of a convolution read by nothing else into conv2d_activation.
+/// Fuses every relu, relu6, silu or hardswish of a convolution read by nothing else into conv2d_activation.
 std::vector<Rewrite> fuse_conv_activations(ir::Graph& graph);
 
 }  // namespace pact::plan

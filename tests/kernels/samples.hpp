@@ -10,7 +10,7 @@
 namespace pact::test {
 
 struct SampleInput {
-  enum Kind { normal, positive, index, mask } kind = normal;
+  enum Kind { normal, positive, index, mask, wide } kind = normal;  // wide: normal with scale 4
   Dims shape;
   DType dtype = DType::f32;  // for normal/positive: the float dtype is chosen by the test
   std::int64_t bound = 0;    // index: values in [0, bound)
@@ -30,6 +30,7 @@ inline SampleInput N(Dims s) { return {SampleInput::normal, s}; }
 inline SampleInput P(Dims s) { return {SampleInput::positive, s}; }
 inline SampleInput I(Dims s, std::int64_t bound) { return {SampleInput::index, s, DType::i64, bound}; }
 inline SampleInput M(Dims s) { return {SampleInput::mask, s, DType::boolean}; }
+inline SampleInput W(Dims s) { return {SampleInput::wide, s}; }  // past the kinks of hardswish at +-3
 
 inline std::vector<Sample> samples() {
   using ops::OpTag;
@@ -55,6 +56,8 @@ inline std::vector<Sample> samples() {
       {OpTag::silu, {N({4, 5})}, {}},
       {OpTag::tanh, {N({4, 5})}, {}},
       {OpTag::sigmoid, {N({4, 5})}, {}},
+      {OpTag::hardswish, {W({4, 9})}, {}},
+      {OpTag::hardsigmoid, {W({4, 9})}, {}},
       {OpTag::clamp, {N({4, 5})}, A{{"min", -0.5}, {"max", 0.5}}},
       {OpTag::clamp, {N({4, 5})}, A{{"min", 0.0}, {"max", 6.0}}, false, "relu6"},
       {OpTag::exp, {N({4, 5})}, {}},
@@ -147,6 +150,11 @@ inline std::vector<Sample> samples() {
        A{{"activation", std::string("silu")}},
        false,
        "pointwise silu"},
+      {OpTag::conv2d_activation,
+       {N({1, 3, 9, 11}), N({5, 3, 3, 3}), N({5})},
+       A{{"padding", L{1}}, {"activation", std::string("hardswish")}},
+       false,
+       "hardswish"},
       {OpTag::conv2d, {N({1, 4, 3, 5}), N({6, 2, 1, 1})}, A{{"groups", std::int64_t{2}}}, false, "grouped pointwise"},
       {OpTag::mul, {N({2, 3, 4, 5}), N({2, 3, 1, 1})}, {}, false, "per channel"},
       {OpTag::sub, {N({2, 3, 1, 1}), N({2, 3, 4, 5})}, {}, false, "per channel first"},
@@ -154,6 +162,8 @@ inline std::vector<Sample> samples() {
       {OpTag::add, {N({3, 1}), N({3, 40})}, {}, false, "per row first"},
       {OpTag::silu, {N({3, 37})}, {}, false, "long rows"},
       {OpTag::sigmoid, {N({3, 37})}, {}, false, "long rows"},
+      {OpTag::hardswish, {W({3, 37})}, {}, false, "long rows"},
+      {OpTag::hardsigmoid, {W({3, 37})}, {}, false, "long rows"},
       {OpTag::exp, {N({3, 37})}, {}, false, "long rows"},
       {OpTag::neg, {N({3, 37})}, {}, false, "long rows"},
       {OpTag::clamp, {N({3, 37})}, A{{"min", 0.0}}, false, "lower bound only"},
@@ -256,6 +266,9 @@ inline Tensor make_input(const SampleInput& in, DType dtype, std::mt19937& rng) 
     switch (in.kind) {
       case SampleInput::normal:
         x = normal(rng);
+        break;
+      case SampleInput::wide:
+        x = 4.0 * normal(rng);
         break;
       case SampleInput::positive:
         x = pos(rng);

@@ -565,6 +565,8 @@ bool native_dispatches_simd(ops::OpTag op) noexcept {
     case OpTag::clamp:
     case OpTag::silu:
     case OpTag::sigmoid:
+    case OpTag::hardswish:
+    case OpTag::hardsigmoid:
     case OpTag::exp:         // map_rows
     case OpTag::batch_norm:  // channel_affine_rows, at inference
     case OpTag::sum:

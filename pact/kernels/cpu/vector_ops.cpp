@@ -42,6 +42,20 @@ PACT_SIMD_INLINE void map_body(MapOp op, const float* x, float* y, std::int64_t 
 #pragma GCC ivdep
       for (std::int64_t i = 0; i < n; ++i) y[i] = fast_exp(x[i]);
       break;
+    case MapOp::hardswish:  // x relu6(x + 3) / 6, as the generic kernel computes it
+#pragma GCC ivdep
+      for (std::int64_t i = 0; i < n; ++i) {
+        const float s = x[i] + 3.0f, r = s < 0.0f ? 0.0f : (s > 6.0f ? 6.0f : s);
+        y[i] = x[i] * r / 6.0f;
+      }
+      break;
+    case MapOp::hardsigmoid:
+#pragma GCC ivdep
+      for (std::int64_t i = 0; i < n; ++i) {
+        const float s = x[i] + 3.0f;
+        y[i] = (s < 0.0f ? 0.0f : (s > 6.0f ? 6.0f : s)) / 6.0f;
+      }
+      break;
   }
 }
 PACT_SIMD_VARIANTS(map_rows, map_body);

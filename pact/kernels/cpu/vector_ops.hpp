@@ -9,8 +9,8 @@
 namespace pact::kernels::cpu {
 
 /// The elementwise maps with a vector form. clamp uses [lo, hi] (either may be infinite); silu and
-/// sigmoid use fast_exp (fast_math.hpp).
-enum class MapOp : std::uint8_t { neg, relu, clamp, silu, sigmoid, exp };
+/// sigmoid use fast_exp (fast_math.hpp); hardswish and hardsigmoid are the generic kernels' expressions.
+enum class MapOp : std::uint8_t { neg, relu, clamp, silu, sigmoid, exp, hardswish, hardsigmoid };
 
 /// y[i] = op(x[i]) for i in [0, n); x and y do not overlap.
 void map_f32(MapOp op, const float* x, float* y, std::int64_t n, float lo, float hi);
