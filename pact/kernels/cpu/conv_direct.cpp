@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <utility>
 #include <vector>
@@ -57,56 +58,96 @@ PACT_SIMD_INLINE void even_lanes(Vec<W>* v, const float* p, std::index_sequence<
 // The widest block of any level: the padding and the rounded-up row are sized for it.
 constexpr int kBlock = 16;
 
-// The scratch of one plane: the input plane with its columns zero-padded, so every tap of every output
-// column in a block reads inside it, and one output row rounded up to whole blocks of 16.
+// The scratch of one plane: the input plane zero-padded on every side, so every tap of every output block
+// reads inside it with no bounds test, and the plane's output rows rounded up to whole blocks of 16.
 struct PlaneScratch {
-  std::int64_t owp, wp;  // padded output row, padded input row (floats)
-  float* pad;            // h rows of wp: input column ix at pad[iy * wp + pw + ix], zeros around it
-  float* acc;            // owp accumulators
+  std::int64_t owp, wp;     // padded output row, padded input row (floats)
+  float* pad;               // input (iy, ix) at pad[(ph + iy) wp + pw + ix], zeros around it
+  float* acc;               // oh rows of owp outputs
+  const std::int64_t* tap;  // kh kw offsets into pad of the taps: i dh wp + j dw
 };
 
-// One output plane of one channel. Each block of W outputs of a row sums every tap whose input row
-// exists in one register, with no bounds tests (the padding supplies the zeros), and is stored once:
-// with rows as short as 7 or 14 columns (the late layers of MobileNet and EfficientNet), per-tap loops
-// over exactly the valid columns ran almost entirely in scalar epilogues, and accumulating in memory tap
-// by tap stalled on store-to-load forwarding (70% of the kernel's samples under perf). owp is a multiple
-// of every W, so there is no remainder.
+// W columns of one tap: contiguous (S = 1), every other (S = 2), or strided by sw (S = 0).
+template <int W, int S>
+PACT_SIMD_INLINE void tap_lanes(Vec<W>* v, const float* s, std::int64_t sw) {
+  if constexpr (S == 1) {
+    load<W>(v, s);
+  } else if constexpr (S == 2) {
+    even_lanes<W>(v, s, std::make_index_sequence<W>{});
+  } else {
+    for (int l = 0; l < W; ++l) (*v)[l] = s[l * sw];
+  }
+}
+
+// The plane's output as units of W columns (unit k: output row k / nb, columns (k % nb) W, nb blocks per
+// padded row), four units at a time: four independent accumulators, so the multiply-adds of one tap do not
+// wait on one another (with one accumulator, each block's taps formed one chain of dependent FMAs, and the
+// FMA latency, not the loads, set the kernel's speed: 38% of its samples on the instruction after the FMA).
+// Unit k's outputs go to acc[k W, (k + 1) W), that is row k / nb of the rounded-up rows.
+template <int W, int S>
+PACT_SIMD_INLINE void depthwise_units(const float* __restrict w, float bias, const DirectConvGeometry& g,
+                                      const PlaneScratch& sc) {
+  const std::int64_t nb = sc.owp / W, units = g.oh * nb, taps = g.kh * g.kw, sw = S == 0 ? g.sw : S;
+  const std::int64_t* __restrict tap = sc.tap;
+  auto base = [&](std::int64_t k) { return sc.pad + (k / nb) * g.sh * sc.wp + (k % nb) * W * sw; };
+  std::int64_t k = 0;
+  for (; k + 4 <= units; k += 4) {
+    const float *b0 = base(k), *b1 = base(k + 1), *b2 = base(k + 2), *b3 = base(k + 3);
+    Vec<W> a0 = Vec<W>{} + bias, a1 = a0, a2 = a0, a3 = a0;
+    for (std::int64_t t = 0; t < taps; ++t) {
+      const float wt = w[t];
+      const std::int64_t o = tap[t];
+      Vec<W> v0, v1, v2, v3;
+      tap_lanes<W, S>(&v0, b0 + o, g.sw);
+      tap_lanes<W, S>(&v1, b1 + o, g.sw);
+      tap_lanes<W, S>(&v2, b2 + o, g.sw);
+      tap_lanes<W, S>(&v3, b3 + o, g.sw);
+      a0 += wt * v0;
+      a1 += wt * v1;
+      a2 += wt * v2;
+      a3 += wt * v3;
+    }
+    __builtin_memcpy(sc.acc + k * W, &a0, sizeof a0);
+    __builtin_memcpy(sc.acc + (k + 1) * W, &a1, sizeof a1);
+    __builtin_memcpy(sc.acc + (k + 2) * W, &a2, sizeof a2);
+    __builtin_memcpy(sc.acc + (k + 3) * W, &a3, sizeof a3);
+  }
+  for (; k < units; ++k) {
+    const float* b = base(k);
+    Vec<W> a = Vec<W>{} + bias;
+    for (std::int64_t t = 0; t < taps; ++t) {
+      Vec<W> v;
+      tap_lanes<W, S>(&v, b + tap[t], g.sw);
+      a += w[t] * v;
+    }
+    __builtin_memcpy(sc.acc + k * W, &a, sizeof a);
+  }
+}
+
+// One output plane of one channel: the input copied into the padded plane, the units, then each output
+// row out of the rounded-up rows.
 template <int W>
 PACT_SIMD_INLINE void depthwise_plane_impl(const float* __restrict x, const float* __restrict w, float bias,
                                            const DirectConvGeometry* gp, PlaneScratch sc, float* __restrict out) {
   const DirectConvGeometry& g = *gp;
   for (std::int64_t iy = 0; iy < g.h; ++iy) {
-    float* __restrict row = sc.pad + iy * sc.wp + g.pw;
+    float* __restrict row = sc.pad + (g.ph + iy) * sc.wp + g.pw;
     const float* __restrict src = x + iy * g.w;
 #pragma GCC ivdep
     for (std::int64_t ix = 0; ix < g.w; ++ix) row[ix] = src[ix];
   }
-  float* __restrict acc = sc.acc;
+  if (g.sw == 1) {
+    depthwise_units<W, 1>(w, bias, g, sc);
+  } else if (g.sw == 2) {
+    depthwise_units<W, 2>(w, bias, g, sc);
+  } else {
+    depthwise_units<W, 0>(w, bias, g, sc);
+  }
   for (std::int64_t y = 0; y < g.oh; ++y) {
-    for (std::int64_t zb = 0; zb < sc.owp; zb += W) {
-      Vec<W> a = Vec<W>{} + bias;
-      for (std::int64_t i = 0; i < g.kh; ++i) {
-        const std::int64_t iy = y * g.sh - g.ph + i * g.dh;
-        if (iy < 0 || iy >= g.h) continue;
-        const float* prow = sc.pad + iy * sc.wp + zb * g.sw;
-        for (std::int64_t j = 0; j < g.kw; ++j) {
-          const float* s = prow + j * g.dw;
-          Vec<W> v;
-          if (g.sw == 1) {
-            load<W>(&v, s);
-          } else if (g.sw == 2) {
-            even_lanes<W>(&v, s, std::make_index_sequence<W>{});
-          } else {
-            for (int l = 0; l < W; ++l) v[l] = s[l * g.sw];
-          }
-          a += w[i * g.kw + j] * v;
-        }
-      }
-      __builtin_memcpy(acc + zb, &a, sizeof a);
-    }
+    const float* __restrict a = sc.acc + y * sc.owp;
     float* __restrict o = out + y * g.ow;
 #pragma GCC ivdep
-    for (std::int64_t z = 0; z < g.ow; ++z) o[z] = acc[z];
+    for (std::int64_t z = 0; z < g.ow; ++z) o[z] = a[z];
   }
 }
 
@@ -163,21 +204,28 @@ PACT_SIMD_VARIANTS(max_pool_plane, max_pool_plane_body);
 
 }  // namespace
 
-void depthwise_conv2d(const float* x, const float* w, const float* bias, const DirectConvGeometry& g, float* out) {
+void depthwise_conv2d(const float* x, const float* w, const float* bias, const DirectConvGeometry& g, float* out,
+                      const std::function<void(float*, std::int64_t)>& store) {
   const std::int64_t mult = g.o / g.c, planes = g.n * g.o, taps = g.kh * g.kw;
   const std::int64_t in_plane = g.h * g.w, out_plane = g.oh * g.ow;
   if (planes == 0 || out_plane == 0) return;
   const std::int64_t owp = (g.ow + kBlock - 1) / kBlock * kBlock;
-  // Output column z reads padded column z sw + j dw (stride 2 loads 2W columns per block of W); the input
-  // occupies [pw, pw + w).
+  // Output column z reads padded column z sw + j dw (stride 2 loads 2W columns per block of W), output row
+  // y padded row y sh + i dh; the input occupies rows [ph, ph + h) and columns [pw, pw + w).
   const std::int64_t wp = std::max((owp - 1) * g.sw + (g.kw - 1) * g.dw + 1 + (g.sw == 2 ? 1 : 0), g.pw + g.w);
+  const std::int64_t hp = std::max((g.oh - 1) * g.sh + (g.kh - 1) * g.dh + 1, g.ph + g.h);
+  std::vector<std::int64_t> tap(static_cast<std::size_t>(taps));
+  for (std::int64_t i = 0; i < g.kh; ++i)
+    for (std::int64_t j = 0; j < g.kw; ++j) tap[static_cast<std::size_t>(i * g.kw + j)] = i * g.dh * wp + j * g.dw;
   const auto f = depthwise_plane.get();
   parallel_ranges(planes, planes * out_plane * taps >= (std::int64_t{1} << 16), [&](std::int64_t p0, std::int64_t p1) {
-    std::vector<float> scratch(static_cast<std::size_t>(g.h * wp + owp), 0.0f);  // padding zeroed once
-    const PlaneScratch sc{owp, wp, scratch.data(), scratch.data() + g.h * wp};
+    std::vector<float> scratch(static_cast<std::size_t>(hp * wp + g.oh * owp), 0.0f);  // padding zeroed once
+    const PlaneScratch sc{owp, wp, scratch.data(), scratch.data() + hp * wp, tap.data()};
     for (std::int64_t p = p0; p < p1; ++p) {
       const std::int64_t n = p / g.o, oc = p % g.o, ic = oc / mult;
-      f(x + (n * g.c + ic) * in_plane, w + oc * taps, bias != nullptr ? bias[oc] : 0.0f, &g, sc, out + p * out_plane);
+      float* plane = out + p * out_plane;
+      f(x + (n * g.c + ic) * in_plane, w + oc * taps, bias != nullptr ? bias[oc] : 0.0f, &g, sc, plane);
+      if (store) store(plane, out_plane);
     }
   });
 }
