@@ -121,6 +121,30 @@ TEST_P(EveryLevel, NativeMatchesReference) {
   if (!forced.active()) GTEST_SKIP() << forced.why();
   compare_provider(kernels::native_handlers(), "native at " + std::string(isa_name(GetParam())));
 }
+// Few rows against a large weight (at most 64 rows, a weight of 2^18 elements or more): the native linear
+// computes W x^T and transposes it (gemm_ops.inc); its rows, with and without a bias, at every level.
+TEST_P(EveryLevel, NativeLinearOnFewRowsAgainstAWideWeight) {
+  const ForcedLevel forced(GetParam());
+  if (!forced.active()) GTEST_SKIP() << forced.why();
+  std::mt19937 rng(17);
+  const kernels::Handler& native = *kernels::find_handler(kernels::native_handlers(), ops::OpTag::linear);
+  const kernels::Handler& ref = *kernels::find_handler(kernels::reference_handlers(), ops::OpTag::linear);
+  for (const std::int64_t rows : {3, 49, 64}) {
+    SCOPED_TRACE(rows);
+    std::vector<Tensor> ins;
+    ins.push_back(make_input(N({rows, 300}), DType::f32, rng));
+    ins.push_back(make_input(N({1100, 300}), DType::f32, rng));
+    ins.push_back(make_input(N({1100}), DType::f32, rng));
+    const std::vector<TensorView> all = views_of(ins);
+    for (const std::size_t operands : {std::size_t{2}, std::size_t{3}}) {
+      const std::vector<TensorView> in(all.begin(), all.begin() + static_cast<long>(operands));
+      const auto want = values_of(kernels::run_forward(ref, in, {}).as_view());
+      const auto got = values_of(kernels::run_forward(native, in, {}).as_view());
+      EXPECT_TRUE(close(got, want, ops::op_info(ops::OpTag::linear).tolerance())) << operands << " operands";
+    }
+  }
+}
+
 TEST(Providers, BlasMatchesReference) { compare_provider(kernels::blas_handlers(), "blas"); }
 TEST(Providers, LibTorchMatchesNative) {
   if (!kernels::libtorch_built()) {
