@@ -42,6 +42,8 @@ inline std::vector<Sample> samples() {
       {OpTag::div, {N({4, 3}), P({4, 1})}, {}},
       {OpTag::sub, {N({4}), N({2, 3, 4})}, {}, false, "leading operand repeated"},
       {OpTag::mul, {N({2, 3, 4}), N({1, 3, 4})}, {}, false, "trailing block"},
+      {OpTag::mul, {N({3, 1, 1}), N({1, 3, 4, 5})}, {}, false, "per-channel scale of lower rank"},
+      {OpTag::sub, {N({1, 3, 4, 5}), N({3, 1, 1})}, {}, false, "per-channel operand of lower rank second"},
       {OpTag::div, {N({5, 3}), P({3})}, {}, false, "row divisor"},
       {OpTag::neg, {N({5})}, {}},
       {OpTag::matmul, {N({3, 4}), N({4, 5})}, {}},
