@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -205,6 +206,22 @@ TEST(TrainingKernels, RunningStatisticsAreTheKernelsWork) {
     if (pack.names[i] != "bn_mean" && pack.names[i] != "bn_var") continue;
     for (std::int64_t c = 0; c < 32; ++c) EXPECT_EQ(pack.values[i].get(Dims{c}).real, 42.0) << pack.names[i];
   }
+}
+
+// A batch of one plans with its training kernels and evaluates: the batch-norm statistics of one value per
+// channel divide by 1 (a shape-rule refusal there would also refuse evaluation, which runs the same plan).
+TEST(TrainingKernels, ABatchOfOnePlansStepsAndEvaluates) {
+  const Objective o = objective("sgd");
+  TrainingSession session(o, init_parameters(o.graph(1), 1));
+  static const Dataset d = load_digits("data/digits.csv.gz");
+  const std::int64_t row = 5;
+  auto [x, y] = gather(d, std::span<const std::int64_t>(&row, 1));
+  EXPECT_TRUE(session.audit(1).check.accepted);
+  const Tensor logits = session.predict(x.as_view().duplicate());
+  EXPECT_EQ(logits.shape(), (Dims{1, 10}));
+  const StepResult r = session.step_batch(std::move(x), std::move(y), {});
+  EXPECT_TRUE(std::isfinite(r.loss));
+  EXPECT_EQ(session.step_count(), 1);
 }
 
 // torch.optim's SGD, Adam and AdamW, three steps each in f32 and f64, replayed through the admitted kernels.
