@@ -103,14 +103,18 @@ ExecutionResult execute(const plan::AcceptedGraphPlan& plan, const std::map<std:
 
   const Regions regions = checkpoint_regions_of(g, options.checkpoint_regions);
   const std::vector<int>& region_of = regions.region_of;
-  // Running statistics update in training mode only, from a batch_norm node's input as it runs.
-  const bool update_stats = options.session != nullptr && options.session->training();
-  auto stats_kernel = [&](const ir::Node& n) -> const contract::BoundKernel* {
-    if (!update_stats || n.op != ops::OpTag::batch_norm || n.inputs.size() != 5) return nullptr;
-    return plan.training_kernel(plan::KernelPurpose::running_stats, n.id);
-  };
+  // Running statistics update in training mode only, from a batch_norm node's input as it runs: each
+  // node's statistics kernel, looked up once per run.
+  std::vector<const contract::BoundKernel*> stats_of(g.nodes.size(), nullptr);
+  if (options.session != nullptr && options.session->training()) {
+    for (std::size_t i = 0; i < g.nodes.size(); ++i) {
+      const ir::Node& n = g.nodes[i];
+      if (n.op == ops::OpTag::batch_norm && n.inputs.size() == 5)
+        stats_of[i] = plan.training_kernel(plan::KernelPurpose::running_stats, n.id);
+    }
+  }
   for (std::size_t i = 0; i < g.nodes.size(); ++i) {
-    if (region_of[i] >= 0 && stats_kernel(g.nodes[i]) != nullptr) {
+    if (region_of[i] >= 0 && stats_of[i] != nullptr) {
       throw_error(ErrorCode::invalid_argument, "execute",
                   fmt::format("checkpoint region {} holds batch_norm node '{}', whose running statistics a "
                               "recompute would update twice; leave it outside the region",
@@ -195,7 +199,7 @@ ExecutionResult execute(const plan::AcceptedGraphPlan& plan, const std::map<std:
       for (const auto& id : n.inputs) in.push_back(live.at(id));
       const auto start = timed ? Clock::now() : Clock::time_point{};
       hold(n.id, role == ops::OpRole::sink ? in[0] : run(n, in));
-      if (const contract::BoundKernel* stats = stats_kernel(n)) {
+      if (const contract::BoundKernel* stats = stats_of[i]) {
         // New running statistics in fresh owners: the tape may retain the old ones for the VJP.
         Tensor mean = in[3].view().duplicate(), var = in[4].view().duplicate();
         Tensor* state[] = {&mean, &var};

@@ -19,6 +19,7 @@
 namespace pact::train {
 namespace {
 
+using ::pact::test::message_of;
 using plan::KernelPurpose;
 
 // A residual MLP: `act` feeds both the second layer and the residual add, so backward sums two gradients
@@ -55,11 +56,15 @@ Objective objective(std::string optimizer) {
   return o;
 }
 
-std::pair<Tensor, Tensor> batch_of(std::int64_t offset) {
+const Dataset& digits() {
   static const Dataset d = load_digits("data/digits.csv.gz");
+  return d;
+}
+
+std::pair<Tensor, Tensor> batch_of(std::int64_t offset) {
   std::vector<std::int64_t> rows;
   for (std::int64_t r = 0; r < 8; ++r) rows.push_back(offset + r);
-  return gather(d, rows);
+  return gather(digits(), rows);
 }
 
 // The handler a capsule of the audit binds (what the step runs unless a substitution is live).
@@ -68,16 +73,6 @@ const kernels::Handler& bound_handler(const plan::PlanAudit& audit, KernelPurpos
     if (k.purpose == purpose && k.capsule != nullptr) return *contract::find_capsule_handler(*k.capsule);
   }
   throw std::runtime_error("no kernel of that purpose in the audit");
-}
-
-template <class F>
-std::string message_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 void fails(std::span<Tensor* const>, std::span<const TensorView>, const ops::Attributes&) {
@@ -213,9 +208,8 @@ TEST(TrainingKernels, RunningStatisticsAreTheKernelsWork) {
 TEST(TrainingKernels, ABatchOfOnePlansStepsAndEvaluates) {
   const Objective o = objective("sgd");
   TrainingSession session(o, init_parameters(o.graph(1), 1));
-  static const Dataset d = load_digits("data/digits.csv.gz");
   const std::int64_t row = 5;
-  auto [x, y] = gather(d, std::span<const std::int64_t>(&row, 1));
+  auto [x, y] = gather(digits(), std::span<const std::int64_t>(&row, 1));
   EXPECT_TRUE(session.audit(1).check.accepted);
   const Tensor logits = session.predict(x.as_view().duplicate());
   EXPECT_EQ(logits.shape(), (Dims{1, 10}));
