@@ -15,6 +15,8 @@ import sys
 import tempfile
 import time
 
+from torch_threads import hold_torch_to
+
 
 def main():
     ap = argparse.ArgumentParser()
@@ -27,7 +29,7 @@ def main():
     except ImportError:
         print("python3-torch is not installed: run with /usr/bin/python3 after apt-get install python3-torch", file=sys.stderr)
         return 2
-    torch.set_num_threads(args.threads)
+    hold_torch_to(args.threads)
     x = torch.randn(1, 3, 224, 224)
     w = torch.randn(64, 3, 7, 7)
 

@@ -28,13 +28,15 @@ import sys
 import tempfile
 import time
 
+from torch_threads import hold_torch_to
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PACT = os.path.join(ROOT, "build", "release", "bin", "pact")
 
 
 def torch_median_ms(model, shape, threads, repeat):
     import torch
-    torch.set_num_threads(threads)
+    hold_torch_to(threads)
     x = torch.randn(*shape)
     with torch.no_grad():
         model(x)  # warm

@@ -11,6 +11,8 @@ ffn 512, seq 64, batch 16).
 """
 import json, os, subprocess, sys, tempfile, time
 
+from torch_threads import hold_torch_to
+
 
 def main():
     try:
@@ -18,7 +20,7 @@ def main():
     except ImportError:
         print("python3-torch is not installed (apt-get install python3-torch; run with /usr/bin/python3)", file=sys.stderr)
         return 2
-    torch.set_num_threads(1)
+    hold_torch_to(1)
     binary = "build/bench/bench/pact_bench_train_step"
 
     def mlp(dims, batch):
