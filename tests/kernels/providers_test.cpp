@@ -5,7 +5,9 @@
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "pact/core/cpu.hpp"
 #include "pact/kernels/cpu/gemm.hpp"
@@ -320,7 +322,7 @@ TEST_P(EveryLevel, GemmAddsTheBiasOnceAsCIsStored) {
                          (accumulate ? " accumulate" : "") + (trans ? " A transposed" : ""));
             const std::int64_t ar = trans ? 1 : k, ac = trans ? m : 1;
             std::vector<float> c(static_cast<std::size_t>(m * n), 0.5f);
-            const kernels::cpu::GemmBias bias{per_row ? row_bias.data() : col_bias.data(), per_row};
+            const kernels::cpu::GemmEpilogue bias{per_row ? row_bias.data() : col_bias.data(), per_row};
             kernels::cpu::sgemm(m, n, k, a.data(), ar, ac, b.data(), n, 1, c.data(), n, accumulate, bias);
             for (std::int64_t i = 0; i < m; ++i)
               for (std::int64_t j = 0; j < n; ++j) {
@@ -332,6 +334,54 @@ TEST_P(EveryLevel, GemmAddsTheBiasOnceAsCIsStored) {
                     << i << "," << j;
               }
           }
+    }
+  }
+}
+
+// The clamp of the epilogue (a fused relu or relu6) applies once, to the finished sum: a depth over
+// several blocks must not clamp the partial sums (a relu on the first block's sum would be wrong), an
+// accumulation clamps C + A B, and a NaN stays NaN (max(lo, x), then min(hi, .)) as in the generic clamp.
+TEST_P(EveryLevel, GemmClampsTheFinishedSumOnce) {
+  std::mt19937 rng(9);
+  std::normal_distribution<float> nd;
+  const std::int64_t sizes[][3] = {{16, 64, 8}, {13, 37, 29}, {24, 40, 1500}, {3, 5, 0}, {9, 1030, 20}};
+  const float bounds[][2] = {{0.0f, std::numeric_limits<float>::infinity()}, {-0.5f, 0.7f}};
+  {
+    const ForcedLevel forced(GetParam());
+    if (!forced.active()) GTEST_SKIP() << forced.why();
+    const std::string variant(isa_name(GetParam()));
+    for (const auto& s : sizes) {
+      const std::int64_t m = s[0], n = s[1], k = s[2];
+      std::vector<float> a(static_cast<std::size_t>(std::max<std::int64_t>(m * k, 1))),
+          b(static_cast<std::size_t>(std::max<std::int64_t>(k * n, 1))), bias(static_cast<std::size_t>(m));
+      for (auto* v : {&a, &b, &bias})
+        for (auto& x : *v) x = nd(rng);
+      if (k > 0) a[static_cast<std::size_t>(k / 2)] = std::numeric_limits<float>::quiet_NaN();  // row 0
+      // Later depth blocks push the sums of one sign to the other, so clamping a partial sum is wrong.
+      for (std::int64_t p = k / 2; p < k; ++p)
+        a[static_cast<std::size_t>((m - 1) * k + p)] = -4.0f * a[static_cast<std::size_t>((m - 1) * k + p - k / 2)];
+      for (const auto& bound : bounds)
+        for (bool accumulate : {false, true}) {
+          SCOPED_TRACE(variant + " " + std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) +
+                       " clamp [" + std::to_string(bound[0]) + ", " + std::to_string(bound[1]) + "]" +
+                       (accumulate ? " accumulate" : ""));
+          std::vector<float> c(static_cast<std::size_t>(m * n), -0.25f);
+          kernels::cpu::GemmEpilogue store{bias.data(), true, true, bound[0], bound[1]};
+          kernels::cpu::sgemm(m, n, k, a.data(), k, 1, b.data(), n, 1, c.data(), n, accumulate, store);
+          for (std::int64_t i = 0; i < m; ++i)
+            for (std::int64_t j = 0; j < n; ++j) {
+              double sum = (accumulate ? -0.25 : 0.0) + bias[static_cast<std::size_t>(i)];
+              for (std::int64_t p = 0; p < k; ++p)
+                sum += double(a[static_cast<std::size_t>(i * k + p)]) * b[static_cast<std::size_t>(p * n + j)];
+              const float got = c[static_cast<std::size_t>(i * n + j)];
+              if (std::isnan(sum)) {
+                ASSERT_TRUE(std::isnan(got)) << i << "," << j << ": " << got;
+                continue;
+              }
+              const double want = std::min<double>(std::max<double>(sum, bound[0]), bound[1]);
+              ASSERT_NEAR(got, want, 1e-4 * (1 + std::sqrt(double(k)))) << i << "," << j;
+            }
+        }
     }
   }
 }

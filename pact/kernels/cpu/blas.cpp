@@ -40,17 +40,20 @@ std::pair<CBLAS_TRANSPOSE, int> cblas_layout(std::int64_t rows, std::int64_t col
 // unsafe boundary: OpenBLAS reads and writes through these pointers for the duration of the call only.
 void openblas_sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t ar, std::int64_t ac,
                     const float* b, std::int64_t br, std::int64_t bc, float* c, std::int64_t ldc, bool accumulate,
-                    GemmBias bias) {
+                    GemmEpilogue store) {
   if (m <= 0 || n <= 0) return;
-  if (bias.data != nullptr) {  // cblas has no bias: write it into C first and accumulate onto it
+  if (store.bias != nullptr) {  // cblas has no bias: write it into C first and accumulate onto it
     for (std::int64_t i = 0; i < m; ++i)
-      for (std::int64_t j = 0; j < n; ++j) c[i * ldc + j] = (accumulate ? c[i * ldc + j] : 0.0f) + bias.at(i, j);
+      for (std::int64_t j = 0; j < n; ++j) c[i * ldc + j] = (accumulate ? c[i * ldc + j] : 0.0f) + store.bias_at(i, j);
     accumulate = true;
   }
   const auto [ta, lda] = cblas_layout(m, k, ar, ac);
   const auto [tb, ldb] = cblas_layout(k, n, br, bc);
   cblas_sgemm(CblasRowMajor, ta, tb, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), 1.0f, a, lda, b,
               ldb, accumulate ? 1.0f : 0.0f, c, static_cast<int>(std::max<std::int64_t>(ldc, n)));
+  if (store.clamp)  // nor a clamp: one pass over C after it
+    for (std::int64_t i = 0; i < m; ++i)
+      for (std::int64_t j = 0; j < n; ++j) c[i * ldc + j] = store.clamped(c[i * ldc + j]);
 }
 
 std::string_view openblas_corename() noexcept { return openblas_get_corename(); }

@@ -59,12 +59,12 @@ PACT_SIMD_INLINE void even_lanes(Vec<W>* v, const float* p, std::index_sequence<
 constexpr int kBlock = 16;
 
 // The scratch of one plane: the input plane zero-padded on every side, so every tap of every output block
-// reads inside it with no bounds test, and the plane's output rows rounded up to whole blocks of 16.
+// reads inside it with no bounds test.
 struct PlaneScratch {
-  std::int64_t owp, wp;     // padded output row, padded input row (floats)
+  std::int64_t owp, wp;     // output row rounded up to whole blocks of 16 (the widest W), padded input row
   float* pad;               // input (iy, ix) at pad[(ph + iy) wp + pw + ix], zeros around it
-  float* acc;               // oh rows of owp outputs
   const std::int64_t* tap;  // kh kw offsets into pad of the taps: i dh wp + j dw
+  const float* clamp;       // null, or [lo, hi]: each output clamped in registers before it is stored
 };
 
 // W columns of one tap: contiguous (S = 1), every other (S = 2), or strided by sw (S = 0).
@@ -79,53 +79,78 @@ PACT_SIMD_INLINE void tap_lanes(Vec<W>* v, const float* s, std::int64_t sw) {
   }
 }
 
-// The plane's output as units of W columns (unit k: output row k / nb, columns (k % nb) W, nb blocks per
-// padded row), four units at a time: four independent accumulators, so the multiply-adds of one tap do not
-// wait on one another (with one accumulator, each block's taps formed one chain of dependent FMAs, and the
-// FMA latency, not the loads, set the kernel's speed: 38% of its samples on the instruction after the FMA).
-// Unit k's outputs go to acc[k W, (k + 1) W), that is row k / nb of the rounded-up rows.
+// The plane's output as units of W columns (unit k: output row k / nb, columns (k % nb) W, nb = ceil(ow / W)
+// blocks per row), four units at a time: four independent accumulators, so the multiply-adds of one tap do
+// not wait on one another (with one accumulator, each block's taps formed one chain of dependent FMAs, and
+// the FMA latency, not the loads, set the kernel's speed: 38% of its samples on the instruction after the
+// FMA). Each unit is clamped (when asked) and stored straight into the output row, its last block only up
+// to the row's end: no rounded-up rows to copy out, and no pass over the plane for relu or relu6.
 template <int W, int S>
 PACT_SIMD_INLINE void depthwise_units(const float* __restrict w, float bias, const DirectConvGeometry& g,
-                                      const PlaneScratch& sc) {
-  const std::int64_t nb = sc.owp / W, units = g.oh * nb, taps = g.kh * g.kw, sw = S == 0 ? g.sw : S;
+                                      const PlaneScratch& sc, float* __restrict out) {
+  const std::int64_t nb = (g.ow + W - 1) / W, units = g.oh * nb, taps = g.kh * g.kw, sw = S == 0 ? g.sw : S;
+  const std::int64_t last = g.ow - (nb - 1) * W;  // columns of a row's last block, 1 to W
   const std::int64_t* __restrict tap = sc.tap;
-  auto base = [&](std::int64_t k) { return sc.pad + (k / nb) * g.sh * sc.wp + (k % nb) * W * sw; };
+  // The units' input blocks and output columns in order, stepped without a division per unit.
+  std::int64_t row = 0, blk = 0;
+  struct Unit {
+    const float* in;
+    float* out;
+    std::int64_t cols;
+  };
+  auto next = [&] {
+    const Unit u{sc.pad + row * g.sh * sc.wp + blk * W * sw, out + row * g.ow + blk * W, blk + 1 == nb ? last : W};
+    if (++blk == nb) {
+      blk = 0;
+      ++row;
+    }
+    return u;
+  };
+  const bool clamped = sc.clamp != nullptr;
+  const Vec<W> lo = Vec<W>{} + (clamped ? sc.clamp[0] : 0.0f), hi = Vec<W>{} + (clamped ? sc.clamp[1] : 0.0f);
+  auto put = [&](Vec<W> a, const Unit& u) {
+    if (clamped) a = a < lo ? lo : (a > hi ? hi : a);  // the generic clamp's tests: a NaN stays NaN
+    if (u.cols == W) {
+      __builtin_memcpy(u.out, &a, sizeof a);
+    } else {
+      for (std::int64_t z = 0; z < u.cols; ++z) u.out[z] = a[z];
+    }
+  };
   std::int64_t k = 0;
   for (; k + 4 <= units; k += 4) {
-    const float *b0 = base(k), *b1 = base(k + 1), *b2 = base(k + 2), *b3 = base(k + 3);
+    const Unit u0 = next(), u1 = next(), u2 = next(), u3 = next();
     Vec<W> a0 = Vec<W>{} + bias, a1 = a0, a2 = a0, a3 = a0;
     for (std::int64_t t = 0; t < taps; ++t) {
       const float wt = w[t];
       const std::int64_t o = tap[t];
       Vec<W> v0, v1, v2, v3;
-      tap_lanes<W, S>(&v0, b0 + o, g.sw);
-      tap_lanes<W, S>(&v1, b1 + o, g.sw);
-      tap_lanes<W, S>(&v2, b2 + o, g.sw);
-      tap_lanes<W, S>(&v3, b3 + o, g.sw);
+      tap_lanes<W, S>(&v0, u0.in + o, g.sw);
+      tap_lanes<W, S>(&v1, u1.in + o, g.sw);
+      tap_lanes<W, S>(&v2, u2.in + o, g.sw);
+      tap_lanes<W, S>(&v3, u3.in + o, g.sw);
       a0 += wt * v0;
       a1 += wt * v1;
       a2 += wt * v2;
       a3 += wt * v3;
     }
-    __builtin_memcpy(sc.acc + k * W, &a0, sizeof a0);
-    __builtin_memcpy(sc.acc + (k + 1) * W, &a1, sizeof a1);
-    __builtin_memcpy(sc.acc + (k + 2) * W, &a2, sizeof a2);
-    __builtin_memcpy(sc.acc + (k + 3) * W, &a3, sizeof a3);
+    put(a0, u0);
+    put(a1, u1);
+    put(a2, u2);
+    put(a3, u3);
   }
   for (; k < units; ++k) {
-    const float* b = base(k);
+    const Unit u = next();
     Vec<W> a = Vec<W>{} + bias;
     for (std::int64_t t = 0; t < taps; ++t) {
       Vec<W> v;
-      tap_lanes<W, S>(&v, b + tap[t], g.sw);
+      tap_lanes<W, S>(&v, u.in + tap[t], g.sw);
       a += w[t] * v;
     }
-    __builtin_memcpy(sc.acc + k * W, &a, sizeof a);
+    put(a, u);
   }
 }
 
-// One output plane of one channel: the input copied into the padded plane, the units, then each output
-// row out of the rounded-up rows.
+// One output plane of one channel: the input copied into the padded plane, then the units.
 template <int W>
 PACT_SIMD_INLINE void depthwise_plane_impl(const float* __restrict x, const float* __restrict w, float bias,
                                            const DirectConvGeometry* gp, PlaneScratch sc, float* __restrict out) {
@@ -137,17 +162,11 @@ PACT_SIMD_INLINE void depthwise_plane_impl(const float* __restrict x, const floa
     for (std::int64_t ix = 0; ix < g.w; ++ix) row[ix] = src[ix];
   }
   if (g.sw == 1) {
-    depthwise_units<W, 1>(w, bias, g, sc);
+    depthwise_units<W, 1>(w, bias, g, sc, out);
   } else if (g.sw == 2) {
-    depthwise_units<W, 2>(w, bias, g, sc);
+    depthwise_units<W, 2>(w, bias, g, sc, out);
   } else {
-    depthwise_units<W, 0>(w, bias, g, sc);
-  }
-  for (std::int64_t y = 0; y < g.oh; ++y) {
-    const float* __restrict a = sc.acc + y * sc.owp;
-    float* __restrict o = out + y * g.ow;
-#pragma GCC ivdep
-    for (std::int64_t z = 0; z < g.ow; ++z) o[z] = a[z];
+    depthwise_units<W, 0>(w, bias, g, sc, out);
   }
 }
 
@@ -205,7 +224,7 @@ PACT_SIMD_VARIANTS(max_pool_plane, max_pool_plane_body);
 }  // namespace
 
 void depthwise_conv2d(const float* x, const float* w, const float* bias, const DirectConvGeometry& g, float* out,
-                      const std::function<void(float*, std::int64_t)>& store) {
+                      const float* clamp, const std::function<void(float*, std::int64_t)>& store) {
   const std::int64_t mult = g.o / g.c, planes = g.n * g.o, taps = g.kh * g.kw;
   const std::int64_t in_plane = g.h * g.w, out_plane = g.oh * g.ow;
   if (planes == 0 || out_plane == 0) return;
@@ -219,8 +238,8 @@ void depthwise_conv2d(const float* x, const float* w, const float* bias, const D
     for (std::int64_t j = 0; j < g.kw; ++j) tap[static_cast<std::size_t>(i * g.kw + j)] = i * g.dh * wp + j * g.dw;
   const auto f = depthwise_plane.get();
   parallel_ranges(planes, planes * out_plane * taps >= (std::int64_t{1} << 16), [&](std::int64_t p0, std::int64_t p1) {
-    std::vector<float> scratch(static_cast<std::size_t>(hp * wp + g.oh * owp), 0.0f);  // padding zeroed once
-    const PlaneScratch sc{owp, wp, scratch.data(), scratch.data() + hp * wp, tap.data()};
+    std::vector<float> scratch(static_cast<std::size_t>(hp * wp), 0.0f);  // padding zeroed once
+    const PlaneScratch sc{owp, wp, scratch.data(), tap.data(), clamp};
     for (std::int64_t p = p0; p < p1; ++p) {
       const std::int64_t n = p / g.o, oc = p % g.o, ic = oc / mult;
       float* plane = out + p * out_plane;

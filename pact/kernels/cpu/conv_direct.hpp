@@ -18,11 +18,12 @@ struct DirectConvGeometry {
 inline bool is_depthwise(const DirectConvGeometry& g) noexcept { return g.groups == g.c && g.o % g.c == 0; }
 
 /// out[n, oc, y, z] = bias[oc] + sum_{i, j} w[oc, 0, i, j] x[n, oc / m, y sh - ph + i dh, z sw - pw + j dw]
-/// (m = o / c, zero outside the input), for a depthwise geometry. bias may be null. `store`, when set, is
-/// called on each output plane (pointer, element count) right after it is written, while it is in cache
-/// (conv2d_activation's activation), on the thread that wrote it.
+/// (m = o / c, zero outside the input), for a depthwise geometry. bias may be null. `clamp`, when not null,
+/// clamps each output to [clamp[0], clamp[1]] in registers as it is stored (relu, relu6; a NaN stays NaN).
+/// `store`, when set, is called on each output plane (pointer, element count) right after it is written,
+/// while it is in cache (conv2d_activation's other activations), on the thread that wrote it.
 void depthwise_conv2d(const float* x, const float* w, const float* bias, const DirectConvGeometry& g, float* out,
-                      const std::function<void(float*, std::int64_t)>& store = {});
+                      const float* clamp = nullptr, const std::function<void(float*, std::int64_t)>& store = {});
 
 /// out[p, y, z] = max over the window of x[p] (NaN if any tap is NaN), for the g.c = g.o planes of g
 /// (n = 1, groups = c; padding is never the maximum of a window that has an input element).

@@ -43,14 +43,16 @@ struct Variant {
   int mr, nr;
   // Multiplies a packed MR x kc panel by a packed kc x NR panel into the MR x NR block at c (row stride
   // ldc), adding to it when `add` is set.
-  // A bias is added in the same store: rbias[i] to row i, cbias[j] to column j (either may be null).
+  // A bias is added in the same store: rbias[i] to row i, cbias[j] to column j (either may be null); then,
+  // where `clamp` is not null, the sum is clamped to [clamp[0], clamp[1]] (given on the last depth block):
+  // max(lo, x) then min(hi, .) with the bound first, so a NaN sum stays NaN as in the generic clamp.
   void (*kernel)(std::int64_t kc, const float* a, const float* b, float* c, std::int64_t ldc, bool add,
-                 const float* rbias, const float* cbias);
+                 const float* rbias, const float* cbias, const float* clamp);
   // The same product with A read in place (element (i, p) at a[i * ar + p * ac], ar == 1 or ac == 1;
   // a packed panel is ar = 1, ac = MR) and B's row p at b + p * bs (bs = NR for a packed panel, the
   // leading dimension for a row-major B read in place); null where the variant always packs.
   void (*direct)(std::int64_t kc, const float* a, std::int64_t ar, std::int64_t ac, const float* b, std::int64_t bs,
-                 float* c, std::int64_t ldc, bool add, const float* rbias, const float* cbias);
+                 float* c, std::int64_t ldc, bool add, const float* rbias, const float* cbias, const float* clamp);
 };
 
 // The AVX-512 micro-kernel: an 8 x 16 NV block of C from 8 rows of A and a packed 16 NV-wide panel of B,
@@ -63,7 +65,7 @@ struct Variant {
 template <bool RowMajor, int NV>
 PACT_TARGET_AVX512 void kernel_avx512_impl(std::int64_t kc, const float* a, std::int64_t ar, std::int64_t ac,
                                            const float* b, std::int64_t bs, float* t, std::int64_t ldc, bool add,
-                                           const float* rbias, const float* cbias) {
+                                           const float* rbias, const float* cbias, const float* clamp) {
   constexpr int MR = 8;
   __m512 c[MR][NV];
   for (int i = 0; i < MR; ++i)
@@ -98,28 +100,29 @@ PACT_TARGET_AVX512 void kernel_avx512_impl(std::int64_t kc, const float* a, std:
       if (add) x = _mm512_add_ps(x, _mm512_loadu_ps(row + 16 * v));
       if (cbias != nullptr) x = _mm512_add_ps(x, _mm512_loadu_ps(cbias + 16 * v));
       if (rbias != nullptr) x = _mm512_add_ps(x, _mm512_set1_ps(rbias[i]));
+      if (clamp != nullptr) x = _mm512_min_ps(_mm512_set1_ps(clamp[1]), _mm512_max_ps(_mm512_set1_ps(clamp[0]), x));
       _mm512_storeu_ps(row + 16 * v, x);
     }
   }
 }
 
 void kernel_avx512_wide(std::int64_t kc, const float* a, const float* b, float* t, std::int64_t ldc, bool add,
-                        const float* rbias, const float* cbias) {
-  kernel_avx512_impl<false, 3>(kc, a, 1, 8, b, 48, t, ldc, add, rbias, cbias);
+                        const float* rbias, const float* cbias, const float* clamp) {
+  kernel_avx512_impl<false, 3>(kc, a, 1, 8, b, 48, t, ldc, add, rbias, cbias, clamp);
 }
 
 void kernel_avx512(std::int64_t kc, const float* a, const float* b, float* t, std::int64_t ldc, bool add,
-                   const float* rbias, const float* cbias) {
-  kernel_avx512_impl<false, 2>(kc, a, 1, 8, b, 32, t, ldc, add, rbias, cbias);
+                   const float* rbias, const float* cbias, const float* clamp) {
+  kernel_avx512_impl<false, 2>(kc, a, 1, 8, b, 32, t, ldc, add, rbias, cbias, clamp);
 }
 
 void kernel_avx512_direct(std::int64_t kc, const float* a, std::int64_t ar, std::int64_t ac, const float* b,
-                          std::int64_t bs, float* t, std::int64_t ldc, bool add, const float* rbias,
-                          const float* cbias) {
+                          std::int64_t bs, float* t, std::int64_t ldc, bool add, const float* rbias, const float* cbias,
+                          const float* clamp) {
   if (ac == 1)
-    kernel_avx512_impl<true, 2>(kc, a, ar, ac, b, bs, t, ldc, add, rbias, cbias);
+    kernel_avx512_impl<true, 2>(kc, a, ar, ac, b, bs, t, ldc, add, rbias, cbias, clamp);
   else
-    kernel_avx512_impl<false, 2>(kc, a, ar, ac, b, bs, t, ldc, add, rbias, cbias);
+    kernel_avx512_impl<false, 2>(kc, a, ar, ac, b, bs, t, ldc, add, rbias, cbias, clamp);
 }
 
 // The AVX2 + FMA micro-kernel: a 6 x 16 block of C in 12 accumulators (with the two B vectors and a
@@ -130,7 +133,7 @@ void kernel_avx512_direct(std::int64_t kc, const float* a, std::int64_t ar, std:
 template <bool RowMajor>
 PACT_TARGET_AVX2 void kernel_avx2_impl(std::int64_t kc, const float* a, std::int64_t ar, std::int64_t ac,
                                        const float* b, std::int64_t bs, float* t, std::int64_t ldc, bool add,
-                                       const float* rbias, const float* cbias) {
+                                       const float* rbias, const float* cbias, const float* clamp) {
   constexpr int MR = 6, NV = 2;
   __m256 c[MR][NV];
   for (int i = 0; i < MR; ++i)
@@ -162,26 +165,28 @@ PACT_TARGET_AVX2 void kernel_avx2_impl(std::int64_t kc, const float* a, std::int
       if (add) x = _mm256_add_ps(x, _mm256_loadu_ps(row + 8 * v));
       if (cbias != nullptr) x = _mm256_add_ps(x, _mm256_loadu_ps(cbias + 8 * v));
       if (rbias != nullptr) x = _mm256_add_ps(x, _mm256_set1_ps(rbias[i]));
+      if (clamp != nullptr) x = _mm256_min_ps(_mm256_set1_ps(clamp[1]), _mm256_max_ps(_mm256_set1_ps(clamp[0]), x));
       _mm256_storeu_ps(row + 8 * v, x);
     }
   }
 }
 
 void kernel_avx2(std::int64_t kc, const float* a, const float* b, float* t, std::int64_t ldc, bool add,
-                 const float* rbias, const float* cbias) {
-  kernel_avx2_impl<false>(kc, a, 1, 6, b, 16, t, ldc, add, rbias, cbias);
+                 const float* rbias, const float* cbias, const float* clamp) {
+  kernel_avx2_impl<false>(kc, a, 1, 6, b, 16, t, ldc, add, rbias, cbias, clamp);
 }
 
 void kernel_avx2_direct(std::int64_t kc, const float* a, std::int64_t ar, std::int64_t ac, const float* b,
-                        std::int64_t bs, float* t, std::int64_t ldc, bool add, const float* rbias, const float* cbias) {
+                        std::int64_t bs, float* t, std::int64_t ldc, bool add, const float* rbias, const float* cbias,
+                        const float* clamp) {
   if (ac == 1)
-    kernel_avx2_impl<true>(kc, a, ar, ac, b, bs, t, ldc, add, rbias, cbias);
+    kernel_avx2_impl<true>(kc, a, ar, ac, b, bs, t, ldc, add, rbias, cbias, clamp);
   else
-    kernel_avx2_impl<false>(kc, a, ar, ac, b, bs, t, ldc, add, rbias, cbias);
+    kernel_avx2_impl<false>(kc, a, ar, ac, b, bs, t, ldc, add, rbias, cbias, clamp);
 }
 
 void kernel_portable(std::int64_t kc, const float* a, const float* b, float* t, std::int64_t ldc, bool add,
-                     const float* rbias, const float* cbias) {
+                     const float* rbias, const float* cbias, const float* clamp) {
   constexpr int MR = 4, NR = 16;
   float acc[MR][NR] = {};
   for (std::int64_t p = 0; p < kc; ++p) {
@@ -191,9 +196,11 @@ void kernel_portable(std::int64_t kc, const float* a, const float* b, float* t, 
     b += NR;
   }
   for (int i = 0; i < MR; ++i)
-    for (int j = 0; j < NR; ++j)
-      t[i * ldc + j] = (add ? t[i * ldc + j] + acc[i][j] : acc[i][j]) + (rbias != nullptr ? rbias[i] : 0.0f) +
-                       (cbias != nullptr ? cbias[j] : 0.0f);
+    for (int j = 0; j < NR; ++j) {
+      const float x = (add ? t[i * ldc + j] + acc[i][j] : acc[i][j]) + (rbias != nullptr ? rbias[i] : 0.0f) +
+                      (cbias != nullptr ? cbias[j] : 0.0f);
+      t[i * ldc + j] = clamp != nullptr ? std::min(std::max(x, clamp[0]), clamp[1]) : x;
+    }
 }
 
 constexpr Variant kAvx512{"avx512", 8, 32, &kernel_avx512, &kernel_avx512_direct};
@@ -390,11 +397,12 @@ std::string_view sgemm_variant() noexcept { return isa_name(kSgemm.level()); }
 
 void sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t a_row, std::int64_t a_col,
            const float* b, std::int64_t b_row, std::int64_t b_col, float* c, std::int64_t ldc, bool accumulate,
-           GemmBias bias) {
+           GemmEpilogue store) {
   if (m <= 0 || n <= 0) return;
   if (k <= 0) {
     for (std::int64_t i = 0; i < m; ++i)
-      for (std::int64_t j = 0; j < n; ++j) c[i * ldc + j] = (accumulate ? c[i * ldc + j] : 0.0f) + bias.at(i, j);
+      for (std::int64_t j = 0; j < n; ++j)
+        c[i * ldc + j] = store.clamped((accumulate ? c[i * ldc + j] : 0.0f) + store.bias_at(i, j));
     return;
   }
   // Products with 1024 columns or more, which pack A anyway, take the wide AVX-512 kernel: fewer loads per
@@ -433,6 +441,7 @@ void sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::
   // then packing it costs more than the strided rows do (conv2d's im2col columns against 64 filters, 6%
   // on the ResNet stem). With many row tiles the contiguous packed panel wins (5-15% at 512 x 512).
   const bool b_direct = v.direct != nullptr && b_col == 1 && n < 1024 && m <= 8 * v.mr;
+  const float clamp_range[2] = {store.lo, store.hi};
   for (std::int64_t j0 = 0; j0 < n; j0 += kNC) {
     const std::int64_t nc = std::min(kNC, n - j0);
     const std::int64_t panels = (nc + v.nr - 1) / v.nr;
@@ -494,30 +503,35 @@ void sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::
             const float* ad = a + (i0 + i) * a_row + p0 * a_col;
             const bool in_place = direct && rows == v.mr;
             float* cij = c + (i0 + i) * ldc + j0 + j;
-            // The bias goes in with the first depth block; later blocks add to C, which holds it.
-            const bool biased = bias.data != nullptr && p0 == 0;
+            // The bias goes in with the first depth block (later blocks add to C, which holds it), the clamp
+            // with the last.
+            const bool biased = store.bias != nullptr && p0 == 0;
+            const float* clamp = store.clamp && p0 + kc >= k ? clamp_range : nullptr;
             if (rows == v.mr && cols == v.nr) {  // full tile: straight into C
-              const float* rb = biased && bias.per_row ? bias.data + i0 + i : nullptr;
-              const float* cb = biased && !bias.per_row ? bias.data + j0 + j : nullptr;
+              const float* rb = biased && store.per_row ? store.bias + i0 + i : nullptr;
+              const float* cb = biased && !store.per_row ? store.bias + j0 + j : nullptr;
               if (in_place)
-                v.direct(kc, ad, a_row, a_col, bp, bs, cij, ldc, add, rb, cb);
+                v.direct(kc, ad, a_row, a_col, bp, bs, cij, ldc, add, rb, cb, clamp);
               else if (b_in_place)
-                v.direct(kc, ap, 1, v.mr, bp, bs, cij, ldc, add, rb, cb);
+                v.direct(kc, ap, 1, v.mr, bp, bs, cij, ldc, add, rb, cb, clamp);
               else
-                v.kernel(kc, ap, bp, cij, ldc, add, rb, cb);
+                v.kernel(kc, ap, bp, cij, ldc, add, rb, cb, clamp);
               continue;
             }
             if (in_place)
-              v.direct(kc, ad, a_row, a_col, bp, bs, tile, v.nr, false, nullptr, nullptr);
+              v.direct(kc, ad, a_row, a_col, bp, bs, tile, v.nr, false, nullptr, nullptr, nullptr);
             else if (b_in_place)
-              v.direct(kc, ap, 1, v.mr, bp, bs, tile, v.nr, false, nullptr, nullptr);
+              v.direct(kc, ap, 1, v.mr, bp, bs, tile, v.nr, false, nullptr, nullptr, nullptr);
             else
-              v.kernel(kc, ap, bp, tile, v.nr, false, nullptr, nullptr);
+              v.kernel(kc, ap, bp, tile, v.nr, false, nullptr, nullptr, nullptr);
             for (std::int64_t r = 0; r < rows; ++r) {
               float* crow = cij + r * ldc;
               const float* trow = tile + r * v.nr;
-              for (std::int64_t x = 0; x < cols; ++x)
-                crow[x] = (add ? crow[x] + trow[x] : trow[x]) + (biased ? bias.at(i0 + i + r, j0 + j + x) : 0.0f);
+              for (std::int64_t x = 0; x < cols; ++x) {
+                const float sum =
+                    (add ? crow[x] + trow[x] : trow[x]) + (biased ? store.bias_at(i0 + i + r, j0 + j + x) : 0.0f);
+                crow[x] = clamp != nullptr ? std::min(std::max(sum, clamp[0]), clamp[1]) : sum;
+              }
             }
           }
         }

@@ -6,24 +6,32 @@
 /// Operands are addressed by element strides, so transposed operands need no copy: element (i, k) of A
 /// is a[i * a_row + k * a_col]. C is row-major with leading dimension ldc.
 
+#include <algorithm>
 #include <cstdint>
 #include <string_view>
 
 namespace pact::kernels::cpu {
 
-/// A bias added to the product as C is stored: data[i] to row i (per_row: conv2d's per output channel)
-/// or data[j] to column j (linear's per output feature). No data, no bias.
-struct GemmBias {
-  const float* data = nullptr;
+/// What is done to the product as C is stored, in this order: a bias added, bias[i] to row i (per_row:
+/// conv2d's per output channel) or bias[j] to column j (linear's per output feature), no bias when null;
+/// then, when `clamp` is set, a clamp to [lo, hi] (relu is [0, +inf], relu6 [0, 6]), applied once to the
+/// finished sum (after any accumulation into C), in registers, so a fused activation costs no pass over C.
+struct GemmEpilogue {
+  const float* bias = nullptr;
   bool per_row = false;
-  float at(std::int64_t i, std::int64_t j) const noexcept { return data == nullptr ? 0.0f : data[per_row ? i : j]; }
+  bool clamp = false;
+  float lo = 0.0f, hi = 0.0f;
+  float bias_at(std::int64_t i, std::int64_t j) const noexcept {
+    return bias == nullptr ? 0.0f : bias[per_row ? i : j];
+  }
+  float clamped(float x) const noexcept { return clamp ? std::min(std::max(x, lo), hi) : x; }
 };
 
-/// C (+)= A * B (+ bias) for A: m x k, B: k x n. `accumulate` adds into C; otherwise C is overwritten.
+/// C (+)= A * B, then the epilogue, for A: m x k, B: k x n. `accumulate` adds into C; otherwise C is overwritten.
 /// These pointers come from prepared host access and must stay valid for the call.
 void sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t a_row, std::int64_t a_col,
            const float* b, std::int64_t b_row, std::int64_t b_col, float* c, std::int64_t ldc, bool accumulate,
-           GemmBias bias = {});
+           GemmEpilogue store = {});
 
 /// The micro-kernel level a call runs at now: "avx512", "avx2" or "portable".
 std::string_view sgemm_variant() noexcept;
@@ -36,7 +44,7 @@ void strided_copy(const float* src, std::int64_t stride, float* dst, std::int64_
 /// boundary). Used by the blas provider and by `pact bench gemm` as the baseline.
 void openblas_sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t a_row,
                     std::int64_t a_col, const float* b, std::int64_t b_row, std::int64_t b_col, float* c,
-                    std::int64_t ldc, bool accumulate, GemmBias bias = {});
+                    std::int64_t ldc, bool accumulate, GemmEpilogue store = {});
 /// The kernel OpenBLAS chose for this CPU (openblas_get_corename), e.g. "Cooperlake" or "Haswell".
 std::string_view openblas_corename() noexcept;
 /// Sets OpenBLAS's thread count.
