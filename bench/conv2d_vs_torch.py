@@ -15,7 +15,7 @@ import sys
 import tempfile
 import time
 
-from torch_threads import hold_torch_to
+from torch_peer import hold_torch_to
 
 
 def main():

@@ -28,7 +28,7 @@ import sys
 import tempfile
 import time
 
-from torch_threads import hold_torch_to
+from torch_peer import forced_level, hold_torch_to, verdict
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PACT = os.path.join(ROOT, "build", "release", "bin", "pact")
@@ -65,14 +65,6 @@ def ort_median_ms(onnx_file, shape, threads, repeat, ort_dir):
     return json.loads(out.stdout)["median_ms"]
 
 
-def verdict(ratio, goal, proxy, forced):
-    if forced and not proxy:
-        return "invalid"
-    if ratio > goal:
-        return "fail"
-    return "proxy" if forced else "pass"
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--models", default="resnet18,mobilenet_v2,efficientnet_b0")
@@ -87,14 +79,7 @@ def main():
         sys.exit(f"{PACT} missing: cmake --preset release && cmake --build --preset release")
     shape = [int(s) for s in a.shape.split(",")]
     threads = [int(t) for t in a.threads.split(",")]
-    forced = os.environ.get("OPENBLAS_CORETYPE")
-    isa = os.environ.get("PACT_ISA", "")
-    proxy = bool(forced) and ((isa == "avx2" and forced in ("Haswell", "Zen")) or
-                              (isa == "avx512" and forced in ("SkylakeX", "Cooperlake", "SapphireRapids")))
-    if proxy and isa == "avx2":  # hold PyTorch's own kernels (ATen, oneDNN) to AVX2 too
-        os.environ.setdefault("ATEN_CPU_CAPABILITY", "avx2")
-        os.environ.setdefault("DNNL_MAX_CPU_ISA", "AVX2")
-        os.environ.setdefault("ONEDNN_MAX_CPU_ISA", "AVX2")
+    forced, proxy = forced_level()  # before torch is imported: it may hold PyTorch's kernels to AVX2
     sys.path.insert(0, os.path.join(ROOT, "bench", "models"))
     import torch
     import torchvision_zoo
@@ -138,26 +123,27 @@ def main():
                 cases.append({"name": names["torch"], "contender": "torch eager " + torch.__version__,
                               "metric": "warm_median_ms", "unit": "ms", "value": tm, "repetitions": a.rounds})
                 rt = pm / tm
-                vt = verdict(rt, 1.0, proxy, bool(forced))
+                vt = verdict(rt <= 1.0, forced, proxy)
                 ratios.append({"name": f"{arch}_t{t}_pact_over_torch", "numerator": names["pact"],
                                "denominator": names["torch"], "value": rt, "goal_max": 1.0,
-                               "baseline_forced": bool(forced), "proxy": proxy, "verdict": vt})
+                               "baseline_forced": forced, "proxy": proxy, "verdict": vt})
                 ro, vo = None, ""
                 if om is not None:
                     cases.append({"name": names["ort"], "contender": "onnxruntime-node", "metric": "warm_median_ms",
                                   "unit": "ms", "value": om, "repetitions": a.rounds})
                     ro = pm / om
-                    vo = verdict(ro, 1.5, False, bool(forced))  # ONNX Runtime cannot be held to a level
+                    vo = verdict(ro <= 1.5, forced, False)  # ONNX Runtime cannot be held to a level
                     ratios.append({"name": f"{arch}_t{t}_pact_over_ort", "numerator": names["pact"],
                                    "denominator": names["ort"], "value": ro, "goal_max": 1.5,
-                                   "baseline_forced": bool(forced), "proxy": False, "verdict": vo})
+                                   "baseline_forced": forced, "proxy": False, "verdict": vo})
                 print(f"{arch:<18} {t:>3} {pm:>9.2f} {tm:>9.2f} {om if om else float('nan'):>8.2f} {rt:>7.2f} "
                       f"{ro if ro else float('nan'):>6.2f}  {agreement:>9.1e}  {vt}{' / ' + vo if vo else ''}")
-    print(f"cpu: {cpu}; Pact ISA level {level}; OPENBLAS_CORETYPE={forced or 'unset'}"
+    print(f"cpu: {cpu}; Pact ISA level {level}; OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', 'unset')}"
           f"{'' if have_ort else '; ONNX Runtime not installed (npm install --ignore-scripts onnxruntime-node)'}")
     if a.json:
         report = {"schema": "pact.bench.v1", "benchmark": "infer_vs_peers", "command": " ".join(sys.argv),
-                  "environment": {"threads": max(threads), "openblas_coretype": forced, "compiler": "",
+                  "environment": {"threads": max(threads), "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE"),
+                                  "compiler": "",
                                   "build_type": "Release", "cpu": cpu, "isa": level},
                   "cases": cases, "ratios": ratios}
         with open(a.json, "w") as f:

@@ -4,6 +4,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <set>
 
@@ -351,30 +352,58 @@ PerformanceContract parse_performance_document(std::string_view text, std::strin
   meta.child("description").str();
   std::set<std::string> ids;
   for (const auto& o : root.child("obligations").items()) {
-    o.only({"id", "benchmark", "shape", "contender", "baseline", "min_ratio", "threads", "repetitions"});
+    o.only({"id", "benchmark", "shape", "model", "contender", "baseline", "min_ratio", "threads", "repetitions"});
     PerformanceObligation p;
     p.id = o.child("id").str();
     p.benchmark = o.child("benchmark").str();
-    for (const auto& e : o.child("shape").items()) {
-      const int v = e.integer();
-      if (v <= 0 || v > 16384) e.bad(fmt::format("extent {} is outside 1..16384", v));
-      p.shape.push_back(v);
+    // A peer benchmark times Pact against PyTorch or ONNX Runtime by a script of bench/ (verify/perf.hpp).
+    const bool peer = p.benchmark == "infer" || p.benchmark == "train_step";
+    if (!peer || o.has("shape")) {
+      for (const auto& e : o.child("shape").items()) {
+        const int v = e.integer();
+        if (v <= 0 || v > 16384) e.bad(fmt::format("extent {} is outside 1..16384", v));
+        p.shape.push_back(v);
+      }
+      if (p.shape.empty() || p.shape.size() > 4) o.child("shape").bad("needs 1 to 4 extents");
     }
-    if (p.shape.empty() || p.shape.size() > 4) o.child("shape").bad("needs 1 to 4 extents");
     p.contender = o.child("contender").str();
     p.baseline = o.child("baseline").str();
+    if (peer) {
+      // The model is passed to the script as one argument: letters, digits and _ (infer: a torchvision
+      // architecture), also - / . for train_step's case names ("784-256-256-10/256").
+      p.model = o.child("model").str();
+      const bool names_ok =
+          !p.model.empty() && p.model.size() <= 64 && std::all_of(p.model.begin(), p.model.end(), [&](char ch) {
+            return std::isalnum(static_cast<unsigned char>(ch)) != 0 || ch == '_' ||
+                   (p.benchmark == "train_step" && (ch == '-' || ch == '/' || ch == '.'));
+          });
+      if (!names_ok) o.child("model").bad(fmt::format("'{}' is not a model name for {}", p.model, p.benchmark));
+      if (p.contender != "pact") o.child("contender").bad(fmt::format("a {} contender is pact", p.benchmark));
+      if (p.baseline != "torch" && (p.baseline != "ort" || p.benchmark != "infer"))
+        o.child("baseline")
+            .bad(fmt::format("'{}' is not a {} peer (torch{})", p.baseline, p.benchmark,
+                             p.benchmark == "infer" ? " or ort" : ""));
+      if (p.benchmark == "infer" && !p.shape.empty() && p.shape.size() != 4)
+        o.child("shape").bad("infer takes an NCHW input shape of four extents");
+      if (p.benchmark == "train_step" && !p.shape.empty()) o.child("shape").bad("train_step takes no shape");
+    } else if (o.has("model")) {
+      o.child("model").bad(fmt::format("{} takes no model", p.benchmark));
+    }
     p.min_ratio = o.child("min_ratio").number();
     if (!(p.min_ratio > 0)) o.child("min_ratio").bad("must be positive");
     if (o.has("threads")) p.threads = o.child("threads").integer();
     if (o.has("repetitions")) p.repetitions = o.child("repetitions").integer();
     if (p.threads < 1 || p.threads > 256) o.child("threads").bad("must be 1..256");
     if (p.repetitions < 1 || p.repetitions > 100) o.child("repetitions").bad("must be 1..100");
+    if (p.benchmark == "train_step" && p.threads != 1) o.child("threads").bad("train_step runs one thread");
     auto provider = [&](const std::string& v, const char* field) {
       if (v != "native" && v != "reference" && v != "blas" && v != "openblas")
         o.child(field).bad(fmt::format("'{}' is not native, reference, blas or openblas", v));
     };
-    provider(p.contender, "contender");
-    provider(p.baseline, "baseline");
+    if (!peer) {
+      provider(p.contender, "contender");
+      provider(p.baseline, "baseline");
+    }
     if (p.benchmark == "gemm" && p.shape.size() != 1) o.child("shape").bad("gemm takes one extent (n for n x n x n)");
     if (!ids.insert(p.id).second) o.child("id").bad(fmt::format("duplicate id '{}'", p.id));
     p.line = o.line();

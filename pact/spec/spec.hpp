@@ -103,10 +103,13 @@ BindingFile parse_bindings(std::string_view text, std::string_view file);
 /// min_ratio times the baseline's, both measured in the same run, interleaved, best of `repetitions`.
 struct PerformanceObligation {
   std::string id;
-  std::string benchmark;            ///< gemm | an op kind (cross_entropy, softmax, layer_norm, ...)
-  std::vector<std::int64_t> shape;  ///< gemm: [n]; ops: the shape of the first operand
-  std::string contender;            ///< native | reference | blas
-  std::string baseline;             ///< openblas (gemm) | reference | native | blas
+  /// gemm | an op kind (cross_entropy, softmax, layer_norm, ...) | a peer benchmark: infer (a torchvision
+  /// model's warm inference, bench/infer_vs_peers.py) or train_step (bench/train_step_vs_torch.py)
+  std::string benchmark;
+  std::vector<std::int64_t> shape;  ///< gemm: [n]; ops: the shape of the first operand; infer: the input's
+  std::string model;                ///< infer: a torchvision architecture; train_step: the script's case
+  std::string contender;            ///< native | reference | blas; pact for a peer benchmark
+  std::string baseline;             ///< openblas (gemm) | reference | native | blas; torch | ort for a peer
   double min_ratio = 1.0;
   int threads = 1;
   int repetitions = 5;

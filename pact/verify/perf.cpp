@@ -2,13 +2,19 @@
 
 #include <fmt/format.h>
 #include <omp.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <functional>
+#include <map>
 #include <random>
 
 #include "pact/core/bench_report.hpp"
+#include "pact/core/file.hpp"
 #include "pact/kernels/cpu/gemm.hpp"
 #include "pact/kernels/kernel.hpp"
 #include "pact/ops/op_table.hpp"
@@ -46,15 +52,132 @@ Tensor random(const Dims& shape, std::mt19937& rng) {
   return Tensor::from_values<float>(shape, v);
 }
 
+bool is_peer(const PerformanceObligation& o) { return o.benchmark == "infer" || o.benchmark == "train_step"; }
+
+// Runs argv (no shell: every argument is passed as it is) and waits. The script's output goes to the
+// terminal, so a long peer run shows its progress.
+int run_program(const std::vector<std::string>& argv) {
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = 0;
+  if (posix_spawn(&pid, args[0], nullptr, nullptr, args.data(), environ) != 0)
+    throw_error(ErrorCode::io_error, "bench.check", fmt::format("cannot start {}", argv[0]));
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0) {
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// Runs the obligation's peer script into a temporary report and returns the report.
+Json run_peer_script(const PerformanceObligation& o) {
+  const std::string script = o.benchmark == "infer" ? "bench/infer_vs_peers.py" : "bench/train_step_vs_torch.py";
+  if (!std::filesystem::exists(script))
+    throw_error(ErrorCode::io_error, "bench.check",
+                fmt::format("{}: {} not found: peer benchmarks run from the repository root", o.id, script));
+  char name[] = "/tmp/pact-peer-XXXXXX.json";
+  const int fd = mkstemps(name, 5);
+  if (fd < 0) throw_error(ErrorCode::io_error, "bench.check", "cannot create a temporary report file");
+  ::close(fd);
+  const std::string out = name;
+  std::vector<std::string> argv{"/usr/bin/python3", script};
+  if (o.benchmark == "infer") {
+    argv.insert(argv.end(), {"--models", o.model, "--threads", std::to_string(o.threads), "--rounds",
+                             std::to_string(o.repetitions)});
+    if (!o.shape.empty()) argv.insert(argv.end(), {"--shape", fmt::format("{}", fmt::join(o.shape, ","))});
+    if (const char* ort = std::getenv("PACT_ORT_DIR"); ort != nullptr && *ort != '\0')
+      argv.insert(argv.end(), {"--ort", ort});
+  }
+  argv.insert(argv.end(), {"--json", out});
+  const int status = run_program(argv);
+  std::string text;
+  try {
+    if (status != 0)
+      throw_error(ErrorCode::io_error, "bench.check",
+                  fmt::format("{}: {} exited with status {}", o.id, script, status));
+    text = read_file(out, "bench.check");
+  } catch (...) {
+    std::filesystem::remove(out);
+    throw;
+  }
+  std::filesystem::remove(out);
+  return parse_json(text, out);
+}
+
 }  // namespace
+
+PerformanceResult peer_result(const PerformanceObligation& o, const Json& report) {
+  auto malformed = [&](const std::string& why) {
+    throw_error(ErrorCode::invalid_argument, "bench.check",
+                fmt::format("{}: the {} report {}", o.id, o.benchmark, why));
+  };
+  if (!report.is_object() || report.value("schema", Json()) != Json("pact.bench.v1") || !report.contains("cases") ||
+      !report["cases"].is_array())
+    malformed("is not a pact.bench.v1 report with cases");
+  const bool infer = o.benchmark == "infer";
+  const std::string suffix = infer ? fmt::format("_{}_t{}", o.model, o.threads) : "_" + o.model;
+  // Seconds of the case `name`, or nullopt when the report has none.
+  auto seconds = [&](const std::string& name) -> std::optional<double> {
+    for (const auto& c : report["cases"]) {
+      if (!c.is_object() || c.value("name", Json()) != Json(name)) continue;
+      const Json value = c.value("value", Json()), unit = c.value("unit", Json());
+      if (!value.is_number() || !(value.get<double>() > 0))
+        malformed(fmt::format("gives case {} no positive value", name));
+      if (unit != Json("ms") && unit != Json("s"))
+        malformed(fmt::format("gives case {} a unit other than ms or s", name));
+      return value.get<double>() * (unit == Json("ms") ? 1e-3 : 1.0);
+    }
+    return std::nullopt;
+  };
+  PerformanceResult r{o.id, o.benchmark, o.contender, o.baseline, 0, 0, 0, o.min_ratio, "", ""};
+  const auto contender = seconds("pact" + suffix);
+  if (!contender) malformed(fmt::format("has no case pact{}", suffix));
+  r.contender_seconds = *contender;
+  const auto baseline = seconds(o.baseline + suffix);
+  if (!baseline) {
+    r.verdict = "invalid";
+    r.note = fmt::format("the report has no {}{} figure{}", o.baseline, suffix,
+                         o.baseline == "ort" ? " (onnxruntime-node not installed?)" : "");
+    return r;
+  }
+  r.baseline_seconds = *baseline;
+  r.ratio = r.baseline_seconds / r.contender_seconds;
+  // The comparison's flags, as the script recorded them.
+  const std::string ratio_name =
+      infer ? fmt::format("{}_t{}_pact_over_{}", o.model, o.threads, o.baseline) : "pact_over_torch_" + o.model;
+  bool forced = false, proxy = false, found = false;
+  if (report.contains("ratios") && report["ratios"].is_array())
+    for (const auto& q : report["ratios"])
+      if (q.is_object() && q.value("name", Json()) == Json(ratio_name)) {
+        const Json f = q.value("baseline_forced", Json(false)), p = q.value("proxy", Json(false));
+        if (!f.is_boolean() || !p.is_boolean()) malformed(fmt::format("gives ratio {} non-boolean flags", ratio_name));
+        forced = f.get<bool>();
+        proxy = p.get<bool>();
+        found = true;
+      }
+  if (!found) malformed(fmt::format("has no ratio {}", ratio_name));
+  r.verdict = ratio_verdict(r.ratio >= o.min_ratio, forced, proxy);
+  if (forced)
+    r.note = proxy ? "baseline on a forced kernel matched by PACT_ISA: a proxy" : "baseline on a forced kernel";
+  return r;
+}
 
 std::vector<PerformanceResult> check_performance(const PerformanceContract& contract, const std::string& only) {
   const OpenBlasBaseline forced = openblas_baseline();
   std::vector<PerformanceResult> out;
+  std::map<std::string, Json> peer_reports;
   bool matched = only.empty();
   for (const auto& o : contract.obligations) {
     if (!only.empty() && o.id != only) continue;
     matched = true;
+    if (is_peer(o)) {  // one script run per benchmark, model, threads, shape and rounds
+      const std::string key = fmt::format("{}|{}|{}|{}|{}", o.benchmark, o.benchmark == "infer" ? o.model : "",
+                                          o.threads, fmt::join(o.shape, ","), o.repetitions);
+      auto it = peer_reports.find(key);
+      if (it == peer_reports.end()) it = peer_reports.emplace(key, run_peer_script(o)).first;
+      out.push_back(peer_result(o, it->second));
+      continue;
+    }
     omp_set_num_threads(o.threads);
     kernels::cpu::openblas_threads(o.threads);
     std::function<void()> contender, baseline;

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "pact/core/json.hpp"
 #include "pact/spec/spec.hpp"
 
 namespace pact::verify {
@@ -26,6 +27,22 @@ struct PerformanceResult {
 };
 
 /// Runs every obligation (or only `only`). Unknown benchmarks or providers are invalid_argument.
+///
+/// A peer benchmark (infer, train_step) cannot be timed in this process: PyTorch and ONNX Runtime live in
+/// Python and Node. Its obligation runs the script of bench/ that times Pact (`pact run`, or the step
+/// benchmark binary) and the peer interleaved in one run, /usr/bin/python3 bench/infer_vs_peers.py or
+/// bench/train_step_vs_torch.py, from the current directory (the repository root, with the release or bench
+/// build in place), and is evaluated from the pact.bench.v1 report the script writes (peer_result). One run
+/// serves every obligation on the same model, threads and shape. ONNX Runtime is looked for under
+/// $PACT_ORT_DIR/node_modules when that is set (the script's default otherwise).
 std::vector<PerformanceResult> check_performance(const PerformanceContract& contract, const std::string& only = "");
+
+/// A peer obligation's result from its script's report: the contender's and the baseline's cases (infer:
+/// pact_<model>_t<threads> and <baseline>_<model>_t<threads>, warm median in ms; train_step: pact_<model>
+/// and torch_<model>, seconds per step), ratio = baseline time / contender time against min_ratio, and the
+/// report's forced/proxy flags of that comparison (ratio_verdict: a forced baseline is never "pass"). A
+/// report without the baseline's case (ONNX Runtime not installed) is "invalid" with a note; a report
+/// that is not a pact.bench.v1 report, or lacks Pact's case, is invalid_argument naming what is missing.
+PerformanceResult peer_result(const PerformanceObligation& o, const Json& report);
 
 }  // namespace pact::verify

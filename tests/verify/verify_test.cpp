@@ -288,6 +288,100 @@ obligations:
   EXPECT_EQ(code_of([&] { validate_bench_report(j); }), ErrorCode::parse_error);
 }
 
+// Peer obligations (infer against PyTorch or ONNX Runtime, train_step against PyTorch) parse with their
+// model, refuse what the scripts cannot run, and are judged from the script's report: the ratio is the
+// peer's time over Pact's against min_ratio, a forced baseline is never "pass", and a report without the
+// peer's figure is invalid, not a pass.
+TEST(PerformanceContracts, PeerObligationsAreJudgedFromTheScriptsReport) {
+  const std::string head = "metadata: {id: p-v1, description: d}\nobligations:\n";
+  const auto c = parse_performance(
+      head + R"(  - {id: R18, benchmark: infer, model: resnet18, contender: pact, baseline: torch, min_ratio: 1.0}
+  - {id: R18-ORT, benchmark: infer, model: resnet18, contender: pact, baseline: ort, min_ratio: 0.6667, threads: 2}
+  - {id: MLP, benchmark: train_step, model: 784-256-256-10/256, contender: pact, baseline: torch, min_ratio: 1.0}
+)",
+      "p.yaml");
+  ASSERT_EQ(c.obligations.size(), 3u);
+  EXPECT_EQ(c.obligations[0].model, "resnet18");
+  EXPECT_TRUE(c.obligations[0].shape.empty());
+  EXPECT_EQ(c.obligations[1].threads, 2);
+
+  auto bad = [&](const std::string& row, const std::string& needle) {
+    const auto msg = message_of([&] { parse_performance(head + row, "p.yaml"); });
+    EXPECT_TRUE(mentions(msg, needle)) << "wanted '" << needle << "' in: " << msg;
+  };
+  bad("  - {id: A, benchmark: infer, model: 'resnet18; rm -rf /', contender: pact, baseline: torch, min_ratio: 1}\n",
+      "is not a model name for infer");
+  bad("  - {id: A, benchmark: infer, contender: pact, baseline: torch, min_ratio: 1}\n", "model");
+  bad("  - {id: A, benchmark: infer, model: resnet18, contender: native, baseline: torch, min_ratio: 1}\n",
+      "contender is pact");
+  bad("  - {id: A, benchmark: train_step, model: mlp, contender: pact, baseline: ort, min_ratio: 1}\n",
+      "is not a train_step peer");
+  bad("  - {id: A, benchmark: train_step, model: mlp, contender: pact, baseline: torch, min_ratio: 1, threads: 2}\n",
+      "one thread");
+  bad("  - {id: A, benchmark: infer, model: resnet18, shape: [224, 224], contender: pact, baseline: torch, "
+      "min_ratio: 1}\n",
+      "four extents");
+  bad("  - {id: A, benchmark: gemm, shape: [64], model: resnet18, contender: native, baseline: openblas, "
+      "min_ratio: 1}\n",
+      "takes no model");
+
+  // Reports as bench/infer_vs_peers.py and bench/train_step_vs_torch.py write them.
+  auto infer_report = [](double pact_ms, double torch_ms, bool forced, bool proxy, bool with_ort) {
+    Json cases = Json::array({Json{{"name", "pact_resnet18_t1"}, {"value", pact_ms}, {"unit", "ms"}},
+                              Json{{"name", "torch_resnet18_t1"}, {"value", torch_ms}, {"unit", "ms"}}});
+    Json ratios = Json::array({Json{{"name", "resnet18_t1_pact_over_torch"},
+                                    {"value", pact_ms / torch_ms},
+                                    {"baseline_forced", forced},
+                                    {"proxy", proxy}}});
+    // Two threads: Pact's figure always, ONNX Runtime's only when it is installed.
+    cases.push_back(Json{{"name", "pact_resnet18_t2"}, {"value", 20.0}, {"unit", "ms"}});
+    if (with_ort) {
+      cases.push_back(Json{{"name", "ort_resnet18_t2"}, {"value", 12.0}, {"unit", "ms"}});
+      ratios.push_back(Json{{"name", "resnet18_t2_pact_over_ort"}, {"baseline_forced", forced}, {"proxy", false}});
+    }
+    return Json{{"schema", "pact.bench.v1"}, {"cases", cases}, {"ratios", ratios}};
+  };
+  const auto& r18 = c.obligations[0];
+  const auto faster = peer_result(r18, infer_report(40.0, 50.0, false, false, false));
+  EXPECT_EQ(faster.verdict, "pass");
+  EXPECT_NEAR(faster.ratio, 1.25, 1e-12);
+  EXPECT_NEAR(faster.contender_seconds, 0.040, 1e-12);
+  EXPECT_EQ(peer_result(r18, infer_report(55.0, 50.0, false, false, false)).verdict, "fail");
+  EXPECT_EQ(peer_result(r18, infer_report(40.0, 50.0, true, true, false)).verdict, "proxy");
+  EXPECT_EQ(peer_result(r18, infer_report(40.0, 50.0, true, false, false)).verdict, "invalid");
+  // ONNX Runtime: 20 ms against 12 ms is 0.6 < 0.6667; and no ORT figure at all is invalid, never a pass.
+  EXPECT_EQ(peer_result(c.obligations[1], infer_report(40.0, 50.0, false, false, true)).verdict, "fail");
+  const auto no_ort = peer_result(c.obligations[1], infer_report(40.0, 50.0, false, false, false));
+  EXPECT_EQ(no_ort.verdict, "invalid");
+  EXPECT_TRUE(mentions(no_ort.note, "ort_resnet18_t2")) << no_ort.note;
+
+  const Json step{
+      {"schema", "pact.bench.v1"},
+      {"cases", Json::array({Json{{"name", "pact_784-256-256-10/256"}, {"value", 0.0030}, {"unit", "s"}},
+                             Json{{"name", "torch_784-256-256-10/256"}, {"value", 0.0033}, {"unit", "s"}}})},
+      {"ratios", Json::array({Json{{"name", "pact_over_torch_784-256-256-10/256"}, {"baseline_forced", false}}})}};
+  EXPECT_EQ(peer_result(c.obligations[2], step).verdict, "pass");
+  Json slow = step;
+  slow["cases"][0]["value"] = 0.0036;
+  EXPECT_EQ(peer_result(c.obligations[2], slow).verdict, "fail");
+
+  // Malformed reports are typed errors naming what is missing, never a verdict.
+  auto refused = [&](const Json& report, const std::string& needle) {
+    const auto msg = message_of([&] { peer_result(r18, report); });
+    EXPECT_TRUE(mentions(msg, needle)) << "wanted '" << needle << "' in: " << msg;
+  };
+  refused(Json{{"schema", "other"}}, "not a pact.bench.v1 report");
+  Json no_pact = infer_report(40.0, 50.0, false, false, false);
+  no_pact["cases"].erase(0);
+  refused(no_pact, "no case pact_resnet18_t1");
+  Json bad_value = infer_report(40.0, 50.0, false, false, false);
+  bad_value["cases"][1]["value"] = "fast";
+  refused(bad_value, "no positive value");
+  Json no_ratio = infer_report(40.0, 50.0, false, false, false);
+  no_ratio["ratios"] = Json::array();
+  refused(no_ratio, "no ratio resnet18_t1_pact_over_torch");
+}
+
 }  // namespace
 }  // namespace pact::verify
 

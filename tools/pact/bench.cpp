@@ -98,7 +98,7 @@ int run_bench_check(const std::string& file, const std::string& only, bool json)
   if (!json) {
     fmt::print("pact bench --check {}: OpenBLAS kernel {}, native micro-kernel {}\n", file,
                kernels::cpu::openblas_corename(), kernels::cpu::sgemm_variant());
-    fmt::print("{:<18} {:<14} {:>10} {:>10} {:>9} {:>9}  {}\n", "obligation", "benchmark", "contender", "baseline",
+    fmt::print("{:<34} {:<12} {:>10} {:>10} {:>9} {:>9}  {}\n", "obligation", "benchmark", "contender", "baseline",
                "ratio", "minimum", "verdict");
   }
   for (const auto& r : results) {
@@ -116,7 +116,7 @@ int run_bench_check(const std::string& file, const std::string& only, bool json)
                           {"verdict", r.verdict},
                           {"note", r.note}});
     } else {
-      fmt::print("{:<18} {:<14} {:>10} {:>10} {:>9.3f} {:>9.2f}  {}{}\n", r.id, r.benchmark, r.contender, r.baseline,
+      fmt::print("{:<34} {:<12} {:>10} {:>10} {:>9.3f} {:>9.2f}  {}{}\n", r.id, r.benchmark, r.contender, r.baseline,
                  r.ratio, r.min_ratio, r.verdict, r.note.empty() ? "" : " (" + r.note + ")");
     }
   }
