@@ -395,6 +395,8 @@ void strided_copy(const float* src, std::int64_t stride, float* dst, std::int64_
 
 std::string_view sgemm_variant() noexcept { return isa_name(kSgemm.level()); }
 
+std::int64_t sgemm_panel_width() noexcept { return kSgemm.get()->nr; }
+
 void sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t a_row, std::int64_t a_col,
            const float* b, std::int64_t b_row, std::int64_t b_col, float* c, std::int64_t ldc, bool accumulate,
            GemmEpilogue store) {
@@ -524,13 +526,25 @@ void sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::
               v.direct(kc, ap, 1, v.mr, bp, bs, tile, v.nr, false, nullptr, nullptr, nullptr);
             else
               v.kernel(kc, ap, bp, tile, v.nr, false, nullptr, nullptr, nullptr);
+            // The edge tile's rows into C, each step a loop of its own so each vectorises.
             for (std::int64_t r = 0; r < rows; ++r) {
               float* crow = cij + r * ldc;
               const float* trow = tile + r * v.nr;
-              for (std::int64_t x = 0; x < cols; ++x) {
-                const float sum =
-                    (add ? crow[x] + trow[x] : trow[x]) + (biased ? store.bias_at(i0 + i + r, j0 + j + x) : 0.0f);
-                crow[x] = clamp != nullptr ? std::min(std::max(sum, clamp[0]), clamp[1]) : sum;
+              if (add) {
+                for (std::int64_t x = 0; x < cols; ++x) crow[x] += trow[x];
+              } else {
+                for (std::int64_t x = 0; x < cols; ++x) crow[x] = trow[x];
+              }
+              if (biased && store.per_row) {
+                const float rb = store.bias[i0 + i + r];
+                for (std::int64_t x = 0; x < cols; ++x) crow[x] += rb;
+              } else if (biased) {
+                const float* cb = store.bias + j0 + j;
+                for (std::int64_t x = 0; x < cols; ++x) crow[x] += cb[x];
+              }
+              if (clamp != nullptr) {
+                const float lo = clamp[0], hi = clamp[1];
+                for (std::int64_t x = 0; x < cols; ++x) crow[x] = std::min(std::max(crow[x], lo), hi);
               }
             }
           }

@@ -35,6 +35,10 @@ void sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::
 
 /// The micro-kernel level a call runs at now: "avx512", "avx2" or "portable".
 std::string_view sgemm_variant() noexcept;
+/// The width of the column panels a product of fewer than 1024 columns is computed in at the active level
+/// (the micro-kernel's NR: 32 for AVX-512, 16 for AVX2 and portable): a panel the product fills only
+/// partly costs as much as a full one.
+std::int64_t sgemm_panel_width() noexcept;
 
 /// dst[z] = src[z * stride] for z in [0, count): the strided rows of im2col. Vectorised for stride 2 on
 /// AVX-512 CPUs (a two-register permute per 16 outputs); reads only src[0 .. (count - 1) * stride].
