@@ -1,6 +1,7 @@
 #include "pact/contract/check.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 
@@ -19,28 +20,31 @@ bool admits(AssurancePolicy policy, EvidenceKind kind) noexcept {
 }
 
 std::vector<std::string> builtin_profile_names() {
-  return {"cpu-checked", "cpu-external", "cuda-checked", "cuda-external"};
+  return {"cpu-checked", "cpu-deterministic", "cpu-external", "cuda-checked", "cuda-external"};
 }
 
 BackendProfile builtin_profile(std::string_view name) {
   // Each built-in profile is a device and an assurance policy; its modules and provider preference come
   // from the provider table (Note [Provider table]): the device's rows, only trust-checked ones under the
-  // checked policy, providers ordered by the table's preference rank.
+  // checked policy, providers ordered by the table's preference rank. cpu-deterministic is cpu-checked held
+  // to the rows of numerical policy fixedLeft (the reference provider: plain loops, left folds in index
+  // order, no threads), so a run's every value is bitwise the same from run to run and at any thread count.
   DeviceKind device;
   AssurancePolicy assurance;
-  if (name == "cpu-checked" || name == "cpu-external") {
+  const bool fixed_left = name == "cpu-deterministic";
+  if (name == "cpu-checked" || name == "cpu-external" || fixed_left) {
     device = DeviceKind::cpu;
   } else if (name == "cuda-checked" || name == "cuda-external") {
     device = DeviceKind::cuda;
   } else {
-    throw_error(
-        ErrorCode::invalid_argument, "profile",
-        fmt::format("unknown profile '{}' (known: cpu-checked, cpu-external, cuda-checked, cuda-external)", name));
+    throw_error(ErrorCode::invalid_argument, "profile",
+                fmt::format("unknown profile '{}' (known: {})", name, fmt::join(builtin_profile_names(), ", ")));
   }
   assurance = name.ends_with("-external") ? AssurancePolicy::external : AssurancePolicy::checked;
   std::vector<const ProviderRow*> rows;
   for (const auto& row : provider_table()) {
-    if (row.device == device && (assurance == AssurancePolicy::external || row.trust == Trust::checked)) {
+    if (row.device == device && (assurance == AssurancePolicy::external || row.trust == Trust::checked) &&
+        (!fixed_left || row.policy == NumericalPolicy::fixedLeft)) {
       rows.push_back(&row);
     }
   }

@@ -39,7 +39,8 @@ struct BackendProfile {
   bool allow_cuda_stub = false;  ///< tests only: plan cuda-* profiles against the host-parity stub
 };
 
-/// Built-in profiles: "cpu-checked" (reference + native + attention, checked), "cpu-external" (adds blas
+/// Built-in profiles: "cpu-checked" (reference + native + attention, checked), "cpu-deterministic" (the
+/// reference provider alone, numerical policy fixedLeft: bitwise-reproducible runs), "cpu-external" (adds blas
 /// and libtorch, external), "cuda-checked", "cuda-external". Unknown names throw invalid_argument.
 BackendProfile builtin_profile(std::string_view name);
 /// The names of the built-in profiles.

@@ -571,8 +571,8 @@ bool has_module(const BackendProfile& p, const CapsuleModule& m) {
 }
 
 TEST(Profiles, BuiltinProfiles) {
-  EXPECT_EQ(builtin_profile_names(),
-            (std::vector<std::string>{"cpu-checked", "cpu-external", "cuda-checked", "cuda-external"}));
+  EXPECT_EQ(builtin_profile_names(), (std::vector<std::string>{"cpu-checked", "cpu-deterministic", "cpu-external",
+                                                               "cuda-checked", "cuda-external"}));
   for (const auto& name : builtin_profile_names()) {
     BackendProfile p = builtin_profile(name);
     EXPECT_EQ(p.name, name);
@@ -590,6 +590,11 @@ TEST(Profiles, BuiltinProfiles) {
   EXPECT_TRUE(has_module(cc, reference_module()) && has_module(cc, native_module()) &&
               has_module(cc, attention_module()));
   EXPECT_FALSE(has_module(cc, blas_module()));
+  BackendProfile cd = builtin_profile("cpu-deterministic");  // fixedLeft rows only: the reference provider
+  EXPECT_EQ(cd.policy.assurance, AssurancePolicy::checked);
+  EXPECT_EQ(cd.policy.provider_preference, (std::vector<std::string>{"reference"}));
+  EXPECT_TRUE(has_module(cd, reference_module()));
+  EXPECT_FALSE(has_module(cd, native_module()) || has_module(cd, attention_module()) || has_module(cd, blas_module()));
   BackendProfile ce = builtin_profile("cpu-external");
   EXPECT_EQ(ce.policy.assurance, AssurancePolicy::external);
   EXPECT_TRUE(has_module(ce, blas_module()) && has_module(ce, libtorch_module()) && has_module(ce, native_module()));

@@ -302,16 +302,6 @@ TEST(TrainingSession, AnAllF64MlpTrainsUnderCpuChecked) {
   EXPECT_EQ(runs[0], runs[1]);
 }
 
-TEST(TrainingSession, ReferenceProviderIsBitwiseReproducible) {
-  // cpu-checked restricted to the reference provider (fixedLeft).
-  Objective o = mlp_objective();
-  o.options.profile = "cpu-checked";
-  auto a = losses(o, 4);
-  auto b = losses(o, 4);
-  ASSERT_EQ(a.size(), b.size());
-  EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(double)), 0);
-}
-
 TEST(TrainingSession, StepCountsUpdatesOnlyAndEvalDoesNotUpdate) {
   Objective o = mlp_objective();
   const Split s = stratified_split(digits(), 0.8, 0);

@@ -4,8 +4,10 @@
 // fixtures (tests/fixtures/optim/make_fixture.py).
 
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -260,6 +262,74 @@ TEST(TrainingKernels, OptimizerKernelsMatchTorchOptim) {
       }
     }
   }
+}
+
+// ---- cpu-deterministic: every kernel fixedLeft, every run the same bits ----------------------------------
+
+// One training run under cpu-deterministic at `threads` OpenMP threads: the losses of six Adam steps and
+// the trained parameters (running statistics included), as bytes.
+std::vector<std::uint8_t> deterministic_run(int threads) {
+  const int saved = omp_get_max_threads();
+  omp_set_num_threads(threads);
+  Objective o = objective("adam");
+  o.options.profile = "cpu-deterministic";
+  TrainingSession session(o, init_parameters(o.graph(8), 1));
+  for (const auto& k : session.audit(8).kernels) {  // forward, backward and training kernels alike
+    EXPECT_NE(k.capsule, nullptr) << k.node;
+    if (k.capsule != nullptr) EXPECT_EQ(k.capsule->provider, "reference") << k.node;
+  }
+  std::vector<std::uint8_t> bits;
+  auto append = [&](const void* p, std::size_t n) {
+    const auto* b = static_cast<const std::uint8_t*>(p);
+    bits.insert(bits.end(), b, b + n);
+  };
+  OptimizerState state;
+  for (int i = 0; i < 6; ++i) {
+    auto [x, y] = batch_of(8 * i);
+    StepResult r = session.step_batch(std::move(x), std::move(y), std::move(state));
+    state = std::move(r.state);
+    append(&r.loss, sizeof r.loss);
+  }
+  const ParameterPack pack = std::move(session).finish();
+  for (const auto& v : pack.values) {
+    auto p = v.prepare_host<float>();
+    const auto s = std::get<PreparedContiguousRead<float>>(p.value()).as_span();
+    append(s.data(), s.size_bytes());
+  }
+  omp_set_num_threads(saved);
+  return bits;
+}
+
+// An Adam update that skips every fifth call: a kernel whose result depends on what ran before it.
+const kernels::Handler* honest_update = nullptr;
+int update_calls = 0;
+void skips_every_fifth(std::span<Tensor* const> state, std::span<const TensorView> read, const ops::Attributes& a) {
+  if (++update_calls % 5 != 0) honest_update->update(state, read, a);
+}
+
+TEST(TrainingKernels, DeterministicProfileIsBitwiseReproducibleAcrossRunsAndThreads) {
+  const auto profile = contract::builtin_profile("cpu-deterministic");
+  EXPECT_EQ(profile.providers, (std::vector<std::string>{"reference"}));
+  const auto one = deterministic_run(1);
+  EXPECT_FALSE(one.empty());
+  EXPECT_TRUE(deterministic_run(1) == one) << "a second run differs";
+  EXPECT_TRUE(deterministic_run(2) == one) << "two threads differ from one";
+  // The comparison carries weight: with an update kernel that behaves differently from run to run, two
+  // runs differ in their bits.
+  {
+    Objective o = objective("adam");
+    o.options.profile = "cpu-deterministic";
+    TrainingSession probe(o, init_parameters(o.graph(8), 1));
+    honest_update = &bound_handler(probe.audit(8), KernelPurpose::update);
+  }
+  EXPECT_EQ(honest_update->provider, "reference");
+  kernels::Handler mutant = *honest_update;
+  mutant.update = &skips_every_fifth;
+  const kernels::ScopedHandlerSubstitution swap(*honest_update, mutant);
+  update_calls = 0;  // 6 steps of 6 updates: the second run meets the skipping at another phase
+  const auto a = deterministic_run(1);
+  const auto b = deterministic_run(1);
+  EXPECT_FALSE(a == b);
 }
 
 }  // namespace

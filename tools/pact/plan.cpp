@@ -57,7 +57,8 @@ const bool registered = register_command("plan", [](CLI::App& app) {
   auto a = std::make_shared<PlanArgs>();
   auto* plan = app.add_subcommand("plan", "plan a model under a backend profile and print the contract audit");
   plan->add_option("model", a->model, "model in the pact.ir.v1 wire format (JSON)")->required();
-  plan->add_option("--profile", a->profile, "cpu-checked | cpu-external | cuda-checked | cuda-external");
+  plan->add_option("--profile", a->profile,
+                   "cpu-checked | cpu-deterministic | cpu-external | cuda-checked | cuda-external");
   plan->add_flag("--json", a->json, "print the audit as JSON");
   plan->add_flag("--vjp", a->vjp, "plan for forward and VJP");
   plan->add_option("--train", a->train,
