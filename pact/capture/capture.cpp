@@ -175,12 +175,12 @@ class Recorder : public runtime::StructureObserver {
     }
     if (structure_only_) require_structure_only_capability("substrate_uniformity");
     const std::string other = structure_only_ ? first_meta_ : first_real_;
-    throw Refusal("structure_only_substrate_mismatch", "capture",
-                  fmt::format("{} '{}' is {} ({}) but {}{}", kind_name(kind), name, meta ? "meta" : "real",
-                              v.view().provider_name(),
-                              structure_only_ ? "a structure-only capture needs every input and parameter meta"
-                                              : "a real capture needs every input and parameter real",
-                              other.empty() ? "" : fmt::format(" (as '{}' is)", other)));
+    refuse_structure_only(kSubstrateMismatch, "capture",
+                          fmt::format("{} '{}' is {} ({}) but {}{}", kind_name(kind), name, meta ? "meta" : "real",
+                                      v.view().provider_name(),
+                                      structure_only_ ? "a structure-only capture needs every input and parameter meta"
+                                                      : "a real capture needs every input and parameter real",
+                                      other.empty() ? "" : fmt::format(" (as '{}' is)", other)));
   }
 
   StructureCapture& c_;
@@ -276,7 +276,7 @@ StructureCapture capture(const ModelFn& model, const CaptureOptions& options) {
   } catch (const Error& e) {
     if (!options.structure_only) throw;
     // The typed backstop: a failure of the meta mechanism that no enumerated refusal names.
-    throw Refusal(std::string(kBackstop), "capture", fmt::format("under meta: {}", e.what()));
+    refuse_structure_only(kBackstop, "capture", fmt::format("under meta: {}", e.what()));
   }
   if (!options.structure_only)
     c.measured_total_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
@@ -389,10 +389,10 @@ void refuse_refuted(const StructureCapture& c, std::string_view consumer) {
   for (const auto& o : c.ops) {
     if (o.state() == RowState::refuted) {
       require_structure_only_capability("refuted_rows");
-      throw Refusal(std::string(kRefutedRow), std::string(consumer),
-                    fmt::format("op '{}' was refuted by discharge (hypothesis {}{}, observed {}{})", o.id,
-                                dtype_name(o.type.dtype), o.type.shape.to_string(), dtype_name(o.observed()->dtype),
-                                o.observed()->shape.to_string()));
+      refuse_structure_only(kRefutedRow, std::string(consumer),
+                            fmt::format("op '{}' was refuted by discharge (hypothesis {}{}, observed {}{})", o.id,
+                                        dtype_name(o.type.dtype), o.type.shape.to_string(),
+                                        dtype_name(o.observed()->dtype), o.observed()->shape.to_string()));
     }
   }
 }
@@ -483,9 +483,9 @@ DischargeReport discharge(StructureCapture& h, const StructureCapture& real) {
                 "discharge needs a real capture (values computed), not another structure-only one");
   }
   if (h.graph_shape_digest != real.graph_shape_digest || h.ops.size() != real.ops.size()) {
-    throw Refusal(std::string(kGraphMismatch), "capture.discharge",
-                  fmt::format("graph-shape digests differ ({} vs {}): the real capture is of another graph",
-                              h.graph_shape_digest, real.graph_shape_digest));
+    refuse_structure_only(kGraphMismatch, "capture.discharge",
+                          fmt::format("graph-shape digests differ ({} vs {}): the real capture is of another graph",
+                                      h.graph_shape_digest, real.graph_shape_digest));
   }
   DischargeReport r;
   r.against = real.content_digest;
@@ -520,8 +520,8 @@ PlanCheckReport check_plan(const StructureCapture& c, const std::vector<PlanEntr
     const std::string kind = colon == std::string::npos ? "" : e.selector.substr(0, colon);
     const std::string arg = colon == std::string::npos ? "" : e.selector.substr(colon + 1);
     if (kind == "fn" || kind == "value") {
-      throw Refusal(
-          "plan_check_unsupported", "capture.check_plan",
+      refuse_structure_only(
+          kPlanCheckUnsupported, "capture.check_plan",
           fmt::format("selector '{}': callables and value-derived selection cannot be resolved without values",
                       e.selector));
     }
@@ -537,8 +537,9 @@ PlanCheckReport check_plan(const StructureCapture& c, const std::vector<PlanEntr
                                       : (o.module == arg || o.module.rfind(arg + ".", 0) == 0);
       if (!hit) continue;
       if (o.state() == RowState::refuted) {
-        throw Refusal(std::string(kRefutedRow), "capture.check_plan",
-                      fmt::format("selector '{}' resolves to op '{}', which discharge refuted", e.selector, o.id));
+        refuse_structure_only(
+            kRefutedRow, "capture.check_plan",
+            fmt::format("selector '{}' resolves to op '{}', which discharge refuted", e.selector, o.id));
       }
       row.matched.push_back(o.id);
       if (!(o.type == e.declared)) {

@@ -212,6 +212,17 @@ const CapabilityRow& require_structure_only_capability(std::string_view key, std
                 fmt::format("{}{}{}", row.claim, context.empty() ? "" : " — ", context));
 }
 
+void refuse_structure_only(std::string_view code, std::string operation, std::string detail) {
+  for (const std::string_view own : {kMetaOutsideStructureOnly, kBackstop, kForgedArtifact, kRefutedRow, kGraphMismatch,
+                                     kSubstrateMismatch, kPlanCheckUnsupported}) {
+    if (code == own) throw Refusal(std::string(code), std::move(operation), std::move(detail));
+  }
+  throw_error(ErrorCode::internal, "refuse_structure_only",
+              fmt::format("'{}' is not a refusal code outside the capability table (a row refuses through "
+                          "require_structure_only_capability)",
+                          code));
+}
+
 std::string where(const SourceLocation& loc) { return fmt::format("{}:{}", loc.file_name(), loc.line()); }
 
 Status check_amendment(const Amendment& a) {

@@ -1,7 +1,11 @@
 #pragma once
 /// The structure-only capability table (SPEC §9, seed 003): the one in-code authority for what a
 /// structure-only capture claims, with one chokepoint, require_structure_only_capability(key). Every
-/// structure-only refusal in Pact goes through it. docs/structure-only-capabilities.md mirrors the table
+/// structure-only refusal in Pact goes through it, or, for the few codes the table does not own (entry gate,
+/// substrate mismatch, backstop, forgery, refuted rows, graph mismatch, value selectors in a plan check),
+/// through refuse_structure_only, which
+/// accepts only those codes; no other code throws a Refusal (a lockstep test scans the sources for one).
+/// docs/structure-only-capabilities.md mirrors the table
 /// (render_capabilities_markdown(); a lockstep test keeps them equal).
 
 #include <optional>
@@ -66,6 +70,12 @@ inline constexpr std::string_view kBackstop = "structure_only_meta_failure";
 inline constexpr std::string_view kForgedArtifact = "structure_only_marker_incoherent";
 inline constexpr std::string_view kRefutedRow = "structure_only_refuted_row";
 inline constexpr std::string_view kGraphMismatch = "structure_only_graph_mismatch";
+inline constexpr std::string_view kSubstrateMismatch = "structure_only_substrate_mismatch";
+inline constexpr std::string_view kPlanCheckUnsupported = "plan_check_unsupported";
+
+/// Throws the Refusal of one of the codes above (the table's rows refuse through
+/// require_structure_only_capability); any other code is an internal error naming it.
+[[noreturn]] void refuse_structure_only(std::string_view code, std::string operation, std::string detail);
 
 /// "file:line" of a source location (the user's line in value-escape refusals).
 std::string where(const SourceLocation& loc);

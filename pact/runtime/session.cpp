@@ -62,8 +62,8 @@ void Session::value_escape(const char* what, const EagerTensor& t, const SourceL
         fmt::format("{} of a {} tensor {} at {}", what, t.view().provider_name(), t.shape().to_string(), where(loc)));
   }
   if (t.view().provider_name() == "meta") {
-    throw Refusal(std::string(kMetaOutsideStructureOnly), "session.value",
-                  fmt::format("{} of a meta tensor at {} outside structure-only mode", what, where(loc)));
+    refuse_structure_only(kMetaOutsideStructureOnly, "session.value",
+                          fmt::format("{} of a meta tensor at {} outside structure-only mode", what, where(loc)));
   }
 }
 
@@ -131,10 +131,11 @@ EagerTensor Session::apply(ops::OpTag op, std::span<const EagerTensor> inputs, c
     for (std::size_t i = 0; i < inputs.size(); ++i) {
       if (inputs[i].view().provider_name() != "meta") {
         require_structure_only_capability("substrate_uniformity");
-        throw Refusal("structure_only_substrate_mismatch", std::string(ops::op_kind(op)),
-                      fmt::format("operand {} is a real {} tensor {} in a structure-only capture whose inputs and "
-                                  "parameters are meta, at {}",
-                                  i, inputs[i].view().provider_name(), inputs[i].shape().to_string(), where(loc)));
+        refuse_structure_only(
+            kSubstrateMismatch, std::string(ops::op_kind(op)),
+            fmt::format("operand {} is a real {} tensor {} in a structure-only capture whose inputs and "
+                        "parameters are meta, at {}",
+                        i, inputs[i].view().provider_name(), inputs[i].shape().to_string(), where(loc)));
       }
       types.push_back({inputs[i].dtype(), inputs[i].shape()});
     }
@@ -152,9 +153,9 @@ EagerTensor Session::apply(ops::OpTag op, std::span<const EagerTensor> inputs, c
     views.push_back(in.view());
     if (views.back().provider_name() == "meta") {
       require_structure_only_capability("meta_admission");
-      throw Refusal(std::string(kMetaOutsideStructureOnly), std::string(ops::op_kind(op)),
-                    fmt::format("a meta tensor {} reached the runtime outside structure-only mode at {}",
-                                in.shape().to_string(), where(loc)));
+      refuse_structure_only(kMetaOutsideStructureOnly, std::string(ops::op_kind(op)),
+                            fmt::format("a meta tensor {} reached the runtime outside structure-only mode at {}",
+                                        in.shape().to_string(), where(loc)));
     }
     dtypes.push_back(static_cast<int>(in.dtype()));
     types.push_back({in.dtype(), in.shape()});

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <mutex>
 
+#include "pact/core/cuda_probe.hpp"
 #include "pact/core/file.hpp"
 #include "pact/ops/op_table.hpp"
 #include "pact/seal/params.hpp"
@@ -39,10 +40,9 @@ const CudaDriver& load_cuda_driver() {
   static CudaDriver driver;
   static std::string failure;
   std::call_once(once, [] {
-    void* lib = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    void* lib = probe_cuda().library;  // the one load of the driver (pact/core/cuda_probe.hpp)
     if (lib == nullptr) {
-      const char* why = ::dlerror();
-      failure = fmt::format("no CUDA driver: dlopen(libcuda.so.1) failed: {}", why ? why : "unknown");
+      failure = probe_cuda().summary;
       return;
     }
     auto bind = [&](auto& slot, const char* name) {

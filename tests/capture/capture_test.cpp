@@ -7,7 +7,10 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <regex>
 #include <sstream>
 #include <stdexcept>
 
@@ -105,6 +108,33 @@ TEST(CaptureCapabilities, EveryStatusIsInTheClosedGrammarAndRefusalsCarryTheirCo
     EXPECT_EQ(test::code_of([&] { Status::parse(bad); }), ErrorCode::parse_error) << bad;
   }
   EXPECT_EQ(test::code_of([] { capability("no_such_row"); }), ErrorCode::invalid_argument);
+}
+
+// The chokepoints are the only ways to refuse: refuse_structure_only takes only the codes the table does
+// not own (a row's code through it is an internal error), and no source of pact/ throws a Refusal itself.
+TEST(CaptureCapabilities, EveryRefusalGoesThroughAChokepoint) {
+  for (const std::string_view code :
+       {runtime::kMetaOutsideStructureOnly, runtime::kBackstop, runtime::kForgedArtifact, runtime::kRefutedRow,
+        runtime::kGraphMismatch, runtime::kSubstrateMismatch, runtime::kPlanCheckUnsupported})
+    EXPECT_EQ(refusal_of([&] { runtime::refuse_structure_only(code, "test", "detail"); }), std::string(code));
+  for (const auto& row : runtime::capability_table()) {
+    if (row.refusal_code == "—") continue;
+    EXPECT_EQ(test::code_of([&] { runtime::refuse_structure_only(row.refusal_code, "test", "detail"); }),
+              ErrorCode::internal)
+        << row.key;
+  }
+  const std::regex direct(R"(throw\s+(runtime::)?Refusal\s*[({])");
+  int scanned = 0;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator("pact")) {
+    const auto ext = entry.path().extension();
+    if (!entry.is_regular_file() || (ext != ".cpp" && ext != ".inc" && ext != ".hpp")) continue;
+    ++scanned;
+    if (entry.path() == std::filesystem::path("pact/runtime/capabilities.cpp")) continue;  // the chokepoints
+    std::ifstream in(entry.path());
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_FALSE(std::regex_search(text, direct)) << entry.path() << " throws a Refusal outside the chokepoints";
+  }
+  EXPECT_GT(scanned, 50);
 }
 
 TEST(CaptureCapabilities, NoAmendmentWidensAClaim) {

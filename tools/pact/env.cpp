@@ -7,6 +7,7 @@
 #include <string>
 
 #include "pact/core/cpu.hpp"
+#include "pact/core/cuda_probe.hpp"
 #include "pact/core/json.hpp"
 #include "pact/core/simd_dispatch.hpp"
 #include "pact/kernels/cpu/gemm.hpp"
@@ -37,7 +38,11 @@ Json env_json() {
       {"isa",
        {{"best", isa_name(f.best)}, {"active", isa_name(active_isa())}, {"requested", std::string(requested_isa())}}},
       {"simd_families", families},
-      {"openblas_corename", std::string(kernels::cpu::openblas_corename())}};
+      {"openblas_corename", std::string(kernels::cpu::openblas_corename())},
+      {"cuda",
+       {{"driver", probe_cuda().library != nullptr},
+        {"devices", probe_cuda().devices},
+        {"summary", probe_cuda().summary}}}};
 }
 
 const bool registered = register_command("env", [](CLI::App& app) {
@@ -52,6 +57,7 @@ const bool registered = register_command("env", [](CLI::App& app) {
                                 fmt::print("cpu: {}\n", describe_cpu());
                                 if (!requested_isa().empty()) fmt::print("PACT_ISA={}\n", requested_isa());
                                 fmt::print("OpenBLAS kernel: {}\n", kernels::cpu::openblas_corename());
+                                fmt::print("cuda: {}\n", probe_cuda().summary);
                                 for (const auto& fam : simd::families())
                                   fmt::print("  {:<22} {}\n", fam.name, isa_name(fam.serves(active_isa())));
                                 return 0;
