@@ -275,8 +275,11 @@ std::vector<std::uint8_t> deterministic_run(int threads) {
   o.options.profile = "cpu-deterministic";
   TrainingSession session(o, init_parameters(o.graph(8), 1));
   for (const auto& k : session.audit(8).kernels) {  // forward, backward and training kernels alike
-    EXPECT_NE(k.capsule, nullptr) << k.node;
-    if (k.capsule != nullptr) EXPECT_EQ(k.capsule->provider, "reference") << k.node;
+    if (k.capsule == nullptr) {
+      ADD_FAILURE() << k.node << " has no capsule";
+      continue;
+    }
+    EXPECT_EQ(k.capsule->provider, "reference") << k.node;
   }
   std::vector<std::uint8_t> bits;
   auto append = [&](const void* p, std::size_t n) {
