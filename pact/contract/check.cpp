@@ -119,6 +119,15 @@ std::vector<ObligationReport> ContractCheck::failures() const {
   return f;
 }
 
+TestSuiteEvidence ContractCheck::test_suite_evidence() const {
+  TestSuiteEvidence t;
+  for (const auto& r : reports) {
+    if (!r.accepted || r.evidence.kind != EvidenceKind::testSuite) continue;
+    ++(r.verified ? t.verified : t.by_name);
+  }
+  return t;
+}
+
 void check_kernel(const std::string& node, ops::OpTag op, const Capsule& capsule, const BackendProfile& profile,
                   const EvidenceResolver& resolver, std::vector<ObligationReport>& out) {
   const KernelPolicy& policy = profile.policy;
@@ -161,6 +170,7 @@ void check_kernel(const std::string& node, ops::OpTag op, const Capsule& capsule
       auto s = resolver.resolve(capsule, d);
       r.accepted = s.resolved;
       r.reason = s.reason;
+      r.verified = s.resolved && s.verified && d.evidence.kind == EvidenceKind::testSuite;
     }
     out.push_back(std::move(r));
   }

@@ -50,6 +50,9 @@ std::vector<std::string> builtin_profile_names();
 struct EvidenceStatus {
   bool resolved = false;
   std::string reason;
+  /// testSuite evidence only: true when a passing run of the suite at HEAD was verified (a ledger receipt,
+  /// ReceiptEvidenceResolver); false when the suite was accepted by its name alone (DefaultEvidenceResolver).
+  bool verified = false;
 };
 
 /// Resolves evidence ids. The contract check depends only on this interface, so stronger resolvers (the
@@ -81,7 +84,15 @@ struct ObligationReport {
   DescriptorKind obligation;
   Evidence evidence;
   bool accepted = false;
-  std::string reason;  ///< why it failed ("" when accepted)
+  std::string reason;     ///< why it failed ("" when accepted)
+  bool verified = false;  ///< accepted testSuite evidence: by a receipt at HEAD (true) or by name only (false)
+};
+
+/// How the accepted testSuite evidence of a check was accepted: suites whose passing run at HEAD a receipt
+/// verified, and suites accepted by name only (counted per obligation report).
+struct TestSuiteEvidence {
+  int verified = 0;
+  int by_name = 0;
 };
 
 /// The result of the contract check over a set of obligations.
@@ -90,6 +101,8 @@ struct ContractCheck {
   std::vector<ObligationReport> reports;  ///< every obligation, accepted or not
   /// The failing reports only.
   std::vector<ObligationReport> failures() const;
+  /// The accepted testSuite reports, by how they were accepted.
+  TestSuiteEvidence test_suite_evidence() const;
 };
 
 /// The kernel-policy gate for one planned kernel: op identity, forward support, VJP mode, trust,

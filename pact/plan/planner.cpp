@@ -201,8 +201,12 @@ std::string render_audit_table(const PlanAudit& audit) {
       ok = ok && r.accepted;
       if (r.reason.rfind("policy gate", 0) == 0) continue;
       if (!evidence.empty()) evidence += " | ";
-      evidence += fmt::format("{}{}{}", contract::evidence_kind_name(r.evidence.kind),
-                              r.evidence.id.empty() ? "" : ":" + r.evidence.id, r.accepted ? "" : " ✗");
+      evidence += fmt::format("{}{}{}{}", contract::evidence_kind_name(r.evidence.kind),
+                              r.evidence.id.empty() ? "" : ":" + r.evidence.id,
+                              r.accepted && r.evidence.kind == contract::EvidenceKind::testSuite
+                                  ? (r.verified ? " (receipt)" : " (name only)")
+                                  : "",
+                              r.accepted ? "" : " ✗");
     }
     const auto* c = k.capsule;
     s += fmt::format("{:<16} {:<28} {:<34} {:<10} {:<16} {:<22} {}  {}\n", k.node, ops::op_kind(k.op),
@@ -215,9 +219,12 @@ std::string render_audit_table(const PlanAudit& audit) {
     s += fmt::format(" {}/{} ({} nodes)", key.first, key.second, nodes.size());
   s += "\n";
   const auto failures = audit.check.failures();
-  s += fmt::format("verdict: {} ({} kernels, {} obligations, {} failing)\n",
-                   audit.check.accepted ? "accepted" : "rejected", audit.kernels.size(), audit.check.reports.size(),
-                   failures.size());
+  const contract::TestSuiteEvidence suites = audit.check.test_suite_evidence();
+  s += fmt::format(
+      "verdict: {} ({} kernels, {} obligations, {} failing; testSuite evidence: {} verified by a receipt at HEAD, "
+      "{} accepted by name only)\n",
+      audit.check.accepted ? "accepted" : "rejected", audit.kernels.size(), audit.check.reports.size(), failures.size(),
+      suites.verified, suites.by_name);
   for (const auto& f : failures) {
     s += fmt::format("  ✗ node {} capsule {} obligation {} evidence {}{}: {}\n", f.node,
                      f.capsule.empty() ? "(none)" : f.capsule, contract::obligation_name(f.obligation),
@@ -267,8 +274,10 @@ Json render_audit_json(const PlanAudit& audit) {
         {"obligation", std::string(contract::obligation_name(r.obligation))},
         {"evidence", Json{{"kind", std::string(contract::evidence_kind_name(r.evidence.kind))}, {"id", r.evidence.id}}},
         {"accepted", r.accepted},
-        {"reason", r.reason}});
+        {"reason", r.reason},
+        {"verified", r.verified}});
   }
+  const contract::TestSuiteEvidence suites = audit.check.test_suite_evidence();
   Json rewrites = Json::array();
   for (const auto& r : audit.rewrites)
     rewrites.push_back(Json{{"kind", r.kind}, {"nodes", r.nodes}, {"into", r.into}, {"evidence", r.evidence}});
@@ -280,6 +289,7 @@ Json render_audit_json(const PlanAudit& audit) {
               {"assurance", std::string(contract::assurance_policy_name(audit.assurance))},
               {"vjp", audit.vjp_mode == contract::VjpMode::with_vjp},
               {"verdict", audit.check.accepted ? "accepted" : "rejected"},
+              {"test_suite_evidence", Json{{"verified", suites.verified}, {"by_name", suites.by_name}}},
               {"kernels", kernels},
               {"groups", groups},
               {"rewrites", rewrites},

@@ -3,6 +3,7 @@
 // without a device, missing capsules, grouping, the audit table and JSON, and bound kernels. Runs with
 // the repository root as working directory (pact_add_test sets it).
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -375,6 +376,50 @@ TEST(Audit, TableMentionsEveryNodeAndTheVerdict) {
     EXPECT_TRUE(mentions(rejected, "REJECTED")) << rejected;
     EXPECT_TRUE(mentions(rejected, "trustedBoundary:openblas.cblas_sgemm")) << rejected;
   }
+}
+
+// The audit says how each testSuite was accepted: by name only (the built-in resolver), or verified by a
+// passing run at HEAD (a receipt resolver, here a stand-in that verifies one suite), in the table, the JSON
+// and the counts pact plan and pact train print.
+class VerifiesOneSuite final : public contract::EvidenceResolver {
+ public:
+  contract::EvidenceStatus resolve(const contract::Capsule& c, const contract::ContractDescriptor& d) const override {
+    contract::EvidenceStatus s = DefaultEvidenceResolver{}.resolve(c, d);
+    s.verified = s.resolved && d.evidence.id == "Providers.NativeMatchesReference";
+    return s;
+  }
+};
+
+TEST(Audit, SaysWhetherEachTestSuiteWasVerifiedByAReceiptOrAcceptedByName) {
+  ir::Graph g = ir::load_graph("examples/models/digits_mlp.json");
+  auto by_name = plan(g, contract::builtin_profile("cpu-checked"), VjpMode::with_vjp);
+  ASSERT_TRUE(by_name.has_value());
+  const auto names = by_name->audit().check.test_suite_evidence();
+  EXPECT_EQ(names.verified, 0);
+  EXPECT_GT(names.by_name, 0);
+  EXPECT_TRUE(mentions(render_audit_table(by_name->audit()),
+                       fmt::format("0 verified by a receipt at HEAD, {} accepted by name only", names.by_name)));
+  EXPECT_TRUE(mentions(render_audit_table(by_name->audit()), "(name only)"));
+
+  auto mixed = plan_graph(g, contract::builtin_profile("cpu-checked"), VerifiesOneSuite{}, VjpMode::with_vjp);
+  ASSERT_TRUE(mixed.has_value());
+  int native_suite = 0, other_suites = 0;
+  for (const auto& r : mixed->audit().check.reports) {
+    if (r.evidence.kind != contract::EvidenceKind::testSuite) {
+      EXPECT_FALSE(r.verified) << r.capsule;  // only testSuite evidence is ever verified
+      continue;
+    }
+    (r.evidence.id == "Providers.NativeMatchesReference" ? native_suite : other_suites) += 1;
+    EXPECT_EQ(r.verified, r.evidence.id == "Providers.NativeMatchesReference") << r.capsule;
+  }
+  const auto counts = mixed->audit().check.test_suite_evidence();
+  EXPECT_GT(native_suite, 0);
+  EXPECT_EQ(counts.verified, native_suite);
+  EXPECT_EQ(counts.by_name, other_suites);
+  const Json j = render_audit_json(mixed->audit());
+  EXPECT_EQ(j.at("test_suite_evidence").at("verified"), native_suite);
+  EXPECT_EQ(j.at("test_suite_evidence").at("by_name"), other_suites);
+  EXPECT_TRUE(mentions(render_audit_table(mixed->audit()), "(receipt)"));
 }
 
 TEST(Audit, JsonHasSchemaVerdictAndOneObligationPerReport) {

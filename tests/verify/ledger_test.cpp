@@ -771,7 +771,13 @@ TEST(LedgerEvidence, ReceiptResolverDemandsAPassingRunOfTheCitedSuite) {
   outcome.manifest = m;
   outcome.receipt = Receipt{"abc", std::nullopt, {{o.id, o.command.argv, ".", o.artifact.path, 0}}};
   const contract::Capsule cited = capsule_citing(suite);
-  EXPECT_TRUE(ReceiptEvidenceResolver(outcome).resolve(cited, cited.descriptors[2]).resolved);
+  const auto through_receipt = ReceiptEvidenceResolver(outcome).resolve(cited, cited.descriptors[2]);
+  EXPECT_TRUE(through_receipt.resolved);
+  EXPECT_TRUE(through_receipt.verified);  // a passing run at HEAD, not the suite's name
+  // The built-in resolver accepts the same suite by its name only, and says so.
+  const auto by_name = contract::DefaultEvidenceResolver().resolve(cited, cited.descriptors[2]);
+  EXPECT_TRUE(by_name.resolved);
+  EXPECT_FALSE(by_name.verified);
 
   // The suite is not run by any active row: refused, naming it.
   const contract::Capsule other = capsule_citing(contract::declared_test_suites().back());

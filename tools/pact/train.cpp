@@ -143,6 +143,9 @@ int run_train(const TrainArgs& args) {
   }
   fmt::print("]; evidence:");
   for (const auto& [kind, n] : evidence) fmt::print(" {} {}", n, kind);
+  const contract::TestSuiteEvidence suites = audit.check.test_suite_evidence();
+  fmt::print("; testSuite evidence: {} verified by a receipt at HEAD, {} by name only", suites.verified,
+             suites.by_name);
   fmt::print("; trusted-external capsules: {}; verdict {}\n", external, audit.check.accepted ? "accepted" : "rejected");
 
   const bool tty = isatty(STDOUT_FILENO) != 0;
