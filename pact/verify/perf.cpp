@@ -58,6 +58,7 @@ bool is_peer(const PerformanceObligation& o) { return o.benchmark == "infer" || 
 // terminal, so a long peer run shows its progress.
 int run_program(const std::vector<std::string>& argv) {
   std::vector<char*> args;
+  args.reserve(argv.size() + 1);
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
   pid_t pid = 0;
