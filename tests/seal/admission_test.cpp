@@ -306,6 +306,43 @@ TEST_F(Admission, BadCallsFailTypedBeforeAnyLaunch) {
   EXPECT_EQ(code_of([&] { SealedRuntime none(driver, 3); }), ErrorCode::no_device);
 }
 
+// Dynamic shared memory is bounded at 1 MiB where the launch is materialized: exactly 1 MiB launches, one
+// byte more is refused, typed, before anything reaches the driver.
+TEST_F(Admission, DynamicSharedMemoryIsBoundedAtOneMebibyte) {
+  const std::string base = read_file(kSource + "/examples/seal/vector_add/manifest.toml", "test");
+  ASSERT_NE(base.find("dynamic_smem = 0"), std::string::npos);
+  char tmpl[] = "/tmp/pact-smem-XXXXXX";
+  const std::string root = ::mkdtemp(tmpl);
+  const std::string cubin = read_file(publication + "/nvcc_cubin/vadd_run.cubin", "test");
+  const auto bytes = std::as_bytes(std::span(cubin.data(), cubin.size()));
+  // The manifest with `smem` bytes of dynamic shared memory, published with the committed CUBIN.
+  auto published = [&](const std::string& smem) {
+    std::string text = base;
+    text.replace(text.find("dynamic_smem = 0"), std::string("dynamic_smem = 0").size(), "dynamic_smem = " + smem);
+    Manifest m = parse_manifest(text, "manifest.toml");
+    const std::string dir = root + "/" + smem;
+    write_publication(dir, m, profile, {{"vadd_run", {bytes.begin(), bytes.end()}}}, Json::object());
+    return std::pair{dir, std::move(m)};
+  };
+  {
+    const auto [dir, m] = published("1048576");
+    SealedRuntime rt(driver);
+    rt.admit(dir, m, profile);
+    rt.launch("add", call(64), pointers());
+    ASSERT_EQ(g.launches.size(), 1u);
+  }
+  g = FakeDriver{};
+  {
+    const auto [dir, m] = published("1048577");
+    SealedRuntime rt(driver);
+    rt.admit(dir, m, profile);
+    EXPECT_TRUE(mentions(message_of([&] { rt.launch("add", call(64), pointers()); }), "at most 1 MiB"));
+    EXPECT_EQ(code_of([&] { rt.launch("add", call(64), pointers()); }), ErrorCode::invalid_argument);
+    EXPECT_TRUE(g.launches.empty());
+  }
+  std::filesystem::remove_all(root);
+}
+
 // A manifest with a prepare, a run and a destroy export over one prepared resource and the call-local
 // workspace, published with the committed CUBIN for each export.
 TEST_F(Admission, ResourcesFollowTheirLifetimesAcrossRoles) {

@@ -59,6 +59,19 @@ TEST(SealManifest, EnforcesEverySeedBound) {
   for (int i = 0; i < 1025; ++i)
     many_kernels += fmt::format("{}{{ name = \"k{:04}\", param_widths = [8] }}", i ? ", " : "", i);
   many_kernels += "]";
+  // 257 launches: one past kMaxLaunches (256), each a copy of the example's one launch.
+  const std::string launch_header = "[[ops.aot_exports.device_plan.launches]]";
+  const std::size_t launch_at = base.find(launch_header);
+  const std::size_t launch_end = base.find("\n]\n", launch_at) + 3;
+  const std::string one_launch = base.substr(launch_at, launch_end - launch_at);
+  std::string many_launches;
+  for (int i = 0; i < 257; ++i) many_launches += one_launch + "\n";
+  const std::string max_launches = [&] {
+    std::string l;
+    for (int i = 0; i < 256; ++i) l += one_launch + "\n";
+    return base.substr(0, launch_at) + l + base.substr(launch_end);
+  }();
+  EXPECT_EQ(parse_manifest(max_launches, "manifest.toml").ops[0].exports[0].device_plan.launches.size(), 256u);
   std::string many_bindings = "bindings = [";
   for (int i = 0; i < 65; ++i) many_bindings += fmt::format("{}\"b{}\"", i ? ", " : "", i);
   many_bindings += "]";
@@ -92,6 +105,8 @@ TEST(SealManifest, EnforcesEverySeedBound) {
        ErrorCode::unsupported},
       {"too many kernels",
        replaced(base, "kernels = [ { name = \"vadd\", param_widths = [8, 8, 8, 4, 12] } ]", many_kernels),
+       ErrorCode::invalid_argument},
+      {"too many launches", base.substr(0, launch_at) + many_launches + base.substr(launch_end),
        ErrorCode::invalid_argument},
       {"too many bindings", replaced(base, "bindings = [\"a\", \"b\", \"out\", \"workspace.partials\"]", many_bindings),
        ErrorCode::invalid_argument},
