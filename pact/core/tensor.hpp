@@ -31,7 +31,7 @@ namespace pact {
 // clang-format off
 #define PACT_READ_METHODS(X)                                                                   \
   X(dtype) X(shape) X(strides) X(byte_offset) X(rank) X(numel) X(nbytes) X(is_contiguous)      \
-  X(device) X(provider_name) X(span_identity) X(get) X(slice) X(transpose) X(flip) X(prepare_host) \
+  X(device) X(provider_name) X(span_identity) X(get) X(slice) X(transpose) X(flip) X(reshape) X(prepare_host) \
   X(prepare_device) X(duplicate) X(transfer_to) X(convert) X(reinterpret_view) X(to_string)
 #define PACT_WRITE_METHODS(X) X(set) X(fill) X(copy_from) X(prepare_host_mut) X(prepare_device_mut) X(slice_mut)
 // clang-format on
@@ -381,6 +381,7 @@ class TensorViewMut {
   }
   TensorView transpose(int a, int b) const { return as_view().transpose(a, b); }
   TensorView flip(int dim) const { return as_view().flip(dim); }
+  TensorView reshape(const Dims& shape) const { return as_view().reshape(shape); }
   template <class T>
   Expected<PreparedHostRead<T>, Returned<TensorView>> prepare_host() const {
     return as_view().template prepare_host<T>();
@@ -470,6 +471,7 @@ class Tensor {
   }
   TensorView transpose(int a, int b) const { return as_view().transpose(a, b); }
   TensorView flip(int dim) const { return as_view().flip(dim); }
+  TensorView reshape(const Dims& shape) const { return as_view().reshape(shape); }
   template <class T>
   Expected<PreparedHostRead<T>, Returned<TensorView>> prepare_host() const {
     return as_view().template prepare_host<T>();

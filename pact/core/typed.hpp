@@ -82,6 +82,8 @@ class TypedView {
   }
   TypedView transpose(int a, int b) const { return TypedView(view_.transpose(a, b)); }
   TypedView flip(int dim) const { return TypedView(view_.flip(dim)); }
+  /// The same elements in another shape (TensorView::reshape): the rank may change, so the result's is dynamic.
+  TypedView<T> reshape(const Dims& shape) const { return TypedView<T>(view_.reshape(shape)); }
   /// Consumes the view; failure returns it.
   Expected<PreparedHostRead<T>, Returned<TypedView>> prepare_host() && {
     auto r = std::move(view_).template prepare_host<T>();
@@ -145,6 +147,7 @@ class TypedViewMut {
   }
   TypedView<T, R> transpose(int a, int b) const { return as_view().transpose(a, b); }
   TypedView<T, R> flip(int dim) const { return as_view().flip(dim); }
+  TypedView<T> reshape(const Dims& shape) const { return as_view().reshape(shape); }
   Expected<PreparedHostRead<T>, Returned<TypedView<T, R>>> prepare_host() const { return as_view().prepare_host(); }
   Expected<PreparedDevice, Returned<TypedView<T, R>>> prepare_device() const { return as_view().prepare_device(); }
   TypedTensor<T, R> duplicate() const { return as_view().duplicate(); }
@@ -233,6 +236,7 @@ class TypedTensor {
   }
   TypedView<T, R> transpose(int a, int b) const { return as_view().transpose(a, b); }
   TypedView<T, R> flip(int dim) const { return as_view().flip(dim); }
+  TypedView<T> reshape(const Dims& shape) const { return as_view().reshape(shape); }
   Expected<PreparedHostRead<T>, Returned<TypedView<T, R>>> prepare_host() const { return as_view().prepare_host(); }
   Expected<PreparedDevice, Returned<TypedView<T, R>>> prepare_device() const { return as_view().prepare_device(); }
   TypedTensor duplicate() const { return as_view().duplicate(); }

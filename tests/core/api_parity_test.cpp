@@ -77,6 +77,7 @@ concept ReadFamily = requires(const V& v, const Dims& i) {
   v.slice(0, 0, 1);
   v.transpose(0, 1);
   v.flip(0);
+  v.reshape(Dims{-1});
   v.duplicate();
   v.transfer_to(cpu_provider());
   v.to_string();
@@ -112,9 +113,9 @@ static_assert(WriteFamily<TypedTensor<float, 2>> && WriteFamily<TypedViewMut<flo
 constexpr int kReadMethods = 0 PACT_READ_METHODS(PACT_COUNT);
 constexpr int kWriteMethods = 0 PACT_WRITE_METHODS(PACT_COUNT);
 #undef PACT_COUNT
-// ReadFamily probes 18 names; the Erased/TypedReadFamily concepts 4 more (prepare_host, prepare_device,
+// ReadFamily probes 19 names; the Erased/TypedReadFamily concepts 4 more (prepare_host, prepare_device,
 // reinterpret_view, convert).
-static_assert(kReadMethods == 22, "PACT_READ_METHODS changed: update the ReadFamily concepts above");
+static_assert(kReadMethods == 23, "PACT_READ_METHODS changed: update the ReadFamily concepts above");
 // WriteFamily probes set, fill, slice_mut; copy_from, prepare_host_mut and prepare_device_mut are probed below.
 static_assert(kWriteMethods == 6, "PACT_WRITE_METHODS changed: update the WriteFamily concepts above");
 template <class V, class Src>
@@ -139,6 +140,14 @@ TEST(ApiParity, FamiliesObserveTheSameValues) {
   EXPECT_EQ(typed->as_view().get(Dims{1, 2}), expected);
   EXPECT_EQ(typed->as_view_mut().get(Dims{1, 2}), expected);
   EXPECT_EQ(typed->transpose(0, 1).get(Dims{2, 1}), expected);
+  // reshape on every family: element [1, 2] of [3, 4] is element 6 of [12] and [3, 2] of [6, 2].
+  EXPECT_EQ(typed->reshape(Dims{12}).get(Dims{6}), expected);
+  EXPECT_EQ(typed->as_view().reshape(Dims{6, 2}).get(Dims{3, 0}), expected);
+  EXPECT_EQ(typed->as_view_mut().reshape(Dims{2, 6}).get(Dims{1, 0}), expected);
+  Tensor erased = test::iota_tensor(Dims{3, 4});
+  EXPECT_EQ(erased.reshape(Dims{12}).get(Dims{6}).real, expected);
+  EXPECT_EQ(erased.as_view().reshape(Dims{4, 3}).get(Dims{2, 0}).real, expected);
+  EXPECT_EQ(erased.as_view_mut().reshape(Dims{12}).get(Dims{6}).real, expected);
   EXPECT_EQ(typed->as_view().erased().to_string(), typed->to_string());
 }
 
