@@ -460,7 +460,7 @@ TEST(Providers, VjpsSkipUnwantedGradientsAndKeepTheOthers) {
   EXPECT_GT(skipped, 0);
 }
 
-TEST(Providers, NativeLargeSoftmaxCrossEntropyAndMatmul) {
+TEST(Providers, NativeLargeCasesMatchReference) {
   std::mt19937 rng(8);
   const auto& nat = kernels::native_handlers();
   const auto& ref = kernels::reference_handlers();
@@ -479,14 +479,23 @@ TEST(Providers, NativeLargeSoftmaxCrossEntropyAndMatmul) {
       {ops::OpTag::conv2d,
        {N({2, 4, 20, 40}), N({6, 2, 3, 3})},
        A{{"groups", std::int64_t{2}}, {"dilation", L{2}}, {"padding", L{2}}}},
-      {ops::OpTag::conv2d, {N({1, 2, 9, 70}), N({3, 2, 2, 5})}, A{{"stride", L{1, 3}}, {"padding", L{0, 4}}}}};
+      {ops::OpTag::conv2d, {N({1, 2, 9, 70}), N({3, 2, 2, 5})}, A{{"stride", L{1, 3}}, {"padding", L{0, 4}}}},
+      // gelu past 2^15 elements: forward and VJP shared among the threads
+      {ops::OpTag::gelu, {N({3, 12001})}, {}}};
   for (const auto& c : cases) {
     SCOPED_TRACE(std::string(ops::op_kind(c.op)));
     std::vector<Tensor> ins;
     for (const auto& in : c.in) ins.push_back(make_input(in, DType::f32, rng));
-    auto yr = values_of(kernels::run_forward(*kernels::find_handler(ref, c.op), views_of(ins), c.a).as_view());
-    auto yn = values_of(kernels::run_forward(*kernels::find_handler(nat, c.op), views_of(ins), c.a).as_view());
-    EXPECT_TRUE(close(yn, yr, ops::op_info(c.op).tolerance()));
+    const auto& hr = *kernels::find_handler(ref, c.op);
+    const auto& hn = *kernels::find_handler(nat, c.op);
+    Tensor tr = kernels::run_forward(hr, views_of(ins), c.a), tn = kernels::run_forward(hn, views_of(ins), c.a);
+    EXPECT_TRUE(close(values_of(tn.as_view()), values_of(tr.as_view()), ops::op_info(c.op).tolerance()));
+    if (c.op != ops::OpTag::gelu) continue;
+    const Tensor g = make_input(N(tn.shape()), DType::f32, rng);
+    auto gr = kernels::run_vjp(hr, views_of(ins), tr.as_view(), g.as_view(), c.a);
+    auto gn = kernels::run_vjp(hn, views_of(ins), tn.as_view(), g.as_view(), c.a);
+    ASSERT_TRUE(gr[0].has_value() && gn[0].has_value());
+    EXPECT_TRUE(close(values_of(gn[0]->as_view()), values_of(gr[0]->as_view()), ops::op_info(c.op).tolerance()));
   }
 }
 
