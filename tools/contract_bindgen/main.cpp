@@ -1,22 +1,22 @@
-// contract_bindgen BINDING.yaml OUT.hpp: generates the table PACT_CONTRACT annotations are checked
+// contract_bindgen BINDING.yaml OUT.hpp [CONTRACTS_DIR]: generates the table PACT_CONTRACT annotations are checked
 // against (pact/kernels/annotate.hpp): every (contract, equation) with an implemented binding or on the
-// allowed-gaps list. Runs at build time; a malformed binding file fails the build with file and line, and
-// so does a contract equation (contracts/*.yaml beside BINDING.yaml) with neither an implemented binding
-// nor an allowed gap under policy AllImplemented (seed 004: an unbound equation is a build failure, not
-// only a finding of `pact contracts audit`).
+// allowed-gaps list. Runs at build time; a malformed binding file fails the build with file and line, and,
+// given CONTRACTS_DIR (the build passes contracts/), so does a contract equation of its *.yaml with neither
+// an implemented binding nor an allowed gap under policy AllImplemented (seed 004: an unbound equation is
+// a build failure, not only a finding of `pact contracts audit`).
 
 #include <cstdio>
-#include <filesystem>
 #include <fstream>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "pact/core/file.hpp"
 #include "pact/spec/spec.hpp"
 
 int main(int argc, char** argv) {
-  if (argc != 3) {
-    std::fprintf(stderr, "usage: contract_bindgen BINDING.yaml OUT.hpp\n");
+  if (argc != 3 && argc != 4) {
+    std::fprintf(stderr, "usage: contract_bindgen BINDING.yaml OUT.hpp [CONTRACTS_DIR]\n");
     return 2;
   }
   try {
@@ -27,8 +27,9 @@ int main(int argc, char** argv) {
     }
     for (const auto& g : file.allowed_gaps) admitted.emplace(g.contract, g.equation);
     std::string unbound;
-    const std::string dir = std::filesystem::path(argv[1]).parent_path().string();
-    for (const auto& c : pact::spec::load_contracts(dir.empty() ? "." : dir)) {
+    const std::vector<pact::spec::Contract> contracts =
+        argc == 4 ? pact::spec::load_contracts(argv[3]) : std::vector<pact::spec::Contract>{};
+    for (const auto& c : contracts) {
       for (const auto& e : c.equations) {
         if (!file.admits(c.id, e.name))
           unbound += "\n  " + c.file + ": equation '" + e.name + "' of " + c.id +
