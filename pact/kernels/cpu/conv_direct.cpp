@@ -61,7 +61,7 @@ constexpr int kBlock = 16;
 // The scratch of one plane: the input plane zero-padded on every side, so every tap of every output block
 // reads inside it with no bounds test.
 struct PlaneScratch {
-  std::int64_t owp, wp;     // output row rounded up to whole blocks of 16 (the widest W), padded input row
+  std::int64_t wp;          // padded input row (floats)
   float* pad;               // input (iy, ix) at pad[(ph + iy) wp + pw + ix], zeros around it
   const std::int64_t* tap;  // kh kw offsets into pad of the taps: i dh wp + j dw
   const float* clamp;       // null, or [lo, hi]: each output clamped in registers before it is stored
@@ -239,7 +239,7 @@ void depthwise_conv2d(const float* x, const float* w, const float* bias, const D
   const auto f = depthwise_plane.get();
   parallel_ranges(planes, planes * out_plane * taps >= (std::int64_t{1} << 16), [&](std::int64_t p0, std::int64_t p1) {
     std::vector<float> scratch(static_cast<std::size_t>(hp * wp), 0.0f);  // padding zeroed once
-    const PlaneScratch sc{owp, wp, scratch.data(), tap.data(), clamp};
+    const PlaneScratch sc{wp, scratch.data(), tap.data(), clamp};
     for (std::int64_t p = p0; p < p1; ++p) {
       const std::int64_t n = p / g.o, oc = p % g.o, ic = oc / mult;
       float* plane = out + p * out_plane;
