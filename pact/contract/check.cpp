@@ -66,10 +66,9 @@ BackendProfile builtin_profile(std::string_view name) {
 
 const std::vector<std::string>& declared_test_suites() {
   static const std::vector<std::string> suites{
-      "OpSweep.ReferenceIsBitwiseDeterministic",
-      "OpSweep.ReferenceGradientsMatchFiniteDifferences",
-      "Providers.NativeMatchesReference",
-      "Providers.BlasMatchesReference",
+      "OpOracle.ReferenceMatchesPyTorchFloat64",
+      "OpOracle.NativeMatchesPyTorchFloat64",
+      "OpOracle.BlasMatchesPyTorchFloat64",
   };
   return suites;
 }

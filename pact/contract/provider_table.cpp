@@ -16,10 +16,12 @@ constexpr ops::OpTag kCudaDeclaredOps[] = {ops::OpTag::matmul, ops::OpTag::linea
                                            ops::OpTag::relu,   ops::OpTag::softmax, ops::OpTag::cross_entropy};
 
 // The table (Note [Provider table]). Shape and layout evidence of the CPU rows are the runtime guards
-// every handler call passes through (kernels::run_forward); forward-value and VJP evidence are the test
-// suites, or the trusted boundary of an external library. The trusted boundary covers the external call
-// only: the blas capsules' own code around cblas_sgemm (packing, im2col, bias, the VJP's products) is
-// Pact's, so their layout descriptor cites the test suite that holds it to the reference.
+// every handler call passes through (kernels::run_forward); forward-value and VJP evidence are the op
+// oracle's tests (each provider's kernels against PyTorch's float64 values, tests/kernels/oracle_test.cpp;
+// the native one at every ISA level the CPU runs), or the trusted boundary of an external library.
+// Determinism is not value evidence: OpSweep.ReferenceIsBitwiseDeterministic backs the fixedLeft policy. The trusted
+// boundary covers the external call only: the blas capsules' own code around cblas_sgemm (packing, im2col, bias, the
+// VJP's products) is Pact's, so their layout descriptor cites the test suite that holds it to the reference.
 constexpr ProviderRow kRows[] = {
     {"reference",
      "reference",
@@ -31,8 +33,8 @@ constexpr ProviderRow kRows[] = {
      DTypeSet{DType::f32, DType::f64},
      DTypeSet{DType::f32, DType::f64, DType::i64, DType::i32},
      {EK::runtimeGuard, EK::runtimeGuard, EK::testSuite, EK::testSuite},
-     {"kernel.shape_rule", "kernel.prepared_layout", "OpSweep.ReferenceIsBitwiseDeterministic",
-      "OpSweep.ReferenceGradientsMatchFiniteDifferences"},
+     {"kernel.shape_rule", "kernel.prepared_layout", "OpOracle.ReferenceMatchesPyTorchFloat64",
+      "OpOracle.ReferenceMatchesPyTorchFloat64"},
      &kernels::reference_handlers,
      HandlerSelection::all,
      {}},
@@ -46,8 +48,8 @@ constexpr ProviderRow kRows[] = {
      DTypeSet{DType::f32},
      DTypeSet{DType::f32, DType::f64, DType::i64, DType::i32},
      {EK::runtimeGuard, EK::runtimeGuard, EK::testSuite, EK::testSuite},
-     {"kernel.shape_rule", "kernel.prepared_layout", "Providers.NativeMatchesReference",
-      "Providers.NativeMatchesReference"},
+     {"kernel.shape_rule", "kernel.prepared_layout", "OpOracle.NativeMatchesPyTorchFloat64",
+      "OpOracle.NativeMatchesPyTorchFloat64"},
      &kernels::native_handlers,
      HandlerSelection::all_but_attention,
      {}},
@@ -61,8 +63,8 @@ constexpr ProviderRow kRows[] = {
      DTypeSet{DType::f32},
      DTypeSet{},
      {EK::runtimeGuard, EK::runtimeGuard, EK::testSuite, EK::testSuite},
-     {"kernel.shape_rule", "kernel.prepared_layout", "Providers.NativeMatchesReference",
-      "Providers.NativeMatchesReference"},
+     {"kernel.shape_rule", "kernel.prepared_layout", "OpOracle.NativeMatchesPyTorchFloat64",
+      "OpOracle.NativeMatchesPyTorchFloat64"},
      &kernels::native_handlers,
      HandlerSelection::attention_only,
      {}},
@@ -76,7 +78,7 @@ constexpr ProviderRow kRows[] = {
      DTypeSet{DType::f32},
      DTypeSet{},
      {EK::runtimeGuard, EK::testSuite, EK::trustedBoundary, EK::trustedBoundary},
-     {"kernel.shape_rule", "Providers.BlasMatchesReference", "openblas.cblas_sgemm", "openblas.cblas_sgemm"},
+     {"kernel.shape_rule", "OpOracle.BlasMatchesPyTorchFloat64", "openblas.cblas_sgemm", "openblas.cblas_sgemm"},
      &kernels::blas_handlers,
      HandlerSelection::all,
      {}},
@@ -137,7 +139,7 @@ Capsule capsule_for(const ProviderRow& row, ops::OpTag op, bool vjp, std::string
                          !cpu ? "contiguous device buffers"
                          : own_code_tested
                              ? "inputs read through checked prepared access; Pact's own code around the external "
-                               "call (packing, im2col, bias) matches the reference"
+                               "call (packing, im2col, bias) agrees with PyTorch's float64 values"
                              : "inputs read through checked prepared access; output contiguous",
                          evidence(1)},
       ContractDescriptor{DescriptorKind::forward_value,

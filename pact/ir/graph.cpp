@@ -151,6 +151,14 @@ Json attributes_to_json(const ops::Attributes& attrs) {
   return out;
 }
 
+ops::Attributes attributes_from_json(const Json& attrs, std::string_view where_view, std::string_view field) {
+  const std::string where(where_view), path(field);
+  if (!attrs.is_object()) bad_field(where, path, "not an object");
+  ops::Attributes out;
+  for (const auto& [key, value] : attrs.items()) out.set(key, attr_from_json(where, path + "." + key, value));
+  return out;
+}
+
 Graph parse_graph(std::string_view json_text, std::string_view where_view) {
   const std::string where(where_view);
   Json doc = parse_json(json_text, where);
@@ -195,12 +203,7 @@ Graph parse_graph(std::string_view json_text, std::string_view where_view) {
         n.inputs.push_back(ins[k].get<std::string>());
       }
     }
-    if (jn.contains("attrs")) {
-      const Json& attrs = jn.at("attrs");
-      if (!attrs.is_object()) bad_field(where, npath + ".attrs", "not an object");
-      for (const auto& [key, value] : attrs.items())
-        n.attrs.set(key, attr_from_json(where, npath + ".attrs." + key, value));
-    }
+    if (jn.contains("attrs")) n.attrs = attributes_from_json(jn.at("attrs"), where, npath + ".attrs");
     if (jn.contains("type")) {
       n.type_declared = true;
       const Json& t = jn.at("type");

@@ -47,6 +47,9 @@ Graph parse_graph(std::string_view json_text, std::string_view where = "graph");
 Graph load_graph(const std::string& path);
 /// Attributes as a JSON object (the wire format's "attrs").
 Json attributes_to_json(const ops::Attributes& attrs);
+/// The wire format's "attrs" object as attributes; a bad value is pact::Error(parse_error) naming `where`
+/// and `field`.
+ops::Attributes attributes_from_json(const Json& attrs, std::string_view where, std::string_view field);
 /// Serialises a graph to the v1 wire format (parse_graph(to_json(g)) reproduces g).
 Json to_json(const Graph& graph);
 

@@ -11,7 +11,7 @@ namespace pact::plan {
 namespace {
 
 constexpr const char* kFoldEvidence = "Fusion.FoldedBatchNormKeepsTheModelsValues";
-constexpr const char* kActivationEvidence = "Providers.NativeMatchesReference";
+constexpr const char* kActivationEvidence = "OpOracle.NativeMatchesPyTorchFloat64";
 
 // How many nodes read each node (graph outputs count as readers).
 std::unordered_map<std::string, int> readers(const ir::Graph& g) {

@@ -663,7 +663,7 @@ TEST(ProviderTable, TheBlasBoundaryCoversOnlyTheExternalCall) {
   for (const auto& c : blas_module().capsules) {
     SCOPED_TRACE(c.name);
     EXPECT_EQ(c.descriptors[1].evidence.kind, EvidenceKind::testSuite);
-    EXPECT_EQ(c.descriptors[1].evidence.id, "Providers.BlasMatchesReference");
+    EXPECT_EQ(c.descriptors[1].evidence.id, "OpOracle.BlasMatchesPyTorchFloat64");
     EXPECT_TRUE(mentions(c.descriptors[1].claim, "packing, im2col, bias"));
     EXPECT_EQ(c.descriptors[2].evidence.kind, EvidenceKind::trustedBoundary);
     EXPECT_EQ(c.descriptors[2].evidence.id, "openblas.cblas_sgemm");

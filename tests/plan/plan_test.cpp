@@ -385,7 +385,7 @@ class VerifiesOneSuite final : public contract::EvidenceResolver {
  public:
   contract::EvidenceStatus resolve(const contract::Capsule& c, const contract::ContractDescriptor& d) const override {
     contract::EvidenceStatus s = DefaultEvidenceResolver{}.resolve(c, d);
-    s.verified = s.resolved && d.evidence.id == "Providers.NativeMatchesReference";
+    s.verified = s.resolved && d.evidence.id == "OpOracle.NativeMatchesPyTorchFloat64";
     return s;
   }
 };
@@ -409,8 +409,8 @@ TEST(Audit, SaysWhetherEachTestSuiteWasVerifiedByAReceiptOrAcceptedByName) {
       EXPECT_FALSE(r.verified) << r.capsule;  // only testSuite evidence is ever verified
       continue;
     }
-    (r.evidence.id == "Providers.NativeMatchesReference" ? native_suite : other_suites) += 1;
-    EXPECT_EQ(r.verified, r.evidence.id == "Providers.NativeMatchesReference") << r.capsule;
+    (r.evidence.id == "OpOracle.NativeMatchesPyTorchFloat64" ? native_suite : other_suites) += 1;
+    EXPECT_EQ(r.verified, r.evidence.id == "OpOracle.NativeMatchesPyTorchFloat64") << r.capsule;
   }
   const auto counts = mixed->audit().check.test_suite_evidence();
   EXPECT_GT(native_suite, 0);
