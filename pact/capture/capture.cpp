@@ -8,6 +8,7 @@
 #include <unordered_map>
 
 #include "pact/contract/check.hpp"
+#include "pact/kernels/kernel.hpp"
 
 namespace pact::capture {
 
@@ -54,6 +55,10 @@ Json type_json(const ops::TensorType& t) {
 
 ops::TensorType type_from_json(const Json& j) {
   return {parse_dtype(j.at("dtype").get<std::string>()), Dims(j.at("shape").get<std::vector<std::int64_t>>())};
+}
+
+std::string type_text(const ops::TensorType& t) {
+  return fmt::format("{}{}", dtype_name(t.dtype), t.shape.to_string());
 }
 
 std::int64_t bytes_of(const ops::TensorType& t) {
@@ -117,10 +122,15 @@ class Recorder : public runtime::StructureObserver {
       throw_error(ErrorCode::invalid_argument, "capture", fmt::format("source name '{}' is registered twice", name));
     }
     c_.sources.push_back(CapturedSource{name, kind, {value.dtype(), value.shape()}, persistent, {}, module});
+    if (!structure_only_ && kind == SourceKind::parameter) {
+      c_.measured_parameter_bytes = std::max<std::int64_t>(c_.measured_parameter_bytes, 0) +
+                                    value.view().numel() * static_cast<std::int64_t>(dtype_size(value.dtype()));
+    }
     id_of_[key] = name;
     ids_.insert(name);
     keep_.push_back(value);
     last_ = std::chrono::steady_clock::now();
+    macs_at_ = kernels::macs_performed();
   }
 
   void on_op(ops::OpTag op, std::span<const EagerTensor> inputs, const ops::Attributes& attrs,
@@ -143,11 +153,15 @@ class Recorder : public runtime::StructureObserver {
     rec.id = base;
     for (int i = 1; ids_.count(rec.id); ++i) rec.id = fmt::format("{}_{}", base, i);
     ids_.insert(rec.id);
-    if (!structure_only_) rec.measured_us = std::chrono::duration<double, std::micro>(now - last_).count();
+    if (!structure_only_) {
+      rec.measured_us = std::chrono::duration<double, std::micro>(now - last_).count();
+      rec.measured_macs = static_cast<std::int64_t>(kernels::macs_performed() - macs_at_);
+    }
     id_of_[output.value.get()] = rec.id;
     keep_.push_back(output);
     c_.ops.push_back(std::move(rec));
     last_ = std::chrono::steady_clock::now();
+    macs_at_ = kernels::macs_performed();
   }
 
   std::string id_for(const EagerTensor& t) {
@@ -191,6 +205,7 @@ class Recorder : public runtime::StructureObserver {
   std::string first_meta_, first_real_;
   int anonymous_ = 0;
   std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
+  std::uint64_t macs_at_ = kernels::macs_performed();
 };
 
 Json graph_shape_json(const StructureCapture& c) {
@@ -212,6 +227,14 @@ Json graph_shape_json(const StructureCapture& c) {
                             {"module", o.module}});
   }
   return Json{{"sources", sources}, {"ops", ops_json}, {"outputs", c.outputs}};
+}
+
+// The graph without source geometry: what a discharge requires to agree (source types are hypotheses it
+// checks against the loaded tensors).
+Json structure_json(const StructureCapture& c) {
+  Json g = graph_shape_json(c);
+  for (auto& s : g["sources"]) s.erase("type");
+  return g;
 }
 
 std::string meta_content_digest(const StructureCapture& c) {
@@ -482,9 +505,11 @@ DischargeReport discharge(StructureCapture& h, const StructureCapture& real) {
     throw_error(ErrorCode::invalid_argument, "capture.discharge",
                 "discharge needs a real capture (values computed), not another structure-only one");
   }
-  if (h.graph_shape_digest != real.graph_shape_digest || h.ops.size() != real.ops.size()) {
+  if (h.ops.size() != real.ops.size() || h.sources.size() != real.sources.size() ||
+      structure_json(h) != structure_json(real)) {
     refuse_structure_only(kGraphMismatch, "capture.discharge",
-                          fmt::format("graph-shape digests differ ({} vs {}): the real capture is of another graph",
+                          fmt::format("the graphs differ in ops, edges, attributes or source names (graph-shape "
+                                      "digests {} vs {}): the real capture is of another graph",
                                       h.graph_shape_digest, real.graph_shape_digest));
   }
   DischargeReport r;
@@ -497,7 +522,41 @@ DischargeReport discharge(StructureCapture& h, const StructureCapture& real) {
     } else {
       ++r.refuted;
       r.refuted_ops.push_back(h.ops[i].id);
+      r.refuted_rows.push_back(fmt::format("op {}: hypothesis {}, observed {}", h.ops[i].id, type_text(h.ops[i].type),
+                                           type_text(real.ops[i].type)));
     }
+  }
+  auto check = [&](DischargeCheck c) {
+    (c.ok ? r.corroborated : r.refuted) += 1;
+    if (!c.ok)
+      r.refuted_rows.push_back(
+          fmt::format("{}: estimate {}, measured {} ({})", c.row, c.estimate, c.measured, c.margin));
+    r.checks.push_back(std::move(c));
+  };
+  // Sources: the declared dtype and geometry against the tensors the real run loaded.
+  for (std::size_t i = 0; i < h.sources.size(); ++i) {
+    const auto& hs = h.sources[i];
+    const auto& rs = real.sources[i];
+    check({fmt::format("{} {}", kind_name(hs.kind), hs.name), type_text(hs.type), type_text(rs.type), "exact",
+           hs.type == rs.type});
+  }
+  // Parameter bytes: the estimate (tied parameters once) against the bytes loaded.
+  std::int64_t estimated_bytes = 0;
+  for (const auto& s : h.sources) estimated_bytes += s.kind == SourceKind::parameter ? bytes_of(s.type) : 0;
+  check({"parameter bytes", std::to_string(estimated_bytes), std::to_string(real.measured_parameter_bytes), "exact",
+         estimated_bytes == std::max<std::int64_t>(real.measured_parameter_bytes, 0)});
+  // Work: each op's estimated multiply-accumulates against the kernels' count.
+  for (std::size_t i = 0; i < h.ops.size(); ++i) {
+    const auto& o = h.ops[i];
+    const bool contraction = ops::op_info(o.op).tolerance_class == ops::ToleranceClass::contraction;
+    const std::int64_t estimate = contraction ? o.flops / 2 : 0;
+    const std::int64_t measured = real.ops[i].measured_macs;
+    const bool ok = measured >= 0 && static_cast<double>(measured) >= kMacsMarginLow * static_cast<double>(estimate) &&
+                    static_cast<double>(measured) <= kMacsMarginHigh * static_cast<double>(estimate);
+    check({fmt::format("multiply-accumulates of {}", o.id), std::to_string(estimate), std::to_string(measured),
+           estimate == 0 ? std::string("none")
+                         : fmt::format("within [{}, {}] x the estimate", kMacsMarginLow, kMacsMarginHigh),
+           ok});
   }
   h.discharged_against = real.content_digest;
   return r;

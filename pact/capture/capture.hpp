@@ -103,6 +103,9 @@ class CapturedOp {
   ops::TensorType type;     ///< hypothesis (structure-only) or observed (real)
   std::int64_t flops = 0;   ///< estimated from the op table
   double measured_us = -1;  ///< real captures: wall time of the op; structure-only: unknown (-1)
+  /// Real captures: multiply-accumulates the kernels counted while the op ran (kernels::macs_performed);
+  /// structure-only: unknown (-1).
+  std::int64_t measured_macs = -1;
 
   RowState state() const noexcept { return state_; }
   /// The real type a discharge observed (nullopt before discharge).
@@ -139,6 +142,9 @@ struct StructureCapture {
   std::string content_domain;
   std::string discharged_against;  ///< the content digest of the real capture that discharged this one
   double measured_total_us = -1;   ///< real captures only
+  /// Real captures: bytes of the parameter tensors the model loaded (a checkpoint's or seeded ones), each
+  /// tied parameter once; -1 under structure-only.
+  std::int64_t measured_parameter_bytes = -1;
 
   const CapturedSource* find_source(std::string_view name) const noexcept;
   const CapturedOp* find_op(std::string_view id) const noexcept;
@@ -170,16 +176,41 @@ StructureCapture capture(const ModelFn& model, const CaptureOptions& options);
 /// substrate, or from `weights` (by node id) in a real capture when given.
 ModelFn graph_model(const ir::Graph& graph, const std::map<std::string, TensorView>* weights = nullptr);
 
-/// Result of a discharge.
+/// One comparison a discharge makes besides the op rows: a source's declared type against the tensor
+/// the real run loaded, or an estimate against what the real run measured.
+struct DischargeCheck {
+  std::string row;       ///< "parameter fc1.weight", "parameter bytes", "multiply-accumulates of fc1"
+  std::string estimate;  ///< the hypothesis or estimate
+  std::string measured;  ///< what the real run had
+  std::string margin;    ///< the stated margin
+  bool ok = true;
+};
+
+/// Result of a discharge. Rows are the op rows and the checks; `refuted_rows` names each refuted one with
+/// its estimate and measurement.
 struct DischargeReport {
   std::size_t corroborated = 0;
   std::size_t refuted = 0;
   std::vector<std::string> refuted_ops;
+  std::vector<DischargeCheck> checks;
+  std::vector<std::string> refuted_rows;
   std::string against;  ///< the real capture's content digest
 };
 
-/// The one authority that upgrades hypothesis rows: compares every op's hypothesis with the real capture
-/// of the same graph (same graph-shape digest; otherwise Refusal structure_only_graph_mismatch).
+/// Margins of the estimate checks (docs/guides/structure-only-capture.md): the kernels' counted
+/// multiply-accumulates of an op lie within [low, high] times the op table's estimate (half its FLOPs for
+/// a contraction, none for any other op): the FLOP rule counts bias, softmax and activation terms and
+/// every tap and key, where a kernel may skip padding taps (reference) or key blocks past a causal
+/// diagonal (native), so the measurement may fall to half, never above it by more than rounding.
+inline constexpr double kMacsMarginLow = 0.5;
+inline constexpr double kMacsMarginHigh = 1.05;
+
+/// The one authority that upgrades hypothesis rows. The real capture must be of the same graph (ops,
+/// edges, order, modules, attributes, source names and kinds; otherwise Refusal
+/// structure_only_graph_mismatch). Each op's hypothesis type is compared with the observed one; each
+/// source's declared dtype and shape with the tensor the real run loaded; the estimated parameter bytes
+/// with the bytes loaded (exactly); each op's estimated multiply-accumulates with the kernels' count
+/// (kMacsMargin*). A disagreement refutes its row.
 DischargeReport discharge(StructureCapture& hypotheses, const StructureCapture& real);
 
 /// An audit-only plan entry: which nodes (selector), how many (multiplicity), and the geometry a

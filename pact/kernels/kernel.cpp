@@ -3,12 +3,23 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <limits>
 #include <mutex>
 
 #include "pact/kernels/guards.hpp"
 
 namespace pact::kernels {
+
+namespace {
+std::atomic<std::uint64_t> g_macs{0};
+}  // namespace
+
+std::uint64_t macs_performed() noexcept { return g_macs.load(std::memory_order_relaxed); }
+
+void count_macs(std::int64_t macs) noexcept {
+  if (macs > 0) g_macs.fetch_add(static_cast<std::uint64_t>(macs), std::memory_order_relaxed);
+}
 
 const Handler* find_handler(std::span<const Handler> handlers, ops::OpTag op) noexcept {
   for (const auto& h : handlers) {

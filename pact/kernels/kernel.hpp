@@ -85,6 +85,15 @@ class ScopedHandlerSubstitution {
 /// The handler binding resolves `h` to: the innermost live substitution's mutant, or `h` itself.
 const Handler& substituted(const Handler& h) noexcept;
 
+/// Multiply-accumulates the contraction kernels performed in this process so far, counted where they
+/// compute, from the extents they actually run over: the native GEMM and GEMV, the call into OpenBLAS, the
+/// direct depthwise convolution, and the reference loops (which skip padding taps). A real capture takes
+/// the difference around each op as its measured work (capture::discharge), independently of the op
+/// table's FLOP rule that made the estimate. Relaxed and process-wide: work on other threads counts too.
+std::uint64_t macs_performed() noexcept;
+/// Adds to macs_performed(); the kernels call it once per call, never per multiply.
+void count_macs(std::int64_t macs) noexcept;
+
 /// The handler of `op` in `handlers`, or nullptr.
 const Handler* find_handler(std::span<const Handler> handlers, ops::OpTag op) noexcept;
 

@@ -425,9 +425,17 @@ void expect_parity(const ModelFn& model, const std::string& what) {
   EXPECT_EQ(meta.graph_shape_digest, value.graph_shape_digest);
   const auto report = discharge(meta, value);
   EXPECT_EQ(report.refuted, 0u);
-  EXPECT_EQ(report.corroborated, meta.ops.size());
+  for (const auto& row : report.refuted_rows) ADD_FAILURE() << row;
+  // Op rows, one check per source, the parameter bytes, and each op's counted multiply-accumulates.
+  EXPECT_EQ(report.corroborated, meta.ops.size() + meta.sources.size() + 1 + meta.ops.size());
   for (const auto& o : meta.ops) EXPECT_EQ(o.state(), RowState::corroborated) << o.id;
   EXPECT_NO_THROW(meta.memory("adamw"));
+  // The measurements are the kernels' and the loaded tensors', not the estimate's: a model with
+  // contractions counts some multiply-accumulates, and the parameter bytes are what was loaded.
+  std::int64_t counted = 0;
+  for (const auto& o : value.ops) counted += o.measured_macs;
+  EXPECT_EQ(counted > 0, meta.macs() > 0);
+  EXPECT_EQ(value.measured_parameter_bytes > 0, meta.parameter_count() > 0);
 }
 
 TEST(CaptureParity, HoldsOnEveryFixtureModel) {
@@ -446,6 +454,98 @@ TEST(CaptureParity, HoldsOnEveryFixtureModel) {
   expect_parity(llama_model(llama_config("tiny")), "llama tiny");
 }
 
+// A model whose parameters can come in another width or dtype: the same graph (ops, edges, attributes,
+// names), as a checkpoint of another geometry or dtype for it would give.
+ModelFn two_layer(std::int64_t hidden, DType dtype = DType::f32) {
+  return [hidden, dtype](Session& s, Substrate& sub) {
+    EagerTensor x = s.input("x", sub.input(Dims{4, 8}, dtype));
+    EagerTensor w1 = s.parameter("fc1.weight", sub.parameter(Dims{hidden, 8}, 0.1, dtype));
+    EagerTensor b1 = s.parameter("fc1.bias", sub.parameter(Dims{hidden}, 0.1, dtype));
+    EagerTensor w2 = s.parameter("fc2.weight", sub.parameter(Dims{3, hidden}, 0.1, dtype));
+    EagerTensor h = s.apply(OpTag::relu, std::vector<EagerTensor>{s.apply(OpTag::linear, std::vector{x, w1, b1})});
+    return std::vector<EagerTensor>{s.apply(OpTag::linear, std::vector<EagerTensor>{h, w2})};
+  };
+}
+
+bool refutes(const DischargeReport& r, const std::string& row) {
+  for (const auto& c : r.checks) {
+    if (c.row == row) return !c.ok;
+  }
+  return false;
+}
+
+TEST(CaptureDischarge, RefutesACheckpointOfAnotherGeometryOrDtype) {
+  CaptureOptions real;
+  real.structure_only = false;
+  {
+    SCOPED_TRACE("the same model: corroborated");
+    auto meta = capture(two_layer(16), {});
+    const auto r = discharge(meta, capture(two_layer(16), real));
+    EXPECT_EQ(r.refuted, 0u);
+  }
+  {
+    SCOPED_TRACE("a checkpoint with a wider hidden layer");
+    auto meta = capture(two_layer(16), {});
+    const auto r = discharge(meta, capture(two_layer(24), real));
+    EXPECT_TRUE(refutes(r, "parameter fc1.weight"));
+    EXPECT_TRUE(refutes(r, "parameter fc1.bias"));
+    EXPECT_TRUE(refutes(r, "parameter fc2.weight"));
+    EXPECT_FALSE(refutes(r, "input x"));
+    EXPECT_TRUE(refutes(r, "parameter bytes"));
+    EXPECT_TRUE(refutes(r, "multiply-accumulates of linear"));               // 4 x 24 x 8 counted, 4 x 16 x 8 estimated
+    EXPECT_TRUE(refutes(r, "multiply-accumulates of linear_1"));             // 4 x 3 x 24 against 4 x 3 x 16
+    EXPECT_EQ(r.refuted_ops, (std::vector<std::string>{"linear", "relu"}));  // the head's output is still [4, 3]
+    // A refuted row names the estimate and the measurement.
+    bool named = false;
+    for (const auto& row : r.refuted_rows)
+      named = named || row == "parameter bytes: estimate 768, measured 1152 (exact)";
+    EXPECT_TRUE(named) << ::testing::PrintToString(r.refuted_rows);
+  }
+  {
+    SCOPED_TRACE("a float64 checkpoint of the float32 graph");
+    auto meta = capture(two_layer(16), {});
+    const auto r = discharge(meta, capture(two_layer(16, DType::f64), real));
+    EXPECT_TRUE(refutes(r, "input x"));
+    EXPECT_TRUE(refutes(r, "parameter fc1.weight"));
+    EXPECT_TRUE(refutes(r, "parameter bytes"));                  // twice the bytes
+    EXPECT_FALSE(refutes(r, "multiply-accumulates of linear"));  // the same work, in the reference's f64 loops
+    EXPECT_EQ(r.refuted_ops.size(), meta.ops.size());            // every op's dtype
+  }
+}
+
+// An estimate the real run contradicts, from either side: a kernel that does twice the work its op's
+// FLOP rule counts (the native linear substituted by one that runs its product twice), and an estimate
+// rule wrong for one op (the estimate cut to a third, as a rule that forgot a dimension would give).
+Tensor linear_twice(std::span<const TensorView> in, const Attributes& a, const kernels::KernelContext& ctx) {
+  const kernels::Handler& native = *kernels::find_handler(kernels::native_handlers(), OpTag::linear);
+  native.forward(in, a, ctx);
+  return native.forward(in, a, ctx);
+}
+
+TEST(CaptureDischarge, RefutesAnEstimateTheKernelsContradict) {
+  CaptureOptions real;
+  real.structure_only = false;
+  {
+    auto meta = capture(two_layer(16), {});
+    const kernels::Handler& native = *kernels::find_handler(kernels::native_handlers(), OpTag::linear);
+    kernels::Handler twice = native;
+    twice.forward = &linear_twice;
+    kernels::ScopedHandlerSubstitution swap(native, twice);
+    const auto r = discharge(meta, capture(two_layer(16), real));
+    EXPECT_TRUE(refutes(r, "multiply-accumulates of linear"));
+    EXPECT_TRUE(refutes(r, "multiply-accumulates of linear_1"));
+    EXPECT_TRUE(r.refuted_ops.empty());  // the shapes are right: only the work is not what was estimated
+  }
+  {
+    auto meta = capture(two_layer(16), {});
+    meta.ops[0].flops /= 3;
+    const auto r = discharge(meta, capture(two_layer(16), real));
+    EXPECT_TRUE(refutes(r, "multiply-accumulates of linear"));
+    EXPECT_FALSE(refutes(r, "multiply-accumulates of linear_1"));
+    EXPECT_EQ(r.refuted, 1u);
+  }
+}
+
 TEST(CaptureDischarge, RefutesAWrongHypothesisAndConsumersRefuseIt) {
   // Hypotheses from one shape, reality from another with the same graph shape: the second linear's
   // input width is recorded as a parameter shape, so only the op output (batch) differs.
@@ -459,14 +559,28 @@ TEST(CaptureDischarge, RefutesAWrongHypothesisAndConsumersRefuseIt) {
   auto meta = capture(model(4), {});
   CaptureOptions real;
   real.structure_only = false;
-  // A different input geometry is a different graph: discharge refuses it.
-  EXPECT_EQ(refusal_of([&] { discharge(meta, capture(model(5), real)); }), std::string(kGraphMismatch));
+  // A different input geometry is the same graph with another source: its row and the op's are refuted.
+  {
+    auto other = meta;
+    const auto r = discharge(other, capture(model(5), real));
+    EXPECT_EQ(r.refuted_ops, std::vector<std::string>{"linear"});
+    EXPECT_TRUE(refutes(r, "input x"));
+  }
+  // Another op (a relu after the linear) is another graph: discharge refuses it.
+  const ModelFn other_graph = [](Session& s, Substrate& sub) {
+    EagerTensor x = s.input("x", sub.input(Dims{4, 8}));
+    EagerTensor w = s.parameter("w", sub.parameter(Dims{8, 8}));
+    return std::vector<EagerTensor>{
+        s.apply(OpTag::relu, std::vector<EagerTensor>{s.apply(OpTag::linear, std::vector<EagerTensor>{x, w})})};
+  };
+  EXPECT_EQ(refusal_of([&] { discharge(meta, capture(other_graph, real)); }), std::string(kGraphMismatch));
   // Same graph, but a hypothesis that disagrees with reality: discharge refutes the row.
   const auto c = capture(model(4), real);
   StructureCapture wrong = meta;
   wrong.ops[0].type = {DType::f32, Dims{4, 9}};
   const auto report = discharge(wrong, c);
   EXPECT_EQ(report.refuted, 1u);
+  EXPECT_EQ(report.refuted_rows, std::vector<std::string>{"op linear: hypothesis f32[4, 9], observed f32[4, 8]"});
   EXPECT_EQ(wrong.ops[0].state(), RowState::refuted);
   ASSERT_TRUE(wrong.ops[0].observed().has_value());
   EXPECT_EQ(wrong.ops[0].observed()->shape, (Dims{4, 8}));

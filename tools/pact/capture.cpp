@@ -127,12 +127,22 @@ int run_discharge(const CaptureArgs& a) {
     for (const auto& o : hyp.ops) {
       rows.push_back(Json{{"op", o.id}, {"verdict", std::string(capture::row_state_name(o.state()))}});
     }
+    Json checks = Json::array();
+    for (const auto& c : report.checks) {
+      checks.push_back(Json{{"row", c.row},
+                            {"estimate", c.estimate},
+                            {"measured", c.measured},
+                            {"margin", c.margin},
+                            {"verdict", c.ok ? "corroborated" : "refuted"}});
+    }
     std::printf("%s\n", Json{{"schema", "pact.discharge.v1"},
                              {"graph_shape", hyp.graph_shape_digest},
                              {"against", report.against},
                              {"corroborated", report.corroborated},
                              {"refuted", report.refuted},
-                             {"rows", rows}}
+                             {"rows", rows},
+                             {"checks", checks},
+                             {"refuted_rows", report.refuted_rows}}
                             .dump(1)
                             .c_str());
   } else {
@@ -141,6 +151,14 @@ int run_discharge(const CaptureArgs& a) {
       std::printf("  %-44s %-12s %s%s\n", o.id.c_str(), std::string(capture::row_state_name(o.state())).c_str(),
                   std::string(dtype_name(o.type.dtype)).c_str(), o.type.shape.to_string().c_str());
     }
+    std::size_t sources = 0, work = 0;
+    for (const auto& c : report.checks) {
+      sources += c.row.find("multiply-accumulates") == std::string::npos && c.row != "parameter bytes" ? 1 : 0;
+      work += c.row.find("multiply-accumulates") != std::string::npos ? 1 : 0;
+    }
+    std::printf("checked against the real run: %zu source types, parameter bytes, %zu ops' multiply-accumulates\n",
+                sources, work);
+    for (const auto& row : report.refuted_rows) std::printf("  refuted: %s\n", row.c_str());
     std::printf("%zu corroborated, %zu refuted (against %s)\n", report.corroborated, report.refuted,
                 report.against.c_str());
   }

@@ -42,6 +42,7 @@ void openblas_sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float*
                     const float* b, std::int64_t br, std::int64_t bc, float* c, std::int64_t ldc, bool accumulate,
                     GemmEpilogue store) {
   if (m <= 0 || n <= 0) return;
+  count_macs(m * n * k);
   if (store.bias != nullptr) {  // cblas has no bias: write it into C first and accumulate onto it
     for (std::int64_t i = 0; i < m; ++i)
       for (std::int64_t j = 0; j < n; ++j) c[i * ldc + j] = (accumulate ? c[i * ldc + j] : 0.0f) + store.bias_at(i, j);

@@ -9,6 +9,7 @@
 
 #include "pact/core/simd_dispatch.hpp"
 #include "pact/kernels/cpu/parallel.hpp"
+#include "pact/kernels/kernel.hpp"
 
 namespace pact::kernels::cpu {
 
@@ -227,6 +228,7 @@ void depthwise_conv2d(const float* x, const float* w, const float* bias, const D
                       const float* clamp, const std::function<void(float*, std::int64_t)>& store) {
   const std::int64_t mult = g.o / g.c, planes = g.n * g.o, taps = g.kh * g.kw;
   const std::int64_t in_plane = g.h * g.w, out_plane = g.oh * g.ow;
+  count_macs(planes * out_plane * taps);
   if (planes == 0 || out_plane == 0) return;
   const std::int64_t owp = (g.ow + kBlock - 1) / kBlock * kBlock;
   // Output column z reads padded column z sw + j dw (stride 2 loads 2W columns per block of W), output row

@@ -13,6 +13,7 @@
 
 #include "pact/core/simd_dispatch.hpp"
 #include "pact/kernels/cpu/parallel.hpp"
+#include "pact/kernels/kernel.hpp"
 
 namespace pact::kernels::cpu {
 
@@ -401,6 +402,7 @@ void sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::
            const float* b, std::int64_t b_row, std::int64_t b_col, float* c, std::int64_t ldc, bool accumulate,
            GemmEpilogue store) {
   if (m <= 0 || n <= 0) return;
+  count_macs(m * n * k);
   if (k <= 0) {
     for (std::int64_t i = 0; i < m; ++i)
       for (std::int64_t j = 0; j < n; ++j)

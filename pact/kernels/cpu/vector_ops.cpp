@@ -5,6 +5,7 @@
 #include "pact/core/simd_dispatch.hpp"
 #include "pact/kernels/cpu/fast_math.hpp"
 #include "pact/kernels/cpu/parallel.hpp"
+#include "pact/kernels/kernel.hpp"
 
 namespace pact::kernels::cpu {
 
@@ -143,6 +144,7 @@ PACT_SIMD_VARIANTS(gemv_rows, gemv_body);
 }  // namespace
 
 void gemv_f32(const float* x, const float* w, const float* bias, std::int64_t out_f, std::int64_t in_f, float* y) {
+  count_macs(out_f * in_f);
   const auto f = gemv_rows.get();
   parallel_ranges(out_f, out_f * in_f >= (std::int64_t{1} << 17),
                   [&](std::int64_t j0, std::int64_t j1) { f(x, w, bias, j0, j1, in_f, y); });
