@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
 #include <set>
 #include <unordered_map>
 
@@ -108,7 +109,7 @@ class Recorder : public runtime::StructureObserver {
  public:
   Recorder(StructureCapture& c, bool structure_only) : c_(c), structure_only_(structure_only) {}
 
-  void on_source(const EagerTensor& value, const std::string& name, SourceKind kind, bool persistent,
+  void on_source(const EagerTensor& value, const std::string& name, SourceKind kind, bool persistent, bool trainable,
                  const std::string& module) override {
     const void* key = value.value.get();
     if (auto it = id_of_.find(key); it != id_of_.end()) {  // tied: the same object under another name
@@ -121,7 +122,7 @@ class Recorder : public runtime::StructureObserver {
     if (c_.find_source(name) != nullptr || ids_.count(name)) {
       throw_error(ErrorCode::invalid_argument, "capture", fmt::format("source name '{}' is registered twice", name));
     }
-    c_.sources.push_back(CapturedSource{name, kind, {value.dtype(), value.shape()}, persistent, {}, module});
+    c_.sources.push_back(CapturedSource{name, kind, {value.dtype(), value.shape()}, persistent, trainable, {}, module});
     if (!structure_only_ && kind == SourceKind::parameter) {
       c_.measured_parameter_bytes = std::max<std::int64_t>(c_.measured_parameter_bytes, 0) +
                                     value.view().numel() * static_cast<std::int64_t>(dtype_size(value.dtype()));
@@ -164,13 +165,19 @@ class Recorder : public runtime::StructureObserver {
     macs_at_ = kernels::macs_performed();
   }
 
+  /// True when `v` is the record of a named source or an unnamed constant.
+  bool is_source(const void* v) const {
+    auto it = id_of_.find(v);
+    return it != id_of_.end() && c_.find_source(it->second) != nullptr;
+  }
+
   std::string id_for(const EagerTensor& t) {
     const void* key = t.value.get();
     if (auto it = id_of_.find(key); it != id_of_.end()) return it->second;
     // An unnamed constant made by model code (a mask, a scale): recorded as a non-persistent buffer.
     std::string name = fmt::format("_const{}", anonymous_++);
     check_substrate(t, name, SourceKind::buffer);
-    c_.sources.push_back(CapturedSource{name, SourceKind::buffer, {t.dtype(), t.shape()}, false, {}, ""});
+    c_.sources.push_back(CapturedSource{name, SourceKind::buffer, {t.dtype(), t.shape()}, false, false, {}, ""});
     id_of_[key] = name;
     ids_.insert(name);
     keep_.push_back(t);
@@ -215,6 +222,7 @@ Json graph_shape_json(const StructureCapture& c) {
                            {"kind", std::string(kind_name(s.kind))},
                            {"type", type_json(s.type)},
                            {"persistent", s.persistent},
+                           {"trainable", s.trainable},
                            {"tied", s.tied},
                            {"module", s.module}});
   }
@@ -286,7 +294,9 @@ StructureCapture capture(const ModelFn& model, const CaptureOptions& options) {
   c.structure_only = options.structure_only;
   runtime::Session session(contract::builtin_profile("cpu-checked"), options.seed);
   session.set_structure_only(options.structure_only);
-  session.set_grad_enabled(false);
+  // A real capture records its tape, so the discharge can compare the bytes it retains for backward with
+  // the estimate; nothing runs backward.
+  session.set_grad_enabled(!options.structure_only);
   Recorder recorder(c, options.structure_only);
   session.set_observer(&recorder);
   Substrate substrate(options.structure_only, options.seed);
@@ -301,8 +311,11 @@ StructureCapture capture(const ModelFn& model, const CaptureOptions& options) {
     // The typed backstop: a failure of the meta mechanism that no enumerated refusal names.
     refuse_structure_only(kBackstop, "capture", fmt::format("under meta: {}", e.what()));
   }
-  if (!options.structure_only)
+  if (!options.structure_only) {
     c.measured_total_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+    c.measured_saved_bytes = static_cast<std::int64_t>(
+        session.tape().retained_bytes([&](const runtime::AdValueRecord* v) { return recorder.is_source(v); }));
+  }
   for (const auto& o : outs) c.outputs.push_back(recorder.id_for(o));
   if (c.outputs.empty()) throw_error(ErrorCode::invalid_argument, "capture", "the model returned no outputs");
   c.graph_shape_digest = digest_json(kGraphShapeDomain, graph_shape_json(c));
@@ -421,6 +434,30 @@ void refuse_refuted(const StructureCapture& c, std::string_view consumer) {
 }
 }  // namespace
 
+std::int64_t StructureCapture::saved_for_backward_bytes() const {
+  std::set<std::string> tracked;  // values that derive from a trainable parameter
+  for (const auto& s : sources) {
+    if (s.kind == SourceKind::parameter && s.trainable) tracked.insert(s.name);
+  }
+  std::map<std::string, std::int64_t> op_bytes;
+  std::set<std::string> saved;
+  for (const auto& o : ops) {
+    op_bytes[o.id] = bytes_of(o.type);
+    const bool recorded =
+        std::any_of(o.inputs.begin(), o.inputs.end(), [&](const std::string& in) { return tracked.count(in) > 0; });
+    if (!recorded) continue;
+    tracked.insert(o.id);
+    const ops::OpInfo& info = ops::op_info(o.op);
+    for (std::size_t k = 0; k < o.inputs.size(); ++k) {
+      if (info.saves_input(k) && op_bytes.count(o.inputs[k])) saved.insert(o.inputs[k]);  // op outputs only
+    }
+    if (info.saves_output()) saved.insert(o.id);
+  }
+  std::int64_t bytes = 0;
+  for (const auto& id : saved) bytes += op_bytes.at(id);
+  return bytes;
+}
+
 MemoryEstimate StructureCapture::memory(const std::string& optimizer) const {
   refuse_refuted(*this, "capture.memory");
   MemoryEstimate m;
@@ -446,10 +483,10 @@ MemoryEstimate StructureCapture::memory(const std::string& optimizer) const {
     }
   }
   m.activations_peak = current;
+  m.activations_saved = saved_for_backward_bytes();
   for (const auto& o : ops) {
     const bool view = ops::op_info(o.op).role == ops::OpRole::view;
     const std::int64_t b = view ? 0 : bytes_of(o.type);
-    if (!view) m.activations_saved += b;
     live[o.id] = b;
     current += b;
     m.activations_peak = std::max(m.activations_peak, current);
@@ -545,6 +582,10 @@ DischargeReport discharge(StructureCapture& h, const StructureCapture& real) {
   for (const auto& s : h.sources) estimated_bytes += s.kind == SourceKind::parameter ? bytes_of(s.type) : 0;
   check({"parameter bytes", std::to_string(estimated_bytes), std::to_string(real.measured_parameter_bytes), "exact",
          estimated_bytes == std::max<std::int64_t>(real.measured_parameter_bytes, 0)});
+  // Saved for backward: the estimate against what the real run's tape retained, beyond its sources.
+  const std::int64_t estimated_saved = h.saved_for_backward_bytes();
+  check({"bytes saved for backward", std::to_string(estimated_saved), std::to_string(real.measured_saved_bytes),
+         "exact", estimated_saved == real.measured_saved_bytes});
   // Work: each op's estimated multiply-accumulates against the kernels' count.
   for (std::size_t i = 0; i < h.ops.size(); ++i) {
     const auto& o = h.ops[i];

@@ -89,6 +89,7 @@ struct CapturedSource {
   runtime::SourceKind kind = runtime::SourceKind::input;
   ops::TensorType type;
   bool persistent = true;
+  bool trainable = false;         ///< a parameter that wants a gradient
   std::vector<std::string> tied;  ///< further names of the same parameter (counted once)
   std::string module;
 };
@@ -121,10 +122,12 @@ class CapturedOp {
 struct MemoryEstimate {
   std::int64_t parameters = 0;
   std::int64_t buffers = 0;
-  std::int64_t activations_peak = 0;   ///< forward liveness peak of inputs and op outputs (views alias)
-  std::int64_t activations_saved = 0;  ///< every non-view op output (what a training tape may retain)
-  std::int64_t gradients = 0;          ///< one per trainable parameter element
-  std::int64_t optimizer_state = 0;    ///< per the optimizer
+  std::int64_t activations_peak = 0;  ///< forward liveness peak of inputs and op outputs (views alias)
+  /// Bytes of the op outputs a training tape retains for backward: those the saves column of an op that
+  /// is recorded (one of its inputs derives from a trainable parameter) names, each value once.
+  std::int64_t activations_saved = 0;
+  std::int64_t gradients = 0;        ///< one per trainable parameter element
+  std::int64_t optimizer_state = 0;  ///< per the optimizer
   std::string optimizer;
   std::int64_t training_total() const noexcept {
     return parameters + buffers + activations_saved + gradients + optimizer_state;
@@ -145,6 +148,9 @@ struct StructureCapture {
   /// Real captures: bytes of the parameter tensors the model loaded (a checkpoint's or seeded ones), each
   /// tied parameter once; -1 under structure-only.
   std::int64_t measured_parameter_bytes = -1;
+  /// Real captures: bytes of the op outputs the run's tape retained for backward (Tape::retained_bytes
+  /// less the sources it retains); -1 under structure-only or when an op has no VJP to record.
+  std::int64_t measured_saved_bytes = -1;
 
   const CapturedSource* find_source(std::string_view name) const noexcept;
   const CapturedOp* find_op(std::string_view id) const noexcept;
@@ -155,6 +161,8 @@ struct StructureCapture {
   /// Forward multiply-accumulates of the contraction ops (matmul, linear, conv2d, attention), estimated:
   /// half their FLOPs.
   std::int64_t macs() const noexcept;
+  /// Bytes a training tape retains for backward (MemoryEstimate::activations_saved), estimated.
+  std::int64_t saved_for_backward_bytes() const;
   /// Memory estimate for training with `optimizer`. A consumer of hypotheses: refuses refuted rows.
   MemoryEstimate memory(const std::string& optimizer) const;
   /// Parameter elements per module path prefix ("" is the whole model), for the module tree.

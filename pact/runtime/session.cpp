@@ -25,9 +25,10 @@ EagerTensor Session::leaf(Tensor value, bool requires_grad) {
   return t;
 }
 
-EagerTensor Session::named(const std::string& name, EagerTensor value, SourceKind kind, bool persistent) {
+EagerTensor Session::named(const std::string& name, EagerTensor value, SourceKind kind, bool persistent,
+                           bool trainable) {
   if (observer_ != nullptr)
-    observer_->on_source(value, module_.empty() ? name : module_ + "." + name, kind, persistent, module_);
+    observer_->on_source(value, module_.empty() ? name : module_ + "." + name, kind, persistent, trainable, module_);
   return value;
 }
 
@@ -38,7 +39,7 @@ EagerTensor Session::input(const std::string& name, Tensor value) {
 EagerTensor Session::parameter(const std::string& name, Tensor value, bool requires_grad) {
   // Structure-only captures record no gradients (backward_grads is refused), so no tape node is made.
   EagerTensor t = structure_only_ ? constant(std::move(value)) : leaf(std::move(value), requires_grad);
-  return named(name, std::move(t), SourceKind::parameter, true);
+  return named(name, std::move(t), SourceKind::parameter, true, requires_grad);
 }
 
 EagerTensor Session::tie(const std::string& name, const EagerTensor& value) {

@@ -25,8 +25,9 @@ enum class SourceKind { input, parameter, buffer };
 class StructureObserver {
  public:
   virtual ~StructureObserver() = default;
+  /// `trainable`: a parameter that wants a gradient (the tape would track it).
   virtual void on_source(const EagerTensor& value, const std::string& name, SourceKind kind, bool persistent,
-                         const std::string& module) = 0;
+                         bool trainable, const std::string& module) = 0;
   virtual void on_op(ops::OpTag op, std::span<const EagerTensor> inputs, const ops::Attributes& attrs,
                      const EagerTensor& output, std::string_view name, const std::string& module) = 0;
 };
@@ -142,7 +143,8 @@ class Session {
   std::uint64_t seed_;
   std::uint64_t calls_ = 0;
   void value_escape(const char* what, const EagerTensor& t, const SourceLocation& loc) const;
-  EagerTensor named(const std::string& name, EagerTensor value, SourceKind kind, bool persistent);
+  EagerTensor named(const std::string& name, EagerTensor value, SourceKind kind, bool persistent,
+                    bool trainable = false);
 
   bool grad_enabled_ = true;
   bool training_ = false;

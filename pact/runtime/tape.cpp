@@ -64,11 +64,11 @@ std::size_t Tape::retained_values() const noexcept {
   return n;
 }
 
-std::uint64_t Tape::retained_bytes() const {
+std::uint64_t Tape::retained_bytes(const std::function<bool(const AdValueRecord*)>& skip) const {
   std::set<const AdValueRecord*> seen;
   std::uint64_t bytes = 0;
   auto count = [&](const ValueRef& v) {
-    if (v && seen.insert(v.get()).second) bytes += v->view().nbytes();
+    if (v && seen.insert(v.get()).second && !(skip && skip(v.get()))) bytes += v->view().nbytes();
   };
   for (const auto& node : nodes_) {
     for (const auto& v : node.inputs) count(v);

@@ -76,8 +76,9 @@ class Tape {
   const Node& node(int id) const { return nodes_.at(static_cast<std::size_t>(id)); }
   /// Values retained by the tape (for tests of the retention policy).
   std::size_t retained_values() const noexcept;
-  /// Bytes of the distinct values the tape retains for backward (each retained record counted once).
-  std::uint64_t retained_bytes() const;
+  /// Bytes of the distinct values the tape retains for backward (each retained record counted once),
+  /// leaving out the records `skip` names (a capture leaves out its sources: what remains is activations).
+  std::uint64_t retained_bytes(const std::function<bool(const AdValueRecord*)>& skip = {}) const;
 
   /// Adds a gradient into the one accumulated so far for the same node, in place: the admitted
   /// accumulate_grad kernel (Note [Training kernels] in pact/plan/planner.hpp); Session::accumulator

@@ -384,7 +384,9 @@ TEST(CaptureHonesty, EstimatesAreLabelledAndMeasuredColumnsUnknown) {
   EXPECT_EQ(m.optimizer_state, 2 * m.parameters);
   EXPECT_EQ(c.memory("sgd").optimizer_state, 0);
   EXPECT_EQ(c.memory("sgd-momentum").optimizer_state, m.parameters);
-  EXPECT_EQ(m.activations_saved, 3 * 4 * 8 * 4);
+  // The tape retains the relu's output (relu's VJP reads it, and the head's linear reads it as x); the
+  // first linear's x and every weight are sources, counted elsewhere.
+  EXPECT_EQ(m.activations_saved, 4 * 8 * 4);
   EXPECT_EQ(refusal_of([&] { chrome_trace(c); }), "structure_only_measurements_unsupported");
   // A real capture has measurements and can export them.
   CaptureOptions real;
@@ -426,8 +428,9 @@ void expect_parity(const ModelFn& model, const std::string& what) {
   const auto report = discharge(meta, value);
   EXPECT_EQ(report.refuted, 0u);
   for (const auto& row : report.refuted_rows) ADD_FAILURE() << row;
-  // Op rows, one check per source, the parameter bytes, and each op's counted multiply-accumulates.
-  EXPECT_EQ(report.corroborated, meta.ops.size() + meta.sources.size() + 1 + meta.ops.size());
+  // Op rows, one check per source, the parameter bytes, the bytes saved for backward, and each op's
+  // counted multiply-accumulates.
+  EXPECT_EQ(report.corroborated, meta.ops.size() + meta.sources.size() + 2 + meta.ops.size());
   for (const auto& o : meta.ops) EXPECT_EQ(o.state(), RowState::corroborated) << o.id;
   EXPECT_NO_THROW(meta.memory("adamw"));
   // The measurements are the kernels' and the loaded tensors', not the estimate's: a model with
@@ -436,6 +439,7 @@ void expect_parity(const ModelFn& model, const std::string& what) {
   for (const auto& o : value.ops) counted += o.measured_macs;
   EXPECT_EQ(counted > 0, meta.macs() > 0);
   EXPECT_EQ(value.measured_parameter_bytes > 0, meta.parameter_count() > 0);
+  EXPECT_EQ(value.measured_saved_bytes, meta.saved_for_backward_bytes());
 }
 
 TEST(CaptureParity, HoldsOnEveryFixtureModel) {
@@ -492,6 +496,7 @@ TEST(CaptureDischarge, RefutesACheckpointOfAnotherGeometryOrDtype) {
     EXPECT_TRUE(refutes(r, "parameter fc2.weight"));
     EXPECT_FALSE(refutes(r, "input x"));
     EXPECT_TRUE(refutes(r, "parameter bytes"));
+    EXPECT_TRUE(refutes(r, "bytes saved for backward"));                     // the tape retains a 24-wide relu output
     EXPECT_TRUE(refutes(r, "multiply-accumulates of linear"));               // 4 x 24 x 8 counted, 4 x 16 x 8 estimated
     EXPECT_TRUE(refutes(r, "multiply-accumulates of linear_1"));             // 4 x 3 x 24 against 4 x 3 x 16
     EXPECT_EQ(r.refuted_ops, (std::vector<std::string>{"linear", "relu"}));  // the head's output is still [4, 3]
@@ -508,6 +513,7 @@ TEST(CaptureDischarge, RefutesACheckpointOfAnotherGeometryOrDtype) {
     EXPECT_TRUE(refutes(r, "input x"));
     EXPECT_TRUE(refutes(r, "parameter fc1.weight"));
     EXPECT_TRUE(refutes(r, "parameter bytes"));                  // twice the bytes
+    EXPECT_TRUE(refutes(r, "bytes saved for backward"));         // f64 activations
     EXPECT_FALSE(refutes(r, "multiply-accumulates of linear"));  // the same work, in the reference's f64 loops
     EXPECT_EQ(r.refuted_ops.size(), meta.ops.size());            // every op's dtype
   }

@@ -151,13 +151,10 @@ int run_discharge(const CaptureArgs& a) {
       std::printf("  %-44s %-12s %s%s\n", o.id.c_str(), std::string(capture::row_state_name(o.state())).c_str(),
                   std::string(dtype_name(o.type.dtype)).c_str(), o.type.shape.to_string().c_str());
     }
-    std::size_t sources = 0, work = 0;
-    for (const auto& c : report.checks) {
-      sources += c.row.find("multiply-accumulates") == std::string::npos && c.row != "parameter bytes" ? 1 : 0;
-      work += c.row.find("multiply-accumulates") != std::string::npos ? 1 : 0;
-    }
-    std::printf("checked against the real run: %zu source types, parameter bytes, %zu ops' multiply-accumulates\n",
-                sources, work);
+    std::printf(
+        "checked against the real run: %zu source types, parameter bytes, bytes saved for backward, %zu ops' "
+        "multiply-accumulates\n",
+        hyp.sources.size(), hyp.ops.size());
     for (const auto& row : report.refuted_rows) std::printf("  refuted: %s\n", row.c_str());
     std::printf("%zu corroborated, %zu refuted (against %s)\n", report.corroborated, report.refuted,
                 report.against.c_str());
