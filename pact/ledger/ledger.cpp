@@ -13,6 +13,7 @@
 #include <cstring>
 #include <map>
 #include <set>
+#include <sstream>
 
 #include "pact/core/file.hpp"
 #include "pact/core/toml_table.hpp"

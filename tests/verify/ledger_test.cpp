@@ -640,6 +640,41 @@ TEST(ObligationsLedger, RunnerRefusesADirtyTreeAndExecutesNothing) {
   EXPECT_TRUE(repo->run().ok());
 }
 
+// A repository Pact does not own runs nothing of its own: a core.fsmonitor command or a clean filter in
+// its configuration (which `git status` would run as whoever runs Pact) makes the repository refused
+// before any such git command, and one owned by another user is refused as Git refuses it.
+TEST(ObligationsLedger, AHostileRepositoryRunsNothing) {
+  for (const std::string& config : {std::string("core.fsmonitor"), std::string("filter.x.clean")}) {
+    SCOPED_TRACE(config);
+    auto repo = make_repo();
+    const fs::path marker = repo->dir() / "pwned";
+    if (config.rfind("filter.", 0) == 0) {
+      put(repo->root() / ".gitattributes", "* filter=x\n");
+      repo->commit("attributes");
+    }
+    repo->git(fmt::format("config {} 'touch {}'", config, marker.string()));
+    put(repo->root() / "notes.txt", "edited, so status must look at it\n");
+    const auto c = repo->check();
+    EXPECT_TRUE(c.diagnostics.has("E_NOT_A_REPOSITORY")) << codes(c.diagnostics);
+    EXPECT_NE(c.diagnostics.render().find(config), std::string::npos) << c.diagnostics.render();
+    const auto r = repo->run();
+    EXPECT_TRUE(r.diagnostics.has("E_NOT_A_REPOSITORY"));
+    EXPECT_EQ(r.commands_run, 0);
+    EXPECT_FALSE(fs::exists(marker)) << "the repository's command ran";
+    // The same repository, cleaned of the command, is checked as usual.
+    repo->git(fmt::format("config --unset {}", config));
+    EXPECT_FALSE(repo->check().diagnostics.has("E_NOT_A_REPOSITORY"));
+  }
+  if (::geteuid() != 0) {
+    std::printf("[ skipped  ] another user's repository: this test needs root to chown one\n");
+    return;
+  }
+  auto repo = make_repo();
+  ASSERT_EQ(std::system(fmt::format("chown -R nobody '{}'", repo->root().string()).c_str()), 0);
+  const auto c = repo->check();
+  EXPECT_TRUE(c.diagnostics.has("E_NOT_A_REPOSITORY")) << "Git refuses a repository owned by another user";
+}
+
 TEST(ObligationsLedger, ReceiptForAnOlderCommitIsRefused) {
   auto repo = make_repo();
   ASSERT_TRUE(repo->run().ok());
