@@ -2,9 +2,11 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -46,11 +48,55 @@ bool path_within(const std::filesystem::path& root, const std::string& rel) {
   return !inside.empty() && *inside.begin() != "..";
 }
 
+namespace {
+
+// Removes `path`'s temporaries (`<name>.tmp.<pid>.XXXXXX`) whose writer is no longer running. A live
+// writer's, and anything not of that exact form, is left alone.
+void remove_dead_writers_temporaries(const std::string& path) {
+  const std::filesystem::path p(path);
+  const std::string prefix = p.filename().string() + ".tmp.";
+  std::error_code ec;
+  std::filesystem::directory_iterator it(p.parent_path().empty() ? std::filesystem::path(".") : p.parent_path(), ec);
+  if (ec) return;
+  for (const auto& entry : it) {
+    const std::string name = entry.path().filename().string();
+    if (name.size() <= prefix.size() + 7 || name.compare(0, prefix.size(), prefix) != 0) continue;
+    const std::string rest = name.substr(prefix.size());  // "<pid>.XXXXXX"
+    const std::size_t dot = rest.find('.');
+    if (dot == 0 || dot == std::string::npos || rest.size() - dot - 1 != 6) continue;
+    const std::string pid_text = rest.substr(0, dot);
+    if (pid_text.size() > 9 ||
+        !std::all_of(pid_text.begin(), pid_text.end(), [](char c) { return c >= '0' && c <= '9'; }))
+      continue;
+    const auto pid = static_cast<pid_t>(std::stol(pid_text));
+    if (pid <= 0 || pid == ::getpid() || ::kill(pid, 0) == 0 || errno != ESRCH) continue;
+    std::filesystem::remove(entry.path(), ec);  // a symlink is removed, never followed
+  }
+}
+
+}  // namespace
+
+void require_writable_destination(const std::string& path, std::string_view operation) {
+  const std::filesystem::path p(path);
+  const std::filesystem::path dir = p.parent_path().empty() ? std::filesystem::path(".") : p.parent_path();
+  std::error_code ec;
+  auto refuse = [&](const std::string& why) {
+    throw_error(ErrorCode::io_error, std::string(operation), fmt::format("cannot write '{}': {}", path, why));
+  };
+  if (path.empty()) refuse("the path is empty");
+  if (!std::filesystem::is_directory(dir, ec)) refuse(fmt::format("'{}' is not an existing directory", dir.string()));
+  if (std::filesystem::is_directory(p, ec)) refuse("it is a directory");
+  if (::access(dir.c_str(), W_OK | X_OK) != 0)
+    refuse(fmt::format("this process may not create files in '{}': {}", dir.string(), std::strerror(errno)));
+}
+
 void write_file_atomic(const std::string& path, std::span<const std::byte> bytes, std::string_view operation,
                        const std::function<void()>& before_rename) {
+  remove_dead_writers_temporaries(path);
   // A fresh, unpredictable temporary name created exclusively (mkostemp: O_CREAT | O_EXCL), so nothing
-  // planted beside `path` — a file or a symlink at a fixed name — is followed or overwritten.
-  std::string tmp = path + ".tmp.XXXXXX";
+  // planted beside `path` — a file or a symlink at a fixed name — is followed or overwritten. The pid in
+  // it lets a later write remove what a killed writer left.
+  std::string tmp = fmt::format("{}.tmp.{}.XXXXXX", path, ::getpid());
   const int fd = ::mkostemp(tmp.data(), O_CLOEXEC);
   if (fd < 0)
     throw_error(ErrorCode::io_error, std::string(operation),

@@ -20,14 +20,21 @@ std::string read_file(const std::string& path, std::string_view operation);
 /// inside `root` (which must be canonical). The path need not exist.
 bool path_within(const std::filesystem::path& root, const std::string& rel);
 
-/// Writes `bytes` to `path` atomically: a temporary file beside it with a fresh unpredictable name,
-/// created exclusively (never following a planted file or symlink), fsync, rename over `path`, fsync of
-/// the directory. Every file Pact writes goes through here. On failure the temporary file is removed and
-/// pact::Error(io_error) names `operation` and the path; `path` is then untouched. `before_rename` (tests) runs once
-/// the temporary file is durable.
+/// Writes `bytes` to `path` atomically: a temporary file beside it with a fresh unpredictable name
+/// (`<name>.tmp.<pid>.XXXXXX`), created exclusively (never following a planted file or symlink), fsync,
+/// rename over `path`, fsync of the directory. Every file Pact writes goes through here. On failure the
+/// temporary file is removed and pact::Error(io_error) names `operation` and the path; `path` is then
+/// untouched. Temporaries of `path` left by writers that died (a kill between flush and rename), whose pid
+/// is no longer running, are removed first. `before_rename` (tests) runs once the temporary file is durable.
 void write_file_atomic(const std::string& path, std::span<const std::byte> bytes, std::string_view operation,
                        const std::function<void()>& before_rename = {});
 /// The same for text.
 void write_file_atomic(const std::string& path, std::string_view text, std::string_view operation);
+
+/// Checks, before any work, that write_file_atomic can create `path`: its directory exists and this process
+/// may create files in it, and `path` is not a directory. pact::Error(io_error) naming `operation`, the path
+/// and why. Commands call it for every output option first, so an unwritable destination is found before
+/// training or capture, not after.
+void require_writable_destination(const std::string& path, std::string_view operation);
 
 }  // namespace pact

@@ -3,6 +3,7 @@
 #include "pact/core/file.hpp"
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -67,6 +68,52 @@ TEST(AtomicWrite, AnUnwritableDirectoryIsATypedErrorAndChangesNothing) {
     EXPECT_NE(std::string(e.what()).find("out.json"), std::string::npos) << e.what();
   }
   EXPECT_FALSE(std::filesystem::exists(path));
+  std::filesystem::remove_all(dir);
+}
+
+TEST(AtomicWrite, ADeadWritersTemporaryIsRemovedAtTheNextWriteAndALiveOnesIsKept) {
+  // A writer killed between flush and rename leaves `<name>.tmp.<pid>.XXXXXX`: the next write removes it
+  // when that pid no longer runs, and keeps one whose writer is alive (this process's parent) and any
+  // other file.
+  const auto dir = scratch("dead");
+  const auto path = dir / "model.safetensors";
+  pid_t dead = 0;
+  {
+    const pid_t child = ::fork();
+    if (child == 0) ::_exit(0);
+    int status = 0;
+    ::waitpid(child, &status, 0);
+    dead = child;  // reaped: no such process now
+  }
+  const auto stale = dir / ("model.safetensors.tmp." + std::to_string(dead) + ".AbC123");
+  const auto live = dir / ("model.safetensors.tmp." + std::to_string(::getppid()) + ".XyZ789");
+  const auto other = dir / "model.safetensors.tmp.notapid.AbC123";
+  for (const auto& p : {stale, live, other}) std::ofstream(p) << "partial";
+  write_file_atomic(path.string(), "weights", "test");
+  EXPECT_FALSE(std::filesystem::exists(stale));
+  EXPECT_TRUE(std::filesystem::exists(live));
+  EXPECT_TRUE(std::filesystem::exists(other));
+  EXPECT_EQ(slurp(path), "weights");
+  std::filesystem::remove_all(dir);
+}
+
+TEST(AtomicWrite, AnUnwritableDestinationIsRefusedBeforeAnyWork) {
+  const auto dir = scratch("destination");
+  EXPECT_NO_THROW(require_writable_destination((dir / "out.json").string(), "test"));
+  for (const auto& bad : {dir / "missing" / "out.json", dir}) {
+    try {
+      require_writable_destination(bad.string(), "pact test");
+      FAIL() << "accepted " << bad;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::io_error);
+      EXPECT_NE(std::string(e.what()).find(bad.string()), std::string::npos) << e.what();
+    }
+  }
+  if (::geteuid() != 0) {  // root may write anywhere: the permission case needs an ordinary user
+    std::filesystem::permissions(dir, std::filesystem::perms::owner_read | std::filesystem::perms::owner_exec);
+    EXPECT_THROW(require_writable_destination((dir / "out.json").string(), "test"), Error);
+    std::filesystem::permissions(dir, std::filesystem::perms::owner_all);
+  }
   std::filesystem::remove_all(dir);
 }
 

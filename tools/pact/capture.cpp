@@ -90,6 +90,8 @@ int run_capabilities() {
 }
 
 int run_capture(const CaptureArgs& a) {
+  if (!a.out.empty()) require_writable_destination(a.out, "pact capture -o");
+  if (!a.chrome_trace.empty()) require_writable_destination(a.chrome_trace, "pact capture --chrome-trace");
   auto model = resolve(a);
   const auto c = capture::capture(model->fn, options_of(a, a.structure_only));
   if (!a.chrome_trace.empty()) write_file(a.chrome_trace, capture::chrome_trace(c).dump(1) + "\n");
@@ -116,6 +118,7 @@ int run_capture(const CaptureArgs& a) {
 }
 
 int run_discharge(const CaptureArgs& a) {
+  if (!a.out.empty()) require_writable_destination(a.out, "pact discharge -o");
   auto hyp = capture::load_capture(spec::read_text_file(a.capture_file), a.capture_file);
   CaptureArgs against = a;
   against.model = a.against;

@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "pact/core/error.hpp"
+#include "pact/core/file.hpp"
 #include "tools/pact/command.hpp"
 #include "tools/pact/commands.hpp"
 
@@ -61,6 +62,7 @@ int run_ledger_run(const LedgerArgs& args) {
   if (args.contract_schema) return print_contract(ledger::Role::runner);
   if (args.receipt_out.empty())
     throw Error(ErrorCode::invalid_argument, "pact ledger run", "--receipt-out is required");
+  require_writable_destination(args.receipt_out, "pact ledger run --receipt-out");
   ledger::RunOptions options;
   options.root = args.root;
   options.manifest = args.manifest;

@@ -35,6 +35,8 @@ std::size_t count_kind(const ir::TorchImport& m, ir::TorchSource::Kind kind, std
 }  // namespace
 
 int run_import(const std::string& dir, const std::string& out, const std::string& weights_out) {
+  require_writable_destination(out, "pact import -o");
+  if (!weights_out.empty()) require_writable_destination(weights_out, "pact import --weights");
   const auto start = std::chrono::steady_clock::now();
   ir::TorchBundle bundle = ir::load_torch_export(dir);
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();

@@ -74,6 +74,7 @@ int run_train(const TrainArgs& args) {
     throw_error(ErrorCode::invalid_argument, "train", fmt::format("--epochs {} must be positive", args.epochs));
   if (args.batch_size <= 0)
     throw_error(ErrorCode::invalid_argument, "train", fmt::format("--batch-size {} must be positive", args.batch_size));
+  if (!args.save.empty()) require_writable_destination(args.save, "pact train --save");  // before any work
   if (args.threads > 0) omp_set_num_threads(args.threads);
   const auto t0 = std::chrono::steady_clock::now();
   const train::Dataset data = train::load_digits(find_data(args.data));
