@@ -12,7 +12,9 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -29,6 +31,18 @@ inline constexpr int kMaxJsonDepth = 256;
 /// Parses JSON text; malformed input (including nesting deeper than kMaxJsonDepth) throws
 /// pact::Error(parse_error) naming `where` and the byte offset.
 Json parse_json(std::string_view text, std::string_view where);
+
+/// A JSON integer as int64, or nullopt for anything else: a float, a non-number, or an unsigned value above
+/// INT64_MAX (which nlohmann's get<std::int64_t>() would silently wrap, 2^64 - 1 becoming -1).
+inline std::optional<std::int64_t> json_int64(const Json& v) noexcept {
+  if (v.is_number_unsigned()) {
+    const auto u = v.get<std::uint64_t>();
+    if (u > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) return std::nullopt;
+    return static_cast<std::int64_t>(u);
+  }
+  if (v.is_number_integer()) return v.get<std::int64_t>();
+  return std::nullopt;
+}
 
 /// The canonical serialization (see Note [Canonical JSON]).
 std::string canonical_json(const Json& value);

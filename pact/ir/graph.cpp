@@ -124,14 +124,19 @@ namespace {
 
 ops::AttrValue attr_from_json(const std::string& where, const std::string& field, const Json& v) {
   if (v.is_boolean()) return v.get<bool>();
-  if (v.is_number_integer()) return v.get<std::int64_t>();
+  if (v.is_number_integer()) {
+    const auto i = json_int64(v);
+    if (!i) bad_field(where, field, "integer beyond int64");
+    return *i;
+  }
   if (v.is_number_float()) return v.get<double>();
   if (v.is_string()) return v.get<std::string>();
   if (v.is_array()) {
     std::vector<std::int64_t> list;
     for (std::size_t i = 0; i < v.size(); ++i) {
-      if (!v[i].is_number_integer()) bad_field(where, fmt::format("{}[{}]", field, i), "lists hold integers only");
-      list.push_back(v[i].get<std::int64_t>());
+      const auto x = json_int64(v[i]);
+      if (!x) bad_field(where, fmt::format("{}[{}]", field, i), "lists hold int64 integers only");
+      list.push_back(*x);
     }
     return list;
   }
@@ -218,9 +223,9 @@ Graph parse_graph(std::string_view json_text, std::string_view where_view) {
       if (!sh.is_array() || sh.size() > static_cast<std::size_t>(kMaxRank))
         bad_field(where, npath + ".type.shape", "not a shape");
       for (const auto& e : sh) {
-        if (!e.is_number_integer() || e.get<std::int64_t>() < 0)
-          bad_field(where, npath + ".type.shape", "extents are non-negative integers");
-        n.type.shape.push_back(e.get<std::int64_t>());
+        const auto x = json_int64(e);
+        if (!x || *x < 0) bad_field(where, npath + ".type.shape", "extents are non-negative int64 integers");
+        n.type.shape.push_back(*x);
       }
     }
     for (const char* flag : {"differentiable", "buffer"}) {

@@ -58,10 +58,11 @@ TensorType tensor_meta(const Json& meta, std::string_view where, const std::stri
     fail(ErrorCode::rank_exceeded, where, fmt::format("{} has rank {} (at most {})", path, sizes.size(), kMaxRank));
   }
   for (std::size_t i = 0; i < sizes.size(); ++i) {
-    if (!sizes[i].is_number_integer() || sizes[i].get<std::int64_t>() < 0) {
-      fail(ErrorCode::parse_error, where, fmt::format("{}.sizes[{}] is not a non-negative integer", path, i));
+    const auto x = json_int64(sizes[i]);
+    if (!x || *x < 0) {
+      fail(ErrorCode::parse_error, where, fmt::format("{}.sizes[{}] is not a non-negative int64 integer", path, i));
     }
-    t.shape.push_back(sizes[i].get<std::int64_t>());
+    t.shape.push_back(*x);
   }
   return t;
 }
@@ -157,8 +158,9 @@ class Args {
   }
   std::int64_t integer(std::string_view name) const {
     const Json& v = payload(name, "as_int");
-    if (!v.is_number_integer()) bad(fmt::format("argument '{}' is not an integer", name));
-    return v.get<std::int64_t>();
+    const auto x = json_int64(v);
+    if (!x) bad(fmt::format("argument '{}' is not an int64 integer", name));
+    return *x;
   }
   std::optional<std::int64_t> optional_integer(std::string_view name) const {
     if (is_none(name)) return std::nullopt;
@@ -171,8 +173,9 @@ class Args {
     if (!v.is_array()) bad(fmt::format("argument '{}' is not a list", name));
     std::vector<std::int64_t> out;
     for (const auto& x : v) {
-      if (!x.is_number_integer()) bad(fmt::format("argument '{}' holds a non-integer", name));
-      out.push_back(x.get<std::int64_t>());
+      const auto i = json_int64(x);
+      if (!i) bad(fmt::format("argument '{}' holds a non-integer or one beyond int64", name));
+      out.push_back(*i);
     }
     return out;
   }

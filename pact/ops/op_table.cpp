@@ -20,6 +20,17 @@ std::int64_t numel(const Dims& shape) noexcept {
   return n;
 }
 
+std::optional<std::int64_t> checked_numel(const Dims& shape) noexcept {
+  std::int64_t n = 1;
+  for (auto e : shape) {
+    if (e < 0) return std::nullopt;
+    const auto k = core::checked_mul(n, e);
+    if (!k) return std::nullopt;
+    n = *k;
+  }
+  return n;
+}
+
 Dims broadcast_shapes(std::string_view op, const Dims& a, const Dims& b) {
   const int rank = std::max(a.size(), b.size());
   Dims out;
@@ -141,7 +152,16 @@ constexpr AttrSpec kAdamAttrs[] = {
 
 // ---- FLOP rules (SPEC §9: 2 per multiply-add; elementwise and normalization count their arithmetic) ----
 
-std::int64_t per_output(const TensorType& out, std::int64_t k) { return k * numel(out.shape); }
+// FLOP estimates saturate at INT64_MAX instead of wrapping (operands are valid shapes, see infer_type).
+std::int64_t sat_mul(std::int64_t a, std::int64_t b) noexcept {
+  const auto r = core::checked_mul(a, b);
+  return r ? *r : std::numeric_limits<std::int64_t>::max();
+}
+std::int64_t sat_add(std::int64_t a, std::int64_t b) noexcept {
+  const auto r = core::checked_add(a, b);
+  return r ? *r : std::numeric_limits<std::int64_t>::max();
+}
+std::int64_t per_output(const TensorType& out, std::int64_t k) { return sat_mul(k, numel(out.shape)); }
 std::int64_t flops_none(std::span<const TensorType>, const TensorType&, const Attributes&) { return 0; }
 #define PACT_PER_OUTPUT(name, k)                                                                     \
   std::int64_t flops_##name(std::span<const TensorType>, const TensorType& out, const Attributes&) { \
@@ -176,19 +196,19 @@ std::int64_t flops_input_elements(std::span<const TensorType> in, const TensorTy
   return numel(in[0].shape);
 }
 std::int64_t flops_cross_entropy(std::span<const TensorType> in, const TensorType&, const Attributes&) {
-  return 5 * numel(in[0].shape) + numel(in[1].shape);
+  return sat_add(sat_mul(5, numel(in[0].shape)), numel(in[1].shape));
 }
 std::int64_t flops_mse_loss(std::span<const TensorType> in, const TensorType&, const Attributes&) {
-  return 3 * numel(in[0].shape);
+  return sat_mul(3, numel(in[0].shape));
 }
 std::int64_t flops_matmul(std::span<const TensorType> in, const TensorType& out, const Attributes&) {
   const Dims& a = in[0].shape;
   const std::int64_t k = a[a.size() - 1];
-  return 2 * numel(out.shape) * k;
+  return sat_mul(sat_mul(2, numel(out.shape)), k);
 }
 std::int64_t flops_linear(std::span<const TensorType> in, const TensorType& out, const Attributes&) {
   const std::int64_t k = in[1].shape[1];
-  return 2 * numel(out.shape) * k + (in.size() == 3 ? numel(out.shape) : 0);
+  return sat_add(sat_mul(sat_mul(2, numel(out.shape)), k), in.size() == 3 ? numel(out.shape) : 0);
 }
 std::int64_t flops_scaled_dot_product_attention(std::span<const TensorType> in, const TensorType& out,
                                                 const Attributes&) {
@@ -197,19 +217,21 @@ std::int64_t flops_scaled_dot_product_attention(std::span<const TensorType> in, 
   const std::int64_t e = q[r - 1], s = in[1].shape[r - 2];
   const std::int64_t rows = numel(q) / e;  // batch * L
   const std::int64_t ev = out.shape[r - 1];
-  return 2 * rows * s * e + 5 * rows * s + 2 * rows * s * ev;  // scores, softmax, values (no causal halving)
+  const std::int64_t rs = sat_mul(rows, s);  // scores, softmax, values (no causal halving)
+  return sat_add(sat_add(sat_mul(sat_mul(2, rs), e), sat_mul(5, rs)), sat_mul(sat_mul(2, rs), ev));
 }
 std::int64_t flops_conv2d(std::span<const TensorType> in, const TensorType& out, const Attributes&) {
   const Dims& w = in[1].shape;
-  return 2 * numel(out.shape) * w[1] * w[2] * w[3] + (in.size() == 3 ? numel(out.shape) : 0);
+  const std::int64_t patch = sat_mul(sat_mul(w[1], w[2]), w[3]);
+  return sat_add(sat_mul(sat_mul(2, numel(out.shape)), patch), in.size() == 3 ? numel(out.shape) : 0);
 }
 std::int64_t flops_conv2d_activation(std::span<const TensorType> in, const TensorType& out, const Attributes& a) {
-  return flops_conv2d(in, out, a) + numel(out.shape);
+  return sat_add(flops_conv2d(in, out, a), numel(out.shape));
 }
 std::int64_t flops_pool(std::span<const TensorType>, const TensorType& out, const Attributes& a) {
   auto k = a.get_ints("pool", "kernel_size");
-  const std::int64_t window = k.size() == 1 ? k[0] * k[0] : k.size() == 2 ? k[0] * k[1] : 1;
-  return numel(out.shape) * window;
+  const std::int64_t window = k.size() == 1 ? sat_mul(k[0], k[0]) : k.size() == 2 ? sat_mul(k[0], k[1]) : 1;
+  return sat_mul(numel(out.shape), window);
 }
 #define flops_input flops_none
 #define flops_parameter flops_none
@@ -433,7 +455,23 @@ TensorType infer_type(OpTag tag, std::span<const TensorType> inputs, const Attri
                   fmt::format("missing attribute '{}'", spec.name));
     }
   }
-  return info.shape(inputs, attrs);
+  // Every shape a rule reads or makes has an element count (and a byte size) that int64 holds, so the
+  // rules, the FLOP rules and the kernels' index arithmetic cannot overflow on a hostile model file.
+  auto fits = [&](const TensorType& t) {
+    const auto n = checked_numel(t.shape);
+    return n && core::checked_mul(*n, static_cast<std::int64_t>(dtype_size(t.dtype))).has_value();
+  };
+  for (std::size_t k = 0; k < inputs.size(); ++k) {
+    if (!fits(inputs[k]))
+      throw_error(
+          ErrorCode::invalid_argument, std::string(info.kind),
+          fmt::format("operand {} {} has more elements or bytes than int64 holds", k, inputs[k].shape.to_string()));
+  }
+  TensorType out = info.shape(inputs, attrs);
+  if (!fits(out))
+    throw_error(ErrorCode::invalid_argument, std::string(info.kind),
+                fmt::format("the output {} has more elements or bytes than int64 holds", out.shape.to_string()));
+  return out;
 }
 
 std::int64_t estimate_flops(OpTag tag, std::span<const TensorType> inputs, const TensorType& output,

@@ -4,6 +4,7 @@
 /// planning, capture estimates, kernels, tests and CLI listings all read it from here.
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -201,8 +202,10 @@ struct Agreement {
 /// where equal values (both NaN, or the same infinity) agree. Differing sizes are invalid_argument.
 Agreement compare(std::span<const double> candidate, std::span<const double> reference, Tolerance tolerance);
 
-/// Number of elements of a shape (product of extents).
+/// Number of elements of a shape (product of extents). For shapes infer_type accepted, which never overflow.
 std::int64_t numel(const Dims& shape) noexcept;
+/// The element count, or nullopt when an extent is negative or the product overflows int64.
+std::optional<std::int64_t> checked_numel(const Dims& shape) noexcept;
 /// NumPy/PyTorch broadcast of two shapes; throws invalid_argument naming `op` and both shapes.
 Dims broadcast_shapes(std::string_view op, const Dims& a, const Dims& b);
 /// Normalises a possibly negative dimension index against `rank`; throws invalid_argument.

@@ -59,8 +59,9 @@ CompileProfile parse_compile_profile(std::string_view text, std::string_view whe
     return j[k].get<std::string>();
   };
   auto degree = [&](const char* k) {
-    if (!j[k].is_number_integer()) bad(where, k, "expected an integer");
-    return j[k].get<std::int64_t>();
+    const auto i = json_int64(j[k]);
+    if (!i) bad(where, k, "expected an int64 integer");
+    return *i;
   };
   if (str("schema") != kCompileProfileSchema) bad(where, "schema", fmt::format("expected {}", kCompileProfileSchema));
   CompileProfile p;
@@ -98,10 +99,11 @@ CompileProfile parse_compile_profile(std::string_view text, std::string_view whe
         provider->profile_inputs.end()) {
       bad(where, "constants." + k, "not a profile input of the provider");
     }
-    if (!v.is_number_integer() || v.get<std::int64_t>() < 0 || v.get<std::int64_t>() > kMaxProviderConstant) {
+    const auto i = json_int64(v);
+    if (!i || *i < 0 || *i > kMaxProviderConstant) {
       bad(where, "constants." + k, fmt::format("expected an integer in [0, {}]", kMaxProviderConstant));
     }
-    p.constants.emplace(k, v.get<std::int64_t>());
+    p.constants.emplace(k, *i);
   }
   if (!j["digests"].is_object()) bad(where, "digests", "expected an object");
   for (const auto& [k, v] : j["digests"].items()) {

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <limits>
 #include <set>
 #include <sstream>
 
@@ -32,6 +33,50 @@ TEST(OpTable, EveryTagRoundTripsThroughItsWireKind) {
   EXPECT_EQ(static_cast<int>(kinds.size()), kOpCount);
   EXPECT_EQ(code_of([] { parse_op_kind("Matmul"); }), ErrorCode::parse_error);
   EXPECT_EQ(code_of([] { parse_op_kind(""); }), ErrorCode::parse_error);
+}
+
+// Shapes and attributes come from model files: no rule wraps around int64 (issue 21 item 5). Each case
+// was accepted (with a wrapped result) or was undefined behaviour before the rules checked their
+// arithmetic; now each is a typed invalid_argument naming the op.
+TEST(ShapeRules, OverflowFromAModelFileIsATypedError) {
+  constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
+  auto refused = [](OpTag op, std::vector<TensorType> in, const Attributes& a) {
+    try {
+      infer_type(op, in, a);
+    } catch (const Error& e) {
+      return e.code() == ErrorCode::invalid_argument && std::string(e.what()).find(op_kind(op)) != std::string::npos;
+    }
+    return false;
+  };
+  // concat of [INT64_MAX], [INT64_MAX], [18]: the sum wrapped to 16.
+  EXPECT_TRUE(
+      refused(OpTag::concat, {i64(Dims{kMax / 8}), i64(Dims{kMax / 8}), i64(Dims{18})}, {{"dim", std::int64_t{0}}}));
+  EXPECT_TRUE(refused(OpTag::concat, {f32(Dims{kMax / 4}), f32(Dims{kMax / 4})}, {{"dim", std::int64_t{0}}}));
+  // An operand whose element count or byte size does not fit.
+  EXPECT_TRUE(refused(OpTag::relu, {f32(Dims{std::int64_t{1} << 32, std::int64_t{1} << 32})}, {}));
+  EXPECT_TRUE(refused(OpTag::relu, {f32(Dims{std::int64_t{1} << 62})}, {}));  // 2^62 floats are 2^64 bytes
+  // reshape's -1 against an input whose count overflows; flatten's product.
+  EXPECT_TRUE(refused(OpTag::reshape, {f32(Dims{std::int64_t{1} << 40, std::int64_t{1} << 40})},
+                      {{"shape", std::vector<std::int64_t>{-1}}}));
+  EXPECT_TRUE(refused(OpTag::flatten, {f32(Dims{std::int64_t{1} << 31, std::int64_t{1} << 31, 8})}, {}));
+  // A pool or convolution whose padding or dilation overflows the padded extent.
+  EXPECT_TRUE(refused(OpTag::max_pool2d, {f32(Dims{1, 1, 8, 8})},
+                      {{"kernel_size", std::vector<std::int64_t>{3}}, {"dilation", std::vector<std::int64_t>{kMax}}}));
+  EXPECT_TRUE(refused(OpTag::conv2d, {f32(Dims{1, 1, 8, 8}), f32(Dims{1, 1, 3, 3})},
+                      {{"padding", std::vector<std::int64_t>{kMax / 2 + 1}}}));
+  // matmul whose broadcast batch makes an output too large.
+  EXPECT_TRUE(
+      refused(OpTag::matmul, {f32(Dims{std::int64_t{1} << 31, 1, 1, 4}), f32(Dims{std::int64_t{1} << 31, 4, 1})}, {}));
+  // A slice step near INT64_MAX counts one element (it wrapped to a negative count).
+  const std::vector<TensorType> seven{f32(Dims{7, 3})};
+  EXPECT_EQ(
+      infer_type(OpTag::slice, seven, {{"dim", std::int64_t{0}}, {"start", std::int64_t{1}}, {"step", kMax}}).shape,
+      (Dims{1, 3}));
+  // FLOP estimates saturate instead of wrapping.
+  const TensorType big = f32(Dims{std::int64_t{1} << 21, std::int64_t{1} << 21});  // 2 * 2^42 * 2^21 FLOPs
+  const std::vector<TensorType> pair{big, big};
+  const TensorType out = infer_type(OpTag::matmul, pair, {});
+  EXPECT_EQ(estimate_flops(OpTag::matmul, pair, out, {}), std::numeric_limits<std::int64_t>::max());
 }
 
 TEST(OpTable, SpecOpListIsPresent) {
