@@ -15,10 +15,39 @@ std::string_view error_code_name(ErrorCode code) noexcept {
   return "unknown";
 }
 
+std::string printable(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    const bool c1 = c == 0xC2 && i + 1 < text.size() && static_cast<unsigned char>(text[i + 1]) >= 0x80 &&
+                    static_cast<unsigned char>(text[i + 1]) <= 0x9F;
+    if ((c < 0x20 && c != '\n' && c != '\t') || c == 0x7F) {
+      out += fmt::format("\\x{:02x}", c);
+    } else if (c1) {
+      out += fmt::format("\\xc2\\x{:02x}", static_cast<unsigned char>(text[++i]));
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
+}
+
+bool has_control_characters(std::string_view text) noexcept {
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c < 0x20 || c == 0x7F) return true;
+    if (c == 0xC2 && i + 1 < text.size() && static_cast<unsigned char>(text[i + 1]) >= 0x80 &&
+        static_cast<unsigned char>(text[i + 1]) <= 0x9F)
+      return true;
+  }
+  return false;
+}
+
 namespace {
 std::string render(ErrorCode code, const std::string& op, const std::string& detail,
                    const std::optional<SpanIdentity>& span) {
-  std::string text = fmt::format("[{}] {}: {}", op, error_code_name(code), detail);
+  std::string text = printable(fmt::format("[{}] {}: {}", op, error_code_name(code), detail));
   if (span) {
     text += fmt::format(" (allocation {} bytes [{}, {}))", span->allocation_id, span->byte_begin, span->byte_end);
   }

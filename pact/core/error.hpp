@@ -50,6 +50,14 @@ enum class ErrorCode : std::uint16_t {
 /// The stable string of an error code.
 std::string_view error_code_name(ErrorCode code) noexcept;
 
+/// `text` with every control character a terminal would act on written out as \xNN: C0 controls but
+/// newline and tab (ESC, BEL, CR, backspace...), DEL, and the C1 controls U+0080..U+009F as UTF-8. Names
+/// read from files pass through it before they reach a terminal or a log; every Error's message does.
+std::string printable(std::string_view text);
+/// True when `text` holds a character printable() would escape, or a newline or tab: a name from a file
+/// that does is refused where it is read.
+bool has_control_characters(std::string_view text) noexcept;
+
 /// Identity of a resolved span: allocation id and byte range within its root. Never an address.
 struct SpanIdentity {
   std::uint64_t allocation_id = 0;

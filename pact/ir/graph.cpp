@@ -192,6 +192,7 @@ Graph parse_graph(std::string_view json_text, std::string_view where_view) {
     const Json& id = require(where, jn, path, "id");
     if (!id.is_string()) bad_field(where, path + ".id", "not a string");
     n.id = id.get<std::string>();
+    if (has_control_characters(n.id)) bad_field(where, path + ".id", "a node id holds a control character");
     const std::string npath = fmt::format("{} (node '{}')", path, n.id);
     const Json& kind = require(where, jn, npath, "kind");
     if (!kind.is_string()) bad_field(where, npath + ".kind", "not a string");

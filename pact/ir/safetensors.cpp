@@ -131,6 +131,7 @@ SafetensorsFile parse_safetensors(std::span<const std::byte> bytes, std::string_
       continue;
     }
     if (!value.is_object()) bad(where, name, "is not an object");
+    if (has_control_characters(name)) bad(where, name, "a tensor name holds a control character");
     for (const char* key : {"dtype", "shape", "data_offsets"}) {
       if (!value.contains(key)) bad(where, name + "." + key, "missing");
     }

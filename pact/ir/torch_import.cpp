@@ -42,7 +42,10 @@ const Json& field(const Json& obj, std::string_view key, std::string_view where,
 std::string string_field(const Json& obj, std::string_view key, std::string_view where, const std::string& path) {
   const Json& v = field(obj, key, where, path);
   if (!v.is_string()) fail(ErrorCode::parse_error, where, fmt::format("{}.{} is not a string", path, key));
-  return v.get<std::string>();
+  std::string s = v.get<std::string>();
+  if (has_control_characters(s))
+    fail(ErrorCode::parse_error, where, fmt::format("{}.{} holds a control character", path, key));
+  return s;
 }
 
 TensorType tensor_meta(const Json& meta, std::string_view where, const std::string& path) {

@@ -105,6 +105,39 @@ void expect_same_graph(const Graph& a, const Graph& b) {
 
 // ---- example models and round trip ------------------------------------------------------------------
 
+// Names from a model file never reach a terminal raw (issue 21 item 8): an escape sequence in a node id
+// is refused where it is read, and one that only appears in an error (a dangling input name) is written
+// out as \\xNN in the message.
+TEST(WireFormat, ControlCharactersInNamesNeverReachTheTerminal) {
+  const std::string esc = R"(x\u001b]0;retitled\u0007\u001b[2J)";  // JSON escapes: ESC, BEL
+  auto message = [](const std::string& text) {
+    try {
+      parse_graph(text, "hostile.json");
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  const std::string id = R"({"format": "pact.ir.v1", "nodes": [{"id": ")" + esc +
+                         R"(", "kind": "input", "attrs": {"shape": [2]}}], "outputs": []})";
+  const std::string m1 = message(id);
+  EXPECT_NE(m1.find("control character"), std::string::npos) << m1;
+  const std::string dangling =
+      R"({"format": "pact.ir.v1", "nodes": [{"id": "x", "kind": "input", "attrs": {"shape": [2]}},
+    {"id": "y", "kind": "relu", "inputs": [")" +
+      esc + R"("]}], "outputs": ["y"]})";
+  const std::string m2 = message(dangling);
+  EXPECT_NE(m2, "accepted");
+  for (const auto& m : {m1, m2}) {
+    EXPECT_EQ(m.find('\x1b'), std::string::npos) << "a raw ESC in: " << printable(m);
+    EXPECT_EQ(m.find('\x07'), std::string::npos);
+  }
+  EXPECT_NE(m2.find("\\x1b]0;retitled\\x07"), std::string::npos) << m2;
+  EXPECT_EQ(printable("tab\tnewline\nstay"), "tab\tnewline\nstay");
+  EXPECT_EQ(printable("csi \xc2\x9b"), "csi \\xc2\\x9b");
+  EXPECT_EQ(printable("caf\xc3\xa9"), "caf\xc3\xa9");  // other UTF-8 is left alone
+}
+
 TEST(WireFormat, ParsesEveryExampleModel) {
   const auto paths = example_models();
   ASSERT_GE(paths.size(), 3u) << "examples/models should hold the digits MLP, a small CNN and a tiny transformer";

@@ -88,6 +88,9 @@ TEST(Safetensors, MalformedFilesAreTypedErrorsNamingTheField) {
             ErrorCode::parse_error);
   EXPECT_EQ(bad(R"({"a":{"dtype":"F32","shape":[1]}})", 4), ErrorCode::parse_error);
   EXPECT_EQ(bad(R"({"__metadata__":{"k":1}})", 0), ErrorCode::parse_error);
+  // A tensor name with an escape sequence (it would retitle the terminal when printed) is refused.
+  EXPECT_EQ(bad(R"({"w\u001b]0;x\u0007":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", 4),
+            ErrorCode::parse_error);
   try {
     bad(R"({"w":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", 8);
     parse_safetensors(file_of(R"({"w":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", 8), "model.safetensors");
