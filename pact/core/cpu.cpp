@@ -3,10 +3,14 @@
 #include <cpuid.h>
 #include <cpuinfo.h>
 #include <fmt/format.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 
 namespace pact {
 
@@ -123,6 +127,33 @@ std::string describe_cpu() {
                      f.model, f.cores, f.logical, f.l1d >> 10, f.l2 >> 10, f.l3 >> 10, isa_name(f.best),
                      isa_name(active_isa()), ext.empty() ? "" : ";", ext,
                      f.detected ? "" : " (libcpuinfo could not initialise: defaults)");
+}
+
+std::uint64_t host_memory_budget() noexcept {
+  std::uint64_t budget = std::numeric_limits<std::uint64_t>::max();
+  if (std::FILE* f = std::fopen("/proc/meminfo", "r")) {
+    char line[256];
+    while (std::fgets(line, sizeof line, f) != nullptr) {
+      unsigned long long kib = 0;
+      if (std::sscanf(line, "MemAvailable: %llu kB", &kib) == 1) {
+        budget = static_cast<std::uint64_t>(kib) * 1024;
+        break;
+      }
+    }
+    std::fclose(f);
+  }
+  rlimit as{};
+  if (::getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY) {
+    unsigned long long pages = 0;
+    if (std::FILE* f = std::fopen("/proc/self/statm", "r")) {
+      if (std::fscanf(f, "%llu", &pages) != 1) pages = 0;
+      std::fclose(f);
+    }
+    const std::uint64_t used = static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
+    const std::uint64_t left = as.rlim_cur > used ? as.rlim_cur - used : 0;
+    budget = std::min(budget, left);
+  }
+  return budget;
 }
 
 }  // namespace pact

@@ -76,4 +76,11 @@ class ScopedIsa {
 /// One line: model, cores, caches, best and active level, extensions.
 std::string describe_cpu();
 
+/// Bytes this process can still allocate, as far as the host says before it is tried: the smaller of the
+/// kernel's estimate of available memory (MemAvailable) and what the address-space limit (RLIMIT_AS)
+/// leaves beyond the current virtual size. Readers check large allocations they can estimate against it,
+/// so that a document too large for the machine is refused typed before the memory is spent (a partly
+/// built JSON document cannot even be destroyed once memory runs out).
+std::uint64_t host_memory_budget() noexcept;
+
 }  // namespace pact

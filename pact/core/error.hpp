@@ -34,6 +34,7 @@ namespace pact {
   X(borrow_conflict)       /* shared/exclusive borrow rule violated */                   \
   X(reinterpret_invalid)   /* a reinterpretation's byte/shape rule fails */              \
   X(allocation_failed)     /* the provider could not allocate */                         \
+  X(out_of_memory)         /* the host could not allocate (std::bad_alloc), typed */     \
   X(parse_error)           /* malformed serialized input */                              \
   X(non_finite)            /* NaN or infinity where only finite values are allowed */    \
   X(io_error)              /* a file could not be read or written */                     \

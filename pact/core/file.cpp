@@ -16,7 +16,7 @@
 
 namespace pact {
 
-std::string read_file(const std::string& path, std::string_view operation) {
+std::string read_file(const std::string& path, std::string_view operation, std::uint64_t max_bytes) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) {
     throw_error(ErrorCode::io_error, std::string(operation), fmt::format("cannot read '{}': it is a directory", path));
@@ -28,7 +28,18 @@ std::string read_file(const std::string& path, std::string_view operation) {
   const std::streamoff size = in.tellg();
   in.seekg(0, std::ios::beg);
   if (size < 0) throw_error(ErrorCode::io_error, std::string(operation), fmt::format("cannot size '{}'", path));
-  std::string text(static_cast<std::size_t>(size), '\0');
+  if (static_cast<std::uint64_t>(size) > max_bytes) {
+    throw_error(
+        ErrorCode::invalid_argument, std::string(operation),
+        fmt::format("'{}' is {} bytes; the limit for this input is {} bytes (docs/limits.md)", path, size, max_bytes));
+  }
+  std::string text;
+  try {
+    text.assign(static_cast<std::size_t>(size), '\0');
+  } catch (const std::bad_alloc&) {
+    throw_error(ErrorCode::out_of_memory, std::string(operation),
+                fmt::format("cannot hold the {} bytes of '{}' in memory", size, path));
+  }
   if (size > 0 && !in.read(text.data(), size)) {
     throw_error(ErrorCode::io_error, std::string(operation),
                 fmt::format("cannot read all {} bytes of '{}'", size, path));

@@ -4,6 +4,7 @@
 /// check (ledger artifacts and commands, sealed source closures).
 
 #include <cstddef>
+#include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <span>
@@ -12,9 +13,14 @@
 
 namespace pact {
 
+/// Largest file read_file reads unless told otherwise: every model, capture, manifest, contract and
+/// receipt is text well below it (docs/limits.md). Weights (safetensors) pass their own limit.
+inline constexpr std::uint64_t kMaxTextFileBytes = 64ull << 20;
+
 /// Reads a whole regular file in one sized read. pact::Error(io_error) naming `operation` and the path
-/// when it is missing, a directory or unreadable.
-std::string read_file(const std::string& path, std::string_view operation);
+/// when it is missing, a directory or unreadable; invalid_argument when it is larger than `max_bytes`
+/// (checked before reading); out_of_memory when the host cannot hold it.
+std::string read_file(const std::string& path, std::string_view operation, std::uint64_t max_bytes = kMaxTextFileBytes);
 
 /// True when `rel` is a non-empty relative path that, with `..` and symlinks resolved, names something
 /// inside `root` (which must be canonical). The path need not exist.

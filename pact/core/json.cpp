@@ -6,18 +6,27 @@
 #include <cmath>
 #include <cstdio>
 
+#include "pact/core/cpu.hpp"
 #include "pact/core/error.hpp"
 
 namespace pact {
 
 Json parse_json(std::string_view text, std::string_view where) {
+  if (text.size() > kMaxJsonTextBytes) {
+    throw_error(
+        ErrorCode::parse_error, "json.parse",
+        fmt::format("{}: {} bytes of JSON; the limit is {} (docs/limits.md)", where, text.size(), kMaxJsonTextBytes));
+  }
   // Bound nesting before parsing, so that no recursive consumer (destruction, canonicalisation) can
   // exhaust the stack on hostile input.
+  // The same pass counts values and members, for an estimate of what the parsed document will cost.
   int depth = 0;
   bool in_string = false;
+  std::uint64_t values = 1, members = 0, string_bytes = 0;
   for (std::size_t i = 0; i < text.size(); ++i) {
     const char c = text[i];
     if (in_string) {
+      ++string_bytes;
       if (c == '\\') {
         ++i;
       } else if (c == '"') {
@@ -26,13 +35,28 @@ Json parse_json(std::string_view text, std::string_view where) {
     } else if (c == '"') {
       in_string = true;
     } else if (c == '[' || c == '{') {
+      ++values;
       if (++depth > kMaxJsonDepth) {
         throw_error(ErrorCode::parse_error, "json.parse",
                     fmt::format("{}: byte {}: nesting deeper than {}", where, i, kMaxJsonDepth));
       }
     } else if (c == ']' || c == '}') {
       --depth;
+    } else if (c == ',') {
+      ++values;
+    } else if (c == ':') {
+      ++members;
     }
+  }
+  // nlohmann's document: 16 bytes a value, doubled by vector growth, plus a map node and a key per
+  // member, plus the strings. A document the host cannot hold is refused now: once memory runs out
+  // mid-parse, even destroying the partial document allocates, and the process would abort.
+  const std::uint64_t estimate = 40 * values + 96 * members + 2 * string_bytes;
+  if (estimate > (std::uint64_t{64} << 20) && estimate > host_memory_budget()) {
+    throw_error(ErrorCode::out_of_memory, "json.parse",
+                fmt::format("{}: parsing {} bytes of JSON needs about {} bytes; this process can allocate {} "
+                            "(docs/limits.md)",
+                            where, text.size(), estimate, host_memory_budget()));
   }
   try {
     return Json::parse(text.begin(), text.end());
@@ -40,6 +64,9 @@ Json parse_json(std::string_view text, std::string_view where) {
     throw_error(ErrorCode::parse_error, "json.parse", fmt::format("{}: byte {}: {}", where, e.byte, e.what()));
   } catch (const Json::exception& e) {  // e.g. out_of_range 406: a number overflows a double
     throw_error(ErrorCode::parse_error, "json.parse", fmt::format("{}: {}", where, e.what()));
+  } catch (const std::bad_alloc&) {
+    throw_error(ErrorCode::out_of_memory, "json.parse",
+                fmt::format("{}: the host ran out of memory parsing {} bytes of JSON", where, text.size()));
   }
 }
 

@@ -27,6 +27,9 @@ using Json = nlohmann::json;
 
 /// Deepest nesting of arrays and objects accepted by parse_json and canonical_json.
 inline constexpr int kMaxJsonDepth = 256;
+/// Longest JSON text parse_json accepts (docs/limits.md): the parsed document costs about twenty times
+/// its text, so a limit on the text bounds the memory before it is spent.
+inline constexpr std::size_t kMaxJsonTextBytes = 64u << 20;
 
 /// Parses JSON text; malformed input (including nesting deeper than kMaxJsonDepth) throws
 /// pact::Error(parse_error) naming `where` and the byte offset.
@@ -34,7 +37,7 @@ Json parse_json(std::string_view text, std::string_view where);
 
 /// A JSON integer as int64, or nullopt for anything else: a float, a non-number, or an unsigned value above
 /// INT64_MAX (which nlohmann's get<std::int64_t>() would silently wrap, 2^64 - 1 becoming -1).
-inline std::optional<std::int64_t> json_int64(const Json& v) noexcept {
+inline std::optional<std::int64_t> json_int64(const Json& v) {
   if (v.is_number_unsigned()) {
     const auto u = v.get<std::uint64_t>();
     if (u > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) return std::nullopt;

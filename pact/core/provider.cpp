@@ -36,7 +36,8 @@ class HostArena {
     void* p = rounded < bytes ? nullptr : take_cached(rounded);
     if (p == nullptr && rounded >= bytes) p = std::aligned_alloc(alignment, rounded);
     if (p == nullptr) {
-      throw_error(ErrorCode::allocation_failed, fmt::format("{}.allocate", who), fmt::format("{} bytes", bytes));
+      throw_error(ErrorCode::out_of_memory, fmt::format("{}.allocate", who),
+                  fmt::format("the host could not allocate {} bytes", bytes));
     }
     return ProviderAllocation{next_.fetch_add(1, std::memory_order_relaxed) + 1, bytes, p, rounded};
   }

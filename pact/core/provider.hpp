@@ -59,7 +59,8 @@ class Provider {
   /// Alignment of every allocation's first byte.
   virtual std::uint64_t alignment() const noexcept { return 64; }
 
-  /// Allocates `bytes`; throws pact::Error(allocation_failed).
+  /// Allocates `bytes`; throws pact::Error(out_of_memory) when the host cannot (allocation_failed for other
+  /// refusals).
   virtual ProviderAllocation allocate(std::uint64_t bytes) = 0;
   /// Releases an allocation exactly once (called by RootResource's destructor).
   virtual void deallocate(const ProviderAllocation& allocation) noexcept = 0;

@@ -174,6 +174,9 @@ Graph parse_graph(std::string_view json_text, std::string_view where_view) {
   }
   const Json& jnodes = require(where, doc, "$", "nodes");
   if (!jnodes.is_array()) bad_field(where, "$.nodes", "not an array");
+  if (jnodes.size() > kMaxGraphNodes)
+    bad_field(where, "$.nodes",
+              fmt::format("{} nodes; the limit is {} (docs/limits.md)", jnodes.size(), kMaxGraphNodes));
   std::vector<Node> nodes;
   nodes.reserve(jnodes.size());
   for (std::size_t i = 0; i < jnodes.size(); ++i) {

@@ -39,6 +39,9 @@ struct Graph {
 /// The wire format's identity string.
 inline constexpr std::string_view kWireFormat = "pact.ir.v1";
 
+/// Most nodes a graph may hold (docs/limits.md); a larger document is refused before its nodes are built.
+inline constexpr std::size_t kMaxGraphNodes = 100'000;
+
 /// Parses and validates a v1 wire document. Every failure is pact::Error naming the node or field:
 /// malformed JSON (parse_error with byte offset), unknown kind strings, wrong arity, bad attributes,
 /// dangling references, cycles, duplicate ids, missing outputs, shape mismatches.

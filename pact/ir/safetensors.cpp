@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <optional>
 #include <set>
 
@@ -196,7 +197,7 @@ SafetensorsFile parse_safetensors(std::span<const std::byte> bytes, std::string_
 }
 
 SafetensorsFile read_safetensors(const std::string& path) {
-  const std::string bytes = read_file(path, "safetensors");
+  const std::string bytes = read_file(path, "safetensors", std::numeric_limits<std::uint64_t>::max());
   return parse_safetensors(std::as_bytes(std::span(bytes.data(), bytes.size())), path);
 }
 

@@ -14,8 +14,10 @@
 
 namespace pact::ir {
 
-/// Largest header accepted (as the reference implementation: 100 MB).
-inline constexpr std::uint64_t kMaxSafetensorsHeader = 100'000'000;
+/// Largest header accepted (docs/limits.md): 16 MiB, a few hundred thousand tensors. The reference
+/// implementation allows 100 MB, but a parsed header costs about twenty times its text, so the limit is
+/// the memory bound. Weights files themselves have no size limit beyond the host's memory.
+inline constexpr std::uint64_t kMaxSafetensorsHeader = 16ull << 20;
 
 /// A parsed file: tensors in file order (by data offset) and the string metadata.
 struct SafetensorsFile {

@@ -473,6 +473,10 @@ TorchImport import_torch_graph(std::string_view json_text, std::string_view wher
   const Json& in_specs = field(signature, "input_specs", where, "signature");
   const Json& out_specs = field(signature, "output_specs", where, "signature");
   if (!nodes.is_array()) fail(ErrorCode::parse_error, where, "graph.nodes is not a list");
+  if (nodes.size() > kMaxGraphNodes) {
+    fail(ErrorCode::parse_error, where,
+         fmt::format("graph.nodes holds {} nodes; the limit is {} (docs/limits.md)", nodes.size(), kMaxGraphNodes));
+  }
   if (!values.is_object()) fail(ErrorCode::parse_error, where, "graph.tensor_values is not an object");
   if (!in_specs.is_array() || !out_specs.is_array())
     fail(ErrorCode::parse_error, where, "signature specs are not lists");

@@ -12,13 +12,21 @@
 
 namespace pact::train {
 
-Dataset load_digits(const std::string& path) {
+Dataset load_digits(const std::string& path, std::size_t max_inflated_bytes) {
   gzFile f = gzopen(path.c_str(), "rb");
   if (f == nullptr) throw_error(ErrorCode::io_error, "data.digits", fmt::format("cannot open '{}'", path));
   std::string text;
   char buf[1 << 16];
   int n;
-  while ((n = gzread(f, buf, sizeof buf)) > 0) text.append(buf, static_cast<std::size_t>(n));
+  while ((n = gzread(f, buf, sizeof buf)) > 0) {
+    if (text.size() + static_cast<std::size_t>(n) > max_inflated_bytes) {
+      gzclose(f);
+      throw_error(ErrorCode::invalid_argument, "data.digits",
+                  fmt::format("'{}' inflates past {} bytes, the limit for a data set (docs/limits.md)", path,
+                              max_inflated_bytes));
+    }
+    text.append(buf, static_cast<std::size_t>(n));
+  }
   int err = 0;
   const char* msg = gzerror(f, &err);
   const std::string message = msg ? msg : "";

@@ -20,9 +20,13 @@ struct Dataset {
   std::int64_t rows() const noexcept { return static_cast<std::int64_t>(y.size()); }
 };
 
+/// Most bytes a data file may inflate to (docs/limits.md): a gzip bomb is refused as it inflates.
+inline constexpr std::size_t kMaxDecompressedBytes = std::size_t{1} << 30;
+
 /// Reads the digits CSV (gzip): 64 pixel values 0..16 then the label 0..9 per line; pixels scaled to
-/// [0, 1]. A line with another field count or an out-of-range value is parse_error naming the line.
-Dataset load_digits(const std::string& path);
+/// [0, 1]. A line with another field count or an out-of-range value is parse_error naming the line; a
+/// file that inflates past kMaxDecompressedBytes is invalid_argument.
+Dataset load_digits(const std::string& path, std::size_t max_inflated_bytes = kMaxDecompressedBytes);
 
 /// A stratified split: per class, a seeded shuffle, the first `train_fraction` to train, the rest to test.
 struct Split {

@@ -97,6 +97,21 @@ TEST(AtomicWrite, ADeadWritersTemporaryIsRemovedAtTheNextWriteAndALiveOnesIsKept
   std::filesystem::remove_all(dir);
 }
 
+TEST(ReadFile, AFileLargerThanItsLimitIsRefusedBeforeItIsRead) {
+  const auto dir = scratch("limit");
+  const auto path = dir / "big.json";
+  { std::ofstream(path) << std::string(4096, ' '); }
+  EXPECT_EQ(read_file(path.string(), "test", 4096).size(), 4096u);
+  try {
+    read_file(path.string(), "test", 4095);
+    FAIL() << "read past the limit";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::invalid_argument);
+    EXPECT_NE(std::string(e.what()).find("the limit for this input is 4095 bytes"), std::string::npos) << e.what();
+  }
+  std::filesystem::remove_all(dir);
+}
+
 TEST(AtomicWrite, AnUnwritableDestinationIsRefusedBeforeAnyWork) {
   const auto dir = scratch("destination");
   EXPECT_NO_THROW(require_writable_destination((dir / "out.json").string(), "test"));

@@ -37,6 +37,17 @@ TEST(CanonicalJson, ParseErrorsNameWhereAndOffset) {
   }
 }
 
+TEST(CanonicalJson, TextPastTheLimitIsRefusedBeforeParsing) {
+  const std::string text(kMaxJsonTextBytes + 1, ' ');
+  try {
+    parse_json(text, "huge.json");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::parse_error);
+    EXPECT_NE(std::string(e.what()).find("the limit is 67108864"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Digest, Sha256KnownVectorsAndDomainSeparation) {
   EXPECT_EQ(sha256_hex(""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
   EXPECT_EQ(sha256_hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");

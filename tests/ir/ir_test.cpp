@@ -138,6 +138,19 @@ TEST(WireFormat, ControlCharactersInNamesNeverReachTheTerminal) {
   EXPECT_EQ(printable("caf\xc3\xa9"), "caf\xc3\xa9");  // other UTF-8 is left alone
 }
 
+TEST(WireFormat, AGraphPastTheNodeLimitIsRefusedBeforeItsNodesAreBuilt) {
+  std::string text = R"({"format": "pact.ir.v1", "nodes": [)";
+  for (std::size_t i = 0; i <= kMaxGraphNodes; ++i) text += i == 0 ? "{}" : ",{}";
+  text += R"(], "outputs": []})";
+  try {
+    parse_graph(text, "many.json");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::parse_error);
+    EXPECT_NE(std::string(e.what()).find("100001 nodes; the limit is 100000"), std::string::npos) << e.what();
+  }
+}
+
 TEST(WireFormat, ParsesEveryExampleModel) {
   const auto paths = example_models();
   ASSERT_GE(paths.size(), 3u) << "examples/models should hold the digits MLP, a small CNN and a tiny transformer";

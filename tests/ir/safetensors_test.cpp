@@ -88,6 +88,13 @@ TEST(Safetensors, MalformedFilesAreTypedErrorsNamingTheField) {
             ErrorCode::parse_error);
   EXPECT_EQ(bad(R"({"a":{"dtype":"F32","shape":[1]}})", 4), ErrorCode::parse_error);
   EXPECT_EQ(bad(R"({"__metadata__":{"k":1}})", 0), ErrorCode::parse_error);
+  {  // a header length past 16 MiB is refused from the 8-byte length, before any header byte is parsed
+    std::vector<std::byte> claim(8 + 64, std::byte{' '});
+    const std::uint64_t n = kMaxSafetensorsHeader + 1;
+    for (int i = 0; i < 8; ++i)
+      claim[static_cast<std::size_t>(i)] = std::byte(static_cast<unsigned char>(n >> (8 * i)));
+    EXPECT_EQ(code_of([&] { parse_safetensors(claim, "t"); }), ErrorCode::parse_error);
+  }
   // A tensor name with an escape sequence (it would retitle the terminal when printed) is refused.
   EXPECT_EQ(bad(R"({"w\u001b]0;x\u0007":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", 4),
             ErrorCode::parse_error);

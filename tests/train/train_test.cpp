@@ -73,6 +73,22 @@ TEST(Data, DigitsLoadAndSplitStratified) {
   EXPECT_EQ(code_of([&] { stratified_split(d, 1.5, 0); }), ErrorCode::invalid_argument);
 }
 
+// A gzip bomb (a small file that inflates without end) is refused as it inflates, at the limit
+// (docs/limits.md; 1 GiB by default, 1 MiB here), not after the memory is spent.
+TEST(Data, AGzipBombIsRefusedAtTheInflateLimit) {
+  const std::string zeros(std::size_t{3} << 20, '0');  // 3 MiB of one byte: a few KB compressed
+  const auto path = write_gz("pact_bomb.csv.gz", zeros);
+  EXPECT_LT(std::filesystem::file_size(path), 64u * 1024u);
+  try {
+    load_digits(path, std::size_t{1} << 20);
+    FAIL() << "inflated past the limit";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::invalid_argument);
+    EXPECT_NE(std::string(e.what()).find("inflates past 1048576 bytes"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(kMaxDecompressedBytes, std::size_t{1} << 30);
+}
+
 TEST(Data, BadFilesAreTypedErrors) {
   EXPECT_EQ(code_of([] { load_digits("/nonexistent/digits.csv.gz"); }), ErrorCode::io_error);
   EXPECT_EQ(code_of([] { load_digits(write_gz("pact_short.csv.gz", "1,2,3\n")); }), ErrorCode::parse_error);

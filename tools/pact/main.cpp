@@ -65,6 +65,8 @@ int main(int argc, char** argv) {
     return run(argc, argv);
   } catch (const pact::Error& e) {
     std::fprintf(stderr, "pact: error: %s\n", e.what());
+  } catch (const std::bad_alloc&) {  // an allocation no parser or allocator turned into a typed error
+    std::fprintf(stderr, "pact: error: [pact] out_of_memory: the host could not allocate what this command needs\n");
   } catch (const std::exception& e) {
     std::fprintf(stderr, "pact: error: %s\n", e.what());
   } catch (...) {
