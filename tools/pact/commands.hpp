@@ -2,6 +2,7 @@
 /// The CLI's subcommands. Each returns the process exit code; errors are pact::Error.
 
 #include <cstdint>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -29,10 +30,12 @@ struct TrainArgs {
   int threads = 0;
   std::string out = "runs";
   std::string data = "data/digits.csv.gz";
-  bool checkpoint = false;   ///< char-transformer: checkpoint the attention and MLP sublayers
-  std::string save;          ///< write the trained parameters here (safetensors checkpoint)
-  std::string load;          ///< start from these parameters instead of a fresh initialisation
-  std::int64_t steps = 400;  ///< char-transformer: updates
+  bool checkpoint = false;      ///< char-transformer: checkpoint the attention and MLP sublayers
+  std::string save;             ///< write the trained parameters here (safetensors checkpoint)
+  std::string load;             ///< start from these parameters instead of a fresh initialisation
+  std::int64_t steps = 400;     ///< char-transformer: updates
+  double weight_decay = -1;     ///< adamw: decoupled weight decay (-1: PyTorch's AdamW default, 0.01)
+  std::set<std::string> given;  ///< the options the user gave (a model refuses those it does not use)
 };
 /// `pact train --model char-transformer`: a tiny causal transformer on a text file (--steps updates).
 int run_char_transformer(const TrainArgs& args);

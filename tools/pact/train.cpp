@@ -65,7 +65,24 @@ std::string loss_svg(const std::vector<double>& step_loss, const std::vector<dou
 }  // namespace
 
 int run_train(const TrainArgs& args) {
-  if (args.model == "char-transformer") return run_char_transformer(args);
+  // Every option works for the model it is given with or is refused with the reason, before any work.
+  auto refuse_given = [&](std::initializer_list<const char*> options, std::string_view why) {
+    for (const char* o : options) {
+      if (args.given.count(o)) throw_error(ErrorCode::invalid_argument, "train", fmt::format("{} {}", o, why));
+    }
+  };
+  if (args.weight_decay >= 0 && args.optimizer != "adamw" && args.optimizer != "sgd")
+    refuse_given({"--weight-decay"}, fmt::format("applies to --optimizer adamw or sgd, not '{}'", args.optimizer));
+  if (args.model == "char-transformer") {
+    refuse_given({"--save", "--load", "--out", "--epochs"},
+                 "does not apply to --model char-transformer (it trains --steps updates on a text file and "
+                 "writes no checkpoint or report)");
+    if (args.steps <= 0)
+      throw_error(ErrorCode::invalid_argument, "train", fmt::format("--steps {} must be positive", args.steps));
+    if (args.threads > 0) omp_set_num_threads(args.threads);
+    return run_char_transformer(args);
+  }
+  refuse_given({"--steps"}, "applies to --model char-transformer; the digits models train --epochs");
   if (args.checkpoint) {
     throw_error(ErrorCode::invalid_argument, "train",
                 fmt::format("--checkpoint applies to --model char-transformer, not '{}'", args.model));
@@ -103,7 +120,14 @@ int run_train(const TrainArgs& args) {
     };
   }
   const std::int64_t batch = fixed_batch ? fixed_batch : args.batch_size;
+  if (batch > split.train.rows()) {
+    throw_error(ErrorCode::invalid_argument, "train",
+                fmt::format("batch size {} exceeds the {} training samples of '{}': no update would run", batch,
+                            split.train.rows(), args.data));
+  }
   objective.options.optimizer = args.optimizer;
+  // AdamW's decoupled decay defaults to PyTorch's 0.01 (it equalled adam when it was fixed at 0).
+  objective.options.weight_decay = args.weight_decay >= 0 ? args.weight_decay : args.optimizer == "adamw" ? 0.01 : 0.0;
   objective.options.lr = args.lr;
   objective.options.seed = args.seed;
   objective.options.profile = args.profile;
@@ -112,7 +136,16 @@ int run_train(const TrainArgs& args) {
   objective.options.schedule.total = steps_per_epoch * args.epochs;
 
   train::ParameterPack initial = train::init_parameters(objective.graph(batch), args.seed);
-  if (!args.load.empty()) initial = train::load_checkpoint(args.load, &initial).pack;
+  if (!args.load.empty()) {
+    train::Checkpoint loaded = train::load_checkpoint(args.load, &initial);
+    const Json& m = loaded.metadata;
+    if (m.is_object() && m.contains("model") && m["model"].is_string() && m["model"].get<std::string>() != args.model) {
+      throw_error(ErrorCode::invalid_argument, "train",
+                  fmt::format("checkpoint '{}' was saved by --model {}; this run trains --model {}", args.load,
+                              printable(m["model"].get<std::string>()), args.model));
+    }
+    initial = std::move(loaded.pack);
+  }
   const std::int64_t parameter_count = initial.count();
   train::TrainingSession session(objective, std::move(initial));
 
@@ -187,7 +220,10 @@ int run_train(const TrainArgs& args) {
   const std::time_t now = std::time(nullptr);
   char stamp[32];
   std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", std::gmtime(&now));
-  const std::filesystem::path dir = std::filesystem::path(args.out) / stamp;
+  // Runs in the same second get their own directories (-2, -3, ...): a report never overwrites another.
+  std::filesystem::path dir = std::filesystem::path(args.out) / stamp;
+  for (int n = 2; std::filesystem::exists(dir); ++n)
+    dir = std::filesystem::path(args.out) / fmt::format("{}-{}", stamp, n);
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) throw_error(ErrorCode::io_error, "train", fmt::format("cannot create '{}': {}", dir.string(), ec.message()));
@@ -197,6 +233,7 @@ int run_train(const TrainArgs& args) {
                               {"batch_size", batch},
                               {"lr", args.lr},
                               {"optimizer", args.optimizer},
+                              {"weight_decay", objective.options.weight_decay},
                               {"seed", args.seed},
                               {"profile", args.profile},
                               {"schedule", "cosine"},
@@ -243,10 +280,17 @@ const bool registered = register_command("train", [](CLI::App& app) {
   train->add_option("--steps", a->steps, "char-transformer: number of updates");
   train->add_option("--save", a->save, "save the trained parameters as a safetensors checkpoint");
   train->add_option("--load", a->load, "start from a checkpoint saved by --save");
+  train->add_option("--weight-decay", a->weight_decay,
+                    "decoupled weight decay for adamw (default 0.01), L2 decay for sgd (default 0)");
   train->add_flag(
       "--checkpoint", a->checkpoint,
       "char-transformer: checkpoint the attention and MLP sublayers (interior values recomputed in backward)");
-  return std::vector<Runner>{{train, [a] { return run_train(*a); }}};
+  return std::vector<Runner>{{train, [a, train] {
+                                for (const auto* o : train->get_options()) {
+                                  if (o->count() > 0) a->given.insert(o->get_name());
+                                }
+                                return run_train(*a);
+                              }}};
 });
 
 }  // namespace
