@@ -38,3 +38,12 @@ rc=$?
 echo "$out" | grep -q "out_of_memory" || fail "wide document: no out_of_memory in: $out"
 echo "wide document: $out"
 rm -f "$scratch/wide_document.json"
+
+# A real capture (no --structure-only) of Llama 7B under an 8 GiB limit: refused from the structure-only
+# estimate before any weight is materialised (it used to start allocating 27 GB), unless --force.
+out=$(prlimit --as=8589934592 "$pact" capture llama --config 7b 2>&1)
+rc=$?
+[ "$rc" -eq 1 ] || fail "llama 7b: exit $rc (expected 1): $out"
+echo "$out" | grep -q "out_of_memory: a real capture of this model holds about" || fail "llama 7b: $out"
+echo "$out" | grep -q "structure-only" || fail "llama 7b: the refusal does not name --structure-only: $out"
+echo "llama 7b: $out"

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "pact/capture/llama.hpp"
+#include "pact/core/cpu.hpp"
 #include "pact/core/file.hpp"
 #include "pact/ir/torch_import.hpp"
 #include "pact/spec/spec.hpp"
@@ -82,6 +83,30 @@ capture::CaptureOptions options_of(const CaptureArgs& a, bool structure_only) {
 
 void write_file(const std::string& path, const std::string& text) { write_file_atomic(path, text, "pact capture"); }
 
+// A real capture keeps every source and every op output alive (its records name each value): what it will
+// hold, from a structure-only capture's geometry. Refused above what this process can allocate, before
+// any weight is materialised, unless --force.
+void require_memory_for_real_capture(const capture::StructureCapture& meta, bool force, std::string_view what) {
+  std::uint64_t bytes = 0;
+  auto add = [&](const ops::TensorType& t) {
+    const auto n = ops::checked_numel(t.shape);
+    const std::uint64_t b = n ? static_cast<std::uint64_t>(*n) * dtype_size(t.dtype) : ~std::uint64_t{0};
+    bytes = b > ~std::uint64_t{0} - bytes ? ~std::uint64_t{0} : bytes + b;
+  };
+  for (const auto& s : meta.sources) add(s.type);
+  for (const auto& o : meta.ops) {
+    if (ops::op_info(o.op).role != ops::OpRole::view) add(o.type);
+  }
+  const std::uint64_t budget = host_memory_budget();
+  if (bytes > budget && !force) {
+    throw_error(ErrorCode::out_of_memory, std::string(what),
+                fmt::format("a real capture of this model holds about {:.2f} GiB of weights and activations; this "
+                            "process can allocate {:.2f} GiB. Capture it with --structure-only (no values), or "
+                            "pass --force to try anyway",
+                            static_cast<double>(bytes) / (1 << 30), static_cast<double>(budget) / (1 << 30)));
+  }
+}
+
 }  // namespace
 
 int run_capabilities() {
@@ -93,6 +118,7 @@ int run_capture(const CaptureArgs& a) {
   if (!a.out.empty()) require_writable_destination(a.out, "pact capture -o");
   if (!a.chrome_trace.empty()) require_writable_destination(a.chrome_trace, "pact capture --chrome-trace");
   auto model = resolve(a);
+  if (!a.structure_only) require_memory_for_real_capture(capture::capture(model->fn, {}), a.force, "pact capture");
   const auto c = capture::capture(model->fn, options_of(a, a.structure_only));
   if (!a.chrome_trace.empty()) write_file(a.chrome_trace, capture::chrome_trace(c).dump(1) + "\n");
   const Json doc = capture::to_json(c);
@@ -123,6 +149,7 @@ int run_discharge(const CaptureArgs& a) {
   CaptureArgs against = a;
   against.model = a.against;
   auto model = resolve(against);
+  require_memory_for_real_capture(hyp, a.force, "pact discharge");
   const auto real = capture::capture(model->fn, options_of(a, false));
   const auto report = capture::discharge(hyp, real);
   if (a.json) {
@@ -185,6 +212,8 @@ const bool capture_registered = register_command("capture", [](CLI::App& app) {
   capture_cmd->add_flag("--json", a->json, "print the capture as JSON");
   capture_cmd->add_option("-o,--out", a->out, "save the capture (pact.capture.v1) here");
   capture_cmd->add_option("--chrome-trace", a->chrome_trace, "write measured per-op times (real captures only)");
+  capture_cmd->add_flag("--force", a->force,
+                        "a real capture even when its weights and activations exceed what this process can allocate");
   capture_cmd->add_flag("--values", a->values, "record activation values");
   capture_cmd->add_flag("--previews", a->previews, "record value previews");
   capture_cmd->add_flag("--halt-on-nonfinite", a->halt_on_nonfinite, "stop at the first NaN or infinity");
@@ -215,6 +244,8 @@ const bool discharge_registered = register_command("discharge", [](CLI::App& app
   discharge_cmd->add_option("--seed", d->seed, "values of the real capture");
   discharge_cmd->add_flag("--json", d->json, "print the verdicts as JSON");
   discharge_cmd->add_option("-o,--out", d->out, "save the discharged capture here");
+  discharge_cmd->add_flag("--force", d->force,
+                          "run the real capture even when it exceeds what this process can allocate");
 
   return std::vector<Runner>{{discharge_cmd, [d] { return run_discharge(*d); }}};
 });

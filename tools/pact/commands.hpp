@@ -72,6 +72,7 @@ struct CaptureArgs {
   std::int64_t batch = 0;  ///< 0: the model's default
   std::int64_t seq = 0;
   bool structure_only = false;
+  bool force = false;  ///< a real capture above the host's memory budget
   bool json = false;
   std::string optimizer = "adamw";
   std::string out;
