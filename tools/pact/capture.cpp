@@ -121,7 +121,10 @@ int run_capture(const CaptureArgs& a) {
   if (!a.structure_only) require_memory_for_real_capture(capture::capture(model->fn, {}), a.force, "pact capture");
   const auto c = capture::capture(model->fn, options_of(a, a.structure_only));
   if (!a.chrome_trace.empty()) write_file(a.chrome_trace, capture::chrome_trace(c).dump(1) + "\n");
-  const Json doc = capture::to_json(c);
+  Json doc = capture::to_json(c);
+  // What the CLI captured, so that `pact discharge FILE --against MODEL` rebuilds the same configuration
+  // (outside the digests: it names the model code, not the graph).
+  doc["captured_with"] = Json{{"model", a.model}, {"config", a.config}, {"batch", a.batch}, {"seq", a.seq}};
   if (!a.out.empty()) write_file(a.out, doc.dump(1) + "\n");
   if (a.json) {
     Json out = doc;
@@ -145,9 +148,22 @@ int run_capture(const CaptureArgs& a) {
 
 int run_discharge(const CaptureArgs& a) {
   if (!a.out.empty()) require_writable_destination(a.out, "pact discharge -o");
-  auto hyp = capture::load_capture(spec::read_text_file(a.capture_file), a.capture_file);
+  const std::string text = spec::read_text_file(a.capture_file);
+  auto hyp = capture::load_capture(text, a.capture_file);
   CaptureArgs against = a;
   against.model = a.against;
+  // The configuration comes from the capture when it was made of the same model and none is given here
+  // (the README's `pact discharge cap.json --against llama` after a --config 7b capture).
+  const Json doc = parse_json(text, a.capture_file);
+  if (doc.contains("captured_with") && doc["captured_with"].is_object()) {
+    const Json& w = doc["captured_with"];
+    if (w.value("model", std::string()) == a.against) {
+      if (!a.given.count("--config") && w.contains("config") && w["config"].is_string())
+        against.config = w["config"].get<std::string>();
+      if (!a.given.count("--batch") && w.contains("batch")) against.batch = json_int64(w["batch"]).value_or(0);
+      if (!a.given.count("--seq") && w.contains("seq")) against.seq = json_int64(w["seq"]).value_or(0);
+    }
+  }
   auto model = resolve(against);
   require_memory_for_real_capture(hyp, a.force, "pact discharge");
   const auto real = capture::capture(model->fn, options_of(a, false));
@@ -214,14 +230,18 @@ const bool capture_registered = register_command("capture", [](CLI::App& app) {
   capture_cmd->add_option("--chrome-trace", a->chrome_trace, "write measured per-op times (real captures only)");
   capture_cmd->add_flag("--force", a->force,
                         "a real capture even when its weights and activations exceed what this process can allocate");
-  capture_cmd->add_flag("--values", a->values, "record activation values");
-  capture_cmd->add_flag("--previews", a->previews, "record value previews");
-  capture_cmd->add_flag("--halt-on-nonfinite", a->halt_on_nonfinite, "stop at the first NaN or infinity");
-  capture_cmd->add_flag("--save-runnable", a->save_runnable, "save a runnable artifact");
-  capture_cmd->add_flag("--replay", a->replay, "replay the capture");
-  capture_cmd->add_flag("--validate", a->validate, "validate recorded values");
-  capture_cmd->add_flag("--backward", a->backward, "capture the backward pass");
-  capture_cmd->add_flag("--symbolic", a->symbolic, "symbolic (dynamic) shapes");
+  // Requests the capability table refuses (docs/structure-only-capabilities.md): accepted so that each is
+  // refused with its code, and left out of --help, which lists only options that do something.
+  for (auto* o :
+       {capture_cmd->add_flag("--values", a->values, "record activation values"),
+        capture_cmd->add_flag("--previews", a->previews, "record value previews"),
+        capture_cmd->add_flag("--halt-on-nonfinite", a->halt_on_nonfinite, "stop at the first NaN or infinity"),
+        capture_cmd->add_flag("--save-runnable", a->save_runnable, "save a runnable artifact"),
+        capture_cmd->add_flag("--replay", a->replay, "replay the capture"),
+        capture_cmd->add_flag("--validate", a->validate, "validate recorded values"),
+        capture_cmd->add_flag("--backward", a->backward, "capture the backward pass"),
+        capture_cmd->add_flag("--symbolic", a->symbolic, "symbolic (dynamic) shapes")})
+    o->group("");
 
   return std::vector<Runner>{{capture_cmd, [a, capabilities] {
                                 if (*capabilities) return run_capabilities();
@@ -247,7 +267,12 @@ const bool discharge_registered = register_command("discharge", [](CLI::App& app
   discharge_cmd->add_flag("--force", d->force,
                           "run the real capture even when it exceeds what this process can allocate");
 
-  return std::vector<Runner>{{discharge_cmd, [d] { return run_discharge(*d); }}};
+  return std::vector<Runner>{{discharge_cmd, [d, discharge_cmd] {
+                                for (const auto* o : discharge_cmd->get_options()) {
+                                  if (o->count() > 0) d->given.insert(o->get_name());
+                                }
+                                return run_discharge(*d);
+                              }}};
 });
 
 }  // namespace

@@ -83,6 +83,7 @@ struct CaptureArgs {
   // discharge
   std::string capture_file;
   std::string against;
+  std::set<std::string> given;  ///< the options the user gave (discharge takes the others from the capture)
 };
 /// `pact capture MODEL [--structure-only]`: module tree, per-op shapes, estimated FLOPs and memory.
 int run_capture(const CaptureArgs& args);

@@ -42,6 +42,7 @@ int run(int argc, char** argv) {
                       "'" + std::string(isa) + "' is not an ISA level (portable, avx2, avx512)");
   CLI::App app{"pact: a tensor runtime in which every kernel carries a contract"};
   app.require_subcommand(1);
+  app.option_defaults()->always_capture_default();  // --help shows every option's default
   app.set_version_flag("--version", [] { return "pact 0.1.0\ncpu: " + pact::describe_cpu(); });
   std::vector<pact::cli::Runner> runners;
   for (const auto& [name, registration] : pact::cli::registered_commands()) {
