@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "pact/contract/check.hpp"
+#include "pact/core/checked_math.hpp"
 #include "pact/kernels/kernel.hpp"
 
 namespace pact::capture {
@@ -54,8 +55,23 @@ Json type_json(const ops::TensorType& t) {
               {"shape", std::vector<std::int64_t>(t.shape.begin(), t.shape.end())}};
 }
 
+// A type read from an artifact: every extent a non-negative int64, the element and byte counts within int64
+// (the memory estimate and the discharge multiply them).
 ops::TensorType type_from_json(const Json& j) {
-  return {parse_dtype(j.at("dtype").get<std::string>()), Dims(j.at("shape").get<std::vector<std::int64_t>>())};
+  ops::TensorType t{parse_dtype(j.at("dtype").get<std::string>()), {}};
+  const Json& shape = j.at("shape");
+  if (!shape.is_array() || shape.size() > static_cast<std::size_t>(kMaxRank))
+    throw_error(ErrorCode::parse_error, "capture.load", "a shape is not a list of at most 8 extents");
+  for (const Json& e : shape) {
+    const auto x = json_int64(e);
+    if (!x || *x < 0) throw_error(ErrorCode::parse_error, "capture.load", "a shape extent is not a non-negative int64");
+    t.shape.push_back(*x);
+  }
+  const auto n = ops::checked_numel(t.shape);
+  if (!n || !core::checked_mul(*n, static_cast<std::int64_t>(dtype_size(t.dtype))))
+    throw_error(ErrorCode::parse_error, "capture.load",
+                fmt::format("shape {} has more elements or bytes than int64 holds", t.shape.to_string()));
+  return t;
 }
 
 std::string type_text(const ops::TensorType& t) {

@@ -627,6 +627,19 @@ TEST(CapturePlanCheck, ResolvesSelectorsChecksMultiplicityAndGeometryAndNeverExe
 
 // ---- artifacts ---------------------------------------------------------------------------------------
 
+// A hostile artifact's shapes cannot overflow the estimates that multiply them: a negative extent, one
+// beyond int64 and a shape whose byte count overflows are parse errors, before any digest or estimate.
+TEST(CaptureArtifacts, ShapesThatOverflowAreParseErrors) {
+  const Json good = to_json(capture(tiny_mlp(), {}));
+  for (const std::string& shape :
+       {std::string("[-1]"), std::string("[18446744073709551615]"), std::string("[4611686018427387904, 4]")}) {
+    SCOPED_TRACE(shape);
+    Json doc = good;
+    doc["sources"][0]["type"]["shape"] = parse_json(shape, "shape");
+    EXPECT_EQ(test::code_of([&] { load_capture(doc.dump()); }), ErrorCode::parse_error);
+  }
+}
+
 TEST(CaptureArtifacts, RoundTripKeepsTheMarkerAndLoadsRowsAsHypotheses) {
   auto meta = capture(tiny_mlp(), {});
   CaptureOptions real;
