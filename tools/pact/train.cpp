@@ -71,6 +71,9 @@ int run_train(const TrainArgs& args) {
       if (args.given.count(o)) throw_error(ErrorCode::invalid_argument, "train", fmt::format("{} {}", o, why));
     }
   };
+  if (args.given.count("--weight-decay") && !(args.weight_decay >= 0))
+    throw_error(ErrorCode::invalid_argument, "train",
+                fmt::format("--weight-decay {} must be non-negative", args.weight_decay));
   if (args.weight_decay >= 0 && args.optimizer != "adamw" && args.optimizer != "sgd")
     refuse_given({"--weight-decay"}, fmt::format("applies to --optimizer adamw or sgd, not '{}'", args.optimizer));
   if (args.model == "char-transformer") {
