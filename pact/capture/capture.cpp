@@ -414,6 +414,12 @@ const CapturedOp* StructureCapture::find_op(std::string_view id) const noexcept 
   return nullptr;
 }
 
+std::int64_t StructureCapture::parameter_bytes() const noexcept {
+  std::int64_t n = 0;
+  for (const auto& s : sources) n += s.kind == SourceKind::parameter ? bytes_of(s.type) : 0;
+  return n;
+}
+
 std::int64_t StructureCapture::parameter_count() const noexcept {
   std::int64_t n = 0;
   for (const auto& s : sources) {
@@ -442,9 +448,8 @@ void refuse_refuted(const StructureCapture& c, std::string_view consumer) {
     if (o.state() == RowState::refuted) {
       require_structure_only_capability("refuted_rows");
       refuse_structure_only(kRefutedRow, std::string(consumer),
-                            fmt::format("op '{}' was refuted by discharge (hypothesis {}{}, observed {}{})", o.id,
-                                        dtype_name(o.type.dtype), o.type.shape.to_string(),
-                                        dtype_name(o.observed()->dtype), o.observed()->shape.to_string()));
+                            fmt::format("op '{}' was refuted by discharge (hypothesis {}, observed {})", o.id,
+                                        type_text(o.type), type_text(*o.observed())));
     }
   }
 }
@@ -478,7 +483,6 @@ MemoryEstimate StructureCapture::memory(const std::string& optimizer) const {
   refuse_refuted(*this, "capture.memory");
   MemoryEstimate m;
   m.optimizer = optimizer;
-  std::int64_t trainable = 0;
   std::map<std::string, std::int64_t> live;  // value id -> bytes
   std::map<std::string, int> uses;
   for (const auto& o : ops) {
@@ -486,14 +490,12 @@ MemoryEstimate StructureCapture::memory(const std::string& optimizer) const {
   }
   for (const auto& o : outputs) ++uses[o];
   std::int64_t current = 0;
+  m.parameters = parameter_bytes();
   for (const auto& s : sources) {
     const std::int64_t b = bytes_of(s.type);
-    if (s.kind == SourceKind::parameter) {
-      m.parameters += b;
-      trainable += b;
-    } else if (s.kind == SourceKind::buffer) {
+    if (s.kind == SourceKind::buffer) {
       m.buffers += b;
-    } else {
+    } else if (s.kind != SourceKind::parameter) {
       live[s.name] = b;
       current += b;
     }
@@ -514,11 +516,11 @@ MemoryEstimate StructureCapture::memory(const std::string& optimizer) const {
       }
     }
   }
-  m.gradients = trainable;
+  m.gradients = m.parameters;  // one gradient element per parameter element
   if (optimizer == "adam" || optimizer == "adamw")
-    m.optimizer_state = 2 * trainable;
+    m.optimizer_state = 2 * m.parameters;
   else if (optimizer == "sgd-momentum")
-    m.optimizer_state = trainable;
+    m.optimizer_state = m.parameters;
   else if (optimizer != "sgd")
     throw_error(ErrorCode::invalid_argument, "capture.memory", fmt::format("unknown optimizer '{}'", optimizer));
   return m;
@@ -594,8 +596,7 @@ DischargeReport discharge(StructureCapture& h, const StructureCapture& real) {
            hs.type == rs.type});
   }
   // Parameter bytes: the estimate (tied parameters once) against the bytes loaded.
-  std::int64_t estimated_bytes = 0;
-  for (const auto& s : h.sources) estimated_bytes += s.kind == SourceKind::parameter ? bytes_of(s.type) : 0;
+  const std::int64_t estimated_bytes = h.parameter_bytes();
   check({"parameter bytes", std::to_string(estimated_bytes), std::to_string(real.measured_parameter_bytes), "exact",
          estimated_bytes == std::max<std::int64_t>(real.measured_parameter_bytes, 0)});
   // Saved for backward: the estimate against what the real run's tape retained, beyond its sources.
@@ -659,9 +660,8 @@ PlanCheckReport check_plan(const StructureCapture& c, const std::vector<PlanEntr
       }
       row.matched.push_back(o.id);
       if (!(o.type == e.declared)) {
-        row.disagreements.push_back(fmt::format("{}: hypothesis {}{} vs declared {}{}", o.id, dtype_name(o.type.dtype),
-                                                o.type.shape.to_string(), dtype_name(e.declared.dtype),
-                                                e.declared.shape.to_string()));
+        row.disagreements.push_back(
+            fmt::format("{}: hypothesis {} vs declared {}", o.id, type_text(o.type), type_text(e.declared)));
       }
     }
     if (e.multiplicity) row.multiplicity_ok = row.matched.size() == *e.multiplicity;

@@ -154,6 +154,8 @@ struct StructureCapture {
 
   const CapturedSource* find_source(std::string_view name) const noexcept;
   const CapturedOp* find_op(std::string_view id) const noexcept;
+  /// Parameter bytes at the declared dtypes, tied parameters once (buffers excluded).
+  std::int64_t parameter_bytes() const noexcept;
   /// Parameter elements, tied parameters once (buffers excluded).
   std::int64_t parameter_count() const noexcept;
   /// Forward FLOPs, estimated (SPEC §9's convention, from the op table).
@@ -250,6 +252,8 @@ Json to_json(const StructureCapture& capture);
 /// contents refuse structure_only_marker_incoherent). Loaded rows stay hypotheses: corroborated claims
 /// in a file are not discharge authority and load as hypothesis (refuted ones stay refuted).
 StructureCapture load_capture(std::string_view text, std::string_view where = "capture");
+/// The same for a document already parsed (a caller that reads other fields of it parses it once).
+StructureCapture load_capture_document(const Json& doc, std::string_view where = "capture");
 
 /// The banner every structure-only rendering carries.
 inline constexpr std::string_view kBanner =

@@ -148,13 +148,12 @@ int run_capture(const CaptureArgs& a) {
 
 int run_discharge(const CaptureArgs& a) {
   if (!a.out.empty()) require_writable_destination(a.out, "pact discharge -o");
-  const std::string text = spec::read_text_file(a.capture_file);
-  auto hyp = capture::load_capture(text, a.capture_file);
+  const Json doc = parse_json(spec::read_text_file(a.capture_file), a.capture_file);
+  auto hyp = capture::load_capture_document(doc, a.capture_file);
   CaptureArgs against = a;
   against.model = a.against;
   // The configuration comes from the capture when it was made of the same model and none is given here
   // (the README's `pact discharge cap.json --against llama` after a --config 7b capture).
-  const Json doc = parse_json(text, a.capture_file);
   if (doc.contains("captured_with") && doc["captured_with"].is_object()) {
     const Json& w = doc["captured_with"];
     if (w.value("model", std::string()) == a.against) {
@@ -268,9 +267,7 @@ const bool discharge_registered = register_command("discharge", [](CLI::App& app
                           "run the real capture even when it exceeds what this process can allocate");
 
   return std::vector<Runner>{{discharge_cmd, [d, discharge_cmd] {
-                                for (const auto* o : discharge_cmd->get_options()) {
-                                  if (o->count() > 0) d->given.insert(o->get_name());
-                                }
+                                d->given = given_options(*discharge_cmd);
                                 return run_discharge(*d);
                               }}};
 });

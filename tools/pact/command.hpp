@@ -4,6 +4,8 @@
 
 #include <CLI/CLI.hpp>
 #include <functional>
+#include <set>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -25,5 +27,15 @@ bool register_command(std::string_view name, Registration registration);
 
 /// Every registered command, in name order.
 std::vector<std::pair<std::string_view, Registration>> registered_commands();
+
+/// The long names of the options the user gave to `command` ("--save"): a command refuses those that do
+/// not apply, or takes the rest from elsewhere, only for options actually given.
+inline std::set<std::string> given_options(const CLI::App& command) {
+  std::set<std::string> given;
+  for (const auto* o : command.get_options()) {
+    if (o->count() > 0) given.insert(o->get_name());
+  }
+  return given;
+}
 
 }  // namespace pact::cli

@@ -289,9 +289,7 @@ const bool registered = register_command("train", [](CLI::App& app) {
       "--checkpoint", a->checkpoint,
       "char-transformer: checkpoint the attention and MLP sublayers (interior values recomputed in backward)");
   return std::vector<Runner>{{train, [a, train] {
-                                for (const auto* o : train->get_options()) {
-                                  if (o->count() > 0) a->given.insert(o->get_name());
-                                }
+                                a->given = given_options(*train);
                                 return run_train(*a);
                               }}};
 });
