@@ -26,6 +26,7 @@ Expected<AllocationGroup, GroupConstructionFailure> AllocationGroup::make(std::v
     for (std::size_t i = 0; i < owners.size(); ++i) {
       if (owners[i].empty()) throw_error(ErrorCode::invalid_argument, op, fmt::format("owner {} is moved-from", i));
       const core::Claim& a = *owners[i].claim_;
+      core::require_no_views(op, a.borrows, fmt::format("owner {}", i).c_str());
       for (std::size_t j = 0; j < i; ++j) {
         const core::Claim& b = *owners[j].claim_;
         if (a.root == b.root && a.begin < b.end && b.begin < a.end) {
@@ -55,11 +56,10 @@ Expected<AllocationGroup, GroupConstructionFailure> AllocationGroup::make(std::v
   }
 }
 
+AllocationGroup::Inner::~Inner() { core::check_owner_destroyed(borrows, "an allocation group"); }
+
 void AllocationGroup::require_unborrowed(const char* operation) const {
-  const auto& b = inner_->borrows;
-  if (b.shared + b.exclusive + b.split + b.reborrow != 0) {
-    throw_error(ErrorCode::borrow_conflict, operation, "the group has live views");
-  }
+  core::require_no_views(operation, inner_->borrows, "the group");
 }
 
 const AllocationGroup::Record& AllocationGroup::resolve(const char* operation, DescriptorSlot slot) const {
@@ -165,8 +165,9 @@ std::vector<TensorViewMut> AllocationGroup::split_mut(std::span<const Descriptor
   std::vector<TensorViewMut> views;
   views.reserve(slots.size());
   for (std::size_t i = 0; i < records.size(); ++i) {
+    const auto kind = i == 0 ? core::BorrowKind::split_first : core::BorrowKind::split_child;
     TensorViewMut view(inner_->allocations[records[i]->allocation]->claim_.get(), records[i]->layout,
-                       core::BorrowToken(&inner_->borrows, core::BorrowKind::split_child, op));
+                       core::BorrowToken(&inner_->borrows, kind, op));
     if (freeze) {
       view.freeze_ = &freeze[i];
       view.freeze_block_ = freeze;
@@ -203,6 +204,7 @@ Expected<DescriptorSlot, Returned<Tensor>> AllocationGroup::insert(AllocationGro
     group.require_unborrowed(op);
     if (owner.storage_.empty()) throw_error(ErrorCode::invalid_argument, op, "the owner is moved-from");
     const core::Claim& a = *owner.storage_.claim_;
+    core::require_no_views(op, a.borrows, "the owner");
     for (const auto& other : group.inner_->allocations) {
       if (other && other->claim_->root == a.root && a.begin < other->claim_->end && other->claim_->begin < a.end) {
         throw_error(ErrorCode::overlap, op, "the owner claims bytes another allocation entry claims", a.identity());

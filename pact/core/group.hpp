@@ -50,8 +50,8 @@ struct GroupCounters {
 class AllocationGroup {
  public:
   /// Takes the owners (one allocation entry each, in order) and publishes each descriptor after checking
-  /// it against its entry's exact claim. Owners over overlapping bytes of one root are rejected.
-  /// Failure returns every owner unchanged.
+  /// it against its entry's exact claim. Owners over overlapping bytes of one root, and owners with live
+  /// views (a hand-off, borrow.hpp), are rejected. Failure returns every owner unchanged.
   static Expected<AllocationGroup, GroupConstructionFailure> make(std::vector<Storage> owners,
                                                                   std::span<const DescriptorSpec> descriptors);
 
@@ -79,8 +79,8 @@ class AllocationGroup {
   /// of the request; views come back in request order.
   std::vector<TensorViewMut> split_mut(std::span<const DescriptorSlot> slots);
   /// Inserts a fresh owner as a new allocation entry with one descriptor for its own (already checked)
-  /// layout; no revalidation, no copy. Failure (a borrowed group, an owner over bytes another entry
-  /// claims) returns the owner unchanged.
+  /// layout; no revalidation, no copy. Failure (a borrowed group, an owner with live views, an owner over
+  /// bytes another entry claims) returns the owner unchanged.
   static Expected<DescriptorSlot, Returned<Tensor>> insert(AllocationGroup& group, Tensor&& owner);
   /// Moves the allocation out when `slot` is its only descriptor; the descriptor and allocation entries
   /// become vacant. Fails (aliased_allocation) when another descriptor refers to it.
@@ -98,6 +98,11 @@ class AllocationGroup {
     CheckedLayout layout;
   };
   struct Inner {
+    Inner() = default;
+    Inner(const Inner&) = delete;
+    Inner& operator=(const Inner&) = delete;
+    /// Checked builds terminate with a diagnostic when the group dies under a live view (borrow.hpp).
+    ~Inner();
     std::uint64_t id = 0;
     std::vector<std::optional<Storage>> allocations;
     std::vector<std::optional<Record>> descriptors;

@@ -20,6 +20,13 @@ SpanBounds core::Claim::bounds() const noexcept {
   return SpanBounds{root->diagnostics().id, begin, end - begin, root->provider().alignment()};
 }
 
+core::Claim::~Claim() {
+  if (!borrows.live()) return;
+  const std::string owner =
+      fmt::format("the owner of allocation {} bytes [{}, {})", root ? root->diagnostics().id : 0, begin, end);
+  core::check_owner_destroyed(borrows, owner.c_str());
+}
+
 CheckedLayout core::Claim::check(const char* operation, const LayoutRequest& request) const {
   root->provider().note_validation();
   return check_layout(operation, request, bounds());
@@ -47,9 +54,7 @@ Expected<std::pair<Storage, Storage>, Returned<Storage>> Storage::split(Storage&
         Returned<Storage>{std::move(owner), Error(ErrorCode::invalid_argument, "storage.split",
                                                   fmt::format("split at byte {} of a {}-byte claim", at, size), span)});
   }
-  if (owner.claim_->borrows.shared + owner.claim_->borrows.exclusive + owner.claim_->borrows.split +
-          owner.claim_->borrows.reborrow !=
-      0) {
+  if (owner.claim_->borrows.live()) {
     auto span = owner.span_identity();
     return Unexpected(Returned<Storage>{
         std::move(owner), Error(ErrorCode::borrow_conflict, "storage.split", "the claim has live views", span)});

@@ -55,6 +55,12 @@ namespace core {
 /// A claim: a byte range of a root plus its borrow counts. Heap-allocated once per claim so that
 /// views stay valid while their owner is moved.
 struct Claim {
+  Claim() = default;
+  Claim(const Claim&) = delete;
+  Claim& operator=(const Claim&) = delete;
+  /// Checked builds terminate with a diagnostic when the claim dies under a live view (borrow.hpp).
+  ~Claim();
+
   std::shared_ptr<RootResource> root;
   std::uint64_t begin = 0;
   std::uint64_t end = 0;

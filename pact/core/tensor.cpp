@@ -521,7 +521,10 @@ Expected<Tensor, Returned<Tensor>> Tensor::reinterpret(Tensor&& owner, DType to)
   }
 }
 
-Storage Tensor::into_storage() && { return std::move(storage_); }
+Storage Tensor::into_storage() && {
+  if (!storage_.empty()) core::require_no_views("tensor.into_storage", storage_.claim_->borrows, "the tensor");
+  return std::move(storage_);
+}
 
 // ---- copies ----------------------------------------------------------------------------------------
 

@@ -498,7 +498,8 @@ class Tensor {
   /// Consuming reinterpretation over the same root (see TensorView::reinterpret_view for the rank
   /// policy). Zero copy; the write layout must stay injective. Failure returns the owner unchanged.
   static Expected<Tensor, Returned<Tensor>> reinterpret(Tensor&& owner, DType to);
-  /// Gives up the descriptor and returns the storage owner.
+  /// Gives up the descriptor and returns the storage owner. A hand-off: refused (borrow_conflict, the
+  /// tensor unchanged) while a view of it is live.
   Storage into_storage() &&;
   /// Number of shared_ptr holders of the root (diagnostics and tests; never authority).
   long root_use_count() const noexcept { return storage_.root_use_count(); }

@@ -1,5 +1,7 @@
 #include "pact/runtime/retention.hpp"
 
+#include <fmt/format.h>
+
 namespace pact::runtime {
 
 ValueRef retain(Tensor tensor) {
@@ -27,18 +29,28 @@ std::shared_ptr<const AdValueRecord> AdValueRecord::alias(std::shared_ptr<const 
   return record;
 }
 
+AllocationGroup RetentionContainer::into_group(std::shared_ptr<RetentionContainer>&& container) {
+  if (container.use_count() != 1) {
+    throw_error(ErrorCode::borrow_conflict, "retention.into_group",
+                fmt::format("the container has {} holders; only the last may take its group", container.use_count()));
+  }
+  AllocationGroup group = std::move(container->group_);
+  container.reset();
+  return group;
+}
+
 Tensor duplicate_value(const ValueRef& ref) { return ref->view().duplicate(); }
 
 Expected<Tensor, std::pair<IntoValueFailure, ValueRef>> into_value(ValueRef&& ref) {
   if (ref->is_borrowed()) return Unexpected(std::pair{IntoValueFailure::Extract, std::move(ref)});  // owns nothing
-  if (ref.use_count() != 1 || ref->container().use_count() != 1) {
+  if (ref.use_count() != 1 || ref->container_.use_count() != 1) {
     return Unexpected(std::pair{IntoValueFailure::NotUnique, std::move(ref)});
   }
   // Unique: this call holds the only record and the only container reference.
-  auto container = ref->container();
+  RetentionContainer& container = *ref->container_;
   const DescriptorSlot slot = ref->slot();
   try {
-    Tensor out = container->group_mut().try_extract(slot);
+    Tensor out = container.group_.try_extract(slot);
     return out;
   } catch (const Error&) {
     return Unexpected(std::pair{IntoValueFailure::Extract, std::move(ref)});

@@ -11,14 +11,23 @@
 
 namespace pact::runtime {
 
-/// Owns the group (and so the root resources) of retained values.
+class AdValueRecord;
+using ValueRef = std::shared_ptr<const AdValueRecord>;
+enum class IntoValueFailure;
+
+/// Owns the group (and so the root resources) of retained values. Read-only to everyone who shares it:
+/// the group is reached mutably only by consuming the last reference (into_group, into_value), so no
+/// handle can write a retained value or move its owner out while another handle sees it.
 class RetentionContainer {
  public:
   explicit RetentionContainer(AllocationGroup group) : group_(std::move(group)) {}
   const AllocationGroup& group() const noexcept { return group_; }
-  AllocationGroup& group_mut() noexcept { return group_; }
+  /// Consumes the last reference and returns the group. Fails (borrow_conflict, the reference kept)
+  /// while another reference to the container is live.
+  static AllocationGroup into_group(std::shared_ptr<RetentionContainer>&& container);
 
  private:
+  friend Expected<Tensor, std::pair<IntoValueFailure, ValueRef>> into_value(ValueRef&& ref);
   AllocationGroup group_;
 };
 
@@ -38,20 +47,20 @@ class AdValueRecord {
   /// A shared view of the value (valid while the record lives; for a borrowed record, while the caller's
   /// borrow does).
   TensorView view() const { return borrowed_ ? *borrowed_ : container_->group().view(slot_); }
-  const std::shared_ptr<RetentionContainer>& container() const noexcept { return container_; }
+  /// The container, read-only: a record never grants write access to what it retains.
+  std::shared_ptr<const RetentionContainer> container() const noexcept { return container_; }
   DescriptorSlot slot() const noexcept { return slot_; }
   /// True for a borrowed record and for an alias: neither owns its allocation.
   bool is_borrowed() const noexcept { return borrowed_.has_value(); }
 
  private:
   explicit AdValueRecord(TensorView view) : borrowed_(std::move(view)) {}
+  friend Expected<Tensor, std::pair<IntoValueFailure, ValueRef>> into_value(ValueRef&& ref);
   std::shared_ptr<RetentionContainer> container_;
   DescriptorSlot slot_;
   std::shared_ptr<const AdValueRecord> base_;  // an alias's base record (declared before the view it outlives)
   std::optional<TensorView> borrowed_;
 };
-
-using ValueRef = std::shared_ptr<const AdValueRecord>;
 
 /// An explicit copy of a retained value into a new owner (copy reason ExplicitDuplicate, allocation
 /// reason ExplicitDuplicateDestination). The only copying path from a handle; retention never copies.

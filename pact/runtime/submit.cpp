@@ -398,8 +398,7 @@ void run_admitted(Task& task, const Program& program, std::vector<DescriptorSlot
   std::shared_ptr<RetentionContainer> package = record->package;
   record->release(ctx);
   record.reset();
-  AllocationGroup group = std::move(package->group_mut());
-  package.reset();
+  AllocationGroup group = RetentionContainer::into_group(std::move(package));
   if (failure) {
     results.clear();
     ctx.counters.retired_failed.fetch_add(1);

@@ -279,20 +279,17 @@ TEST(BorrowTracker, SharedAndExclusiveConflictsAreTyped) {
   EXPECT_EQ(t.get(Dims{3}).real, 3.0);
 }
 
-TEST(BorrowTracker, SplitRejectsAClaimWithLiveViews) {
+TEST(BorrowTracker, SplitNeedsAnOwnerWithoutLiveViews) {
   if (!core::kBorrowTrackerEnabled) GTEST_SKIP() << "borrow tracker not compiled into this build";
   Tensor t = iota_tensor(Dims{4});
-  std::optional<Storage> owner;  // declared first: the owner must outlive every view of it
   {
     TensorView v = t.as_view();
-    Storage s = std::move(t).into_storage();
-    auto r = Storage::split(std::move(s), 8);
-    ASSERT_FALSE(r.has_value());
-    EXPECT_EQ(r.error().error.code(), ErrorCode::borrow_conflict);
-    owner.emplace(std::move(r.error().input));
-    EXPECT_EQ(v.get(Dims{3}).real, 3.0);  // the view still reads the returned owner's bytes
+    // The hand-off to a bare storage owner is refused while the view lives, so no Storage that split
+    // could shrink under a view is reachable (ownership_test.cpp covers every hand-off).
+    EXPECT_EQ(code_of([&] { (void)std::move(t).into_storage(); }), ErrorCode::borrow_conflict);
+    EXPECT_EQ(v.get(Dims{3}).real, 3.0);
   }
-  auto parts = Storage::split(std::move(*owner), 8);  // no live view now
+  auto parts = Storage::split(std::move(t).into_storage(), 8);  // no live view now
   EXPECT_TRUE(parts.has_value());
 }
 

@@ -293,6 +293,45 @@ TEST(Retention, HandlesShareRecordsAndIntoValueNeedsUniqueness) {
   EXPECT_TRUE(ledger.copies().empty());
 }
 
+// Issue 21 item 7: a handle is read-only. At 67b41fb any ValueRef reached container()->group_mut(), so a
+// probe overwrote the tape's retained value (backward then used the wrong number) and extracted the
+// owner while another handle shared it. Now a record hands out only a const container, the container
+// has no public mutable path, and the group comes out only through a uniqueness check.
+template <class C>
+concept HasMutableGroup = requires(C& c) {
+  c.group_mut();
+};
+template <class C>
+concept ViewsMutably = requires(C& c, DescriptorSlot s) {
+  c.view_mut(s);
+};
+
+TEST(Retention, AHandleCannotWriteOrExtractWhatItShares) {
+  static_assert(!HasMutableGroup<RetentionContainer>, "a retention container exposes no mutable group");
+  using Container = std::remove_reference_t<decltype(*std::declval<const AdValueRecord&>().container())>;
+  static_assert(std::is_const_v<Container>, "a record hands out its container read-only");
+  using Group = std::remove_reference_t<decltype(std::declval<Container&>().group())>;
+  static_assert(std::is_const_v<Group> && !ViewsMutably<Group>, "the shared group grants no mutable view");
+
+  Session s(contract::builtin_profile("cpu-checked"));
+  EagerTensor w = s.leaf(values({2}, {1, 2}));
+  EagerTensor y = s.apply(ops::OpTag::mul, std::vector{w, w});  // the tape retains w
+  ValueRef probe = w.value;
+  EXPECT_EQ(probe->view().get(Dims{1}).real, 2.0);
+  // The only way to the group is consuming the container's last reference; the tape holds another.
+  std::shared_ptr<RetentionContainer> container = std::const_pointer_cast<RetentionContainer>(probe->container());
+  EXPECT_EQ(code_of([&] { (void)RetentionContainer::into_group(std::move(container)); }), ErrorCode::borrow_conflict);
+  ASSERT_NE(container, nullptr);  // refused: the reference is kept
+  container.reset();
+  auto refused = into_value(std::move(probe));
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_EQ(refused.error().first, IntoValueFailure::NotUnique);
+  Gradients g = s.backward(y);
+  const auto grad = g.grad(w.node);
+  ASSERT_TRUE(grad.has_value());
+  EXPECT_EQ(grad->get(Dims{1}).real, 4.0);  // d(w*w)/dw = 2w, from the untouched retained value
+}
+
 TEST(Retention, TapeKeepsValuesAliveUntilCleared) {
   Session s(contract::builtin_profile("cpu-checked"));
   EagerTensor w = s.leaf(values({2}, {1, 2}));
