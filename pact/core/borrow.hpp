@@ -1,8 +1,8 @@
 #pragma once
 /// The borrow tracker (SPEC §4): C++ cannot prove a borrow, so checked builds count shared and exclusive
 /// borrows and turn a violation into pact::Error(borrow_conflict). Compiled in when PACT_BORROW_TRACKER is
-/// defined (the release, debug and sanitizer presets; the bench preset leaves it out: docs/ownership.md
-/// has the measured cost); otherwise every operation is a no-op and BorrowToken is empty.
+/// defined (the release, debug and sanitizer presets; the bench preset leaves it out:
+/// docs/guides/element-access.md has the measured cost); otherwise every operation is a no-op.
 ///
 /// One tracker for all views of the same bytes: a view counts on the state of the bytes' current owner,
 /// the claim's for a Tensor and the group's for an AllocationGroup (seed 001: view_mut borrows the whole
