@@ -23,6 +23,7 @@ namespace {
 [[noreturn]] void reject(const std::string& why) { throw_error(ErrorCode::invalid_argument, "seal.admit", why); }
 
 constexpr std::size_t kMaxKernelParams = 1024;
+constexpr unsigned kMaxModuleKernels = 4096;  // a module's inventory is read whole: bound it first
 
 const AotExport* find_export(const Manifest& m, const std::string& name) {
   for (const auto& op : m.ops) {
@@ -181,51 +182,55 @@ void SealedRuntime::admit(const std::string& publication_dir, const Manifest& ma
         reject(fmt::format("the driver refused to load '{}' (CUresult {})", rel, r));
       }
       Admitted& slot = admitted.emplace(name, std::move(a)).first->second;
-      // The driver's full physical inventory.
       unsigned count = 0;
       if (driver_.module_get_function_count(&count, slot.module) != kCudaSuccess)
         reject(fmt::format("cannot count the kernels of '{}'", rel));
       const auto& plan = declaration->device_plan.kernels;
-      if (count != plan.size()) {
-        reject(fmt::format("the driver sees {} kernels in '{}'; the device plan declares {} (ordinal {} is unbound)",
-                           count, rel, plan.size(), std::min<std::size_t>(count, plan.size())));
-      }
+      if (count > kMaxModuleKernels) reject(fmt::format("the driver sees {} kernels in '{}'", count, rel));
       std::vector<void*> functions(count);
       if (count > 0 && driver_.module_enumerate_functions(functions.data(), count, slot.module) != kCudaSuccess) {
         reject(fmt::format("cannot enumerate the kernels of '{}'", rel));
       }
+      // The driver's full physical inventory: each kernel's name and parameter layout.
       Json abi = Json::array();
+      std::vector<CubinKernel> physical;
+      physical.reserve(count);
       for (unsigned i = 0; i < count; ++i) {
-        const char* physical = nullptr;
-        if (driver_.func_get_name(&physical, functions[i]) != kCudaSuccess || physical == nullptr)
-          reject(fmt::format("kernel ordinal {} has no name", i));
+        const char* name = nullptr;
+        if (driver_.func_get_name(&name, functions[i]) != kCudaSuccess || name == nullptr)
+          reject(fmt::format("kernel ordinal {} of '{}' has no name", i, rel));
         std::vector<std::pair<std::size_t, std::size_t>> params;
         for (std::size_t p = 0;; ++p) {
           if (p > kMaxKernelParams)
-            reject(fmt::format("kernel ordinal {} has more than {} parameters", i, kMaxKernelParams));
+            reject(fmt::format("kernel '{}' of '{}' has more than {} parameters", name, rel, kMaxKernelParams));
           std::size_t offset = 0, size = 0;
           const int r = driver_.func_get_param_info(functions[i], p, &offset, &size);
           if (r == kCudaErrorInvalidValue) break;
           if (r != kCudaSuccess)
-            reject(fmt::format("cannot read parameter {} of kernel ordinal {} (CUresult {})", p, i, r));
+            reject(fmt::format("cannot read parameter {} of kernel '{}' (CUresult {})", p, name, r));
           params.emplace_back(offset, size);
         }
-        std::vector<std::uint32_t> widths;
+        CubinKernel k{name, {}};
         Json offsets = Json::array();
         for (const auto& [offset, size] : params) {
-          widths.push_back(static_cast<std::uint32_t>(size));
+          k.param_widths.push_back(static_cast<std::uint32_t>(size));
           offsets.push_back({offset, size});
         }
-        if (widths != plan[i].param_widths) {
-          reject(fmt::format(
-              "the driver sees parameter widths {} at kernel ordinal {} of '{}'; the plan's '{}' declares {}",
-              Json(widths).dump(), i, rel, plan[i].name, Json(plan[i].param_widths).dump()));
-        }
-        abi.push_back({{"ordinal", i}, {"name", std::string(physical)}, {"params", offsets}});
-        slot.inventory.names.emplace_back(physical);
+        abi.push_back({{"ordinal", i}, {"name", k.symbol}, {"params", offsets}});
+        slot.inventory.names.push_back(k.symbol);
         slot.inventory.params.push_back(std::move(params));
+        physical.push_back(std::move(k));
       }
-      slot.functions = std::move(functions);  // logical ordinal i -> physical ordinal i
+      // Each plan kernel binds the driver's kernel of the same extern "C" name (the check reopen made on
+      // the CUBIN's own metadata, made again on what the driver loaded).
+      std::vector<std::size_t> bound;
+      try {
+        bound = bind_kernels_by_name(plan, physical, rel);
+      } catch (const Error& err) {
+        reject("the driver's inventory: " + err.detail());
+      }
+      slot.functions.reserve(bound.size());
+      for (const std::size_t i : bound) slot.functions.push_back(functions[i]);  // plan order
       slot.inventory.abi_digest = digest_json("pact.cuda-driver-abi.v1", abi);
     }
   } catch (...) {

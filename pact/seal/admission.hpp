@@ -10,10 +10,11 @@
 /// admit of another authority is refused). admit() reopens the publication GPU-free against the manifest
 /// and the launch's compile profile (exact declaration and profile equality), then for each export loads
 /// the exact CUBIN bytes with cuModuleLoadData, observes the driver's full kernel inventory
-/// (cuModuleEnumerateFunctions, cuFuncGetParamInfo), derives the ABI digest (ordinal, name, offsets,
-/// sizes) and compares the per-ordinal parameter-width vectors with the device plan: logical ordinal i
-/// binds physical ordinal i, never a name. A mismatch unloads the module and rejects. Admission records
-/// aot_loaded evidence per export.
+/// (cuModuleEnumerateFunctions, cuFuncGetName, cuFuncGetParamInfo), derives the ABI digest (ordinal,
+/// name, offsets, sizes) and binds each device-plan kernel to the driver's kernel of the same extern "C"
+/// name with the same parameter widths (bind_kernels_by_name; the CUBIN's kernel order is the compiler's
+/// and never decides a binding). A missing, extra or mismatched kernel unloads the module and rejects.
+/// Admission records aot_loaded evidence per export.
 ///
 /// launch() selects the op's unique most-specific export of a role for the live call (specialization),
 /// binds artifact storage by lifetime, evaluates grid, block, optional cluster and dynamic shared memory
@@ -158,7 +159,7 @@ class SealedRuntime {
   struct Admitted {
     const AotExport* declaration = nullptr;
     void* module = nullptr;
-    std::vector<void*> functions;  ///< by logical ordinal
+    std::vector<void*> functions;  ///< in device-plan order, each bound by name
     DriverInventory inventory;
   };
   void require_healthy() const;

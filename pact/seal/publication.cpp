@@ -143,6 +143,56 @@ std::vector<CubinKernel> read_cubin_kernels(std::span<const std::byte> bytes, st
   return kernels;
 }
 
+std::vector<std::size_t> bind_kernels_by_name(std::span<const KernelContract> plan,
+                                              std::span<const CubinKernel> physical, std::string_view where) {
+  auto names = [](auto&& range) {
+    std::vector<std::string> out;
+    for (const auto& k : range) out.push_back(std::string(k));
+    std::sort(out.begin(), out.end());
+    return Json(out).dump();
+  };
+  auto physical_names = [&] {
+    std::vector<std::string_view> v;
+    v.reserve(physical.size());
+    for (const auto& k : physical) v.push_back(k.symbol);
+    return names(v);
+  };
+  std::map<std::string_view, std::size_t> by_name;
+  for (std::size_t i = 0; i < physical.size(); ++i) {
+    if (!by_name.emplace(physical[i].symbol, i).second) {
+      throw_error(ErrorCode::invalid_argument, "seal.bind",
+                  fmt::format("'{}' holds two kernels named '{}'", where, physical[i].symbol));
+    }
+  }
+  std::vector<std::size_t> bound;
+  bound.reserve(plan.size());
+  for (const auto& k : plan) {
+    const auto it = by_name.find(k.name);
+    if (it == by_name.end()) {
+      throw_error(ErrorCode::invalid_argument, "seal.bind",
+                  fmt::format("the device plan's kernel '{}' is not in '{}', which holds {}; kernels bind by their "
+                              "extern \"C\" name",
+                              k.name, where, physical_names()));
+    }
+    const CubinKernel& found = physical[it->second];
+    if (found.param_widths != k.param_widths) {
+      throw_error(ErrorCode::invalid_argument, "seal.bind",
+                  fmt::format("kernel '{}' of '{}' has parameter widths {}; the device plan declares {}", k.name, where,
+                              Json(found.param_widths).dump(), Json(k.param_widths).dump()));
+    }
+    bound.push_back(it->second);
+  }
+  if (physical.size() != plan.size()) {
+    std::vector<std::string_view> declared;
+    declared.reserve(plan.size());
+    for (const auto& k : plan) declared.push_back(k.name);
+    throw_error(ErrorCode::invalid_argument, "seal.bind",
+                fmt::format("'{}' holds {} kernels {}; the device plan declares {} {} (every kernel is declared)",
+                            where, physical.size(), physical_names(), plan.size(), names(declared)));
+  }
+  return bound;
+}
+
 Json write_publication(const std::string& dir, const Manifest& m, const CompileProfile& profile,
                        const std::map<std::string, std::vector<std::byte>>& cubins, const Json& toolkit) {
   std::error_code ec;
@@ -317,17 +367,11 @@ Json reopen_publication(const std::string& dir) {
     } catch (const Error& err) {
       refuse(dir, err.detail());
     }
-    const auto& plan = e->second;
-    if (kernels.size() != plan.size()) {
-      refuse(dir, fmt::format("'{}' holds {} kernels; the device plan declares {} (ordinal {} is unbound)", rel,
-                              kernels.size(), plan.size(), std::min(kernels.size(), plan.size())));
-    }
-    for (std::size_t i = 0; i < plan.size(); ++i) {
-      if (kernels[i].param_widths != plan[i].param_widths) {
-        refuse(dir,
-               fmt::format("kernel ordinal {} of '{}' has parameter widths {}; the plan's '{}' declares {}", i, rel,
-                           Json(kernels[i].param_widths).dump(), plan[i].name, Json(plan[i].param_widths).dump()));
-      }
+    // Kernels bind by their extern "C" name, never by position: the CUBIN's order is the compiler's.
+    try {
+      (void)bind_kernels_by_name(e->second, kernels, rel);
+    } catch (const Error& err) {
+      refuse(dir, err.detail());
     }
   }
   for (const auto& f : present) {

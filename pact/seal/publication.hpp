@@ -27,7 +27,7 @@ namespace pact::seal {
 
 inline constexpr std::string_view kPublicationSchema = "pact.seal-publication.v1";
 
-/// One kernel of a CUBIN, in ordinal order: its symbol (diagnostics only) and parameter widths by ordinal.
+/// One kernel of a CUBIN: its symbol (the extern "C" name it binds by) and parameter widths by ordinal.
 struct CubinKernel {
   std::string symbol;
   std::vector<std::uint32_t> param_widths;
@@ -36,6 +36,13 @@ struct CubinKernel {
 /// Checks the CUDA ELF header (ELF64, little-endian, machine EM_CUDA) and reads every kernel's parameter
 /// widths; parse_error naming `where` and the offending structure for anything malformed or truncated.
 std::vector<CubinKernel> read_cubin_kernels(std::span<const std::byte> bytes, std::string_view where);
+
+/// Binds a device plan's kernels to a module's kernels by their extern "C" name (this replaces SPEC §11's
+/// ordinal rule: a CUBIN's kernel order is the compiler's, not the plan's). Returns, per plan kernel, the
+/// index of its physical kernel. invalid_argument naming `where` for a plan kernel the module lacks, a
+/// parameter-width mismatch, a duplicate name or a module kernel the plan does not declare.
+std::vector<std::size_t> bind_kernels_by_name(std::span<const KernelContract> plan,
+                                              std::span<const CubinKernel> physical, std::string_view where);
 
 /// Writes a publication into the empty or absent directory `dir`: nvcc_cubin/<export>.cubin for each
 /// export's CUBIN (keyed by export name) and index.json. Returns the index.

@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
-#include <optional>
+#include <memory>
 #include <thread>
 
 #include "pact/core/group.hpp"
@@ -91,13 +91,13 @@ TEST(OwnershipDeathTest, DestroyingATensorUnderALiveViewTerminatesWithADiagnosti
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_DEATH(
       {
-        std::optional<Tensor> t(iota_tensor(Dims{4}));
+        auto t = std::make_unique<Tensor>(iota_tensor(Dims{4}));
         TensorView v = t->as_view();
         t.reset();
       },
       "destroyed while views of its bytes are live \\(1 shared");
   // Dropping the view first is fine.
-  std::optional<Tensor> t(iota_tensor(Dims{4}));
+  auto t = std::make_unique<Tensor>(iota_tensor(Dims{4}));
   { TensorView v = t->as_view(); }
   t.reset();
 }
@@ -107,7 +107,7 @@ TEST(OwnershipDeathTest, DestroyingAGroupUnderALiveViewTerminatesWithADiagnostic
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_DEATH(
       {
-        std::optional<AllocationGroup> g(one_entry_group(4));
+        auto g = std::make_unique<AllocationGroup>(one_entry_group(4));
         TensorViewMut m = g->view_mut(g->slot(0));
         g.reset();
       },

@@ -37,6 +37,7 @@ struct FakeModule {
   std::vector<FakeFunction> functions;
 };
 struct Launched {
+  std::string function;  ///< the launched kernel's name
   CuLaunchConfig config;
   std::vector<std::uint32_t> cluster;
   std::vector<std::pair<std::uint32_t, std::int32_t>> attributes;  ///< id, scalar value
@@ -46,6 +47,7 @@ struct FakeDriver {
   int devices = 1;
   int loads = 0, unloads = 0, releases = 0;
   bool widen_fourth = false, hide_kernels = false;
+  std::string rename_first;  ///< when set, the driver reports its first kernel under this name
   int launch_result = 0, sync_result = 0;
   std::vector<void*> synced;
   std::vector<Launched> launches;
@@ -101,6 +103,7 @@ CudaDriver fake_driver() {
     for (auto& k : read_cubin_kernels(bytes, "fake")) m->functions.push_back({k.symbol, k.param_widths});
     if (g.widen_fourth) m->functions[0].widths[3] = 8;
     if (g.hide_kernels) m->functions.clear();
+    if (!g.rename_first.empty()) m->functions[0].name = g.rename_first;
     ++g.loads;
     *module = m.release();
     return 0;
@@ -131,7 +134,7 @@ CudaDriver fake_driver() {
   };
   d.launch_kernel_ex = [](const CuLaunchConfig* config, void* fp, void** params, void**) {
     const auto& f = *static_cast<FakeFunction*>(fp);
-    Launched l{*config, {}, {}, {}};
+    Launched l{f.name, *config, {}, {}, {}};
     for (std::size_t i = 0; i < f.widths.size(); ++i) {
       const auto* p = static_cast<const std::byte*>(params[i]);
       l.params.emplace_back(p, p + f.widths[i]);
@@ -240,7 +243,7 @@ TEST_F(Admission, ADriverObservedWidthMismatchRejectsAndUnloads) {
   g.widen_fourth = true;
   SealedRuntime rt(driver);
   const std::string msg = message_of([&] { rt.admit(publication, manifest, profile); });
-  EXPECT_TRUE(mentions(msg, "parameter widths [8,8,8,8,12] at kernel ordinal 0")) << msg;
+  EXPECT_TRUE(mentions(msg, "kernel 'vadd' of 'nvcc_cubin/vadd_run.cubin' has parameter widths [8,8,8,8,12]")) << msg;
   EXPECT_EQ(g.loads, 1);
   EXPECT_EQ(g.unloads, 1);
   EXPECT_FALSE(rt.evidence().is_loaded(execution_identity(manifest) + "/vadd_run"));
@@ -252,8 +255,47 @@ TEST_F(Admission, ADriverObservedWidthMismatchRejectsAndUnloads) {
 TEST_F(Admission, AMissingKernelOrdinalRejectsAndUnloads) {
   g.hide_kernels = true;
   SealedRuntime rt(driver);
-  EXPECT_TRUE(mentions(message_of([&] { rt.admit(publication, manifest, profile); }), "ordinal 0 is unbound"));
+  const std::string msg = message_of([&] { rt.admit(publication, manifest, profile); });
+  EXPECT_TRUE(mentions(msg, "the device plan's kernel 'vadd' is not in")) << msg;
   EXPECT_EQ(g.unloads, g.loads);
+}
+
+// Issue 21 item 3: the driver's inventory binds by name too. The three-kernel CUBIN is stored zeta, alpha,
+// mid and the plan lists alpha, mid, zeta; the plan launches alpha, and the driver must run alpha, not
+// the kernel at alpha's position. A plan name the driver does not report rejects and unloads.
+TEST_F(Admission, KernelsBindByNameNeverByPosition) {
+  char tmpl[] = "/tmp/pact-names-XXXXXX";
+  const std::string root = ::mkdtemp(tmpl);
+  const std::string text = read_file(kSource + "/examples/seal/vector_add/manifest.toml", "test");
+  auto with_kernels = [&](const std::string& list, const std::string& launched) {
+    std::string t = text;
+    const std::string plan = "kernels = [ { name = \"vadd\", param_widths = [8, 8, 8, 4, 12] } ]";
+    t.replace(t.find(plan), plan.size(), "kernels = [ " + list + " ]");
+    t.replace(t.find("kernel = \"vadd\""), std::string("kernel = \"vadd\"").size(), "kernel = \"" + launched + "\"");
+    return parse_manifest(t, "manifest.toml");
+  };
+  const std::string widths = "param_widths = [8, 8, 8, 4, 12] }";
+  const std::string cubin = read_file(kSource + "/tests/fixtures/seal/three_kernels/three.cubin", "test");
+  const auto bytes = std::as_bytes(std::span(cubin.data(), cubin.size()));
+  const Manifest m = with_kernels(
+      "{ name = \"alpha\", " + widths + ", { name = \"mid\", " + widths + ", { name = \"zeta\", " + widths, "alpha");
+  write_publication(root + "/three", m, profile, {{"vadd_run", {bytes.begin(), bytes.end()}}}, Json::object());
+  {
+    SealedRuntime rt(driver);
+    rt.admit(root + "/three", m, profile);
+    EXPECT_NE(rt.inventory("vadd_run").names, (std::vector<std::string>{"alpha", "mid", "zeta"}));  // not sorted
+    rt.launch("add", call(64), pointers());
+    ASSERT_EQ(g.launches.size(), 1U);
+    EXPECT_EQ(g.launches[0].function, "alpha");
+  }
+  // The driver reports a name the verified CUBIN did not (a swapped image): rejected and unloaded.
+  g = FakeDriver{};
+  g.rename_first = "beta";
+  SealedRuntime rt(driver);
+  const std::string msg = message_of([&] { rt.admit(root + "/three", m, profile); });
+  EXPECT_TRUE(mentions(msg, "the driver's inventory")) << msg;
+  EXPECT_EQ(g.unloads, g.loads);
+  std::filesystem::remove_all(root);
 }
 
 TEST_F(Admission, AnotherProfileOrDeclarationIsRefusedBeforeAnythingLoads) {

@@ -3,9 +3,12 @@
 
 #include <gtest/gtest.h>
 
+#include <cstddef>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <string>
+#include <vector>
 
 namespace pact::seal::test {
 
@@ -25,6 +28,29 @@ inline std::string replaced(std::string s, const std::string& from, const std::s
     return s;
   }
   return s.replace(at, from.size(), to);
+}
+
+/// The example manifest with its device plan's kernels replaced by `kernels` (names, each with vadd's
+/// parameter widths, listed as given) and its launch naming `launched`: the plan of a publication of
+/// tests/fixtures/seal/three_kernels/three.cubin.
+inline std::string three_kernel_manifest(const std::vector<std::string>& kernels, const std::string& launched) {
+  std::string list;
+  for (const auto& k : kernels) {
+    list += (list.empty() ? "" : ", ") + std::string("{ name = \"") + k + "\", param_widths = [8, 8, 8, 4, 12] }";
+  }
+  const std::string m =
+      replaced(example_manifest(), "kernels = [ { name = \"vadd\", param_widths = [8, 8, 8, 4, 12] } ]",
+               "kernels = [ " + list + " ]");
+  return replaced(m, "kernel = \"vadd\"", "kernel = \"" + launched + "\"");
+}
+
+/// The bytes of a file under the source tree.
+inline std::vector<std::byte> source_bytes(const std::string& rel) {
+  std::ifstream in(std::string(PACT_SOURCE_DIR) + "/" + rel, std::ios::binary);
+  std::vector<char> c((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<std::byte> b(c.size());
+  for (std::size_t i = 0; i < c.size(); ++i) b[i] = static_cast<std::byte>(c[i]);
+  return b;
 }
 
 }  // namespace pact::seal::test

@@ -26,8 +26,12 @@ namespace pact::seal {
 namespace {
 
 using ::pact::test::code_of;
+using ::pact::test::mentions;
+using ::pact::test::message_of;
 using test::example_manifest;
 using test::replaced;
+using test::source_bytes;
+using test::three_kernel_manifest;
 
 TEST(SealRegistry, HoldsExactlyTheOneProviderWithSpecValues) {
   ASSERT_EQ(provider_registry().size(), 1u);
@@ -452,6 +456,53 @@ TEST(SealIdentity, TheFingerprintCoversTheNormalizedSourceClosure) {
   fs::remove_all(dir);
 }
 
+// Issue 21 item 3: at 67b41fb the closure walker looked for the text "#include \"" only, so every other
+// spelling of an include that leaves the bundle reached the compiler unseen (`pact seal scan`: 0
+// problems) and compiled a host file into the sandbox. Each spelling below is now refused, or (the
+// spelled-out quoted forms) resolved into the closure, whatever white space, comments or splices it uses.
+TEST(SealIdentity, NoSpellingOfAnIncludeEscapesTheClosure) {
+  namespace fs = std::filesystem;
+  char tmpl[] = "/tmp/pact-seal-XXXXXX";
+  const fs::path dir = ::mkdtemp(tmpl);
+  auto write = [&](const std::string& name, const std::string& text) {
+    std::ofstream(dir / name, std::ios::binary) << text;
+  };
+  const Manifest m = parse_manifest(example_manifest(), "m");
+  write("helpers.h", "#define PACT_HELPER 1\n");
+  const std::string kernel = "extern \"C\" __global__ void k(float* a) { a[0] = 1; }\n";
+  const std::vector<std::string> escapes{
+      "# include \"../../outside.h\"\n",               // white space after #
+      "  #\tinclude_next \"../outside.h\"\n",          // include_next, tabs
+      "%:include \"../outside.h\"\n",                  // the digraph
+      "/* c */ # /* c */ include \"../outside.h\"\n",  // comments stand for white space
+      "#inc\\\nlude \"../outside.h\"\n",               // a line splice inside the keyword
+      "#include /*\n*/ \"../outside.h\"\n",            // a directive continued inside a block comment
+      "#include </etc/passwd>\n",                      // an absolute system include
+      "#include <../../../etc/passwd>\n",              // a system include that climbs
+      "#include \"/etc/passwd\"\n",                    // an absolute quoted include
+      "#define P \"/etc/passwd\"\n#include P\n",       // macro-expanded
+      "#import \"../outside.h\"\n",                    // import
+  };
+  for (const auto& head : escapes) {
+    write("vadd.cu", head + kernel);
+    EXPECT_EQ(code_of([&] { (void)source_closure(m, dir.string()); }), ErrorCode::invalid_argument) << head;
+  }
+  // Spelled other ways, an include of a bundle file still joins the closure (so the fingerprint covers it).
+  for (const std::string head :
+       {"  #  include \"helpers.h\"\n", "%:include \"helpers.h\"\n", "/**/#include/**/\"helpers.h\"\n"}) {
+    write("vadd.cu", head + kernel);
+    const auto closure = source_closure(m, dir.string());
+    EXPECT_EQ(closure.count("helpers.h"), 1U) << head;
+  }
+  // Not directives: inside a comment, a string literal or a raw string literal, or not at a line's start.
+  write("vadd.cu",
+        "// #include \"../outside.h\"\n/*\n#include </etc/passwd>\n*/\nconst char* s = \"#include </etc/passwd>\";\n"
+        "const char* r = R\"x(\n#include </etc/passwd>\n)x\";\nint a; #include </etc/passwd>\n#include <cstdint>\n" +
+            kernel);
+  EXPECT_EQ(source_closure(m, dir.string()).size(), 1U);
+  fs::remove_all(dir);
+}
+
 TEST(SealEvidence, TheCompletionGateNeedsLoadInvocationAndCompletionAndNoFallback) {
   EvidenceLog log;
   EXPECT_EQ(code_of([&] { log.invoked("a"); }), ErrorCode::invalid_argument);  // an invocation without a load
@@ -516,6 +567,49 @@ TEST(SealPublication, TheCubinsOwnMetadataGivesThePlansParameterWidths) {
   x86[0x12] = std::byte{62};
   x86[0x13] = std::byte{0};
   EXPECT_EQ(code_of([&] { read_cubin_kernels(x86, "x86"); }), ErrorCode::parse_error);
+}
+
+// Issue 21 item 3: kernels bind by their extern "C" name. The fixture CUBIN's kernels are defined mid,
+// alpha, zeta with one signature and stored zeta, alpha, mid; a plan lists them sorted by name. At
+// 67b41fb binding was by position, so the plan's alpha bound the physical zeta and the publication
+// verified because the widths agreed.
+TEST(SealPublication, KernelsBindByNameNeverByPosition) {
+  const auto cubin = source_bytes("tests/fixtures/seal/three_kernels/three.cubin");
+  const auto physical = read_cubin_kernels(cubin, "three.cubin");
+  ASSERT_EQ(physical.size(), 3U);
+  std::vector<std::string> stored;
+  for (const auto& k : physical) stored.push_back(k.symbol);
+  ASSERT_NE(stored, (std::vector<std::string>{"alpha", "mid", "zeta"})) << "the fixture must not be stored sorted";
+  const Manifest m = parse_manifest(three_kernel_manifest({"alpha", "mid", "zeta"}, "alpha"), "m");
+  const auto& plan = m.ops[0].exports[0].device_plan.kernels;
+  const auto bound = bind_kernels_by_name(plan, physical, "three.cubin");
+  ASSERT_EQ(bound.size(), 3U);
+  for (std::size_t i = 0; i < plan.size(); ++i) EXPECT_EQ(physical[bound[i]].symbol, plan[i].name);
+
+  const CompileProfile profile = parse_compile_profile(profile_json().dump(), "p");
+  char tmpl[] = "/tmp/pact-names-XXXXXX";
+  const std::filesystem::path root = ::mkdtemp(tmpl);
+  auto publish = [&](const Manifest& manifest, const std::string& name) {
+    const std::string dir = (root / name).string();
+    write_publication(dir, manifest, profile, {{"vadd_run", cubin}}, Json::object());
+    return dir;
+  };
+  EXPECT_NO_THROW(reopen_publication(publish(m, "sorted"), m, profile));
+  // A plan that names a kernel the CUBIN lacks is refused, though its widths match a kernel there.
+  const Manifest drifted = parse_manifest(three_kernel_manifest({"alpha", "beta", "zeta"}, "alpha"), "m");
+  const std::string drifted_dir = publish(drifted, "drifted");
+  const std::string why = message_of([&] { reopen_publication(drifted_dir, drifted, profile); });
+  EXPECT_TRUE(mentions(why, "kernel 'beta' is not in")) << why;
+  // A CUBIN kernel the plan does not declare is refused too (nothing runs unaccounted for).
+  const Manifest partial = parse_manifest(three_kernel_manifest({"alpha", "zeta"}, "alpha"), "m");
+  const std::string partial_dir = publish(partial, "partial");
+  EXPECT_TRUE(mentions(message_of([&] { reopen_publication(partial_dir, partial, profile); }), "holds 3 kernels"));
+  // A width mismatch under the right name is still refused.
+  auto widths = plan;
+  widths[1].param_widths[3] = 8;
+  EXPECT_TRUE(mentions(message_of([&] { (void)bind_kernels_by_name(widths, physical, "three.cubin"); }),
+                       "kernel 'mid' of 'three.cubin' has parameter widths [8,8,8,4,12]"));
+  std::filesystem::remove_all(root);
 }
 
 struct PublicationFixture {
