@@ -11,9 +11,11 @@ using runtime::EagerTensor;
 LlamaConfig llama_config(std::string_view name) {
   if (name == "7b") return {"7b", 32, 4096, 32, 32, 11008, 32000, 2048, 1, 1e-5};
   if (name == "13b") return {"13b", 40, 5120, 40, 40, 13824, 32000, 2048, 1, 1e-5};
+  // Llama 2 70B: grouped-query attention, 8 key/value heads for 64 query heads.
+  if (name == "70b") return {"70b", 80, 8192, 64, 8, 28672, 32000, 4096, 1, 1e-5};
   if (name == "tiny") return {"tiny", 2, 64, 4, 2, 172, 256, 32, 1, 1e-5};
   throw_error(ErrorCode::invalid_argument, "llama",
-              fmt::format("unknown configuration '{}' (known: 7b, 13b, tiny)", name));
+              fmt::format("unknown configuration '{}' (known: 7b, 13b, 70b, tiny)", name));
 }
 
 namespace {

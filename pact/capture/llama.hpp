@@ -19,7 +19,9 @@ struct LlamaConfig {
 };
 
 /// Named configurations: "7b" (32 layers, d_model 4096, 32 heads, ffn 11008, vocab 32000, seq 2048),
-/// "13b", "tiny" (2 layers, d_model 64, 4 heads, 2 kv heads, ffn 172, vocab 256, seq 32). Unknown names
+/// "13b" (40 layers, d_model 5120, 40 heads, ffn 13824), "70b" (Llama 2: 80 layers, d_model 8192, 64 heads,
+/// 8 kv heads, ffn 28672, seq 4096), "tiny" (2 layers, d_model 64, 4 heads, 2 kv heads, ffn 172, vocab
+/// 256, seq 32). Unknown names
 /// are invalid_argument listing the known ones.
 LlamaConfig llama_config(std::string_view name);
 

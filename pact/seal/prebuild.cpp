@@ -79,6 +79,49 @@ std::string tail(const std::string& text, std::size_t n) {
   return text.size() <= n ? text : "..." + text.substr(text.size() - n);
 }
 
+/// Where a tool's installation lies: the directory above its bin/, or its own directory.
+fs::path install_root(const std::string& tool) {
+  const fs::path dir = fs::path(tool).parent_path();
+  return dir.filename() == "bin" ? dir.parent_path() : dir;
+}
+
+/// The prerequisites of a make rule as the preprocessor writes it (-M -MF): continuations joined,
+/// `\ ` an escaped space, `$$` a dollar; everything after the first target's colon.
+std::vector<std::string> make_prerequisites(const std::string& rule, const std::string& where) {
+  std::vector<std::string> tokens;
+  std::string token;
+  for (std::size_t i = 0; i < rule.size(); ++i) {
+    const char c = rule[i];
+    if (c == '\\' && i + 1 < rule.size() && (rule[i + 1] == '\n' || rule[i + 1] == '\r')) {
+      ++i;
+      if (rule[i] == '\r' && i + 1 < rule.size() && rule[i + 1] == '\n') ++i;
+    } else if (c == '\\' && i + 1 < rule.size() && rule[i + 1] == ' ') {
+      token += ' ';
+      ++i;
+      continue;
+    } else if (c == '$' && i + 1 < rule.size() && rule[i + 1] == '$') {
+      token += '$';
+      ++i;
+      continue;
+    } else if (!std::isspace(static_cast<unsigned char>(c))) {
+      token += c;
+      continue;
+    }
+    if (!token.empty()) tokens.push_back(std::move(token));
+    token.clear();
+  }
+  if (!token.empty()) tokens.push_back(std::move(token));
+  const auto colon = std::find_if(tokens.begin(), tokens.end(), [](const std::string& t) { return t.back() == ':'; });
+  if (colon == tokens.end()) {
+    throw_error(ErrorCode::invalid_argument, "seal.build",
+                fmt::format("{}: the preprocessor's dependency output is not a make rule", where));
+  }
+  std::vector<std::string> out;
+  out.reserve(static_cast<std::size_t>(tokens.end() - colon));
+  for (auto it = colon + 1; it != tokens.end(); ++it) out.push_back(*it);
+  return out;
+}
+
 }  // namespace
 
 std::optional<Toolkit> find_toolkit() {
@@ -149,17 +192,68 @@ Json build_publication(const std::string& bundle_dir, const CompileProfile& prof
            "no CUDA toolkit: nvcc is neither on PATH nor under /usr/local/cuda/bin (or g++ is missing)");
 
   Scratch scratch;
-  const fs::path inputs = scratch.root / "in", output = scratch.root / "out";
+  const fs::path inputs = scratch.root / "in", output = scratch.root / "out", deps = scratch.root / "deps";
   stage_sources(closure, inputs);
   fs::create_directories(output);
+  fs::create_directories(deps);
 
-  auto run = [&](std::vector<std::string> argv) {
+  // The child sees the toolkit's and the host compiler's installations, read-only, and nothing else of
+  // the host beyond the system directories (sandbox.hpp).
+  const fs::path nvcc_root = install_root(toolkit->nvcc), host_root = install_root(toolkit->host_compiler);
+  auto run = [&](std::vector<std::string> argv, const fs::path& out_dir = {}) {
     SandboxSpec spec;
     spec.argv = std::move(argv);
     spec.inputs_dir = inputs.string();
-    spec.output_dir = output.string();
+    spec.output_dir = out_dir.empty() ? output.string() : out_dir.string();
+    spec.read_only_dirs = {nvcc_root.string(), host_root.string()};
     spec.limits = options.limits;
     return run_sandboxed(spec);
+  };
+  // Note [The preprocessor's view]: source_closure read every include directive of the sources, but only
+  // the preprocessor knows what it opens (a computed include, a search-path lookup). So before anything
+  // is compiled, the preprocessor runs in the sandbox with the compile's options and writes the files it
+  // opened (-M -MF); each must be a staged member of the source closure or a header of the toolkit's or
+  // the host compiler's installation.
+  const std::vector<fs::path> header_roots{nvcc_root, host_root / "include", host_root / "lib" / "gcc",
+                                           host_root / "local" / "include"};
+  auto within = [](const fs::path& path, const fs::path& root) {
+    const auto rel = path.lexically_relative(root);
+    return !rel.empty() && *rel.begin() != "..";
+  };
+  auto check_preprocessor_view = [&](const Job& job, const std::string& source) {
+    std::vector<std::string> argv{toolkit->nvcc};
+    for (const auto& o : nvcc_forced_options(profile)) {
+      if (o != "-cubin") argv.push_back(o);  // -M is the phase; -cubin would be a second one
+    }
+    argv.insert(argv.end(), {"-ccbin", toolkit->host_compiler, "-I", std::string(kSandboxInputs)});
+    argv.insert(argv.end(), job.macros.begin(), job.macros.end());
+    const std::string rule = job.e->name + ".d";
+    argv.insert(argv.end(), {"-M", "-MF", std::string(kSandboxOutput) + "/" + rule, source});
+    const SandboxResult r = run(argv, deps);
+    if (!r.ok()) {
+      refuse(ErrorCode::invalid_argument, fmt::format("export '{}': the preprocessor failed in the sandbox ({}): {}",
+                                                      job.e->name, r.describe(), tail(r.output, 4000)));
+    }
+    const fs::path rule_file = deps / rule;
+    if (!fs::is_regular_file(rule_file, ec) || fs::is_symlink(rule_file, ec)) {
+      refuse(ErrorCode::invalid_argument,
+             fmt::format("export '{}': the preprocessor wrote no dependency list", job.e->name));
+    }
+    const std::string in_prefix = std::string(kSandboxInputs) + "/";
+    for (const auto& dep : make_prerequisites(read_file(rule_file.string(), "seal.build"), rule)) {
+      fs::path path(dep);
+      if (path.is_relative()) path = fs::path(kSandboxOutput) / path;
+      const std::string opened = path.lexically_normal().generic_string();
+      if (opened.rfind(in_prefix, 0) == 0 && closure.count(opened.substr(in_prefix.size()))) continue;
+      if (std::any_of(header_roots.begin(), header_roots.end(),
+                      [&](const fs::path& root) { return within(path.lexically_normal(), root); })) {
+        continue;
+      }
+      refuse(ErrorCode::invalid_argument,
+             fmt::format("export '{}': the preprocessor opened {}, which is neither in the bundle's source closure "
+                         "nor a header of the toolkit ({}) or the host compiler ({}); nothing was compiled",
+                         job.e->name, printable(opened), nvcc_root.string(), host_root.string()));
+    }
   };
   const SandboxResult version = run({toolkit->nvcc, "--version"});
   if (!version.ok())
@@ -180,9 +274,10 @@ Json build_publication(const std::string& bundle_dir, const CompileProfile& prof
     argv.insert(argv.end(), {"-ccbin", toolkit->host_compiler, "-I", std::string(kSandboxInputs)});
     argv.insert(argv.end(), job.macros.begin(), job.macros.end());
     const std::string cubin = job.e->name + ".cubin";
-    argv.insert(argv.end(),
-                {"-o", std::string(kSandboxOutput) + "/" + cubin,
-                 std::string(kSandboxInputs) + "/" + fs::path(job.e->factory).lexically_normal().generic_string()});
+    const std::string source =
+        std::string(kSandboxInputs) + "/" + fs::path(job.e->factory).lexically_normal().generic_string();
+    check_preprocessor_view(job, source);
+    argv.insert(argv.end(), {"-o", std::string(kSandboxOutput) + "/" + cubin, source});
     const SandboxResult r = run(argv);
     if (!r.ok()) {
       refuse(ErrorCode::invalid_argument, fmt::format("export '{}': nvcc failed in the sandbox ({}): {}", job.e->name,

@@ -697,5 +697,19 @@ TEST(CaptureLlama, SevenBShapedCaptureCountsAndFlops) {
   EXPECT_EQ(test::code_of([] { llama_config("70x"); }), ErrorCode::invalid_argument);
 }
 
+// Issue 21 item 9: `--config 70b` was refused though the builder has grouped-query attention. Llama 2 70B
+// has 68,976,648,192 parameters: per layer q and o (d x d), k and v (d x 1024: 8 of 64 heads), the
+// SwiGLU MLP (3 x d x 28672) and two norms; untied embedding and head; a final norm.
+TEST(CaptureLlama, SeventyBUsesGroupedQueryAttention) {
+  const LlamaConfig cfg = llama_config("70b");
+  EXPECT_EQ(cfg.kv_heads, 8);
+  const auto c = capture(llama_model(cfg), {});
+  const std::int64_t d = cfg.d_model, kv = d / cfg.heads * cfg.kv_heads;
+  const std::int64_t layer = 2 * d * d + 2 * d * kv + 3 * d * cfg.ffn + 2 * d;
+  EXPECT_EQ(c.parameter_count(), cfg.layers * layer + 2 * cfg.vocab * d + d);
+  EXPECT_EQ(c.parameter_count(), 68'976'648'192);
+  EXPECT_EQ(c.find_op(c.outputs[0])->type.shape, (Dims{1, 4096, 32000}));
+}
+
 }  // namespace
 }  // namespace pact::capture

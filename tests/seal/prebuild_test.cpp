@@ -19,6 +19,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "../support/expect_error.hpp"
 #include "pact/core/file.hpp"
@@ -367,14 +368,19 @@ struct StandInDir {
   }
   std::string cubin() const { return (path / "vadd_run.cubin").string(); }
 
-  /// A stand-in for nvcc: answers --version, and otherwise runs `body` with $out set to the -o argument.
-  Toolkit toolkit(const std::string& name, const std::string& body) const {
+  /// A stand-in for nvcc: answers --version; asked for dependencies (-M -MF file), writes the rule
+  /// `deps` (by default: the source alone, as $src); otherwise runs `body` with $out set to the -o argument.
+  Toolkit toolkit(const std::string& name, const std::string& body,
+                  const std::string& deps = "echo \"x.o: $src\" > \"$deps\"") const {
     const fs::path script = path / name;
     std::ofstream(script)
         << "#!/bin/sh\n"
            "if [ \"$1\" = --version ]; then echo 'Cuda compilation tools, release 0.0, stand-in'; exit 0; fi\n"
-           "out=''; prev=''\n"
-           "for a in \"$@\"; do if [ \"$prev\" = -o ]; then out=$a; fi; prev=$a; done\n"
+           "out=''; deps=''; prev=''; src=''\n"
+           "for a in \"$@\"; do if [ \"$prev\" = -o ]; then out=$a; fi; if [ \"$prev\" = -MF ]; then deps=$a; fi; "
+           "prev=$a; src=$a; done\n"
+           "if [ -n \"$deps\" ]; then\n"
+        << deps << "\nexit 0\nfi\n"
         << body << "\n";
     fs::permissions(script, fs::perms(0755));
     return Toolkit{script.string(), "/usr/bin/g++"};
@@ -434,6 +440,106 @@ TEST(SealPrebuild, AnythingButExactlyTheDeclaredCubinsPublishesNothing) {
   const Json index = build_publication(kBundle, example_profile(), (out.path / "pub").string(), options);
   EXPECT_EQ(index["toolkit"]["nvcc_release"], "Cuda compilation tools, release 0.0, stand-in");
   EXPECT_NO_THROW(reopen_publication((out.path / "pub").string()));
+}
+
+// Issue 21 item 3: the include check works on the preprocessor's view. Whatever the source's directives
+// look like, the files the preprocessor itself reports opening (-M -MF, run in the sandbox with the
+// compile's options) must be staged members of the source closure or headers of the toolkit or host
+// compiler; anything else refuses the build before anything is compiled.
+TEST(SealPrebuild, EveryFileThePreprocessorOpensIsInTheClosureOrTheToolkit) {
+  PACT_REQUIRE_ROOT();
+  StandInDir stand_in;
+  const std::string compile = fmt::format("cp {} \"$out\"", stand_in.cubin());
+  struct Case {
+    const char* name;
+    std::string deps;
+    const char* says;  // nullptr: the build succeeds
+  };
+  const std::vector<Case> cases{
+      {"closure-and-toolkit",
+       R"(printf 'x.o: %s \\\n /usr/include/stdio.h \\\n /usr/lib/gcc/x/12/include/stddef.h\n' "$src" > "$deps")",
+       nullptr},
+      {"host-file", "echo \"x.o: $src /etc/passwd\" > \"$deps\"", "the preprocessor opened /etc/passwd"},
+      {"host-share", "echo \"x.o: $src /usr/share/common-licenses/GPL-3\" > \"$deps\"",
+       "opened /usr/share/common-licenses/GPL-3"},
+      {"climbing", "echo \"x.o: /tmp/pact-in/../../etc/shadow\" > \"$deps\"", "opened /etc/shadow"},
+      {"unstaged", "echo \"x.o: /tmp/pact-in/other.h\" > \"$deps\"", "opened /tmp/pact-in/other.h"},
+      {"not-a-rule", "echo \"no rule here\" > \"$deps\"", "is not a make rule"},
+      {"no-list", "true", "wrote no dependency list"},
+      {"fails", "echo broken >&2; exit 3", "the preprocessor failed in the sandbox (exit 3)"},
+  };
+  for (const auto& c : cases) {
+    TempDir out;
+    BuildOptions options;
+    options.toolkit = stand_in.toolkit(c.name, compile, c.deps);
+    auto build = [&] { build_publication(kBundle, example_profile(), (out.path / "pub").string(), options); };
+    if (c.says == nullptr) {
+      EXPECT_NO_THROW(build()) << c.name;
+      continue;
+    }
+    const std::string msg = message_of(build);
+    EXPECT_TRUE(mentions(msg, c.says)) << c.name << ": " << msg;
+    EXPECT_FALSE(fs::exists(out.path / "pub" / "index.json")) << c.name;
+  }
+}
+
+// The child's root is its own: the system directories and the toolkit, read-only, not the host's root.
+// At 67b41fb it saw the whole host root read-only (every file user nobody could read), had no PID
+// namespace and no total output quota.
+TEST(SealSandbox, TheChildSeesItsOwnRootAndPidNamespaceAndAnOutputQuota) {
+  PACT_REQUIRE_ROOT();
+  Box box;
+  const auto r = box.sh(
+      "ls -A /; echo ---;"
+      "for f in /etc/passwd /etc/hostname /var /home /root /run /srv /opt /boot; do test -e $f && echo saw $f; done;"
+      "echo pids $(ls /proc | grep -c '^[0-9]');"
+      "test -r /proc/1/environ && echo readable-init;"
+      "echo self $$;"
+      "echo x > /usr/probe 2>/dev/null && echo wrote-usr;"
+      "head -c 700000 /dev/zero > /tmp/pact-out/a; echo a=$?;"
+      "head -c 700000 /dev/zero > /tmp/pact-out/b 2>/dev/null; echo b=$?",
+      [] {
+        SandboxLimits l;
+        l.output_bytes = std::uint64_t{1} << 20;
+        return l;
+      }());
+  ASSERT_TRUE(r.ok()) << r.describe() << "\n" << r.output;
+  EXPECT_FALSE(mentions(r.output, "saw ")) << r.output;
+  EXPECT_FALSE(mentions(r.output, "wrote-usr")) << r.output;
+  const auto listing = r.output.substr(0, r.output.find("---"));
+  for (const char* entry : {"usr\n", "tmp\n", "dev\n", "proc\n"}) EXPECT_TRUE(mentions(listing, entry)) << listing;
+  for (const char* entry : {"var\n", "home\n", "root\n", "boot\n", "srv\n"})
+    EXPECT_FALSE(mentions(listing, entry)) << listing;
+  // Its own PID namespace: Pact's init is 1, the shell is 2, and none of the host's processes are there.
+  EXPECT_TRUE(mentions(r.output, "self 2\n")) << r.output;
+  const auto at = r.output.find("pids ");
+  ASSERT_NE(at, std::string::npos);
+  EXPECT_LE(std::stoi(r.output.substr(at + 5)), 6) << r.output;  // init, sh, a subshell, ls, grep
+  EXPECT_FALSE(mentions(r.output, "readable-init")) << "the init's environment is root's" << r.output;
+  // The output tmpfs holds 1 MiB in all: the first file fits, the second does not.
+  EXPECT_TRUE(mentions(r.output, "a=0\n")) << r.output;
+  EXPECT_TRUE(mentions(r.output, "b=1")) << r.output;
+  EXPECT_EQ(fs::file_size(box.out / "a"), 700000U);
+  EXPECT_LT(fs::file_size(box.out / "b"), 700000U);
+}
+
+// When the program ends, the init kills what it left: a daemon that left the process group (setsid)
+// does not outlive the build.
+TEST(SealSandbox, NothingTheProgramStartsOutlivesIt) {
+  PACT_REQUIRE_ROOT();
+  Box box;
+  const auto r = box.python(
+      "import os\n"
+      "if os.fork() == 0:\n"
+      "    os.setsid()\n"
+      "    import time\n"
+      "    time.sleep(1)\n"
+      "    open('/tmp/pact-out/late', 'w').write('survived')\n"
+      "    os._exit(0)\n"
+      "print('parent done')\n");
+  ASSERT_TRUE(r.ok()) << r.describe() << "\n" << r.output;
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  EXPECT_FALSE(fs::exists(box.out / "late"));
 }
 
 TEST(SealPrebuild, BundleProblemsAreRefusedBeforeAnythingRuns) {

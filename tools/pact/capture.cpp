@@ -219,7 +219,7 @@ const bool capture_registered = register_command("capture", [](CLI::App& app) {
   capture_cmd->add_flag("--structure-only", a->structure_only,
                         "meta storage: no values, no weights, shapes as hypotheses");
   capture_cmd->add_flag("--capabilities", *capabilities, "print the structure-only capability table and exit");
-  capture_cmd->add_option("--config", a->config, "llama configuration: 7b | 13b | tiny");
+  capture_cmd->add_option("--config", a->config, "llama configuration: 7b | 13b | 70b | tiny");
   capture_cmd->add_option("--batch", a->batch, "batch size (llama, mlp, cnn)");
   capture_cmd->add_option("--seq", a->seq, "sequence length (llama)");
   capture_cmd->add_option("--optimizer", a->optimizer, "memory estimate for sgd | sgd-momentum | adam | adamw");
