@@ -15,7 +15,9 @@ fi
 mapfile -t files < <(git ls-files -- 'pact/*.cpp' 'tools/*.cpp')
 jobs=$(nproc 2>/dev/null || echo 2)
 start=$(date +%s)
-if ! printf '%s\0' "${files[@]}" | xargs -0 -P "$jobs" -n 4 "$tidy" -p build/release --quiet; then
+# -Wno-error: the release tree's -Werror (PACT_WERROR) is g++'s lane; clang's own diagnostics (e.g. on
+# libseccomp's compound-literal macros) are not clang-tidy findings.
+if ! printf '%s\0' "${files[@]}" | xargs -0 -P "$jobs" -n 4 "$tidy" -p build/release --quiet --extra-arg=-Wno-error; then
   echo "tidy: findings above (checks: .clang-tidy)" >&2
   exit 1
 fi

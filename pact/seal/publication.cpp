@@ -147,7 +147,8 @@ std::vector<std::size_t> bind_kernels_by_name(std::span<const KernelContract> pl
                                               std::span<const CubinKernel> physical, std::string_view where) {
   auto names = [](auto&& range) {
     std::vector<std::string> out;
-    for (const auto& k : range) out.push_back(std::string(k));
+    out.reserve(range.size());
+    for (const auto& k : range) out.emplace_back(k);
     std::sort(out.begin(), out.end());
     return Json(out).dump();
   };
