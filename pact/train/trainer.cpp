@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
@@ -81,11 +82,39 @@ TrainingSession::TrainingSession(Objective objective, ParameterPack parameters)
     throw_error(ErrorCode::invalid_argument, "train", fmt::format("learning rate {} must be positive", o.lr));
 }
 
+void TrainingSession::require_objective_nodes(const ir::Graph& graph) const {
+  // The loss program's interface, checked before anything is planned (a missing name was a bare map::at).
+  for (const std::string* source : {&objective_.input, &objective_.target}) {
+    const ir::Node* n = graph.find(*source);
+    if (n == nullptr || n->op != ops::OpTag::input) {
+      throw_error(ErrorCode::invalid_argument, "train",
+                  fmt::format("the loss program has no input '{}' (it needs '{}' for the features and '{}' for the "
+                              "labels)",
+                              printable(*source), printable(objective_.input), printable(objective_.target)));
+    }
+  }
+  for (const std::string* output : {&objective_.logits, &objective_.loss}) {
+    if (std::find(graph.outputs.begin(), graph.outputs.end(), *output) == graph.outputs.end()) {
+      std::string have;
+      for (const auto& o : graph.outputs) have += (have.empty() ? "" : ", ") + printable(o);
+      throw_error(ErrorCode::invalid_argument, "train",
+                  fmt::format("the loss program has no output '{}' (its outputs: {}); training reads the outputs "
+                              "'{}' (the predictions) and '{}' (a scalar loss, e.g. a cross_entropy node)",
+                              printable(*output), have.empty() ? "none" : have, printable(objective_.logits),
+                              printable(objective_.loss)));
+    }
+  }
+}
+
 const plan::AcceptedGraphPlan& TrainingSession::plan_for(std::int64_t batch) {
   auto it = plans_.find(batch);
   if (it != plans_.end()) return it->second;
   auto g = graphs_.find(batch);
-  if (g == graphs_.end()) g = graphs_.emplace(batch, objective_.graph(batch)).first;
+  if (g == graphs_.end()) {
+    ir::Graph graph = objective_.graph(batch);
+    require_objective_nodes(graph);
+    g = graphs_.emplace(batch, std::move(graph)).first;
+  }
   const contract::DefaultEvidenceResolver resolver;
   const auto& o = objective_.options;
   const plan::TrainingUpdates updates{o.optimizer == "sgd" ? ops::OpTag::sgd : ops::OpTag::adam,

@@ -115,6 +115,9 @@ class TrainingSession {
   const plan::AcceptedGraphPlan& plan_for(std::int64_t batch);
   void take_back(std::vector<runtime::EagerTensor>& leaves);
 
+  /// invalid_argument naming what is missing unless `graph` has the objective's input and target sources
+  /// and its logits and loss outputs.
+  void require_objective_nodes(const ir::Graph& graph) const;
   Objective objective_;
   ParameterPack params_;
   runtime::Session session_;
