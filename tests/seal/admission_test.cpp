@@ -17,6 +17,7 @@
 #include "../support/expect_error.hpp"
 #include "pact/core/file.hpp"
 #include "pact/seal/publication.hpp"
+#include "seal_support.hpp"
 
 namespace pact::seal {
 namespace {
@@ -266,19 +267,9 @@ TEST_F(Admission, AMissingKernelOrdinalRejectsAndUnloads) {
 TEST_F(Admission, KernelsBindByNameNeverByPosition) {
   char tmpl[] = "/tmp/pact-names-XXXXXX";
   const std::string root = ::mkdtemp(tmpl);
-  const std::string text = read_file(kSource + "/examples/seal/vector_add/manifest.toml", "test");
-  auto with_kernels = [&](const std::string& list, const std::string& launched) {
-    std::string t = text;
-    const std::string plan = "kernels = [ { name = \"vadd\", param_widths = [8, 8, 8, 4, 12] } ]";
-    t.replace(t.find(plan), plan.size(), "kernels = [ " + list + " ]");
-    t.replace(t.find("kernel = \"vadd\""), std::string("kernel = \"vadd\"").size(), "kernel = \"" + launched + "\"");
-    return parse_manifest(t, "manifest.toml");
-  };
-  const std::string widths = "param_widths = [8, 8, 8, 4, 12] }";
   const std::string cubin = read_file(kSource + "/tests/fixtures/seal/three_kernels/three.cubin", "test");
   const auto bytes = std::as_bytes(std::span(cubin.data(), cubin.size()));
-  const Manifest m = with_kernels(
-      "{ name = \"alpha\", " + widths + ", { name = \"mid\", " + widths + ", { name = \"zeta\", " + widths, "alpha");
+  const Manifest m = parse_manifest(test::three_kernel_manifest({"alpha", "mid", "zeta"}, "alpha"), "manifest.toml");
   write_publication(root + "/three", m, profile, {{"vadd_run", {bytes.begin(), bytes.end()}}}, Json::object());
   {
     SealedRuntime rt(driver);
