@@ -2,8 +2,9 @@
 // expression must also evaluate or fail typed against a fixed call) and the compile profile
 // (pact/seal/profile.hpp), the manifest (pact/seal/manifest.hpp, toml++ underneath; the collecting
 // scan must agree with the throwing parse), the publication index and the CUBIN reader
-// (pact/seal/publication.hpp: ELF header, section table, .nv.info records). Any input must parse or fail
-// with a typed pact::Error.
+// (pact/seal/publication.hpp: ELF header, section table, .nv.info records), a source's include directives
+// and the preprocessor's dependency rule (manifest.hpp, prebuild.hpp). Any input must parse or fail with a
+// typed pact::Error.
 
 #include <cstdint>
 #include <span>
@@ -11,6 +12,7 @@
 
 #include "pact/seal/expr.hpp"
 #include "pact/seal/manifest.hpp"
+#include "pact/seal/prebuild.hpp"
 #include "pact/seal/profile.hpp"
 #include "pact/seal/publication.hpp"
 
@@ -53,6 +55,19 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   try {
     (void)pact::seal::read_cubin_kernels(std::as_bytes(std::span(data, size)), "fuzz.cubin");
+  } catch (const pact::Error&) {
+  }
+  const std::string source(text);
+  try {
+    for (const auto& d : pact::seal::include_directives(source, "fuzz.cu")) {
+      if (d.line == 0 || d.path.find('\n') != std::string::npos) __builtin_trap();  // a line, one line's path
+    }
+  } catch (const pact::Error&) {
+  }
+  try {
+    for (const auto& p : pact::seal::make_prerequisites(source, "fuzz.d")) {
+      if (p.empty()) __builtin_trap();
+    }
   } catch (const pact::Error&) {
   }
   return 0;

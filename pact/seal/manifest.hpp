@@ -161,9 +161,26 @@ std::string execution_identity(const Manifest& m);
 /// Most files a factory's source closure may hold.
 inline constexpr std::size_t kMaxSources = 256;
 
-/// The transitive source closure of every factory: bundle-relative path -> bytes, following each
-/// #include "..." relative to the including file. A missing source, one that escapes the bundle and a
-/// symlink are errors; so is a closure of more than kMaxSources files.
+/// One #include of a source, as the preprocessor's directive syntax reads it.
+struct IncludeDirective {
+  bool quoted = true;  ///< "path" (resolved from the including file) or <path> (the toolkit's directories)
+  std::string path;
+  std::size_t line = 0;
+};
+
+/// Every include directive of `body` (the source `where`), read the way translation phases 1-4 do: lines
+/// spliced at backslash-newline, comments (outside string, character and raw string literals) replaced
+/// by one space, so a directive may continue inside a block comment; a directive is `#` or the digraph
+/// `%:` after optional white space, then include, include_next or import. An operand that is not a
+/// literal "path" or <path> is invalid_argument naming the line: a macro-expanded include cannot be
+/// checked before it runs. The prebuild also checks what the preprocessor itself opened (prebuild.cpp),
+/// so this is the early, toolkit-free half of the check, never the only one.
+std::vector<IncludeDirective> include_directives(const std::string& body, const std::string& where);
+
+/// The transitive source closure of every factory: bundle-relative path -> bytes, following each quoted
+/// include (include_directives) relative to the including file. A missing source, one that escapes the
+/// bundle, a symlink, an absolute or climbing <...> include and a macro-expanded include are errors; so
+/// is a closure of more than kMaxSources files.
 std::map<std::string, std::string> source_closure(const Manifest& m, const std::string& bundle_dir);
 
 /// The copy/provenance fingerprint: the declaration plus the normalized transitive source closure of

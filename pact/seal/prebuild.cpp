@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cstdlib>
 #include <filesystem>
@@ -85,8 +86,8 @@ fs::path install_root(const std::string& tool) {
   return dir.filename() == "bin" ? dir.parent_path() : dir;
 }
 
-/// The prerequisites of a make rule as the preprocessor writes it (-M -MF): continuations joined,
-/// `\ ` an escaped space, `$$` a dollar; everything after the first target's colon.
+}  // namespace
+
 std::vector<std::string> make_prerequisites(const std::string& rule, const std::string& where) {
   std::vector<std::string> tokens;
   std::string token;
@@ -121,8 +122,6 @@ std::vector<std::string> make_prerequisites(const std::string& rule, const std::
   for (auto it = colon + 1; it != tokens.end(); ++it) out.push_back(*it);
   return out;
 }
-
-}  // namespace
 
 std::optional<Toolkit> find_toolkit() {
   auto nvcc = on_path("nvcc", "/usr/local/cuda/bin/nvcc");

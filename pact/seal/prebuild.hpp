@@ -37,6 +37,11 @@ std::optional<Toolkit> find_toolkit();
 /// input 'y', which the compile profile does not measure"); empty when every input is measured.
 std::vector<std::string> unmeasured_profile_inputs(const Manifest& m, const CompileProfile& profile);
 
+/// The prerequisites of a make rule as the preprocessor writes it (-M -MF): continuations joined, `\ ` an
+/// escaped space, `$$` a dollar; everything after the first target's colon. invalid_argument naming
+/// `where` when there is no rule.
+std::vector<std::string> make_prerequisites(const std::string& rule, const std::string& where);
+
 /// "max_active_clusters.cluster_size_2" -> "PACT_PROFILE_MAX_ACTIVE_CLUSTERS_CLUSTER_SIZE_2".
 std::string profile_input_macro(std::string_view input);
 
