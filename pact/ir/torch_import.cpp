@@ -520,6 +520,41 @@ TorchImport import_torch_graph(std::string_view json_text, std::string_view wher
     result.sources.push_back(std::move(src));
   }
 
+  // Every operator the importer has no lowering for, all named at once (a user porting a model wants the
+  // whole list, not one per attempt): each distinct target, its first node and how many nodes use it.
+  {
+    struct Missing {
+      std::string target, first;
+      std::size_t nodes = 0;
+    };
+    std::vector<Missing> missing;
+    const auto& table = lowerings();
+    for (std::size_t i = 0; i < nodes.size(); ++i) {
+      const auto path = fmt::format("graph.nodes[{}]", i);
+      const std::string name = string_field(nodes[i], "name", where, path);
+      const std::string target = string_field(nodes[i], "target", where, fmt::format("node '{}'", name));
+      if (target.rfind("aten.", 0) == 0) {
+        const auto rest = target.substr(5);
+        if (table.count(rest.substr(0, rest.find('.')))) continue;
+      }
+      auto it = std::find_if(missing.begin(), missing.end(), [&](const Missing& m) { return m.target == target; });
+      if (it == missing.end()) it = missing.insert(missing.end(), Missing{target, name, 0});
+      ++it->nodes;
+    }
+    if (!missing.empty()) {
+      std::string list;
+      std::size_t total = 0;
+      for (const auto& m : missing) {
+        list += fmt::format("\n  {} (node '{}'{})", printable(m.target), printable(m.first),
+                            m.nodes > 1 ? fmt::format(" and {} more", m.nodes - 1) : std::string());
+        total += m.nodes;
+      }
+      fail(ErrorCode::unsupported, where,
+           fmt::format("the importer does not support {} operator{} ({} node{}):{}", missing.size(),
+                       missing.size() == 1 ? "" : "s", total, total == 1 ? "" : "s", list));
+    }
+  }
+
   // Nodes, in captured order (each reads only tensors produced before it).
   for (std::size_t i = 0; i < nodes.size(); ++i) {
     const auto path = fmt::format("graph.nodes[{}]", i);

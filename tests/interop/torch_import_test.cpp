@@ -119,6 +119,31 @@ TEST(TorchImport, UnsupportedTargetNamesTheNodeAndTarget) {
   EXPECT_EQ(code_of([&] { ir::import_torch_graph(doc.dump()); }), ErrorCode::unsupported);
 }
 
+// Issue 22: an import that meets several unsupported operators lists them all at once, each with its first
+// node and how many nodes use it, in the order the graph meets them (it used to stop at the first).
+TEST(TorchImport, EveryUnsupportedOperatorIsListedAtOnce) {
+  Json doc = mlp_doc();
+  std::vector<std::string> names;
+  for (auto& n : doc["graph"]["nodes"]) {
+    const std::string target = n["target"];
+    if (target.rfind("aten.relu", 0) == 0) {
+      n["target"] = "aten.frobnicate.default";
+      names.push_back(n["name"]);
+    } else if (target.rfind("aten.addmm", 0) == 0 || target.rfind("aten.linear", 0) == 0) {
+      n["target"] = "aten.unsafe_split.Tensor";
+      names.push_back(n["name"]);
+    }
+  }
+  ASSERT_EQ(names.size(), 4U) << "the mlp fixture has three linear layers (addmm) and a relu";
+  const auto msg = message_of([&] { ir::import_torch_graph(doc.dump()); });
+  EXPECT_TRUE(mentions(msg, "does not support 2 operators")) << msg;
+  EXPECT_TRUE(mentions(msg, "aten.frobnicate.default (node '")) << msg;
+  EXPECT_TRUE(mentions(msg, "aten.unsafe_split.Tensor (node '")) << msg;
+  EXPECT_TRUE(mentions(msg, "and 2 more")) << msg;  // the three linear layers share one target
+  EXPECT_TRUE(mentions(msg, "(4 nodes)")) << msg;
+  EXPECT_EQ(code_of([&] { ir::import_torch_graph(doc.dump()); }), ErrorCode::unsupported);
+}
+
 TEST(TorchImport, MetadataThatDisagreesWithTheLoweringIsRejected) {
   Json doc = mlp_doc();
   Json& n = node_named(doc, "aten.relu");
