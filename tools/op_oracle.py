@@ -172,6 +172,7 @@ FORWARD = {
     "log": lambda x, a, t: torch.log(x[0]),
     "sqrt": lambda x, a, t: torch.sqrt(x[0]),
     "sin": lambda x, a, t: torch.sin(x[0]),
+    "cos": lambda x, a, t: torch.cos(x[0]),
     "softmax": lambda x, a, t: torch.softmax(x[0], dim=a.get("dim", -1)),
     "log_softmax": lambda x, a, t: torch.log_softmax(x[0], dim=a.get("dim", -1)),
     "cross_entropy": lambda x, a, t: F.cross_entropy(x[0], x[1], reduction=a.get("reduction", "mean"),
@@ -305,6 +306,7 @@ CASES = [
     case("log", [P(4, 37)]),
     case("sqrt", [P(4, 37)]),
     case("sin", [W(4, 37)]),
+    case("cos", [W(4, 37)]),
     # normalisations and losses
     case("softmax", [N(3, 37)]),
     case("softmax", [N(3, 4, 5)], {"dim": 1}, label="middle dim"),

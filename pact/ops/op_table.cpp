@@ -184,6 +184,7 @@ PACT_PER_OUTPUT(exp, 1)
 PACT_PER_OUTPUT(log, 1)
 PACT_PER_OUTPUT(sqrt, 1)
 PACT_PER_OUTPUT(sin, 1)
+PACT_PER_OUTPUT(cos, 1)
 PACT_PER_OUTPUT(softmax, 5)
 PACT_PER_OUTPUT(log_softmax, 5)
 PACT_PER_OUTPUT(layer_norm, 8)
@@ -289,6 +290,7 @@ constexpr std::span<const AttrSpec> kEmpty{};
 #define attrs_log kEmpty
 #define attrs_sqrt kEmpty
 #define attrs_sin kEmpty
+#define attrs_cos kEmpty
 #define attrs_softmax span_of(kDimAttrs)
 #define attrs_log_softmax span_of(kDimAttrs)
 #define attrs_cross_entropy span_of(kCrossEntropyAttrs)

@@ -56,6 +56,7 @@ namespace pact::ops {
   X(log, "log", 1, 1, true, false, kernel, transcendental, in0, none, "d")                                \
   X(sqrt, "sqrt", 1, 1, true, false, kernel, transcendental, out, none, "d")                              \
   X(sin, "sin", 1, 1, true, false, kernel, transcendental, in0, none, "d")                                \
+  X(cos, "cos", 1, 1, true, false, kernel, transcendental, in0, none, "d")                                \
   X(softmax, "softmax", 1, 1, true, false, kernel, reduction, out, none, "d")                             \
   X(log_softmax, "log_softmax", 1, 1, true, false, kernel, reduction, out, none, "d")                     \
   X(cross_entropy, "cross_entropy", 2, 2, true, false, kernel, reduction, in0 | in1, none, "di")          \
@@ -96,7 +97,7 @@ enum class OpTag : std::uint8_t {
 #define PACT_OP_COUNT_ONE(...) +1
 inline constexpr int kOpCount = 0 PACT_OPS(PACT_OP_COUNT_ONE);
 #undef PACT_OP_COUNT_ONE
-static_assert(kOpCount == 51, "op list changed: update docs/ops.md (pact ops --markdown) and the op sweep");
+static_assert(kOpCount == 52, "op list changed: update docs/ops.md (pact ops --markdown) and the op sweep");
 
 /// What executing a node of the op does.
 enum class OpRole : std::uint8_t { source, view, kernel, sink, update };

@@ -66,6 +66,7 @@ inline std::vector<Sample> samples() {
       {OpTag::log, {P({4, 5})}, {}},
       {OpTag::sqrt, {P({4, 5})}, {}},
       {OpTag::sin, {N({4, 5})}, {}},
+      {OpTag::cos, {N({4, 5})}, {}},
       {OpTag::softmax, {N({3, 7})}, {}},
       {OpTag::softmax, {N({3, 4, 5})}, A{{"dim", std::int64_t{1}}}, false, "middle dim"},
       {OpTag::log_softmax, {N({3, 7})}, {}},
