@@ -2,8 +2,10 @@
 // Helpers the sealed-artifact test files share: the example bundle's manifest text and anchored edits.
 
 #include <gtest/gtest.h>
+#include <stdlib.h>
 
 #include <cstddef>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <sstream>
@@ -43,6 +45,24 @@ inline std::string three_kernel_manifest(const std::vector<std::string>& kernels
                "kernels = [ " + list + " ]");
   return replaced(m, "kernel = \"vadd\"", "kernel = \"" + launched + "\"");
 }
+
+/// A scratch bundle directory under /tmp, removed at the end of the test; write() puts a file in it.
+struct ScratchBundle {
+  std::filesystem::path dir;
+  ScratchBundle() {
+    char tmpl[] = "/tmp/pact-seal-XXXXXX";
+    dir = ::mkdtemp(tmpl);
+  }
+  ~ScratchBundle() {
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+  }
+  ScratchBundle(const ScratchBundle&) = delete;
+  ScratchBundle& operator=(const ScratchBundle&) = delete;
+  void write(const std::string& name, const std::string& text) const {
+    std::ofstream(dir / name, std::ios::binary) << text;
+  }
+};
 
 /// The bytes of a file under the source tree.
 inline std::vector<std::byte> source_bytes(const std::string& rel) {

@@ -421,11 +421,9 @@ TEST(SealIdentity, TheExecutionIdentityIgnoresFormattingRowOrderAndTheCompatibil
 
 TEST(SealIdentity, TheFingerprintCoversTheNormalizedSourceClosure) {
   namespace fs = std::filesystem;
-  char tmpl[] = "/tmp/pact-seal-XXXXXX";
-  const fs::path dir = ::mkdtemp(tmpl);
-  auto write = [&](const std::string& name, const std::string& text) {
-    std::ofstream(dir / name, std::ios::binary) << text;
-  };
+  const test::ScratchBundle bundle;
+  const fs::path& dir = bundle.dir;
+  auto write = [&](const std::string& name, const std::string& text) { bundle.write(name, text); };
   std::string kernel;
   {
     std::ifstream in(std::string(PACT_SOURCE_DIR) + "/examples/seal/vector_add/vadd.cu");
@@ -453,7 +451,6 @@ TEST(SealIdentity, TheFingerprintCoversTheNormalizedSourceClosure) {
   EXPECT_EQ(code_of([&] { provenance_fingerprint(m, dir.string()); }), ErrorCode::invalid_argument);
   fs::remove(dir / "vadd.cu");
   EXPECT_EQ(code_of([&] { provenance_fingerprint(m, dir.string()); }), ErrorCode::io_error);
-  fs::remove_all(dir);
 }
 
 // Issue 21 item 3: at 67b41fb the closure walker looked for the text "#include \"" only, so every other
@@ -462,11 +459,9 @@ TEST(SealIdentity, TheFingerprintCoversTheNormalizedSourceClosure) {
 // spelled-out quoted forms) resolved into the closure, whatever white space, comments or splices it uses.
 TEST(SealIdentity, NoSpellingOfAnIncludeEscapesTheClosure) {
   namespace fs = std::filesystem;
-  char tmpl[] = "/tmp/pact-seal-XXXXXX";
-  const fs::path dir = ::mkdtemp(tmpl);
-  auto write = [&](const std::string& name, const std::string& text) {
-    std::ofstream(dir / name, std::ios::binary) << text;
-  };
+  const test::ScratchBundle bundle;
+  const fs::path& dir = bundle.dir;
+  auto write = [&](const std::string& name, const std::string& text) { bundle.write(name, text); };
   const Manifest m = parse_manifest(example_manifest(), "m");
   write("helpers.h", "#define PACT_HELPER 1\n");
   const std::string kernel = "extern \"C\" __global__ void k(float* a) { a[0] = 1; }\n";
@@ -500,7 +495,6 @@ TEST(SealIdentity, NoSpellingOfAnIncludeEscapesTheClosure) {
         "const char* r = R\"x(\n#include </etc/passwd>\n)x\";\nint a; #include </etc/passwd>\n#include <cstdint>\n" +
             kernel);
   EXPECT_EQ(source_closure(m, dir.string()).size(), 1U);
-  fs::remove_all(dir);
 }
 
 TEST(SealEvidence, TheCompletionGateNeedsLoadInvocationAndCompletionAndNoFallback) {

@@ -88,14 +88,9 @@ void write_file(const std::string& path, const std::string& text) { write_file_a
 // any weight is materialised, unless --force.
 void require_memory_for_real_capture(const capture::StructureCapture& meta, bool force, std::string_view what) {
   std::uint64_t bytes = 0;
-  auto add = [&](const ops::TensorType& t) {
-    const auto n = ops::checked_numel(t.shape);
-    const std::uint64_t b = n ? static_cast<std::uint64_t>(*n) * dtype_size(t.dtype) : ~std::uint64_t{0};
-    bytes = b > ~std::uint64_t{0} - bytes ? ~std::uint64_t{0} : bytes + b;
-  };
-  for (const auto& s : meta.sources) add(s.type);
+  for (const auto& s : meta.sources) bytes = saturating_add(bytes, tensor_bytes(s.type));
   for (const auto& o : meta.ops) {
-    if (ops::op_info(o.op).role != ops::OpRole::view) add(o.type);
+    if (ops::op_info(o.op).role != ops::OpRole::view) bytes = saturating_add(bytes, tensor_bytes(o.type));
   }
   const std::uint64_t budget = host_memory_budget();
   if (bytes > budget && !force) {

@@ -3,11 +3,14 @@
 /// main() only builds the app from the registry, parses and dispatches.
 
 #include <CLI/CLI.hpp>
+#include <cstdint>
 #include <functional>
 #include <set>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "pact/ops/op_table.hpp"
 
 namespace pact::cli {
 
@@ -36,6 +39,21 @@ inline std::set<std::string> given_options(const CLI::App& command) {
     if (o->count() > 0) given.insert(o->get_name());
   }
   return given;
+}
+
+/// The bytes a tensor of `type` holds, saturating: a count or size past what 64 bits hold counts as the
+/// largest value, so a memory check over it never wraps (pact capture's and pact train's budgets).
+inline std::uint64_t tensor_bytes(const ops::TensorType& type) noexcept {
+  constexpr std::uint64_t kMax = ~std::uint64_t{0};
+  const auto n = ops::checked_numel(type.shape);
+  const std::uint64_t size = dtype_size(type.dtype);
+  if (!n || (size != 0 && static_cast<std::uint64_t>(*n) > kMax / size)) return kMax;
+  return static_cast<std::uint64_t>(*n) * size;
+}
+
+/// a + b, or the largest value when the sum does not fit.
+inline std::uint64_t saturating_add(std::uint64_t a, std::uint64_t b) noexcept {
+  return b > ~std::uint64_t{0} - a ? ~std::uint64_t{0} : a + b;
 }
 
 }  // namespace pact::cli

@@ -65,6 +65,8 @@ std::string loss_svg(const std::vector<double>& step_loss, const std::vector<dou
 
 }  // namespace
 
+namespace {
+
 /// Refuses, typed and before anything is allocated, a model whose parameters (held with their gradients
 /// and the optimizer's state) exceed what this process can allocate; names the largest parameter.
 void require_parameters_fit(const ir::Graph& g, const std::string& path, const std::string& optimizer) {
@@ -72,11 +74,8 @@ void require_parameters_fit(const ir::Graph& g, const std::string& path, const s
   const ir::Node* biggest = nullptr;
   for (const auto& n : g.nodes) {
     if (n.op != ops::OpTag::parameter) continue;
-    const auto count = ops::checked_numel(n.type.shape);
-    const std::uint64_t b = count && static_cast<std::uint64_t>(*count) <= ~std::uint64_t{0} / 16
-                                ? static_cast<std::uint64_t>(*count) * dtype_size(n.type.dtype)
-                                : ~std::uint64_t{0} / 16;
-    bytes = std::min(bytes + b, ~std::uint64_t{0} / 16);
+    const std::uint64_t b = tensor_bytes(n.type);
+    bytes = saturating_add(bytes, b);
     if (b >= largest) {
       largest = b;
       biggest = &n;
@@ -84,17 +83,19 @@ void require_parameters_fit(const ir::Graph& g, const std::string& path, const s
   }
   // Weights and gradients, plus Adam's two moments or SGD's momentum buffer.
   const std::uint64_t copies = optimizer == "sgd" ? 3 : 4;
+  const std::uint64_t held = bytes > ~std::uint64_t{0} / copies ? ~std::uint64_t{0} : bytes * copies;
   const std::uint64_t budget = host_memory_budget();
-  if (biggest == nullptr || bytes * copies <= budget) return;
-  throw_error(
-      ErrorCode::out_of_memory, "pact train",
-      fmt::format("model '{}': its parameters take {:.2f} GiB (the largest, '{}', is {}); training holds "
-                  "them {} times over (weights, gradients and {} state), about {:.2f} GiB, more than this "
-                  "process can allocate ({:.2f} GiB)",
-                  printable(path), static_cast<double>(bytes) / (1 << 30), printable(biggest->id),
-                  fmt::format("{}{}", dtype_name(biggest->type.dtype), biggest->type.shape.to_string()), copies,
-                  optimizer, static_cast<double>(bytes * copies) / (1 << 30), static_cast<double>(budget) / (1 << 30)));
+  if (biggest == nullptr || held <= budget) return;
+  throw_error(ErrorCode::out_of_memory, "pact train",
+              fmt::format("model '{}': its parameters take {:.2f} GiB (the largest, '{}', is {}); training holds "
+                          "them {} times over (weights, gradients and {} state), about {:.2f} GiB, more than this "
+                          "process can allocate ({:.2f} GiB)",
+                          printable(path), static_cast<double>(bytes) / (1 << 30), printable(biggest->id),
+                          fmt::format("{}{}", dtype_name(biggest->type.dtype), biggest->type.shape.to_string()), copies,
+                          optimizer, static_cast<double>(held) / (1 << 30), static_cast<double>(budget) / (1 << 30)));
 }
+
+}  // namespace
 
 int run_train(const TrainArgs& args) {
   // Every option works for the model it is given with or is refused with the reason, before any work.
