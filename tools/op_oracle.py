@@ -33,8 +33,9 @@ SCHEMA = "pact.op-oracle.v1"
 # ---- inputs --------------------------------------------------------------------------------------------
 
 class In:
-    """One input: kind normal (N), positive in [0.5, 2) (P), wide normal * 4 (W), index below a bound (I),
-    boolean mask with no fully masked row (M)."""
+    """One input: kind normal (N), positive in [0.5, 2) (P), wide normal * 4 (W), small in [-1.2, 1.2) (S),
+    whole numbers in [-2, 2] (Z), index below a bound (I), distinct indices below a bound (U), boolean mask
+    with no fully masked row (M)."""
 
     def __init__(self, kind, shape, bound=0, grad=True):
         self.kind, self.shape, self.bound, self.grad = kind, list(shape), bound, grad
@@ -43,6 +44,12 @@ class In:
         shape = self.shape
         if self.kind == "I":
             return torch.randint(0, self.bound, shape, generator=gen, dtype=torch.int64)
+        if self.kind == "U":
+            return torch.randperm(self.bound, generator=gen)[:shape[0]].reshape(shape)
+        if self.kind == "Z":
+            return torch.randint(-2, 3, shape, generator=gen).to(torch.float64)
+        if self.kind == "S":
+            return (torch.rand(shape, generator=gen, dtype=torch.float64) * 2.4 - 1.2).to(torch.float32).to(torch.float64)
         if self.kind == "M":
             m = torch.rand(shape, generator=gen, dtype=torch.float64) < 0.75
             if m.numel():
@@ -56,7 +63,7 @@ class In:
 
     @property
     def differentiable(self):
-        return self.kind in ("N", "P", "W") and self.grad
+        return self.kind in ("N", "P", "W", "S", "Z") and self.grad
 
 
 def N(*s):
@@ -77,6 +84,18 @@ def I(bound, *s):  # noqa: E743
 
 def M(*s):
     return In("M", s)
+
+
+def S(*s):
+    return In("S", s)
+
+
+def Z(*s):
+    return In("Z", s)
+
+
+def U(bound, *s):
+    return In("U", s, bound)
 
 
 def Const(inp):
@@ -146,6 +165,31 @@ def _slice(x, a):
     return x[tuple(idx)]
 
 
+_TORCH_DTYPES = {"f32": torch.float32, "f64": torch.float64, "i64": torch.int64, "i32": torch.int32,
+                 "bool": torch.bool, "u8": torch.uint8}
+
+
+def _arange(a):
+    integral = all(isinstance(a.get(k, 0), int) for k in ("start", "end", "step"))
+    dtype = _TORCH_DTYPES[a.get("dtype", "i64" if integral else "f32")]
+    return torch.arange(a.get("start", 0), a["end"], a.get("step", 1), dtype=dtype)
+
+
+def _topk(x, a, i):
+    return torch.topk(x, a["k"], dim=a.get("dim", -1), largest=a.get("largest", True))[i]
+
+
+def _interpolate(x, a):
+    if a.get("mode", "nearest") == "nearest":
+        return torch.ops.aten.upsample_nearest2d(x, a["size"], a.get("scale_h"), a.get("scale_w"))
+    return torch.ops.aten.upsample_bilinear2d(x, a["size"], a.get("align_corners", False), a.get("scale_h"),
+                                              a.get("scale_w"))
+
+
+def _argmax(x, a):
+    return torch.argmax(x, dim=a.get("dim"), keepdim=a.get("keepdim", False))
+
+
 def _opt(x, i):
     return x[i] if len(x) > i else None
 
@@ -173,6 +217,28 @@ FORWARD = {
     "sqrt": lambda x, a, t: torch.sqrt(x[0]),
     "sin": lambda x, a, t: torch.sin(x[0]),
     "cos": lambda x, a, t: torch.cos(x[0]),
+    "tan": lambda x, a, t: torch.tan(x[0]),
+    "pow": lambda x, a, t: torch.pow(x[0], x[1]),
+    "where": lambda x, a, t: torch.where(x[0], x[1], x[2]),
+    "eq": lambda x, a, t: torch.eq(x[0], x[1]),
+    "ne": lambda x, a, t: torch.ne(x[0], x[1]),
+    "lt": lambda x, a, t: torch.lt(x[0], x[1]),
+    "le": lambda x, a, t: torch.le(x[0], x[1]),
+    "gt": lambda x, a, t: torch.gt(x[0], x[1]),
+    "ge": lambda x, a, t: torch.ge(x[0], x[1]),
+    "triu": lambda x, a, t: torch.triu(x[0], a.get("diagonal", 0)),
+    "tril": lambda x, a, t: torch.tril(x[0], a.get("diagonal", 0)),
+    "cumsum": lambda x, a, t: torch.cumsum(x[0], a["dim"]),
+    "argmax": lambda x, a, t: _argmax(x[0], a),
+    "topk": lambda x, a, t: _topk(x[0], a, 0),
+    "topk_indices": lambda x, a, t: _topk(x[0], a, 1),
+    "cast": lambda x, a, t: x[0].to(_TORCH_DTYPES[a["dtype"]]),
+    "full_like": lambda x, a, t: torch.full_like(x[0], a["value"], dtype=_TORCH_DTYPES.get(a.get("dtype"))),
+    "arange": lambda x, a, t: _arange(a),
+    "gather": lambda x, a, t: torch.gather(x[0], a["dim"], x[1]),
+    "index_select": lambda x, a, t: torch.index_select(x[0], a["dim"], x[1]),
+    "index_copy": lambda x, a, t: torch.index_copy(x[0], a["dim"], x[1], x[2]),
+    "interpolate": lambda x, a, t: _interpolate(x[0], a),
     "softmax": lambda x, a, t: torch.softmax(x[0], dim=a.get("dim", -1)),
     "log_softmax": lambda x, a, t: torch.log_softmax(x[0], dim=a.get("dim", -1)),
     "cross_entropy": lambda x, a, t: F.cross_entropy(x[0], x[1], reduction=a.get("reduction", "mean"),
@@ -307,6 +373,56 @@ CASES = [
     case("sqrt", [P(4, 37)]),
     case("sin", [W(4, 37)]),
     case("cos", [W(4, 37)]),
+    case("tan", [S(4, 37)]),
+    case("pow", [P(4, 37), N(4, 37)]),
+    case("pow", [P(3, 5), N()], label="scalar exponent"),
+    case("pow", [N(2, 6), Z(6)], label="negative bases, whole exponents"),
+    # selection and comparison
+    case("where", [M(3, 4), N(3, 4), N(4)]),
+    case("where", [M(4, 1), N(1, 5), N()], label="three-way broadcast"),
+    case("eq", [Z(3, 7), Z(7)]),
+    case("ne", [Z(3, 7), Z(3, 1)]),
+    case("lt", [Z(4, 5), Z(5)]),
+    case("le", [Z(4, 5), Z(4, 5)]),
+    case("gt", [N(3, 37), N()], label="scalar"),
+    case("ge", [Z(2, 3, 4), Z(3, 1)]),
+    case("triu", [N(5, 6)], {"diagonal": 1}),
+    case("triu", [N(2, 4, 3)], label="batched, tall"),
+    case("tril", [N(2, 3, 4, 4)], {"diagonal": -1}),
+    case("tril", [N(3, 7)], {"diagonal": 2}, label="wide"),
+    case("cumsum", [N(3, 37)], {"dim": 1}),
+    case("cumsum", [N(2, 3, 4)], {"dim": 0}, label="dim 0"),
+    case("argmax", [N(3, 37)], {"dim": 1}),
+    case("argmax", [N(2, 3, 4)], label="flattened"),
+    case("argmax", [Z(4, 5, 3)], {"dim": 1, "keepdim": True}, label="ties, keepdim"),
+    case("topk", [N(3, 37)], {"k": 5}),
+    case("topk", [N(4, 6, 3)], {"k": 2, "dim": 1, "largest": False}, label="smallest, middle dim"),
+    case("topk_indices", [N(3, 37)], {"k": 5}),
+    case("topk_indices", [N(4, 6, 3)], {"k": 2, "dim": 1, "largest": False}, label="smallest, middle dim"),
+    # conversions and fills
+    case("cast", [N(3, 5)], {"dtype": "f64"}),
+    case("cast", [I(10, 3, 4)], {"dtype": "f32"}, label="from indices"),
+    case("cast", [W(3, 5)], {"dtype": "i64"}, label="truncation"),
+    case("full_like", [N(3, 4)], {"value": 2.5}),
+    case("full_like", [N(2, 3)], {"value": -1.0, "dtype": "i64"}, label="another dtype"),
+    case("arange", [], {"end": 7}),
+    case("arange", [], {"start": 0.5, "end": 3.0, "step": 0.25}, label="floats"),
+    case("arange", [], {"start": 10, "end": 1, "step": -3}, label="counting down"),
+    # indexing
+    case("gather", [N(3, 5), I(5, 3, 4)], {"dim": 1}),
+    case("gather", [N(4, 3), I(4, 2, 3)], {"dim": 0}, label="dim 0, repeated indices"),
+    case("index_select", [N(5, 4), I(5, 7)], {"dim": 0}),
+    case("index_select", [N(2, 6, 3), I(6, 4)], {"dim": 1}, label="middle dim"),
+    case("index_copy", [N(5, 4), U(5, 3), N(3, 4)], {"dim": 0}),
+    case("index_copy", [N(2, 6, 3), U(6, 4), N(2, 4, 3)], {"dim": 1}, label="middle dim"),
+    # resampling
+    case("interpolate", [N(1, 2, 4, 5)], {"size": [8, 10]}),
+    case("interpolate", [N(2, 1, 5, 4)], {"size": [7, 3]}, label="nearest, uneven"),
+    case("interpolate", [N(1, 2, 4, 5)], {"size": [6, 7], "scale_h": 1.5, "scale_w": 1.5}, label="nearest, scales"),
+    case("interpolate", [N(1, 2, 4, 5)], {"size": [7, 9], "mode": "bilinear"}, label="bilinear"),
+    case("interpolate", [N(1, 2, 4, 5)], {"size": [7, 9], "mode": "bilinear", "align_corners": True},
+         label="bilinear, align_corners"),
+    case("interpolate", [N(1, 1, 6, 8)], {"size": [3, 5], "mode": "bilinear"}, label="bilinear, down"),
     # normalisations and losses
     case("softmax", [N(3, 37)]),
     case("softmax", [N(3, 4, 5)], {"dim": 1}, label="middle dim"),
@@ -444,8 +560,8 @@ def run_case(index, c, tensors):
     y = FORWARD[c["op"]](leaves, c["attrs"], c["training"])
     tensors.append((f"{name}.out", y.detach()))
     wanted = [k for k, inp in enumerate(c["inputs"]) if inp.differentiable]
-    if c["op"] == "conv2d_activation" or not wanted:
-        return entry  # an inference-only op: no VJP
+    if c["op"] == "conv2d_activation" or not wanted or not y.requires_grad:
+        return entry  # an inference-only op, or one no gradient flows through (argmax, comparisons): no VJP
     cot = torch.randn(y.shape, generator=gen, dtype=torch.float64).to(torch.float32).to(torch.float64)
     tensors.append((f"{name}.cot", cot.to(torch.float32)))
     grads = torch.autograd.grad(y, [leaves[k] for k in wanted], cot, allow_unused=True)
@@ -486,7 +602,7 @@ def check(out_dir, cases, tensors):
     for name, t in tensors:
         s = stored.get(name)
         if s is not None and (s.shape != t.shape or s.dtype != t.dtype or
-                              not torch.allclose(s.to(t.dtype), t, rtol=1e-12, atol=1e-12)):
+                              not torch.allclose(s.to(t.dtype), t, rtol=1e-12, atol=1e-12, equal_nan=True)):
             problems.append(f"{name}: the committed values differ from PyTorch's")
     for p in problems[:20]:
         print("op_oracle: " + p, file=sys.stderr)

@@ -168,6 +168,11 @@ def _encode_float(x):
     return float(x)
 
 
+def _same_arguments(op, schema):
+    """True when overload `op` takes the arguments of `schema`: the same names and types, in order."""
+    return [(a.name, str(a.type)) for a in op._schema.arguments] == [(a.name, str(a.type)) for a in schema.arguments]
+
+
 class Emitter:
     def __init__(self):
         self.nodes = []
@@ -280,6 +285,11 @@ class Emitter:
                 and packet.endswith("_") and not packet.startswith("_"):
             # In-place (add_, relu_, hardtanh_): emitted as the functional op; the mutated value is renamed.
             functional = getattr(torch.ops.aten, packet[:-1], None)
+            if functional is not None and not hasattr(functional, overload):
+                # The functional form may name its overload otherwise (transpose_.default is transpose.int,
+                # which nn.GRU's batch_first applies in place): the overload with the same arguments.
+                overload = next((o for o in functional.overloads()
+                                 if _same_arguments(getattr(functional, o), schema)), overload)
             if functional is None or not hasattr(functional, overload):
                 raise ExportError(f"node {node.name} (from {source}): in-place {target} has no functional form")
             packet, mutated = packet[:-1], node.args[0]

@@ -53,8 +53,9 @@ std::optional<std::string> unsupported_inputs(const Capsule& capsule, std::span<
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     const DType d = inputs[i].dtype;
     const ops::InputRole role = info.input_role(i);
-    // Indices and masks are the shape rule's to check; every other operand must be a dtype the kernel computes.
-    if (role == ops::InputRole::index || role == ops::InputRole::mask) continue;
+    // Indices, masks and any-dtype operands are the shape rule's to check; every other operand must be a dtype
+    // the kernel computes.
+    if (role == ops::InputRole::index || role == ops::InputRole::mask || role == ops::InputRole::any) continue;
     if (!capsule.dtypes.contains(d)) {
       return fmt::format("{} computes {} only; operand {} is {}", capsule.name, capsule.dtypes.to_string(), i,
                          dtype_name(d));

@@ -30,8 +30,11 @@ std::string render_catalogue_markdown() {
       "Generated from the op table (`pact/ops/op_table.hpp`) by `pact ops --markdown`; a test fails when this\n"
       "file and the table differ. Tolerances compare an implementationDefined kernel with the fixedLeft\n"
       "reference: |candidate - reference| <= abs + rel * max(1, max|reference|). Operand roles: d data, w weight,\n"
-      "b bias, s running statistic, i index or class target, m mask, u state written in place. VJP saves: what the "
-      "tape retains for the\n"
+      "b bias, s running statistic, i index or class target, m mask, u state written in place, c any dtype "
+      "(converted,\n"
+      "or only its geometry read). VJP \"no gradient\": none flows through the op (integer outputs, or outputs that "
+      "do\n"
+      "not depend on the input values); training admits it forward only. VJP saves: what the tape retains for the\n"
       "VJP (inN: input N, out: the output); passthrough: inputs whose gradient is the cotangent itself.\n\n"
       "| kind | arity | attributes (* required) | role | operand roles | VJP | VJP saves | passthrough | "
       "mode-dependent | forward tolerance (abs, rel) |\n"
@@ -56,8 +59,11 @@ std::string render_catalogue_markdown() {
     auto t = op.tolerance();
     s += fmt::format("| `{}` | {} | {} | {} | {} | {} | {} | {} | {} | ({:g}, {:g}) |\n", op.kind, arity,
                      attrs.empty() ? "—" : attrs, role_name(op.role), op.roles.empty() ? "—" : op.roles,
-                     op.has_vjp ? "yes" : "no", op.has_vjp ? operands(op.saves) : "—", operands(op.passthrough),
-                     op.mode_dependent ? "yes" : "no", t.abs, t.rel);
+                     op.has_vjp         ? "yes"
+                     : op.gradient_free ? "no gradient"
+                                        : "no",
+                     op.has_vjp ? operands(op.saves) : "—", operands(op.passthrough), op.mode_dependent ? "yes" : "no",
+                     t.abs, t.rel);
   }
   return s;
 }

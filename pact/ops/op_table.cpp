@@ -140,6 +140,23 @@ constexpr AttrSpec kSliceAttrs[] = {{"dim", AttrType::i64, true},
                                     {"end", AttrType::i64, false},
                                     {"step", AttrType::i64, false}};
 constexpr AttrSpec kReduceAttrs[] = {{"dims", AttrType::i64_list, false}, {"keepdim", AttrType::boolean, false}};
+constexpr AttrSpec kTriangleAttrs[] = {{"diagonal", AttrType::i64, false}};
+constexpr AttrSpec kCumsumAttrs[] = {{"dim", AttrType::i64, true}};
+constexpr AttrSpec kArgmaxAttrs[] = {{"dim", AttrType::i64, false}, {"keepdim", AttrType::boolean, false}};
+constexpr AttrSpec kTopkAttrs[] = {
+    {"k", AttrType::i64, true}, {"dim", AttrType::i64, false}, {"largest", AttrType::boolean, false}};
+constexpr AttrSpec kCastAttrs[] = {{"dtype", AttrType::string, true}};
+constexpr AttrSpec kFullLikeAttrs[] = {{"value", AttrType::f64, true}, {"dtype", AttrType::string, false}};
+constexpr AttrSpec kArangeAttrs[] = {{"start", AttrType::f64, false},
+                                     {"end", AttrType::f64, true},
+                                     {"step", AttrType::f64, false},
+                                     {"dtype", AttrType::string, false}};
+constexpr AttrSpec kIndexDimAttrs[] = {{"dim", AttrType::i64, true}};
+constexpr AttrSpec kInterpolateAttrs[] = {{"size", AttrType::i64_list, true},
+                                          {"mode", AttrType::string, false},
+                                          {"align_corners", AttrType::boolean, false},
+                                          {"scale_h", AttrType::f64, false},
+                                          {"scale_w", AttrType::f64, false}};
 constexpr AttrSpec kRunningStatsAttrs[] = {{"momentum", AttrType::f64, false}};
 constexpr AttrSpec kSgdAttrs[] = {
     {"lr", AttrType::f64, true}, {"momentum", AttrType::f64, false}, {"weight_decay", AttrType::f64, false}};
@@ -185,6 +202,17 @@ PACT_PER_OUTPUT(log, 1)
 PACT_PER_OUTPUT(sqrt, 1)
 PACT_PER_OUTPUT(sin, 1)
 PACT_PER_OUTPUT(cos, 1)
+PACT_PER_OUTPUT(tan, 1)
+PACT_PER_OUTPUT(pow, 1)
+PACT_PER_OUTPUT(where, 1)
+PACT_PER_OUTPUT(eq, 1)
+PACT_PER_OUTPUT(ne, 1)
+PACT_PER_OUTPUT(lt, 1)
+PACT_PER_OUTPUT(le, 1)
+PACT_PER_OUTPUT(gt, 1)
+PACT_PER_OUTPUT(ge, 1)
+PACT_PER_OUTPUT(cumsum, 1)
+PACT_PER_OUTPUT(interpolate, 4)
 PACT_PER_OUTPUT(softmax, 5)
 PACT_PER_OUTPUT(log_softmax, 5)
 PACT_PER_OUTPUT(layer_norm, 8)
@@ -251,6 +279,17 @@ std::int64_t flops_pool(std::span<const TensorType>, const TensorType& out, cons
 #define flops_mean flops_input_elements
 #define flops_max flops_input_elements
 #define flops_output flops_none
+#define flops_triu flops_none
+#define flops_tril flops_none
+#define flops_argmax flops_input_elements
+#define flops_topk flops_input_elements
+#define flops_topk_indices flops_input_elements
+#define flops_cast flops_none
+#define flops_full_like flops_none
+#define flops_arange flops_none
+#define flops_gather flops_none
+#define flops_index_select flops_none
+#define flops_index_copy flops_none
 #define flops_accumulate_grad flops_input_elements
 std::int64_t flops_batch_norm_stats(std::span<const TensorType> in, const TensorType&, const Attributes&) {
   return 3 * numel(in[2].shape) + 6 * numel(in[0].shape);
@@ -291,6 +330,28 @@ constexpr std::span<const AttrSpec> kEmpty{};
 #define attrs_sqrt kEmpty
 #define attrs_sin kEmpty
 #define attrs_cos kEmpty
+#define attrs_tan kEmpty
+#define attrs_pow kEmpty
+#define attrs_where kEmpty
+#define attrs_eq kEmpty
+#define attrs_ne kEmpty
+#define attrs_lt kEmpty
+#define attrs_le kEmpty
+#define attrs_gt kEmpty
+#define attrs_ge kEmpty
+#define attrs_triu span_of(kTriangleAttrs)
+#define attrs_tril span_of(kTriangleAttrs)
+#define attrs_cumsum span_of(kCumsumAttrs)
+#define attrs_argmax span_of(kArgmaxAttrs)
+#define attrs_topk span_of(kTopkAttrs)
+#define attrs_topk_indices span_of(kTopkAttrs)
+#define attrs_cast span_of(kCastAttrs)
+#define attrs_full_like span_of(kFullLikeAttrs)
+#define attrs_arange span_of(kArangeAttrs)
+#define attrs_gather span_of(kIndexDimAttrs)
+#define attrs_index_select span_of(kIndexDimAttrs)
+#define attrs_index_copy span_of(kIndexDimAttrs)
+#define attrs_interpolate span_of(kInterpolateAttrs)
 #define attrs_softmax span_of(kDimAttrs)
 #define attrs_log_softmax span_of(kDimAttrs)
 #define attrs_cross_entropy span_of(kCrossEntropyAttrs)
@@ -323,10 +384,30 @@ constexpr std::span<const AttrSpec> kEmpty{};
 
 using namespace operand;  // the saves and passthrough columns name operands in0..in4, out, none
 
+// The VJP column's three values (Note [Op table]): has a VJP, gradient-free.
+#define PACT_VJP_HAS_true true
+#define PACT_VJP_HAS_false false
+#define PACT_VJP_HAS_nograd false
+#define PACT_VJP_FREE_true false
+#define PACT_VJP_FREE_false false
+#define PACT_VJP_FREE_nograd true
 const OpInfo kTable[] = {
-#define PACT_OP_ROW(tag, kind, lo, hi, vjp, mode, role, tol, saves, pass, roles)                \
-  OpInfo{OpTag::tag,          kind,        lo,          hi,          vjp,   mode, OpRole::role, \
-         ToleranceClass::tol, attrs_##tag, shape_##tag, flops_##tag, saves, pass, roles},
+#define PACT_OP_ROW(tag, kind, lo, hi, vjp, mode, role, tol, saves, pass, roles) \
+  OpInfo{OpTag::tag,                                                             \
+         kind,                                                                   \
+         lo,                                                                     \
+         hi,                                                                     \
+         PACT_VJP_HAS_##vjp,                                                     \
+         PACT_VJP_FREE_##vjp,                                                    \
+         mode,                                                                   \
+         OpRole::role,                                                           \
+         ToleranceClass::tol,                                                    \
+         attrs_##tag,                                                            \
+         shape_##tag,                                                            \
+         flops_##tag,                                                            \
+         saves,                                                                  \
+         pass,                                                                   \
+         roles},
     PACT_OPS(PACT_OP_ROW)
 #undef PACT_OP_ROW
 };
@@ -340,7 +421,7 @@ constexpr bool roles_well_formed() {
 #define PACT_OP_ROLES_OK(tag, kind, lo, hi, vjp, mode, role, tol, saves, pass, roles) \
   if (std::string_view(roles).size() != roles_length(hi)) return false;               \
   for (char c : std::string_view(roles))                                              \
-    if (std::string_view("dwbsimu").find(c) == std::string_view::npos) return false;  \
+    if (std::string_view("dwbsimuc").find(c) == std::string_view::npos) return false; \
   if (hi >= 0 && ((saves | pass) & 0xFFFFu) >= (1u << hi)) return false;
   PACT_OPS(PACT_OP_ROLES_OK)
 #undef PACT_OP_ROLES_OK
@@ -367,6 +448,8 @@ InputRole OpInfo::input_role(std::size_t k) const noexcept {
       return InputRole::mask;
     case 'u':
       return InputRole::state;
+    case 'c':
+      return InputRole::any;
     default:
       return InputRole::data;
   }

@@ -16,8 +16,12 @@
 namespace pact::ops {
 
 // Note [Op table]
-// Columns: tag, v1 wire kind, min arity, max arity (-1: variadic), has VJP, mode-dependent, role,
+// Columns: tag, v1 wire kind, min arity, max arity (-1: variadic), VJP, mode-dependent, role,
 // tolerance class, saves, passthrough, input roles.
+// - VJP: true (the op has one), false (it has none: an inference-only fusion, which a training plan
+//   refuses), nograd (no gradient flows through it, as PyTorch's argmax, arange and zeros_like: integer
+//   outputs, or outputs that do not depend on the input values; a training plan admits it forward only
+//   and the tape never records it).
 // - saves: what the VJP reads besides the cotangent (in0..in4, out; none), as PyTorch's derivatives.yaml
 //   declares; the tape retains exactly these, and hands every other input and the output to the VJP as
 //   a geometry-only placeholder, which a VJP that reads it refuses typed (tests/kernels: the saves test).
@@ -25,8 +29,9 @@ namespace pact::ops {
 //   whenever the input has as many elements as the output (a reshape; an add or sub operand that was not
 //   broadcast). Backward hands such an input the cotangent, zero copy, when it can.
 // - input roles, one letter per operand (the last repeats for a variadic op): d data, w weight, b bias,
-//   s running statistic, i index or class target, m mask, u state an update op writes in place. Selection checks the
-//   dtype of every operand but indices and masks against what a capsule computes (the shape rule checks those).
+//   s running statistic, i index or class target, m mask, u state an update op writes in place, c any dtype (the
+//   operand of a conversion, or one whose geometry alone is read). Selection checks the dtype of every operand but
+//   indices, masks and c operands against what a capsule computes (the shape rule checks those).
 // Op roles: source (input, parameter, constant: no kernel, no inputs), view (pure re-description of its
 // input's bytes), kernel (computes new values), sink (output), update (writes new values into its
 // operands of role u in place, as torch's `_fused_adam_` does: the training step's gradient
@@ -57,6 +62,28 @@ namespace pact::ops {
   X(sqrt, "sqrt", 1, 1, true, false, kernel, transcendental, out, none, "d")                              \
   X(sin, "sin", 1, 1, true, false, kernel, transcendental, in0, none, "d")                                \
   X(cos, "cos", 1, 1, true, false, kernel, transcendental, in0, none, "d")                                \
+  X(tan, "tan", 1, 1, true, false, kernel, transcendental, out, none, "d")                                \
+  X(pow, "pow", 2, 2, true, false, kernel, transcendental, in0 | in1, none, "dd")                         \
+  X(where, "where", 3, 3, true, false, kernel, exact, in0, none, "mdd")                                   \
+  X(eq, "eq", 2, 2, nograd, false, kernel, exact, none, none, "dd")                                       \
+  X(ne, "ne", 2, 2, nograd, false, kernel, exact, none, none, "dd")                                       \
+  X(lt, "lt", 2, 2, nograd, false, kernel, exact, none, none, "dd")                                       \
+  X(le, "le", 2, 2, nograd, false, kernel, exact, none, none, "dd")                                       \
+  X(gt, "gt", 2, 2, nograd, false, kernel, exact, none, none, "dd")                                       \
+  X(ge, "ge", 2, 2, nograd, false, kernel, exact, none, none, "dd")                                       \
+  X(triu, "triu", 1, 1, true, false, kernel, exact, none, none, "d")                                      \
+  X(tril, "tril", 1, 1, true, false, kernel, exact, none, none, "d")                                      \
+  X(cumsum, "cumsum", 1, 1, true, false, kernel, reduction, none, none, "d")                              \
+  X(argmax, "argmax", 1, 1, nograd, false, kernel, exact, none, none, "d")                                \
+  X(topk, "topk", 1, 1, true, false, kernel, exact, in0, none, "d")                                       \
+  X(topk_indices, "topk_indices", 1, 1, nograd, false, kernel, exact, none, none, "d")                    \
+  X(cast, "cast", 1, 1, true, false, kernel, exact, none, none, "c")                                      \
+  X(full_like, "full_like", 1, 1, nograd, false, kernel, exact, none, none, "c")                          \
+  X(arange, "arange", 0, 0, nograd, false, kernel, exact, none, none, "")                                 \
+  X(gather, "gather", 2, 2, true, false, kernel, reduction, in1, none, "di")                              \
+  X(index_select, "index_select", 2, 2, true, false, kernel, reduction, in1, none, "di")                  \
+  X(index_copy, "index_copy", 3, 3, true, false, kernel, exact, in1, none, "did")                         \
+  X(interpolate, "interpolate", 1, 1, true, false, kernel, reduction, none, none, "d")                    \
   X(softmax, "softmax", 1, 1, true, false, kernel, reduction, out, none, "d")                             \
   X(log_softmax, "log_softmax", 1, 1, true, false, kernel, reduction, out, none, "d")                     \
   X(cross_entropy, "cross_entropy", 2, 2, true, false, kernel, reduction, in0 | in1, none, "di")          \
@@ -97,7 +124,7 @@ enum class OpTag : std::uint8_t {
 #define PACT_OP_COUNT_ONE(...) +1
 inline constexpr int kOpCount = 0 PACT_OPS(PACT_OP_COUNT_ONE);
 #undef PACT_OP_COUNT_ONE
-static_assert(kOpCount == 52, "op list changed: update docs/ops.md (pact ops --markdown) and the op sweep");
+static_assert(kOpCount == 74, "op list changed: update docs/ops.md (pact ops --markdown) and the op sweep");
 
 /// What executing a node of the op does.
 enum class OpRole : std::uint8_t { source, view, kernel, sink, update };
@@ -110,7 +137,7 @@ inline constexpr std::uint32_t out = 1u << 16;
 }  // namespace operand
 
 /// What one operand of an op is (the input-roles column).
-enum class InputRole : std::uint8_t { data, weight, bias, running_statistic, index, mask, state };
+enum class InputRole : std::uint8_t { data, weight, bias, running_statistic, index, mask, state, any };
 
 /// A comparison tolerance: |candidate - reference| <= abs + rel * max(1, max|reference|), elementwise.
 struct Tolerance {
@@ -142,6 +169,7 @@ struct OpInfo {
   int min_arity;
   int max_arity;  ///< -1: variadic
   bool has_vjp;
+  bool gradient_free;   ///< no gradient flows through it (the VJP column's nograd)
   bool mode_dependent;  ///< behaves differently in training and evaluation (dropout, batch_norm)
   OpRole role;
   ToleranceClass tolerance_class;

@@ -174,7 +174,8 @@ Expected<AcceptedGraphPlan, PlanRejection> plan_graph(const ir::Graph& input_gra
     if (!ops::op_info(n.op).runtime_relevant()) continue;
     PlannedKernel k{n.id, n.op, nullptr, {}};
     for (const auto& in : n.inputs) k.inputs.push_back(*type_of.at(in));
-    admit_planned(std::move(k), vjp_mode);
+    // No gradient flows through a gradient-free op (Note [Op table]): it needs no VJP even in training.
+    admit_planned(std::move(k), ops::op_info(n.op).gradient_free ? contract::VjpMode::forward_only : vjp_mode);
   }
   // Update ops have no VJP: they are admitted forward only.
   if (training) {

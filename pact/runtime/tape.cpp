@@ -267,7 +267,7 @@ EagerTensor run_recorded(const kernels::Handler& handler, ops::OpTag op, std::sp
   EagerTensor result{alias ? AdValueRecord::alias(inputs.front().value, std::move(*alias))
                            : retain(kernels::run_forward(handler, views, attrs, ctx)),
                      -1};
-  if (needs_grad) {
+  if (needs_grad && !ops::op_info(op).gradient_free) {  // no gradient flows through a gradient-free op
     Tape::Node n;
     n.op = op;
     n.handler = &handler;

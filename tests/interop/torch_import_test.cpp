@@ -130,7 +130,7 @@ TEST(TorchImport, EveryUnsupportedOperatorIsListedAtOnce) {
       n["target"] = "aten.frobnicate.default";
       names.push_back(n["name"]);
     } else if (target.rfind("aten.addmm", 0) == 0 || target.rfind("aten.linear", 0) == 0) {
-      n["target"] = "aten.unsafe_split.Tensor";
+      n["target"] = "aten.bucketize.Tensor";
       names.push_back(n["name"]);
     }
   }
@@ -138,7 +138,7 @@ TEST(TorchImport, EveryUnsupportedOperatorIsListedAtOnce) {
   const auto msg = message_of([&] { ir::import_torch_graph(doc.dump()); });
   EXPECT_TRUE(mentions(msg, "does not support 2 operators")) << msg;
   EXPECT_TRUE(mentions(msg, "aten.frobnicate.default (node '")) << msg;
-  EXPECT_TRUE(mentions(msg, "aten.unsafe_split.Tensor (node '")) << msg;
+  EXPECT_TRUE(mentions(msg, "aten.bucketize.Tensor (node '")) << msg;
   EXPECT_TRUE(mentions(msg, "and 2 more")) << msg;  // the three linear layers share one target
   EXPECT_TRUE(mentions(msg, "(4 nodes)")) << msg;
   EXPECT_EQ(code_of([&] { ir::import_torch_graph(doc.dump()); }), ErrorCode::unsupported);

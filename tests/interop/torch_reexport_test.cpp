@@ -71,6 +71,20 @@ TEST(TorchReexport, ActivationsAndGroupNormMatchPyTorch) {
   std::filesystem::remove_all(dir);
 }
 
+// Issue 22's ops through the importer, each model against PyTorch's own output: selection, comparison,
+// scans, top-k, indexing, fills and casts; Llama's rotary embedding before causal attention;
+// interpolation; nn.LSTM and nn.GRU (their unsafe_split and the GRU's in-place batch_first transpose).
+TEST(TorchReexport, SelectionRotaryResamplingAndRecurrentModelsMatchPyTorch) {
+  REQUIRE_TORCH();
+  for (const auto& [model, shape] : std::vector<std::pair<std::string, std::string>>{
+           {"selection", "2,6,8"}, {"rotary", "2,5,16"}, {"resample", "1,2,4,5"}, {"recurrent", "2,5,8"}}) {
+    const auto dir = export_model("tests.fixtures.torch.models:" + model, shape, "", model);
+    if (dir.empty()) continue;
+    EXPECT_LE(test::worst_relative_error(dir), 1e-4) << model;
+    std::filesystem::remove_all(dir);
+  }
+}
+
 TEST(TorchReexport, TorchvisionArchitecturesWithRandomWeightsMatchPyTorch) {
   REQUIRE_TORCH();
   if (!python_has("torchvision")) GTEST_SKIP() << "no torchvision in /usr/bin/python3 (Debian python3-torchvision)";

@@ -76,7 +76,7 @@ void compare_provider(std::span<const kernels::Handler> candidate, std::string_v
     std::vector<double> gv(static_cast<std::size_t>(yr.numel()));
     std::normal_distribution<double> nd;
     for (auto& x : gv) x = nd(rng);
-    Tensor g = Tensor::from_values<double>(yr.shape(), std::span<const double>(gv)).convert(DType::f32);
+    Tensor g = Tensor::from_values<double>(yr.shape(), std::span<const double>(gv)).convert(yr.dtype());
     auto gr = kernels::run_vjp(ref, views_of(ins), yr.as_view(), g.as_view(), s.attrs, ctx);
     auto gc = kernels::run_vjp(*h, views_of(ins), yc.as_view(), g.as_view(), s.attrs, ctx);
     for (std::size_t i = 0; i < gr.size(); ++i) {
@@ -435,7 +435,7 @@ TEST(Providers, VjpsSkipUnwantedGradientsAndKeepTheOthers) {
       std::vector<float> gv(static_cast<std::size_t>(y.numel()));
       std::normal_distribution<float> nd;
       for (auto& x : gv) x = nd(rng);
-      const Tensor g = Tensor::from_values<float>(y.shape(), std::span<const float>(gv));
+      const Tensor g = Tensor::from_values<float>(y.shape(), std::span<const float>(gv)).convert(y.dtype());
       const auto full = kernels::run_vjp(*h, views_of(ins), y.as_view(), g.as_view(), s.attrs, all);
       for (std::size_t skip = 0; skip < ins.size(); ++skip) {
         KernelContext some = all;

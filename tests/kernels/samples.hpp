@@ -2,6 +2,7 @@
 // Sample cases for every kernel and view op (the op sweep's database, as PyTorch's OpInfo): input
 // geometry, value domain and attributes. The sweep fails when an op of the table has no case.
 
+#include <algorithm>
 #include <random>
 #include <vector>
 
@@ -10,7 +11,9 @@
 namespace pact::test {
 
 struct SampleInput {
-  enum Kind { normal, positive, index, mask, wide } kind = normal;  // wide: normal with scale 4
+  // wide: normal with scale 4; small: uniform in [-1.2, 1.2) (inside tan's poles); whole: integers in [-2, 2]
+  // (ties for comparisons); unique: distinct indices in [0, bound) (index_copy's contract).
+  enum Kind { normal, positive, index, mask, wide, small, whole, unique } kind = normal;
   Dims shape;
   DType dtype = DType::f32;  // for normal/positive: the float dtype is chosen by the test
   std::int64_t bound = 0;    // index: values in [0, bound)
@@ -31,6 +34,9 @@ inline SampleInput P(Dims s) { return {SampleInput::positive, s}; }
 inline SampleInput I(Dims s, std::int64_t bound) { return {SampleInput::index, s, DType::i64, bound}; }
 inline SampleInput M(Dims s) { return {SampleInput::mask, s, DType::boolean}; }
 inline SampleInput W(Dims s) { return {SampleInput::wide, s}; }  // past the kinks of hardswish at +-3
+inline SampleInput S(Dims s) { return {SampleInput::small, s}; }
+inline SampleInput Z(Dims s) { return {SampleInput::whole, s}; }
+inline SampleInput U(Dims s, std::int64_t bound) { return {SampleInput::unique, s, DType::i64, bound}; }
 
 inline std::vector<Sample> samples() {
   using ops::OpTag;
@@ -67,6 +73,55 @@ inline std::vector<Sample> samples() {
       {OpTag::sqrt, {P({4, 5})}, {}},
       {OpTag::sin, {N({4, 5})}, {}},
       {OpTag::cos, {N({4, 5})}, {}},
+      {OpTag::tan, {S({4, 5})}, {}},
+      {OpTag::pow, {P({3, 4}), N({4})}, {}},
+      {OpTag::where, {M({3, 4}), N({3, 4}), N({4})}, {}},
+      {OpTag::where, {M({4, 1}), N({1, 5}), N({})}, {}, false, "three-way broadcast"},
+      {OpTag::eq, {Z({3, 4}), Z({4})}, {}},
+      {OpTag::ne, {Z({3, 4}), Z({3, 1})}, {}},
+      {OpTag::lt, {Z({3, 4}), Z({4})}, {}},
+      {OpTag::le, {Z({3, 4}), Z({3, 4})}, {}},
+      {OpTag::gt, {N({3, 4}), N({})}, {}},
+      {OpTag::ge, {Z({2, 3, 4}), Z({3, 1})}, {}},
+      {OpTag::triu, {N({5, 6})}, A{{"diagonal", std::int64_t{1}}}},
+      {OpTag::tril, {N({2, 4, 4})}, A{{"diagonal", std::int64_t{-1}}}},
+      {OpTag::cumsum, {N({3, 7})}, A{{"dim", std::int64_t{1}}}},
+      {OpTag::cumsum, {N({2, 3, 4})}, A{{"dim", std::int64_t{0}}}, false, "dim 0"},
+      {OpTag::argmax, {N({3, 7})}, A{{"dim", std::int64_t{1}}}},
+      {OpTag::argmax, {Z({2, 3, 4})}, {}, false, "flattened, ties"},
+      {OpTag::topk, {N({3, 9})}, A{{"k", std::int64_t{4}}}},
+      {OpTag::topk,
+       {N({4, 6, 3})},
+       A{{"k", std::int64_t{2}}, {"dim", std::int64_t{1}}, {"largest", false}},
+       false,
+       "smallest, middle dim"},
+      {OpTag::topk_indices, {N({3, 9})}, A{{"k", std::int64_t{4}}}},
+      {OpTag::cast, {N({3, 5})}, A{{"dtype", std::string("f64")}}},
+      {OpTag::cast, {I({3, 4}, 10)}, A{{"dtype", std::string("f32")}}, false, "from indices"},
+      {OpTag::full_like, {N({3, 4})}, A{{"value", 2.5}}},
+      {OpTag::arange, {}, A{{"start", 0.5}, {"end", 3.0}, {"step", 0.25}}},
+      {OpTag::arange,
+       {},
+       A{{"start", std::int64_t{10}}, {"end", std::int64_t{1}}, {"step", std::int64_t{-3}}},
+       false,
+       "integers counting down"},
+      {OpTag::gather, {N({3, 5}), I({3, 4}, 5)}, A{{"dim", std::int64_t{1}}}},
+      {OpTag::gather, {N({4, 3}), I({2, 3}, 4)}, A{{"dim", std::int64_t{0}}}, false, "dim 0"},
+      {OpTag::index_select, {N({5, 4}), I({7}, 5)}, A{{"dim", std::int64_t{0}}}},
+      {OpTag::index_select, {N({2, 6, 3}), I({4}, 6)}, A{{"dim", std::int64_t{1}}}, false, "middle dim"},
+      {OpTag::index_copy, {N({5, 4}), U({3}, 5), N({3, 4})}, A{{"dim", std::int64_t{0}}}},
+      {OpTag::index_copy, {N({2, 6, 3}), U({4}, 6), N({2, 4, 3})}, A{{"dim", std::int64_t{1}}}, false, "middle dim"},
+      {OpTag::interpolate, {N({1, 2, 4, 5})}, A{{"size", L{8, 10}}}},
+      {OpTag::interpolate,
+       {N({1, 2, 4, 5})},
+       A{{"size", L{7, 9}}, {"mode", std::string("bilinear")}},
+       false,
+       "bilinear"},
+      {OpTag::interpolate,
+       {N({1, 2, 4, 5})},
+       A{{"size", L{7, 9}}, {"mode", std::string("bilinear")}, {"align_corners", true}},
+       false,
+       "bilinear, align_corners"},
       {OpTag::softmax, {N({3, 7})}, {}},
       {OpTag::softmax, {N({3, 4, 5})}, A{{"dim", std::int64_t{1}}}, false, "middle dim"},
       {OpTag::log_softmax, {N({3, 7})}, {}},
@@ -285,6 +340,7 @@ inline Tensor make_input(const SampleInput& in, DType dtype, std::mt19937& rng) 
   std::vector<double> v(static_cast<std::size_t>(n));
   std::normal_distribution<double> normal(0.0, 1.0);
   std::uniform_real_distribution<double> pos(0.5, 2.0);
+  std::uniform_real_distribution<double> small(-1.2, 1.2);
   for (auto& x : v) {
     switch (in.kind) {
       case SampleInput::normal:
@@ -296,22 +352,36 @@ inline Tensor make_input(const SampleInput& in, DType dtype, std::mt19937& rng) 
       case SampleInput::positive:
         x = pos(rng);
         break;
+      case SampleInput::small:
+        x = small(rng);
+        break;
+      case SampleInput::whole:
+        x = static_cast<double>(static_cast<int>(rng() % 5) - 2);
+        break;
       case SampleInput::index:
         x = static_cast<double>(rng() % static_cast<std::uint64_t>(in.bound));
         break;
+      case SampleInput::unique:
+        break;  // below: a shuffled prefix of 0 .. bound - 1
       case SampleInput::mask:
         x = (rng() % 4) != 0 ? 1.0 : 0.0;
         break;
     }
+  }
+  if (in.kind == SampleInput::unique) {
+    std::vector<double> all(static_cast<std::size_t>(in.bound));
+    for (std::size_t i = 0; i < all.size(); ++i) all[i] = static_cast<double>(i);
+    std::shuffle(all.begin(), all.end(), rng);
+    std::copy_n(all.begin(), v.size(), v.begin());
   }
   if (in.kind == SampleInput::mask) {
     for (std::int64_t i = 0; i < n; i += in.shape[in.shape.size() - 1])
       v[static_cast<std::size_t>(i)] = 1.0;  // no fully masked row
   }
   Tensor t = Tensor::from_values<double>(in.shape, std::span<const double>(v));
-  const DType target = in.kind == SampleInput::index  ? DType::i64
-                       : in.kind == SampleInput::mask ? DType::boolean
-                                                      : dtype;
+  const DType target = in.kind == SampleInput::index || in.kind == SampleInput::unique ? DType::i64
+                       : in.kind == SampleInput::mask                                  ? DType::boolean
+                                                                                       : dtype;
   return target == DType::f64 ? std::move(t) : t.convert(target);
 }
 

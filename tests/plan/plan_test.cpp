@@ -541,3 +541,62 @@ TEST(Planner, IndexOperandsAndIndexViewsPlanByTheirRoles) {
 
 }  // namespace
 }  // namespace pact::plan
+
+namespace pact::plan {
+namespace {
+
+// A training plan (with VJP) admits a gradient-free op (argmax, comparisons, arange: the op table's
+// nograd) forward only, since no gradient flows through it, while a kernel op without a VJP that a
+// gradient would need (conv2d_activation, an inference fusion) is still refused.
+TEST(Selection, GradientFreeOpsAreAdmittedForwardOnlyInATrainingPlan) {
+  using ops::OpTag;
+  auto node = [](std::string id, OpTag op, std::vector<std::string> in, ops::Attributes a = {}) {
+    return ir::Node{std::move(id), op, std::move(in), std::move(a), {}, false, false, false};
+  };
+  std::vector<ir::Node> nodes{
+      node("x", OpTag::input, {}, {{"shape", std::vector<std::int64_t>{4, 6}}}),
+      node("w", OpTag::parameter, {}, {{"shape", std::vector<std::int64_t>{5, 6}}}),
+      node("logits", OpTag::linear, {"x", "w"}),
+      node("best", OpTag::argmax, {"logits"}, {{"dim", std::int64_t{-1}}}),
+      node("positive", OpTag::gt, {"logits", "x0"}),
+      node("x0", OpTag::constant, {}, {{"shape", std::vector<std::int64_t>{}}}),
+      node("steps", OpTag::arange, {}, {{"end", std::int64_t{5}}, {"dtype", std::string("f32")}}),
+      node("shifted", OpTag::add, {"logits", "steps"}),
+      node("kept", OpTag::where, {"positive", "shifted", "x0"}),
+      node("out", OpTag::output, {"kept"}),
+      node("out_best", OpTag::output, {"best"}),
+  };
+  nodes[1].differentiable = true;
+  std::swap(nodes[4], nodes[5]);  // the constant before its reader
+  const ir::Graph g = ir::validate(nodes, {"out", "out_best"});
+  auto r = plan(g, contract::builtin_profile("cpu-checked"), VjpMode::with_vjp);
+  ASSERT_TRUE(r.has_value()) << render_audit_table(r.error().audit);
+  int gradient_free = 0;
+  for (const auto& k : r->audit().kernels) {
+    ASSERT_NE(k.capsule, nullptr) << k.node;
+    if (ops::op_info(k.op).gradient_free) {
+      ++gradient_free;
+      EXPECT_FALSE(k.capsule->vjp) << k.node;
+    } else {
+      EXPECT_TRUE(k.capsule->vjp) << k.node << " needs its VJP in training";
+    }
+  }
+  EXPECT_EQ(gradient_free, 3);  // argmax, gt, arange
+
+  // conv2d_activation has no VJP and is not gradient-free: a training plan refuses it, naming the node.
+  std::vector<ir::Node> conv{
+      node("img", OpTag::input, {}, {{"shape", std::vector<std::int64_t>{1, 2, 5, 5}}}),
+      node("k", OpTag::parameter, {}, {{"shape", std::vector<std::int64_t>{3, 2, 3, 3}}}),
+      node("act", OpTag::conv2d_activation, {"img", "k"}, {{"activation", std::string("relu")}}),
+      node("y", OpTag::output, {"act"}),
+  };
+  conv[1].differentiable = true;
+  const ir::Graph cg = ir::validate(conv, {"y"});
+  EXPECT_TRUE(plan(cg, contract::builtin_profile("cpu-checked")).has_value());
+  auto refused = plan(cg, contract::builtin_profile("cpu-checked"), VjpMode::with_vjp);
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_TRUE(mentions(render_audit_table(refused.error().audit), "act")) << render_audit_table(refused.error().audit);
+}
+
+}  // namespace
+}  // namespace pact::plan

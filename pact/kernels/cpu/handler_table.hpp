@@ -11,6 +11,7 @@
 // clang-format off
 #define PACT_CPU_VJP_true(ns, opname) &::pact::kernels::cpu::ns::opname##_vjp
 #define PACT_CPU_VJP_false(ns, opname) nullptr
+#define PACT_CPU_VJP_nograd(ns, opname) nullptr
 #define PACT_CPU_HANDLER(ns, file, opname, vjp)                                                             \
   ::pact::kernels::Handler{::pact::ops::OpTag::opname,                                                      \
                            #ns,                                                                             \

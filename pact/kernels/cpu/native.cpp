@@ -488,6 +488,18 @@ PACT_NATIVE_FROM_GENERIC(log)
 PACT_NATIVE_FROM_GENERIC(sqrt)
 PACT_NATIVE_FROM_GENERIC(sin)
 PACT_NATIVE_FROM_GENERIC(cos)
+PACT_NATIVE_FROM_GENERIC(tan)
+PACT_NATIVE_FROM_GENERIC(pow)
+PACT_NATIVE_FROM_GENERIC(where)
+PACT_NATIVE_FROM_GENERIC(triu)
+PACT_NATIVE_FROM_GENERIC(tril)
+PACT_NATIVE_FROM_GENERIC(cumsum)
+PACT_NATIVE_FROM_GENERIC(topk)
+PACT_NATIVE_FROM_GENERIC(cast)
+PACT_NATIVE_FROM_GENERIC(gather)
+PACT_NATIVE_FROM_GENERIC(index_select)
+PACT_NATIVE_FROM_GENERIC(index_copy)
+PACT_NATIVE_FROM_GENERIC(interpolate)
 PACT_NATIVE_FROM_GENERIC(mse_loss)
 PACT_NATIVE_FROM_GENERIC(dropout)
 PACT_NATIVE_FROM_GENERIC(embedding)
@@ -501,6 +513,23 @@ PACT_NATIVE_FROM_GENERIC(concat)
 PACT_NATIVE_FROM_GENERIC(slice)
 PACT_NATIVE_FROM_GENERIC(max)
 #undef PACT_NATIVE_FROM_GENERIC
+
+// Gradient-free ops (the op table's nograd): a forward only.
+#define PACT_NATIVE_FORWARD_FROM_GENERIC(opname)                                                         \
+  Tensor opname##_forward(std::span<const TensorView> in, const Attributes& a, const KernelContext& c) { \
+    return generic::opname##_forward(in, a, c);                                                          \
+  }
+PACT_NATIVE_FORWARD_FROM_GENERIC(eq)
+PACT_NATIVE_FORWARD_FROM_GENERIC(ne)
+PACT_NATIVE_FORWARD_FROM_GENERIC(lt)
+PACT_NATIVE_FORWARD_FROM_GENERIC(le)
+PACT_NATIVE_FORWARD_FROM_GENERIC(gt)
+PACT_NATIVE_FORWARD_FROM_GENERIC(ge)
+PACT_NATIVE_FORWARD_FROM_GENERIC(argmax)
+PACT_NATIVE_FORWARD_FROM_GENERIC(topk_indices)
+PACT_NATIVE_FORWARD_FROM_GENERIC(full_like)
+PACT_NATIVE_FORWARD_FROM_GENERIC(arange)
+#undef PACT_NATIVE_FORWARD_FROM_GENERIC
 
 // ---- update kernels (generic_updates.inc): Adam's f32 pass per ISA level, the rest generic ----------
 
