@@ -76,8 +76,19 @@ void with_bytes(Tensor& t, F&& f) {
   });
 }
 
-// Appends the bytes of a view (row-major, any layout) to `out`.
-void append_bytes(const TensorView& v, std::vector<std::byte>& out) {
+}  // namespace
+
+Tensor tensor_from_bytes(DType dtype, const Dims& shape, std::span<const std::byte> bytes) {
+  Tensor t = Tensor::empty(shape, dtype);
+  if (static_cast<std::uint64_t>(t.numel()) * dtype_size(dtype) != bytes.size()) {
+    throw_error(ErrorCode::invalid_argument, "tensor.from_bytes",
+                fmt::format("{} bytes for {}{}", bytes.size(), dtype_name(dtype), shape.to_string()));
+  }
+  with_bytes(t, [&](std::span<std::byte> dst) { std::memcpy(dst.data(), bytes.data(), bytes.size()); });
+  return t;
+}
+
+void append_tensor_bytes(const TensorView& v, std::vector<std::byte>& out) {
   if (v.numel() == 0) return;
   std::optional<Tensor> packed;  // a strided view is written through one contiguous duplicate
   if (!v.is_contiguous()) packed.emplace(v.duplicate());
@@ -90,6 +101,8 @@ void append_bytes(const TensorView& v, std::vector<std::byte>& out) {
     out.insert(out.end(), bytes.begin(), bytes.end());
   });
 }
+
+namespace {
 
 DType dtype_from(std::string_view where, const std::string& field, const std::string& s) {
   for (DType d : {DType::f32, DType::f64, DType::bf16, DType::f16, DType::c64, DType::i64, DType::i32, DType::u8,
@@ -187,11 +200,9 @@ SafetensorsFile parse_safetensors(std::span<const std::byte> bytes, std::string_
   if (cursor != data.size())
     bad(where, "data", fmt::format("{} trailing bytes after the last tensor", data.size() - cursor));
   for (const auto& e : entries) {
-    Tensor t = Tensor::empty(e.shape, e.dtype);
-    with_bytes(t, [&](std::span<std::byte> dst) {
-      std::memcpy(dst.data(), data.data() + e.begin, static_cast<std::size_t>(e.end - e.begin));
-    });
-    file.tensors.emplace_back(e.name, std::move(t));
+    file.tensors.emplace_back(e.name, tensor_from_bytes(e.dtype, e.shape,
+                                                        data.subspan(static_cast<std::size_t>(e.begin),
+                                                                     static_cast<std::size_t>(e.end - e.begin))));
   }
   return file;
 }
@@ -212,7 +223,7 @@ std::vector<std::byte> serialize_safetensors(const std::vector<std::pair<std::st
                   fmt::format("tensor name '{}' is reserved or repeated", name));
     }
     const std::uint64_t begin = data.size();
-    append_bytes(view, data);
+    append_tensor_bytes(view, data);
     const Dims shape = view.shape();  // one object: begin() and end() must come from the same Dims
     header[name] = Json{{"dtype", std::string(safetensors_dtype(view.dtype()))},
                         {"shape", std::vector<std::int64_t>(shape.begin(), shape.end())},

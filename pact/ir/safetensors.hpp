@@ -46,4 +46,10 @@ void write_safetensors(const std::string& path, const std::vector<std::pair<std:
 /// The safetensors dtype string of a Pact dtype ("F32", "BF16", ...); c64 is "C64".
 std::string_view safetensors_dtype(DType dtype);
 
+/// A fresh contiguous tensor whose elements are `bytes` (little-endian, row-major); the byte count must be
+/// the shape's (invalid_argument otherwise). The one place file readers turn raw bytes into a tensor.
+Tensor tensor_from_bytes(DType dtype, const Dims& shape, std::span<const std::byte> bytes);
+/// Appends the elements of a view (any layout) to `out`, row-major, little-endian.
+void append_tensor_bytes(const TensorView& view, std::vector<std::byte>& out);
+
 }  // namespace pact::ir

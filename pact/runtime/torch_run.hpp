@@ -65,6 +65,17 @@ TorchRunResult run_imported(ir::TorchBundle&& bundle, ir::SafetensorsFile&& inpu
                             const contract::BackendProfile& profile, const contract::EvidenceResolver& resolver,
                             const RunTimingOptions& timing = {});
 
+/// Fits a capture to a user's inputs before run_imported. Each user input takes the file's tensor of its
+/// name, or, for a model of one input and a file of one tensor, that tensor (renamed). A missing input
+/// names itself and the file's tensors; a dtype other than the captured one names both dtypes; a shape
+/// other than the captured one is accepted only when the leading (batch) dimension alone differs, the same
+/// for every input, and the graph re-validates with it: input shapes change, reshapes that carried the
+/// captured batch keep that dimension free (-1), constants of uniform value that stand for per-batch state
+/// (an RNN's zero initial state) take the new batch, and every shape rule is run again (Note [Batch axes]
+/// in torch_run.cpp); the first node whose rule refuses the new size is named (invalid_argument). `where`
+/// names the file in messages.
+void fit_inputs(ir::TorchBundle& bundle, ir::SafetensorsFile& inputs, std::string_view where);
+
 /// The median of `values` (the mean of the middle two for an even count); 0 for none.
 double median(std::vector<double> values);
 

@@ -270,6 +270,91 @@ TEST(TorchImport, RunChecksTheInputs) {
   }
 }
 
+// Two copies of a tensor stacked along the leading dimension.
+Tensor doubled(const Tensor& t) {
+  std::vector<std::byte> bytes;
+  ir::append_tensor_bytes(t.as_view(), bytes);
+  ir::append_tensor_bytes(t.as_view(), bytes);
+  Dims shape = t.shape();
+  shape[0] *= 2;
+  return ir::tensor_from_bytes(t.dtype(), shape, bytes);
+}
+
+// Issue 22 item 3: a capture runs on inputs of another batch size when the graph re-validates with it.
+// The example input stacked twice must give PyTorch's own outputs stacked twice (every fixture model
+// treats batch rows independently in eval mode), so no Pact-computed value is the reference.
+TEST(TorchImport, RunsOnInputsOfAnotherBatchSize) {
+  const contract::DefaultEvidenceResolver resolver;
+  const auto profile = contract::builtin_profile("cpu-checked");
+  for (const char* model : {"mlp", "small_cnn", "tiny_transformer", "tiny_gpt"}) {
+    SCOPED_TRACE(model);
+    const std::string dir = kFixtures + "/" + model;
+    auto bundle = ir::load_torch_export(dir);
+    const ir::SafetensorsFile example = ir::read_safetensors(dir + "/example_input.safetensors");
+    const ir::SafetensorsFile expected = ir::read_safetensors(dir + "/expected_output.safetensors");
+    ir::SafetensorsFile inputs;
+    for (const auto& [name, t] : example.tensors) inputs.tensors.emplace_back(name, doubled(t));
+    runtime::fit_inputs(bundle, inputs, "doubled");
+    std::vector<ir::TorchOutput> outs = bundle.model.outputs;
+    auto result = runtime::run_imported(std::move(bundle), std::move(inputs), profile, resolver);
+    ASSERT_TRUE(result.accepted);
+    for (const auto& o : outs) {
+      const Tensor want = doubled(*expected.find(o.name));
+      EXPECT_LE(runtime::compare_outputs(o.name, result.outputs.at(o.name).as_view(), want.as_view()).relative_error,
+                1e-4);
+    }
+  }
+}
+
+TEST(TorchImport, UserInputsThatDoNotFitAreRefusedNamingTheTensorAndBothTypes) {
+  auto fit = [](ir::SafetensorsFile& inputs) {
+    auto bundle = ir::load_torch_export(kFixtures + "/small_cnn");
+    runtime::fit_inputs(bundle, inputs, "user.npz");
+    return bundle.model.find_source("x")->type.shape;
+  };
+  {  // one tensor of another name: taken as the one input
+    ir::SafetensorsFile in;
+    in.tensors.emplace_back("images", Tensor::zeros(Dims{3, 3, 16, 16}, DType::f32));
+    EXPECT_EQ(fit(in), (Dims{3, 3, 16, 16}));
+  }
+  {
+    ir::SafetensorsFile in;
+    in.tensors.emplace_back("x", Tensor::zeros(Dims{2, 3, 16, 16}, DType::f64));
+    const auto msg = message_of([&] { fit(in); });
+    EXPECT_EQ(code_of([&] { fit(in); }), ErrorCode::dtype_mismatch);
+    EXPECT_TRUE(mentions(msg, "input 'x' is f64[2, 3, 16, 16]; the capture declares f32[2, 3, 16, 16]")) << msg;
+  }
+  {
+    ir::SafetensorsFile in;
+    in.tensors.emplace_back("x", Tensor::zeros(Dims{2, 3, 16, 15}, DType::f32));
+    const auto msg = message_of([&] { fit(in); });
+    EXPECT_TRUE(mentions(msg, "[2, 3, 16, 15]") && mentions(msg, "[2, 3, 16, 16]") && mentions(msg, "leading")) << msg;
+  }
+  {
+    ir::SafetensorsFile in;
+    in.tensors.emplace_back("a", Tensor::zeros(Dims{2, 3, 16, 16}, DType::f32));
+    in.tensors.emplace_back("b", Tensor::zeros(Dims{2, 3, 16, 16}, DType::f32));
+    const auto msg = message_of([&] { fit(in); });
+    EXPECT_TRUE(mentions(msg, "no tensor for the model's input 'x' (the file holds: a, b)")) << msg;
+  }
+  {  // a graph that carries the batch in a constant does not re-validate: the node is named
+    ir::Node x{"x", ops::OpTag::input, {}, {{"shape", std::vector<std::int64_t>{2, 4}}}, {}, false, false, false};
+    ir::Node c{"bias", ops::OpTag::constant, {}, {{"shape", std::vector<std::int64_t>{2, 4}}}, {}, false, false, false};
+    ir::Node add{"shifted", ops::OpTag::add, {"x", "bias"}, {}, {}, false, false, false};
+    ir::Node out{"y", ops::OpTag::output, {"shifted"}, {}, {}, false, false, false};
+    ir::TorchBundle m;
+    m.model.graph = ir::validate({x, c, add, out}, {"y"});
+    m.model.sources.push_back({"x", ir::TorchSource::Kind::user_input, true, {DType::f32, Dims{2, 4}}});
+    m.model.synthesized.emplace("bias",
+                                Tensor::from_values<float>(Dims{2, 4}, std::vector<float>{1, 2, 3, 4, 5, 6, 7, 8}));
+    ir::SafetensorsFile in;
+    in.tensors.emplace_back("x", Tensor::zeros(Dims{5, 4}, DType::f32));
+    const auto msg = message_of([&] { runtime::fit_inputs(m, in, "user.npy"); });
+    EXPECT_TRUE(mentions(msg, "captured with batch 2 and does not re-validate with 5") && mentions(msg, "shifted"))
+        << msg;
+  }
+}
+
 // Latency runs: the cold run's outputs are the ones compared; each warm run is timed, and with node timing
 // every planned node has a warm median, named with its capsule and the ISA level it ran at.
 TEST(TorchImport, RepeatedRunsTimeEveryWarmRunAndEveryNode) {

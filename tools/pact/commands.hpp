@@ -60,6 +60,11 @@ struct RunTiming {
 };
 int run_torch(const std::string& dir, const std::string& profile, bool json, double tolerance,
               const RunTiming& timing = {});
+/// `pact run DIR --input FILE [--output FILE]`: the capture on the user's inputs (runtime::fit_inputs);
+/// prints each output's shape, leading values and, for a classifier, the argmax per row; writes the outputs
+/// only after the whole run succeeded.
+int run_torch_on(const std::string& dir, const std::string& input, const std::string& output,
+                 const std::string& profile, bool json);
 
 }  // namespace pact::cli
 

@@ -11,6 +11,7 @@
 #include "pact/core/cpu.hpp"
 #include "pact/core/file.hpp"
 #include "pact/core/json.hpp"
+#include "pact/ir/numpy.hpp"
 #include "pact/ir/torch_import.hpp"
 #include "pact/kernels/cpu/gemm.hpp"
 #include "pact/plan/planner.hpp"
@@ -194,6 +195,108 @@ int run_torch(const std::string& dir, const std::string& profile_name, bool json
 
 namespace {
 
+// Up to `n` leading values of a tensor, as text.
+std::string leading_values(const TensorView& v, std::size_t n) {
+  const Tensor d = v.convert(DType::f64);
+  auto p = d.prepare_host<double>();
+  const auto xs = std::get<PreparedContiguousRead<double>>(p.value()).as_span();
+  std::string s = "[";
+  for (std::size_t i = 0; i < std::min(n, xs.size()); ++i) s += fmt::format("{}{:.6g}", i ? ", " : "", xs[i]);
+  return s + (xs.size() > n ? ", ...]" : "]");
+}
+
+// The argmax of each row of a classifier's [N, C] float output (C > 1), or nothing for another output.
+std::optional<std::vector<std::int64_t>> row_argmax(const TensorView& v) {
+  if (v.shape().size() != 2 || v.shape()[1] < 2 || !is_floating(v.dtype())) return std::nullopt;
+  const Tensor d = v.convert(DType::f64);
+  auto p = d.prepare_host<double>();
+  const auto xs = std::get<PreparedContiguousRead<double>>(p.value()).as_span();
+  const std::int64_t rows = v.shape()[0], cols = v.shape()[1];
+  std::vector<std::int64_t> best(static_cast<std::size_t>(rows), 0);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    for (std::int64_t c = 1; c < cols; ++c) {
+      if (xs[static_cast<std::size_t>(r * cols + c)] >
+          xs[static_cast<std::size_t>(r * cols + best[static_cast<std::size_t>(r)])])
+        best[static_cast<std::size_t>(r)] = c;
+    }
+  }
+  return best;
+}
+
+}  // namespace
+
+int run_torch_on(const std::string& dir, const std::string& input, const std::string& output,
+                 const std::string& profile_name, bool json) {
+  if (!output.empty()) require_writable_destination(output, "pact run");
+  const auto profile = contract::builtin_profile(profile_name);
+  ir::TorchBundle bundle = ir::load_torch_export(dir);
+  ir::SafetensorsFile inputs = ir::read_tensor_file(input);
+  runtime::fit_inputs(bundle, inputs, input);
+  std::vector<ir::TorchOutput> outs = bundle.model.outputs;
+  const contract::DefaultEvidenceResolver resolver;
+  const auto start = std::chrono::steady_clock::now();
+  auto result = runtime::run_imported(std::move(bundle), std::move(inputs), profile, resolver);
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  if (!result.accepted) {
+    if (json) {
+      std::printf("%s\n", plan::render_audit_json(result.audit).dump(2).c_str());
+    } else {
+      std::fputs(plan::render_audit_table(result.audit).c_str(), stdout);
+    }
+    return 2;
+  }
+  if (!output.empty()) {
+    std::vector<std::pair<std::string, TensorView>> tensors;
+    tensors.reserve(outs.size());
+    for (const auto& o : outs) tensors.emplace_back(o.name, result.outputs.at(o.name).as_view());
+    ir::write_tensor_file(output, tensors);
+  }
+  constexpr std::size_t kShown = 6, kMaxArgmax = 10000;
+  if (json) {
+    Json doc{{"schema", "pact.torch-run-inputs.v1"},
+             {"model", dir},
+             {"input", input},
+             {"profile", profile_name},
+             {"milliseconds", ms},
+             {"peak_bytes", result.peak_bytes},
+             {"outputs", Json::array()}};
+    if (!output.empty()) doc["written"] = output;
+    for (const auto& o : outs) {
+      const TensorView v = result.outputs.at(o.name).as_view();
+      const Dims shape = v.shape();
+      Json j{{"name", o.name},
+             {"dtype", std::string(dtype_name(v.dtype()))},
+             {"shape", std::vector<std::int64_t>(shape.begin(), shape.end())},
+             {"leading_values", leading_values(v, kShown)}};
+      if (auto best = row_argmax(v)) {
+        if (best->size() > kMaxArgmax) best->resize(kMaxArgmax);
+        j["argmax"] = *best;
+      }
+      doc["outputs"].push_back(std::move(j));
+    }
+    std::printf("%s\n", doc.dump(2).c_str());
+    return 0;
+  }
+  std::printf("%s on %s under %s: %zu kernels planned, ran in %.1f ms, peak %.2f MiB live\n", dir.c_str(),
+              input.c_str(), profile_name.c_str(), result.audit.kernels.size(), ms,
+              static_cast<double>(result.peak_bytes) / (1024.0 * 1024.0));
+  for (const auto& o : outs) {
+    const TensorView v = result.outputs.at(o.name).as_view();
+    std::printf("%s: %s%s %s\n", o.name.c_str(), std::string(dtype_name(v.dtype())).c_str(),
+                v.shape().to_string().c_str(), leading_values(v, kShown).c_str());
+    if (auto best = row_argmax(v)) {
+      std::string rows;
+      for (std::size_t r = 0; r < std::min<std::size_t>(best->size(), 16); ++r)
+        rows += fmt::format("{}{}", r ? ", " : "", (*best)[r]);
+      std::printf("  argmax per row: [%s%s]\n", rows.c_str(), best->size() > 16 ? ", ..." : "");
+    }
+  }
+  if (!output.empty()) std::printf("wrote %s\n", output.c_str());
+  return 0;
+}
+
+namespace {
+
 struct ImportArgs {
   std::string dir, out, weights;
 };
@@ -207,16 +310,20 @@ const bool import_registered = register_command("import", [](CLI::App& app) {
 });
 
 struct RunArgs {
-  std::string dir, profile = "cpu-checked";
+  std::string dir, profile = "cpu-checked", input, output;
   bool json = false;
   double tolerance = 1e-4;
   RunTiming timing;
 };
 const bool run_registered = register_command("run", [](CLI::App& app) {
   auto a = std::make_shared<RunArgs>();
-  auto* run_cmd =
-      app.add_subcommand("run", "plan and run a torch_export.py capture on its example input; compare with PyTorch");
+  auto* run_cmd = app.add_subcommand(
+      "run", "plan and run a torch_export.py capture: on its example input, compared with PyTorch, or on --input");
   run_cmd->add_option("dir", a->dir, "capture directory")->required();
+  run_cmd->add_option("--input", a->input,
+                      "run on these inputs instead (.safetensors, .npz or .npy; tensors named by the model's "
+                      "inputs; the leading batch dimension may differ) and print the outputs");
+  run_cmd->add_option("--output", a->output, "with --input: write the outputs (.safetensors, .npz, or .npy for one)");
   run_cmd->add_option("--profile", a->profile, "backend profile");
   run_cmd->add_flag("--json", a->json, "print a JSON report");
   run_cmd->add_option("--tolerance", a->tolerance, "largest accepted max|pact - torch| / max(1, max|torch|)");
@@ -225,8 +332,18 @@ const bool run_registered = register_command("run", [](CLI::App& app) {
   run_cmd->add_flag("--time-nodes", a->timing.time_nodes, "report each planned node's warm time (needs --repeat)");
   run_cmd->add_flag("--no-fuse{false}", a->timing.fuse,
                     "run the graph as captured: no batch norm folding, no conv2d_activation fusion");
-  return std::vector<Runner>{
-      {run_cmd, [a] { return run_torch(a->dir, a->profile, a->json, a->tolerance, a->timing); }}};
+  return std::vector<Runner>{{run_cmd, [a] {
+                                if (!a->output.empty() && a->input.empty())
+                                  throw_error(ErrorCode::invalid_argument, "pact run",
+                                              "--output needs --input (the example run compares, it writes nothing)");
+                                if (!a->input.empty()) {
+                                  if (a->timing.repeat != 0 || a->timing.time_nodes)
+                                    throw_error(ErrorCode::invalid_argument, "pact run",
+                                                "--repeat and --time-nodes time the example input; drop --input");
+                                  return run_torch_on(a->dir, a->input, a->output, a->profile, a->json);
+                                }
+                                return run_torch(a->dir, a->profile, a->json, a->tolerance, a->timing);
+                              }}};
 });
 
 }  // namespace
