@@ -622,7 +622,33 @@ def randomize(model, seed):
                 t.copy_(0.1 * torch.randn(t.shape, generator=gen))
 
 
-def export(target, shapes, dtypes, out_dir, method="auto", seed=0, random_weights=False):
+class _MetaFactories(torch.overrides.TorchFunctionMode if hasattr(torch.overrides, "TorchFunctionMode") else object):
+    """Creates every tensor a factory function makes on the meta device (shapes and dtypes, no storage):
+    PyTorch 1.13 has no torch.device('meta') context manager, so a module built inside this mode (its
+    nn.Linear and nn.Embedding weights, the buffers it registers, the positions its forward computes) never
+    allocates its values."""
+
+    FACTORIES = ("empty", "zeros", "ones", "full", "rand", "randn", "randint", "arange", "tensor", "eye",
+                 "linspace", "empty_strided", "zeros_like", "ones_like", "full_like", "empty_like", "rand_like",
+                 "randn_like", "as_tensor")
+
+    def __init__(self):
+        super().__init__()
+        self.functions = {getattr(torch, n) for n in self.FACTORIES if hasattr(torch, n)}
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = dict(kwargs or {})
+        if func in self.functions:
+            kwargs["device"] = "meta"
+        return func(*args, **kwargs)
+
+
+def _peak_rss_bytes():
+    import resource
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
+
+
+def export(target, shapes, dtypes, out_dir, method="auto", seed=0, random_weights=False, structure_only=False):
     if ":" not in target:
         raise SystemExit(f"torch_export: {target!r} is not MODULE:FACTORY")
     module_name, factory_name = target.rsplit(":", 1)
@@ -635,7 +661,18 @@ def export(target, shapes, dtypes, out_dir, method="auto", seed=0, random_weight
     if not callable(factory):
         raise SystemExit(f"torch_export: {module_name!r} has no callable {factory_name!r}")
     torch.manual_seed(seed)
-    model = factory()
+    if structure_only:
+        if not hasattr(torch.overrides, "TorchFunctionMode"):
+            raise SystemExit(f"torch_export: --structure-only needs torch.overrides.TorchFunctionMode (torch >= 1.13)")
+        if random_weights:
+            raise SystemExit("torch_export: --structure-only captures no values; --random-weights does not apply")
+        if method not in ("auto", "make_fx"):
+            raise SystemExit("torch_export: --structure-only traces with make_fx")
+        method = "make_fx"  # the other tracers run the module on real values
+        with _MetaFactories():
+            model = factory()
+    else:
+        model = factory()
     if not isinstance(model, torch.nn.Module):
         raise SystemExit(f"torch_export: {target} returned {type(model).__name__}, not an nn.Module")
     model.eval()
@@ -645,12 +682,14 @@ def export(target, shapes, dtypes, out_dir, method="auto", seed=0, random_weight
     inputs = []
     for shape, dt in zip(shapes, dtypes):
         tdt = PACT_DTYPE_TO_TORCH[dt]
-        if tdt.is_floating_point:
+        if structure_only:
+            inputs.append(torch.empty(shape, dtype=tdt, device="meta"))
+        elif tdt.is_floating_point:
             inputs.append(torch.randn(shape, generator=gen).to(tdt))
         else:
             inputs.append(torch.randint(0, 8, shape, generator=gen).to(tdt))
     try:
-        with torch.no_grad():
+        with torch.no_grad(), (_MetaFactories() if structure_only else contextlib.nullcontext()):
             expected = model(*[x.clone() for x in inputs])
     except Exception as e:
         raise SystemExit(f"torch_export: {target} fails on inputs of shape {shapes}: {type(e).__name__}: {e}")
@@ -683,7 +722,7 @@ def export(target, shapes, dtypes, out_dir, method="auto", seed=0, random_weight
             leaves, _ = tree_flatten(value)
             out = [em.name_of.get(id(t)) or em.name(t) for t in leaves]
         else:
-            with _stamping_module_stack(stack):
+            with _stamping_module_stack(stack), (_MetaFactories() if structure_only else contextlib.nullcontext()):
                 out = capture_make_fx(model, inputs, em, stack)
         return em, tree_flatten(out)[0]
 
@@ -718,11 +757,20 @@ def export(target, shapes, dtypes, out_dir, method="auto", seed=0, random_weight
         "graph": {"nodes": em.nodes, "tensor_values": em.tensor_values},
         "signature": {"input_specs": em.input_specs, "output_specs": output_specs},
     }
+    if structure_only:
+        # Shapes and dtypes only: no weights, example input or expected output exist to write.
+        doc["capture"]["structure_only"] = True
+        doc["capture"]["peak_rss_bytes"] = _peak_rss_bytes()
     weights = [(s["name"], em.sources[s["name"]]) for s in em.input_specs if s["kind"] != "user_input"]
     with open(os.path.join(out_dir, "graph.json.tmp"), "w") as f:
         json.dump(doc, f, indent=1, sort_keys=True)
         f.write("\n")
     os.replace(os.path.join(out_dir, "graph.json.tmp"), os.path.join(out_dir, "graph.json"))
+    if structure_only:
+        for stale in ("weights.safetensors", "example_input.safetensors", "expected_output.safetensors"):
+            if os.path.exists(os.path.join(out_dir, stale)):  # a real capture's files would lie about this one
+                os.remove(os.path.join(out_dir, stale))
+        return doc
     write_safetensors(os.path.join(out_dir, "weights.safetensors"), weights)
     write_safetensors(os.path.join(out_dir, "example_input.safetensors"),
                       [(s["name"], x) for s, x in zip([s for s in em.input_specs if s["kind"] == "user_input"], inputs)])
@@ -742,6 +790,9 @@ def main(argv=None):
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--random-weights", action="store_true",
                     help="replace parameters and buffers with seeded random values of a trained model's scale")
+    ap.add_argument("--structure-only", action="store_true",
+                    help="build the module on the meta device and record shapes and parameter geometry only: no "
+                         "weights are allocated or written (pact capture DIR --structure-only plans it)")
     ap.add_argument("-o", "--out", required=True, help="output directory")
     a = ap.parse_args(argv)
     shapes = [_parse_shape(s) for s in a.input_shape]
@@ -749,13 +800,14 @@ def main(argv=None):
     if len(dtypes) != len(shapes):
         raise SystemExit("torch_export: give one --input-dtype per --input-shape")
     try:
-        doc = export(a.target, shapes, dtypes, a.out, a.method, a.seed, a.random_weights)
+        doc = export(a.target, shapes, dtypes, a.out, a.method, a.seed, a.random_weights, a.structure_only)
     except ExportError as e:
         raise SystemExit(f"torch_export: {e}")
     cap = doc["capture"]
     print(f"captured {a.target} with {cap['method']}"
           + (f" (after: {'; '.join(cap['fallbacks'])})" if cap["fallbacks"] else "")
-          + f": {len(doc['graph']['nodes'])} aten nodes -> {a.out}")
+          + f": {len(doc['graph']['nodes'])} aten nodes -> {a.out}"
+          + (f" (structure only, peak RSS {cap['peak_rss_bytes'] / 2**20:.0f} MiB)" if a.structure_only else ""))
 
 
 if __name__ == "__main__":

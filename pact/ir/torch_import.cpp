@@ -466,6 +466,11 @@ TorchImport import_torch_graph(std::string_view json_text, std::string_view wher
       c != doc.end() && c->is_object() && c->contains("method") && (*c)["method"].is_string()) {
     result.capture_method = (*c)["method"].get<std::string>();
   }
+  if (auto c = doc.find("capture"); c != doc.end() && c->is_object() && c->contains("structure_only")) {
+    if (!(*c)["structure_only"].is_boolean())
+      fail(ErrorCode::parse_error, where, "capture.structure_only is not a boolean");
+    result.structure_only = (*c)["structure_only"].get<bool>();
+  }
   const Json& graph = field(doc, "graph", where, "document");
   const Json& nodes = field(graph, "nodes", where, "graph");
   const Json& values = field(graph, "tensor_values", where, "graph");
@@ -691,10 +696,20 @@ std::map<std::string, TensorView> TorchBundle::state() const {
 
 TorchBundle load_torch_export(const std::string& dir) {
   const std::string graph_path = dir + "/graph.json";
-  TorchBundle bundle{import_torch_graph(read_file(graph_path, kWhere), graph_path),
-                     read_safetensors(dir + "/weights.safetensors")};
+  TorchBundle bundle{import_torch_graph(read_file(graph_path, kWhere), graph_path), {}};
+  if (bundle.model.structure_only) return bundle;  // shapes only: there are no weights to read
+  bundle.weights = read_safetensors(dir + "/weights.safetensors");
   check_torch_weights(bundle.model, bundle.weights, dir + "/weights.safetensors");
   return bundle;
+}
+
+void require_weights(const TorchImport& model, std::string_view dir, std::string_view what) {
+  if (!model.structure_only) return;
+  throw_error(ErrorCode::unsupported, std::string(what),
+              fmt::format("structure_only_values_unsupported: {} is a structure-only capture (tools/torch_export.py "
+                          "--structure-only): it holds shapes "
+                          "and no weights; plan and estimate it with pact capture {} --structure-only",
+                          dir, dir));
 }
 
 }  // namespace pact::ir

@@ -43,6 +43,9 @@ struct TorchImport {
   std::map<std::string, Tensor> synthesized;     ///< constants the lowering created (scalars, ones), by node id
   std::map<std::string, std::string> module_of;  ///< IR node id -> innermost nn.Module path of its ATen node
   std::size_t aten_nodes = 0;
+  /// tools/torch_export.py --structure-only: a module built on the meta device, so the capture holds shapes
+  /// and parameter geometry and no values (no weights, example input or expected output).
+  bool structure_only = false;
 
   /// The source named `name`, or nullptr.
   const TorchSource* find_source(std::string_view name) const noexcept;
@@ -71,7 +74,11 @@ struct TorchBundle {
 /// lists them (a lockstep test keeps the two equal).
 std::vector<std::string> supported_aten_targets();
 
-/// Loads a directory written by tools/torch_export.py (io_error when a file is missing).
+/// Loads a directory written by tools/torch_export.py (io_error when a file is missing). A structure-only
+/// capture loads its graph alone (the bundle's weights stay empty).
 TorchBundle load_torch_export(const std::string& dir);
+/// Refuses (unsupported: structure_only_values_unsupported, naming `what` and the directory) to compute with a
+/// structure-only capture: running, importing its weights or a real capture need values it does not have.
+void require_weights(const TorchImport& model, std::string_view dir, std::string_view what);
 
 }  // namespace pact::ir

@@ -13,7 +13,7 @@ constexpr std::string_view kNone = "—";
 // Note [Capability table]
 // The seed's rows, with Pact's evidence. A status changes only by an amendment from the row's
 // amend_owner at its flip_event (check_amendment); a claim never changes: a bigger claim is a new row.
-constexpr std::array<CapabilityRow, 29> kTable{{
+constexpr std::array<CapabilityRow, 30> kTable{{
     {"graph_structure", "The op graph, edges, order, and module nesting of THIS meta execution are recorded exactly.",
      "supported_structural", "never", "tests/capture/capture_test.cpp (CaptureStructure)", "L7a", kNone},
     {"param_geometry",
@@ -133,6 +133,15 @@ constexpr std::array<CapabilityRow, 29> kTable{{
     {"symbolic_shapes",
      "Symbolic/dynamic shapes remain refused at the variant gate; a range hypothesis is a VERIFY item.", "verify:V2",
      "V2 verdict", "tests/capture/capture_test.cpp (CaptureEntry.SymbolicShapesAreRefused)", "L7a", kNone},
+    {"pytorch_meta_export",
+     "A PyTorch module too large to materialise is exported structure-only by tools/torch_export.py "
+     "--structure-only (constructed on the meta device, traced with make_fx on meta tensors): the same ATen graph, "
+     "parameter geometry and shapes a real export records, and no values; pact capture plans and estimates it. "
+     "Running it, a real capture of it and exporting its weights refuse typed.",
+     "supported_structural", "never",
+     "tests/interop/torch_reexport_test.cpp (TorchReexport.AStructureOnlyExportOfA13BLlamaPlansWithoutItsWeights, "
+     "TorchReexport.StructureOnlyAndRealExportsRecordTheSameGraph)",
+     "L7a", kNone},
 }};
 
 }  // namespace

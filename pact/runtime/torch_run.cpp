@@ -373,6 +373,7 @@ TorchRunResult run_imported(ir::TorchBundle&& bundle, ir::SafetensorsFile&& inpu
                             const RunTimingOptions& timing) {
   if (timing.repeat < 0)
     throw_error(ErrorCode::invalid_argument, "torch.run", fmt::format("repeat {} must not be negative", timing.repeat));
+  ir::require_weights(bundle.model, "the capture", "torch.run");
   TorchRunResult result;
   // Every source value but the user inputs, by node id: what the fusions read and the bindings take.
   plan::SourceValues values;

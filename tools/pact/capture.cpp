@@ -53,9 +53,12 @@ std::unique_ptr<Resolved> resolve(const CaptureArgs& a) {
     if (a.batch > 0)
       throw_error(ErrorCode::invalid_argument, "pact capture", "--batch does not apply to a captured PyTorch model");
     r->bundle = std::make_unique<ir::TorchBundle>(ir::load_torch_export(a.model));
+    if (!a.structure_only) ir::require_weights(r->bundle->model, a.model, "pact capture");
     r->weights = r->bundle->state();
     r->graph = std::make_unique<ir::Graph>(r->bundle->model.graph);
-    r->description = fmt::format("PyTorch capture {} ({} weights)", a.model, r->weights.size());
+    r->description = r->bundle->model.structure_only
+                         ? fmt::format("PyTorch structure-only capture {} (no weights)", a.model)
+                         : fmt::format("PyTorch capture {} ({} weights)", a.model, r->weights.size());
   } else {
     if (a.batch > 0) throw_error(ErrorCode::invalid_argument, "pact capture", "--batch does not apply to an IR model");
     r->graph = std::make_unique<ir::Graph>(ir::load_graph(a.model));

@@ -42,6 +42,7 @@ int run_import(const std::string& dir, const std::string& out, const std::string
   ir::TorchBundle bundle = ir::load_torch_export(dir);
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   const auto& m = bundle.model;
+  if (!weights_out.empty()) ir::require_weights(m, dir, "pact import --weights");
   write_file_atomic(out, ir::to_json(m.graph).dump(1) + "\n", "pact import");
   if (!weights_out.empty()) {
     std::vector<std::pair<std::string, TensorView>> tensors;
@@ -75,6 +76,7 @@ int run_torch(const std::string& dir, const std::string& profile_name, bool json
   }
   const auto profile = contract::builtin_profile(profile_name);
   ir::TorchBundle bundle = ir::load_torch_export(dir);
+  ir::require_weights(bundle.model, dir, "pact run");
   ir::SafetensorsFile inputs = ir::read_safetensors(dir + "/example_input.safetensors");
   const ir::SafetensorsFile expected = ir::read_safetensors(dir + "/expected_output.safetensors");
   const std::string method = bundle.model.capture_method;
@@ -230,6 +232,7 @@ int run_torch_on(const std::string& dir, const std::string& input, const std::st
   if (!output.empty()) require_writable_destination(output, "pact run");
   const auto profile = contract::builtin_profile(profile_name);
   ir::TorchBundle bundle = ir::load_torch_export(dir);
+  ir::require_weights(bundle.model, dir, "pact run");
   ir::SafetensorsFile inputs = ir::read_tensor_file(input);
   runtime::fit_inputs(bundle, inputs, input);
   std::vector<ir::TorchOutput> outs = bundle.model.outputs;
