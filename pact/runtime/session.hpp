@@ -64,6 +64,10 @@ class Session {
   /// The context of the next kernel call: training mode and the next kernel seed (a checkpoint region's
   /// recompute replays the same seeds).
   kernels::KernelContext next_context() noexcept;
+  /// Kernel calls made so far: the counter each kernel's seed derives from (dropout masks). A resumed
+  /// training run restores it, so its masks continue where the stopped run's would have.
+  std::uint64_t kernel_calls() const noexcept { return calls_; }
+  void resume_kernel_calls(std::uint64_t calls) noexcept { calls_ = calls; }
   /// A checkpoint region's body: applies its ops through the given session to the boundary inputs.
   using RegionBody = std::function<EagerTensor(Session&, std::span<const EagerTensor>)>;
   /// Runs `body` as a checkpoint region (seed 001 G7). Forward runs with recording off, so the region's

@@ -90,6 +90,8 @@ Split stratified_split(const Dataset& data, double train_fraction, std::uint64_t
   Split s;
   s.train.features = s.test.features = data.features;
   s.train.classes = s.test.classes = data.classes;
+  s.train.regression = s.test.regression = data.regression;
+  const auto f = static_cast<std::size_t>(data.features);
   for (std::int64_t c = 0; c < data.classes; ++c) {
     std::vector<std::int64_t> rows;
     for (std::int64_t i = 0; i < data.rows(); ++i) {
@@ -100,9 +102,10 @@ Split stratified_split(const Dataset& data, double train_fraction, std::uint64_t
     for (std::size_t k = 0; k < rows.size(); ++k) {
       Dataset& dst = k < cut ? s.train : s.test;
       const auto r = static_cast<std::size_t>(rows[k]);
-      dst.x.insert(dst.x.end(), data.x.begin() + static_cast<long>(r * 64),
-                   data.x.begin() + static_cast<long>((r + 1) * 64));
+      dst.x.insert(dst.x.end(), data.x.begin() + static_cast<long>(r * f),
+                   data.x.begin() + static_cast<long>((r + 1) * f));
       dst.y.push_back(c);
+      if (data.regression) dst.values.push_back(data.values[r]);
     }
   }
   return s;
@@ -119,6 +122,12 @@ std::pair<Tensor, Tensor> gather(const Dataset& data, std::span<const std::int64
     y.push_back(data.y[k]);
   }
   const auto n = static_cast<std::int64_t>(rows.size());
+  if (data.regression) {
+    std::vector<float> v;
+    v.reserve(rows.size());
+    for (std::int64_t r : rows) v.push_back(data.values[static_cast<std::size_t>(r)]);
+    return {Tensor::from_values<float>(Dims{n, data.features}, x), Tensor::from_values<float>(Dims{n, 1}, v)};
+  }
   return {Tensor::from_values<float>(Dims{n, data.features}, x), Tensor::from_values<std::int64_t>(Dims{n}, y)};
 }
 

@@ -11,12 +11,14 @@
 
 namespace pact::train {
 
-/// Features as rows of floats and labels as class indices.
+/// Features as rows of floats and labels as class indices, or, for regression, target values.
 struct Dataset {
   std::int64_t features = 0;
-  std::int64_t classes = 0;
+  std::int64_t classes = 0;     ///< 1 for regression
   std::vector<float> x;         ///< row-major [rows, features]
-  std::vector<std::int64_t> y;  ///< [rows]
+  std::vector<std::int64_t> y;  ///< [rows]: class ids (regression: all 0, one stratum)
+  bool regression = false;
+  std::vector<float> values;  ///< regression: [rows] target values
   std::int64_t rows() const noexcept { return static_cast<std::int64_t>(y.size()); }
 };
 
@@ -35,7 +37,8 @@ struct Split {
 };
 Split stratified_split(const Dataset& data, double train_fraction, std::uint64_t seed);
 
-/// Rows [index...] of a data set as an f32 feature tensor and an i64 label tensor.
+/// Rows [index...] of a data set as an f32 feature tensor and an i64 label tensor (regression: an f32
+/// [rows, 1] target tensor).
 std::pair<Tensor, Tensor> gather(const Dataset& data, std::span<const std::int64_t> rows);
 
 /// A seeded permutation of [0, n) for one epoch.

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <span>
 
 namespace pact::train {
@@ -37,11 +38,42 @@ double accuracy(TrainingSession& session, const Dataset& data, std::int64_t batc
   return static_cast<double>(correct) / static_cast<double>(data.rows());
 }
 
+double rmse(TrainingSession& session, const Dataset& data, std::int64_t batch, bool fixed_batch) {
+  if (data.rows() == 0) return 0.0;
+  double sq = 0;
+  for (std::int64_t start = 0; start < data.rows(); start += batch) {
+    const std::int64_t real = std::min(batch, data.rows() - start);
+    const std::int64_t n = fixed_batch ? batch : real;
+    std::vector<std::int64_t> rows;
+    for (std::int64_t i = 0; i < n; ++i) rows.push_back(std::min(start + i, data.rows() - 1));
+    auto [x, y] = gather(data, rows);
+    const Tensor out = session.predict(std::move(x));
+    if (out.rank() != 2 || out.shape()[0] != n || out.shape()[1] != 1) {
+      throw_error(
+          ErrorCode::invalid_argument, "train.rmse",
+          fmt::format("predictions are {}; a regression needs [batch, 1] with batch {}", out.shape().to_string(), n));
+    }
+    const Tensor values = out.convert(DType::f64);
+    auto prepared = values.prepare_host<double>();
+    if (!prepared) throw std::move(prepared).error().error;
+    const auto v = std::get<PreparedContiguousRead<double>>(prepared.value()).as_span();
+    for (std::int64_t i = 0; i < real; ++i) {
+      const double d = v[static_cast<std::size_t>(i)] - data.values[static_cast<std::size_t>(start + i)];
+      sq += d * d;
+    }
+  }
+  return std::sqrt(sq / static_cast<double>(data.rows()));
+}
+
 FitReport fit(TrainingSession& session, const Dataset& train, const Dataset& test, const FitOptions& options,
               OptimizerState state, const std::function<void(const StepProgress&)>& on_step,
-              const std::function<void(int epoch, const EpochReport&)>& on_epoch) {
+              const std::function<void(int epoch, const EpochReport&, const OptimizerState&)>& on_epoch) {
   if (options.epochs <= 0) {
     throw_error(ErrorCode::invalid_argument, "train.fit", fmt::format("{} epochs; at least one", options.epochs));
+  }
+  if (options.start_epoch < 0 || options.start_epoch >= options.epochs) {
+    throw_error(ErrorCode::invalid_argument, "train.fit",
+                fmt::format("start epoch {} of {}: nothing left to train", options.start_epoch, options.epochs));
   }
   const std::int64_t batch = options.batch_size;
   if (batch <= 0 || batch > train.rows()) {
@@ -51,7 +83,7 @@ FitReport fit(TrainingSession& session, const Dataset& train, const Dataset& tes
   }
   const std::int64_t steps_per_epoch = train.rows() / batch;
   FitReport report;
-  for (int epoch = 0; epoch < options.epochs; ++epoch) {
+  for (int epoch = options.start_epoch; epoch < options.epochs; ++epoch) {
     const auto e0 = std::chrono::steady_clock::now();
     const auto order = shuffled(train.rows(), options.seed * 1000003ULL + static_cast<std::uint64_t>(epoch));
     double sum = 0;
@@ -71,9 +103,12 @@ FitReport fit(TrainingSession& session, const Dataset& train, const Dataset& tes
     EpochReport e;
     e.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - e0).count();
     e.loss = sum / static_cast<double>(steps_per_epoch);
-    e.accuracy = accuracy(session, test, batch, options.fixed_batch);
+    if (test.regression)
+      e.rmse = rmse(session, test, batch, options.fixed_batch);
+    else
+      e.accuracy = accuracy(session, test, batch, options.fixed_batch);
     report.epochs.push_back(e);
-    if (on_epoch) on_epoch(epoch, e);
+    if (on_epoch) on_epoch(epoch, e, state);
   }
   report.state = std::move(state);
   return report;

@@ -21,6 +21,8 @@ struct FitOptions {
   /// The loss program has one batch size (a graph read from a file): evaluation pads its last batch by
   /// repeating the final row, and only the real rows are scored.
   bool fixed_batch = false;
+  /// The first epoch to run (a resumed run: the epochs its checkpoint finished); epochs counts them all.
+  int start_epoch = 0;
 };
 
 /// One update, as an observer sees it.
@@ -34,7 +36,8 @@ struct StepProgress {
 /// One epoch's summary.
 struct EpochReport {
   double loss = 0;      ///< mean of the epoch's step losses
-  double accuracy = 0;  ///< held-out classification accuracy after the epoch
+  double accuracy = 0;  ///< held-out classification accuracy after the epoch (classification)
+  double rmse = 0;      ///< held-out root-mean-square error after the epoch, in the data's units (regression)
   double seconds = 0;   ///< training time of the epoch (evaluation excluded)
 };
 
@@ -50,12 +53,16 @@ struct FitReport {
 /// classes the model has, compared with the label; evaluation mode, batches of `batch` rows.
 double accuracy(TrainingSession& session, const Dataset& data, std::int64_t batch, bool fixed_batch);
 
-/// Trains for options.epochs epochs over `train` (every full batch of a shuffled order; a final partial
-/// batch is dropped) and evaluates `test` after each, starting the optimizer from `state` (the report
-/// returns the final one). invalid_argument for a non-positive epoch count or batch size, or a batch larger
-/// than the training rows. The observers may be empty.
+/// Root-mean-square error of `session`'s [rows, 1] predictions against a regression data set's values,
+/// in the data set's units; evaluation mode, batches of `batch` rows.
+double rmse(TrainingSession& session, const Dataset& data, std::int64_t batch, bool fixed_batch);
+
+/// Trains epochs options.start_epoch .. options.epochs - 1 over `train` (every full batch of a shuffled order;
+/// a final partial batch is dropped) and evaluates `test` after each, starting the optimizer from `state`
+/// (the report returns the final one; on_epoch sees it after each epoch, for a checkpoint). invalid_argument for a
+/// non-positive epoch count or batch size, or a batch larger than the training rows. The observers may be empty.
 FitReport fit(TrainingSession& session, const Dataset& train, const Dataset& test, const FitOptions& options,
               OptimizerState state = {}, const std::function<void(const StepProgress&)>& on_step = {},
-              const std::function<void(int epoch, const EpochReport&)>& on_epoch = {});
+              const std::function<void(int epoch, const EpochReport&, const OptimizerState&)>& on_epoch = {});
 
 }  // namespace pact::train

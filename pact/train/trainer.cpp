@@ -291,6 +291,12 @@ Tensor TrainingSession::predict(Tensor x) {
   return std::move(*logits);
 }
 
+void TrainingSession::resume(std::int64_t steps, std::uint64_t kernel_calls) {
+  if (steps < 0) throw_error(ErrorCode::invalid_argument, "train.resume", fmt::format("{} updates", steps));
+  steps_ = steps;
+  session_.resume_kernel_calls(kernel_calls);
+}
+
 ParameterPack TrainingSession::finish() && { return std::move(params_); }
 
 ir::Graph digits_mlp(std::int64_t batch, std::int64_t hidden) {

@@ -101,6 +101,14 @@ class TrainingSession {
   Tensor predict(Tensor x);
   /// Updates made so far (the step count; predictions and losses do not count).
   std::int64_t step_count() const noexcept { return steps_; }
+  /// The kernel seed counter (runtime::Session::kernel_calls).
+  std::uint64_t kernel_calls() const noexcept { return session_.kernel_calls(); }
+  /// Continues where a stopped run left off: its update count (the learning-rate schedule's position) and
+  /// its kernel seed counter. With its parameters and optimizer state (train::TrainingProgress), the run
+  /// then proceeds bit for bit as the stopped one would have.
+  void resume(std::int64_t steps, std::uint64_t kernel_calls);
+  /// The parameters between updates (what a checkpoint taken mid-training saves).
+  const ParameterPack& parameters() const noexcept { return params_; }
   /// The plan audit of the training program for a batch size (planned once per batch size).
   const plan::PlanAudit& audit(std::int64_t batch);
   /// Ends the session and returns the trained parameters.

@@ -348,12 +348,12 @@ TEST(Fit, DigitsMlpReachesTheAccuracyGoal) {
   TrainingSession session(o, init_parameters(o.graph(batch), 0));
   int observed_steps = 0, observed_epochs = 0;
   const FitReport r = fit(
-      session, s.train, s.test, FitOptions{static_cast<int>(epochs), batch, 0, false}, {},
+      session, s.train, s.test, FitOptions{static_cast<int>(epochs), batch, 0, false, 0}, {},
       [&](const StepProgress& p) {
         EXPECT_EQ(p.step, observed_steps % steps);
         ++observed_steps;
       },
-      [&](int epoch, const EpochReport&) { EXPECT_EQ(epoch, observed_epochs++); });
+      [&](int epoch, const EpochReport&, const OptimizerState&) { EXPECT_EQ(epoch, observed_epochs++); });
   EXPECT_EQ(observed_steps, steps * epochs);
   EXPECT_EQ(r.step_loss.size(), static_cast<std::size_t>(steps * epochs));
   ASSERT_EQ(r.epochs.size(), static_cast<std::size_t>(epochs));
@@ -404,11 +404,14 @@ TEST(Fit, ClassesComeFromTheModelAndBadOptionsAreTyped) {
   };
   o.options.lr = 0.05;
   TrainingSession session(o, init_parameters(o.graph(16), 0));
-  const FitReport r = fit(session, s.train, s.test, FitOptions{3, 16, 0, false});
+  const FitReport r = fit(session, s.train, s.test, FitOptions{3, 16, 0, false, 0});
   EXPECT_GE(r.epochs.back().accuracy, 0.9);
-  EXPECT_EQ(code_of([&] { fit(session, s.train, s.test, FitOptions{0, 16, 0, false}); }), ErrorCode::invalid_argument);
   EXPECT_EQ(code_of([&] {
-              fit(session, s.train, s.test, FitOptions{1, s.train.rows() + 1, 0, false});
+              fit(session, s.train, s.test, FitOptions{0, 16, 0, false, 0});
+            }),
+            ErrorCode::invalid_argument);
+  EXPECT_EQ(code_of([&] {
+              fit(session, s.train, s.test, FitOptions{1, s.train.rows() + 1, 0, false, 0});
             }),
             ErrorCode::invalid_argument);
 }

@@ -31,16 +31,26 @@ struct TrainArgs {
   std::string out = "runs";
   std::string data = "data/digits.csv.gz";
   bool checkpoint = false;      ///< char-transformer: checkpoint the attention and MLP sublayers
-  std::string save;             ///< write the trained parameters here (safetensors checkpoint)
-  std::string load;             ///< start from these parameters instead of a fresh initialisation
+  std::string save;             ///< write a checkpoint with the training progress here after every epoch
+  std::string load;             ///< continue from this checkpoint (Note [Exact resume]) or its parameters
+  int stop_after = 0;           ///< stop after this epoch (the schedule still plans --epochs); 0: run them all
+  std::string target;           ///< --data FILE.csv: the target column
+  std::string task = "auto";    ///< --data FILE.csv: auto | classify | regress
+  std::string hidden = "128";   ///< --data FILE.csv: hidden layer widths, comma-separated
   std::int64_t steps = 400;     ///< char-transformer: updates
   double weight_decay = -1;     ///< adamw: decoupled weight decay (-1: PyTorch's AdamW default, 0.01)
   std::set<std::string> given;  ///< the options the user gave (a model refuses those it does not use)
 };
 /// `pact train --model char-transformer`: a tiny causal transformer on a text file (--steps updates).
 int run_char_transformer(const TrainArgs& args);
-/// `pact train`: trains on the digits data and writes runs/<timestamp>/report.json and loss.svg.
+/// `pact train`: trains on the digits data, or an MLP built from a CSV table (--data FILE.csv --target
+/// COLUMN), and writes runs/<timestamp>/report.json and loss.svg.
 int run_train(const TrainArgs& args);
+/// `pact predict --model CKPT --data FILE.csv [-o OUT.csv]` and `pact eval --model CKPT --data FILE.csv`: a
+/// model trained on a CSV table (its checkpoint holds the table schema) on new rows.
+int run_predict(const std::string& model, const std::string& data, const std::string& out, const std::string& profile,
+                bool json);
+int run_eval(const std::string& model, const std::string& data, const std::string& profile, bool json);
 
 }  // namespace pact::cli
 

@@ -5,11 +5,14 @@
 #include <omp.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "pact/core/cpu.hpp"
@@ -17,6 +20,7 @@
 #include "pact/train/checkpoint.hpp"
 #include "pact/train/data.hpp"
 #include "pact/train/fit.hpp"
+#include "pact/train/table.hpp"
 #include "pact/train/trainer.hpp"
 #include "tools/pact/command.hpp"
 #include "tools/pact/commands.hpp"
@@ -34,7 +38,34 @@ std::string find_data(const std::string& requested) {
   throw_error(ErrorCode::io_error, "train", fmt::format("data file '{}' not found", requested));
 }
 
-std::string loss_svg(const std::vector<double>& step_loss, const std::vector<double>& epoch_acc) {
+// The held-out metric of an epoch as text: accuracy (classification) or RMSE in the target's units.
+std::string metric_text(const train::EpochReport& e, const train::TableSchema* regression) {
+  return regression ? fmt::format("held-out RMSE {:.4g}", e.rmse * regression->target_scale)
+                    : fmt::format("held-out accuracy {:.2f}%", 100 * e.accuracy);
+}
+
+// Hidden layer widths from "128,64": each a positive integer.
+std::vector<std::int64_t> parse_widths(const std::string& text) {
+  std::vector<std::int64_t> widths;
+  std::size_t at = 0;
+  while (at <= text.size()) {
+    const std::size_t comma = std::min(text.find(',', at), text.size());
+    const std::string part = text.substr(at, comma - at);
+    char* end = nullptr;
+    errno = 0;
+    const long long v = std::strtoll(part.c_str(), &end, 10);
+    if (part.empty() || end != part.c_str() + part.size() || errno != 0 || v <= 0 || v > (1 << 20))
+      throw_error(ErrorCode::invalid_argument, "train",
+                  fmt::format("--hidden '{}': widths are positive integers up to {}, comma-separated", printable(text),
+                              1 << 20));
+    widths.push_back(v);
+    at = comma + 1;
+  }
+  if (widths.size() > 16) throw_error(ErrorCode::invalid_argument, "train", "--hidden: at most 16 layers");
+  return widths;
+}
+
+std::string loss_svg(const std::vector<double>& step_loss, const std::string& metric) {
   const double w = 640, h = 320, pad = 40;
   double lo = 1e30, hi = -1e30;
   for (double l : step_loss) {
@@ -54,13 +85,13 @@ std::string loss_svg(const std::vector<double>& step_loss, const std::vector<dou
       "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" height=\"{1}\" viewBox=\"0 0 {0} {1}\">\n"
       "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
       "<text x=\"{2}\" y=\"24\" font-family=\"sans-serif\" font-size=\"14\">pact train: training loss per step (final "
-      "held-out accuracy {3:.2f}%)</text>\n"
+      "{3})</text>\n"
       "<line x1=\"{2}\" y1=\"{4}\" x2=\"{5}\" y2=\"{4}\" stroke=\"black\"/><line x1=\"{2}\" y1=\"{2}\" x2=\"{2}\" "
       "y2=\"{4}\" stroke=\"black\"/>\n"
       "<text x=\"4\" y=\"{2}\" font-family=\"sans-serif\" font-size=\"11\">{6:.3f}</text><text x=\"4\" y=\"{4}\" "
       "font-family=\"sans-serif\" font-size=\"11\">{7:.3f}</text>\n"
       "<polyline fill=\"none\" stroke=\"#1f77b4\" stroke-width=\"1.5\" points=\"{8}\"/>\n</svg>\n",
-      w, h, pad, epoch_acc.empty() ? 0.0 : 100 * epoch_acc.back(), h - pad, w - pad, hi, lo, pts);
+      w, h, pad, metric, h - pad, w - pad, hi, lo, pts);
 }
 
 }  // namespace
@@ -110,7 +141,7 @@ int run_train(const TrainArgs& args) {
   if (args.weight_decay >= 0 && args.optimizer != "adamw" && args.optimizer != "sgd")
     refuse_given({"--weight-decay"}, fmt::format("applies to --optimizer adamw or sgd, not '{}'", args.optimizer));
   if (args.model == "char-transformer") {
-    refuse_given({"--save", "--load", "--out", "--epochs"},
+    refuse_given({"--save", "--load", "--out", "--epochs", "--stop-after"},
                  "does not apply to --model char-transformer (it trains --steps updates on a text file and "
                  "writes no checkpoint or report)");
     if (args.steps <= 0)
@@ -125,17 +156,57 @@ int run_train(const TrainArgs& args) {
   }
   if (args.epochs <= 0)
     throw_error(ErrorCode::invalid_argument, "train", fmt::format("--epochs {} must be positive", args.epochs));
+  if (args.given.count("--stop-after") && (args.stop_after <= 0 || args.stop_after > args.epochs))
+    throw_error(ErrorCode::invalid_argument, "train",
+                fmt::format("--stop-after {} must be an epoch in [1, {}] (--epochs)", args.stop_after, args.epochs));
   if (args.batch_size <= 0)
     throw_error(ErrorCode::invalid_argument, "train", fmt::format("--batch-size {} must be positive", args.batch_size));
   if (!args.save.empty()) require_writable_destination(args.save, "pact train --save");  // before any work
   if (args.threads > 0) omp_set_num_threads(args.threads);
   const auto t0 = std::chrono::steady_clock::now();
-  const train::Dataset data = train::load_digits(find_data(args.data));
-  const train::Split split = train::stratified_split(data, 0.8, args.seed);
+  // A CSV table (--data FILE.csv --target COLUMN) trains an MLP built from the file; anything else is digits.
+  const bool table = std::filesystem::path(args.data).extension() == ".csv";
+  if (!table) refuse_given({"--target", "--task", "--hidden"}, "applies to --data FILE.csv (a table of your own)");
+  if (table && args.model != "mlp")
+    throw_error(ErrorCode::invalid_argument, "train",
+                fmt::format("--data {} trains an MLP built from the table; --model {} trains on the digits data",
+                            args.data, args.model));
+  train::TableSchema schema;
+  std::vector<std::int64_t> hidden;
+  train::Dataset data;
+  if (table) {
+    hidden = parse_widths(args.hidden);
+    const train::CsvTable csv = train::read_csv(args.data);
+    if (args.target.empty()) {
+      std::string columns;
+      for (const auto& h : csv.header) columns += (columns.empty() ? "" : ", ") + h;
+      throw_error(ErrorCode::invalid_argument, "train",
+                  fmt::format("--data {} needs --target COLUMN (its columns: {})", args.data, printable(columns)));
+    }
+    schema = train::infer_schema(csv, args.target, args.task, args.data);
+    data = train::table_dataset(csv, schema, true, args.data);
+  } else {
+    data = train::load_digits(find_data(args.data));
+  }
+  train::Split split = train::stratified_split(data, 0.8, args.seed);
+  if (table) {
+    if (split.train.rows() == 0 || split.test.rows() == 0)
+      throw_error(ErrorCode::invalid_argument, "train",
+                  fmt::format("{} rows leave {} to train and {} to hold out; add rows", data.rows(), split.train.rows(),
+                              split.test.rows()));
+    train::fit_standardisation(schema, split.train);
+    train::standardise(schema, split.train);
+    train::standardise(schema, split.test);
+  }
 
   train::Objective objective;
   std::int64_t fixed_batch = 0;  // graphs read from a file have one batch size
-  if (args.model == "mlp") {
+  if (table) {
+    objective.graph = [features = data.features, hidden, outputs = data.regression ? 1 : data.classes,
+                       classify = !data.regression](std::int64_t b) {
+      return train::table_mlp(b, features, hidden, outputs, classify);
+    };
+  } else if (args.model == "mlp") {
     objective.graph = [](std::int64_t b) { return train::digits_mlp(b); };
   } else if (args.model == "cnn") {
     objective.graph = [](std::int64_t b) { return train::digits_cnn(b); };
@@ -173,18 +244,56 @@ int run_train(const TrainArgs& args) {
   objective.options.schedule.total = steps_per_epoch * args.epochs;
 
   train::ParameterPack initial = train::init_parameters(objective.graph(batch), args.seed);
+  // What a resumed run continues from (Note [Exact resume]): the checkpoint's progress, when it has one.
+  std::optional<train::TrainingProgress> resumed;
+  // The settings a checkpoint's progress is only meaningful under: the next batches, updates and seeds.
+  const Json run_settings{{"model", table ? "table-mlp" : args.model},
+                          {"optimizer", args.optimizer},
+                          {"batch_size", batch},
+                          {"seed", args.seed},
+                          {"lr", args.lr},
+                          {"weight_decay", objective.options.weight_decay},
+                          {"epochs", args.epochs}};
   if (!args.load.empty()) {
     train::Checkpoint loaded = train::load_checkpoint(args.load, &initial);
     const Json& m = loaded.metadata;
-    if (m.is_object() && m.contains("model") && m["model"].is_string() && m["model"].get<std::string>() != args.model) {
+    if (m.is_object() && m.contains("model") && m["model"].is_string() && m["model"] != run_settings["model"]) {
       throw_error(ErrorCode::invalid_argument, "train",
                   fmt::format("checkpoint '{}' was saved by --model {}; this run trains --model {}", args.load,
-                              printable(m["model"].get<std::string>()), args.model));
+                              printable(m["model"].get<std::string>()), run_settings["model"].get<std::string>()));
     }
     initial = std::move(loaded.pack);
+    if (loaded.progress) {
+      // Note [Exact resume]: a checkpoint with progress continues its run. The optimizer, batch size and
+      // seed decide which state, batches and shuffles come next, so they must be the run's own; another
+      // learning rate or epoch count re-plans the schedule, which the run says.
+      for (const char* key : {"optimizer", "batch_size", "seed"}) {
+        if (m.is_object() && m.contains(key) && m[key] != run_settings[key])
+          throw_error(ErrorCode::invalid_argument, "train",
+                      fmt::format("checkpoint '{}' continues a run with {} {}; this run has {} {} (resume with the "
+                                  "same --optimizer, --batch-size and --seed)",
+                                  args.load, key, printable(m[key].dump()), key, run_settings[key].dump()));
+      }
+      if (loaded.progress->position.epochs >= args.epochs)
+        throw_error(ErrorCode::invalid_argument, "train",
+                    fmt::format("checkpoint '{}' has finished {} epochs; --epochs {} leaves none to train", args.load,
+                                loaded.progress->position.epochs, args.epochs));
+      for (const char* key : {"lr", "weight_decay", "epochs"}) {
+        if (m.is_object() && m.contains(key) && m[key] != run_settings[key])
+          fmt::print(
+              "note: the checkpoint's run had {} {}, this one {}: the schedule continues re-planned, not as "
+              "the original run would have\n",
+              key, m[key].dump(), run_settings[key].dump());
+      }
+      resumed = std::move(loaded.progress);
+    } else {
+      fmt::print("note: checkpoint '{}' holds parameters only; the optimizer and the schedule start afresh\n",
+                 args.load);
+    }
   }
   const std::int64_t parameter_count = initial.count();
   train::TrainingSession session(objective, std::move(initial));
+  if (resumed) session.resume(resumed->position.steps, resumed->position.kernel_calls);
 
   // Plan audit summary.
   const plan::PlanAudit& audit = session.audit(batch);
@@ -221,7 +330,7 @@ int run_train(const TrainArgs& args) {
 
   const bool tty = isatty(STDOUT_FILENO) != 0;
   train::FitOptions fit_options;
-  fit_options.epochs = args.epochs;
+  fit_options.epochs = args.stop_after > 0 ? args.stop_after : args.epochs;
   fit_options.batch_size = batch;
   fit_options.seed = args.seed;
   fit_options.fixed_batch = fixed_batch != 0;
@@ -235,23 +344,40 @@ int run_train(const TrainArgs& args) {
                static_cast<double>((p.step + 1) * batch) / std::max(p.epoch_seconds, 1e-9));
     std::fflush(stdout);
   };
-  auto on_epoch = [&](int epoch, const train::EpochReport& e) {
-    const std::string line =
-        fmt::format("epoch {:>3}/{}  loss {:.4f}  held-out accuracy {:.2f}%  {:.0f} samples/s", epoch + 1, args.epochs,
-                    e.loss, 100 * e.accuracy, static_cast<double>(steps_per_epoch * batch) / std::max(e.seconds, 1e-9));
+  fit_options.start_epoch = resumed ? resumed->position.epochs : 0;
+  const train::TableSchema* regression = table && !schema.classify ? &schema : nullptr;
+  auto on_epoch = [&](int epoch, const train::EpochReport& e, const train::OptimizerState& state) {
+    if (!args.save.empty()) {  // after every epoch: a stopped run resumes from its last finished epoch
+      const train::TrainingPosition position{session.step_count(), session.kernel_calls(), epoch + 1};
+      Json metadata = run_settings;
+      metadata["accuracy"] = e.accuracy;
+      if (table) {
+        metadata["rmse"] = e.rmse * schema.target_scale;
+        metadata["table"] = schema.to_json();
+        metadata["hidden"] = hidden;
+      }
+      train::save_checkpoint(args.save, session.parameters(), metadata, &state, position);
+    }
+    const std::string line = fmt::format("epoch {:>3}/{}  loss {:.4f}  {}  {:.0f} samples/s", epoch + 1, args.epochs,
+                                         e.loss, metric_text(e, regression),
+                                         static_cast<double>(steps_per_epoch * batch) / std::max(e.seconds, 1e-9));
     if (tty) {
       fmt::print("\r{:<90}\n", line);
     } else {
       fmt::print("{}\n", line);
     }
   };
-  const train::FitReport fitted = train::fit(session, split.train, split.test, fit_options, {}, on_step, on_epoch);
+  train::OptimizerState start_state;
+  if (resumed) start_state = std::move(resumed->optimizer);
+  const train::FitReport fitted =
+      train::fit(session, split.train, split.test, fit_options, std::move(start_state), on_step, on_epoch);
   std::vector<double> epoch_acc;
   for (const auto& e : fitted.epochs) epoch_acc.push_back(e.accuracy);
 
   const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  fmt::print("held-out accuracy: {:.2f}% ({} test samples, {} updates, {:.2f} s)\n", 100 * epoch_acc.back(),
-             split.test.rows(), session.step_count(), total);
+  const std::string final_metric = metric_text(fitted.epochs.back(), regression);
+  fmt::print("{} ({} test samples, {} updates, {:.2f} s)\n", final_metric, split.test.rows(), session.step_count(),
+             total);
 
   // Run report.
   const std::time_t now = std::time(nullptr);
@@ -278,24 +404,24 @@ int run_train(const TrainArgs& args) {
               {"data", Json{{"path", args.data}, {"train", split.train.rows()}, {"test", split.test.rows()}}},
               {"plan_audit", plan::render_audit_json(audit)},
               {"epochs", Json::array()},
+              {"resumed_from_epoch", fit_options.start_epoch},
               {"final_accuracy", epoch_acc.back()},
+              {"final_rmse", regression ? fitted.epochs.back().rmse * schema.target_scale : 0.0},
               {"updates", session.step_count()},
               {"backward_retained_bytes_peak", fitted.retained_bytes_peak},
               {"seconds_total", total}};
   for (std::size_t e = 0; e < fitted.epochs.size(); ++e) {
     const auto& r = fitted.epochs[e];
-    report["epochs"].push_back(
-        Json{{"epoch", e + 1}, {"loss", r.loss}, {"accuracy", r.accuracy}, {"seconds", r.seconds}});
+    report["epochs"].push_back(Json{{"epoch", static_cast<std::size_t>(fit_options.start_epoch) + e + 1},
+                                    {"loss", r.loss},
+                                    {"accuracy", r.accuracy},
+                                    {"rmse", r.rmse * schema.target_scale},
+                                    {"seconds", r.seconds}});
   }
   write_file_atomic((dir / "report.json").string(), report.dump(2) + "\n", "pact train");
-  write_file_atomic((dir / "loss.svg").string(), loss_svg(fitted.step_loss, epoch_acc), "pact train");
+  write_file_atomic((dir / "loss.svg").string(), loss_svg(fitted.step_loss, final_metric), "pact train");
   fmt::print("report: {}\n", (dir / "report.json").string());
-  if (!args.save.empty()) {
-    const train::ParameterPack trained = std::move(session).finish();
-    train::save_checkpoint(args.save, trained,
-                           Json{{"model", args.model}, {"epochs", args.epochs}, {"accuracy", epoch_acc.back()}});
-    fmt::print("checkpoint: {}\n", args.save);
-  }
+  if (!args.save.empty()) fmt::print("checkpoint: {} (saved after every epoch, with the optimizer state)\n", args.save);
   return 0;
 }
 
@@ -313,10 +439,18 @@ const bool registered = register_command("train", [](CLI::App& app) {
   train->add_option("--profile", a->profile, "backend profile");
   train->add_option("--threads", a->threads, "OpenMP threads (default: all)");
   train->add_option("--out", a->out, "directory for run reports");
-  train->add_option("--data", a->data, "digits CSV (gzip)");
+  train->add_option("--data", a->data,
+                    "the digits CSV (gzip), or a table of your own (FILE.csv with a header row; needs --target)");
+  train->add_option("--target", a->target, "--data FILE.csv: the column to predict");
+  train->add_option("--task", a->task, "--data FILE.csv: auto | classify | regress");
+  train->add_option("--hidden", a->hidden, "--data FILE.csv: hidden layer widths, comma-separated (default 128)");
   train->add_option("--steps", a->steps, "char-transformer: number of updates");
-  train->add_option("--save", a->save, "save the trained parameters as a safetensors checkpoint");
-  train->add_option("--load", a->load, "start from a checkpoint saved by --save");
+  train->add_option("--save", a->save,
+                    "save a safetensors checkpoint after every epoch: parameters, optimizer state, schedule position");
+  train->add_option("--load", a->load,
+                    "continue from a checkpoint saved by --save (exactly where its run stopped, up to --epochs)");
+  train->add_option("--stop-after", a->stop_after,
+                    "stop after this epoch; the schedule still plans --epochs (continue later with --load)");
   train->add_option("--weight-decay", a->weight_decay,
                     "decoupled weight decay for adamw (default 0.01), L2 decay for sgd (default 0)");
   train->add_flag(
