@@ -21,7 +21,8 @@ namespace pact::train {
 // seed * 1000003 + epoch). A checkpoint saved after an epoch holds all five; a run resumed from it
 // restores them (TrainingSession::resume, fit's start_epoch) and its parameters after the last epoch are
 // the same bits as an uninterrupted run's under a deterministic profile (checkpoint_test.cpp shows it, and
-// that dropping any one of them breaks it). `pact train --save` writes one after every epoch, so a run
+// that dropping the optimizer state or the schedule position breaks it; the seed counter matters only to
+// dropout, which the digits models do not use). `pact train --save` writes one after every epoch, so a run
 // that is killed resumes from its last finished epoch.
 
 /// Where a training run stands after an epoch, besides its parameters and optimizer state.
