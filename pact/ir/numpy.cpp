@@ -76,12 +76,7 @@ class HeaderParser {
       } else {
         fail(fmt::format("unknown key '{}'", key));
       }
-      space();
-      if (peek() == ',') {
-        ++i_;
-        continue;
-      }
-      if (peek() != '}') fail("expected ',' or '}'");
+      if (!more('}')) break;
     }
     ++i_;
     space();
@@ -94,6 +89,16 @@ class HeaderParser {
   char peek() const { return i_ < s_.size() ? s_[i_] : '\0'; }
   void space() {
     while (i_ < s_.size() && (s_[i_] == ' ' || s_[i_] == '\n' || s_[i_] == '\t' || s_[i_] == '\r')) ++i_;
+  }
+  // After an item: true past a ',' (another item may follow), false at `close`; anything else fails.
+  bool more(char close) {
+    space();
+    if (peek() == ',') {
+      ++i_;
+      return true;
+    }
+    if (peek() != close) fail(fmt::format("expected ',' or '{}'", close));
+    return false;
   }
   void expect(char c) {
     space();
@@ -140,12 +145,7 @@ class HeaderParser {
       if (peek() == 'L') ++i_;  // Python 2's long suffix
       if (shape.size() >= kMaxRank) fail(fmt::format("more than {} dimensions", kMaxRank));
       shape.push_back(v);
-      space();
-      if (peek() == ',') {
-        ++i_;
-        continue;
-      }
-      if (peek() != ')') fail("expected ',' or ')'");
+      if (!more(')')) break;
     }
     ++i_;
     return shape;

@@ -9,38 +9,10 @@
 
 namespace pact::train {
 
-double accuracy(TrainingSession& session, const Dataset& data, std::int64_t batch, bool fixed_batch) {
-  if (data.rows() == 0) return 0.0;
-  std::int64_t correct = 0;
-  for (std::int64_t start = 0; start < data.rows(); start += batch) {
-    const std::int64_t real = std::min(batch, data.rows() - start);
-    const std::int64_t n = fixed_batch ? batch : real;
-    std::vector<std::int64_t> rows;
-    for (std::int64_t i = 0; i < n; ++i) rows.push_back(std::min(start + i, data.rows() - 1));
-    auto [x, y] = gather(data, rows);
-    const Tensor logits = session.predict(std::move(x));
-    if (logits.rank() != 2 || logits.shape()[0] != n) {
-      throw_error(
-          ErrorCode::invalid_argument, "train.accuracy",
-          fmt::format("logits are {}; accuracy needs [batch, classes] with batch {}", logits.shape().to_string(), n));
-    }
-    const Tensor scores = logits.convert(DType::f64);
-    auto prepared = scores.prepare_host<double>();
-    if (!prepared) throw std::move(prepared).error().error;
-    const auto v = std::get<PreparedContiguousRead<double>>(prepared.value()).as_span();
-    const std::int64_t classes = logits.shape()[1];
-    for (std::int64_t i = 0; i < real; ++i) {
-      const auto row = v.subspan(static_cast<std::size_t>(i * classes), static_cast<std::size_t>(classes));
-      const auto best = std::max_element(row.begin(), row.end()) - row.begin();
-      correct += best == data.y[static_cast<std::size_t>(start + i)] ? 1 : 0;
-    }
-  }
-  return static_cast<double>(correct) / static_cast<double>(data.rows());
-}
-
-double rmse(TrainingSession& session, const Dataset& data, std::int64_t batch, bool fixed_batch) {
-  if (data.rows() == 0) return 0.0;
-  double sq = 0;
+void predict_batches(TrainingSession& session, const Dataset& data, std::int64_t batch, bool fixed_batch,
+                     const std::function<void(std::int64_t first, std::int64_t rows, std::span<const double> outputs,
+                                              std::int64_t width)>& f) {
+  if (batch <= 0) throw_error(ErrorCode::invalid_argument, "train.predict", fmt::format("batch {}", batch));
   for (std::int64_t start = 0; start < data.rows(); start += batch) {
     const std::int64_t real = std::min(batch, data.rows() - start);
     const std::int64_t n = fixed_batch ? batch : real;
@@ -48,20 +20,49 @@ double rmse(TrainingSession& session, const Dataset& data, std::int64_t batch, b
     for (std::int64_t i = 0; i < n; ++i) rows.push_back(std::min(start + i, data.rows() - 1));
     auto [x, y] = gather(data, rows);
     const Tensor out = session.predict(std::move(x));
-    if (out.rank() != 2 || out.shape()[0] != n || out.shape()[1] != 1) {
-      throw_error(
-          ErrorCode::invalid_argument, "train.rmse",
-          fmt::format("predictions are {}; a regression needs [batch, 1] with batch {}", out.shape().to_string(), n));
+    if (out.rank() != 2 || out.shape()[0] != n) {
+      throw_error(ErrorCode::invalid_argument, "train.predict",
+                  fmt::format("the model's outputs are {}; evaluation needs [batch, width] with batch {}",
+                              out.shape().to_string(), n));
     }
     const Tensor values = out.convert(DType::f64);
     auto prepared = values.prepare_host<double>();
     if (!prepared) throw std::move(prepared).error().error;
     const auto v = std::get<PreparedContiguousRead<double>>(prepared.value()).as_span();
-    for (std::int64_t i = 0; i < real; ++i) {
-      const double d = v[static_cast<std::size_t>(i)] - data.values[static_cast<std::size_t>(start + i)];
-      sq += d * d;
-    }
+    const std::int64_t width = out.shape()[1];
+    f(start, real, v.first(static_cast<std::size_t>(real * width)), width);
   }
+}
+
+double accuracy(TrainingSession& session, const Dataset& data, std::int64_t batch, bool fixed_batch) {
+  if (data.rows() == 0) return 0.0;
+  std::int64_t correct = 0;
+  predict_batches(session, data, batch, fixed_batch,
+                  [&](std::int64_t first, std::int64_t rows, std::span<const double> v, std::int64_t classes) {
+                    for (std::int64_t i = 0; i < rows; ++i) {
+                      const auto row =
+                          v.subspan(static_cast<std::size_t>(i * classes), static_cast<std::size_t>(classes));
+                      const auto best = std::max_element(row.begin(), row.end()) - row.begin();
+                      correct += best == data.y[static_cast<std::size_t>(first + i)] ? 1 : 0;
+                    }
+                  });
+  return static_cast<double>(correct) / static_cast<double>(data.rows());
+}
+
+double rmse(TrainingSession& session, const Dataset& data, std::int64_t batch, bool fixed_batch) {
+  if (data.rows() == 0) return 0.0;
+  double sq = 0;
+  predict_batches(session, data, batch, fixed_batch,
+                  [&](std::int64_t first, std::int64_t rows, std::span<const double> v, std::int64_t width) {
+                    if (width != 1)
+                      throw_error(ErrorCode::invalid_argument, "train.rmse",
+                                  fmt::format("the model predicts {} values per row; a regression needs 1", width));
+                    for (std::int64_t i = 0; i < rows; ++i) {
+                      const double d =
+                          v[static_cast<std::size_t>(i)] - data.values[static_cast<std::size_t>(first + i)];
+                      sq += d * d;
+                    }
+                  });
   return std::sqrt(sq / static_cast<double>(data.rows()));
 }
 

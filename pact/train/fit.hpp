@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <vector>
 
 #include "pact/train/data.hpp"
@@ -48,6 +49,14 @@ struct FitReport {
   std::uint64_t retained_bytes_peak = 0;  ///< largest StepResult::retained_bytes over the steps
   OptimizerState state;                   ///< the optimizer state after the last update (to resume from)
 };
+
+/// Runs `session` in evaluation mode over every row of `data` in batches of `batch` rows (a model of one
+/// batch size, `fixed_batch`, gets its last batch padded by repeating the final row) and hands each batch's
+/// real rows to `f`: the first row's index, the row count, and the [rows, width] outputs as doubles, row-major.
+/// The one evaluation loop of accuracy, rmse and `pact predict`/`pact eval`.
+void predict_batches(TrainingSession& session, const Dataset& data, std::int64_t batch, bool fixed_batch,
+                     const std::function<void(std::int64_t first, std::int64_t rows, std::span<const double> outputs,
+                                              std::int64_t width)>& f);
 
 /// Classification accuracy of `session` on `data`: the argmax of each row of the logits over however many
 /// classes the model has, compared with the label; evaluation mode, batches of `batch` rows.

@@ -64,31 +64,24 @@ struct Prediction {
 };
 
 std::vector<Prediction> predict_rows(TableModel& model, const train::Dataset& data) {
-  constexpr std::int64_t kBatch = 256;
   std::vector<Prediction> out;
-  for (std::int64_t start = 0; start < data.rows(); start += kBatch) {
-    const std::int64_t n = std::min(kBatch, data.rows() - start);
-    std::vector<std::int64_t> rows(static_cast<std::size_t>(n));
-    for (std::int64_t i = 0; i < n; ++i) rows[static_cast<std::size_t>(i)] = start + i;
-    auto [x, y] = train::gather(data, rows);
-    const Tensor logits = model.session->predict(std::move(x)).convert(DType::f64);
-    auto p = logits.prepare_host<double>();
-    const auto v = std::get<PreparedContiguousRead<double>>(p.value()).as_span();
-    const auto width = static_cast<std::size_t>(logits.shape()[1]);
-    for (std::int64_t i = 0; i < n; ++i) {
-      const auto row = v.subspan(static_cast<std::size_t>(i) * width, width);
-      Prediction r;
-      if (model.schema.classify) {
-        r.cls = std::max_element(row.begin(), row.end()) - row.begin();
-        double z = 0;
-        for (double l : row) z += std::exp(l - row[static_cast<std::size_t>(r.cls)]);
-        r.value = 1.0 / z;
-      } else {
-        r.value = row[0] * model.schema.target_scale + model.schema.target_mean;
-      }
-      out.push_back(r);
-    }
-  }
+  train::predict_batches(*model.session, data, 256, false,
+                         [&](std::int64_t, std::int64_t rows, std::span<const double> v, std::int64_t width) {
+                           for (std::int64_t i = 0; i < rows; ++i) {
+                             const auto row =
+                                 v.subspan(static_cast<std::size_t>(i * width), static_cast<std::size_t>(width));
+                             Prediction r;
+                             if (model.schema.classify) {
+                               r.cls = std::max_element(row.begin(), row.end()) - row.begin();
+                               double z = 0;
+                               for (double l : row) z += std::exp(l - row[static_cast<std::size_t>(r.cls)]);
+                               r.value = 1.0 / z;
+                             } else {
+                               r.value = row[0] * model.schema.target_scale + model.schema.target_mean;
+                             }
+                             out.push_back(r);
+                           }
+                         });
   return out;
 }
 

@@ -61,6 +61,18 @@ int run_import(const std::string& dir, const std::string& out, const std::string
   return 0;
 }
 
+namespace {
+// A rejected plan: its audit (why), as a table or JSON; exit status 2.
+int print_rejection(const plan::PlanAudit& audit, bool json) {
+  if (json) {
+    std::printf("%s\n", plan::render_audit_json(audit).dump(2).c_str());
+  } else {
+    std::fputs(plan::render_audit_table(audit).c_str(), stdout);
+  }
+  return 2;
+}
+}  // namespace
+
 int run_torch(const std::string& dir, const std::string& profile_name, bool json, double tolerance,
               const RunTiming& timing) {
   if (timing.repeat < 0)
@@ -93,14 +105,7 @@ int run_torch(const std::string& dir, const std::string& profile_name, bool json
   auto result = runtime::run_imported(std::move(bundle), std::move(inputs), profile, resolver,
                                       {timing.repeat, timing.time_nodes, timing.fuse});
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-  if (!result.accepted) {
-    if (json) {
-      std::printf("%s\n", plan::render_audit_json(result.audit).dump(2).c_str());
-    } else {
-      std::fputs(plan::render_audit_table(result.audit).c_str(), stdout);
-    }
-    return 2;
-  }
+  if (!result.accepted) return print_rejection(result.audit, json);
   std::vector<runtime::OutputAgreement> agreement;
   bool ok = true;
   for (const auto& name : names) {
@@ -240,14 +245,7 @@ int run_torch_on(const std::string& dir, const std::string& input, const std::st
   const auto start = std::chrono::steady_clock::now();
   auto result = runtime::run_imported(std::move(bundle), std::move(inputs), profile, resolver);
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-  if (!result.accepted) {
-    if (json) {
-      std::printf("%s\n", plan::render_audit_json(result.audit).dump(2).c_str());
-    } else {
-      std::fputs(plan::render_audit_table(result.audit).c_str(), stdout);
-    }
-    return 2;
-  }
+  if (!result.accepted) return print_rejection(result.audit, json);
   if (!output.empty()) {
     std::vector<std::pair<std::string, TensorView>> tensors;
     tensors.reserve(outs.size());
