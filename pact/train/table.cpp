@@ -49,6 +49,7 @@ std::string columns_of(const CsvTable& table) {
 }  // namespace
 
 CsvTable parse_csv(std::string_view text, std::string_view where) {
+  if (text.substr(0, 3) == "\xEF\xBB\xBF") text.remove_prefix(3);  // the UTF-8 byte order mark spreadsheets write
   CsvTable t;
   std::vector<std::string> row;
   std::string field;

@@ -19,7 +19,8 @@ inline constexpr std::uint64_t kMaxCsvBytes = 1ull << 30;
 inline constexpr std::size_t kMaxCsvColumns = 65536;
 
 /// A parsed CSV file (RFC 4180: comma-separated, a header row, fields optionally in double quotes with ""
-/// for a quote, CRLF or LF line ends): the header and every row's fields, with its line number.
+/// for a quote, CRLF or LF line ends; a leading UTF-8 byte order mark is skipped): the header and every
+/// row's fields, with its line number.
 struct CsvTable {
   std::vector<std::string> header;
   std::vector<std::vector<std::string>> rows;

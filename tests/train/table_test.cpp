@@ -28,6 +28,8 @@ TEST(Table, ParsesQuotesLineEndsAndBlankLines) {
   EXPECT_EQ(t.rows[1][2], "multi\nline");
   EXPECT_EQ(t.lines[0], 2);
   EXPECT_EQ(t.lines[1], 4);
+  // A spreadsheet's UTF-8 byte order mark is not part of the first column's name.
+  EXPECT_EQ(parse_csv("\xEF\xBB\xBFx,y\n1,2\n", "memory").header[0], "x");
 }
 
 TEST(Table, MalformedTextIsRefusedNamingTheLineAndColumn) {
