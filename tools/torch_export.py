@@ -688,11 +688,21 @@ def export(target, shapes, dtypes, out_dir, method="auto", seed=0, random_weight
             inputs.append(torch.randn(shape, generator=gen).to(tdt))
         else:
             inputs.append(torch.randint(0, 8, shape, generator=gen).to(tdt))
+    before = {} if structure_only else {n: b.detach().clone() for n, b in model.named_buffers()}
     try:
         with torch.no_grad(), (_MetaFactories() if structure_only else contextlib.nullcontext()):
             expected = model(*[x.clone() for x in inputs])
     except Exception as e:
         raise SystemExit(f"torch_export: {target} fails on inputs of shape {shapes}: {type(e).__name__}: {e}")
+    # A forward that writes a buffer in place (a KV cache: cache[:, p] = x) is state the capture cannot hold:
+    # the tracers drop the write or bake the written value in, so the graph would be silently wrong.
+    for n, b in model.named_buffers():
+        old = before.get(n)
+        if old is not None and old.shape == b.shape and not torch.equal(old, b) and \
+                not (old.is_floating_point() and torch.equal(torch.nan_to_num(old, nan=0.5), torch.nan_to_num(b, nan=0.5))):
+            raise SystemExit(f"torch_export: {target} writes its buffer {n!r} in place during forward; a capture "
+                             "cannot hold that state. Return the new value instead (cache = cache.index_copy(dim, "
+                             "positions, x), or torch.slice_scatter) and pass it back in as an input")
     expected_leaves, _ = tree_flatten(expected)
     if not expected_leaves or not all(isinstance(t, torch.Tensor) for t in expected_leaves):
         raise SystemExit(f"torch_export: {target} must return a tensor or a tuple/list/dict of tensors")

@@ -190,6 +190,24 @@ TEST(TorchReexport, TorchvisionArchitecturesWithRandomWeightsMatchPyTorch) {
   }
 }
 
+// A forward that writes a buffer in place (a KV cache) exports to a graph that is silently wrong under
+// PyTorch 1.13's tracers (the write is dropped or its value baked in); the exporter refuses it instead.
+TEST(TorchReexport, AModuleThatWritesABufferInPlaceIsRefused) {
+  REQUIRE_TORCH();
+  const std::string dir = scratch("kv-cache");
+  const std::string log = dir + ".log";
+  const std::string cmd =
+      std::string("PYTHONPATH=. ") + kPython +
+      " tools/torch_export.py tests.fixtures.torch.models:kv_cache_in_place --input-shape 1,1,8 -o " + dir + " >" +
+      log + " 2>&1";
+  EXPECT_NE(std::system(cmd.c_str()), 0) << "an in-place buffer write exported";
+  const std::string out = test::read_text(log);
+  EXPECT_TRUE(test::mentions(out, "writes its buffer 'cache' in place")) << out;
+  EXPECT_FALSE(std::filesystem::exists(dir + "/graph.json"));
+  std::filesystem::remove_all(dir);
+  std::filesystem::remove(log);
+}
+
 TEST(TorchReexport, UnsupportedModelsFailTypedNamingTheTarget) {
   REQUIRE_TORCH();
   // A transposed convolution is not in the lowering table: the import names the node and the target.
