@@ -1,6 +1,9 @@
 // Kernel benchmarks, each contender beside the reference provider in the same run: softmax,
-// cross_entropy (forward + backward), layer_norm, conv2d (the ResNet-18 stem) and attention.
-// Goals (issue 3): fused softmax / cross-entropy at least 3x faster than the reference provider.
+// cross_entropy (forward + backward), layer_norm, conv2d (the ResNet-18 stem) and attention; and 16-bit
+// linear layers (the half provider) beside the native f32 ones: a language model's decode step (one row
+// against a 4096 x 4096 weight) and a prefill (64 rows against 1024 x 1024).
+// Goals (issue 3): fused softmax / cross-entropy at least 3x faster than the reference provider; (issue 22)
+// a 16-bit decode step at most 0.75 of the f32 one's time (it reads half the bytes), a prefill at most 1.5.
 //
 //   cmake --preset bench && cmake --build --preset bench &&
 //   ./build/bench/bench/pact_bench_kernels --benchmark_repetitions=5 --benchmark_enable_random_interleaving=true
@@ -79,6 +82,21 @@ void attention(benchmark::State& state, bool native) {
   state.counters["items"] = 1;
 }
 
+// linear in dtype d: f32 through the native provider, bf16 and f16 through the half provider.
+void linear(benchmark::State& state, DType d, std::int64_t rows, std::int64_t features) {
+  const Tensor x = random_tensor(Dims{rows, features}, 11).convert(d);
+  const Tensor w = random_tensor(Dims{features, features}, 12).convert(d);
+  const auto& h = *kernels::find_handler(d == DType::f32 ? kernels::native_handlers() : kernels::half_handlers(),
+                                         ops::OpTag::linear);
+  for (auto _ : state) benchmark::DoNotOptimize(h.forward(std::vector{x.as_view(), w.as_view()}, {}, {}));
+  state.counters["items"] = 1;
+}
+
+BENCHMARK_CAPTURE(linear, decode_f32, DType::f32, 1, 4096)->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(linear, decode_bf16, DType::bf16, 1, 4096)->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(linear, decode_f16, DType::f16, 1, 4096)->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(linear, prefill_f32, DType::f32, 64, 1024)->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(linear, prefill_bf16, DType::bf16, 64, 1024)->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(softmax, native, true)->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(softmax, reference, false)->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(cross_entropy_step, native, true)->Unit(benchmark::kMicrosecond);
@@ -100,5 +118,8 @@ int main(int argc, char** argv) {
        {"cross_entropy_native_over_reference", "cross_entropy_step/native", "cross_entropy_step/reference", 1.0 / 3.0},
        {"layer_norm_native_over_reference", "layer_norm/native", "layer_norm/reference", 1.0},
        {"conv2d_stem_native_over_reference", "conv2d_stem/native", "conv2d_stem/reference", 1.0},
-       {"attention_native_over_reference", "attention/native", "attention/reference", 1.0}});
+       {"attention_native_over_reference", "attention/native", "attention/reference", 1.0},
+       {"linear_decode_bf16_over_f32", "linear/decode_bf16", "linear/decode_f32", 0.75},
+       {"linear_decode_f16_over_f32", "linear/decode_f16", "linear/decode_f32", 0.75},
+       {"linear_prefill_bf16_over_f32", "linear/prefill_bf16", "linear/prefill_f32", 1.5}});
 }

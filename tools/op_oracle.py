@@ -317,8 +317,26 @@ UPDATE = {  # op -> (function, the state operands it writes, in operand order)
 
 # ---- the cases -------------------------------------------------------------------------------------------
 
-def case(op, inputs, attrs=None, training=False, label=""):
-    return {"op": op, "inputs": inputs, "attrs": attrs or {}, "training": training, "label": label}
+def case(op, inputs, attrs=None, training=False, label="", half=False):
+    c = {"op": op, "inputs": inputs, "attrs": attrs or {}, "training": training, "label": label}
+    if half:
+        c["half"] = True
+    return c
+
+
+def half(op, inputs, attrs=None, label=""):
+    """A case of the half provider (bf16 and f16 compute): its float inputs and cotangent are bfloat16
+    values, each exactly an f16 value too, so a 16-bit kernel and the float64 truth see the same numbers."""
+    return case(op, inputs, attrs, label=label, half=True)
+
+
+def sixteen_bit(x):
+    """x rounded to bfloat16, with magnitudes below f16's smallest normal (2^-14) set to zero: exactly
+    representable in bf16 and in f16."""
+    if not x.is_floating_point():
+        return x
+    r = x.to(torch.bfloat16).to(torch.float64)
+    return torch.where(r.abs() < 2.0 ** -14, torch.zeros_like(r), r)
 
 
 CASES = [
@@ -535,6 +553,47 @@ CASES = [
     case("adam", [N(4, 5), N(4, 5), N(4, 5), P(4, 5)], {"lr": 0.01, "step": 3}, label="adam"),
     case("adam", [N(67), N(67), N(67), P(67)], {"lr": 0.01, "weight_decay": 0.1, "decoupled": True, "step": 1},
          label="adamw, a vector tail"),
+    # the half provider (bf16 and f16): every op it serves, with 16-bit inputs (appended last, so the
+    # cases above keep their seeds)
+    half("add", [N(3, 37), N(37)], label="broadcast"),
+    half("sub", [N(4, 37), N(4, 37)]),
+    half("mul", [N(2, 3, 37), N(3, 1)], label="per row"),
+    half("div", [N(3, 37), P(3, 1)]),
+    half("neg", [N(3, 37)]),
+    half("matmul", [N(5, 40), N(40, 19)]),
+    half("matmul", [N(2, 4, 40), N(2, 40, 6)], label="batched"),
+    half("linear", [N(1, 37), N(21, 37), N(21)], label="one row: the in-place GEMV"),
+    half("linear", [N(3, 70), N(9, 70)], label="three rows, no bias: the in-place GEMV"),
+    half("linear", [N(2, 3, 37), N(21, 37), N(21)], label="six rows: widened"),
+    half("relu", [N(3, 37)]),
+    half("gelu", [N(3, 37)]),
+    half("gelu", [N(3, 37)], {"approximate": "tanh"}, label="tanh"),
+    half("silu", [N(3, 37)]),
+    half("tanh", [N(3, 37)]),
+    half("sigmoid", [N(3, 37)]),
+    half("exp", [N(3, 37)]),
+    half("sqrt", [P(3, 37)]),
+    half("sin", [W(3, 37)]),
+    half("cos", [W(3, 37)]),
+    half("where", [M(3, 37), N(3, 37), N(37)]),
+    half("index_copy", [N(5, 4), U(5, 3), N(3, 4)], {"dim": 0}),
+    half("softmax", [N(3, 37)]),
+    half("softmax", [N(3, 4, 5)], {"dim": 1}, label="middle dim"),
+    half("log_softmax", [N(3, 37)]),
+    half("layer_norm", [N(4, 37), N(37), N(37)], {"normalized_shape": [37]}),
+    half("rms_norm", [N(2, 3, 37), N(37)], {"normalized_shape": [37], "eps": 1e-5}),
+    half("scaled_dot_product_attention", [N(1, 2, 37, 8), N(1, 2, 40, 8), N(1, 2, 40, 5)], {"is_causal": True},
+         label="causal"),
+    half("concat", [N(2, 3), N(2, 5)], {"dim": 1}),
+    half("sum", [N(3, 41)], {"dims": [-1], "keepdim": True}),
+    half("mean", [N(2, 5, 3)], {"dims": [1]}),
+    half("embedding", [N(10, 4), I(10, 2, 3)]),
+    half("embedding", [N(6, 5), I(6, 4, 3)], {"padding_idx": 2}, label="padding index"),
+    half("reshape", [N(2, 3, 4)], {"shape": [4, -1]}),
+    half("flatten", [N(2, 3, 4)], {"start_dim": 1}),
+    half("transpose", [N(2, 3, 4)], {"dim0": 0, "dim1": 2}),
+    half("permute", [N(2, 3, 4)], {"dims": [2, 0, 1]}),
+    half("slice", [N(7, 3)], {"dim": 0, "start": 1, "end": -1, "step": 2}),
 ]
 
 
@@ -544,8 +603,12 @@ def run_case(index, c, tensors):
     name = f"c{index:03d}"
     gen = torch.Generator().manual_seed(1000 + index)
     xs = [inp.make(gen) for inp in c["inputs"]]
+    if c.get("half"):
+        xs = [sixteen_bit(x) for x in xs]
     entry = {"id": name, "op": c["op"], "label": c["label"], "attrs": c["attrs"], "training": c["training"],
              "inputs": len(xs), "grads": [], "states": []}
+    if c.get("half"):
+        entry["half"] = True
     for k, x in enumerate(xs):  # float inputs are float32 values: stored as such
         tensors.append((f"{name}.in{k}", x.to(torch.float32) if x.is_floating_point() else x))
     if c["op"] in UPDATE:
@@ -563,6 +626,8 @@ def run_case(index, c, tensors):
     if c["op"] == "conv2d_activation" or not wanted or not y.requires_grad:
         return entry  # an inference-only op, or one no gradient flows through (argmax, comparisons): no VJP
     cot = torch.randn(y.shape, generator=gen, dtype=torch.float64).to(torch.float32).to(torch.float64)
+    if c.get("half"):
+        cot = sixteen_bit(cot)
     tensors.append((f"{name}.cot", cot.to(torch.float32)))
     grads = torch.autograd.grad(y, [leaves[k] for k in wanted], cot, allow_unused=True)
     for k, g in zip(wanted, grads):

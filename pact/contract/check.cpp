@@ -69,6 +69,7 @@ const std::vector<std::string>& declared_test_suites() {
       "OpOracle.ReferenceMatchesPyTorchFloat64",
       "OpOracle.NativeMatchesPyTorchFloat64",
       "OpOracle.BlasMatchesPyTorchFloat64",
+      "OpOracle.HalfMatchesPyTorchFloat64",
   };
   return suites;
 }

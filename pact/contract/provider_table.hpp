@@ -31,7 +31,8 @@ struct ProviderRow {
   Trust trust;
   NumericalPolicy policy;
   int preference;
-  bool simd_dispatched;  ///< native code: kernels::native_dispatches_simd says which run at the active ISA level
+  /// Which of its kernels run code of the SIMD dispatch table, so at the active ISA level (nullptr: none)
+  bool (*simd_dispatched)(ops::OpTag) noexcept;
   DTypeSet dtypes;       ///< what its kernel ops compute
   DTypeSet view_dtypes;  ///< what its view ops (reshape, permute, ...) move: their kernels copy elements
   std::array<EvidenceKind, 4> evidence_kinds;    ///< shape, layout, forward value, VJP
@@ -41,7 +42,7 @@ struct ProviderRow {
   std::span<const ops::OpTag> declared_ops;  ///< capsules without handlers (only when handlers is null)
 };
 
-/// Every provider row, in module order: reference, native, attention, blas, cuda, libtorch.
+/// Every provider row, in module order: reference, native, attention, half, blas, cuda, libtorch.
 std::span<const ProviderRow> provider_table() noexcept;
 /// The row of a module name, or nullptr.
 const ProviderRow* provider_row(std::string_view module) noexcept;

@@ -54,7 +54,7 @@ OpenBlasBaseline openblas_baseline() {
   const bool avx2_kernel = c == "Haswell" || c == "Zen";
   const bool avx512_kernel = c == "SkylakeX" || c == "Cooperlake" || c == "SapphireRapids";
   b.proxy =
-      !requested_isa().empty() && ((level == Isa::avx2 && avx2_kernel) || (level == Isa::avx512 && avx512_kernel));
+      !requested_isa().empty() && ((level == Isa::avx2 && avx2_kernel) || (level >= Isa::avx512 && avx512_kernel));
   b.note = b.proxy ? fmt::format("proxy: OPENBLAS_CORETYPE={} against PACT_ISA={}", c, isa_name(level))
                    : fmt::format("OpenBLAS kernel forced by OPENBLAS_CORETYPE={} (unmatched: Pact runs {})", c,
                                  isa_name(level));

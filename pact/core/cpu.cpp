@@ -30,11 +30,11 @@ CpuFacts detect() {
   f.detected = true;
   if (const cpuinfo_package* p = cpuinfo_get_package(0); p != nullptr && p->name[0] != '\0') f.model = p->name;
   if (f.model.empty()) f.model = "unknown";
-  const bool avx2 = cpuinfo_has_x86_avx2() && cpuinfo_has_x86_fma3();
+  const bool avx2 = cpuinfo_has_x86_avx2() && cpuinfo_has_x86_fma3() && cpuinfo_has_x86_f16c();
   const bool avx512 = avx2 && cpuinfo_has_x86_avx512f() && cpuinfo_has_x86_avx512vl() && cpuinfo_has_x86_avx512dq() &&
                       cpuinfo_has_x86_avx512bw();
-  f.best = avx512 ? Isa::avx512 : avx2 ? Isa::avx2 : Isa::portable;
   f.avx512_bf16 = avx512 && cpuinfo_has_x86_avx512bf16();
+  f.best = f.avx512_bf16 ? Isa::avx512_bf16 : avx512 ? Isa::avx512 : avx2 ? Isa::avx2 : Isa::portable;
   f.avx512_vnni = avx512 && cpuinfo_has_x86_avx512vnni();
   f.avx_vnni = avx2 && cpuid_avx_vnni();
   f.cores = static_cast<int>(std::max<std::uint32_t>(1, cpuinfo_get_cores_count()));
@@ -60,7 +60,7 @@ Isa initial_level() noexcept {
   if (env == nullptr || *env == '\0') return f.best;
   const std::optional<Isa> want = parse_isa(env);
   if (!want) {
-    std::fprintf(stderr, "pact: PACT_ISA=%s is not a level (portable, avx2, avx512); using %s\n", env,
+    std::fprintf(stderr, "pact: PACT_ISA=%s is not a level (portable, avx2, avx512, avx512_bf16); using %s\n", env,
                  std::string(isa_name(f.best)).c_str());
     return f.best;
   }
@@ -87,6 +87,8 @@ std::string_view isa_name(Isa isa) noexcept {
       return "avx2";
     case Isa::avx512:
       return "avx512";
+    case Isa::avx512_bf16:
+      return "avx512_bf16";
   }
   return "portable";
 }

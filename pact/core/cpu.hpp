@@ -5,7 +5,7 @@
 /// (pact/core/simd_dispatch.hpp), never through a cpu-feature test of its own.
 ///
 /// The active level is the CPU's best, or lower where the environment variable PACT_ISA
-/// (portable | avx2 | avx512) asks for it, so that every variant a machine can run is testable on it.
+/// (portable | avx2 | avx512 | avx512_bf16) asks for it, so that every variant a machine can run is testable on it.
 /// An ARM level (neon, sve) would be one more enumerator, ordered after portable in its own family.
 
 #include <array>
@@ -17,12 +17,14 @@
 namespace pact {
 
 /// The vector ISA levels Pact's kernels are written for, lowest first. Each level includes the ones
-/// below it: avx2 is AVX2 + FMA, avx512 is AVX-512 F/VL/DQ/BW (Skylake-X and later, Zen 4 and later).
-enum class Isa : int { portable = 0, avx2 = 1, avx512 = 2 };
-inline constexpr int kIsaCount = 3;
-inline constexpr std::array<Isa, kIsaCount> kIsaLevels{Isa::portable, Isa::avx2, Isa::avx512};
+/// below it: avx2 is AVX2 + FMA + F16C, avx512 is AVX-512 F/VL/DQ/BW (Skylake-X and later, Zen 4 and
+/// later), avx512_bf16 adds AVX-512 BF16 (vcvtne2ps2bf16, vdpbf16ps: Cooper Lake, Sapphire Rapids, Zen 4).
+/// A family without an avx512_bf16 variant runs its avx512 one there.
+enum class Isa : int { portable = 0, avx2 = 1, avx512 = 2, avx512_bf16 = 3 };
+inline constexpr int kIsaCount = 4;
+inline constexpr std::array<Isa, kIsaCount> kIsaLevels{Isa::portable, Isa::avx2, Isa::avx512, Isa::avx512_bf16};
 
-/// "portable", "avx2", "avx512".
+/// "portable", "avx2", "avx512", "avx512_bf16".
 std::string_view isa_name(Isa isa) noexcept;
 /// The level named `name`; nullopt for anything else.
 std::optional<Isa> parse_isa(std::string_view name) noexcept;
@@ -31,7 +33,7 @@ std::optional<Isa> parse_isa(std::string_view name) noexcept;
 struct CpuFacts {
   std::string model;           ///< the package name ("AMD EPYC 9454", "Intel Xeon Gold 6338"), or "unknown"
   Isa best = Isa::portable;    ///< the highest level the CPU runs
-  bool avx512_bf16 = false;    ///< AVX-512 BF16 (vdpbf16ps): what bf16 kernels will need
+  bool avx512_bf16 = false;    ///< AVX-512 BF16 (vdpbf16ps): the avx512_bf16 level
   bool avx512_vnni = false;    ///< AVX-512 VNNI (vpdpbusd): what int8 kernels will need
   bool avx_vnni = false;       ///< AVX-VNNI (the VEX encoding, on AVX2-only CPUs since Alder Lake / Zen 5)
   int cores = 1;               ///< physical cores

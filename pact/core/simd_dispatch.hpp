@@ -6,7 +6,7 @@
 /// attributes and __builtin_cpu_supports appear nowhere else: tests/core/simd_dispatch_test.cpp scans the
 /// sources and fails on a target function that is not registered here.
 ///
-/// Two ways to write a family:
+/// Two ways to write a family (levels: portable, avx2, avx512, avx512_bf16; pact/core/cpu.hpp):
 ///   - auto-vectorised code: one PACT_SIMD_INLINE body, compiled once per level by PACT_SIMD_VARIANTS
 ///     (the body is inlined into a wrapper carrying each level's target, so the vectoriser sees the
 ///     level's registers);
@@ -23,13 +23,14 @@
 
 #include "pact/core/cpu.hpp"
 
-#define PACT_TARGET_AVX2 __attribute__((target("avx2,fma")))
-#define PACT_TARGET_AVX512 __attribute__((target("avx512f,avx512vl,avx512dq,avx512bw,avx2,fma")))
+#define PACT_TARGET_AVX2 __attribute__((target("avx2,fma,f16c")))
+#define PACT_TARGET_AVX512 __attribute__((target("avx512f,avx512vl,avx512dq,avx512bw,avx2,fma,f16c")))
+#define PACT_TARGET_AVX512_BF16 __attribute__((target("avx512bf16,avx512f,avx512vl,avx512dq,avx512bw,avx2,fma,f16c")))
 #define PACT_SIMD_INLINE __attribute__((always_inline)) inline
 
 namespace pact::simd {
 
-/// A registered family: its name and, per level (portable, avx2, avx512), the symbols that implement
+/// A registered family: its name and, per level (portable, avx2, avx512, avx512_bf16), the symbols that implement
 /// it, space-separated ("" where the level is left to the one below).
 struct Family {
   std::string_view name;
@@ -56,8 +57,9 @@ class Table {
     T value{};
     std::string_view symbols;  ///< the implementing symbols, space-separated
   };
-  /// `portable` must be given; `avx2` and `avx512` may be {} (the level below serves).
-  Table(std::string_view name, Entry portable, Entry avx2, Entry avx512) : entries_{portable, avx2, avx512} {
+  /// `portable` must be given; the others may be {} (the level below serves).
+  Table(std::string_view name, Entry portable, Entry avx2, Entry avx512, Entry avx512_bf16 = {})
+      : entries_{portable, avx2, avx512, avx512_bf16} {
     register_family(family_for(name));
   }
   T get() const noexcept { return entries_[static_cast<std::size_t>(level())].value; }
@@ -77,9 +79,10 @@ class Table {
     return Isa::portable;
   }
   Family family_for(std::string_view name) const {
-    return Family{name,
-                  {entries_[0].symbols, entries_[1].value ? entries_[1].symbols : std::string_view{},
-                   entries_[2].value ? entries_[2].symbols : std::string_view{}}};
+    Family f{name, {}};
+    for (std::size_t l = 0; l < entries_.size(); ++l)
+      f.symbols[l] = l == 0 || entries_[l].value ? entries_[l].symbols : std::string_view{};
+    return f;
   }
   std::array<Entry, kIsaCount> entries_;
 };

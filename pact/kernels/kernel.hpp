@@ -59,6 +59,11 @@ std::span<const Handler> native_handlers();
 /// (pact/core/simd_dispatch.hpp), so at the active ISA level; its other kernels are loops compiled for the
 /// build's baseline. The plan audit and `pact run --time-nodes` report the level from it.
 bool native_dispatches_simd(ops::OpTag op) noexcept;
+/// The half provider: bf16 and f16 nodes of the ops language and vision models spend their time in, stored
+/// in 16 bits and computed in f32 by the native kernels (Note [Half provider] in pact/kernels/cpu/half.cpp).
+std::span<const Handler> half_handlers();
+/// True for every op the half provider serves: its conversions are SIMD dispatch table families.
+bool half_dispatches_simd(ops::OpTag op) noexcept;
 /// The BLAS provider: matmul, linear and conv2d through OpenBLAS cblas_sgemm (trusted external boundary).
 std::span<const Handler> blas_handlers();
 /// The LibTorch provider's handlers (trustedExternal, forward only); empty unless built with

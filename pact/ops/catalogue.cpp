@@ -35,10 +35,12 @@ std::string render_catalogue_markdown() {
       "or only its geometry read). VJP \"no gradient\": none flows through the op (integer outputs, or outputs that "
       "do\n"
       "not depend on the input values); training admits it forward only. VJP saves: what the tape retains for the\n"
-      "VJP (inN: input N, out: the output); passthrough: inputs whose gradient is the cotangent itself.\n\n"
+      "VJP (inN: input N, out: the output); passthrough: inputs whose gradient is the cotangent itself. bf16 and\n"
+      "f16 results (the half provider) are held to the f32 tolerance widened to a multiple of the 16-bit unit\n"
+      "roundoff (Note [16-bit tolerances] in pact/ops/op_table.cpp).\n\n"
       "| kind | arity | attributes (* required) | role | operand roles | VJP | VJP saves | passthrough | "
-      "mode-dependent | forward tolerance (abs, rel) |\n"
-      "|---|---|---|---|---|---|---|---|---|---|\n";
+      "mode-dependent | forward tolerance (abs, rel) | bf16, f16 (abs = rel) |\n"
+      "|---|---|---|---|---|---|---|---|---|---|---|\n";
   for (const auto& op : op_table()) {
     std::string attrs;
     for (const auto& a : op.attributes) {
@@ -57,13 +59,13 @@ std::string render_catalogue_markdown() {
       return o.empty() ? std::string("—") : o;
     };
     auto t = op.tolerance();
-    s += fmt::format("| `{}` | {} | {} | {} | {} | {} | {} | {} | {} | ({:g}, {:g}) |\n", op.kind, arity,
+    s += fmt::format("| `{}` | {} | {} | {} | {} | {} | {} | {} | {} | ({:g}, {:g}) | {:g}, {:g} |\n", op.kind, arity,
                      attrs.empty() ? "—" : attrs, role_name(op.role), op.roles.empty() ? "—" : op.roles,
                      op.has_vjp         ? "yes"
                      : op.gradient_free ? "no gradient"
                                         : "no",
                      op.has_vjp ? operands(op.saves) : "—", operands(op.passthrough), op.mode_dependent ? "yes" : "no",
-                     t.abs, t.rel);
+                     t.abs, t.rel, op.tolerance(DType::bf16).rel, op.tolerance(DType::f16).rel);
   }
   return s;
 }

@@ -64,8 +64,8 @@ namespace {
 }
 
 void require_float(std::string_view op, const TensorType& t, std::string_view operand) {
-  if (t.dtype != DType::f32 && t.dtype != DType::f64) {
-    bad(op, fmt::format("operand '{}' is {}; expected f32 or f64", operand, dtype_name(t.dtype)));
+  if (!is_floating(t.dtype)) {
+    bad(op, fmt::format("operand '{}' is {}; expected a float (f32, f64, bf16, f16)", operand, dtype_name(t.dtype)));
   }
 }
 
@@ -479,24 +479,53 @@ Agreement compare(std::span<const double> candidate, std::span<const double> ref
   return a;
 }
 
-Tolerance OpInfo::tolerance() const noexcept {
+// Note [16-bit tolerances]
+// A bf16 or f16 kernel (the half provider) computes in f32 from its 16-bit operands and rounds each result
+// once to 16 bits, so its error against exact arithmetic on those same operands is that rounding, half a
+// unit in the last place (unit roundoff u: 2^-8 for bf16, 2^-11 for f16), plus the f32 error the f32
+// tolerance bounds. A value the VJP reads back (a saved output, rounded) carries one more rounding into
+// the gradient, which then sums over rows. The tolerances are the f32 ones widened to a multiple of u per
+// class: forward 1 (exact: one rounding), 2 (transcendental), 4 (reduction, contraction: the sum of
+// exactly rounded terms, rounded once); VJP 8 and 16.
+namespace {
+double unit_roundoff(DType dtype) noexcept {
+  return dtype == DType::bf16 ? 0x1p-8 : dtype == DType::f16 ? 0x1p-11 : 0.0;
+}
+Tolerance widened(Tolerance t, double u, double multiple) noexcept {
+  return {std::max(t.abs, multiple * u), std::max(t.rel, multiple * u)};
+}
+}  // namespace
+
+Tolerance OpInfo::tolerance(DType dtype) const noexcept {
+  Tolerance t{};
+  double multiple = 1;
   switch (tolerance_class) {
     case ToleranceClass::exact:
-      return {0.0, 0.0};
+      t = {0.0, 0.0};
+      break;
     case ToleranceClass::transcendental:
-      return {1e-6, 4e-6};
+      t = {1e-6, 4e-6};
+      multiple = 2;
+      break;
     case ToleranceClass::reduction:
-      return {1e-6, 2e-5};
+      t = {1e-6, 2e-5};
+      multiple = 4;
+      break;
     case ToleranceClass::contraction:
-      return {1e-5, 1e-4};
+      t = {1e-5, 1e-4};
+      multiple = 4;
+      break;
   }
-  return {};
+  const double u = unit_roundoff(dtype);
+  return u > 0 ? widened(t, u, multiple) : t;
 }
 
-Tolerance OpInfo::vjp_tolerance() const noexcept {
+Tolerance OpInfo::vjp_tolerance(DType dtype) const noexcept {
   // A VJP accumulates over broadcast or reduced dimensions even for exact forward ops.
-  Tolerance t = tolerance();
-  return {std::max(t.abs * 10, 1e-6), std::max(t.rel * 10, 2e-5)};
+  const Tolerance f = tolerance();
+  const Tolerance t{std::max(f.abs * 10, 1e-6), std::max(f.rel * 10, 2e-5)};
+  const double u = unit_roundoff(dtype);
+  return u > 0 ? widened(t, u, tolerance_class == ToleranceClass::exact ? 8 : 16) : t;
 }
 
 std::span<const OpInfo> op_table() noexcept { return kTable; }

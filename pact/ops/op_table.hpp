@@ -193,11 +193,11 @@ struct OpInfo {
   /// planned graph materialises its result through a kernel (the eager session keeps a zero-copy view
   /// where one exists, through the same admitted kernel). Sources and sinks execute nothing.
   bool runtime_relevant() const noexcept { return role == OpRole::kernel || role == OpRole::view; }
-  /// Forward comparison tolerance for f32 (implementationDefined vs fixedLeft). fixedLeft vs fixedLeft
-  /// comparisons are bitwise.
-  Tolerance tolerance() const noexcept;
-  /// VJP comparison tolerance for f32.
-  Tolerance vjp_tolerance() const noexcept;
+  /// Forward comparison tolerance for results of `dtype` (implementationDefined vs fixedLeft; Note [16-bit
+  /// tolerances] for bf16 and f16). fixedLeft vs fixedLeft comparisons are bitwise.
+  Tolerance tolerance(DType dtype = DType::f32) const noexcept;
+  /// VJP comparison tolerance for results of `dtype`.
+  Tolerance vjp_tolerance(DType dtype = DType::f32) const noexcept;
 };
 
 /// Every op, in tag order.

@@ -240,7 +240,7 @@ std::string_view capsule_isa(const contract::Capsule& capsule) noexcept {
   for (const auto& r : contract::provider_table())
     if (r.provider == capsule.provider && r.device == capsule.device) row = &r;
   if (row == nullptr || row->device != DeviceKind::cpu) return "none";
-  if (row->simd_dispatched && kernels::native_dispatches_simd(capsule.op)) return isa_name(active_isa());
+  if (row->simd_dispatched != nullptr && row->simd_dispatched(capsule.op)) return isa_name(active_isa());
   return row->trust == contract::Trust::trustedExternal ? "external" : "portable";
 }
 

@@ -75,7 +75,7 @@ TEST(Capsules, ModulesAreNonEmptyWhereTheyShouldBe) {
   const auto mods = maintained_modules();
   std::vector<std::string> names;
   for (const auto* m : mods) names.push_back(m->name);
-  EXPECT_EQ(names, (std::vector<std::string>{"reference", "native", "attention", "blas", "cuda", "libtorch"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"reference", "native", "attention", "half", "blas", "cuda", "libtorch"}));
 }
 
 TEST(Capsules, ModulesHoldTheirProvidersCapsules) {
@@ -586,7 +586,7 @@ TEST(Profiles, BuiltinProfiles) {
   BackendProfile cc = builtin_profile("cpu-checked");
   EXPECT_EQ(cc.policy.assurance, AssurancePolicy::checked);
   EXPECT_EQ(cc.policy.device, DeviceKind::cpu);
-  EXPECT_EQ(cc.policy.provider_preference, (std::vector<std::string>{"native", "reference"}));
+  EXPECT_EQ(cc.policy.provider_preference, (std::vector<std::string>{"native", "half", "reference"}));
   EXPECT_TRUE(has_module(cc, reference_module()) && has_module(cc, native_module()) &&
               has_module(cc, attention_module()));
   EXPECT_FALSE(has_module(cc, blas_module()));
@@ -637,13 +637,18 @@ TEST(Selection, PicksByTheNodesInputDtypes) {
 }
 
 TEST(Selection, RefusesWithTheOpTheTypesAndEachCapsulesReason) {
+  // bf16 linear is the half provider's; bf16 conv2d is no provider's.
   const std::vector<ops::TensorType> bf16{typed(DType::bf16, {4, 64}), typed(DType::bf16, {128, 64})};
-  const Selection s = select_capsule(builtin_profile("cpu-external"), ops::OpTag::linear, bf16, VjpMode::forward_only);
+  const Selection h = select_capsule(builtin_profile("cpu-external"), ops::OpTag::linear, bf16, VjpMode::with_vjp);
+  ASSERT_NE(h.capsule, nullptr) << h.refusal;
+  EXPECT_EQ(h.capsule->name, "half.linear");
+  const std::vector<ops::TensorType> conv{typed(DType::bf16, {1, 3, 8, 8}), typed(DType::bf16, {4, 3, 3, 3})};
+  const Selection s = select_capsule(builtin_profile("cpu-external"), ops::OpTag::conv2d, conv, VjpMode::forward_only);
   EXPECT_EQ(s.capsule, nullptr);
-  EXPECT_TRUE(mentions(s.refusal, "'linear'")) << s.refusal;
-  EXPECT_TRUE(mentions(s.refusal, "(bf16[4, 64], bf16[128, 64])")) << s.refusal;
-  EXPECT_TRUE(mentions(s.refusal, "blas.linear computes f32 only; operand 0 is bf16")) << s.refusal;
-  EXPECT_TRUE(mentions(s.refusal, "reference.linear computes f32/f64 only")) << s.refusal;
+  EXPECT_TRUE(mentions(s.refusal, "'conv2d'")) << s.refusal;
+  EXPECT_TRUE(mentions(s.refusal, "(bf16[1, 3, 8, 8], bf16[4, 3, 3, 3])")) << s.refusal;
+  EXPECT_TRUE(mentions(s.refusal, "blas.conv2d computes f32 only; operand 0 is bf16")) << s.refusal;
+  EXPECT_TRUE(mentions(s.refusal, "reference.conv2d computes f32/f64 only")) << s.refusal;
   // f64 under a profile whose only provider computes f32.
   BackendProfile native_only = builtin_profile("cpu-checked");
   native_only.modules = {&native_module()};

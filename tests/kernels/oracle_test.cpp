@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 
@@ -30,6 +31,7 @@ struct OracleCase {
   ops::OpTag op{};
   ops::Attributes attrs;
   bool training = false;
+  bool half = false;                     // a half provider case: float inputs and cotangent are bf16 values
   std::vector<Tensor> inputs;            // float inputs in f32 (their values are float32 numbers), others as stored
   std::optional<Tensor> out, cot;        // forward and the VJP's cotangent (kernel ops)
   std::map<std::size_t, Tensor> grads;   // per differentiable input: PyTorch's gradient (f64)
@@ -56,6 +58,7 @@ const std::vector<OracleCase>& oracle_cases() {
       c.op = ops::parse_op_kind(j.at("op").get<std::string>());
       c.attrs = ir::attributes_from_json(j.at("attrs"), "ops.json", c.id + ".attrs");
       c.training = j.at("training").get<bool>();
+      c.half = j.contains("half") && j.at("half").get<bool>();
       for (std::int64_t k = 0; k < j.at("inputs").get<std::int64_t>(); ++k)
         c.inputs.push_back(take(c.id + ".in" + std::to_string(k)));
       const bool update = ops::op_info(c.op).role == ops::OpRole::update;
@@ -86,8 +89,8 @@ ops::Tolerance widen(ops::Tolerance t) { return {std::max(t.abs, 1e-6), std::max
 // Every disagreement of handler `h` with the oracle on case `c`, run in dtype `d`; empty when it agrees.
 std::vector<std::string> problems(const kernels::Handler& h, const OracleCase& c, DType d) {
   const ops::OpInfo& info = ops::op_info(c.op);
-  const ops::Tolerance fwd = d == DType::f64 ? f64_tolerance() : widen(info.tolerance());
-  const ops::Tolerance vjp = d == DType::f64 ? f64_tolerance() : widen(info.vjp_tolerance());
+  const ops::Tolerance fwd = d == DType::f64 ? f64_tolerance() : widen(info.tolerance(d));
+  const ops::Tolerance vjp = d == DType::f64 ? f64_tolerance() : widen(info.vjp_tolerance(d));
   std::vector<std::string> found;
   auto check = [&](const std::string& what, const std::vector<double>& got, const Tensor& want, ops::Tolerance t) {
     const auto r = close(got, values_of(want.as_view()), t);
@@ -134,10 +137,13 @@ std::vector<std::string> problems(const kernels::Handler& h, const OracleCase& c
   return found;
 }
 
-// Runs every case that `handlers` covers and reports each disagreement; returns how many cases ran.
-int expect_oracle(std::span<const kernels::Handler> handlers, DType d, const std::string& name) {
+// Runs every case that `handlers` covers (only the half cases when `half_only`) and reports each
+// disagreement; returns how many cases ran.
+int expect_oracle(std::span<const kernels::Handler> handlers, DType d, const std::string& name,
+                  bool half_only = false) {
   int ran = 0;
   for (const auto& c : oracle_cases()) {
+    if (half_only && !c.half) continue;
     const kernels::Handler* h = kernels::find_handler(handlers, c.op);
     if (h == nullptr) continue;
     for (const auto& p : problems(*h, c, d)) ADD_FAILURE() << name << " " << c.describe() << ": " << p;
@@ -158,6 +164,16 @@ TEST(OpOracle, CoversEveryOpWithAKernel) {
     bool vjp = false;
     for (const auto& c : oracle_cases()) vjp = vjp || (c.op == op.tag && c.cot.has_value());
     EXPECT_TRUE(vjp) << "no oracle case checks the VJP of " << op.kind;
+  }
+  // Every op of the half provider has a case with 16-bit inputs, and one that checks its VJP.
+  for (const auto& h : kernels::half_handlers()) {
+    bool forward = false, vjp = false;
+    for (const auto& c : oracle_cases()) {
+      forward = forward || (c.half && c.op == h.op);
+      vjp = vjp || (c.half && c.op == h.op && c.cot.has_value());
+    }
+    EXPECT_TRUE(forward && vjp) << "no half case (with a VJP) for " << ops::op_kind(h.op)
+                                << ": add one to tools/op_oracle.py";
   }
 }
 
@@ -180,6 +196,26 @@ TEST(OpOracle, NativeMatchesPyTorchFloat64) {
       continue;
     }
     expect_oracle(kernels::native_handlers(), DType::f32, "native " + std::string(isa_name(level)));
+  }
+}
+
+// The half provider in bf16 and f16 at every ISA level this CPU runs, on the cases whose inputs are 16-bit
+// values, within the op table's 16-bit tolerances (Note [16-bit tolerances]).
+TEST(OpOracle, HalfMatchesPyTorchFloat64) {
+  const int half_cases = static_cast<int>(
+      std::count_if(oracle_cases().begin(), oracle_cases().end(), [](const OracleCase& c) { return c.half; }));
+  ASSERT_GE(half_cases, static_cast<int>(kernels::half_handlers().size()));
+  for (Isa level : kIsaLevels) {
+    ScopedIsa forced(level);
+    if (!forced.active()) {
+      std::printf("[ skipped  ] half at %s: this CPU (%s) runs at most %s\n", std::string(isa_name(level)).c_str(),
+                  cpu_facts().model.c_str(), std::string(isa_name(cpu_facts().best)).c_str());
+      continue;
+    }
+    for (DType d : {DType::bf16, DType::f16}) {
+      const std::string name = "half " + std::string(dtype_name(d)) + " " + std::string(isa_name(level));
+      EXPECT_EQ(expect_oracle(kernels::half_handlers(), d, name, true), half_cases) << name;
+    }
   }
 }
 

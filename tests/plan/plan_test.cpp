@@ -520,7 +520,8 @@ TEST(Planner, AProfileThatCannotServeF64RejectsAtPlanTimeNamingNodeOpAndTypes) {
 
 TEST(Planner, IndexOperandsAndIndexViewsPlanByTheirRoles) {
   // Token ids reshaped (a view that moves i64) and then used as embedding indices (role index): planned
-  // under cpu-checked, while the same reshape of a bf16 tensor is refused.
+  // under cpu-checked, as the same reshape of a bf16 tensor is (the half provider moves it), while that of
+  // a u8 tensor is refused.
   ir::GraphBuilder b;
   b.input("ids", {2, 3}, DType::i64);
   b.parameter("table", {10, 4});
@@ -530,13 +531,20 @@ TEST(Planner, IndexOperandsAndIndexViewsPlanByTheirRoles) {
   auto r = plan(b.build(), contract::builtin_profile("cpu-checked"), VjpMode::with_vjp);
   ASSERT_TRUE(r.has_value()) << render_audit_table(r.error().audit);
   EXPECT_TRUE(r->audit().kernels[0].capsule->dtypes.contains(DType::i64));
-  ir::GraphBuilder h;
-  h.input("x", {2, 3}, DType::bf16);
-  h.op("y", ops::OpTag::reshape, {"x"}, ops::Attributes{{"shape", std::vector<std::int64_t>{6}}});
-  h.output("y");
-  auto refused = plan(h.build(), contract::builtin_profile("cpu-checked"));
-  ASSERT_FALSE(refused.has_value());
-  EXPECT_TRUE(mentions(refused.error().audit.check.failures()[0].reason, "bf16[2, 3]"));
+  for (DType d : {DType::bf16, DType::u8}) {
+    ir::GraphBuilder h;
+    h.input("x", {2, 3}, d);
+    h.op("y", ops::OpTag::reshape, {"x"}, ops::Attributes{{"shape", std::vector<std::int64_t>{6}}});
+    h.output("y");
+    auto planned = plan(h.build(), contract::builtin_profile("cpu-checked"));
+    if (d == DType::bf16) {
+      ASSERT_TRUE(planned.has_value()) << render_audit_table(planned.error().audit);
+      EXPECT_EQ(planned->audit().kernels[0].capsule->name, "half.reshape");
+    } else {
+      ASSERT_FALSE(planned.has_value());
+      EXPECT_TRUE(mentions(planned.error().audit.check.failures()[0].reason, "u8[2, 3]"));
+    }
+  }
 }
 
 }  // namespace

@@ -61,11 +61,13 @@ std::set<std::string> split(std::string_view symbols) {
 // The target functions a source defines: (level, name) for each PACT_TARGET_* that is not an always-inline
 // helper (those the compiler only inlines where the level's instructions are allowed).
 std::vector<std::pair<Isa, std::string>> target_functions(const std::string& text) {
-  static const std::regex decl(R"(PACT_TARGET_(AVX2|AVX512)\s+((?:PACT_SIMD_INLINE\s+)?)[^(;{]*?(\w+)\s*\()");
+  static const std::regex decl(
+      R"(PACT_TARGET_(AVX2|AVX512_BF16|AVX512)\s+((?:PACT_SIMD_INLINE\s+)?)[^(;{]*?(\w+)\s*\()");
   std::vector<std::pair<Isa, std::string>> out;
   for (auto it = std::sregex_iterator(text.begin(), text.end(), decl); it != std::sregex_iterator(); ++it) {
     if ((*it)[2].length() > 0) continue;
-    out.emplace_back((*it)[1] == "AVX2" ? Isa::avx2 : Isa::avx512, (*it)[3].str());
+    const std::string level = (*it)[1];
+    out.emplace_back(level == "AVX2" ? Isa::avx2 : level == "AVX512" ? Isa::avx512 : Isa::avx512_bf16, (*it)[3].str());
   }
   return out;
 }
@@ -139,15 +141,23 @@ TEST(SimdDispatch, AForcedLevelPicksItsVariantOrTheNextLower) {
     }
     ASSERT_TRUE(forced.active());
     EXPECT_EQ(active_isa(), level);
-    EXPECT_EQ(kernels::cpu::sgemm_variant(), isa_name(level));
+    // sgemm has no avx512_bf16 variant: its avx512 one serves that level.
+    EXPECT_EQ(kernels::cpu::sgemm_variant(), isa_name(level == Isa::avx512_bf16 ? Isa::avx512 : level));
     for (const auto& f : simd::families()) {
-      if (f.name != "strided_copy") continue;
-      EXPECT_EQ(f.serves(level), level == Isa::avx2 ? Isa::portable : level);
+      if (f.name == "strided_copy") {
+        EXPECT_EQ(f.serves(level), level == Isa::avx2          ? Isa::portable
+                                   : level == Isa::avx512_bf16 ? Isa::avx512
+                                                               : level);
+      }
+      if (f.name == "narrow_bf16") {
+        EXPECT_EQ(f.serves(level), level);  // one variant per level
+      }
     }
   }
   EXPECT_EQ(active_isa(), best);
   EXPECT_FALSE(parse_isa("sse9").has_value());
   EXPECT_EQ(parse_isa("avx2"), Isa::avx2);
+  EXPECT_EQ(parse_isa("avx512_bf16"), Isa::avx512_bf16);
 }
 
 // The CPU facts are plausible (libcpuinfo ran) and describe_cpu says what the dispatch uses.
