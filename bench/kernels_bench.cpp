@@ -3,7 +3,8 @@
 // linear layers (the half provider) beside the native f32 ones: a language model's decode step (one row
 // against a 4096 x 4096 weight) and a prefill (64 rows against 1024 x 1024).
 // Goals (issue 3): fused softmax / cross-entropy at least 3x faster than the reference provider; (issue 22)
-// a 16-bit decode step at most 0.75 of the f32 one's time (it reads half the bytes), a prefill at most 1.5.
+// a 16-bit decode step at most 0.75 of the f32 one's time (it reads half the bytes), a prefill at most 1.5;
+// an int8-weight decode step at most 0.5 (a quarter of the bytes), a prefill at most 1.5.
 //
 //   cmake --preset bench && cmake --build --preset bench &&
 //   ./build/bench/bench/pact_bench_kernels --benchmark_repetitions=5 --benchmark_enable_random_interleaving=true
@@ -92,9 +93,23 @@ void linear(benchmark::State& state, DType d, std::int64_t rows, std::int64_t fe
   state.counters["items"] = 1;
 }
 
+// linear_int8 (native, f32 activations): the int8 weight with one scale per output feature.
+void linear_int8(benchmark::State& state, std::int64_t rows, std::int64_t features) {
+  const Tensor x = random_tensor(Dims{rows, features}, 11);
+  std::vector<std::int8_t> q(static_cast<std::size_t>(features * features));
+  for (std::size_t i = 0; i < q.size(); ++i) q[i] = static_cast<std::int8_t>(static_cast<int>(i * 7919 % 255) - 127);
+  const Tensor w = Tensor::from_values<std::int8_t>(Dims{features, features}, q);
+  const Tensor s = random_tensor(Dims{features}, 13);
+  const auto& h = *kernels::find_handler(kernels::native_handlers(), ops::OpTag::linear_int8);
+  for (auto _ : state) benchmark::DoNotOptimize(h.forward(std::vector{x.as_view(), w.as_view(), s.as_view()}, {}, {}));
+  state.counters["items"] = 1;
+}
+
 BENCHMARK_CAPTURE(linear, decode_f32, DType::f32, 1, 4096)->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(linear, decode_bf16, DType::bf16, 1, 4096)->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(linear, decode_f16, DType::f16, 1, 4096)->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(linear_int8, decode, 1, 4096)->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(linear_int8, prefill, 64, 1024)->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(linear, prefill_f32, DType::f32, 64, 1024)->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(linear, prefill_bf16, DType::bf16, 64, 1024)->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(softmax, native, true)->Unit(benchmark::kMicrosecond);
@@ -121,5 +136,7 @@ int main(int argc, char** argv) {
        {"attention_native_over_reference", "attention/native", "attention/reference", 1.0},
        {"linear_decode_bf16_over_f32", "linear/decode_bf16", "linear/decode_f32", 0.75},
        {"linear_decode_f16_over_f32", "linear/decode_f16", "linear/decode_f32", 0.75},
-       {"linear_prefill_bf16_over_f32", "linear/prefill_bf16", "linear/prefill_f32", 1.5}});
+       {"linear_prefill_bf16_over_f32", "linear/prefill_bf16", "linear/prefill_f32", 1.5},
+       {"linear_int8_decode_over_f32", "linear_int8/decode", "linear/decode_f32", 0.5},
+       {"linear_int8_prefill_over_f32", "linear_int8/prefill", "linear/prefill_f32", 1.5}});
 }

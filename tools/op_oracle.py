@@ -44,6 +44,8 @@ class In:
         shape = self.shape
         if self.kind == "I":
             return torch.randint(0, self.bound, shape, generator=gen, dtype=torch.int64)
+        if self.kind == "Q":
+            return torch.randint(-127, 128, shape, generator=gen, dtype=torch.int64).to(torch.int8)
         if self.kind == "U":
             return torch.randperm(self.bound, generator=gen)[:shape[0]].reshape(shape)
         if self.kind == "Z":
@@ -96,6 +98,10 @@ def Z(*s):
 
 def U(bound, *s):
     return In("U", s, bound)
+
+
+def Q(*s):  # an int8 weight: values in [-127, 127]
+    return In("Q", s)
 
 
 def Const(inp):
@@ -202,6 +208,8 @@ FORWARD = {
     "neg": lambda x, a, t: -x[0],
     "matmul": lambda x, a, t: torch.matmul(x[0], x[1]),
     "linear": lambda x, a, t: F.linear(x[0], x[1], _opt(x, 2)),
+    # weight-only int8: the dequantized weight (int8 times its row's scale) in an ordinary linear
+    "linear_int8": lambda x, a, t: F.linear(x[0], x[1].to(torch.float64) * x[2][:, None], _opt(x, 3)),
     "relu": lambda x, a, t: F.relu(x[0]),
     "gelu": lambda x, a, t: F.gelu(x[0], approximate=a.get("approximate", "none")),
     "silu": lambda x, a, t: F.silu(x[0]),
@@ -594,6 +602,11 @@ CASES = [
     half("transpose", [N(2, 3, 4)], {"dim0": 0, "dim1": 2}),
     half("permute", [N(2, 3, 4)], {"dims": [2, 0, 1]}),
     half("slice", [N(7, 3)], {"dim": 0, "start": 1, "end": -1, "step": 2}),
+    # weight-only int8 linear (after the half cases: the cases above keep their seeds)
+    case("linear_int8", [N(2, 3, 37), Q(21, 37), P(21), N(21)], label="six rows: dequantized GEMM"),
+    case("linear_int8", [N(1, 70), Q(9, 70), P(9)], label="one row, no bias: the in-place GEMV"),
+    case("linear_int8", [N(4, 33), Q(40, 33), P(40), N(40)], label="four rows, odd depth"),
+    half("linear_int8", [N(1, 37), Q(21, 37), P(21), N(21)], label="bf16 activations"),
 ]
 
 
@@ -623,7 +636,7 @@ def run_case(index, c, tensors):
     y = FORWARD[c["op"]](leaves, c["attrs"], c["training"])
     tensors.append((f"{name}.out", y.detach()))
     wanted = [k for k, inp in enumerate(c["inputs"]) if inp.differentiable]
-    if c["op"] == "conv2d_activation" or not wanted or not y.requires_grad:
+    if c["op"] in ("conv2d_activation", "linear_int8") or not wanted or not y.requires_grad:
         return entry  # an inference-only op, or one no gradient flows through (argmax, comparisons): no VJP
     cot = torch.randn(y.shape, generator=gen, dtype=torch.float64).to(torch.float32).to(torch.float64)
     if c.get("half"):
@@ -638,7 +651,7 @@ def run_case(index, c, tensors):
 
 def read_safetensors(path):
     import numpy as np
-    kinds = {"F32": np.float32, "F64": np.float64, "I64": np.int64, "BOOL": np.bool_}
+    kinds = {"F32": np.float32, "F64": np.float64, "I64": np.int64, "I8": np.int8, "BOOL": np.bool_}
     with open(path, "rb") as f:
         data = f.read()
     (n,) = struct.unpack("<Q", data[:8])

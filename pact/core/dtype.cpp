@@ -154,6 +154,11 @@ long double load_real(DType dtype, const std::byte* src) {
       std::memcpy(&v, src, 1);
       return v;
     }
+    case DType::i8: {
+      std::int8_t v;
+      std::memcpy(&v, src, 1);
+      return v;
+    }
     case DType::boolean: {
       std::uint8_t v;
       std::memcpy(&v, src, 1);
@@ -207,6 +212,11 @@ void store_real(DType dtype, long double v, std::byte* dst) {
     }
     case DType::u8: {
       auto x = saturate<std::uint8_t>(v);
+      std::memcpy(dst, &x, 1);
+      return;
+    }
+    case DType::i8: {
+      auto x = saturate<std::int8_t>(v);
       std::memcpy(dst, &x, 1);
       return;
     }

@@ -1,6 +1,6 @@
 #pragma once
-/// Element types (SPEC §4): f32 (all kernels), f64, bf16, f16 (storage and conversion), c64 (storage
-/// and reinterpretation), i64, i32, u8, bool.
+/// Element types (SPEC §4): f32 (all kernels), f64, bf16, f16 (the half provider's compute dtypes), c64
+/// (storage and reinterpretation), i64, i32, u8, bool, i8 (quantized weights: linear_int8).
 
 #include <complex>
 #include <cstddef>
@@ -22,7 +22,8 @@ namespace pact {
   X(i64, "i64", std::int64_t, 8)        \
   X(i32, "i32", std::int32_t, 4)        \
   X(u8, "u8", std::uint8_t, 1)          \
-  X(boolean, "bool", bool, 1)
+  X(boolean, "bool", bool, 1)           \
+  X(i8, "i8", std::int8_t, 1)
 
 /// bfloat16 storage: the upper 16 bits of an IEEE f32. Conversion rounds to nearest even.
 struct BFloat16 {
@@ -42,13 +43,13 @@ enum class DType : std::uint8_t {
 #undef PACT_DTYPE_ENUM
 };
 
-inline constexpr int kDTypeCount = 9;
+inline constexpr int kDTypeCount = 10;
 
 /// Size of one element in bytes.
 std::size_t dtype_size(DType dtype) noexcept;
 /// Required alignment of one element in bytes (its natural alignment).
 std::size_t dtype_alignment(DType dtype) noexcept;
-/// The wire name: "f32", "f64", "bf16", "f16", "c64", "i64", "i32", "u8", "bool".
+/// The wire name: "f32", "f64", "bf16", "f16", "c64", "i64", "i32", "u8", "bool", "i8".
 std::string_view dtype_name(DType dtype) noexcept;
 /// Parses a wire name; throws pact::Error(parse_error) naming the text.
 DType parse_dtype(std::string_view name);

@@ -225,6 +225,12 @@ Scalar TensorView::get(const Dims& index) const {
       s.integer = v;
       break;
     }
+    case DType::i8: {
+      std::int8_t v;
+      std::memcpy(&v, p, 1);
+      s.integer = v;
+      break;
+    }
     case DType::boolean: {
       std::uint8_t v;
       std::memcpy(&v, p, 1);

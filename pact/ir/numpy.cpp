@@ -30,8 +30,9 @@ struct Descr {
   DType dtype;
   const char* code;  // kind and size: "f4"
 };
-constexpr Descr kDescrs[] = {{DType::f32, "f4"}, {DType::f64, "f8"}, {DType::f16, "f2"},     {DType::i64, "i8"},
-                             {DType::i32, "i4"}, {DType::u8, "u1"},  {DType::boolean, "b1"}, {DType::c64, "c8"}};
+constexpr Descr kDescrs[] = {{DType::f32, "f4"}, {DType::f64, "f8"},     {DType::f16, "f2"},
+                             {DType::i64, "i8"}, {DType::i32, "i4"},     {DType::u8, "u1"},
+                             {DType::i8, "i1"},  {DType::boolean, "b1"}, {DType::c64, "c8"}};
 
 DType dtype_of_descr(std::string_view where, const std::string& descr) {
   if (descr.size() < 2) bad(where, "descr", fmt::format("'{}' is not a dtype", descr));
@@ -177,6 +178,8 @@ std::string_view descr_of(DType dtype) {
       return "<i4";
     case DType::u8:
       return "|u1";
+    case DType::i8:
+      return "|i1";
     case DType::boolean:
       return "|b1";
     case DType::c64:

@@ -41,6 +41,8 @@ std::string_view safetensors_dtype(DType dtype) {
       return "U8";
     case DType::boolean:
       return "BOOL";
+    case DType::i8:
+      return "I8";
   }
   return "?";
 }
@@ -106,7 +108,7 @@ namespace {
 
 DType dtype_from(std::string_view where, const std::string& field, const std::string& s) {
   for (DType d : {DType::f32, DType::f64, DType::bf16, DType::f16, DType::c64, DType::i64, DType::i32, DType::u8,
-                  DType::boolean}) {
+                  DType::boolean, DType::i8}) {
     if (safetensors_dtype(d) == s) return d;
   }
   bad(where, field, fmt::format("unsupported dtype '{}'", s));

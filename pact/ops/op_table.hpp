@@ -49,6 +49,7 @@ namespace pact::ops {
   X(neg, "neg", 1, 1, true, false, kernel, exact, none, none, "d")                                        \
   X(matmul, "matmul", 2, 2, true, false, kernel, contraction, in0 | in1, none, "dd")                      \
   X(linear, "linear", 2, 3, true, false, kernel, contraction, in0 | in1, none, "dwb")                     \
+  X(linear_int8, "linear_int8", 3, 4, false, false, kernel, contraction, none, none, "dcwb")              \
   X(relu, "relu", 1, 1, true, false, kernel, exact, out, none, "d")                                       \
   X(gelu, "gelu", 1, 1, true, false, kernel, transcendental, in0 | out, none, "d")                        \
   X(silu, "silu", 1, 1, true, false, kernel, transcendental, in0, none, "d")                              \
@@ -124,7 +125,7 @@ enum class OpTag : std::uint8_t {
 #define PACT_OP_COUNT_ONE(...) +1
 inline constexpr int kOpCount = 0 PACT_OPS(PACT_OP_COUNT_ONE);
 #undef PACT_OP_COUNT_ONE
-static_assert(kOpCount == 74, "op list changed: update docs/ops.md (pact ops --markdown) and the op sweep");
+static_assert(kOpCount == 75, "op list changed: update docs/ops.md (pact ops --markdown) and the op sweep");
 
 /// What executing a node of the op does.
 enum class OpRole : std::uint8_t { source, view, kernel, sink, update };

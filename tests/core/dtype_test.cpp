@@ -63,6 +63,10 @@ TEST(DType, ConvertElementSaturatesAndRejectsComplexToReal) {
   EXPECT_EQ(conv(DType::f32, -3.9f, DType::i32, std::int32_t{0}), -3);
   EXPECT_EQ(conv(DType::f64, 1e20, DType::i32, std::int32_t{0}), std::numeric_limits<std::int32_t>::max());
   EXPECT_EQ(conv(DType::f32, -5.0f, DType::u8, std::uint8_t{0}), 0);
+  EXPECT_EQ(conv(DType::f32, -5.9f, DType::i8, std::int8_t{0}), -5);
+  EXPECT_EQ(conv(DType::f32, 300.0f, DType::i8, std::int8_t{0}), 127);
+  EXPECT_EQ(conv(DType::f32, -300.0f, DType::i8, std::int8_t{0}), -128);
+  EXPECT_EQ(conv(DType::i8, std::int8_t{-7}, DType::f32, 0.0f), -7.0f);
   EXPECT_EQ(conv(DType::f32, std::numeric_limits<float>::quiet_NaN(), DType::i64, std::int64_t{1}), 0);
   EXPECT_EQ(conv(DType::i64, std::int64_t{(1LL << 53) + 1}, DType::i64, std::int64_t{0}), (1LL << 53) + 1);
   EXPECT_EQ(conv(DType::f32, 0.5f, DType::boolean, std::uint8_t{0}), 1);

@@ -73,7 +73,7 @@ TEST(Numpy, ReadsWhatNumpyWrites) {
 TEST(Numpy, RoundTripsEveryDtypeAndLayout) {
   const Tensor a = Tensor::from_values<float>(Dims{2, 3}, std::vector<float>{1, 2, 3, 4, 5, 6});
   std::vector<Tensor> all;
-  for (DType d : {DType::f32, DType::f64, DType::f16, DType::i64, DType::i32, DType::u8, DType::boolean})
+  for (DType d : {DType::f32, DType::f64, DType::f16, DType::i64, DType::i32, DType::u8, DType::i8, DType::boolean})
     all.push_back(a.convert(d));
   all.push_back(Tensor::zeros(Dims{0, 4}, DType::f64));
   all.push_back(Tensor::from_values<double>(Dims{}, std::vector<double>{3.5}));
@@ -173,7 +173,15 @@ TEST(Numpy, MalformedAndHostileFilesAreRefusedTyped) {
   EXPECT_EQ(code_of([&] { read_tensor_file(kFixtures + "f64_fortran.npy"); }), ErrorCode::unsupported);
   EXPECT_TRUE(mentions(message_of([&] { read_tensor_file(kFixtures + "f64_fortran.npy"); }), "ascontiguousarray"));
   EXPECT_TRUE(mentions(message_of([&] { read_tensor_file(kFixtures + "f32_big_endian.npy"); }), "big-endian"));
-  EXPECT_TRUE(mentions(message_of([&] { read_tensor_file(kFixtures + "i8_4.npy"); }), "'|i1'"));
+  EXPECT_TRUE(mentions(
+      message_of([&] { parse_npy(npy_with("{'descr': '<u2', 'fortran_order': False, 'shape': (2,)}", 4), "memory"); }),
+      "'<u2'"));
+  // int8 (a quantized weight) is read as i8.
+  const SafetensorsFile i8 = read_tensor_file(kFixtures + "i8_4.npy");
+  ASSERT_EQ(i8.tensors.size(), 1u);
+  EXPECT_EQ(i8.tensors[0].second.dtype(), DType::i8);
+  EXPECT_EQ(i8.tensors[0].second.shape(), Dims{4});
+  EXPECT_EQ(i8.tensors[0].second.as_view().get(Dims{3}).integer, 3);
   // Archives: garbage, a truncated archive, a member that is not NAME.npy.
   EXPECT_EQ(code_of([&] { parse_npz(bytes_of("PK\x03\x04 not really"), "memory"); }), ErrorCode::parse_error);
   const std::string zip = read_file(kFixtures + "stored.npz", "test");

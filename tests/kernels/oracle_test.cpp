@@ -172,8 +172,8 @@ TEST(OpOracle, CoversEveryOpWithAKernel) {
       forward = forward || (c.half && c.op == h.op);
       vjp = vjp || (c.half && c.op == h.op && c.cot.has_value());
     }
-    EXPECT_TRUE(forward && vjp) << "no half case (with a VJP) for " << ops::op_kind(h.op)
-                                << ": add one to tools/op_oracle.py";
+    EXPECT_TRUE(forward && (vjp || h.vjp == nullptr))
+        << "no half case (with a VJP) for " << ops::op_kind(h.op) << ": add one to tools/op_oracle.py";
   }
 }
 

@@ -12,8 +12,9 @@ namespace pact::test {
 
 struct SampleInput {
   // wide: normal with scale 4; small: uniform in [-1.2, 1.2) (inside tan's poles); whole: integers in [-2, 2]
-  // (ties for comparisons); unique: distinct indices in [0, bound) (index_copy's contract).
-  enum Kind { normal, positive, index, mask, wide, small, whole, unique } kind = normal;
+  // (ties for comparisons); unique: distinct indices in [0, bound) (index_copy's contract); quantized: i8
+  // values in [-127, 127] (linear_int8's weight).
+  enum Kind { normal, positive, index, mask, wide, small, whole, unique, quantized } kind = normal;
   Dims shape;
   DType dtype = DType::f32;  // for normal/positive: the float dtype is chosen by the test
   std::int64_t bound = 0;    // index: values in [0, bound)
@@ -37,6 +38,7 @@ inline SampleInput W(Dims s) { return {SampleInput::wide, s}; }  // past the kin
 inline SampleInput S(Dims s) { return {SampleInput::small, s}; }
 inline SampleInput Z(Dims s) { return {SampleInput::whole, s}; }
 inline SampleInput U(Dims s, std::int64_t bound) { return {SampleInput::unique, s, DType::i64, bound}; }
+inline SampleInput Q(Dims s) { return {SampleInput::quantized, s, DType::i8}; }
 
 inline std::vector<Sample> samples() {
   using ops::OpTag;
@@ -58,6 +60,8 @@ inline std::vector<Sample> samples() {
       {OpTag::matmul, {N({2, 3, 4}), N({4})}, {}, false, "matrix-vector"},
       {OpTag::linear, {N({2, 3, 4}), N({5, 4}), N({5})}, {}},
       {OpTag::linear, {N({3, 4}), N({2, 4})}, {}, false, "no bias"},
+      {OpTag::linear_int8, {N({2, 3, 37}), Q({5, 37}), P({5}), N({5})}, {}},
+      {OpTag::linear_int8, {N({1, 70}), Q({9, 70}), P({9})}, {}, false, "one row, no bias"},
       {OpTag::relu, {N({4, 5})}, {}},
       {OpTag::gelu, {N({4, 5})}, {}},
       {OpTag::gelu, {N({4, 5})}, A{{"approximate", std::string("tanh")}}, false, "tanh"},
@@ -366,6 +370,9 @@ inline Tensor make_input(const SampleInput& in, DType dtype, std::mt19937& rng) 
       case SampleInput::mask:
         x = (rng() % 4) != 0 ? 1.0 : 0.0;
         break;
+      case SampleInput::quantized:
+        x = static_cast<double>(static_cast<int>(rng() % 255) - 127);
+        break;
     }
   }
   if (in.kind == SampleInput::unique) {
@@ -381,6 +388,7 @@ inline Tensor make_input(const SampleInput& in, DType dtype, std::mt19937& rng) 
   Tensor t = Tensor::from_values<double>(in.shape, std::span<const double>(v));
   const DType target = in.kind == SampleInput::index || in.kind == SampleInput::unique ? DType::i64
                        : in.kind == SampleInput::mask                                  ? DType::boolean
+                       : in.kind == SampleInput::quantized                             ? DType::i8
                                                                                        : dtype;
   return target == DType::f64 ? std::move(t) : t.convert(target);
 }

@@ -7,6 +7,7 @@
 
 #include <fstream>
 #include <limits>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -171,6 +172,37 @@ TEST(ShapeRules, MatmulFollowsTorchRules) {
   EXPECT_EQ(mm({2, 3}, {3}), (Dims{2}));
   EXPECT_EQ(mm({5, 1, 2, 3}, {7, 3, 4}), (Dims{5, 7, 2, 4}));
   EXPECT_EQ(code_of([&] { mm({2, 3}, {4, 5}); }), ErrorCode::invalid_argument);
+}
+
+// linear_int8: an i8 weight [out, in], one scale per output in x's dtype, an optional bias; 16-bit x too.
+TEST(ShapeRules, LinearInt8TakesAnI8WeightAndPerOutputScales) {
+  auto run = [](DType x, Dims xs, DType w, Dims ws, Dims scale, std::optional<Dims> bias = std::nullopt) {
+    std::vector<TensorType> in{{x, xs}, {w, ws}, {x, scale}};
+    if (bias) in.push_back({x, *bias});
+    return infer_type(OpTag::linear_int8, in, {});
+  };
+  EXPECT_EQ(run(DType::f32, {2, 3, 8}, DType::i8, {5, 8}, {5}, Dims{5}), (TensorType{DType::f32, {2, 3, 5}}));
+  EXPECT_EQ(run(DType::bf16, {1, 8}, DType::i8, {5, 8}, {5}), (TensorType{DType::bf16, {1, 5}}));
+  EXPECT_EQ(code_of([&] { run(DType::f32, {2, 8}, DType::f32, {5, 8}, {5}); }), ErrorCode::dtype_mismatch);
+  EXPECT_EQ(code_of([&] { run(DType::f32, {2, 8}, DType::i8, {5, 7}, {5}); }), ErrorCode::invalid_argument);
+  EXPECT_EQ(code_of([&] { run(DType::f32, {2, 8}, DType::i8, {5, 8}, {1}); }), ErrorCode::invalid_argument);
+  EXPECT_EQ(code_of([&] { run(DType::f32, {2, 8}, DType::i8, {5, 8}, {5}, Dims{4}); }), ErrorCode::invalid_argument);
+  EXPECT_EQ(code_of([&] { run(DType::i64, {2, 8}, DType::i8, {5, 8}, {5}); }), ErrorCode::invalid_argument);
+  EXPECT_EQ(estimate_flops(OpTag::linear_int8, std::vector<TensorType>{f32({2, 8}), {DType::i8, {5, 8}}, f32({5})},
+                           f32({2, 5}), {}),
+            2 * 10 * 8 + 10);
+}
+
+// The 16-bit tolerances: the f32 ones widened to a multiple of the unit roundoff (Note [16-bit tolerances]).
+TEST(OpTable, SixteenBitTolerancesWidenTheF32OnesByTheUnitRoundoff) {
+  const OpInfo& relu = op_info(OpTag::relu);
+  const OpInfo& linear = op_info(OpTag::linear);
+  EXPECT_EQ(relu.tolerance(DType::f32).rel, 0.0);
+  EXPECT_EQ(relu.tolerance(DType::bf16).rel, 0x1p-8);
+  EXPECT_EQ(relu.tolerance(DType::f16).rel, 0x1p-11);
+  EXPECT_EQ(linear.tolerance(DType::bf16).rel, 4 * 0x1p-8);
+  EXPECT_EQ(linear.tolerance(DType::f64).rel, linear.tolerance().rel);
+  EXPECT_GT(linear.vjp_tolerance(DType::bf16).rel, linear.tolerance(DType::bf16).rel);
 }
 
 TEST(ShapeRules, ConvAndPoolingMatchPyTorch) {

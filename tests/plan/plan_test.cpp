@@ -518,6 +518,28 @@ TEST(Planner, AProfileThatCannotServeF64RejectsAtPlanTimeNamingNodeOpAndTypes) {
   EXPECT_TRUE(mentions(render_audit_table(r.error().audit), "native.linear computes f32 only"));
 }
 
+// Weight-only int8 linear: its i8 weight (an operand of any dtype, role c) does not narrow selection; the
+// node plans on native for f32 activations and on half for bf16 ones, and a plan with VJPs refuses it (the
+// op has none).
+TEST(Planner, Int8WeightLinearPlansForInferenceOnly) {
+  for (DType d : {DType::f32, DType::bf16}) {
+    ir::GraphBuilder b;
+    b.input("x", {2, 16}, d);
+    b.parameter("w", {8, 16}, DType::i8, false);
+    b.parameter("scale", {8}, d, false);
+    b.op("y", ops::OpTag::linear_int8, {"x", "w", "scale"});
+    b.output("y");
+    const ir::Graph g = b.build();
+    auto r = plan(g, contract::builtin_profile("cpu-checked"));
+    ASSERT_TRUE(r.has_value()) << render_audit_table(r.error().audit);
+    EXPECT_EQ(r->audit().kernels[0].capsule->name, d == DType::f32 ? "native.linear_int8" : "half.linear_int8");
+    auto training = plan(g, contract::builtin_profile("cpu-checked"), VjpMode::with_vjp);
+    ASSERT_FALSE(training.has_value());
+    EXPECT_TRUE(mentions(training.error().audit.check.failures()[0].reason, "linear_int8"))
+        << training.error().audit.check.failures()[0].reason;
+  }
+}
+
 TEST(Planner, IndexOperandsAndIndexViewsPlanByTheirRoles) {
   // Token ids reshaped (a view that moves i64) and then used as embedding indices (role index): planned
   // under cpu-checked, as the same reshape of a bf16 tensor is (the half provider moves it), while that of

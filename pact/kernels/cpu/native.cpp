@@ -39,6 +39,35 @@ using ops::Attributes;
 #undef PACT_GEMM_FALLBACK
 #undef PACT_GEMM_OPS_SGEMM
 
+// ---- linear_int8: weight-only int8 linear --------------------------------------------------------------
+
+// A few rows read the int8 weight in place (gemv_i8_f32: a language model's decode step reads a quarter of
+// the f32 bytes); more rows dequantize it once and run linear's GEMM.
+Tensor linear_int8_forward(std::span<const TensorView> in, const Attributes& a, const KernelContext& c) {
+  if (in[0].dtype() != DType::f32) return generic::linear_int8_forward(in, a, c);
+  Dense<std::int8_t> w(in[1], "linear_int8", "weight");
+  Dense<float> s(in[2], "linear_int8", "scale");
+  const std::int64_t out_f = w.shape()[0], in_f = w.shape()[1];
+  const std::int64_t rows = in_f > 0 ? in[0].numel() / in_f : generic::leading(in[0].shape());
+  if (rows > 4) {
+    Out<float> deq(w.shape());
+    dequantize_i8_f32(w.data(), s.data(), out_f, in_f, deq.data());
+    const Tensor weight = std::move(deq).finish();
+    std::vector<TensorView> lin{in[0], weight.as_view()};
+    if (in.size() == 4) lin.push_back(in[3]);
+    return linear_forward(lin, a, c);
+  }
+  Dense<float> x(in[0], "linear_int8", "x");
+  std::optional<Dense<float>> b;
+  if (in.size() == 4) b.emplace(in[3], "linear_int8", "bias");
+  Dims out_shape = x.shape();
+  out_shape[out_shape.size() - 1] = out_f;
+  Out<float> out(out_shape);
+  for (std::int64_t r = 0; r < rows; ++r)
+    gemv_i8_f32(x.data() + r * in_f, w.data(), s.data(), b ? b->data() : nullptr, out_f, in_f, out.data() + r * out_f);
+  return std::move(out).finish();
+}
+
 // ---- softmax family and cross-entropy (fused: one pass for the max, one for the sum, one to write) ---
 
 // y[k] = exp(x[k] - shift); returns the sum of y. Compiled per ISA level (the dispatch table). The
@@ -584,6 +613,7 @@ bool native_dispatches_simd(ops::OpTag op) noexcept {
     case OpTag::scaled_dot_product_attention:  // attention_softmax and sgemm
     case OpTag::matmul:
     case OpTag::linear:
+    case OpTag::linear_int8:        // gemv_i8_rows, dequantize_i8_rows and sgemm
     case OpTag::conv2d:             // sgemm, strided_copy, depthwise_plane
     case OpTag::conv2d_activation:  // and map_rows in place
     case OpTag::max_pool2d:         // max_pool_plane

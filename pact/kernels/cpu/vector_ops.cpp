@@ -141,6 +141,27 @@ PACT_SIMD_INLINE void gemv_body(const float* __restrict x, const float* __restri
 }
 PACT_SIMD_VARIANTS(gemv_rows, gemv_body);
 
+// Rows [j0, j1) of y = scale * (x W^T) + bias against an int8 weight: the weights widened to f32 in the loop.
+PACT_SIMD_INLINE void gemv_i8_body(const float* x, const std::int8_t* w, const float* scale, const float* bias,
+                                   std::int64_t j0, std::int64_t j1, std::int64_t in_f, float* y) {
+  for (std::int64_t j = j0; j < j1; ++j) {
+    const std::int8_t* row = w + j * in_f;
+    y[j] = lanes_sum(in_f, [x, row](std::int64_t k) { return x[k] * static_cast<float>(row[k]); }) * scale[j] +
+           (bias != nullptr ? bias[j] : 0.0f);
+  }
+}
+PACT_SIMD_VARIANTS(gemv_i8_rows, gemv_i8_body);
+
+// Rows [j0, j1) of the dequantized weight: out[j, k] = w[j, k] * scale[j].
+PACT_SIMD_INLINE void dequantize_i8_body(const std::int8_t* w, const float* scale, std::int64_t j0, std::int64_t j1,
+                                         std::int64_t in_f, float* out) {
+  for (std::int64_t j = j0; j < j1; ++j) {
+    const float s = scale[j];
+    for (std::int64_t k = 0; k < in_f; ++k) out[j * in_f + k] = static_cast<float>(w[j * in_f + k]) * s;
+  }
+}
+PACT_SIMD_VARIANTS(dequantize_i8_rows, dequantize_i8_body);
+
 }  // namespace
 
 void gemv_f32(const float* x, const float* w, const float* bias, std::int64_t out_f, std::int64_t in_f, float* y) {
@@ -148,6 +169,20 @@ void gemv_f32(const float* x, const float* w, const float* bias, std::int64_t ou
   const auto f = gemv_rows.get();
   parallel_ranges(out_f, out_f * in_f >= (std::int64_t{1} << 17),
                   [&](std::int64_t j0, std::int64_t j1) { f(x, w, bias, j0, j1, in_f, y); });
+}
+
+void gemv_i8_f32(const float* x, const std::int8_t* w, const float* scale, const float* bias, std::int64_t out_f,
+                 std::int64_t in_f, float* y) {
+  count_macs(out_f * in_f);
+  const auto f = gemv_i8_rows.get();
+  parallel_ranges(out_f, out_f * in_f >= (std::int64_t{1} << 17),
+                  [&](std::int64_t j0, std::int64_t j1) { f(x, w, scale, bias, j0, j1, in_f, y); });
+}
+
+void dequantize_i8_f32(const std::int8_t* w, const float* scale, std::int64_t out_f, std::int64_t in_f, float* out) {
+  const auto f = dequantize_i8_rows.get();
+  parallel_ranges(out_f, out_f * in_f >= kShareElements,
+                  [&](std::int64_t j0, std::int64_t j1) { f(w, scale, j0, j1, in_f, out); });
 }
 
 void row_sums_f32(const float* x, std::int64_t rows, std::int64_t inner, float scale, float* out) {

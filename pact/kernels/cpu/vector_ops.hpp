@@ -43,4 +43,13 @@ void row_sums_f32(const float* x, std::int64_t rows, std::int64_t inner, float s
 /// one row of output). Dot products by lanes_sum (fast_math.hpp).
 void gemv_f32(const float* x, const float* w, const float* bias, std::int64_t out_f, std::int64_t in_f, float* y);
 
+/// y[j] = scale[j] * sum_k x[k] w[j, k] + (bias ? bias[j] : 0) against a row-major [out_f, in_f] int8
+/// weight read in place (weight-only int8 linear, linear_int8, on a few rows).
+void gemv_i8_f32(const float* x, const std::int8_t* w, const float* scale, const float* bias, std::int64_t out_f,
+                 std::int64_t in_f, float* y);
+
+/// out[j, k] = w[j, k] * scale[j]: an int8 weight with per-output-channel scales as f32 (linear_int8 on many
+/// rows runs linear's GEMM on it).
+void dequantize_i8_f32(const std::int8_t* w, const float* scale, std::int64_t out_f, std::int64_t in_f, float* out);
+
 }  // namespace pact::kernels::cpu
