@@ -157,6 +157,13 @@ TrainingSession::Outputs TrainingSession::run(Tensor x, Tensor target, bool trai
       in != nullptr && in->type.dtype != x.dtype() && is_floating(in->type.dtype) && is_floating(x.dtype())) {
     x = x.convert(in->type.dtype);
   }
+  // Rows arrive flattened ([batch, features]); a program whose input has more axes (images: [batch, C, H,
+  // W]) reads each row in its own shape, when the element counts agree.
+  if (const ir::Node* in = plan.graph().find(objective_.input);
+      in != nullptr && in->type.shape != x.shape() && ops::numel(in->type.shape) == x.numel() && x.rank() > 0 &&
+      in->type.shape.size() > 0 && in->type.shape[0] == x.shape()[0]) {
+    x = x.as_view().reshape(in->type.shape).duplicate();
+  }
   bindings.emplace(objective_.input, session_.constant(std::move(x)));
   bindings.emplace(objective_.target, session_.constant(std::move(target)));
   // The plan's own kernels, through the one interpreter (Note [One interpreter]), recorded on the session's
