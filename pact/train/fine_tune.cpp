@@ -234,4 +234,26 @@ Dataset tensor_dataset(const std::string& path, const std::string& input, const 
   return d;
 }
 
+Dataset table_fine_tune_dataset(const CsvTable& table, const std::string& target, const Dims& row_shape,
+                                const LossSpec& loss, std::int64_t classes, std::string_view where) {
+  const TableSchema schema = infer_schema(table, target, "regress", where);
+  const std::int64_t features = ops::numel(row_shape);
+  if (static_cast<std::int64_t>(schema.features.size()) != features)
+    bad(fmt::format("'{}' has {} feature columns besides '{}'; the model's rows hold {} values ({})", where,
+                    schema.features.size(), target, features, row_shape.to_string()));
+  Dataset d = table_dataset(table, schema, true, where);
+  if (loss.kind == LossSpec::Kind::mse) return d;
+  d.regression = false;
+  d.classes = classes;
+  for (std::size_t i = 0; i < d.values.size(); ++i) {
+    const double c = d.values[i];
+    if (!(c >= 0 && c < static_cast<double>(classes)) || c != std::floor(c))
+      bad(fmt::format("'{}' line {}: target '{}' is {}; class ids are integers in [0, {})", where, table.lines[i],
+                      target, c, classes));
+    d.y[i] = static_cast<std::int64_t>(c);
+  }
+  d.values.clear();
+  return d;
+}
+
 }  // namespace pact::train

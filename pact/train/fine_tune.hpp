@@ -11,6 +11,7 @@
 
 #include "pact/ir/torch_import.hpp"
 #include "pact/train/data.hpp"
+#include "pact/train/table.hpp"
 #include "pact/train/trainer.hpp"
 
 namespace pact::train {
@@ -49,5 +50,13 @@ FineTune fine_tune(ir::TorchBundle bundle, const LossSpec& loss, std::optional<s
 /// do not flatten to the row shape and class ids out of range are invalid_argument naming the array.
 Dataset tensor_dataset(const std::string& path, const std::string& input, const std::string& target,
                        const Dims& row_shape, const LossSpec& loss, std::int64_t classes);
+
+/// A data set for fine-tuning from a CSV table: every column but `target` is a feature, in file order, as
+/// written (no standardisation: the capture was trained on its own scale), and their count must be the
+/// model's row size; the target holds class ids (integers below `classes`, cross_entropy) or values (mse).
+/// Bad fields name their line and column (train::table_dataset); a count or class id that does not fit
+/// names both.
+Dataset table_fine_tune_dataset(const CsvTable& table, const std::string& target, const Dims& row_shape,
+                                const LossSpec& loss, std::int64_t classes, std::string_view where);
 
 }  // namespace pact::train

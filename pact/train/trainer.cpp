@@ -162,7 +162,8 @@ TrainingSession::Outputs TrainingSession::run(Tensor x, Tensor target, bool trai
   if (const ir::Node* in = plan.graph().find(objective_.input);
       in != nullptr && in->type.shape != x.shape() && ops::numel(in->type.shape) == x.numel() && x.rank() > 0 &&
       in->type.shape.size() > 0 && in->type.shape[0] == x.shape()[0]) {
-    x = x.as_view().reshape(in->type.shape).duplicate();
+    Tensor rows = x.as_view().reshape(in->type.shape).duplicate();  // the views end before x is replaced
+    x = std::move(rows);
   }
   bindings.emplace(objective_.input, session_.constant(std::move(x)));
   bindings.emplace(objective_.target, session_.constant(std::move(target)));

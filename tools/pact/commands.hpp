@@ -37,6 +37,7 @@ struct TrainArgs {
   std::string target;           ///< --data FILE.csv: the target column
   std::string task = "auto";    ///< --data FILE.csv: auto | classify | regress
   std::string hidden = "128";   ///< --data FILE.csv: hidden layer widths, comma-separated
+  std::string loss;             ///< --model DIR (a PyTorch capture): cross_entropy:OUTPUT | mse:OUTPUT
   std::int64_t steps = 400;     ///< char-transformer: updates
   double weight_decay = -1;     ///< adamw: decoupled weight decay (-1: PyTorch's AdamW default, 0.01)
   std::set<std::string> given;  ///< the options the user gave (a model refuses those it does not use)

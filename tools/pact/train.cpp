@@ -19,6 +19,7 @@
 #include "pact/core/file.hpp"
 #include "pact/train/checkpoint.hpp"
 #include "pact/train/data.hpp"
+#include "pact/train/fine_tune.hpp"
 #include "pact/train/fit.hpp"
 #include "pact/train/table.hpp"
 #include "pact/train/trainer.hpp"
@@ -164,9 +165,27 @@ int run_train(const TrainArgs& args) {
   if (!args.save.empty()) require_writable_destination(args.save, "pact train --save");  // before any work
   if (args.threads > 0) omp_set_num_threads(args.threads);
   const auto t0 = std::chrono::steady_clock::now();
-  // A CSV table (--data FILE.csv --target COLUMN) trains an MLP built from the file; anything else is digits.
-  const bool table = std::filesystem::path(args.data).extension() == ".csv";
-  if (!table) refuse_given({"--target", "--task", "--hidden"}, "applies to --data FILE.csv (a table of your own)");
+  // A PyTorch capture (--model DIR --loss KIND:OUTPUT) fine-tunes on --data; a CSV table (--data FILE.csv
+  // --target COLUMN) trains an MLP built from the file; anything else is digits.
+  const bool capture = std::filesystem::is_directory(args.model);
+  const bool table = !capture && std::filesystem::path(args.data).extension() == ".csv";
+  if (capture) {
+    refuse_given({"--task", "--hidden"}, "applies to --data FILE.csv with --model mlp (an MLP built from the table)");
+    if (!args.given.count("--data"))
+      throw_error(ErrorCode::invalid_argument, "train",
+                  fmt::format("--model {} fine-tunes on your data: --data FILE.csv, FILE.npz, FILE.safetensors or a "
+                              "directory of .safetensors files",
+                              args.model));
+    if (args.loss.empty())
+      throw_error(ErrorCode::invalid_argument, "train",
+                  fmt::format("--model {} is a captured model: name its loss, --loss cross_entropy:OUTPUT or "
+                              "--loss mse:OUTPUT",
+                              args.model));
+  } else {
+    refuse_given({"--loss"}, "applies to --model DIR (a PyTorch capture to fine-tune)");
+  }
+  if (!table && !capture)
+    refuse_given({"--target", "--task", "--hidden"}, "applies to --data FILE.csv (a table of your own)");
   if (table && args.model != "mlp")
     throw_error(ErrorCode::invalid_argument, "train",
                 fmt::format("--data {} trains an MLP built from the table; --model {} trains on the digits data",
@@ -174,7 +193,30 @@ int run_train(const TrainArgs& args) {
   train::TableSchema schema;
   std::vector<std::int64_t> hidden;
   train::Dataset data;
-  if (table) {
+  std::optional<train::FineTune> tuned;
+  if (capture) {
+    const train::LossSpec loss = train::parse_loss_spec(args.loss);
+    tuned = train::fine_tune(ir::load_torch_export(args.model), loss,
+                             args.given.count("--batch-size") ? std::optional(args.batch_size) : std::nullopt, {},
+                             args.model);
+    const Dims& out = tuned->output_shape;
+    if (loss.kind == train::LossSpec::Kind::mse && !(out.size() == 2 && out[1] == 1))
+      throw_error(ErrorCode::invalid_argument, "train",
+                  fmt::format("--loss mse:{} reads one value per row from --data; output '{}' is {} (the library's "
+                              "train::fine_tune takes targets of any shape)",
+                              loss.output, loss.output, out.to_string()));
+    schema.classify = loss.kind == train::LossSpec::Kind::cross_entropy;
+    const std::int64_t classes = out.size() == 2 ? out[1] : 1;
+    if (std::filesystem::path(args.data).extension() == ".csv") {
+      if (args.target.empty())
+        throw_error(ErrorCode::invalid_argument, "train", fmt::format("--data {} needs --target COLUMN", args.data));
+      data = train::table_fine_tune_dataset(train::read_csv(args.data), args.target, tuned->row_shape, loss, classes,
+                                            args.data);
+    } else {
+      data = train::tensor_dataset(args.data, tuned->objective.input, args.target.empty() ? "target" : args.target,
+                                   tuned->row_shape, loss, classes);
+    }
+  } else if (table) {
     hidden = parse_widths(args.hidden);
     const train::CsvTable csv = train::read_csv(args.data);
     if (args.target.empty()) {
@@ -189,11 +231,13 @@ int run_train(const TrainArgs& args) {
     data = train::load_digits(find_data(args.data));
   }
   train::Split split = train::stratified_split(data, 0.8, args.seed);
-  if (table) {
+  if (table || capture) {
     if (split.train.rows() == 0 || split.test.rows() == 0)
       throw_error(ErrorCode::invalid_argument, "train",
                   fmt::format("{} rows leave {} to train and {} to hold out; add rows", data.rows(), split.train.rows(),
                               split.test.rows()));
+  }
+  if (table) {
     train::fit_standardisation(schema, split.train);
     train::standardise(schema, split.train);
     train::standardise(schema, split.test);
@@ -201,7 +245,10 @@ int run_train(const TrainArgs& args) {
 
   train::Objective objective;
   std::int64_t fixed_batch = 0;  // graphs read from a file have one batch size
-  if (table) {
+  if (capture) {
+    objective = tuned->objective;
+    fixed_batch = tuned->batch;
+  } else if (table) {
     objective.graph = [features = data.features, hidden, outputs = data.regression ? 1 : data.classes,
                        classify = !data.regression](std::int64_t b) {
       return train::table_mlp(b, features, hidden, outputs, classify);
@@ -243,7 +290,9 @@ int run_train(const TrainArgs& args) {
   objective.options.schedule.kind = train::Schedule::cosine;
   objective.options.schedule.total = steps_per_epoch * args.epochs;
 
-  train::ParameterPack initial = train::init_parameters(objective.graph(batch), args.seed);
+  // A capture starts from its own weights; every other model from a seeded initialisation.
+  train::ParameterPack initial =
+      capture ? std::move(tuned->pack) : train::init_parameters(objective.graph(batch), args.seed);
   // What a resumed run continues from (Note [Exact resume]): the checkpoint's progress, when it has one.
   std::optional<train::TrainingProgress> resumed;
   // The settings a checkpoint's progress is only meaningful under: the next batches, updates and seeds.
@@ -345,7 +394,7 @@ int run_train(const TrainArgs& args) {
     std::fflush(stdout);
   };
   fit_options.start_epoch = resumed ? resumed->position.epochs : 0;
-  const train::TableSchema* regression = table && !schema.classify ? &schema : nullptr;
+  const train::TableSchema* regression = (table || capture) && !schema.classify ? &schema : nullptr;
   auto on_epoch = [&](int epoch, const train::EpochReport& e, const train::OptimizerState& state) {
     if (!args.save.empty()) {  // after every epoch: a stopped run resumes from its last finished epoch
       const train::TrainingPosition position{session.step_count(), session.kernel_calls(), epoch + 1};
@@ -430,7 +479,9 @@ namespace {
 const bool registered = register_command("train", [](CLI::App& app) {
   auto a = std::make_shared<TrainArgs>();
   auto* train = app.add_subcommand("train", "train a model on the embedded digits data (the main job)");
-  train->add_option("--model", a->model, "mlp, cnn, char-transformer, or a pact.ir.v1 JSON path");
+  train->add_option("--model", a->model,
+                    "mlp, cnn, char-transformer, a pact.ir.v1 JSON path, or a PyTorch capture directory to fine-tune "
+                    "(tools/torch_export.py; needs --loss)");
   train->add_option("--epochs", a->epochs, "epochs");
   train->add_option("--batch-size", a->batch_size, "batch size");
   train->add_option("--lr", a->lr, "base learning rate (cosine schedule)");
@@ -440,8 +491,14 @@ const bool registered = register_command("train", [](CLI::App& app) {
   train->add_option("--threads", a->threads, "OpenMP threads (default: all)");
   train->add_option("--out", a->out, "directory for run reports");
   train->add_option("--data", a->data,
-                    "the digits CSV (gzip), or a table of your own (FILE.csv with a header row; needs --target)");
-  train->add_option("--target", a->target, "--data FILE.csv: the column to predict");
+                    "the digits CSV (gzip), or a table of your own (FILE.csv with a header row; needs --target); "
+                    "for a capture also FILE.npz, FILE.safetensors or a directory of .safetensors files");
+  train->add_option("--target", a->target,
+                    "--data FILE.csv: the column to predict; for a capture's .npz/.safetensors data: the target "
+                    "array (default target)");
+  train->add_option("--loss", a->loss,
+                    "--model DIR (a capture): cross_entropy:OUTPUT (class ids) or mse:OUTPUT (values), OUTPUT one "
+                    "of its outputs");
   train->add_option("--task", a->task, "--data FILE.csv: auto | classify | regress");
   train->add_option("--hidden", a->hidden, "--data FILE.csv: hidden layer widths, comma-separated (default 128)");
   train->add_option("--steps", a->steps, "char-transformer: number of updates");
