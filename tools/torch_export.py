@@ -184,6 +184,7 @@ class Emitter:
         self.input_specs = []
         self.sources = {}       # name -> tensor of every user input, parameter, buffer and constant
         self.constant_names = set()
+        self.undefined = set()  # constants made by aten.empty (Note [Undefined constants])
 
     def fresh(self, base):
         base = _sanitize(base)
@@ -267,15 +268,38 @@ class Emitter:
         if not isinstance(target, torch._ops.OpOverload):
             raise ExportError(f"node {node.name} (from {source}): target {getattr(target, '__name__', target)} "
                               "is not an ATen operator")
-        value = target(*args, **kwargs)
-        env[node] = value
         schema = target._schema
         packet = target.overloadpacket.__name__
+        in_place = bool(schema.arguments) and schema.arguments[0].alias_info is not None \
+            and schema.arguments[0].alias_info.is_write
+        # Note [Undefined constants]: aten.empty's values are undefined. A constant made by it may only be
+        # overwritten whole (fill_, zero_, copy_: how make_fx records repeat_interleave's repeat counts);
+        # anything else that reads it is refused, naming the node.
+        overwrites = in_place and packet in ("fill_", "zero_", "copy_")
+        refs = []
+        fx.node.map_arg((node.args, node.kwargs), lambda n: refs.append(n))
+        for r in refs:
+            if names.get(r) in self.undefined and not (overwrites and r is node.args[0]):
+                raise ExportError(f"node {node.name} (from {source}): {target} reads the values of a tensor made "
+                                  "by aten.empty, which are undefined")
+        value = target(*args, **kwargs)
+        env[node] = value
         if self._foldable(node, names, packet, value):
             # Every tensor input is a captured constant (or there is none, e.g. arange, full): the value is
             # a constant too. Parameters and user inputs are never folded.
             if isinstance(value, torch.Tensor):
-                names[node] = self.name(value)
+                if "empty" in packet:
+                    value.zero_()  # deterministic bytes; no reader sees them (Note [Undefined constants])
+                if in_place:
+                    # The mutated tensor is a new value: a constant of its own, read by every later use of
+                    # the tensor (the in-place op's result and its first argument alike).
+                    names[node] = self.name(value.detach().clone())
+                    self.bind(value, names[node])
+                    names[node.args[0]] = names[node]
+                else:
+                    names[node] = self.name(value)
+                if "empty" in packet:
+                    self.undefined.add(names[node])
             else:
                 names[node] = [self.name(v) for v in value]
             return
@@ -329,7 +353,7 @@ class Emitter:
                            "inputs": inputs, "outputs": outputs,
                            "metadata": {"nn_module_stack": stack, "source_node": source}})
 
-    NONDETERMINISTIC = ("rand", "normal", "bernoulli", "dropout", "uniform", "empty", "multinomial", "poisson")
+    NONDETERMINISTIC = ("rand", "normal", "bernoulli", "dropout", "uniform", "multinomial", "poisson")
 
     def _foldable(self, node, names, packet, value):
         if any(word in packet for word in self.NONDETERMINISTIC):

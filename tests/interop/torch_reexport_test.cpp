@@ -80,8 +80,12 @@ TEST(TorchReexport, ActivationsAndGroupNormMatchPyTorch) {
 // interpolation; nn.LSTM and nn.GRU (their unsafe_split and the GRU's in-place batch_first transpose).
 TEST(TorchReexport, SelectionRotaryResamplingAndRecurrentModelsMatchPyTorch) {
   REQUIRE_TORCH();
-  for (const auto& [model, shape] : std::vector<std::pair<std::string, std::string>>{
-           {"selection", "2,6,8"}, {"rotary", "2,5,16"}, {"resample", "1,2,4,5"}, {"recurrent", "2,5,8"}}) {
+  for (const auto& [model, shape] :
+       std::vector<std::pair<std::string, std::string>>{{"selection", "2,6,8"},
+                                                        {"rotary", "2,5,16"},
+                                                        {"resample", "1,2,4,5"},
+                                                        {"recurrent", "2,5,8"},
+                                                        {"repeat_interleave", "2,2,5,8"}}) {
     const auto dir = export_model("tests.fixtures.torch.models:" + model, shape, "", model);
     if (dir.empty()) continue;
     EXPECT_LE(test::worst_relative_error(dir), 1e-4) << model;
@@ -203,6 +207,22 @@ TEST(TorchReexport, AModuleThatWritesABufferInPlaceIsRefused) {
   EXPECT_NE(std::system(cmd.c_str()), 0) << "an in-place buffer write exported";
   const std::string out = test::read_text(log);
   EXPECT_TRUE(test::mentions(out, "writes its buffer 'cache' in place")) << out;
+  EXPECT_FALSE(std::filesystem::exists(dir + "/graph.json"));
+  std::filesystem::remove_all(dir);
+  std::filesystem::remove(log);
+}
+
+// Note [Undefined constants] in tools/torch_export.py: a module that reads torch.empty's values is refused,
+// naming the node (repeat_interleave's empty, overwritten whole by fill_, exports: the test above).
+TEST(TorchReexport, ReadingTheValuesOfEmptyIsRefused) {
+  REQUIRE_TORCH();
+  const std::string dir = scratch("reads_empty"), log = dir + ".log";
+  const std::string cmd = std::string(kPython) +
+                          " tools/torch_export.py tests.fixtures.torch.models:reads_empty --input-shape 2,4 -o " + dir +
+                          " >" + log + " 2>&1";
+  EXPECT_NE(std::system(cmd.c_str()), 0);
+  const std::string out = test::read_text(log);
+  EXPECT_TRUE(test::mentions(out, "reads the values of a tensor made by aten.empty")) << out;
   EXPECT_FALSE(std::filesystem::exists(dir + "/graph.json"));
   std::filesystem::remove_all(dir);
   std::filesystem::remove(log);
