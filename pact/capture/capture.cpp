@@ -282,10 +282,7 @@ Tensor Substrate::parameter(const Dims& shape, double scale, DType dtype) {
 }
 
 Tensor Substrate::filled(const Dims& shape, double value, DType dtype) {
-  if (meta_) return Tensor::empty(shape, dtype, meta_provider());
-  Tensor t = Tensor::empty(shape, dtype);
-  t.fill(value);
-  return t;
+  return meta_ ? Tensor::empty(shape, dtype, meta_provider()) : Tensor::full(shape, dtype, value);
 }
 
 Tensor Substrate::input(const Dims& shape, DType dtype, std::int64_t bound) {

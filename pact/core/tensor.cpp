@@ -493,6 +493,12 @@ Tensor Tensor::zeros(const Dims& shape, DType dtype, std::shared_ptr<Provider> p
   return t;
 }
 
+Tensor Tensor::full(const Dims& shape, DType dtype, double value, std::shared_ptr<Provider> provider) {
+  Tensor t = empty(shape, dtype, std::move(provider));
+  t.fill(value);
+  return t;
+}
+
 Expected<Tensor, Returned<Storage>> Tensor::from_storage(Storage&& storage, const LayoutRequest& request) {
   try {
     if (storage.empty()) throw_error(ErrorCode::invalid_argument, "tensor.from_storage", "moved-from storage");

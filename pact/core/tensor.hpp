@@ -437,6 +437,8 @@ class Tensor {
                       AllocationReason reason = AllocationReason::OperationOutput);
   /// A zero-filled contiguous tensor.
   static Tensor zeros(const Dims& shape, DType dtype, std::shared_ptr<Provider> provider = cpu_provider());
+  /// A contiguous tensor whose every element is `value` converted to `dtype` (as fill does).
+  static Tensor full(const Dims& shape, DType dtype, double value, std::shared_ptr<Provider> provider = cpu_provider());
   /// A contiguous cpu tensor holding `values` (row-major); values.size() must equal the shape's count.
   template <class T>
   static Tensor from_values(const Dims& shape, std::span<const T> values);

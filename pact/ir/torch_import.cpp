@@ -85,10 +85,7 @@ Tensor filled(const Dims& shape, double value, DType dtype) {
     }
     n *= e;
   }
-  const std::vector<double> values(static_cast<std::size_t>(n), value);
-  Tensor t = Tensor::from_values<double>(shape, values);
-  if (dtype == DType::f64) return t;
-  return t.convert(dtype);
+  return Tensor::full(shape, dtype, value);
 }
 
 // Note [ATen lowering]

@@ -184,19 +184,28 @@ TEST(OpOracle, ReferenceMatchesPyTorchFloat64) {
             static_cast<int>(oracle_cases().size()));
 }
 
+// Calls f(level) at every ISA level this CPU runs, the active level forced to it; says which it skips.
+template <class F>
+void at_every_level(const char* provider, F&& f) {
+  for (Isa level : kIsaLevels) {
+    ScopedIsa forced(level);
+    if (!forced.active()) {
+      std::printf("[ skipped  ] %s at %s: this CPU (%s) runs at most %s\n", provider,
+                  std::string(isa_name(level)).c_str(), cpu_facts().model.c_str(),
+                  std::string(isa_name(cpu_facts().best)).c_str());
+      continue;
+    }
+    f(level);
+  }
+}
+
 // The native provider at every ISA level this CPU runs (each variant of its SIMD kernels), on cases that
 // cross the vector widths and blocking boundaries (rows of 37, a 17 x 33 x 19 product, a 2304-long patch).
 TEST(OpOracle, NativeMatchesPyTorchFloat64) {
   EXPECT_EQ(expect_oracle(kernels::native_handlers(), DType::f32, "native"), static_cast<int>(oracle_cases().size()));
-  for (Isa level : kIsaLevels) {
-    ScopedIsa forced(level);
-    if (!forced.active()) {
-      std::printf("[ skipped  ] native at %s: this CPU (%s) runs at most %s\n", std::string(isa_name(level)).c_str(),
-                  cpu_facts().model.c_str(), std::string(isa_name(cpu_facts().best)).c_str());
-      continue;
-    }
+  at_every_level("native", [](Isa level) {
     expect_oracle(kernels::native_handlers(), DType::f32, "native " + std::string(isa_name(level)));
-  }
+  });
 }
 
 // The half provider in bf16 and f16 at every ISA level this CPU runs, on the cases whose inputs are 16-bit
@@ -205,18 +214,12 @@ TEST(OpOracle, HalfMatchesPyTorchFloat64) {
   const int half_cases = static_cast<int>(
       std::count_if(oracle_cases().begin(), oracle_cases().end(), [](const OracleCase& c) { return c.half; }));
   ASSERT_GE(half_cases, static_cast<int>(kernels::half_handlers().size()));
-  for (Isa level : kIsaLevels) {
-    ScopedIsa forced(level);
-    if (!forced.active()) {
-      std::printf("[ skipped  ] half at %s: this CPU (%s) runs at most %s\n", std::string(isa_name(level)).c_str(),
-                  cpu_facts().model.c_str(), std::string(isa_name(cpu_facts().best)).c_str());
-      continue;
-    }
+  at_every_level("half", [&](Isa level) {
     for (DType d : {DType::bf16, DType::f16}) {
       const std::string name = "half " + std::string(dtype_name(d)) + " " + std::string(isa_name(level));
       EXPECT_EQ(expect_oracle(kernels::half_handlers(), d, name, true), half_cases) << name;
     }
-  }
+  });
 }
 
 TEST(OpOracle, BlasMatchesPyTorchFloat64) {
