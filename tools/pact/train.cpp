@@ -142,7 +142,7 @@ int run_train(const TrainArgs& args) {
   if (args.weight_decay >= 0 && args.optimizer != "adamw" && args.optimizer != "sgd")
     refuse_given({"--weight-decay"}, fmt::format("applies to --optimizer adamw or sgd, not '{}'", args.optimizer));
   if (args.model == "char-transformer") {
-    refuse_given({"--save", "--load", "--out", "--epochs", "--stop-after"},
+    refuse_given({"--save", "--load", "--out", "--epochs", "--stop-after", "--loss"},
                  "does not apply to --model char-transformer (it trains --steps updates on a text file and "
                  "writes no checkpoint or report)");
     if (args.steps <= 0)
