@@ -508,25 +508,22 @@ GradList linear_vjp(std::span<const TensorView> in, const TensorView& y, const T
 namespace pact::kernels {
 
 // The ops the half provider serves (Note [Half provider]), each with its VJP; and linear_int8, which has none.
-#define PACT_HALF_OPS(X)                                                                                             \
-  X(add)                                                                                                             \
-  X(sub)                                                                                                             \
-  X(mul)                                                                                                             \
-  X(div)                                                                                                             \
-  X(neg)                                                                                                             \
-  X(matmul)                                                                                                          \
-  X(linear)                                                                                                          \
-  X(relu) X(gelu) X(silu) X(tanh) X(sigmoid) X(exp) X(sqrt) X(sin) X(cos) X(where) X(index_copy) X(softmax)          \
-      X(log_softmax) X(layer_norm) X(rms_norm) X(scaled_dot_product_attention) X(concat) X(sum) X(mean) X(embedding) \
-          X(reshape) X(flatten) X(transpose) X(permute) X(slice)
+// clang-format off
+#define PACT_HALF_OPS(X)                                                                                      \
+  X(add) X(sub) X(mul) X(div) X(neg) X(matmul) X(linear) X(relu) X(gelu) X(silu) X(tanh) X(sigmoid) X(exp)   \
+  X(sqrt) X(sin) X(cos) X(where) X(index_copy) X(softmax) X(log_softmax) X(layer_norm) X(rms_norm)            \
+  X(scaled_dot_product_attention) X(concat) X(sum) X(mean) X(embedding) X(reshape) X(flatten) X(transpose)    \
+  X(permute) X(slice)
 
 std::span<const Handler> half_handlers() {
 #define PACT_HALF_ROW(opname) PACT_CPU_HANDLER(half, "pact/kernels/cpu/half.cpp", opname, true)
-  static const Handler table[] = {PACT_HALF_OPS(PACT_HALF_ROW)
-                                      PACT_CPU_HANDLER(half, "pact/kernels/cpu/half.cpp", linear_int8, false)};
+  static const Handler table[] = {
+      PACT_HALF_OPS(PACT_HALF_ROW)
+      PACT_CPU_HANDLER(half, "pact/kernels/cpu/half.cpp", linear_int8, false)};
 #undef PACT_HALF_ROW
   return table;
 }
+// clang-format on
 #undef PACT_HALF_OPS
 
 bool half_dispatches_simd(ops::OpTag op) noexcept { return find_handler(half_handlers(), op) != nullptr; }
