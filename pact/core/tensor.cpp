@@ -228,7 +228,7 @@ Scalar TensorView::get(const Dims& index) const {
     case DType::i8: {
       std::int8_t v;
       std::memcpy(&v, p, 1);
-      s.integer = v;
+      s.integer = v;  // NOLINT(bugprone-signed-char-misuse): i8 is signed; the sign extension is the value
       break;
     }
     case DType::boolean: {
