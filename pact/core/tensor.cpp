@@ -340,6 +340,14 @@ Tensor TensorView::transfer_to(std::shared_ptr<Provider> provider) const {
                      AllocationReason::TransferDestination);
 }
 
+std::vector<double> TensorView::to_doubles() const {
+  const Tensor d = convert(DType::f64);
+  auto prepared = d.prepare_host<double>();
+  if (!prepared) throw std::move(prepared).error().error;
+  const auto span = std::get<PreparedContiguousRead<double>>(prepared.value()).as_span();
+  return {span.begin(), span.end()};
+}
+
 Tensor TensorView::convert(DType to) const {
   constexpr const char* op = "tensor.convert";
   if (to == dtype()) return duplicate();

@@ -329,6 +329,8 @@ class TensorView {
   /// A new contiguous cpu owner holding every element converted to `to` (convert_element's rules):
   /// one OperationOutput allocation, no copy event. Converting to the same dtype is duplicate().
   Tensor convert(DType to) const;
+  /// Every element converted to double, in row-major order (a copy; c64 is unsupported, as in convert).
+  std::vector<double> to_doubles() const;
   /// The same bytes as another dtype (f32<->i32, f64<->i64, c64<->f32 pairs); zero copy, same root.
   /// Rank policy: same-size pairs keep the rank; c64->f32 appends a dimension of 2 (rank + 1);
   /// f32->c64 needs a trailing dimension of 2 with stride 1 and removes it (rank - 1).
@@ -482,6 +484,7 @@ class Tensor {
   Tensor duplicate() const { return as_view().duplicate(); }
   Tensor transfer_to(std::shared_ptr<Provider> provider) const { return as_view().transfer_to(std::move(provider)); }
   Tensor convert(DType to) const { return as_view().convert(to); }
+  std::vector<double> to_doubles() const { return as_view().to_doubles(); }
   TensorView reinterpret_view(DType to) const { return as_view().reinterpret_view(to); }
   std::string to_string() const { return as_view().to_string(); }
 

@@ -33,13 +33,6 @@ const Tensor* parameter_value(const ir::Graph& g, const SourceValues& values, co
   return &it->second;
 }
 
-std::vector<double> as_doubles(const Tensor& t) {
-  const Tensor d = t.convert(DType::f64);
-  auto prepared = d.prepare_host<double>();
-  const auto span = std::get<PreparedContiguousRead<double>>(prepared.value()).as_span();
-  return {span.begin(), span.end()};
-}
-
 // Rebuilds the graph without the dropped nodes and with the added ones first, revalidated.
 void rebuild(ir::Graph& g, const std::set<std::string>& dropped, std::vector<ir::Node> added) {
   std::vector<ir::Node> nodes = std::move(added);
@@ -71,9 +64,9 @@ std::vector<Rewrite> fold_batch_norms(ir::Graph& g, SourceValues& values) {
         var->numel() != channels)
       continue;
     const double eps = bn.attrs.get_float("batch_norm", "eps", 1e-5);
-    const auto wv = as_doubles(*w), gv = as_doubles(*gamma), bv = as_doubles(*beta), mv = as_doubles(*mean),
-               vv = as_doubles(*var);
-    const std::vector<double> cbv = cb != nullptr ? as_doubles(*cb) : std::vector<double>(gv.size(), 0.0);
+    const auto wv = w->to_doubles(), gv = gamma->to_doubles(), bv = beta->to_doubles(), mv = mean->to_doubles(),
+               vv = var->to_doubles();
+    const std::vector<double> cbv = cb != nullptr ? cb->to_doubles() : std::vector<double>(gv.size(), 0.0);
     const std::size_t per_channel = wv.size() / static_cast<std::size_t>(channels);
     std::vector<float> folded_w(wv.size()), folded_b(static_cast<std::size_t>(channels));
     for (std::size_t o = 0; o < static_cast<std::size_t>(channels); ++o) {

@@ -29,15 +29,6 @@ ops::Attributes source_attrs(const Dims& shape, DType dtype) {
                          {"dtype", std::string(dtype_name(dtype))}};
 }
 
-// The values of a tensor of any real dtype, as doubles in row-major order.
-std::vector<double> doubles(const Tensor& t) {
-  const Tensor d = t.convert(DType::f64);
-  auto prepared = d.prepare_host<double>();
-  if (!prepared) throw std::move(prepared).error().error;
-  const auto v = std::get<PreparedContiguousRead<double>>(prepared.value()).as_span();
-  return {v.begin(), v.end()};
-}
-
 Dims without_batch(const Dims& shape) {
   Dims row;
   for (int d = 1; d < shape.size(); ++d) row.push_back(shape[d]);
@@ -174,7 +165,7 @@ std::map<std::string, Tensor> read_arrays(const std::string& path) {
       if (t.rank() == 0 || t.dtype() != ts[0].dtype() || without_batch(t.shape()) != without_batch(shape))
         bad(fmt::format("'{}': array '{}' differs between files ({}{} and {}{})", path, name, dtype_name(ts[0].dtype()),
                         shape.to_string(), dtype_name(t.dtype()), t.shape().to_string()));
-      const std::vector<double> v = doubles(t);
+      const std::vector<double> v = t.to_doubles();
       all.insert(all.end(), v.begin(), v.end());
       rows += t.shape()[0];
     }
@@ -214,8 +205,8 @@ Dataset tensor_dataset(const std::string& path, const std::string& input, const 
                     y.shape().to_string(), rows, rows, x_it->first));
   Dataset d;
   d.features = features;
-  for (double v : doubles(x)) d.x.push_back(static_cast<float>(v));
-  const std::vector<double> yv = doubles(y);
+  for (double v : x.to_doubles()) d.x.push_back(static_cast<float>(v));
+  const std::vector<double> yv = y.to_doubles();
   d.y.assign(static_cast<std::size_t>(rows), 0);
   if (loss.kind == LossSpec::Kind::cross_entropy) {
     d.classes = classes;

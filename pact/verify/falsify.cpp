@@ -19,13 +19,6 @@ namespace {
 
 using ops::Attributes;
 
-std::vector<double> vals(const TensorView& v) {
-  Tensor d = v.convert(DType::f64);
-  auto p = d.prepare_host<double>();
-  const auto s = std::get<PreparedContiguousRead<double>>(p.value()).as_span();
-  return {s.begin(), s.end()};
-}
-
 Tensor make(const Dims& shape, const std::vector<double>& v, DType dtype = DType::f32) {
   Tensor t = Tensor::from_values<double>(shape, v);
   if (dtype == DType::f64) return t;
@@ -178,7 +171,7 @@ std::int64_t last_dim(const Tensor& t) { return t.shape()[t.shape().size() - 1];
 
 Finding rows_sum(CheckArgs& a, bool exp_first) {
   const Tensor y = a.kernel(a.c.views(), a.c.attrs);
-  const auto v = vals(y.as_view());
+  const auto v = y.to_doubles();
   const auto n = last_dim(y);
   for (std::size_t r = 0; r * static_cast<std::size_t>(n) < v.size(); ++r) {
     double s = 0;
@@ -198,7 +191,7 @@ Finding within(const std::vector<double>& got, const std::vector<double>& want, 
 }
 
 Tensor scaled(const Tensor& t, double mul, double add) {
-  auto v = vals(t.as_view());
+  auto v = t.to_doubles();
   for (auto& x : v) x = x * mul + add;
   return make(t.shape(), v, t.dtype());
 }
@@ -213,56 +206,55 @@ const std::map<std::string, Check>& checks() {
       {"exp_rows_sum_to_one", [](CheckArgs& a) { return rows_sum(a, true); }},
       {"unit_interval",
        [](CheckArgs& a) -> Finding {
-         for (double y : vals(a.kernel(a.c.views(), a.c.attrs).as_view())) {
+         for (double y : a.kernel(a.c.views(), a.c.attrs).to_doubles()) {
            if (!(y >= -a.tol && y <= 1.0 + std::max(a.tol, 0.0))) return fmt::format("output {} is outside [0, 1]", y);
          }
          return std::nullopt;
        }},
       {"nonpositive",
        [](CheckArgs& a) -> Finding {
-         for (double y : vals(a.kernel(a.c.views(), a.c.attrs).as_view())) {
+         for (double y : a.kernel(a.c.views(), a.c.attrs).to_doubles()) {
            if (!(y <= std::max(a.tol, 0.0))) return fmt::format("output {} is positive", y);
          }
          return std::nullopt;
        }},
       {"nonnegative",
        [](CheckArgs& a) -> Finding {
-         for (double y : vals(a.kernel(a.c.views(), a.c.attrs).as_view())) {
+         for (double y : a.kernel(a.c.views(), a.c.attrs).to_doubles()) {
            if (!(y >= -std::max(a.tol, 0.0))) return fmt::format("output {} is negative", y);
          }
          return std::nullopt;
        }},
       {"shift_invariance",
        [](CheckArgs& a) -> Finding {
-         const auto y = vals(a.kernel(a.c.views(), a.c.attrs).as_view());
+         const auto y = a.kernel(a.c.views(), a.c.attrs).to_doubles();
          Case shifted = a.c.clone();
          shifted.in[0] = scaled(a.c.in[0], 1.0, 5.0);
-         const auto z = vals(a.kernel(shifted.views(), shifted.attrs).as_view());
+         const auto z = a.kernel(shifted.views(), shifted.attrs).to_doubles();
          return within(z, y, std::max(a.tol, 0.0), 0.0, "softmax(x + 5) vs softmax(x)");
        }},
       {"scale_invariance",
        [](CheckArgs& a) -> Finding {
-         const auto y = vals(a.kernel(a.c.views(), a.c.attrs).as_view());
+         const auto y = a.kernel(a.c.views(), a.c.attrs).to_doubles();
          Case s = a.c.clone();
          s.in[0] = scaled(a.c.in[0], 3.0, 0.0);
-         return within(vals(a.kernel(s.views(), s.attrs).as_view()), y, std::max(a.tol, 0.0), 0.0, "f(3x) vs f(x)");
+         return within(a.kernel(s.views(), s.attrs).to_doubles(), y, std::max(a.tol, 0.0), 0.0, "f(3x) vs f(x)");
        }},
       {"matches_reference",
        [](CheckArgs& a) -> Finding {
          const auto& info = ops::op_info(a.op);
          const auto tol = info.tolerance();
          const double abs = a.tol >= 0 ? a.tol : tol.abs, rel = a.tol >= 0 ? a.tol : tol.rel;
-         return within(vals(a.kernel(a.c.views(), a.c.attrs).as_view()),
-                       vals(reference(a.op, a.c.views(), a.c.attrs).as_view()), abs, rel, "kernel vs reference");
+         return within(a.kernel(a.c.views(), a.c.attrs).to_doubles(),
+                       reference(a.op, a.c.views(), a.c.attrs).to_doubles(), abs, rel, "kernel vs reference");
        }},
       {"matches_log_softmax_at_targets",
        [](CheckArgs& a) -> Finding {
-         const auto ce = vals(a.kernel(a.c.views(), a.c.attrs).as_view());
+         const auto ce = a.kernel(a.c.views(), a.c.attrs).to_doubles();
          const TensorView logits[] = {a.c.in[0].as_view()};
-         const auto ls =
-             vals(reference(ops::OpTag::log_softmax, logits, Attributes{{"dim", std::int64_t{-1}}}).as_view());
+         const auto ls = reference(ops::OpTag::log_softmax, logits, Attributes{{"dim", std::int64_t{-1}}}).to_doubles();
          const auto c = static_cast<std::size_t>(last_dim(a.c.in[0]));
-         const auto want = reduce_losses(vals(a.c.in[1].as_view()), a.c.attrs,
+         const auto want = reduce_losses(a.c.in[1].to_doubles(), a.c.attrs,
                                          [&](std::size_t n, std::size_t t) { return -ls[n * c + t]; });
          if (ce.size() != want.size()) return fmt::format("{} losses, expected {}", ce.size(), want.size());
          for (std::size_t i = 0; i < ce.size(); ++i) {
@@ -276,7 +268,7 @@ const std::map<std::string, Check>& checks() {
        [](CheckArgs& a) -> Finding {
          const Dims ns{last_dim(a.c.in[0])};
          Case c = Case::of(a.c.attrs, a.c.in[0].duplicate(), ones(ns), ones(ns, 0.0));
-         const auto y = vals(a.kernel(c.views(), c.attrs).as_view());
+         const auto y = a.kernel(c.views(), c.attrs).to_doubles();
          const auto n = static_cast<std::size_t>(ns[0]);
          for (std::size_t r = 0; r * n < y.size(); ++r) {
            double m = 0, v = 0;
@@ -293,7 +285,7 @@ const std::map<std::string, Check>& checks() {
        [](CheckArgs& a) -> Finding {
          const Dims ns{last_dim(a.c.in[0])};
          Case c = Case::of(a.c.attrs, a.c.in[0].duplicate(), ones(ns));
-         const auto y = vals(a.kernel(c.views(), c.attrs).as_view());
+         const auto y = a.kernel(c.views(), c.attrs).to_doubles();
          const auto n = static_cast<std::size_t>(ns[0]);
          for (std::size_t r = 0; r * n < y.size(); ++r) {
            double s = 0;
@@ -309,13 +301,13 @@ const std::map<std::string, Check>& checks() {
          std::vector<double> eye(static_cast<std::size_t>(k * k), 0.0);
          for (std::int64_t i = 0; i < k; ++i) eye[static_cast<std::size_t>(i * k + i)] = 1.0;
          Case c = Case::of({}, a.c.in[0].duplicate(), make(Dims{k, k}, eye));
-         return within(vals(a.kernel(c.views(), c.attrs).as_view()), vals(a.c.in[0].as_view()), std::max(a.tol, 0.0),
-                       0.0, "A I vs A");
+         return within(a.kernel(c.views(), c.attrs).to_doubles(), a.c.in[0].to_doubles(), std::max(a.tol, 0.0), 0.0,
+                       "A I vs A");
        }},
       {"convex_in_values",
        [](CheckArgs& a) -> Finding {
-         const auto y = vals(a.kernel(a.c.views(), a.c.attrs).as_view());
-         const auto v = vals(a.c.in[2].as_view());
+         const auto y = a.kernel(a.c.views(), a.c.attrs).to_doubles();
+         const auto v = a.c.in[2].to_doubles();
          const Dims vs = a.c.in[2].shape();
          const auto b = vs[0], s = vs[1], ev = vs[2];
          const auto l = a.c.in[0].shape()[1];
@@ -335,8 +327,8 @@ const std::map<std::string, Check>& checks() {
        }},
       {"gelu_envelope",
        [](CheckArgs& a) -> Finding {
-         const auto x = vals(a.c.in[0].as_view());
-         const auto y = vals(a.kernel(a.c.views(), a.c.attrs).as_view());
+         const auto x = a.c.in[0].to_doubles();
+         const auto y = a.kernel(a.c.views(), a.c.attrs).to_doubles();
          for (std::size_t i = 0; i < x.size(); ++i) {
            if (!(y[i] <= std::max(0.0, x[i]) + a.tol && y[i] >= std::min(0.0, x[i]) - 0.17 - a.tol)) {
              return fmt::format("gelu({}) = {} is outside the envelope", x[i], y[i]);
@@ -351,8 +343,8 @@ const std::map<std::string, Check>& checks() {
          std::vector<double> w(static_cast<std::size_t>(c * c), 0.0);
          for (std::int64_t i = 0; i < c; ++i) w[static_cast<std::size_t>(i * c + i)] = 1.0;
          Case k = Case::of({}, a.c.in[0].duplicate(), make(Dims{c, c, 1, 1}, w));
-         return within(vals(a.kernel(k.views(), k.attrs).as_view()), vals(a.c.in[0].as_view()), std::max(a.tol, 0.0),
-                       0.0, "conv2d(x, identity) vs x");
+         return within(a.kernel(k.views(), k.attrs).to_doubles(), a.c.in[0].to_doubles(), std::max(a.tol, 0.0), 0.0,
+                       "conv2d(x, identity) vs x");
        }},
   };
   return table;

@@ -44,13 +44,6 @@ double max_abs(const std::vector<double>& v) {
   return m;
 }
 
-std::vector<double> doubles(const TensorView& v) {
-  const Tensor d = v.convert(DType::f64);
-  auto p = d.prepare_host<double>();
-  const auto s = std::get<PreparedContiguousRead<double>>(p.value()).as_span();
-  return {s.begin(), s.end()};
-}
-
 // The worst relative disagreement of Pact's first step with PyTorch's: loss and every parameter's gradient,
 // each relative to max(1, its largest PyTorch magnitude). `perturb` scales the first weight first.
 double first_step_error(const std::string& name, const std::string& loss, int repeat, const ir::SafetensorsFile& want,
@@ -65,7 +58,7 @@ double first_step_error(const std::string& name, const std::string& loss, int re
                                         captured * repeat, options, dir);
   EXPECT_EQ(ft.batch, captured * repeat);
   if (perturb != 1.0) {
-    std::vector<double> v = doubles(ft.pack.values[0].as_view());
+    std::vector<double> v = ft.pack.values[0].to_doubles();
     for (double& x : v) x *= perturb;
     ft.pack.values[0] = Tensor::from_values<double>(ft.pack.values[0].shape(), v).convert(DType::f32);
   }
@@ -76,8 +69,8 @@ double first_step_error(const std::string& name, const std::string& loss, int re
   const Tensor* target = want.find("target");
   if (x == nullptr || target == nullptr) return 1e30;
   const train::StepResult r = session.step_batch(x->as_view().duplicate(), target->as_view().duplicate(), {});
-  double worst = std::abs(r.loss - doubles(want.find("loss")->as_view())[0]) /
-                 std::max(1.0, std::abs(doubles(want.find("loss")->as_view())[0]));
+  double worst = std::abs(r.loss - want.find("loss")->to_doubles()[0]) /
+                 std::max(1.0, std::abs(want.find("loss")->to_doubles()[0]));
   int compared = 0;
   for (std::size_t i = 0; i < names.size(); ++i) {
     const Tensor* g = want.find("grad." + names[i]);
@@ -88,7 +81,7 @@ double first_step_error(const std::string& name, const std::string& loss, int re
     EXPECT_NE(g, nullptr) << "PyTorch has no gradient for " << names[i];
     EXPECT_TRUE(r.gradients[i].has_value()) << "no gradient for " << names[i];
     if (g == nullptr || !r.gradients[i]) continue;
-    const std::vector<double> got = doubles(r.gradients[i]->as_view()), ref = doubles(g->as_view());
+    const std::vector<double> got = r.gradients[i]->to_doubles(), ref = g->to_doubles();
     EXPECT_EQ(got.size(), ref.size()) << names[i];
     if (got.size() != ref.size()) return 1e30;
     double err = 0;

@@ -194,38 +194,35 @@ TEST(TorchReexport, TorchvisionArchitecturesWithRandomWeightsMatchPyTorch) {
   }
 }
 
+/// Exports fixture module `factory` expecting the exporter to refuse it: returns the exporter's log, after
+/// checking that it failed and wrote no graph.
+std::string refused_export(const std::string& factory, const std::string& shape) {
+  const std::string dir = scratch(factory), log = dir + ".log";
+  const std::string cmd = std::string("PYTHONPATH=. ") + kPython +
+                          " tools/torch_export.py tests.fixtures.torch.models:" + factory + " --input-shape " + shape +
+                          " -o " + dir + " >" + log + " 2>&1";
+  EXPECT_NE(std::system(cmd.c_str()), 0) << factory << " exported";
+  const std::string out = test::read_text(log);
+  EXPECT_FALSE(std::filesystem::exists(dir + "/graph.json"));
+  std::filesystem::remove_all(dir);
+  std::filesystem::remove(log);
+  return out;
+}
+
 // A forward that writes a buffer in place (a KV cache) exports to a graph that is silently wrong under
 // PyTorch 1.13's tracers (the write is dropped or its value baked in); the exporter refuses it instead.
 TEST(TorchReexport, AModuleThatWritesABufferInPlaceIsRefused) {
   REQUIRE_TORCH();
-  const std::string dir = scratch("kv-cache");
-  const std::string log = dir + ".log";
-  const std::string cmd =
-      std::string("PYTHONPATH=. ") + kPython +
-      " tools/torch_export.py tests.fixtures.torch.models:kv_cache_in_place --input-shape 1,1,8 -o " + dir + " >" +
-      log + " 2>&1";
-  EXPECT_NE(std::system(cmd.c_str()), 0) << "an in-place buffer write exported";
-  const std::string out = test::read_text(log);
+  const std::string out = refused_export("kv_cache_in_place", "1,1,8");
   EXPECT_TRUE(test::mentions(out, "writes its buffer 'cache' in place")) << out;
-  EXPECT_FALSE(std::filesystem::exists(dir + "/graph.json"));
-  std::filesystem::remove_all(dir);
-  std::filesystem::remove(log);
 }
 
 // Note [Undefined constants] in tools/torch_export.py: a module that reads torch.empty's values is refused,
 // naming the node (repeat_interleave's empty, overwritten whole by fill_, exports: the test above).
 TEST(TorchReexport, ReadingTheValuesOfEmptyIsRefused) {
   REQUIRE_TORCH();
-  const std::string dir = scratch("reads_empty"), log = dir + ".log";
-  const std::string cmd = std::string(kPython) +
-                          " tools/torch_export.py tests.fixtures.torch.models:reads_empty --input-shape 2,4 -o " + dir +
-                          " >" + log + " 2>&1";
-  EXPECT_NE(std::system(cmd.c_str()), 0);
-  const std::string out = test::read_text(log);
+  const std::string out = refused_export("reads_empty", "2,4");
   EXPECT_TRUE(test::mentions(out, "reads the values of a tensor made by aten.empty")) << out;
-  EXPECT_FALSE(std::filesystem::exists(dir + "/graph.json"));
-  std::filesystem::remove_all(dir);
-  std::filesystem::remove(log);
 }
 
 TEST(TorchReexport, UnsupportedModelsFailTypedNamingTheTarget) {

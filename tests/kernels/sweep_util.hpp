@@ -12,12 +12,7 @@
 namespace pact::test {
 
 /// Every element as a double, in row-major order.
-inline std::vector<double> values_of(const TensorView& v) {
-  Tensor d = v.dtype() == DType::f64 ? v.duplicate() : v.convert(DType::f64);
-  auto p = d.prepare_host<double>();
-  auto span = std::get<PreparedContiguousRead<double>>(p.value()).as_span();
-  return {span.begin(), span.end()};
-}
+inline std::vector<double> values_of(const TensorView& v) { return v.to_doubles(); }
 
 /// A copy of `t` (f64) with element `flat` increased by `delta`.
 inline Tensor perturbed(const Tensor& t, std::int64_t flat, double delta) {

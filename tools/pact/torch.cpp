@@ -204,9 +204,7 @@ namespace {
 
 // Up to `n` leading values of a tensor, as text.
 std::string leading_values(const TensorView& v, std::size_t n) {
-  const Tensor d = v.convert(DType::f64);
-  auto p = d.prepare_host<double>();
-  const auto xs = std::get<PreparedContiguousRead<double>>(p.value()).as_span();
+  const std::vector<double> xs = v.to_doubles();
   std::string s = "[";
   for (std::size_t i = 0; i < std::min(n, xs.size()); ++i) s += fmt::format("{}{:.6g}", i ? ", " : "", xs[i]);
   return s + (xs.size() > n ? ", ...]" : "]");
@@ -215,9 +213,7 @@ std::string leading_values(const TensorView& v, std::size_t n) {
 // The argmax of each row of a classifier's [N, C] float output (C > 1), or nothing for another output.
 std::optional<std::vector<std::int64_t>> row_argmax(const TensorView& v) {
   if (v.shape().size() != 2 || v.shape()[1] < 2 || !is_floating(v.dtype())) return std::nullopt;
-  const Tensor d = v.convert(DType::f64);
-  auto p = d.prepare_host<double>();
-  const auto xs = std::get<PreparedContiguousRead<double>>(p.value()).as_span();
+  const std::vector<double> xs = v.to_doubles();
   const std::int64_t rows = v.shape()[0], cols = v.shape()[1];
   std::vector<std::int64_t> best(static_cast<std::size_t>(rows), 0);
   for (std::int64_t r = 0; r < rows; ++r) {
