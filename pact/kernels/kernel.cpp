@@ -216,6 +216,34 @@ void run_update(const Handler& handler, std::span<Tensor* const> state, std::spa
   handler.update(state, read, attrs);
 }
 
+void run_in_place(const Handler& handler, Tensor& x, std::span<const TensorView> read, const ops::Attributes& attrs) {
+  const std::string op(ops::op_kind(handler.op));
+  if (handler.in_place == nullptr) throw_error(ErrorCode::unsupported, op, "this handler computes nothing in place");
+  std::vector<ops::TensorType> types{{x.dtype(), x.shape()}};
+  for (const auto& v : read) types.push_back({v.dtype(), v.shape()});
+  const ops::TensorType out = ops::infer_type(handler.op, types, attrs);
+  if (out.dtype != x.dtype() || !(out.shape == x.shape())) {
+    throw_error(ErrorCode::invalid_argument, op,
+                fmt::format("the result is {}{}; in place it must be operand 0's {}{}", dtype_name(out.dtype),
+                            out.shape.to_string(), dtype_name(x.dtype()), x.shape().to_string()));
+  }
+  hit(kGuardInputDevice);
+  if (x.device() != handler.device) {
+    throw_error(ErrorCode::provider_mismatch, op,
+                fmt::format("a {} operand reached the {} handler on {}", device_name(x.device()), handler.provider,
+                            device_name(handler.device)));
+  }
+  for (const auto& v : read) {
+    if (v.device() != handler.device) {
+      throw_error(ErrorCode::provider_mismatch, op,
+                  fmt::format("a {} input reached the {} handler on {}", v.provider_name(), handler.provider,
+                              device_name(handler.device)));
+    }
+  }
+  Tensor* state[] = {&x};
+  handler.in_place(std::span<Tensor* const>(state, 1), read, attrs);
+}
+
 std::vector<std::optional<Tensor>> run_vjp(const Handler& handler, std::span<const TensorView> inputs,
                                            const TensorView& output, const TensorView& grad_output,
                                            const ops::Attributes& attrs, const KernelContext& ctx) {

@@ -49,6 +49,10 @@ struct Handler {
   std::string_view source_file;  ///< provenance: file that defines the handler
   std::string_view symbol;       ///< provenance: the handler's symbol
   UpdateFn update = nullptr;     ///< an update op's in-place function (forward and vjp are then null)
+  /// A kernel op whose result may instead be written into operand 0 (its one state operand; the rest are
+  /// read): the same values forward computes, with no new allocation. The executor runs it when nothing
+  /// else holds operand 0 (Note [Donated operands] in pact/runtime/executor.cpp). nullptr for most ops.
+  UpdateFn in_place = nullptr;
 };
 
 /// The reference provider: plain loops, left folds in index order (numerical policy fixedLeft).
@@ -121,6 +125,11 @@ std::optional<TensorView> view_result(ops::OpTag op, const TensorView& x, const 
 void run_update(const Handler& handler, std::span<Tensor* const> state, std::span<const TensorView> read,
                 const ops::Attributes& attrs);
 
+/// Runs a handler's in-place forward (Handler::in_place): `x` becomes what forward would return for (x,
+/// read...). The operands are checked with the op's shape rule, whose output type must be x's own, and x
+/// must be a contiguous host owner nothing else aliases; typed errors name the op, and nothing is written
+/// when one is raised.
+void run_in_place(const Handler& handler, Tensor& x, std::span<const TensorView> read, const ops::Attributes& attrs);
 /// Runs a handler's VJP after checking grad_output against the output's type.
 std::vector<std::optional<Tensor>> run_vjp(const Handler& handler, std::span<const TensorView> inputs,
                                            const TensorView& output, const TensorView& grad_output,

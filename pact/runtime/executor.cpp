@@ -87,7 +87,16 @@ Regions checkpoint_regions_of(const ir::Graph& g, const std::vector<std::vector<
 
 }  // namespace
 
-ExecutionResult execute(const plan::AcceptedGraphPlan& plan, const std::map<std::string, EagerTensor>& bindings,
+// Note [Donated operands]
+// A kernel whose handler has an in-place form (Handler::in_place: index_copy) writes its result into
+// operand 0 instead of a new allocation when that is safe: operand 0's value is used by no later node and
+// is no graph output, nothing but this run holds it (into_value succeeds: no caller handle, tape record,
+// view or sibling), and nothing is recorded (no session, or one with gradients off). The caller donates a
+// value by moving its only handle into the bindings: a KV cache planned once at its full capacity is then
+// updated in place by each decode step, and comes back as the node's output. Otherwise the node runs
+// out of place, with the same values; a donated value the run cannot use is released as usual.
+
+ExecutionResult execute(const plan::AcceptedGraphPlan& plan, std::map<std::string, EagerTensor> bindings,
                         const ExecutionOptions& options) {
   const ir::Graph& g = plan.graph();
   if (!options.checkpoint_regions.empty() && options.session == nullptr) {
@@ -157,6 +166,32 @@ ExecutionResult execute(const plan::AcceptedGraphPlan& plan, const std::map<std:
   };
   using Clock = std::chrono::steady_clock;
   const bool timed = options.node_seconds != nullptr;
+  // Note [Donated operands]: the node's output when it ran in place, else nullopt (nothing changed).
+  const bool records = options.session != nullptr && options.session->grad_enabled();
+  auto run_in_place = [&](const ir::Node& n, std::size_t i) -> std::optional<EagerTensor> {
+    const kernels::Handler& h = *kernel_of.at(n.id)->handler();
+    if (h.in_place == nullptr || records || n.inputs.empty()) return std::nullopt;
+    const std::string& target = n.inputs[0];
+    if (last_use.at(target) != i || std::count(n.inputs.begin(), n.inputs.end(), target) != 1) return std::nullopt;
+    auto it = live.find(target);
+    ValueRef ref = std::move(it->second.value);
+    live.erase(it);
+    const std::uint64_t bytes = ref->view().nbytes();
+    auto owner = into_value(std::move(ref));
+    if (!owner) {  // someone else holds it: put it back and run out of place
+      live.emplace(target, EagerTensor{std::move(owner.error().second)});
+      return std::nullopt;
+    }
+    live_bytes -= bytes;
+    Tensor x = std::move(owner).value();
+    std::vector<TensorView> read;
+    for (std::size_t k = 1; k < n.inputs.size(); ++k) read.push_back(live.at(n.inputs[k]).view());
+    const auto start = timed ? Clock::now() : Clock::time_point{};
+    kernels::run_in_place(h, x, read, n.attrs);
+    if (timed) (*options.node_seconds)[i] += std::chrono::duration<double>(Clock::now() - start).count();
+    read.clear();
+    return EagerTensor{retain(std::move(x))};
+  };
   if (timed && options.node_seconds->size() < g.nodes.size()) options.node_seconds->resize(g.nodes.size(), 0.0);
   for (std::size_t i = 0; i < g.nodes.size(); ++i) {
     const ir::Node& n = g.nodes[i];
@@ -193,7 +228,9 @@ ExecutionResult execute(const plan::AcceptedGraphPlan& plan, const std::map<std:
       if (auto why = ir::Graph::binding_mismatch(n, it->second.dtype(), it->second.shape())) {
         throw_error(ErrorCode::invalid_argument, "execute", *why);
       }
-      hold(n.id, it->second);
+      hold(n.id, std::move(it->second));
+    } else if (auto donated = run_in_place(n, i)) {
+      hold(n.id, std::move(*donated));
     } else {
       std::vector<EagerTensor> in;
       for (const auto& id : n.inputs) in.push_back(live.at(id));

@@ -44,8 +44,10 @@ struct ExecutionOptions {
 };
 
 /// Runs `plan`. `bindings` maps every source node id to its value (tracked leaves for parameters that
-/// want gradients); a missing or mistyped binding is invalid_argument naming the node.
-ExecutionResult execute(const plan::AcceptedGraphPlan& plan, const std::map<std::string, EagerTensor>& bindings,
+/// want gradients); a missing or mistyped binding is invalid_argument naming the node. A value whose only
+/// handle is moved in is donated: an in-place kernel may write its result into it (Note [Donated operands]
+/// in executor.cpp: a KV cache updated by index_copy).
+ExecutionResult execute(const plan::AcceptedGraphPlan& plan, std::map<std::string, EagerTensor> bindings,
                         const ExecutionOptions& options = {});
 
 }  // namespace pact::runtime

@@ -21,6 +21,7 @@ namespace generic {
 }  // namespace generic
 
 using generic::GradList;
+using generic::in_place_kernel;
 using ops::Attributes;
 
 }  // namespace pact::kernels::cpu::blas

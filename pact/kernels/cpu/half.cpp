@@ -307,8 +307,8 @@ namespace pact::kernels::cpu::half {
 // from an f32 run by that one rounding plus the rounding of the inputs, which the op table's 16-bit
 // tolerances bound (ops::OpInfo::tolerance(DType)). Two kernels avoid the widened copy where it would
 // cost more than the work: linear on a few rows (the decode step of a language model) reads its 16-bit
-// weight in place through the gemv_bf16 / gemv_f16 families, and embedding, like the view ops, moves
-// 16-bit rows without converting them. The VJPs are the native VJPs between the same conversions; an
+// weight in place through the gemv_bf16 / gemv_f16 families, and embedding and index_copy (a KV cache's
+// update), like the view ops, move 16-bit rows without converting them. The VJPs are the native VJPs between the same conversions; an
 // operand the op does not save reaches them as an f32 geometry-only placeholder, as the tape's own.
 
 using ops::Attributes;
@@ -407,7 +407,8 @@ constexpr std::int64_t kGemvRows = 4;
 
 }  // namespace
 
-// The handlers: widened native kernels (Note [Half provider]); views and embedding move 16-bit elements.
+// The handlers: widened native kernels (Note [Half provider]); views, embedding and index_copy move 16-bit
+// elements.
 #define PACT_HALF_WIDENED(opname)                                                                                      \
   Tensor opname##_forward(std::span<const TensorView> in, const Attributes& a, const KernelContext& c) {               \
     return widened_forward(OpTag::opname, in, a, c);                                                                   \
@@ -441,7 +442,6 @@ PACT_HALF_WIDENED(sqrt)
 PACT_HALF_WIDENED(sin)
 PACT_HALF_WIDENED(cos)
 PACT_HALF_WIDENED(where)
-PACT_HALF_WIDENED(index_copy)
 PACT_HALF_WIDENED(softmax)
 PACT_HALF_WIDENED(log_softmax)
 PACT_HALF_WIDENED(layer_norm)
@@ -455,11 +455,21 @@ Tensor linear_int8_forward(std::span<const TensorView> in, const Attributes& a, 
   return widened_forward(OpTag::linear_int8, in, a, c);
 }
 PACT_HALF_MOVED(embedding)
+PACT_HALF_MOVED(index_copy)
 PACT_HALF_MOVED(reshape)
 PACT_HALF_MOVED(flatten)
 PACT_HALF_MOVED(transpose)
 PACT_HALF_MOVED(permute)
 PACT_HALF_MOVED(slice)
+
+// index_copy in place moves 16-bit rows as they are, as its forward does: the native kernel.
+void index_copy_in_place(std::span<Tensor* const> state, std::span<const TensorView> read, const Attributes& a) {
+  (void)compute_dtype(read.subspan(1), OpTag::index_copy);
+  native(OpTag::index_copy).in_place(state, read, a);
+}
+constexpr UpdateFn in_place_kernel(OpTag op) noexcept {
+  return op == OpTag::index_copy ? &index_copy_in_place : nullptr;
+}
 #undef PACT_HALF_MOVED
 #undef PACT_HALF_WIDENED
 

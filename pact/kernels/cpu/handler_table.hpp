@@ -2,6 +2,7 @@
 // The handler rows of the CPU providers, generated from the op table. PACT_CPU_HANDLER(ns, file, op, vjp) names
 // the forward and VJP functions `op_forward` / `op_vjp` of namespace pact::kernels::cpu::<ns> (no VJP
 // function, and a null vjp, for an op whose table row has none);
+// Each row's in-place function is `in_place_kernel(op)` of the provider's namespace (nullptr for most ops).
 // PACT_CPU_HANDLERS() makes one row per kernel, view and update op of PACT_OPS (sources and sinks execute no
 // kernel and have none) for the provider named by PACT_CPU_NS and PACT_CPU_FILE, which the including file
 // defines. A provider that lacks a kernel or view op's functions fails to compile.
@@ -19,7 +20,9 @@
                            &::pact::kernels::cpu::ns::opname##_forward,                                     \
                            PACT_CPU_VJP_##vjp(ns, opname),                                                  \
                            file,                                                                            \
-                           "pact::kernels::cpu::" #ns "::" #opname "_forward"},
+                           "pact::kernels::cpu::" #ns "::" #opname "_forward",                           \
+                           nullptr,                                                                         \
+                           ::pact::kernels::cpu::ns::in_place_kernel(::pact::ops::OpTag::opname)},
 
 // An update op's row names its in-place function `op_update` (forward and VJP null).
 #define PACT_CPU_UPDATE_HANDLER(ns, file, opname)                                                           \

@@ -27,6 +27,7 @@ namespace generic {
 }  // namespace generic
 
 using generic::GradList;
+using generic::in_place_kernel;
 using ops::Attributes;
 
 // ---- matmul, linear, conv2d: the shared GEMM-based implementations over this provider's sgemm -------
