@@ -35,7 +35,7 @@ SCHEMA = "pact.op-oracle.v1"
 class In:
     """One input: kind normal (N), positive in [0.5, 2) (P), wide normal * 4 (W), small in [-1.2, 1.2) (S),
     whole numbers in [-2, 2] (Z), index below a bound (I), distinct indices below a bound (U), boolean mask
-    with no fully masked row (M)."""
+    with no fully masked row (M), a KV cache's mask: random live prefixes with holes (K)."""
 
     def __init__(self, kind, shape, bound=0, grad=True):
         self.kind, self.shape, self.bound, self.grad = kind, list(shape), bound, grad
@@ -56,6 +56,16 @@ class In:
             m = torch.rand(shape, generator=gen, dtype=torch.float64) < 0.75
             if m.numel():
                 m[..., 0] = True
+            return m
+        if self.kind == "K":
+            # A KV cache's mask: each row live up to a random prefix (the filled part of the cache), with
+            # a few holes inside it; the native kernel computes prefixes only.
+            m = torch.rand(shape, generator=gen, dtype=torch.float64) < 0.85
+            rows, cols = shape[-2], shape[-1]
+            ends = torch.randint(1, cols + 1, (rows,), generator=gen)
+            for i in range(rows):
+                m[..., i, ends[i]:] = False
+                m[..., i, 0] = True
             return m
         if self.kind == "P":
             x = 0.5 + 1.5 * torch.rand(shape, generator=gen, dtype=torch.float64)
@@ -90,6 +100,10 @@ def M(*s):
 
 def S(*s):
     return In("S", s)
+
+
+def K(*s):
+    return In("K", s)
 
 
 def Z(*s):
@@ -490,6 +504,8 @@ CASES = [
     case("scaled_dot_product_attention", [N(2, 3, 4), N(2, 5, 4), N(2, 5, 4), M(3, 5)], label="bool mask"),
     case("scaled_dot_product_attention", [N(2, 3, 4), N(2, 5, 4), N(2, 5, 4), Const(N(2, 3, 5))],
          label="additive mask"),
+    case("scaled_dot_product_attention", [N(1, 2, 40, 8), N(1, 2, 70, 8), N(1, 2, 70, 5), K(40, 70)],
+         label="KV-cache mask: live prefixes with holes"),
     # convolutions: padding, stride, dilation, groups, depthwise with a multiplier, pointwise, empty
     case("conv2d", [N(2, 3, 6, 5), N(4, 3, 3, 3), N(4)], {"padding": [1]}),
     case("conv2d", [N(1, 4, 7, 7), N(4, 1, 3, 3)], {"groups": 4, "stride": [2], "padding": [1]}, label="depthwise"),

@@ -85,14 +85,16 @@ const ConfigField* known(std::string_view name) {
 
 bool present(const Json& doc, const char* field) { return doc.contains(field) && !doc.at(field).is_null(); }
 
-std::int64_t extent(const Json& doc, const char* field, std::string_view where, std::optional<std::int64_t> fallback = {}) {
+std::int64_t extent(const Json& doc, const char* field, std::string_view where,
+                    std::optional<std::int64_t> fallback = {}) {
   if (!present(doc, field)) {
     if (fallback) return *fallback;
     refuse(where, field, "is missing");
   }
   const auto v = json_int64(doc.at(field));
   if (!v || *v < 1 || *v > kMaxConfigExtent)
-    refuse(where, field, fmt::format("must be an integer in [1, {}]; it is {}", kMaxConfigExtent, doc.at(field).dump()));
+    refuse(where, field,
+           fmt::format("must be an integer in [1, {}]; it is {}", kMaxConfigExtent, doc.at(field).dump()));
   return *v;
 }
 
@@ -106,7 +108,8 @@ double positive(const Json& doc, const char* field, std::string_view where, doub
 
 bool flag(const Json& doc, const char* field, std::string_view where, bool fallback) {
   if (!present(doc, field)) return fallback;
-  if (!doc.at(field).is_boolean()) refuse(where, field, fmt::format("must be true or false; it is {}", doc.at(field).dump()));
+  if (!doc.at(field).is_boolean())
+    refuse(where, field, fmt::format("must be true or false; it is {}", doc.at(field).dump()));
   return doc.at(field).get<bool>();
 }
 
@@ -139,8 +142,7 @@ DecoderConfig parse_config(std::string_view json_text, std::string_view where) {
     const ConfigField* f = known(name);
     if (f == nullptr || (f->families != "both" && f->families != type)) c.unknown_fields.push_back(name);
   }
-  if (present(doc, "quantization_config"))
-    refuse(where, "quantization_config", known("quantization_config")->why);
+  if (present(doc, "quantization_config")) refuse(where, "quantization_config", known("quantization_config")->why);
   c.vocab = extent(doc, "vocab_size", where);
   if (c.family == Family::llama) {
     c.hidden = extent(doc, "hidden_size", where);
@@ -161,9 +163,11 @@ DecoderConfig parse_config(std::string_view json_text, std::string_view where) {
     if (!present(doc, "head_dim") && c.hidden % c.heads != 0)
       refuse(where, "num_attention_heads", fmt::format("{} does not divide hidden_size {}", c.heads, c.hidden));
     c.head_dim = extent(doc, "head_dim", where, c.hidden / c.heads);
-    if (c.head_dim % 2 != 0) refuse(where, "head_dim", fmt::format("{} is odd; rotary embeddings pair halves", c.head_dim));
+    if (c.head_dim % 2 != 0)
+      refuse(where, "head_dim", fmt::format("{} is odd; rotary embeddings pair halves", c.head_dim));
     c.activation = text(doc, "hidden_act", where, "silu");
-    if (c.activation != "silu") refuse(where, "hidden_act", fmt::format("'{}': only \"silu\" is supported", c.activation));
+    if (c.activation != "silu")
+      refuse(where, "hidden_act", fmt::format("'{}': only \"silu\" is supported", c.activation));
     if (present(doc, "rope_scaling")) refuse(where, "rope_scaling", known("rope_scaling")->why);
   } else {
     c.hidden = extent(doc, "n_embd", where);
@@ -175,7 +179,8 @@ DecoderConfig parse_config(std::string_view json_text, std::string_view where) {
     c.norm_eps = positive(doc, "layer_norm_epsilon", where, 1e-5);
     c.tied = flag(doc, "tie_word_embeddings", where, true);
     c.attention_bias = c.mlp_bias = true;
-    if (c.hidden % c.heads != 0) refuse(where, "n_head", fmt::format("{} does not divide n_embd {}", c.heads, c.hidden));
+    if (c.hidden % c.heads != 0)
+      refuse(where, "n_head", fmt::format("{} does not divide n_embd {}", c.heads, c.hidden));
     c.head_dim = c.hidden / c.heads;
     const std::string act = text(doc, "activation_function", where, "gelu_new");
     if (act == "gelu_new" || act == "gelu_pytorch_tanh") {

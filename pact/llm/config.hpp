@@ -46,7 +46,7 @@ struct DecoderConfig {
 /// One row of the field table: which families read it, what Pact does with it, and why.
 struct ConfigField {
   std::string_view name;
-  std::string_view families;  ///< "llama", "gpt2" or "both"
+  std::string_view families;   ///< "llama", "gpt2" or "both"
   std::string_view treatment;  ///< "honoured", "ignored" or "refused"
   std::string_view why;
 };

@@ -20,9 +20,12 @@ using ops::OpTag;
 
 std::string_view precision_name(Precision p) noexcept {
   switch (p) {
-    case Precision::f32: return "f32";
-    case Precision::bf16: return "bf16";
-    case Precision::int8: return "int8";
+    case Precision::f32:
+      return "f32";
+    case Precision::bf16:
+      return "bf16";
+    case Precision::int8:
+      return "int8";
   }
   return "?";
 }
@@ -50,7 +53,8 @@ std::vector<TensorSpec> checkpoint_tensors(const DecoderConfig& c) {
     for (std::int64_t l = 0; l < c.layers; ++l) {
       const std::string p = fmt::format("model.layers.{}.", l);
       add(p + "input_layernorm.weight", {d});
-      const std::pair<const char*, Dims> proj[] = {{"q_proj", {q, d}}, {"k_proj", {kv, d}}, {"v_proj", {kv, d}}, {"o_proj", {d, q}}};
+      const std::pair<const char*, Dims> proj[] = {
+          {"q_proj", {q, d}}, {"k_proj", {kv, d}}, {"v_proj", {kv, d}}, {"o_proj", {d, q}}};
       for (const auto& [name, shape] : proj) {
         add(p + "self_attn." + name + ".weight", shape, true);
         if (c.attention_bias) add(p + "self_attn." + name + ".bias", {shape[0]});
@@ -172,8 +176,8 @@ bool floating(DType t) { return t == DType::f32 || t == DType::f64 || t == DType
 
 }  // namespace
 
-std::map<std::string, Tensor> load_weights(std::vector<std::pair<std::string, Tensor>> tensors,
-                                           const DecoderConfig& c, Precision precision, std::string_view where) {
+std::map<std::string, Tensor> load_weights(std::vector<std::pair<std::string, Tensor>> tensors, const DecoderConfig& c,
+                                           Precision precision, std::string_view where) {
   const std::string at(where);
   if (c.storage == Storage::int8 && precision != Precision::int8) {
     throw_error(ErrorCode::invalid_argument, at,
@@ -193,7 +197,8 @@ std::map<std::string, Tensor> load_weights(std::vector<std::pair<std::string, Te
   std::map<std::string, Tensor> out;
   for (const TensorSpec& spec : checkpoint_tensors(c)) {
     auto it = file.find(spec.name);
-    if (it == file.end()) throw_error(ErrorCode::invalid_argument, at, fmt::format("tensor '{}' is missing", spec.name));
+    if (it == file.end())
+      throw_error(ErrorCode::invalid_argument, at, fmt::format("tensor '{}' is missing", spec.name));
     Tensor t = std::move(it->second);
     file.erase(it);
     const bool quantized = spec.linear && c.storage == Storage::int8;
@@ -323,8 +328,8 @@ struct StepBuilder {
   std::string norm(const std::string& id, const std::string& x, const std::string& prefix) {
     const Attributes a{{"normalized_shape", std::vector<std::int64_t>{c.hidden}}, {"eps", c.norm_eps}};
     if (c.family == Family::llama) return g.op(id, OpTag::rms_norm, {x, param(prefix + ".weight", {c.hidden})}, a);
-    return g.op(id, OpTag::layer_norm,
-                {x, param(prefix + ".weight", {c.hidden}), param(prefix + ".bias", {c.hidden})}, a);
+    return g.op(id, OpTag::layer_norm, {x, param(prefix + ".weight", {c.hidden}), param(prefix + ".bias", {c.hidden})},
+                a);
   }
   // [1, T, n * hd] -> [1, n, T, hd]
   std::string heads(const std::string& id, const std::string& x, std::int64_t n) {
@@ -345,15 +350,16 @@ struct StepBuilder {
   // Writes the new rows into layer l's cache; returns the updated cache.
   std::string cache(std::int64_t l, bool value, const std::string& rows) {
     const std::string in = g.input(step::cache_input(l, value), {1, c.kv_heads, cap, c.head_dim}, act);
-    const std::string out =
-        g.op(step::cache_output(l, value), OpTag::index_copy, {in, step::kPositions, rows}, Attributes{{"dim", std::int64_t{2}}});
+    const std::string out = g.op(step::cache_output(l, value), OpTag::index_copy, {in, step::kPositions, rows},
+                                 Attributes{{"dim", std::int64_t{2}}});
     g.output(out);
     return out;
   }
   // Attention of q [1, heads, T, hd] against the layer's caches; returns [1, T, heads * hd].
   std::string attend(const std::string& id, const std::string& q, const std::string& k, const std::string& v) {
     const std::int64_t groups = c.groups();
-    const std::string qg = g.op(id + ".grouped", OpTag::reshape, {q}, shape_attr({1, c.kv_heads, groups * t, c.head_dim}));
+    const std::string qg =
+        g.op(id + ".grouped", OpTag::reshape, {q}, shape_attr({1, c.kv_heads, groups * t, c.head_dim}));
     const std::string a = g.op(id, OpTag::scaled_dot_product_attention, {qg, k, v, step::kMask});
     const std::string back = g.op(id + ".ungrouped", OpTag::reshape, {a}, shape_attr({1, c.heads, t, c.head_dim}));
     const std::string tr = g.op(id + ".tokens", OpTag::transpose, {back}, dims(1, 2));
@@ -398,8 +404,9 @@ struct StepBuilder {
     const std::string r1 = g.op(id + "residual1", OpTag::add, {x, o});
     const std::string h2 = norm(id + "ln_2", r1, p + "ln_2");
     const std::string fc = linear(id + "fc", h2, p + "mlp.c_fc", c.intermediate, d, true);
-    const std::string gelu = g.op(id + "gelu", OpTag::gelu, {fc},
-                                  Attributes{{"approximate", std::string(c.activation == "gelu_tanh" ? "tanh" : "none")}});
+    const std::string gelu =
+        g.op(id + "gelu", OpTag::gelu, {fc},
+             Attributes{{"approximate", std::string(c.activation == "gelu_tanh" ? "tanh" : "none")}});
     const std::string down = linear(id + "mlp_proj", gelu, p + "mlp.c_proj", d, c.intermediate, true);
     return g.op(id + "residual2", OpTag::add, {r1, down});
   }
@@ -416,10 +423,10 @@ struct StepBuilder {
       const std::string cos_table = g.buffer(step::kRopeCos, {cap, c.head_dim}, act);
       const std::string sin_table = g.buffer(step::kRopeSin, {cap, c.head_dim}, act);
       const Attributes rows = shape_attr({1, 1, t, c.head_dim});
-      const std::string cos =
-          g.op("rope.cos.rows", OpTag::reshape, {g.op("rope.cos.at", OpTag::embedding, {cos_table, step::kPositions})}, rows);
-      const std::string sin =
-          g.op("rope.sin.rows", OpTag::reshape, {g.op("rope.sin.at", OpTag::embedding, {sin_table, step::kPositions})}, rows);
+      const std::string cos = g.op("rope.cos.rows", OpTag::reshape,
+                                   {g.op("rope.cos.at", OpTag::embedding, {cos_table, step::kPositions})}, rows);
+      const std::string sin = g.op("rope.sin.rows", OpTag::reshape,
+                                   {g.op("rope.sin.at", OpTag::embedding, {sin_table, step::kPositions})}, rows);
       for (std::int64_t l = 0; l < c.layers; ++l) x = llama_layer(l, x, cos, sin);
     } else {
       embedding = param("transformer.wte.weight", {c.vocab, c.hidden});

@@ -32,8 +32,8 @@ Precision parse_precision(std::string_view name, std::string_view where);
 struct TensorSpec {
   std::string name;
   Dims shape;
-  bool linear = false;      ///< a projection weight: int8 storage quantizes it
-  bool conv1d = false;      ///< GPT-2's Conv1D: the file stores it transposed, [in, out]
+  bool linear = false;  ///< a projection weight: int8 storage quantizes it
+  bool conv1d = false;  ///< GPT-2's Conv1D: the file stores it transposed, [in, out]
 };
 /// Every tensor of `config`'s checkpoint (float storage), in layer order.
 std::vector<TensorSpec> checkpoint_tensors(const DecoderConfig& config);
@@ -69,14 +69,14 @@ std::pair<Tensor, Tensor> rotary_tables(const DecoderConfig& config, std::int64_
 
 /// The names of a step graph's sources and outputs.
 namespace step {
-inline constexpr const char* kTokens = "input_ids";          ///< i64 [1, T]
-inline constexpr const char* kPositions = "positions";       ///< i64 [T]
-inline constexpr const char* kMask = "attention_mask";       ///< bool [groups * T, C]
-inline constexpr const char* kLogits = "logits";             ///< [1, 1, vocab]: the last new token's
-inline constexpr const char* kRopeCos = "rope.cos";          ///< Llama: [C, head_dim]
+inline constexpr const char* kTokens = "input_ids";     ///< i64 [1, T]
+inline constexpr const char* kPositions = "positions";  ///< i64 [T]
+inline constexpr const char* kMask = "attention_mask";  ///< bool [groups * T, C]
+inline constexpr const char* kLogits = "logits";        ///< [1, 1, vocab]: the last new token's
+inline constexpr const char* kRopeCos = "rope.cos";     ///< Llama: [C, head_dim]
 inline constexpr const char* kRopeSin = "rope.sin";
-std::string cache_input(std::int64_t layer, bool value);     ///< "cache.L.key" / "cache.L.value"
-std::string cache_output(std::int64_t layer, bool value);    ///< the updated cache (index_copy's node)
+std::string cache_input(std::int64_t layer, bool value);   ///< "cache.L.key" / "cache.L.value"
+std::string cache_output(std::int64_t layer, bool value);  ///< the updated cache (index_copy's node)
 }  // namespace step
 
 /// The graph of one step over `tokens` new tokens (T) against caches of `capacity` positions (C).

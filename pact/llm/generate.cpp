@@ -21,7 +21,8 @@ DType activation_dtype(Precision p) { return p == Precision::bf16 ? DType::bf16 
 }  // namespace
 
 Generator::Generator(DecoderConfig config, Precision precision, std::int64_t capacity,
-                     const contract::BackendProfile& profile, std::shared_ptr<const contract::EvidenceResolver> resolver)
+                     const contract::BackendProfile& profile,
+                     std::shared_ptr<const contract::EvidenceResolver> resolver)
     : config_(std::move(config)),
       precision_(precision),
       capacity_(capacity),
@@ -30,8 +31,7 @@ Generator::Generator(DecoderConfig config, Precision precision, std::int64_t cap
 
 Expected<Generator, plan::PlanRejection> Generator::plan(const DecoderConfig& config,
                                                          std::map<std::string, Tensor> weights, Precision precision,
-                                                         std::int64_t capacity,
-                                                         const contract::BackendProfile& profile,
+                                                         std::int64_t capacity, const contract::BackendProfile& profile,
                                                          std::shared_ptr<const contract::EvidenceResolver> resolver) {
   if (capacity == 0) capacity = config.context;
   if (capacity < 1 || capacity > config.context) {
@@ -85,16 +85,17 @@ const plan::AcceptedGraphPlan& Generator::plan_for(std::int64_t tokens) {
   if (auto it = plans_.find(tokens); it != plans_.end()) return it->second;
   auto planned = plan::plan_graph(step_graph(config_, precision_, tokens, capacity_), profile_, *resolver_);
   if (!planned) {
-    throw_error(ErrorCode::unsupported, "pact generate",
-                fmt::format("the {}-token step was rejected:\n{}", tokens,
-                            plan::render_audit_table(planned.error().audit)));
+    throw_error(
+        ErrorCode::unsupported, "pact generate",
+        fmt::format("the {}-token step was rejected:\n{}", tokens, plan::render_audit_table(planned.error().audit)));
   }
   return plans_.emplace(tokens, std::move(planned).value()).first->second;
 }
 
 std::vector<float> Generator::forward(std::span<const std::int64_t> ids) {
   constexpr const char* op = "pact generate";
-  if (broken_) throw_error(ErrorCode::invalid_argument, op, "a previous step failed and took the caches; reset() first");
+  if (broken_)
+    throw_error(ErrorCode::invalid_argument, op, "a previous step failed and took the caches; reset() first");
   const auto t = static_cast<std::int64_t>(ids.size());
   if (t == 0) throw_error(ErrorCode::invalid_argument, op, "no tokens to run");
   if (t > capacity_ - position_) {

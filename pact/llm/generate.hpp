@@ -24,9 +24,9 @@ class Generator {
   /// Plans the decode step for caches of `capacity` positions (0: the configuration's context) over
   /// `weights` (load_weights' result, moved in). A rejected plan returns its audit; a capacity past the
   /// context, or weights the graph does not bind, are typed errors.
-  static Expected<Generator, plan::PlanRejection> plan(const DecoderConfig& config, std::map<std::string, Tensor> weights,
-                                                       Precision precision, std::int64_t capacity,
-                                                       const contract::BackendProfile& profile,
+  static Expected<Generator, plan::PlanRejection> plan(const DecoderConfig& config,
+                                                       std::map<std::string, Tensor> weights, Precision precision,
+                                                       std::int64_t capacity, const contract::BackendProfile& profile,
                                                        std::shared_ptr<const contract::EvidenceResolver> resolver);
 
   /// Runs `ids` as the next tokens (positions position() ...): every layer's keys and values enter the
@@ -83,10 +83,10 @@ class Sampler {
 };
 
 struct GenerationResult {
-  std::vector<std::int64_t> tokens;         ///< the new tokens
-  std::vector<std::vector<float>> logits;   ///< with keep_logits: the logits each new token was drawn from
-  double prefill_seconds = 0;               ///< the prompt's step
-  double decode_seconds = 0;                ///< every later step
+  std::vector<std::int64_t> tokens;        ///< the new tokens
+  std::vector<std::vector<float>> logits;  ///< with keep_logits: the logits each new token was drawn from
+  double prefill_seconds = 0;              ///< the prompt's step
+  double decode_seconds = 0;               ///< every later step
   /// New tokens per second over the whole generation (prefill included).
   double tokens_per_second() const noexcept;
 };

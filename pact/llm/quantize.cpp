@@ -49,7 +49,8 @@ QuantizedRows quantize_rows(const TensorView& w) {
 
 QuantizeReport quantize_folder(const std::string& dir, Precision to, const std::string& out) {
   constexpr const char* op = "pact quantize";
-  if (to == Precision::f32) throw_error(ErrorCode::invalid_argument, op, "--dtype f32: nothing to convert (bf16 or int8)");
+  if (to == Precision::f32)
+    throw_error(ErrorCode::invalid_argument, op, "--dtype f32: nothing to convert (bf16 or int8)");
   namespace fs = std::filesystem;
   std::error_code ec;
   if (fs::exists(out, ec) && !fs::is_directory(out, ec))

@@ -19,7 +19,7 @@ namespace {
 
 constexpr std::array<std::string_view, 9> kPipeline{"core", "spec", "ops",     "kernels", "contract",
                                                     "ir",   "plan", "runtime", "train"};
-constexpr std::array<std::string_view, 4> kBeside{"capture", "seal", "verify", "ledger"};
+constexpr std::array<std::string_view, 5> kBeside{"capture", "seal", "verify", "ledger", "llm"};
 
 int pipeline_rank(std::string_view module) {
   const auto it = std::find(kPipeline.begin(), kPipeline.end(), module);

@@ -427,3 +427,55 @@ TEST(Executor, OneGraphThroughEveryPathGivesIdenticalResults) {
 
 }  // namespace
 }  // namespace pact::runtime
+
+namespace pact::runtime {
+namespace {
+
+// Note [Donated operands]: index_copy writes into operand 0 when the caller moved in its only handle and
+// nothing else reads it; a caller that keeps a handle gets a new value and its own is untouched. Both give
+// the same values, under every provider that serves index_copy (native, reference, half).
+TEST(Executor, ADonatedOperandIsUpdatedInPlaceAndAKeptOneIsNot) {
+  for (const char* profile : {"cpu-checked", "cpu-deterministic"}) {
+    for (DType dtype : {DType::f32, DType::bf16}) {
+      if (dtype == DType::bf16 && std::string(profile) == "cpu-deterministic") continue;  // no reference bf16
+      ir::GraphBuilder b;
+      b.input("cache", Dims{2, 5, 3}, dtype);
+      b.input("at", Dims{2}, DType::i64);
+      b.input("rows", Dims{2, 2, 3}, dtype);
+      b.op("next", ops::OpTag::index_copy, {"cache", "at", "rows"}, {{"dim", std::int64_t{1}}});
+      b.output("next");
+      auto plan = plan::plan_graph(b.build(), contract::builtin_profile(profile), contract::DefaultEvidenceResolver{});
+      ASSERT_TRUE(plan.has_value()) << profile;
+      auto bindings = [&](EagerTensor cache) {
+        std::vector<float> rows(12);
+        for (std::size_t i = 0; i < rows.size(); ++i) rows[i] = static_cast<float>(i + 1);
+        const std::vector<std::int64_t> at{3, 0};
+        return std::map<std::string, EagerTensor>{
+            {"cache", std::move(cache)},
+            {"at", EagerTensor{retain(Tensor::from_values<std::int64_t>({2}, at))}},
+            {"rows", EagerTensor{retain(Tensor::from_values<float>({2, 2, 3}, rows).as_view().convert(dtype))}}};
+      };
+      auto fresh = [&] { return EagerTensor{retain(Tensor::full({2, 5, 3}, dtype, -1.0))}; };
+
+      EagerTensor kept = fresh();
+      const auto kept_id = kept.view().span_identity();
+      ExecutionResult copied = execute(*plan, bindings(kept));
+      const TensorView out_copied = copied.outputs.at("next").view();
+      EXPECT_NE(out_copied.span_identity(), kept_id) << profile;
+      EXPECT_EQ(kept.view().to_doubles(), std::vector<double>(30, -1.0)) << "the kept cache was written";
+
+      EagerTensor donated = fresh();
+      const auto donated_id = donated.view().span_identity();
+      ExecutionResult in_place = execute(*plan, bindings(std::move(donated)));
+      const TensorView out = in_place.outputs.at("next").view();
+      EXPECT_EQ(out.span_identity(), donated_id) << profile << ": the donated cache was copied";
+      EXPECT_EQ(out.to_doubles(), out_copied.to_doubles());
+      EXPECT_EQ(out.get(Dims{0, 3, 0}).real, 1.0);
+      EXPECT_EQ(out.get(Dims{1, 0, 2}).real, 12.0);
+      EXPECT_EQ(out.get(Dims{1, 1, 0}).real, -1.0);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace pact::runtime

@@ -1,5 +1,7 @@
 // `pact generate DIR` and `pact quantize DIR`: Hugging Face decoder folders (pact/llm).
 
+#include "pact/llm/generate.hpp"
+
 #include <fmt/format.h>
 #include <omp.h>
 #include <unistd.h>
@@ -9,7 +11,6 @@
 
 #include "pact/core/json.hpp"
 #include "pact/kernels/cpu/gemm.hpp"
-#include "pact/llm/generate.hpp"
 #include "pact/llm/quantize.hpp"
 #include "tools/pact/command.hpp"
 
@@ -47,7 +48,8 @@ std::vector<std::int64_t> parse_ids(const std::string& text) {
 
 int run_generate(const GenerateArgs& a) {
   constexpr const char* op = "pact generate";
-  if (a.threads < 0) throw_error(ErrorCode::invalid_argument, op, fmt::format("--threads {} must be positive", a.threads));
+  if (a.threads < 0)
+    throw_error(ErrorCode::invalid_argument, op, fmt::format("--threads {} must be positive", a.threads));
   if (a.threads > 0) {
     omp_set_num_threads(a.threads);
     kernels::cpu::openblas_threads(a.threads);
@@ -57,9 +59,9 @@ int run_generate(const GenerateArgs& a) {
   const llm::DecoderConfig config = llm::load_config(a.dir);
   for (const auto& f : config.unknown_fields)
     std::fprintf(stderr, "pact generate: config.json field '%s' is not known to Pact; ignored\n", printable(f).c_str());
-  const llm::Precision precision = a.dtype.empty()
-                                       ? (config.storage == llm::Storage::int8 ? llm::Precision::int8 : llm::Precision::f32)
-                                       : llm::parse_precision(a.dtype, op);
+  const llm::Precision precision =
+      a.dtype.empty() ? (config.storage == llm::Storage::int8 ? llm::Precision::int8 : llm::Precision::f32)
+                      : llm::parse_precision(a.dtype, op);
   const llm::SamplingOptions sampling{a.temperature, a.top_k, a.seed};
   (void)llm::Sampler(sampling);  // bad sampling options are refused before the weights are read
   const std::int64_t capacity = a.context == 0 ? config.context : a.context;
@@ -77,13 +79,12 @@ int run_generate(const GenerateArgs& a) {
   llm::Generator& generator = *planned;
   if (a.audit && !a.json) std::fputs(plan::render_audit_table(generator.audit()).c_str(), stdout);
   const bool progress = !a.json && ::isatty(STDERR_FILENO) != 0;
-  const auto result = llm::generate(generator, prompt, a.max_new_tokens, sampling, false,
-                                    [&](std::int64_t, const llm::GenerationResult& so_far) {
-                                      if (!progress) return;
-                                      std::fprintf(stderr, "\r%zu/%lld tokens, %.1f tokens/s", so_far.tokens.size(),
-                                                   static_cast<long long>(a.max_new_tokens),
-                                                   so_far.tokens_per_second());
-                                    });
+  const auto result = llm::generate(
+      generator, prompt, a.max_new_tokens, sampling, false, [&](std::int64_t, const llm::GenerationResult& so_far) {
+        if (!progress) return;
+        std::fprintf(stderr, "\r%zu/%lld tokens, %.1f tokens/s", so_far.tokens.size(),
+                     static_cast<long long>(a.max_new_tokens), so_far.tokens_per_second());
+      });
   if (progress) std::fputc('\n', stderr);
   if (a.json) {
     Json doc{{"tokens", result.tokens},

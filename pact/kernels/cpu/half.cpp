@@ -308,8 +308,8 @@ namespace pact::kernels::cpu::half {
 // tolerances bound (ops::OpInfo::tolerance(DType)). Two kernels avoid the widened copy where it would
 // cost more than the work: linear on a few rows (the decode step of a language model) reads its 16-bit
 // weight in place through the gemv_bf16 / gemv_f16 families, and embedding and index_copy (a KV cache's
-// update), like the view ops, move 16-bit rows without converting them. The VJPs are the native VJPs between the same conversions; an
-// operand the op does not save reaches them as an f32 geometry-only placeholder, as the tape's own.
+// update), like the view ops, move 16-bit rows without converting them. The VJPs are the native VJPs between the same
+// conversions; an operand the op does not save reaches them as an f32 geometry-only placeholder, as the tape's own.
 
 using ops::Attributes;
 using ops::OpTag;
