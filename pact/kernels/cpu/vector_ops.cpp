@@ -142,12 +142,23 @@ PACT_SIMD_INLINE void gemv_body(const float* __restrict x, const float* __restri
 PACT_SIMD_VARIANTS(gemv_rows, gemv_body);
 
 // Rows [j0, j1) of y = scale * (x W^T) + bias against an int8 weight: the weights widened to f32 in the loop.
+// A decode step is this loop over every weight, which it reads as one sequential stream (row after row);
+// 64 lanes keep four AVX-512 (eight AVX2) accumulator chains in flight, so the widening and the FMAs are
+// not waiting on one chain's latency.
 PACT_SIMD_INLINE void gemv_i8_body(const float* x, const std::int8_t* w, const float* scale, const float* bias,
                                    std::int64_t j0, std::int64_t j1, std::int64_t in_f, float* y) {
+  constexpr int L = 64;
   for (std::int64_t j = j0; j < j1; ++j) {
     const std::int8_t* row = w + j * in_f;
-    y[j] = lanes_sum(in_f, [x, row](std::int64_t k) { return x[k] * static_cast<float>(row[k]); }) * scale[j] +
-           (bias != nullptr ? bias[j] : 0.0f);
+    float acc[L] = {};
+    std::int64_t k = 0;
+    for (; k + L <= in_f; k += L)
+      for (int l = 0; l < L; ++l) acc[l] += x[k + l] * static_cast<float>(row[k + l]);
+    float t = 0.0f;
+    for (; k < in_f; ++k) t += x[k] * static_cast<float>(row[k]);
+    for (int h = L / 2; h > 0; h /= 2)
+      for (int l = 0; l < h; ++l) acc[l] += acc[l + h];
+    y[j] = (acc[0] + t) * scale[j] + (bias != nullptr ? bias[j] : 0.0f);
   }
 }
 PACT_SIMD_VARIANTS(gemv_i8_rows, gemv_i8_body);
