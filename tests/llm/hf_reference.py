@@ -97,7 +97,7 @@ class Llama:
         return torch.nn.functional.linear(x, self.w[name + ".weight"], b)
 
     def forward(self, ids, cache):
-        """ids [1, T]; cache: list of (k, v) per layer or None; returns logits of every new token, cache."""
+        """ids [1, T]; cache: list of (k, v) per layer or None; returns the last new token's logits, cache."""
         w, c = self.w, self.c
         t = ids.shape[1]
         past = 0 if cache[0] is None else cache[0][0].shape[2]
@@ -128,7 +128,7 @@ class Llama:
             h = self.rms(x, w[p + "post_attention_layernorm.weight"])
             m = torch.nn.functional.silu(self.lin(h, p + "mlp.gate_proj")) * self.lin(h, p + "mlp.up_proj")
             x = x + self.lin(m, p + "mlp.down_proj")
-        x = self.rms(x, w["model.norm.weight"])
+        x = self.rms(x[:, -1:, :], w["model.norm.weight"])  # the last token's logits only (logits_to_keep=1)
         head = w["model.embed_tokens.weight"] if c.get("tie_word_embeddings", False) else w["lm_head.weight"]
         return x @ head.T, cache
 
@@ -174,7 +174,7 @@ class GPT2:
             x = x + self.conv1d(a, p + "attn.c_proj")
             h = self.ln(x, p + "ln_2")
             x = x + self.conv1d(self.gelu_new(self.conv1d(h, p + "mlp.c_fc")), p + "mlp.c_proj")
-        x = self.ln(x, "transformer.ln_f")
+        x = self.ln(x[:, -1:, :], "transformer.ln_f")  # the last token's logits only
         return x @ w["transformer.wte.weight"].T, cache
 
 
