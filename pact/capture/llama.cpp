@@ -49,13 +49,14 @@ EagerTensor repeat_kv(runtime::Session& s, const EagerTensor& x, const LlamaConf
 }  // namespace
 
 ModelFn llama_model(const LlamaConfig& c) {
-  if (c.heads <= 0 || c.kv_heads <= 0 || c.heads % c.kv_heads != 0 || c.d_model % c.heads != 0) {
+  if (c.heads <= 0 || c.kv_heads <= 0 || c.heads % c.kv_heads != 0 || (c.head_dim <= 0 && c.d_model % c.heads != 0)) {
     throw_error(ErrorCode::invalid_argument, "llama",
                 fmt::format("heads {} must divide d_model {} and be a multiple of kv_heads {}", c.heads, c.d_model,
                             c.kv_heads));
   }
   return [c](runtime::Session& s, Substrate& sub) {
-    const std::int64_t dh = c.d_model / c.heads, kv = c.kv_heads * dh;
+    const std::int64_t dh = c.head_dim > 0 ? c.head_dim : c.d_model / c.heads, q_width = c.heads * dh,
+                       kv = c.kv_heads * dh;
     const double init = 0.02;
     EagerTensor tokens = s.input("tokens", sub.input(Dims{c.batch, c.seq}, DType::i64, c.vocab));
     EagerTensor emb = s.parameter("tok_embeddings.weight", sub.parameter(Dims{c.vocab, c.d_model}, init));
@@ -66,12 +67,19 @@ ModelFn llama_model(const LlamaConfig& c) {
       EagerTensor attn;
       {
         auto m = s.module("attention");
-        EagerTensor wq = s.parameter("wq.weight", sub.parameter(Dims{c.d_model, c.d_model}, init));
-        EagerTensor wk = s.parameter("wk.weight", sub.parameter(Dims{kv, c.d_model}, init));
-        EagerTensor wv = s.parameter("wv.weight", sub.parameter(Dims{kv, c.d_model}, init));
-        EagerTensor wo = s.parameter("wo.weight", sub.parameter(Dims{c.d_model, c.d_model}, init));
-        auto heads = [&](const EagerTensor& w, std::int64_t n) {
-          EagerTensor p = op(s, OpTag::linear, {h, w});
+        auto projection = [&](const char* name, std::int64_t out, std::int64_t in) {
+          std::vector<EagerTensor> p{s.parameter(fmt::format("{}.weight", name), sub.parameter(Dims{out, in}, init))};
+          if (c.attention_bias) p.push_back(s.parameter(fmt::format("{}.bias", name), sub.filled(Dims{out}, 0.0)));
+          return p;
+        };
+        const auto wq = projection("wq", q_width, c.d_model), wk = projection("wk", kv, c.d_model),
+                   wv = projection("wv", kv, c.d_model), wo = projection("wo", c.d_model, q_width);
+        auto linear = [&](const EagerTensor& x, std::vector<EagerTensor> w) {
+          w.insert(w.begin(), x);
+          return s.apply(OpTag::linear, w);
+        };
+        auto heads = [&](const std::vector<EagerTensor>& w, std::int64_t n) {
+          EagerTensor p = linear(h, w);
           EagerTensor r = op(s, OpTag::reshape, {p}, shape_attr({c.batch, c.seq, n, dh}));
           return op(s, OpTag::transpose, {r}, Attributes{{"dim0", std::int64_t{1}}, {"dim1", std::int64_t{2}}});
         };
@@ -80,25 +88,32 @@ ModelFn llama_model(const LlamaConfig& c) {
         EagerTensor v = repeat_kv(s, heads(wv, c.kv_heads), c, dh);
         EagerTensor a = op(s, OpTag::scaled_dot_product_attention, {q, k, v}, Attributes{{"is_causal", true}});
         EagerTensor t = op(s, OpTag::transpose, {a}, Attributes{{"dim0", std::int64_t{1}}, {"dim1", std::int64_t{2}}});
-        EagerTensor merged = op(s, OpTag::reshape, {t}, shape_attr({c.batch, c.seq, c.d_model}));
-        attn = op(s, OpTag::linear, {merged, wo});
+        EagerTensor merged = op(s, OpTag::reshape, {t}, shape_attr({c.batch, c.seq, q_width}));
+        attn = linear(merged, wo);
       }
       x = op(s, OpTag::add, {x, attn});
       h = rms_norm(s, sub, "ffn_norm", x, c);
       EagerTensor ff;
       {
         auto m = s.module("feed_forward");
-        EagerTensor w1 = s.parameter("w1.weight", sub.parameter(Dims{c.ffn, c.d_model}, init));
-        EagerTensor w2 = s.parameter("w2.weight", sub.parameter(Dims{c.d_model, c.ffn}, init));
-        EagerTensor w3 = s.parameter("w3.weight", sub.parameter(Dims{c.ffn, c.d_model}, init));
-        EagerTensor gate = op(s, OpTag::silu, {op(s, OpTag::linear, {h, w1})});
-        EagerTensor up = op(s, OpTag::linear, {h, w3});
-        ff = op(s, OpTag::linear, {op(s, OpTag::mul, {gate, up}), w2});
+        auto projection = [&](const char* name, std::int64_t out, std::int64_t in) {
+          std::vector<EagerTensor> p{h,
+                                     s.parameter(fmt::format("{}.weight", name), sub.parameter(Dims{out, in}, init))};
+          if (c.mlp_bias) p.push_back(s.parameter(fmt::format("{}.bias", name), sub.filled(Dims{out}, 0.0)));
+          return p;
+        };
+        auto w1 = projection("w1", c.ffn, c.d_model), w3 = projection("w3", c.ffn, c.d_model);
+        auto w2 = projection("w2", c.d_model, c.ffn);
+        EagerTensor gate = op(s, OpTag::silu, {s.apply(OpTag::linear, w1)});
+        EagerTensor up = s.apply(OpTag::linear, w3);
+        w2[0] = op(s, OpTag::mul, {gate, up});
+        ff = s.apply(OpTag::linear, w2);
       }
       x = op(s, OpTag::add, {x, ff});
     }
     x = rms_norm(s, sub, "norm", x, c);
-    EagerTensor head = s.parameter("output.weight", sub.parameter(Dims{c.vocab, c.d_model}, init));
+    EagerTensor head = c.tied ? s.tie("output.weight", emb)
+                              : s.parameter("output.weight", sub.parameter(Dims{c.vocab, c.d_model}, init));
     return std::vector<EagerTensor>{op(s, OpTag::linear, {x, head})};
   };
 }

@@ -3,8 +3,9 @@
 /// multi-head attention with grouped key/value heads (repeat-interleaved) and a causal mask, residual,
 /// RMSNorm, SwiGLU feed-forward, residual; a final RMSNorm and an untied output head. Parameter names
 /// follow Meta's checkpoints (tok_embeddings, layers.N.attention.wq, feed_forward.w1, ...). Rotary
-/// position embeddings are left out: they have no parameters and under 0.1% of the FLOPs, and the op
-/// table has no rotary op. Under structure-only capture it runs with no weights anywhere.
+/// position embeddings are left out: they have no parameters and under 0.1% of the FLOPs. `pact capture
+/// llama --config DIR/config.json` builds one from a Hugging Face config (pact/llm reads it), with the
+/// checkpoint's exact parameter count. Under structure-only capture it runs with no weights anywhere.
 
 #include <string_view>
 
@@ -16,6 +17,9 @@ struct LlamaConfig {
   std::string name;
   std::int64_t layers = 2, d_model = 64, heads = 4, kv_heads = 4, ffn = 172, vocab = 256, seq = 32, batch = 1;
   double norm_eps = 1e-5;
+  std::int64_t head_dim = 0;  ///< per-head width; 0: d_model / heads
+  bool tied = false;          ///< the output head reads the embedding table (one parameter, counted once)
+  bool attention_bias = false, mlp_bias = false;  ///< biases on the attention / feed-forward projections
 };
 
 /// Named configurations: "7b" (32 layers, d_model 4096, 32 heads, ffn 11008, vocab 32000, seq 2048),

@@ -14,6 +14,7 @@
 #include "pact/core/cpu.hpp"
 #include "pact/core/file.hpp"
 #include "pact/ir/torch_import.hpp"
+#include "pact/llm/config.hpp"
 #include "pact/spec/spec.hpp"
 #include "pact/train/trainer.hpp"
 #include "tools/pact/command.hpp"
@@ -32,10 +33,37 @@ struct Resolved {
   std::string description;
 };
 
+// A Hugging Face Llama config.json (read by pact/llm: every field honoured, ignored or refused) as the
+// capture's Llama: the checkpoint's tensors, so the capture counts its exact parameters.
+capture::LlamaConfig llama_from_hugging_face(const std::string& path) {
+  const llm::DecoderConfig h = llm::parse_config(read_file(path, "pact capture", llm::kMaxConfigBytes), path);
+  if (h.family != llm::Family::llama) {
+    throw_error(
+        ErrorCode::invalid_argument, "pact capture",
+        fmt::format("{} is a {} config; pact capture llama reads Llama configs", path, llm::family_name(h.family)));
+  }
+  capture::LlamaConfig c;
+  c.name = path;
+  c.layers = h.layers;
+  c.d_model = h.hidden;
+  c.heads = h.heads;
+  c.kv_heads = h.kv_heads;
+  c.head_dim = h.head_dim;
+  c.ffn = h.intermediate;
+  c.vocab = h.vocab;
+  c.seq = std::min<std::int64_t>(h.context, 2048);
+  c.norm_eps = h.norm_eps;
+  c.tied = h.tied;
+  c.attention_bias = h.attention_bias;
+  c.mlp_bias = h.mlp_bias;
+  return c;
+}
+
 std::unique_ptr<Resolved> resolve(const CaptureArgs& a) {
   auto r = std::make_unique<Resolved>();
   if (a.model == "llama") {
-    capture::LlamaConfig c = capture::llama_config(a.config);
+    capture::LlamaConfig c = std::filesystem::is_regular_file(a.config) ? llama_from_hugging_face(a.config)
+                                                                        : capture::llama_config(a.config);
     if (a.batch > 0) c.batch = a.batch;
     if (a.seq > 0) c.seq = a.seq;
     r->fn = capture::llama_model(c);
@@ -217,7 +245,8 @@ const bool capture_registered = register_command("capture", [](CLI::App& app) {
   capture_cmd->add_flag("--structure-only", a->structure_only,
                         "meta storage: no values, no weights, shapes as hypotheses");
   capture_cmd->add_flag("--capabilities", *capabilities, "print the structure-only capability table and exit");
-  capture_cmd->add_option("--config", a->config, "llama configuration: 7b | 13b | 70b | tiny");
+  capture_cmd->add_option("--config", a->config,
+                          "llama configuration: 7b | 13b | 70b | tiny, or a Hugging Face config.json");
   capture_cmd->add_option("--batch", a->batch, "batch size (llama, mlp, cnn)");
   capture_cmd->add_option("--seq", a->seq, "sequence length (llama)");
   capture_cmd->add_option("--optimizer", a->optimizer, "memory estimate for sgd | sgd-momentum | adam | adamw");
