@@ -197,6 +197,14 @@ DecoderConfig parse_config(std::string_view json_text, std::string_view where) {
     if (flag(doc, "add_cross_attention", where, false))
       refuse(where, "add_cross_attention", known("add_cross_attention")->why);
   }
+  if (c.layers > kMaxLayers) {
+    refuse(where, c.family == Family::llama ? "num_hidden_layers" : "n_layer",
+           fmt::format("{} layers; at most {} are read", c.layers, kMaxLayers));
+  }
+  if (c.heads * c.head_dim > kMaxConfigExtent || c.kv_heads * c.head_dim > kMaxConfigExtent) {
+    refuse(where, "head_dim",
+           fmt::format("{} heads of {} exceed a width of {}", c.heads, c.head_dim, kMaxConfigExtent));
+  }
   if (present(doc, "pact_quantization")) {
     const Json& q = doc.at("pact_quantization");
     if (!q.is_object() || !q.contains("dtype") || q.at("dtype") != "int8")

@@ -55,9 +55,11 @@ std::span<const ConfigField> config_fields() noexcept;
 
 /// Largest config.json read (docs/limits.md).
 inline constexpr std::uint64_t kMaxConfigBytes = 1u << 20;
-/// Largest value of any size field (hidden, layers, vocab, ...): 2^24, so products of two stay far from
-/// overflow before the tensors are checked against the files.
+/// Largest value of any size field (hidden, heads * head_dim, vocab, ...): 2^24; and most layers: 1024
+/// (Llama 3 405B has 126). Every tensor then holds at most 2^50 elements and a checkpoint under 2^62, and
+/// a step graph stays under ir::kMaxGraphNodes (docs/limits.md).
 inline constexpr std::int64_t kMaxConfigExtent = std::int64_t{1} << 24;
+inline constexpr std::int64_t kMaxLayers = 1024;
 
 /// Parses config.json text. `where` names the file in messages. Every failure is pact::Error: parse_error
 /// for malformed JSON, invalid_argument naming the field for a missing, mistyped, out-of-range or

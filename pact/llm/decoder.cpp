@@ -109,28 +109,34 @@ namespace {
 std::string inside(const std::string& dir, const std::string& name, std::string_view where) {
   if (name.empty() || !path_within(dir, name)) {
     throw_error(ErrorCode::invalid_argument, std::string(where),
-                fmt::format("shard '{}' is not a file inside the folder", name));
+                fmt::format("shard '{}' is not a file inside the folder", printable(name)));
   }
   return (std::filesystem::path(dir) / name).string();
 }
 
 }  // namespace
 
+std::map<std::string, std::set<std::string>> parse_shard_index(std::string_view json_text, std::string_view where) {
+  const std::string at(where);
+  const Json doc = parse_json(json_text, where);
+  if (!doc.is_object() || !doc.contains("weight_map") || !doc.at("weight_map").is_object())
+    throw_error(ErrorCode::parse_error, at, "weight_map: must be an object of tensor name -> shard file");
+  std::map<std::string, std::set<std::string>> by_shard;
+  for (const auto& [name, file] : doc.at("weight_map").items()) {
+    if (!file.is_string() || file.get<std::string>().empty())
+      throw_error(ErrorCode::parse_error, at, fmt::format("weight_map.{}: must be a file name", printable(name)));
+    by_shard[file.get<std::string>()].insert(name);
+    if (by_shard.size() > kMaxShards)
+      throw_error(ErrorCode::invalid_argument, at, fmt::format("names more than {} shards", kMaxShards));
+  }
+  return by_shard;
+}
+
 std::vector<std::pair<std::string, Tensor>> read_checkpoint(const std::string& dir) {
   const std::string single = dir + "/model.safetensors", index = dir + "/model.safetensors.index.json";
   if (std::filesystem::exists(single) || !std::filesystem::exists(index))
     return std::move(ir::read_safetensors(single).tensors);
-  const Json doc = parse_json(read_file(index, "pact generate", kMaxIndexBytes), index);
-  if (!doc.is_object() || !doc.contains("weight_map") || !doc.at("weight_map").is_object())
-    throw_error(ErrorCode::parse_error, index, "weight_map: must be an object of tensor name -> shard file");
-  std::map<std::string, std::set<std::string>> by_shard;  // shard file -> the tensors the index puts there
-  for (const auto& [name, file] : doc.at("weight_map").items()) {
-    if (!file.is_string())
-      throw_error(ErrorCode::parse_error, index, fmt::format("weight_map.{}: must be a file name", name));
-    by_shard[file.get<std::string>()].insert(name);
-    if (by_shard.size() > kMaxShards)
-      throw_error(ErrorCode::invalid_argument, index, fmt::format("names more than {} shards", kMaxShards));
-  }
+  auto by_shard = parse_shard_index(read_file(index, "pact generate", kMaxIndexBytes), index);
   std::vector<std::pair<std::string, Tensor>> out;
   std::set<std::string> seen;
   for (auto& [file, names] : by_shard) {

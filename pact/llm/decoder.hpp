@@ -11,6 +11,7 @@
 /// Note [Decoder step graph] in decoder.cpp says how the cache, the mask and grouped heads are laid out.
 
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -48,6 +49,10 @@ std::string scale_name(const std::string& weight);
 inline constexpr std::uint64_t kMaxIndexBytes = 16u << 20;
 inline constexpr std::size_t kMaxShards = 4096;
 
+/// A model.safetensors.index.json: shard file -> the tensors the index puts there. Malformed text, a
+/// weight_map that is not an object of names to non-empty file names, or more than kMaxShards shards is a
+/// typed error naming `where`.
+std::map<std::string, std::set<std::string>> parse_shard_index(std::string_view json_text, std::string_view where);
 /// The tensors of a folder's model.safetensors, or of the shards a model.safetensors.index.json names
 /// (each shard file inside the folder; an entry whose file lacks it, a tensor in two shards or a shard
 /// outside the folder is a typed error naming it), under their file names.
