@@ -1,5 +1,6 @@
 // Fuzzes the readers of a Hugging Face decoder folder (pact/llm): the first byte picks config.json,
-// model.safetensors.index.json, or a safetensors file checked against a fixed tiny Llama configuration.
+// model.safetensors.index.json, a safetensors file checked against a fixed tiny Llama configuration, or a
+// tokenizer.model (whatever loads encodes and decodes text without failing).
 // Malformed bytes are a typed pact::Error; a config that parses yields consistent tensors and, when small,
 // a step graph that validates; weights that load are exactly the configuration's tensors.
 
@@ -7,6 +8,7 @@
 
 #include "pact/ir/safetensors.hpp"
 #include "pact/llm/decoder.hpp"
+#include "pact/llm/tokenizer.hpp"
 
 namespace {
 
@@ -19,7 +21,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (size == 0) return 0;
   const std::string_view text(reinterpret_cast<const char*>(data + 1), size - 1);
   try {
-    switch (data[0] % 3) {
+    switch (data[0] % 4) {
       case 0: {
         const pact::llm::DecoderConfig c = pact::llm::parse_config(text, "fuzz");
         if (c.heads % c.kv_heads != 0 || c.head_dim <= 0 || c.layers > pact::llm::kMaxLayers) __builtin_trap();
@@ -36,6 +38,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         if (shards.size() > pact::llm::kMaxShards) __builtin_trap();
         for (const auto& [file, names] : shards)
           if (file.empty() || names.empty()) __builtin_trap();
+        break;
+      }
+      case 3: {
+        const auto t = pact::llm::Tokenizer::parse(text, "fuzz");
+        const auto ids = t.encode("pact runs a plan");
+        (void)t.decode(ids);
+        (void)t.decode({-1, t.vocab_size(), 0});
         break;
       }
       default: {

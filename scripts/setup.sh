@@ -6,10 +6,10 @@ set -euo pipefail
 required=(
   build-essential cmake ninja-build pkg-config git python3
   nlohmann-json3-dev libyaml-cpp-dev libtomlplusplus-dev libcli11-dev libfmt-dev
-  libssl-dev libopenblas-dev zlib1g-dev libseccomp-dev libcpuinfo-dev libzip-dev
+  libssl-dev libopenblas-dev zlib1g-dev libseccomp-dev libcpuinfo-dev libzip-dev libsentencepiece-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev clang-format clang-tidy
-  python3-torch python3-torchvision
+  python3-torch python3-torchvision python3-sentencepiece
 )
 
 missing=()

@@ -7,6 +7,12 @@ set -euo pipefail
 pact=$1 dir=$2
 rm -rf "$dir" && mkdir -p "$dir"
 fail() { echo "llm: $*" >&2; exit 1; }
+refused() {  # expected message, then the command; exit status 1 and the message on stderr
+  local want=$1; shift
+  set +e; out=$("$@" 2>&1); rc=$?; set -e
+  [ $rc -eq 1 ] || fail "exit $rc (want 1) from $*: $out"
+  echo "$out" | grep -q -- "$want" || fail "no '$want' in: $out"
+}
 /usr/bin/python3 -c 'import torch' 2>/dev/null || { echo "llm: needs /usr/bin/python3 with torch; skipped"; exit 77; }
 ref=tests/llm/hf_reference.py
 /usr/bin/python3 $ref make "$dir/llama" --family llama --seed 3
@@ -23,6 +29,38 @@ audit=$("$pact" generate "$dir/gpt2" --prompt-ids 1,2,3 --max-new-tokens 3 --aud
 echo "$audit" | grep -q "cache.1.value.next *index_copy *native.index_copy" || fail "--audit does not list the cache update"
 seeded() { "$pact" generate "$dir/llama" --prompt-ids 5 --max-new-tokens 8 --temperature 0.9 --top-k 20 --seed "$1" 2>/dev/null; }
 [ "$(seeded 4)" = "$(seeded 4)" ] || fail "the same seed drew different tokens"
+
+# A SentencePiece tokenizer.model (trained here on a small text): --prompt is its encoding, the new ids
+# come back as its decoding.
+/usr/bin/python3 - "$dir" <<'PY'
+import random, sys, sentencepiece as spm
+random.seed(1)
+words = "the a model token cache layer head query key value step run plan kernel graph weight".split()
+with open(sys.argv[1] + "/corpus.txt", "w") as f:
+    for _ in range(2000):
+        f.write(" ".join(random.choice(words) for _ in range(8)) + "\n")
+spm.SentencePieceTrainer.train(input=sys.argv[1] + "/corpus.txt", model_prefix=sys.argv[1] + "/llama/tokenizer",
+                               vocab_size=120, model_type="bpe", minloglevel=2)
+PY
+json=$("$pact" generate "$dir/llama" --prompt "the model runs a plan" --max-new-tokens 6 --json)
+/usr/bin/python3 - "$dir" "$json" <<'PY' || fail "the tokenizer disagrees with SentencePiece: $json"
+import json, sys, sentencepiece as spm
+sp = spm.SentencePieceProcessor(model_file=sys.argv[1] + "/llama/tokenizer.model")
+d = json.loads(sys.argv[2])
+assert d["prompt_tokens"] == len(sp.encode("the model runs a plan")), d
+want, run = "", []
+for t in d["tokens"] + [None]:
+    if t is not None and t < sp.get_piece_size():
+        run.append(t)
+        continue
+    want += sp.decode(run) if run else ""
+    run = []
+    if t is not None:
+        want += "<id %d>" % t
+assert d["text"] == want, (d["text"], want)
+PY
+refused "needs a SentencePiece" "$pact" generate "$dir/gpt2" --prompt "hello"
+refused "one)" "$pact" generate "$dir/llama" --prompt "hello" --prompt-ids 1
 
 # Quantized folders run, and an int8 folder gives what --dtype int8 gives in memory.
 "$pact" quantize "$dir/llama" --dtype int8 -o "$dir/llama-int8" > "$dir/q.log" && grep -q "wrote" "$dir/q.log" || fail "quantize int8"
@@ -41,12 +79,6 @@ print(sum(v.numel() for k, v in t.items() if not k.endswith('inv_freq')))")
 got=$("$pact" capture llama --config "$dir/llama/config.json" --structure-only --json |
   /usr/bin/python3 -c 'import json, sys; print(json.load(sys.stdin)["estimates"]["parameters"])')
 [ "$got" = "$want" ] || fail "capture counts $got parameters; the checkpoint holds $want"
-refused() {  # expected message, then the command; exit status 1 and the message on stderr
-  local want=$1; shift
-  set +e; out=$("$@" 2>&1); rc=$?; set -e
-  [ $rc -eq 1 ] || fail "exit $rc (want 1) from $*: $out"
-  echo "$out" | grep -q -- "$want" || fail "no '$want' in: $out"
-}
 refused "gpt2 config" "$pact" capture llama --config "$dir/gpt2/config.json" --structure-only
 
 # Bad input: named, exit 1.
@@ -65,4 +97,6 @@ refused "rope_scaling" "$pact" generate "$dir/bad" --prompt-ids 1
 cp "$dir/llama/config.json" "$dir/bad/config.json"
 head -c 5000 "$dir/llama/model.safetensors" > "$dir/bad/model.safetensors"
 refused "parse_error" "$pact" generate "$dir/bad" --prompt-ids 1
+cp "$dir/llama/model.safetensors" "$dir/bad/" && echo "not a model" > "$dir/bad/tokenizer.model"
+refused "not a SentencePiece model" "$pact" generate "$dir/bad" --prompt "hello"
 echo "llm: ok"

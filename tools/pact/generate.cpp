@@ -8,10 +8,13 @@
 
 #include <charconv>
 #include <cstdio>
+#include <filesystem>
+#include <optional>
 
 #include "pact/core/json.hpp"
 #include "pact/kernels/cpu/gemm.hpp"
 #include "pact/llm/quantize.hpp"
+#include "pact/llm/tokenizer.hpp"
 #include "tools/pact/command.hpp"
 
 namespace pact::cli {
@@ -19,7 +22,7 @@ namespace pact::cli {
 namespace {
 
 struct GenerateArgs {
-  std::string dir, prompt_ids, dtype, profile = "cpu-checked";
+  std::string dir, prompt_ids, prompt, dtype, profile = "cpu-checked";
   std::int64_t max_new_tokens = 16, top_k = 0, context = 0;
   double temperature = 0;
   std::uint64_t seed = 0;
@@ -54,8 +57,18 @@ int run_generate(const GenerateArgs& a) {
     omp_set_num_threads(a.threads);
     kernels::cpu::openblas_threads(a.threads);
   }
-  if (a.prompt_ids.empty()) throw_error(ErrorCode::invalid_argument, op, "give the prompt as --prompt-ids 1,2,3");
-  const std::vector<std::int64_t> prompt = parse_ids(a.prompt_ids);
+  if (a.prompt_ids.empty() == a.prompt.empty())
+    throw_error(ErrorCode::invalid_argument, op, "give the prompt as --prompt-ids 1,2,3 or as --prompt TEXT (one)");
+  // A tokenizer.model beside the weights turns --prompt into ids and the new ids into text.
+  const std::string tokenizer_path = a.dir + "/tokenizer.model";
+  std::optional<llm::Tokenizer> tokenizer;
+  if (std::filesystem::exists(tokenizer_path)) {
+    tokenizer.emplace(llm::Tokenizer::load(tokenizer_path));
+  } else if (!a.prompt.empty()) {
+    throw_error(ErrorCode::invalid_argument, op,
+                fmt::format("--prompt needs a SentencePiece {}; give --prompt-ids instead", tokenizer_path));
+  }
+  const std::vector<std::int64_t> prompt = a.prompt.empty() ? parse_ids(a.prompt_ids) : tokenizer->encode(a.prompt);
   const llm::DecoderConfig config = llm::load_config(a.dir);
   for (const auto& f : config.unknown_fields)
     std::fprintf(stderr, "pact generate: config.json field '%s' is not known to Pact; ignored\n", printable(f).c_str());
@@ -97,7 +110,13 @@ int run_generate(const GenerateArgs& a) {
              {"family", std::string(llm::family_name(config.family))},
              {"context", generator.capacity()},
              {"threads", omp_get_max_threads()}};
-    std::printf("%s\n", doc.dump().c_str());
+    if (tokenizer) doc["text"] = tokenizer->decode(result.tokens);
+    // Text a tokenizer decoded may end inside a UTF-8 sequence: replaced, never a throw.
+    std::printf("%s\n", doc.dump(-1, ' ', false, Json::error_handler_t::replace).c_str());
+    return 0;
+  }
+  if (tokenizer) {
+    std::printf("%s\n", tokenizer->decode(result.tokens).c_str());
     return 0;
   }
   std::string ids;
@@ -115,6 +134,7 @@ const bool generate_registered = register_command("generate", [](CLI::App& app) 
   auto* cmd = app.add_subcommand("generate", "generate tokens from a Hugging Face Llama or GPT-2 folder");
   cmd->add_option("dir", a->dir, "folder with config.json and model.safetensors (or a sharded index)")->required();
   cmd->add_option("--prompt-ids", a->prompt_ids, "the prompt's token ids, comma-separated");
+  cmd->add_option("--prompt", a->prompt, "the prompt as text (needs DIR/tokenizer.model); the new text is printed");
   cmd->add_option("--max-new-tokens", a->max_new_tokens, "tokens to generate (default 16)");
   cmd->add_option("--dtype", a->dtype, "f32 | bf16 | int8 (default: the folder's: f32, or int8 for a quantized one)");
   cmd->add_option("--temperature", a->temperature, "0 (default) is greedy; above 0 samples");
