@@ -46,7 +46,7 @@ std::vector<TensorSpec> checkpoint_tensors(const DecoderConfig& c) {
   std::vector<TensorSpec> t;
   const std::int64_t d = c.hidden, q = c.heads * c.head_dim, kv = c.kv_heads * c.head_dim, f = c.intermediate;
   auto add = [&](std::string name, Dims shape, bool linear = false, bool conv1d = false) {
-    t.push_back({std::move(name), std::move(shape), linear, conv1d});
+    t.push_back({std::move(name), shape, linear, conv1d});
   };
   if (c.family == Family::llama) {
     add("model.embed_tokens.weight", {c.vocab, d});
