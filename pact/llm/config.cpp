@@ -33,7 +33,7 @@ constexpr ConfigField kFields[] = {
     {"attention_bias", "llama", "honoured", "biases on the q, k, v and o projections"},
     {"mlp_bias", "llama", "honoured", "biases on the gate, up and down projections"},
     {"hidden_act", "llama", "honoured", "\"silu\" only; any other activation is refused"},
-    {"rope_scaling", "llama", "refused", "linear, dynamic, YaRN and Llama 3 frequency scaling are not implemented; null is accepted"},
+    {"rope_scaling", "llama", "honoured", "null, \"linear\" (factor) and \"llama3\" (factor, low_freq_factor, high_freq_factor, original_max_position_embeddings) rescale the rotary frequencies; \"dynamic\", \"yarn\", \"longrope\" and any other type are refused"},
     {"pretraining_tp", "llama", "ignored", "splits the projections during pretraining only; the products are the same"},
     {"attention_dropout", "llama", "ignored", "dropout is inactive in inference"},
     {"n_embd", "gpt2", "honoured", "the residual width"},
@@ -119,6 +119,41 @@ std::string text(const Json& doc, const char* field, std::string_view where, std
   return doc.at(field).get<std::string>();
 }
 
+// rope_scaling: {"rope_type" (or the older "type"): "linear" | "llama3", "factor": ..., ...}.
+void read_rope_scaling(const Json& r, std::string_view where, DecoderConfig& c) {
+  if (!r.is_object()) refuse(where, "rope_scaling", fmt::format("must be an object or null; it is {}", r.dump()));
+  const std::string type = r.contains("rope_type") ? text(r, "rope_type", where, "") : text(r, "type", where, "");
+  if (type != "linear" && type != "llama3") {
+    refuse(where, "rope_scaling",
+           fmt::format("type '{}' is not supported (\"linear\" and \"llama3\" are)", printable(type)));
+  }
+  auto number = [&](const char* field) {
+    if (!present(r, field)) refuse(where, "rope_scaling", fmt::format("{} scaling needs '{}'", type, field));
+    const Json& v = r.at(field);
+    if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() <= 0)
+      refuse(where, fmt::format("rope_scaling.{}", field),
+             fmt::format("must be a positive finite number; it is {}", v.dump()));
+    return v.get<double>();
+  };
+  c.rope_type = type;
+  c.rope_factor = number("factor");
+  if (type == "llama3") {
+    c.rope_low_freq_factor = number("low_freq_factor");
+    c.rope_high_freq_factor = number("high_freq_factor");
+    if (!(c.rope_high_freq_factor > c.rope_low_freq_factor)) {
+      refuse(where, "rope_scaling",
+             fmt::format("high_freq_factor {} must exceed low_freq_factor {}", c.rope_high_freq_factor,
+                         c.rope_low_freq_factor));
+    }
+    const auto original = json_int64(r.value("original_max_position_embeddings", Json()));
+    if (!original || *original < 1 || *original > kMaxConfigExtent) {
+      refuse(where, "rope_scaling.original_max_position_embeddings",
+             fmt::format("must be an integer in [1, {}]", kMaxConfigExtent));
+    }
+    c.rope_original_context = *original;
+  }
+}
+
 }  // namespace
 
 std::span<const ConfigField> config_fields() noexcept { return kFields; }
@@ -168,7 +203,7 @@ DecoderConfig parse_config(std::string_view json_text, std::string_view where) {
     c.activation = text(doc, "hidden_act", where, "silu");
     if (c.activation != "silu")
       refuse(where, "hidden_act", fmt::format("'{}': only \"silu\" is supported", c.activation));
-    if (present(doc, "rope_scaling")) refuse(where, "rope_scaling", known("rope_scaling")->why);
+    if (present(doc, "rope_scaling")) read_rope_scaling(doc.at("rope_scaling"), where, c);
   } else {
     c.hidden = extent(doc, "n_embd", where);
     c.heads = extent(doc, "n_head", where);

@@ -33,10 +33,15 @@ struct DecoderConfig {
   std::int64_t context = 0;       ///< max_position_embeddings / n_positions
   double norm_eps = 1e-6;         ///< rms_norm_eps / layer_norm_epsilon
   double rope_theta = 10000.0;    ///< Llama only
-  bool tied = false;              ///< tie_word_embeddings (GPT-2: always)
-  bool attention_bias = false;    ///< Llama's attention_bias (GPT-2: always)
-  bool mlp_bias = false;          ///< Llama's mlp_bias (GPT-2: always)
-  std::string activation;         ///< "silu" (Llama), "gelu_tanh" (GPT-2's gelu_new) or "gelu"
+  /// rope_scaling (Llama): "default" (none), "linear" (every frequency / factor) or "llama3" (Llama 3.1's
+  /// wavelength-dependent scaling between low_freq_factor and high_freq_factor of the original context).
+  std::string rope_type = "default";
+  double rope_factor = 1.0, rope_low_freq_factor = 1.0, rope_high_freq_factor = 4.0;
+  std::int64_t rope_original_context = 0;
+  bool tied = false;            ///< tie_word_embeddings (GPT-2: always)
+  bool attention_bias = false;  ///< Llama's attention_bias (GPT-2: always)
+  bool mlp_bias = false;        ///< Llama's mlp_bias (GPT-2: always)
+  std::string activation;       ///< "silu" (Llama), "gelu_tanh" (GPT-2's gelu_new) or "gelu"
   Storage storage = Storage::floating;
   std::vector<std::string> unknown_fields;  ///< fields not in config_fields(), reported by `pact generate`
 

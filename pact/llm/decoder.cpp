@@ -261,13 +261,28 @@ std::map<std::string, Tensor> load_weights(std::vector<std::pair<std::string, Te
   return out;
 }
 
+// The rotary frequency of pair i, rescaled as rope_scaling says (Hugging Face's
+// _compute_linear_scaling_rope_parameters and _compute_llama3_parameters).
+double rotary_frequency(const DecoderConfig& c, std::int64_t i) {
+  const double f = std::pow(c.rope_theta, -2.0 * static_cast<double>(i) / static_cast<double>(c.head_dim));
+  if (c.rope_type == "linear") return f / c.rope_factor;
+  if (c.rope_type != "llama3") return f;
+  const double original = static_cast<double>(c.rope_original_context);
+  const double low_wavelength = original / c.rope_low_freq_factor, high_wavelength = original / c.rope_high_freq_factor;
+  const double wavelength = 2.0 * std::acos(-1.0) / f;
+  if (wavelength < high_wavelength) return f;
+  if (wavelength > low_wavelength) return f / c.rope_factor;
+  const double smooth =
+      (original / wavelength - c.rope_low_freq_factor) / (c.rope_high_freq_factor - c.rope_low_freq_factor);
+  return (1.0 - smooth) * f / c.rope_factor + smooth * f;
+}
+
 std::pair<Tensor, Tensor> rotary_tables(const DecoderConfig& c, std::int64_t capacity) {
   const std::int64_t hd = c.head_dim, half = hd / 2;
   std::vector<float> cos(static_cast<std::size_t>(capacity * hd)), sin(cos.size());
   for (std::int64_t p = 0; p < capacity; ++p)
     for (std::int64_t i = 0; i < half; ++i) {
-      const double angle =
-          static_cast<double>(p) * std::pow(c.rope_theta, -2.0 * static_cast<double>(i) / static_cast<double>(hd));
+      const double angle = static_cast<double>(p) * rotary_frequency(c, i);
       const auto at = static_cast<std::size_t>(p * hd + i);
       cos[at] = cos[at + half] = static_cast<float>(std::cos(angle));
       sin[at] = sin[at + half] = static_cast<float>(std::sin(angle));

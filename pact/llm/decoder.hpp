@@ -68,8 +68,8 @@ std::map<std::string, Tensor> load_weights(std::vector<std::pair<std::string, Te
                                            const DecoderConfig& config, Precision precision, std::string_view where);
 
 /// The f32 rotary tables of a Llama configuration at positions [0, capacity): cos and sin of position *
-/// rope_theta^(-2i / head_dim), each half repeated ([capacity, head_dim], Hugging Face's rotate-half
-/// layout), computed in double and rounded once.
+/// rope_theta^(-2i / head_dim) (rescaled as rope_scaling says), each half repeated ([capacity, head_dim],
+/// Hugging Face's rotate-half layout), computed in double and rounded once.
 std::pair<Tensor, Tensor> rotary_tables(const DecoderConfig& config, std::int64_t capacity);
 
 /// The names of a step graph's sources and outputs.

@@ -92,7 +92,7 @@ refused "needs a float folder" "$pact" generate "$dir/llama-int8" --prompt-ids 1
 refused "nothing to convert" "$pact" quantize "$dir/llama" --dtype f32 -o "$dir/x"
 refused "config.json" "$pact" generate "$dir/none" --prompt-ids 1
 mkdir -p "$dir/bad" && cp "$dir/llama/model.safetensors" "$dir/bad/"
-sed 's/"rope_theta"/"rope_scaling": {"type": "linear", "factor": 2.0}, "rope_theta"/' "$dir/llama/config.json" > "$dir/bad/config.json"
+sed 's/"rope_theta"/"rope_scaling": {"type": "dynamic", "factor": 2.0}, "rope_theta"/' "$dir/llama/config.json" > "$dir/bad/config.json"
 refused "rope_scaling" "$pact" generate "$dir/bad" --prompt-ids 1
 cp "$dir/llama/config.json" "$dir/bad/config.json"
 head -c 5000 "$dir/llama/model.safetensors" > "$dir/bad/model.safetensors"

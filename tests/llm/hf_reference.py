@@ -75,6 +75,20 @@ class Llama:
         self.heads, self.kv = c["num_attention_heads"], c.get("num_key_value_heads", c["num_attention_heads"])
         self.hd = c.get("head_dim", c["hidden_size"] // self.heads)
         inv = 1.0 / (c.get("rope_theta", 10000.0) ** (torch.arange(0, self.hd, 2, dtype=torch.int64).float() / self.hd))
+        scaling = c.get("rope_scaling") or {}
+        kind = scaling.get("rope_type", scaling.get("type", "default"))
+        if kind == "linear":  # _compute_linear_scaling_rope_parameters
+            inv = inv / scaling["factor"]
+        elif kind == "llama3":  # _compute_llama3_parameters
+            factor, low, high = scaling["factor"], scaling["low_freq_factor"], scaling["high_freq_factor"]
+            old = scaling["original_max_position_embeddings"]
+            low_wavelen, high_wavelen = old / low, old / high
+            wavelen = 2 * math.pi / inv
+            scaled = torch.where(wavelen > low_wavelen, inv / factor, inv)
+            smooth = (old / wavelen - low) / (high - low)
+            smoothed = (1 - smooth) * scaled / factor + smooth * scaled
+            medium = ~(wavelen < high_wavelen) * ~(wavelen > low_wavelen)
+            inv = torch.where(medium, smoothed, scaled)
         self.inv_freq = inv
 
     def rms(self, x, w):
@@ -207,6 +221,8 @@ def make(args):
                   "tie_word_embeddings": args.tied, "hidden_act": "silu", "torch_dtype": "float32",
                   "bos_token_id": 1, "eos_token_id": 2, "initializer_range": 0.02, "use_cache": True,
                   "transformers_version": "4.40.0"}
+        if args.rope_scaling:
+            config["rope_scaling"] = json.loads(args.rope_scaling)
         tensors["model.embed_tokens.weight"] = normal(vocab, d)
         for l in range(layers):
             p = f"model.layers.{l}."
@@ -306,6 +322,7 @@ def main():
     m.add_argument("--context", type=int, default=128)
     m.add_argument("--rope-theta", type=float, default=500000.0)
     m.add_argument("--tied", action="store_true")
+    m.add_argument("--rope-scaling", help="Llama's rope_scaling, as JSON")
     m.add_argument("--seed", type=int, default=0)
     e = sub.add_parser("expect")
     e.add_argument("dir")

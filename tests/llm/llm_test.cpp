@@ -122,7 +122,9 @@ TEST(LlmConfig, RefusesWhatItCannotHonourNamingTheField) {
   };
   const std::vector<std::tuple<const char*, std::string, Json>> cases = {
       {kLlamaConfig, "model_type", "mistral"},
-      {kLlamaConfig, "rope_scaling", Json{{"type", "linear"}, {"factor", 2.0}}},
+      {kLlamaConfig, "rope_scaling", Json{{"type", "dynamic"}, {"factor", 2.0}}},
+      {kLlamaConfig, "rope_scaling", Json{{"rope_type", "llama3"}, {"factor", 8.0}}},
+      {kLlamaConfig, "rope_scaling", Json{{"rope_type", "linear"}, {"factor", -1.0}}},
       {kLlamaConfig, "hidden_act", "gelu"},
       {kLlamaConfig, "quantization_config", Json{{"quant_method", "gptq"}}},
       {kLlamaConfig, "num_key_value_heads", 3},
@@ -397,11 +399,22 @@ std::pair<double, double> forced(llm::Generator& g, const std::vector<std::int64
 
 class LlmAgreement : public ::testing::TestWithParam<const char*> {};
 
+// "llama3": a Llama with Llama 3.1's rope_scaling, the original context short enough that every branch of
+// the rescaling (kept, divided, smoothed) meets a frequency.
+std::string make_args(const std::string& dir, const std::string& variant) {
+  if (variant == "llama3") {
+    return "make " + dir +
+           " --family llama --seed 7 --rope-scaling '{\"rope_type\": \"llama3\", \"factor\": 8.0, "
+           "\"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0, \"original_max_position_embeddings\": 16}'";
+  }
+  return "make " + dir + " --family " + variant + " --seed 7";
+}
+
 TEST_P(LlmAgreement, F32MatchesPyTorchAtEveryStepAndBf16AndInt8StayWithinTheirTolerances) {
   if (!has_torch()) GTEST_SKIP() << "needs /usr/bin/python3 with torch (python3-torch)";
   TempDir dir(std::string("agree-") + GetParam());
   const std::string family = GetParam();
-  if (!run_reference("make " + dir.path() + " --family " + family + " --seed 7")) return;
+  if (!run_reference(make_args(dir.path(), family))) return;
   const std::vector<std::int64_t> prompt{1, 2, 3, 4, 5};
   const Reference ref = expected(dir.path(), "1,2,3,4,5", 64);
   ASSERT_EQ(ref.tokens.size(), 64u);
@@ -441,13 +454,13 @@ TEST_P(LlmAgreement, AChangedModelIsCaught) {
   if (!has_torch()) GTEST_SKIP() << "needs /usr/bin/python3 with torch (python3-torch)";
   TempDir dir(std::string("changed-") + GetParam());
   const std::string family = GetParam();
-  if (!run_reference("make " + dir.path() + " --family " + family + " --seed 7")) return;
+  if (!run_reference(make_args(dir.path(), family))) return;
   const Reference ref = expected(dir.path(), "1,2,3,4,5", 4);
   ASSERT_EQ(ref.tokens.size(), 4u);
   const DecoderConfig c = llm::load_config(dir.path());
   auto weights = llm::load_weights(llm::read_checkpoint(dir.path()), c, Precision::f32, dir.path());
   const std::string name =
-      family == "llama" ? "model.layers.1.mlp.down_proj.weight" : "transformer.h.1.mlp.c_proj.weight";
+      family == "gpt2" ? "transformer.h.1.mlp.c_proj.weight" : "model.layers.1.mlp.down_proj.weight";
   Tensor& w = weights.at(name);
   std::vector<double> v = w.as_view().to_doubles();
   for (std::size_t i = 0; i < 8; ++i) v[i] *= 1.01;
@@ -459,7 +472,7 @@ TEST_P(LlmAgreement, AChangedModelIsCaught) {
   EXPECT_GT(forced(*g, {1, 2, 3, 4, 5}, ref).first, 1e-4);
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, LlmAgreement, ::testing::Values("llama", "gpt2"));
+INSTANTIATE_TEST_SUITE_P(Families, LlmAgreement, ::testing::Values("llama", "gpt2", "llama3"));
 
 // ---- quantized folders --------------------------------------------------------------------------------
 
