@@ -30,6 +30,8 @@ std::string_view precision_name(Precision p) noexcept {
   return "?";
 }
 
+DType activation_dtype(Precision p) noexcept { return p == Precision::bf16 ? DType::bf16 : DType::f32; }
+
 Precision parse_precision(std::string_view name, std::string_view where) {
   if (name == "f32") return Precision::f32;
   if (name == "bf16") return Precision::bf16;
@@ -178,8 +180,6 @@ bool recomputable(const DecoderConfig& c, const std::string& name) {
   return ends(".attn.bias") || ends(".attn.masked_bias");
 }
 
-bool floating(DType t) { return t == DType::f32 || t == DType::f64 || t == DType::bf16 || t == DType::f16; }
-
 }  // namespace
 
 std::map<std::string, Tensor> load_weights(std::vector<std::pair<std::string, Tensor>> tensors, const DecoderConfig& c,
@@ -199,7 +199,7 @@ std::map<std::string, Tensor> load_weights(std::vector<std::pair<std::string, Te
   }
   // A tied head saved beside its embedding is the same values: the graph reads the embedding.
   if (c.tied && c.storage == Storage::floating) file.erase("lm_head.weight");
-  const DType act = precision == Precision::bf16 ? DType::bf16 : DType::f32;
+  const DType act = activation_dtype(precision);
   std::map<std::string, Tensor> out;
   for (const TensorSpec& spec : checkpoint_tensors(c)) {
     auto it = file.find(spec.name);
@@ -223,7 +223,7 @@ std::map<std::string, Tensor> load_weights(std::vector<std::pair<std::string, Te
       const std::string sname = scale_name(spec.name);
       auto s = file.find(sname);
       if (s == file.end()) throw_error(ErrorCode::invalid_argument, at, fmt::format("tensor '{}' is missing", sname));
-      if (!floating(s->second.dtype()) || !(s->second.shape() == Dims{spec.shape[0]})) {
+      if (!is_floating(s->second.dtype()) || !(s->second.shape() == Dims{spec.shape[0]})) {
         throw_error(ErrorCode::invalid_argument, at,
                     fmt::format("tensor '{}' is {}{}; the configuration needs a float [{}]", sname,
                                 dtype_name(s->second.dtype()), s->second.shape().to_string(), spec.shape[0]));
@@ -233,7 +233,7 @@ std::map<std::string, Tensor> load_weights(std::vector<std::pair<std::string, Te
       out.emplace(spec.name, std::move(t));
       continue;
     }
-    if (!floating(t.dtype())) {
+    if (!is_floating(t.dtype())) {
       throw_error(ErrorCode::dtype_mismatch, at,
                   fmt::format("tensor '{}' is {}; expected a float dtype", spec.name, dtype_name(t.dtype())));
     }
@@ -482,7 +482,7 @@ ir::Graph step_graph(const DecoderConfig& config, Precision precision, std::int6
     throw_error(ErrorCode::invalid_argument, "llm step graph",
                 fmt::format("a cache of {} positions exceeds n_positions {}", capacity, config.context));
   }
-  StepBuilder b{config, precision, precision == Precision::bf16 ? DType::bf16 : DType::f32, tokens, capacity, {}};
+  StepBuilder b{config, precision, activation_dtype(precision), tokens, capacity, {}};
   return b.build();
 }
 

@@ -25,6 +25,9 @@ namespace pact::llm {
 /// provider), or int8 (linear weights i8 with per-output-channel scales, everything else f32).
 enum class Precision { f32, bf16, int8 };
 std::string_view precision_name(Precision p) noexcept;
+/// The dtype of a run's activations, KV cache and float weights: bf16 for bf16, f32 otherwise (int8 keeps
+/// f32 activations).
+DType activation_dtype(Precision p) noexcept;
 /// "f32", "bf16" or "int8"; anything else is invalid_argument naming `where`.
 Precision parse_precision(std::string_view name, std::string_view where);
 

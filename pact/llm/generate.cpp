@@ -16,8 +16,6 @@ namespace {
 
 runtime::EagerTensor value(Tensor t) { return runtime::EagerTensor{runtime::retain(std::move(t))}; }
 
-DType activation_dtype(Precision p) { return p == Precision::bf16 ? DType::bf16 : DType::f32; }
-
 }  // namespace
 
 Generator::Generator(DecoderConfig config, Precision precision, std::int64_t capacity,

@@ -69,7 +69,7 @@ QuantizeReport quantize_folder(const std::string& dir, Precision to, const std::
   std::vector<std::pair<std::string, Tensor>> written;
   if (to == Precision::bf16) {
     for (auto& [name, t] : tensors) {
-      const bool floating = t.dtype() == DType::f32 || t.dtype() == DType::f64 || t.dtype() == DType::f16;
+      const bool floating = is_floating(t.dtype()) && t.dtype() != DType::bf16;
       written.emplace_back(name, floating ? t.as_view().convert(DType::bf16) : std::move(t));
     }
     doc["torch_dtype"] = "bfloat16";
