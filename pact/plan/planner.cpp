@@ -109,7 +109,48 @@ std::vector<PlannedKernel> training_kernels(const ir::Graph& graph, const Traini
   return out;
 }
 
+// The interpreter's walk of `graph` (Schedule): names resolved to positions once, here.
+Schedule schedule_of(const ir::Graph& graph, const PlanAudit& audit) {
+  const std::size_t count = graph.nodes.size();
+  std::unordered_map<std::string_view, std::uint32_t> position;
+  position.reserve(count);
+  for (std::size_t i = 0; i < count; ++i) position.emplace(graph.nodes[i].id, static_cast<std::uint32_t>(i));
+  Schedule s;
+  s.inputs.resize(count);
+  s.kernel.assign(count, Schedule::kNone);
+  s.last_use.assign(count, Schedule::kNone);
+  s.dies_after.resize(count);
+  for (std::size_t k = 0; k < audit.kernels.size(); ++k) {
+    if (audit.kernels[k].purpose != KernelPurpose::node) continue;
+    if (auto it = position.find(audit.kernels[k].node); it != position.end())
+      s.kernel[it->second] = static_cast<std::uint32_t>(k);
+  }
+  for (std::size_t i = 0; i < count; ++i) {
+    for (const auto& id : graph.nodes[i].inputs) {
+      const std::uint32_t v = position.at(id);  // a validated graph's inputs exist
+      s.inputs[i].push_back(v);
+      s.last_use[v] = static_cast<std::uint32_t>(i);
+    }
+  }
+  for (const auto& o : graph.outputs) {
+    const std::uint32_t v = position.at(o);
+    s.outputs.push_back(v);
+    s.last_use[v] = static_cast<std::uint32_t>(count);
+  }
+  for (std::size_t v = 0; v < count; ++v) {
+    if (s.last_use[v] < count) s.dies_after[s.last_use[v]].push_back(static_cast<std::uint32_t>(v));
+  }
+  return s;
+}
+
 }  // namespace
+
+AcceptedGraphPlan::AcceptedGraphPlan(contract::PlannerKey, ir::Graph graph, PlanAudit audit,
+                                     std::vector<contract::BoundKernel> bound)
+    : graph_(std::move(graph)),
+      audit_(std::move(audit)),
+      bound_(std::move(bound)),
+      schedule_(schedule_of(graph_, audit_)) {}
 
 Expected<AcceptedGraphPlan, PlanRejection> plan_graph(const ir::Graph& input_graph,
                                                       const contract::BackendProfile& profile,

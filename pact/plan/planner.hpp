@@ -3,6 +3,7 @@
 /// preference, group the choices by provider and device, run the contract check under the profile's
 /// assurance policy, and return an AcceptedGraphPlan or a rejection listing every failing obligation.
 
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <span>
@@ -65,18 +66,33 @@ struct PlanAudit {
   std::vector<Rewrite> rewrites;  ///< the inference fusions made before planning (fusion.hpp), if any
 };
 
+/// How the interpreter walks a plan (Note [One interpreter]), worked out once when the plan is made, so a
+/// run looks nothing up by name: per node position, its inputs' positions, its bound kernel, and the
+/// values that die after it.
+struct Schedule {
+  static constexpr std::uint32_t kNone = ~std::uint32_t{0};
+  std::vector<std::vector<std::uint32_t>> inputs;  ///< per node: the positions of its inputs, in order
+  std::vector<std::uint32_t> kernel;               ///< per node: its index in bound(), kNone when none
+  /// Per value: the position of the last node that reads it; the node count for a graph output (it lives to
+  /// the end), kNone when nothing reads it.
+  std::vector<std::uint32_t> last_use;
+  std::vector<std::vector<std::uint32_t>> dies_after;  ///< per node: the values whose last use it is, once each
+  std::vector<std::uint32_t> outputs;                  ///< the graph outputs' positions, in order
+};
+
 /// A plan whose every kernel passed the kernel-policy gate and the evidence check, bound to handlers. Only
 /// plan_graph makes one (Note [Planner passkey]); executing it trusts that it did.
 class AcceptedGraphPlan {
  public:
-  AcceptedGraphPlan(contract::PlannerKey, ir::Graph graph, PlanAudit audit, std::vector<contract::BoundKernel> bound)
-      : graph_(std::move(graph)), audit_(std::move(audit)), bound_(std::move(bound)) {}
+  AcceptedGraphPlan(contract::PlannerKey, ir::Graph graph, PlanAudit audit, std::vector<contract::BoundKernel> bound);
   /// The validated graph the plan was made for.
   const ir::Graph& graph() const noexcept { return graph_; }
   /// Every choice and every obligation's verdict.
   const PlanAudit& audit() const noexcept { return audit_; }
   /// The bound kernels, parallel to audit().kernels.
   std::span<const contract::BoundKernel> bound() const noexcept { return bound_; }
+  /// The graph by position, for the interpreter.
+  const Schedule& schedule() const noexcept { return schedule_; }
   /// The bound kernel of a purpose other than `node` for `subject` (a dtype name, a batch_norm node, a
   /// parameter: Note [Training kernels]), or nullptr when the plan admitted none.
   const contract::BoundKernel* training_kernel(KernelPurpose purpose, std::string_view subject) const {
@@ -91,6 +107,7 @@ class AcceptedGraphPlan {
   ir::Graph graph_;
   PlanAudit audit_;
   std::vector<contract::BoundKernel> bound_;
+  Schedule schedule_;
 };
 
 /// A rejected plan: the audit, whose check lists every failing obligation.

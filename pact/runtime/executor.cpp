@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <chrono>
 #include <set>
-#include <unordered_map>
 
 #include "pact/runtime/session.hpp"
 
@@ -15,9 +14,10 @@ namespace {
 
 // A checkpoint region: its nodes in order, the values it reads from outside, its one output.
 struct Region {
-  std::vector<const ir::Node*> nodes;
   std::vector<std::string> inputs;
+  std::vector<std::uint32_t> input_positions;
   std::string output;
+  std::uint32_t output_position = 0;
   std::size_t first = 0, last = 0;
 };
 
@@ -63,10 +63,11 @@ Regions checkpoint_regions_of(const ir::Graph& g, const std::vector<std::vector<
     const std::set<std::string> members(ids.begin(), ids.end());
     std::set<std::string> outputs;
     for (std::size_t k = region.first; k <= region.last; ++k) {
-      region.nodes.push_back(&g.nodes[k]);
       for (const auto& in : g.nodes[k].inputs) {
-        if (!members.count(in) && std::find(region.inputs.begin(), region.inputs.end(), in) == region.inputs.end())
+        if (!members.count(in) && std::find(region.inputs.begin(), region.inputs.end(), in) == region.inputs.end()) {
           region.inputs.push_back(in);
+          region.input_positions.push_back(static_cast<std::uint32_t>(position.at(in)));
+        }
       }
     }
     for (std::size_t k = region.last + 1; k < g.nodes.size(); ++k) {
@@ -80,6 +81,7 @@ Regions checkpoint_regions_of(const ir::Graph& g, const std::vector<std::vector<
     if (outputs.size() != 1)
       bad(fmt::format("{} of its values are used after it; a region has exactly one output", outputs.size()));
     region.output = *outputs.begin();
+    region.output_position = static_cast<std::uint32_t>(position.at(region.output));
     out.by_first.emplace(region.first, std::move(region));
   }
   return out;
@@ -99,109 +101,106 @@ Regions checkpoint_regions_of(const ir::Graph& g, const std::vector<std::vector<
 ExecutionResult execute(const plan::AcceptedGraphPlan& plan, std::map<std::string, EagerTensor> bindings,
                         const ExecutionOptions& options) {
   const ir::Graph& g = plan.graph();
+  const plan::Schedule& schedule = plan.schedule();
+  constexpr std::uint32_t kNone = plan::Schedule::kNone;
   if (!options.checkpoint_regions.empty() && options.session == nullptr) {
     throw_error(ErrorCode::invalid_argument, "execute", "checkpoint regions need a session to record them");
   }
   // Every node that executes was admitted by the planner (Note [One admission]).
   PACT_DCHECK(plan.bound().size() == plan.audit().kernels.size(), "execute");  // the planner binds every kernel
-  std::unordered_map<std::string, const contract::BoundKernel*> kernel_of;
-  for (std::size_t k = 0; k < plan.audit().kernels.size(); ++k) {
-    if (plan.audit().kernels[k].purpose == plan::KernelPurpose::node)
-      kernel_of[plan.audit().kernels[k].node] = &plan.bound()[k];
-  }
+  auto kernel_at = [&](std::size_t i) -> const contract::BoundKernel& {
+    const std::uint32_t k = schedule.kernel[i];
+    if (k == kNone) {
+      throw_error(ErrorCode::internal, "execute", fmt::format("node '{}' has no bound kernel", g.nodes[i].id));
+    }
+    return plan.bound()[k];
+  };
 
   const Regions regions = checkpoint_regions_of(g, options.checkpoint_regions);
   const std::vector<int>& region_of = regions.region_of;
   // Running statistics update in training mode only, from a batch_norm node's input as it runs: each
   // node's statistics kernel, looked up once per run.
-  std::vector<const contract::BoundKernel*> stats_of(g.nodes.size(), nullptr);
+  std::vector<const contract::BoundKernel*> stats_of;
   if (options.session != nullptr && options.session->training()) {
+    stats_of.assign(g.nodes.size(), nullptr);
     for (std::size_t i = 0; i < g.nodes.size(); ++i) {
       const ir::Node& n = g.nodes[i];
       if (n.op == ops::OpTag::batch_norm && n.inputs.size() == 5)
         stats_of[i] = plan.training_kernel(plan::KernelPurpose::running_stats, n.id);
-    }
-  }
-  for (std::size_t i = 0; i < g.nodes.size(); ++i) {
-    if (region_of[i] >= 0 && stats_of[i] != nullptr) {
-      throw_error(ErrorCode::invalid_argument, "execute",
-                  fmt::format("checkpoint region {} holds batch_norm node '{}', whose running statistics a "
-                              "recompute would update twice; leave it outside the region",
-                              region_of[i], g.nodes[i].id));
+      if (region_of[i] >= 0 && stats_of[i] != nullptr) {
+        throw_error(ErrorCode::invalid_argument, "execute",
+                    fmt::format("checkpoint region {} holds batch_norm node '{}', whose running statistics a "
+                                "recompute would update twice; leave it outside the region",
+                                region_of[i], n.id));
+      }
     }
   }
 
-  // Last use of each node (outputs live to the end); a region's interior is used by the region.
-  std::unordered_map<std::string, std::size_t> last_use;
-  for (std::size_t i = 0; i < g.nodes.size(); ++i) {
-    for (const auto& in : g.nodes[i].inputs) last_use[in] = i;
-  }
-  for (const auto& o : g.outputs) last_use[o] = g.nodes.size();
-
+  // The live values by position; a value dies after its last use (Schedule::dies_after), outputs live on.
   ExecutionResult result;
-  std::unordered_map<std::string, EagerTensor> live;
+  std::vector<EagerTensor> live(g.nodes.size());
   std::uint64_t live_bytes = 0;
   std::uint64_t seq = 0;
-  auto hold = [&](const std::string& id, EagerTensor t) {
+  auto hold = [&](std::size_t v, EagerTensor t) {
     live_bytes += t.view().nbytes();
     result.peak_bytes = std::max(result.peak_bytes, live_bytes);
-    live.emplace(id, std::move(t));
+    live[v] = std::move(t);
   };
-  auto run = [&](const ir::Node& n, std::span<const EagerTensor> in) {
-    const contract::BoundKernel& k = *kernel_of.at(n.id);
+  auto release_after = [&](std::size_t i) {
+    for (const std::uint32_t v : schedule.dies_after[i]) {
+      if (!live[v].value) continue;
+      live_bytes -= live[v].view().nbytes();
+      live[v] = EagerTensor{};
+    }
+  };
+  auto run = [&](std::size_t i, std::span<const EagerTensor> in) {
+    const ir::Node& n = g.nodes[i];
+    const contract::BoundKernel& k = kernel_at(i);
     if (options.session != nullptr) return options.session->run_admitted(k, n.op, in, n.attrs, n.id);
     kernels::KernelContext ctx = options.context;
     ctx.seed = options.context.seed * 0x9e3779b97f4a7c15ULL + (++seq);
     return run_recorded(*k.handler(), n.op, in, n.attrs, ctx, nullptr);
   };
-  auto release_inputs_of = [&](const ir::Node& n, std::size_t i) {
-    for (const auto& id : n.inputs) {
-      auto lu = last_use.find(id);
-      if (lu == last_use.end() || lu->second > i) continue;
-      if (auto it = live.find(id); it != live.end()) {
-        live_bytes -= it->second.view().nbytes();
-        live.erase(it);
-      }
-    }
-  };
   using Clock = std::chrono::steady_clock;
   const bool timed = options.node_seconds != nullptr;
   // Note [Donated operands]: the node's output when it ran in place, else nullopt (nothing changed).
   const bool records = options.session != nullptr && options.session->grad_enabled();
-  auto run_in_place = [&](const ir::Node& n, std::size_t i) -> std::optional<EagerTensor> {
-    const kernels::Handler& h = *kernel_of.at(n.id)->handler();
-    if (h.in_place == nullptr || records || n.inputs.empty()) return std::nullopt;
-    const std::string& target = n.inputs[0];
-    if (last_use.at(target) != i || std::count(n.inputs.begin(), n.inputs.end(), target) != 1) return std::nullopt;
-    auto it = live.find(target);
-    ValueRef ref = std::move(it->second.value);
-    live.erase(it);
+  auto run_in_place = [&](std::size_t i) -> std::optional<EagerTensor> {
+    const std::vector<std::uint32_t>& inputs = schedule.inputs[i];
+    if (records || inputs.empty() || schedule.kernel[i] == kNone) return std::nullopt;
+    const kernels::Handler& h = *kernel_at(i).handler();
+    if (h.in_place == nullptr) return std::nullopt;
+    const std::uint32_t target = inputs[0];
+    if (schedule.last_use[target] != i || std::count(inputs.begin(), inputs.end(), target) != 1) return std::nullopt;
+    ValueRef ref = std::move(live[target].value);
+    live[target] = EagerTensor{};
     const std::uint64_t bytes = ref->view().nbytes();
     auto owner = into_value(std::move(ref));
     if (!owner) {  // someone else holds it: put it back and run out of place
-      live.emplace(target, EagerTensor{std::move(owner.error().second)});
+      live[target] = EagerTensor{std::move(owner.error().second)};
       return std::nullopt;
     }
     live_bytes -= bytes;
     Tensor x = std::move(owner).value();
     std::vector<TensorView> read;
-    for (std::size_t k = 1; k < n.inputs.size(); ++k) read.push_back(live.at(n.inputs[k]).view());
+    for (std::size_t k = 1; k < inputs.size(); ++k) read.push_back(live[inputs[k]].view());
     const auto start = timed ? Clock::now() : Clock::time_point{};
-    kernels::run_in_place(h, x, read, n.attrs);
+    kernels::run_in_place(h, x, read, g.nodes[i].attrs);
     if (timed) (*options.node_seconds)[i] += std::chrono::duration<double>(Clock::now() - start).count();
     read.clear();
     return EagerTensor{retain(std::move(x))};
   };
   if (timed && options.node_seconds->size() < g.nodes.size()) options.node_seconds->resize(g.nodes.size(), 0.0);
+  std::vector<EagerTensor> in;  // one node's operands, reused
   for (std::size_t i = 0; i < g.nodes.size(); ++i) {
     const ir::Node& n = g.nodes[i];
     if (auto reg = regions.by_first.find(i); reg != regions.by_first.end()) {
       const Region& region = reg->second;
-      std::vector<EagerTensor> in;
-      for (const auto& id : region.inputs) in.push_back(live.at(id));
+      in.clear();
+      for (const std::uint32_t v : region.input_positions) in.push_back(live[v]);
       // The body owns copies of its nodes and kernels: the tape keeps it for backward, past this plan.
       std::vector<std::pair<ir::Node, contract::BoundKernel>> steps;
-      for (const ir::Node* node : region.nodes) steps.emplace_back(*node, *kernel_of.at(node->id));
+      for (std::size_t k = region.first; k <= region.last; ++k) steps.emplace_back(g.nodes[k], kernel_at(k));
       Session::RegionBody body = [steps, names = region.inputs, output = region.output](
                                      Session& s, std::span<const EagerTensor> args) {
         std::map<std::string, EagerTensor> local;
@@ -214,9 +213,10 @@ ExecutionResult execute(const plan::AcceptedGraphPlan& plan, std::map<std::strin
         return local.at(output);
       };
       const auto start = timed ? Clock::now() : Clock::time_point{};
-      hold(region.output, options.session->checkpoint(body, in));
+      hold(region.output_position, options.session->checkpoint(body, in));
       if (timed) (*options.node_seconds)[i] += std::chrono::duration<double>(Clock::now() - start).count();
-      for (std::size_t k = region.first; k <= region.last; ++k) release_inputs_of(g.nodes[k], region.last);
+      in.clear();
+      for (std::size_t k = region.first; k <= region.last; ++k) release_after(k);
       continue;
     }
     if (region_of[i] >= 0) continue;  // ran inside its region
@@ -228,15 +228,15 @@ ExecutionResult execute(const plan::AcceptedGraphPlan& plan, std::map<std::strin
       if (auto why = ir::Graph::binding_mismatch(n, it->second.dtype(), it->second.shape())) {
         throw_error(ErrorCode::invalid_argument, "execute", *why);
       }
-      hold(n.id, std::move(it->second));
-    } else if (auto donated = run_in_place(n, i)) {
-      hold(n.id, std::move(*donated));
+      hold(i, std::move(it->second));
+    } else if (auto donated = run_in_place(i)) {
+      hold(i, std::move(*donated));
     } else {
-      std::vector<EagerTensor> in;
-      for (const auto& id : n.inputs) in.push_back(live.at(id));
+      in.clear();
+      for (const std::uint32_t v : schedule.inputs[i]) in.push_back(live[v]);
       const auto start = timed ? Clock::now() : Clock::time_point{};
-      hold(n.id, role == ops::OpRole::sink ? in[0] : run(n, in));
-      if (const contract::BoundKernel* stats = stats_of[i]) {
+      hold(i, role == ops::OpRole::sink ? in[0] : run(i, in));
+      if (const contract::BoundKernel* stats = stats_of.empty() ? nullptr : stats_of[i]) {
         // New running statistics in fresh owners: the tape may retain the old ones for the VJP.
         Tensor mean = in[3].view().duplicate(), var = in[4].view().duplicate();
         Tensor* state[] = {&mean, &var};
@@ -247,10 +247,11 @@ ExecutionResult execute(const plan::AcceptedGraphPlan& plan, std::map<std::strin
         result.running_stats.insert_or_assign(n.inputs[4], std::move(var));
       }
       if (timed) (*options.node_seconds)[i] += std::chrono::duration<double>(Clock::now() - start).count();
+      in.clear();
     }
-    release_inputs_of(n, i);
+    release_after(i);
   }
-  for (const auto& o : g.outputs) result.outputs.emplace(o, live.at(o));
+  for (std::size_t k = 0; k < g.outputs.size(); ++k) result.outputs.emplace(g.outputs[k], live[schedule.outputs[k]]);
   return result;
 }
 

@@ -111,7 +111,8 @@ class Tape {
 // input where one exists (an alias record of the input's value), anything else runs the handler; with a
 // tape and an input that requires gradients, the op is recorded with what its VJP reads. Session::apply
 // (the eager API) and runtime::execute (every planned graph: training, checkpoint regions, imported
-// models, submission) both call it with a kernel that admission bound (Note [One admission]).
+// models, submission) both call it with a kernel that admission bound (Note [One admission]). execute
+// walks a plan by position (plan::Schedule, made with the plan): no name is looked up per node.
 /// Runs `handler` for `op` on `inputs` and records it on `tape` when gradients are needed (Note [One
 /// interpreter]). `tape` may be null (no recording).
 EagerTensor run_recorded(const kernels::Handler& handler, ops::OpTag op, std::span<const EagerTensor> inputs,
