@@ -29,6 +29,19 @@ inline float fast_exp(float x) {
   return x < -87.3f ? 0.0f : (x > 88.7f ? std::numeric_limits<float>::infinity() : (x != x ? x : y));
 }
 
+// acc[0] += acc[1] + ... + acc[L - 1], pairwise: lane l takes lane l + L/2, then l + L/4, down to one. The
+// widths are compile-time constants, so each step is one vector add: with the halving in a run-time loop,
+// GCC kept the lanes in memory and added them one scalar at a time, which cost a 768-wide int8 dot product
+// as much as its multiply-adds.
+template <int L>
+__attribute__((always_inline)) inline void fold_lanes(float* acc) {
+  static_assert(L > 0 && (L & (L - 1)) == 0, "a power of two");
+  if constexpr (L > 1) {
+    for (int l = 0; l < L / 2; ++l) acc[l] += acc[l + L / 2];
+    fold_lanes<L / 2>(acc);
+  }
+}
+
 // A sum over k in [0, n) with 32 independent accumulators: vectorisable without -ffast-math (the
 // summation order is fixed, so results are reproducible run to run). 32 lanes are two AVX-512 or four
 // AVX2 registers, so a 128-wide row is four dependent adds per register instead of sixteen: with eight
@@ -43,8 +56,7 @@ inline float lanes_sum(std::int64_t n, F&& f) {
   }
   float tail = 0.0f;
   for (; k < n; ++k) tail += f(k);
-  for (int w = L / 2; w > 0; w /= 2)
-    for (int l = 0; l < w; ++l) acc[l] += acc[l + w];
+  fold_lanes<L>(acc);
   return acc[0] + tail;
 }
 

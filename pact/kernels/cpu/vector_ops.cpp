@@ -1,5 +1,7 @@
 #include "pact/kernels/cpu/vector_ops.hpp"
 
+#include <immintrin.h>
+
 #include <cmath>
 
 #include "pact/core/simd_dispatch.hpp"
@@ -142,26 +144,86 @@ PACT_SIMD_INLINE void gemv_body(const float* __restrict x, const float* __restri
 PACT_SIMD_VARIANTS(gemv_rows, gemv_body);
 
 // Rows [j0, j1) of y = scale * (x W^T) + bias against an int8 weight: the weights widened to f32 in the loop.
-// A decode step is this loop over every weight, which it reads as one sequential stream (row after row);
-// 64 lanes keep four AVX-512 (eight AVX2) accumulator chains in flight, so the widening and the FMAs are
-// not waiting on one chain's latency.
-PACT_SIMD_INLINE void gemv_i8_body(const float* x, const std::int8_t* w, const float* scale, const float* bias,
-                                   std::int64_t j0, std::int64_t j1, std::int64_t in_f, float* y) {
-  constexpr int L = 64;
+// A decode step is this loop over every weight, which it reads as one sequential stream (row after row).
+// Every level keeps the same 64 lanes (lane l sums the products of columns l, l + 64, ...; then
+// fold_lanes), so the levels differ only where FMA contracts a product. The portable body is plain C++; the
+// AVX2 and AVX-512 ones widen each int8 group in one instruction from memory (vpmovsxbd): GCC's own
+// widening of the plain loop went through int16 with extracts, five instructions per 16 weights where one
+// will do, and kept the lanes in memory between a row's loops.
+constexpr int kI8Lanes = 64;
+
+PACT_SIMD_INLINE float gemv_i8_tail(const float* x, const std::int8_t* row, std::int64_t k, std::int64_t in_f) {
+  float t = 0.0f;
+  for (; k < in_f; ++k) t += x[k] * static_cast<float>(row[k]);
+  return t;
+}
+
+void gemv_i8_portable(const float* x, const std::int8_t* w, const float* scale, const float* bias, std::int64_t j0,
+                      std::int64_t j1, std::int64_t in_f, float* y) {
+  constexpr int L = kI8Lanes;
   for (std::int64_t j = j0; j < j1; ++j) {
     const std::int8_t* row = w + j * in_f;
     float acc[L] = {};
     std::int64_t k = 0;
     for (; k + L <= in_f; k += L)
       for (int l = 0; l < L; ++l) acc[l] += x[k + l] * static_cast<float>(row[k + l]);
-    float t = 0.0f;
-    for (; k < in_f; ++k) t += x[k] * static_cast<float>(row[k]);
-    for (int h = L / 2; h > 0; h /= 2)
-      for (int l = 0; l < h; ++l) acc[l] += acc[l + h];
+    const float t = gemv_i8_tail(x, row, k, in_f);
+    fold_lanes<L>(acc);
     y[j] = (acc[0] + t) * scale[j] + (bias != nullptr ? bias[j] : 0.0f);
   }
 }
-PACT_SIMD_VARIANTS(gemv_i8_rows, gemv_i8_body);
+
+PACT_TARGET_AVX2 void gemv_i8_avx2(const float* x, const std::int8_t* w, const float* scale, const float* bias,
+                                   std::int64_t j0, std::int64_t j1, std::int64_t in_f, float* y) {
+  for (std::int64_t j = j0; j < j1; ++j) {
+    const std::int8_t* row = w + j * in_f;
+    __m256 a[8];  // a[g] holds lanes 8g .. 8g + 7
+    for (auto& v : a) v = _mm256_setzero_ps();
+    std::int64_t k = 0;
+    for (; k + kI8Lanes <= in_f; k += kI8Lanes) {
+      for (int g = 0; g < 8; ++g) {
+        const __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(row + k + 8 * g));
+        a[g] = _mm256_fmadd_ps(_mm256_loadu_ps(x + k + 8 * g), _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), a[g]);
+      }
+    }
+    const float t = gemv_i8_tail(x, row, k, in_f);
+    // fold_lanes<64>: + 32, + 16, then within the register + 8 ... + 1.
+    for (int g = 0; g < 4; ++g) a[g] = _mm256_add_ps(a[g], a[g + 4]);
+    for (int g = 0; g < 2; ++g) a[g] = _mm256_add_ps(a[g], a[g + 2]);
+    const __m256 s8 = _mm256_add_ps(a[0], a[1]);
+    const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+    const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+    const float s1 = _mm_cvtss_f32(_mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1)));
+    y[j] = (s1 + t) * scale[j] + (bias != nullptr ? bias[j] : 0.0f);
+  }
+}
+
+PACT_TARGET_AVX512 void gemv_i8_avx512(const float* x, const std::int8_t* w, const float* scale, const float* bias,
+                                       std::int64_t j0, std::int64_t j1, std::int64_t in_f, float* y) {
+  for (std::int64_t j = j0; j < j1; ++j) {
+    const std::int8_t* row = w + j * in_f;
+    __m512 a[4];  // a[g] holds lanes 16g .. 16g + 15
+    for (auto& v : a) v = _mm512_setzero_ps();
+    std::int64_t k = 0;
+    for (; k + kI8Lanes <= in_f; k += kI8Lanes) {
+      for (int g = 0; g < 4; ++g) {
+        const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + k + 16 * g));
+        a[g] = _mm512_fmadd_ps(_mm512_loadu_ps(x + k + 16 * g), _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)), a[g]);
+      }
+    }
+    const float t = gemv_i8_tail(x, row, k, in_f);
+    // fold_lanes<64>: + 32, + 16, then within the register + 8 ... + 1.
+    const __m512 s16 = _mm512_add_ps(_mm512_add_ps(a[0], a[2]), _mm512_add_ps(a[1], a[3]));
+    const __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(s16), _mm512_extractf32x8_ps(s16, 1));
+    const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+    const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+    const float s1 = _mm_cvtss_f32(_mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1)));
+    y[j] = (s1 + t) * scale[j] + (bias != nullptr ? bias[j] : 0.0f);
+  }
+}
+
+const simd::Table<decltype(&gemv_i8_portable)> gemv_i8_rows{"gemv_i8_rows", PACT_SIMD_FN(gemv_i8_portable),
+                                                            PACT_SIMD_FN(gemv_i8_avx2), PACT_SIMD_FN(gemv_i8_avx512)};
 
 // Rows [j0, j1) of the dequantized weight: out[j, k] = w[j, k] * scale[j].
 PACT_SIMD_INLINE void dequantize_i8_body(const std::int8_t* w, const float* scale, std::int64_t j0, std::int64_t j1,
