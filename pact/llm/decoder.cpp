@@ -237,13 +237,20 @@ std::map<std::string, Tensor> load_weights(std::vector<std::pair<std::string, Te
       throw_error(ErrorCode::dtype_mismatch, at,
                   fmt::format("tensor '{}' is {}; expected a float dtype", spec.name, dtype_name(t.dtype())));
     }
-    Tensor dense = spec.conv1d ? t.as_view().transpose(0, 1).convert(DType::f32) : t.as_view().convert(DType::f32);
+    // The tensor as `d` in Pact's [out, in] orientation: the stored tensor itself when it already is (no
+    // copy of a checkpoint that is loaded as it was saved), else one conversion or transposed copy.
+    auto as = [&spec](Tensor stored, DType d) {
+      if (spec.conv1d) return stored.as_view().transpose(0, 1).convert(d);
+      if (stored.dtype() == d && stored.is_contiguous()) return stored;
+      return stored.as_view().convert(d);
+    };
     if (spec.linear && precision == Precision::int8) {
+      const Tensor dense = as(std::move(t), DType::f32);
       QuantizedRows q = quantize_rows(dense.as_view());
       out.emplace(scale_name(spec.name), std::move(q.scales));
       out.emplace(spec.name, std::move(q.weight));
     } else {
-      out.emplace(spec.name, act == DType::f32 ? std::move(dense) : dense.as_view().convert(act));
+      out.emplace(spec.name, as(std::move(t), act));
     }
   }
   if (c.tied && c.storage == Storage::floating && precision == Precision::int8) {

@@ -4,7 +4,9 @@
 
 #include <bit>
 #include <cmath>
+#include <cstring>
 #include <limits>
+#include <vector>
 
 #include "test_util.hpp"
 
@@ -92,6 +94,62 @@ TEST(DType, TensorConvertFollowsElementRulesAndTheLedger) {
   EXPECT_EQ(test::code_of([&] { d.as_view().erased().convert(DType::c64); }), ErrorCode::unsupported);
   Tensor m = Tensor::empty(Dims{2}, DType::f32, meta_provider());
   EXPECT_EQ(test::code_of([&] { m.convert(DType::f64); }), ErrorCode::no_host_bytes);
+}
+
+// TensorView::convert runs one typed loop per floating pair over a contiguous source and convert_element
+// per element otherwise: both routes give every value the element rule gives (rounding ties, NaN, infinities,
+// signed zeros, f16 subnormals and overflow).
+TEST(DType, ContiguousFloatConversionsMatchTheElementRule) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> values{0.0f,
+                                  -0.0f,
+                                  1.0f,
+                                  -2.5f,
+                                  1.00390625f,
+                                  1.01171875f,
+                                  3.0e38f,
+                                  -3.0e38f,
+                                  inf,
+                                  -inf,
+                                  std::numeric_limits<float>::quiet_NaN(),
+                                  65504.0f,
+                                  65520.0f,
+                                  70000.0f,
+                                  6.0e-8f,
+                                  3.0e-8f,
+                                  1.0e-45f,
+                                  0.1f,
+                                  1.0f / 3.0f,
+                                  -1.0e-5f};
+  const DType floats[] = {DType::f32, DType::f64, DType::bf16, DType::f16};
+  for (DType from : floats) {
+    const Tensor src = Tensor::from_values<float>(Dims{static_cast<std::int64_t>(values.size())}, values).convert(from);
+    for (DType to : floats) {
+      if (to == from) continue;
+      const Tensor fast = src.convert(to);  // contiguous: the typed loop
+      const Tensor strided = Tensor::from_values<float>(Dims{2, static_cast<std::int64_t>(values.size())},
+                                                        [&] {
+                                                          std::vector<float> two(values);
+                                                          two.insert(two.end(), values.begin(), values.end());
+                                                          return two;
+                                                        }())
+                                 .convert(from);
+      const Tensor slow = strided.as_view().transpose(0, 1).convert(to);  // strided: element by element
+      for (std::int64_t i = 0; i < static_cast<std::int64_t>(values.size()); ++i) {
+        std::byte want[8] = {}, got[8] = {};
+        const double x = src.get(Dims{i}).real;
+        convert_element(DType::f64, reinterpret_cast<const std::byte*>(&x), to, want);
+        const double f = fast.get(Dims{i}).real, e = slow.get(Dims{i, 0}).real;
+        convert_element(DType::f64, reinterpret_cast<const std::byte*>(&f), to, got);
+        const auto same = [](double a, double b) {
+          return (std::isnan(a) && std::isnan(b)) || (a == b && std::signbit(a) == std::signbit(b));
+        };
+        EXPECT_TRUE(same(f, e)) << dtype_name(from) << " -> " << dtype_name(to) << " element " << i << ": " << f
+                                << " vs " << e;
+        EXPECT_EQ(std::memcmp(want, got, dtype_size(to)), 0) << dtype_name(from) << " -> " << dtype_name(to);
+      }
+    }
+  }
 }
 
 }  // namespace
