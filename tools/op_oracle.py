@@ -624,6 +624,7 @@ CASES = [
     case("linear_int8", [N(4, 33), Q(40, 33), P(40), N(40)], label="four rows, odd depth"),
     half("linear_int8", [N(1, 37), Q(21, 37), P(21), N(21)], label="bf16 activations"),
     case("linear_int8", [N(1, 200), Q(19, 200), P(19), N(19)], label="one row, deep: three 64-lane blocks and a tail"),
+    case("linear", [N(1, 100), N(13, 100), N(13)], label="one row, deep: three 32-lane blocks and a tail"),
 ]
 
 

@@ -29,10 +29,9 @@ inline float fast_exp(float x) {
   return x < -87.3f ? 0.0f : (x > 88.7f ? std::numeric_limits<float>::infinity() : (x != x ? x : y));
 }
 
-// acc[0] += acc[1] + ... + acc[L - 1], pairwise: lane l takes lane l + L/2, then l + L/4, down to one. The
-// widths are compile-time constants, so each step is one vector add: with the halving in a run-time loop,
-// GCC kept the lanes in memory and added them one scalar at a time, which cost a 768-wide int8 dot product
-// as much as its multiply-adds.
+// acc[0] += acc[1] + ... + acc[L - 1], pairwise: lane l takes lane l + L/2, then l + L/4, down to one (the
+// pairing of lanes_sum, with the widths as compile-time constants). The plain-C++ levels of the lane-wise
+// dot products use it; their AVX2 and AVX-512 variants fold the same pairs in registers (vector_ops.cpp).
 template <int L>
 __attribute__((always_inline)) inline void fold_lanes(float* acc) {
   static_assert(L > 0 && (L & (L - 1)) == 0, "a power of two");
@@ -56,7 +55,8 @@ inline float lanes_sum(std::int64_t n, F&& f) {
   }
   float tail = 0.0f;
   for (; k < n; ++k) tail += f(k);
-  fold_lanes<L>(acc);
+  for (int w = L / 2; w > 0; w /= 2)
+    for (int l = 0; l < w; ++l) acc[l] += acc[l + w];
   return acc[0] + tail;
 }
 
