@@ -130,10 +130,15 @@ std::vector<float> Generator::forward(std::span<const std::int64_t> ids) {
       caches_.emplace(step::cache_input(l, v), std::move(result.outputs.at(step::cache_output(l, v))));
     }
   }
-  const std::vector<double> logits = result.outputs.at(step::kLogits).view().to_doubles();
+  // The logits as f32 (a bf16 graph's widen exactly), read once: through doubles they cost two large
+  // allocations a step, which this VM pays for in page faults.
+  const Tensor logits = result.outputs.at(step::kLogits).view().convert(DType::f32);
+  auto prepared = logits.prepare_host<float>();
+  if (!prepared) throw std::move(prepared).error().error;
+  const auto values = std::get<PreparedContiguousRead<float>>(prepared.value()).as_span();
   position_ += t;
   broken_ = false;
-  return std::vector<float>(logits.begin(), logits.end());
+  return std::vector<float>(values.begin(), values.end());
 }
 
 // ---- sampling and the generation loop ------------------------------------------------------------------
