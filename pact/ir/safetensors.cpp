@@ -229,10 +229,10 @@ SafetensorsFile parse_safetensors(std::span<const std::byte> bytes, std::string_
   return file;
 }
 
-// The file is read as parse_safetensors reads bytes, with the same checks, but each tensor's bytes go from
-// the file straight into its own storage: one copy and one tensor's worth of memory, where reading the file
-// whole first held every weight twice (a 500 MB checkpoint peaked at 1 GB and spent most of its load
-// faulting in and copying the second copy).
+// The file is read as parse_safetensors reads bytes, with the same checks, but tensor by tensor into each
+// tensor's own storage (through a 4 MiB buffer), so no whole-file copy is held beside the tensors: reading
+// the file whole first held every weight twice and spent most of a 500 MB checkpoint's load faulting in
+// and copying the second copy. Allocations stay bounded by the file's size, as the header must tile it.
 SafetensorsFile read_safetensors(const std::string& path) {
   constexpr const char* op = "safetensors";
   constexpr std::size_t kReadChunk = std::size_t{4} << 20;
