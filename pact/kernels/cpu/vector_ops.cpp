@@ -135,9 +135,10 @@ PACT_SIMD_INLINE void row_sums_body(const float* __restrict x, std::int64_t r0, 
 PACT_SIMD_VARIANTS(row_sums, row_sums_body);
 
 // Rows [j0, j1) of y = x W^T + bias: lanes_sum's 32 lanes and pairing at every level. The AVX2 and AVX-512
-// variants keep the lanes in registers and fold them as a tree of vector adds; the plain loop's fold, as
-// GCC compiled it, was a chain of about thirty dependent scalar adds per row, and a decode step (one long
-// stream of rows from memory) ran at two thirds of the speed behind it.
+// variants keep the lanes in registers and fold them as a tree of vector adds, whatever GCC makes of the
+// plain loop: with the fold's widths as compile-time constants it emitted a chain of about thirty dependent
+// scalar adds per row, and a decode step (one long stream of rows from memory) ran at two thirds of its
+// speed behind it.
 PACT_SIMD_INLINE void gemv_body(const float* __restrict x, const float* __restrict w, const float* __restrict bias,
                                 std::int64_t j0, std::int64_t j1, std::int64_t in_f, float* __restrict y) {
   for (std::int64_t j = j0; j < j1; ++j) {
