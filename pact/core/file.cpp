@@ -16,19 +16,26 @@
 
 namespace pact {
 
-std::string read_file(const std::string& path, std::string_view operation, std::uint64_t max_bytes) {
+std::ifstream open_for_read(const std::string& path, std::string_view operation, std::uint64_t& size) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) {
     throw_error(ErrorCode::io_error, std::string(operation), fmt::format("cannot read '{}': it is a directory", path));
   }
   std::ifstream in(path, std::ios::binary);
   if (!in) throw_error(ErrorCode::io_error, std::string(operation), fmt::format("cannot read '{}'", path));
-  // One sized read: a character iterator would cost ~10 ns per byte (100 MB/s).
   in.seekg(0, std::ios::end);
-  const std::streamoff size = in.tellg();
+  const std::streamoff end = in.tellg();
   in.seekg(0, std::ios::beg);
-  if (size < 0) throw_error(ErrorCode::io_error, std::string(operation), fmt::format("cannot size '{}'", path));
-  if (static_cast<std::uint64_t>(size) > max_bytes) {
+  if (end < 0) throw_error(ErrorCode::io_error, std::string(operation), fmt::format("cannot size '{}'", path));
+  size = static_cast<std::uint64_t>(end);
+  return in;
+}
+
+std::string read_file(const std::string& path, std::string_view operation, std::uint64_t max_bytes) {
+  // One sized read: a character iterator would cost ~10 ns per byte (100 MB/s).
+  std::uint64_t size = 0;
+  std::ifstream in = open_for_read(path, operation, size);
+  if (size > max_bytes) {
     throw_error(
         ErrorCode::invalid_argument, std::string(operation),
         fmt::format("'{}' is {} bytes; the limit for this input is {} bytes (docs/limits.md)", path, size, max_bytes));
@@ -40,7 +47,7 @@ std::string read_file(const std::string& path, std::string_view operation, std::
     throw_error(ErrorCode::out_of_memory, std::string(operation),
                 fmt::format("cannot hold the {} bytes of '{}' in memory", size, path));
   }
-  if (size > 0 && !in.read(text.data(), size)) {
+  if (size > 0 && !in.read(text.data(), static_cast<std::streamsize>(size))) {
     throw_error(ErrorCode::io_error, std::string(operation),
                 fmt::format("cannot read all {} bytes of '{}'", size, path));
   }

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <span>
 #include <string>
@@ -16,6 +17,11 @@ namespace pact {
 /// Largest file read_file reads unless told otherwise: every model, capture, manifest, contract and
 /// receipt is text well below it (docs/limits.md). Weights (safetensors) pass their own limit.
 inline constexpr std::uint64_t kMaxTextFileBytes = 64ull << 20;
+
+/// Opens a file for a sized binary read and returns its size. pact::Error(io_error) naming `operation` and
+/// the path when it is missing, a directory, unreadable or cannot be sized. read_file uses it, and so do
+/// readers that take a large file in pieces (read_safetensors).
+std::ifstream open_for_read(const std::string& path, std::string_view operation, std::uint64_t& size);
 
 /// Reads a whole regular file in one sized read. pact::Error(io_error) naming `operation` and the path
 /// when it is missing, a directory or unreadable; invalid_argument when it is larger than `max_bytes`

@@ -236,16 +236,8 @@ SafetensorsFile parse_safetensors(std::span<const std::byte> bytes, std::string_
 SafetensorsFile read_safetensors(const std::string& path) {
   constexpr const char* op = "safetensors";
   constexpr std::size_t kReadChunk = std::size_t{4} << 20;
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec))
-    throw_error(ErrorCode::io_error, op, fmt::format("cannot read '{}': it is a directory", path));
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw_error(ErrorCode::io_error, op, fmt::format("cannot read '{}'", path));
-  in.seekg(0, std::ios::end);
-  const std::streamoff end = in.tellg();
-  in.seekg(0, std::ios::beg);
-  if (end < 0) throw_error(ErrorCode::io_error, op, fmt::format("cannot size '{}'", path));
-  const auto size = static_cast<std::uint64_t>(end);
+  std::uint64_t size = 0;
+  std::ifstream in = open_for_read(path, op, size);
   auto read = [&](void* dst, std::uint64_t bytes) {
     if (bytes > 0 && !in.read(static_cast<char*>(dst), static_cast<std::streamsize>(bytes)))
       throw_error(ErrorCode::io_error, op, fmt::format("cannot read all {} bytes of '{}'", size, path));
