@@ -163,6 +163,11 @@ def _conv(x, w, b, a):
                     dilation=_pair(a, "dilation", 1), groups=a.get("groups", 1))
 
 
+def _rotate_half(x):  # Hugging Face's rotate_half: concat(-x2, x1) over the last dimension's halves
+    h = x.shape[-1] // 2
+    return torch.cat([-x[..., h:], x[..., :h]], dim=-1)
+
+
 def _rms_norm(x, w, a):
     dims = tuple(range(-len(a["normalized_shape"]), 0))
     y = x * torch.rsqrt(x.pow(2).mean(dim=dims, keepdim=True) + a.get("eps", 1e-6))
@@ -269,6 +274,7 @@ FORWARD = {
     "layer_norm": lambda x, a, t: F.layer_norm(x[0], a["normalized_shape"], _opt(x, 1), _opt(x, 2),
                                                eps=a.get("eps", 1e-5)),
     "rms_norm": lambda x, a, t: _rms_norm(x[0], _opt(x, 1), a),
+    "rotary_embedding": lambda x, a, t: x[0] * x[1] + _rotate_half(x[0]) * x[2],
     "batch_norm": lambda x, a, t: _batch_norm(*x, a, t),
     "dropout": lambda x, a, t: F.dropout(x[0], a.get("p", 0.5), training=False),  # eval only: see the test
     "embedding": lambda x, a, t: F.embedding(x[1], x[0], padding_idx=a.get("padding_idx")),
@@ -625,6 +631,10 @@ CASES = [
     half("linear_int8", [N(1, 37), Q(21, 37), P(21), N(21)], label="bf16 activations"),
     case("linear_int8", [N(1, 200), Q(19, 200), P(19), N(19)], label="one row, deep: three 64-lane blocks and a tail"),
     case("linear", [N(1, 100), N(13, 100), N(13)], label="one row, deep: three 32-lane blocks and a tail"),
+    case("rotary_embedding", [N(1, 3, 4, 8), N(1, 1, 4, 8), N(1, 1, 4, 8)],
+         label="a table row per position, shared by the heads"),
+    case("rotary_embedding", [N(2, 5, 6), N(5, 1), N(5, 1)], label="cos and sin per row: the generic kernel"),
+    half("rotary_embedding", [N(1, 2, 3, 16), N(1, 1, 3, 16), N(1, 1, 3, 16)]),
 ]
 
 

@@ -364,16 +364,11 @@ struct StepBuilder {
     const std::string r = g.op(id + ".split", OpTag::reshape, {x}, shape_attr({1, t, n, c.head_dim}));
     return g.op(id + ".heads", OpTag::transpose, {r}, dims(1, 2));
   }
-  // Rotate-half rotary embedding of x [1, n, T, hd] with the step's cos/sin rows [1, 1, T, hd].
+  // Rotate-half rotary embedding of x [1, n, T, hd] with the step's cos/sin rows [1, 1, T, hd]: one
+  // rotary_embedding node (x cos + rotate_half(x) sin), not the seven slice, neg, concat, mul and add nodes
+  // it stands for, each of which a decode step would pay the interpreter and an allocation for.
   std::string rope(const std::string& id, const std::string& x, const std::string& cos, const std::string& sin) {
-    const std::int64_t half = c.head_dim / 2;
-    const std::string x1 = g.op(id + ".x1", OpTag::slice, {x}, slice_attr(3, 0, half));
-    const std::string x2 = g.op(id + ".x2", OpTag::slice, {x}, slice_attr(3, half, c.head_dim));
-    const std::string neg = g.op(id + ".neg", OpTag::neg, {x2});
-    const std::string rot = g.op(id + ".rot", OpTag::concat, {neg, x1}, Attributes{{"dim", std::int64_t{3}}});
-    const std::string a = g.op(id + ".cos", OpTag::mul, {x, cos});
-    const std::string b = g.op(id + ".sin", OpTag::mul, {rot, sin});
-    return g.op(id, OpTag::add, {a, b});
+    return g.op(id, OpTag::rotary_embedding, {x, cos, sin});
   }
   // Writes the new rows into layer l's cache; returns the updated cache.
   std::string cache(std::int64_t l, bool value, const std::string& rows) {

@@ -217,6 +217,7 @@ PACT_PER_OUTPUT(softmax, 5)
 PACT_PER_OUTPUT(log_softmax, 5)
 PACT_PER_OUTPUT(layer_norm, 8)
 PACT_PER_OUTPUT(rms_norm, 5)
+PACT_PER_OUTPUT(rotary_embedding, 3)
 PACT_PER_OUTPUT(batch_norm, 4)
 PACT_PER_OUTPUT(dropout, 1)
 #undef PACT_PER_OUTPUT
@@ -363,6 +364,7 @@ constexpr std::span<const AttrSpec> kEmpty{};
 #define attrs_mse_loss span_of(kReductionAttrs)
 #define attrs_layer_norm span_of(kNormAttrs)
 #define attrs_rms_norm span_of(kNormAttrs)
+#define attrs_rotary_embedding kEmpty
 #define attrs_batch_norm span_of(kBatchNormAttrs)
 #define attrs_dropout span_of(kDropoutAttrs)
 #define attrs_embedding span_of(kEmbeddingAttrs)

@@ -38,82 +38,83 @@ namespace pact::ops {
 // accumulation, batch-norm running statistics and optimizer updates; no graph holds one, the planner
 // admits them for a training plan: Note [Training kernels] in pact/plan/planner.hpp). The wire kind
 // never changes once published (v1).
-#define PACT_OPS(X)                                                                                       \
-  X(input, "input", 0, 0, false, false, source, exact, none, none, "")                                    \
-  X(parameter, "parameter", 0, 0, false, false, source, exact, none, none, "")                            \
-  X(constant, "constant", 0, 0, false, false, source, exact, none, none, "")                              \
-  X(add, "add", 2, 2, true, false, kernel, reduction, none, in0 | in1, "dd")                              \
-  X(sub, "sub", 2, 2, true, false, kernel, reduction, none, in0, "dd")                                    \
-  X(mul, "mul", 2, 2, true, false, kernel, reduction, in0 | in1, none, "dd")                              \
-  X(div, "div", 2, 2, true, false, kernel, reduction, in0 | in1, none, "dd")                              \
-  X(neg, "neg", 1, 1, true, false, kernel, exact, none, none, "d")                                        \
-  X(matmul, "matmul", 2, 2, true, false, kernel, contraction, in0 | in1, none, "dd")                      \
-  X(linear, "linear", 2, 3, true, false, kernel, contraction, in0 | in1, none, "dwb")                     \
-  X(linear_int8, "linear_int8", 3, 4, false, false, kernel, contraction, none, none, "dcwb")              \
-  X(relu, "relu", 1, 1, true, false, kernel, exact, out, none, "d")                                       \
-  X(gelu, "gelu", 1, 1, true, false, kernel, transcendental, in0 | out, none, "d")                        \
-  X(silu, "silu", 1, 1, true, false, kernel, transcendental, in0, none, "d")                              \
-  X(tanh, "tanh", 1, 1, true, false, kernel, transcendental, out, none, "d")                              \
-  X(sigmoid, "sigmoid", 1, 1, true, false, kernel, transcendental, out, none, "d")                        \
-  X(hardswish, "hardswish", 1, 1, true, false, kernel, exact, in0, none, "d")                             \
-  X(hardsigmoid, "hardsigmoid", 1, 1, true, false, kernel, exact, in0, none, "d")                         \
-  X(clamp, "clamp", 1, 1, true, false, kernel, exact, in0, none, "d")                                     \
-  X(exp, "exp", 1, 1, true, false, kernel, transcendental, out, none, "d")                                \
-  X(log, "log", 1, 1, true, false, kernel, transcendental, in0, none, "d")                                \
-  X(sqrt, "sqrt", 1, 1, true, false, kernel, transcendental, out, none, "d")                              \
-  X(sin, "sin", 1, 1, true, false, kernel, transcendental, in0, none, "d")                                \
-  X(cos, "cos", 1, 1, true, false, kernel, transcendental, in0, none, "d")                                \
-  X(tan, "tan", 1, 1, true, false, kernel, transcendental, out, none, "d")                                \
-  X(pow, "pow", 2, 2, true, false, kernel, transcendental, in0 | in1, none, "dd")                         \
-  X(where, "where", 3, 3, true, false, kernel, exact, in0, none, "mdd")                                   \
-  X(eq, "eq", 2, 2, nograd, false, kernel, exact, none, none, "dd")                                       \
-  X(ne, "ne", 2, 2, nograd, false, kernel, exact, none, none, "dd")                                       \
-  X(lt, "lt", 2, 2, nograd, false, kernel, exact, none, none, "dd")                                       \
-  X(le, "le", 2, 2, nograd, false, kernel, exact, none, none, "dd")                                       \
-  X(gt, "gt", 2, 2, nograd, false, kernel, exact, none, none, "dd")                                       \
-  X(ge, "ge", 2, 2, nograd, false, kernel, exact, none, none, "dd")                                       \
-  X(triu, "triu", 1, 1, true, false, kernel, exact, none, none, "d")                                      \
-  X(tril, "tril", 1, 1, true, false, kernel, exact, none, none, "d")                                      \
-  X(cumsum, "cumsum", 1, 1, true, false, kernel, reduction, none, none, "d")                              \
-  X(argmax, "argmax", 1, 1, nograd, false, kernel, exact, none, none, "d")                                \
-  X(topk, "topk", 1, 1, true, false, kernel, exact, in0, none, "d")                                       \
-  X(topk_indices, "topk_indices", 1, 1, nograd, false, kernel, exact, none, none, "d")                    \
-  X(cast, "cast", 1, 1, true, false, kernel, exact, none, none, "c")                                      \
-  X(full_like, "full_like", 1, 1, nograd, false, kernel, exact, none, none, "c")                          \
-  X(arange, "arange", 0, 0, nograd, false, kernel, exact, none, none, "")                                 \
-  X(gather, "gather", 2, 2, true, false, kernel, reduction, in1, none, "di")                              \
-  X(index_select, "index_select", 2, 2, true, false, kernel, reduction, in1, none, "di")                  \
-  X(index_copy, "index_copy", 3, 3, true, false, kernel, exact, in1, none, "did")                         \
-  X(interpolate, "interpolate", 1, 1, true, false, kernel, reduction, none, none, "d")                    \
-  X(softmax, "softmax", 1, 1, true, false, kernel, reduction, out, none, "d")                             \
-  X(log_softmax, "log_softmax", 1, 1, true, false, kernel, reduction, out, none, "d")                     \
-  X(cross_entropy, "cross_entropy", 2, 2, true, false, kernel, reduction, in0 | in1, none, "di")          \
-  X(mse_loss, "mse_loss", 2, 2, true, false, kernel, reduction, in0 | in1, none, "dd")                    \
-  X(layer_norm, "layer_norm", 1, 3, true, false, kernel, reduction, in0 | in1, none, "dwb")               \
-  X(rms_norm, "rms_norm", 1, 2, true, false, kernel, reduction, in0 | in1, none, "dw")                    \
-  X(batch_norm, "batch_norm", 5, 5, true, true, kernel, reduction, in0 | in1 | in3 | in4, none, "dwbss")  \
-  X(dropout, "dropout", 1, 1, true, true, kernel, exact, none, none, "d")                                 \
-  X(embedding, "embedding", 2, 2, true, false, kernel, exact, in1, none, "wi")                            \
-  X(scaled_dot_product_attention, "scaled_dot_product_attention", 3, 4, true, false, kernel, contraction, \
-    in0 | in1 | in2 | in3, none, "dddm")                                                                  \
-  X(conv2d, "conv2d", 2, 3, true, false, kernel, contraction, in0 | in1, none, "dwb")                     \
-  X(conv2d_activation, "conv2d_activation", 2, 3, false, false, kernel, contraction, none, none, "dwb")   \
-  X(max_pool2d, "max_pool2d", 1, 1, true, false, kernel, exact, in0, none, "d")                           \
-  X(avg_pool2d, "avg_pool2d", 1, 1, true, false, kernel, reduction, in0, none, "d")                       \
-  X(adaptive_avg_pool2d, "adaptive_avg_pool2d", 1, 1, true, false, kernel, reduction, none, none, "d")    \
-  X(reshape, "reshape", 1, 1, true, false, view, exact, none, in0, "d")                                   \
-  X(permute, "permute", 1, 1, true, false, view, exact, none, none, "d")                                  \
-  X(transpose, "transpose", 1, 1, true, false, view, exact, none, none, "d")                              \
-  X(flatten, "flatten", 1, 1, true, false, view, exact, none, in0, "d")                                   \
-  X(concat, "concat", 1, -1, true, false, kernel, exact, none, none, "d")                                 \
-  X(slice, "slice", 1, 1, true, false, view, exact, none, none, "d")                                      \
-  X(sum, "sum", 1, 1, true, false, kernel, reduction, in0, none, "d")                                     \
-  X(mean, "mean", 1, 1, true, false, kernel, reduction, in0, none, "d")                                   \
-  X(max, "max", 1, 1, true, false, kernel, exact, in0 | out, none, "d")                                   \
-  X(output, "output", 1, 1, true, false, sink, exact, none, none, "d")                                    \
-  X(accumulate_grad, "accumulate_grad", 2, 2, false, false, update, exact, none, none, "ud")              \
-  X(batch_norm_stats, "batch_norm_stats", 3, 3, false, false, update, reduction, none, none, "uud")       \
-  X(sgd, "sgd", 2, 3, false, false, update, reduction, none, none, "udu")                                 \
+#define PACT_OPS(X)                                                                                           \
+  X(input, "input", 0, 0, false, false, source, exact, none, none, "")                                        \
+  X(parameter, "parameter", 0, 0, false, false, source, exact, none, none, "")                                \
+  X(constant, "constant", 0, 0, false, false, source, exact, none, none, "")                                  \
+  X(add, "add", 2, 2, true, false, kernel, reduction, none, in0 | in1, "dd")                                  \
+  X(sub, "sub", 2, 2, true, false, kernel, reduction, none, in0, "dd")                                        \
+  X(mul, "mul", 2, 2, true, false, kernel, reduction, in0 | in1, none, "dd")                                  \
+  X(div, "div", 2, 2, true, false, kernel, reduction, in0 | in1, none, "dd")                                  \
+  X(neg, "neg", 1, 1, true, false, kernel, exact, none, none, "d")                                            \
+  X(matmul, "matmul", 2, 2, true, false, kernel, contraction, in0 | in1, none, "dd")                          \
+  X(linear, "linear", 2, 3, true, false, kernel, contraction, in0 | in1, none, "dwb")                         \
+  X(linear_int8, "linear_int8", 3, 4, false, false, kernel, contraction, none, none, "dcwb")                  \
+  X(relu, "relu", 1, 1, true, false, kernel, exact, out, none, "d")                                           \
+  X(gelu, "gelu", 1, 1, true, false, kernel, transcendental, in0 | out, none, "d")                            \
+  X(silu, "silu", 1, 1, true, false, kernel, transcendental, in0, none, "d")                                  \
+  X(tanh, "tanh", 1, 1, true, false, kernel, transcendental, out, none, "d")                                  \
+  X(sigmoid, "sigmoid", 1, 1, true, false, kernel, transcendental, out, none, "d")                            \
+  X(hardswish, "hardswish", 1, 1, true, false, kernel, exact, in0, none, "d")                                 \
+  X(hardsigmoid, "hardsigmoid", 1, 1, true, false, kernel, exact, in0, none, "d")                             \
+  X(clamp, "clamp", 1, 1, true, false, kernel, exact, in0, none, "d")                                         \
+  X(exp, "exp", 1, 1, true, false, kernel, transcendental, out, none, "d")                                    \
+  X(log, "log", 1, 1, true, false, kernel, transcendental, in0, none, "d")                                    \
+  X(sqrt, "sqrt", 1, 1, true, false, kernel, transcendental, out, none, "d")                                  \
+  X(sin, "sin", 1, 1, true, false, kernel, transcendental, in0, none, "d")                                    \
+  X(cos, "cos", 1, 1, true, false, kernel, transcendental, in0, none, "d")                                    \
+  X(tan, "tan", 1, 1, true, false, kernel, transcendental, out, none, "d")                                    \
+  X(pow, "pow", 2, 2, true, false, kernel, transcendental, in0 | in1, none, "dd")                             \
+  X(where, "where", 3, 3, true, false, kernel, exact, in0, none, "mdd")                                       \
+  X(eq, "eq", 2, 2, nograd, false, kernel, exact, none, none, "dd")                                           \
+  X(ne, "ne", 2, 2, nograd, false, kernel, exact, none, none, "dd")                                           \
+  X(lt, "lt", 2, 2, nograd, false, kernel, exact, none, none, "dd")                                           \
+  X(le, "le", 2, 2, nograd, false, kernel, exact, none, none, "dd")                                           \
+  X(gt, "gt", 2, 2, nograd, false, kernel, exact, none, none, "dd")                                           \
+  X(ge, "ge", 2, 2, nograd, false, kernel, exact, none, none, "dd")                                           \
+  X(triu, "triu", 1, 1, true, false, kernel, exact, none, none, "d")                                          \
+  X(tril, "tril", 1, 1, true, false, kernel, exact, none, none, "d")                                          \
+  X(cumsum, "cumsum", 1, 1, true, false, kernel, reduction, none, none, "d")                                  \
+  X(argmax, "argmax", 1, 1, nograd, false, kernel, exact, none, none, "d")                                    \
+  X(topk, "topk", 1, 1, true, false, kernel, exact, in0, none, "d")                                           \
+  X(topk_indices, "topk_indices", 1, 1, nograd, false, kernel, exact, none, none, "d")                        \
+  X(cast, "cast", 1, 1, true, false, kernel, exact, none, none, "c")                                          \
+  X(full_like, "full_like", 1, 1, nograd, false, kernel, exact, none, none, "c")                              \
+  X(arange, "arange", 0, 0, nograd, false, kernel, exact, none, none, "")                                     \
+  X(gather, "gather", 2, 2, true, false, kernel, reduction, in1, none, "di")                                  \
+  X(index_select, "index_select", 2, 2, true, false, kernel, reduction, in1, none, "di")                      \
+  X(index_copy, "index_copy", 3, 3, true, false, kernel, exact, in1, none, "did")                             \
+  X(interpolate, "interpolate", 1, 1, true, false, kernel, reduction, none, none, "d")                        \
+  X(softmax, "softmax", 1, 1, true, false, kernel, reduction, out, none, "d")                                 \
+  X(log_softmax, "log_softmax", 1, 1, true, false, kernel, reduction, out, none, "d")                         \
+  X(cross_entropy, "cross_entropy", 2, 2, true, false, kernel, reduction, in0 | in1, none, "di")              \
+  X(mse_loss, "mse_loss", 2, 2, true, false, kernel, reduction, in0 | in1, none, "dd")                        \
+  X(layer_norm, "layer_norm", 1, 3, true, false, kernel, reduction, in0 | in1, none, "dwb")                   \
+  X(rms_norm, "rms_norm", 1, 2, true, false, kernel, reduction, in0 | in1, none, "dw")                        \
+  X(rotary_embedding, "rotary_embedding", 3, 3, true, false, kernel, reduction, in0 | in1 | in2, none, "ddd") \
+  X(batch_norm, "batch_norm", 5, 5, true, true, kernel, reduction, in0 | in1 | in3 | in4, none, "dwbss")      \
+  X(dropout, "dropout", 1, 1, true, true, kernel, exact, none, none, "d")                                     \
+  X(embedding, "embedding", 2, 2, true, false, kernel, exact, in1, none, "wi")                                \
+  X(scaled_dot_product_attention, "scaled_dot_product_attention", 3, 4, true, false, kernel, contraction,     \
+    in0 | in1 | in2 | in3, none, "dddm")                                                                      \
+  X(conv2d, "conv2d", 2, 3, true, false, kernel, contraction, in0 | in1, none, "dwb")                         \
+  X(conv2d_activation, "conv2d_activation", 2, 3, false, false, kernel, contraction, none, none, "dwb")       \
+  X(max_pool2d, "max_pool2d", 1, 1, true, false, kernel, exact, in0, none, "d")                               \
+  X(avg_pool2d, "avg_pool2d", 1, 1, true, false, kernel, reduction, in0, none, "d")                           \
+  X(adaptive_avg_pool2d, "adaptive_avg_pool2d", 1, 1, true, false, kernel, reduction, none, none, "d")        \
+  X(reshape, "reshape", 1, 1, true, false, view, exact, none, in0, "d")                                       \
+  X(permute, "permute", 1, 1, true, false, view, exact, none, none, "d")                                      \
+  X(transpose, "transpose", 1, 1, true, false, view, exact, none, none, "d")                                  \
+  X(flatten, "flatten", 1, 1, true, false, view, exact, none, in0, "d")                                       \
+  X(concat, "concat", 1, -1, true, false, kernel, exact, none, none, "d")                                     \
+  X(slice, "slice", 1, 1, true, false, view, exact, none, none, "d")                                          \
+  X(sum, "sum", 1, 1, true, false, kernel, reduction, in0, none, "d")                                         \
+  X(mean, "mean", 1, 1, true, false, kernel, reduction, in0, none, "d")                                       \
+  X(max, "max", 1, 1, true, false, kernel, exact, in0 | out, none, "d")                                       \
+  X(output, "output", 1, 1, true, false, sink, exact, none, none, "d")                                        \
+  X(accumulate_grad, "accumulate_grad", 2, 2, false, false, update, exact, none, none, "ud")                  \
+  X(batch_norm_stats, "batch_norm_stats", 3, 3, false, false, update, reduction, none, none, "uud")           \
+  X(sgd, "sgd", 2, 3, false, false, update, reduction, none, none, "udu")                                     \
   X(adam, "adam", 4, 4, false, false, update, transcendental, none, none, "uduu")
 
 enum class OpTag : std::uint8_t {
@@ -125,7 +126,7 @@ enum class OpTag : std::uint8_t {
 #define PACT_OP_COUNT_ONE(...) +1
 inline constexpr int kOpCount = 0 PACT_OPS(PACT_OP_COUNT_ONE);
 #undef PACT_OP_COUNT_ONE
-static_assert(kOpCount == 75, "op list changed: update docs/ops.md (pact ops --markdown) and the op sweep");
+static_assert(kOpCount == 76, "op list changed: update docs/ops.md (pact ops --markdown) and the op sweep");
 
 /// What executing a node of the op does.
 enum class OpRole : std::uint8_t { source, view, kernel, sink, update };

@@ -139,6 +139,8 @@ inline std::vector<Sample> samples() {
       {OpTag::rms_norm, {N({3, 8}), N({8})}, A{{"normalized_shape", L{8}}}},
       {OpTag::layer_norm, {N({4, 37}), N({37}), N({37})}, A{{"normalized_shape", L{37}}}, false, "odd width"},
       {OpTag::rms_norm, {N({5, 19})}, A{{"normalized_shape", L{19}}}, false, "no weight"},
+      {OpTag::rotary_embedding, {N({1, 3, 4, 8}), N({1, 1, 4, 8}), N({1, 1, 4, 8})}, {}, false, "table rows"},
+      {OpTag::rotary_embedding, {N({2, 5, 6}), N({5, 1}), N({5, 1})}, {}, false, "per-row cos and sin"},
       {OpTag::batch_norm, {N({4, 3, 2, 2}), N({3}), N({3}), N({3}), P({3})}, {}, true, "training"},
       {OpTag::batch_norm, {N({4, 3, 2, 2}), N({3}), N({3}), N({3}), P({3})}, {}, false, "eval"},
       {OpTag::dropout, {N({6, 5})}, A{{"p", 0.3}}, true, "training"},

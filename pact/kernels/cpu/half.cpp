@@ -446,6 +446,7 @@ PACT_HALF_WIDENED(softmax)
 PACT_HALF_WIDENED(log_softmax)
 PACT_HALF_WIDENED(layer_norm)
 PACT_HALF_WIDENED(rms_norm)
+PACT_HALF_WIDENED(rotary_embedding)
 PACT_HALF_WIDENED(concat)
 PACT_HALF_WIDENED(sum)
 PACT_HALF_WIDENED(mean)
@@ -552,6 +553,7 @@ namespace pact::kernels {
 #define PACT_HALF_OPS(X)                                                                                      \
   X(add) X(sub) X(mul) X(div) X(neg) X(matmul) X(linear) X(relu) X(gelu) X(silu) X(tanh) X(sigmoid) X(exp)   \
   X(sqrt) X(sin) X(cos) X(where) X(index_copy) X(softmax) X(log_softmax) X(layer_norm) X(rms_norm)            \
+  X(rotary_embedding)                                                                                         \
   X(scaled_dot_product_attention) X(concat) X(sum) X(mean) X(embedding) X(reshape) X(flatten) X(transpose)    \
   X(permute) X(slice)
 

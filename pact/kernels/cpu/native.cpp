@@ -502,6 +502,41 @@ PACT_NATIVE_BINARY(div, true, gi / y, -(gi* x / (y * y)))
 #include "pact/kernels/cpu/native_attention.inc"
 
 // ---- ops served by the generic kernels in this translation unit -------------------------------------
+// ---- rotary_embedding: f32, cos and sin one block of rows repeated along x's leading dimensions (a table row
+// per position, shared by the heads); other broadcasts go to the generic kernel.
+
+// Rows [r0, r1) of `d` elements: the first half takes x1 c - x2 s, the second x2 c + x1 s, with c and s the
+// row's table entries (the generic kernel's products and sum, in the same order).
+void rotary_rows(const float* __restrict x, const float* __restrict c, const float* __restrict s, std::int64_t rows,
+                 std::int64_t table_rows, std::int64_t d, float* __restrict y) {
+  const std::int64_t h = d / 2;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * d;
+    const float* cr = c + (r % table_rows) * d;
+    const float* sr = s + (r % table_rows) * d;
+    float* yr = y + r * d;
+    for (std::int64_t k = 0; k < h; ++k) yr[k] = xr[k] * cr[k] + -xr[k + h] * sr[k];
+    for (std::int64_t k = h; k < d; ++k) yr[k] = xr[k] * cr[k] + xr[k - h] * sr[k];
+  }
+}
+
+Tensor rotary_embedding_forward(std::span<const TensorView> in, const Attributes& a, const KernelContext& c) {
+  constexpr const char* op = "rotary_embedding";
+  const Dims xs = in[0].shape();
+  if (in[0].dtype() != DType::f32 || !trailing_block(xs, in[1].shape()) || xs.size() == 0)
+    return generic::rotary_embedding_forward(in, a, c);
+  Dense<float> x(in[0], op, "x"), cs(in[1], op, "cos"), sn(in[2], op, "sin");
+  const std::int64_t d = xs[xs.size() - 1];
+  Out<float> out(xs);
+  if (x.size() > 0)
+    rotary_rows(x.data(), cs.data(), sn.data(), x.size() / d, std::max<std::int64_t>(cs.size() / d, 1), d, out.data());
+  return std::move(out).finish();
+}
+GradList rotary_embedding_vjp(std::span<const TensorView> in, const TensorView& y, const TensorView& g,
+                              const Attributes& a, const KernelContext& c) {
+  return generic::rotary_embedding_vjp(in, y, g, a, c);
+}
+
 // Real functions of this namespace (not using-declarations), so each handler's provenance symbol names
 // a function that exists in native's own symbol table.
 
