@@ -212,4 +212,31 @@ inline double uniform01(std::uint64_t seed, std::uint64_t index) {
   return static_cast<double>(z >> 11) * (1.0 / 9007199254740992.0);
 }
 
+// Note [Live attention columns]
+// Attention under a boolean mask needs only the key columns some row attends to: a KV cache planned at its
+// full capacity (Note [Decoder step graph] in pact/llm/decoder.cpp) is read, widened and scored up to its
+// filled part. The columns cut are masked in every row, so they would add exp(-inf) = 0 to every softmax:
+// the result is the same. Returns scaled_dot_product_attention's operands (query, key, value, mask) with
+// key, value and mask cut to one past the last column any row attends to (at least one), or nullopt when
+// nothing would be cut (no boolean mask, a mask that broadcasts along the columns, every column live).
+inline std::optional<std::vector<TensorView>> attention_live_cut(std::span<const TensorView> in) {
+  if (in.size() != 4 || in[3].dtype() != DType::boolean) return std::nullopt;
+  const int r = in[1].rank(), mr = in[3].rank();
+  const std::int64_t s = in[1].shape()[r - 2];
+  if (mr == 0 || in[3].shape()[mr - 1] != s || s < 2) return std::nullopt;
+  const Dense<bool> mask(in[3], "scaled_dot_product_attention", "mask");
+  std::int64_t live = 1;
+  for (std::int64_t row = 0; row < mask.size() / s; ++row) {
+    for (std::int64_t j = s - 1; j >= live; --j) {
+      if (mask.data()[row * s + j]) {
+        live = j + 1;
+        break;
+      }
+    }
+  }
+  if (live == s) return std::nullopt;
+  return std::vector<TensorView>{in[0], in[1].slice(r - 2, 0, live), in[2].slice(r - 2, 0, live),
+                                 in[3].slice(mr - 1, 0, live)};
+}
+
 }  // namespace pact::kernels::cpu

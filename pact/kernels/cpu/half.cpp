@@ -462,31 +462,13 @@ PACT_HALF_MOVED(transpose)
 PACT_HALF_MOVED(permute)
 PACT_HALF_MOVED(slice)
 
-// Attention under a boolean mask widens only the key columns some row attends to: a KV cache planned at
-// its full capacity is widened up to its filled part, not whole (Note [Decoder step graph] in
-// pact/llm/decoder.cpp). The columns cut are masked in every row, so they would add exp(-inf) = 0 to every
-// softmax: the result is the same.
+// Attention under a boolean mask widens only the key columns some row attends to (Note [Live attention
+// columns] in common.hpp): a KV cache is widened up to its filled part, not whole.
 Tensor scaled_dot_product_attention_forward(std::span<const TensorView> in, const Attributes& a,
                                             const KernelContext& c) {
   constexpr OpTag op = OpTag::scaled_dot_product_attention;
-  if (in.size() != 4 || in[3].dtype() != DType::boolean) return widened_forward(op, in, a, c);
-  const int r = in[1].rank(), mr = in[3].rank();
-  const std::int64_t s = in[1].shape()[r - 2];
-  if (mr == 0 || in[3].shape()[mr - 1] != s || s < 2) return widened_forward(op, in, a, c);
-  const Dense<bool> mask(in[3], "scaled_dot_product_attention", "mask");
-  std::int64_t live = 1;
-  for (std::int64_t row = 0; row < mask.size() / s; ++row) {
-    for (std::int64_t j = s - 1; j >= live; --j) {
-      if (mask.data()[row * s + j]) {
-        live = j + 1;
-        break;
-      }
-    }
-  }
-  if (live == s) return widened_forward(op, in, a, c);
-  const std::vector<TensorView> cut{in[0], in[1].slice(r - 2, 0, live), in[2].slice(r - 2, 0, live),
-                                    in[3].slice(mr - 1, 0, live)};
-  return widened_forward(op, cut, a, c);
+  if (auto cut = attention_live_cut(in)) return widened_forward(op, *cut, a, c);
+  return widened_forward(op, in, a, c);
 }
 GradList scaled_dot_product_attention_vjp(std::span<const TensorView> in, const TensorView& y, const TensorView& g,
                                           const Attributes& a, const KernelContext& c) {
