@@ -193,6 +193,21 @@ TEST(ShapeRules, LinearInt8TakesAnI8WeightAndPerOutputScales) {
             2 * 10 * 8 + 10);
 }
 
+// rotary_embedding: x's type; cos and sin of one shape that broadcasts to x's, an even last dimension.
+TEST(ShapeRules, RotaryEmbeddingTakesTablesThatBroadcastToAnEvenLastDimension) {
+  auto run = [](Dims x, Dims c, Dims s, DType d = DType::f32, DType table = DType::f32) {
+    return infer_type(OpTag::rotary_embedding, std::vector<TensorType>{{d, x}, {table, c}, {table, s}}, {});
+  };
+  EXPECT_EQ(run({1, 4, 3, 8}, {1, 1, 3, 8}, {1, 1, 3, 8}), (TensorType{DType::f32, {1, 4, 3, 8}}));
+  EXPECT_EQ(run({2, 5, 6}, {5, 1}, {5, 1}, DType::bf16, DType::bf16), (TensorType{DType::bf16, {2, 5, 6}}));
+  EXPECT_EQ(code_of([&] { run({1, 4, 3, 7}, {3, 7}, {3, 7}); }), ErrorCode::invalid_argument);        // odd
+  EXPECT_EQ(code_of([&] { run({1, 4, 3, 8}, {3, 8}, {1, 3, 8}); }), ErrorCode::invalid_argument);     // cos != sin
+  EXPECT_EQ(code_of([&] { run({1, 4, 3, 8}, {2, 3, 8}, {2, 3, 8}); }), ErrorCode::invalid_argument);  // grows x
+  EXPECT_EQ(code_of([&] { run({3, 8}, {5, 3, 8}, {5, 3, 8}); }), ErrorCode::invalid_argument);        // outranks x
+  EXPECT_EQ(code_of([&] { run({3, 8}, {3, 8}, {3, 8}, DType::f32, DType::bf16); }), ErrorCode::dtype_mismatch);
+  EXPECT_EQ(code_of([&] { run({}, {}, {}); }), ErrorCode::invalid_argument);
+}
+
 // The 16-bit tolerances: the f32 ones widened to a multiple of the unit roundoff (Note [16-bit tolerances]).
 TEST(OpTable, SixteenBitTolerancesWidenTheF32OnesByTheUnitRoundoff) {
   const OpInfo& relu = op_info(OpTag::relu);

@@ -505,8 +505,8 @@ PACT_NATIVE_BINARY(div, true, gi / y, -(gi* x / (y * y)))
 // ---- rotary_embedding: f32, cos and sin one block of rows repeated along x's leading dimensions (a table row
 // per position, shared by the heads); other broadcasts go to the generic kernel.
 
-// Rows [r0, r1) of `d` elements: the first half takes x1 c - x2 s, the second x2 c + x1 s, with c and s the
-// row's table entries (the generic kernel's products and sum, in the same order).
+// `rows` rows of `d` elements, row r against table row r % table_rows: the first half takes x1 c - x2 s, the
+// second x2 c + x1 s (the generic kernel's products and sum, in the same order).
 void rotary_rows(const float* __restrict x, const float* __restrict c, const float* __restrict s, std::int64_t rows,
                  std::int64_t table_rows, std::int64_t d, float* __restrict y) {
   const std::int64_t h = d / 2;
