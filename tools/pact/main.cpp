@@ -61,8 +61,6 @@ int run(int argc, char** argv) {
   return 0;
 }
 
-}  // namespace
-
 // Note [Host allocator settings]
 // A run allocates and frees many host buffers of 128 KiB to a few MiB (a prefill's activations, each
 // node's output). glibc serves those from mmap at first and returns freed heap tops to the system, so the
@@ -71,11 +69,11 @@ int run(int argc, char** argv) {
 // buffers up to 32 MiB kept in the heap (bench/llm_vs_torch.py, Zen 5, one thread). The same advice PyTorch
 // gives for CPU inference (a caching allocator such as jemalloc); a program embedding the library chooses
 // its own allocator settings.
-namespace {
 void keep_freed_host_memory() noexcept {
   mallopt(M_MMAP_THRESHOLD, 32 << 20);  // glibc's maximum: larger buffers (weights) are still mapped
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
 }
+
 }  // namespace
 
 int main(int argc, char** argv) {
