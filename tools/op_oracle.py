@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """The op oracle: PyTorch's float64 forward and VJP values for a fixed set of inputs per Pact op.
 
-    /usr/bin/python3 tools/op_oracle.py [--out tests/fixtures/oracle]
+    /usr/bin/python3 tools/op_oracle.py [--out contracts/oracle]
 
 writes OUT/ops.json (the cases: op, attributes, mode, which tensors to compare) and OUT/ops.safetensors
 (every case's inputs, cotangent, expected output, gradients and updated state). The C++ test
@@ -723,7 +723,7 @@ def check(out_dir, cases, tensors):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    ap.add_argument("--out", default=os.path.join(root, "tests", "fixtures", "oracle"))
+    ap.add_argument("--out", default=os.path.join(root, "contracts", "oracle"))
     ap.add_argument("--check", action="store_true", help="compare with the fixture in --out instead of writing it")
     args = ap.parse_args(argv)
     torch.set_default_dtype(torch.float64)

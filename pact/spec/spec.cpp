@@ -164,7 +164,7 @@ Contract parse_contract_document(std::string_view text, std::string_view file) {
   std::set<std::string> ids;
   const At obls = root.child("proof_obligations");
   for (const auto& o : obls.items()) {
-    o.only({"id", "kind", "equation", "property", "check", "tolerance"});
+    o.only({"id", "kind", "equation", "property", "check", "tolerance", "unless_attributes"});
     ProofObligation p;
     p.id = o.child("id").str();
     p.kind = o.child("kind").str();
@@ -172,6 +172,7 @@ Contract parse_contract_document(std::string_view text, std::string_view file) {
     p.property = o.child("property").str();
     p.check = o.child("check").str();
     p.line = o.line();
+    if (o.has("unless_attributes")) p.unless_attributes = o.child("unless_attributes").strings();
     if (o.has("tolerance")) {
       p.tolerance = o.child("tolerance").number();
       if (p.tolerance < 0) o.child("tolerance").bad("is negative");

@@ -29,6 +29,9 @@ struct ProofObligation {
   std::string property;
   std::string check;      ///< the property check that evaluates it (falsify.hpp's registry)
   double tolerance = -1;  ///< -1: the op's own tolerance
+  /// Generic checks: oracle cases that set any of these attributes are outside the obligation (embedding's
+  /// padding_idx makes its VJP deliberately not the derivative, so finite differences do not apply there).
+  std::vector<std::string> unless_attributes;
   int line = 0;
 };
 

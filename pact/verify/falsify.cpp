@@ -12,6 +12,7 @@
 #include "pact/contract/capsule.hpp"
 #include "pact/contract/check.hpp"
 #include "pact/kernels/kernel.hpp"
+#include "pact/verify/oracle.hpp"
 
 namespace pact::verify {
 
@@ -352,6 +353,130 @@ const std::map<std::string, Check>& checks() {
 
 #include "pact/verify/falsify_mutants.inc"
 
+// Note [Generic mutants]
+// ~~~~~~~~~~~~~~~~~~~~~~
+// A generic mutant is a bound capsule whose results are altered after its kernel ran: the last forward
+// value (or an update's last new state value) moved by 1% of its size plus 0.01 (an integer moved by one, a
+// boolean flipped), the result given an extra leading dimension, or the first gradient scaled by 1.05. They
+// serve every op, so that each generic check of each contract is shown to refute a wrong result. They say
+// nothing about which mistakes in a kernel's source the checks catch: mutants of the source are that.
+constexpr const char* kGenericChecks[] = {"matches_oracle", "shape_rule", "fd_vjp"};
+
+void shift_last(Tensor& t) {
+  if (t.numel() == 0) return;
+  auto v = t.to_doubles();
+  double& last = v.back();
+  if (t.dtype() == DType::boolean) {
+    last = last != 0 ? 0 : 1;
+  } else if (!is_floating(t.dtype())) {
+    last += 1;
+  } else {
+    last += 0.01 + 0.01 * std::abs(last);
+  }
+  t = Tensor::from_values<double>(t.shape(), v).convert(t.dtype());
+}
+
+const std::map<std::string, ResultTamper>& generic_mutants() {
+  static const std::map<std::string, ResultTamper> table = {
+      {"last_value_shifted", ResultTamper{shift_last, nullptr,
+                                          [](std::vector<Tensor>& state) {
+                                            if (!state.empty()) shift_last(state.back());
+                                          }}},
+      {"result_unsqueezed", ResultTamper{[](Tensor& y) {
+                                           Dims s{1};
+                                           for (auto e : y.shape()) s.push_back(e);
+                                           Tensor lifted =
+                                               y.as_view().reshape(s).duplicate();  // no view of y outlives it
+                                           y = std::move(lifted);
+                                         },
+                                         nullptr,
+                                         [](std::vector<Tensor>& state) {
+                                           if (state.empty()) return;
+                                           Dims s{1};
+                                           for (auto e : state.front().shape()) s.push_back(e);
+                                           Tensor lifted = state.front().as_view().reshape(s).duplicate();
+                                           state.front() = std::move(lifted);
+                                         }}},
+      {"first_gradient_scaled", ResultTamper{nullptr,
+                                             [](std::vector<std::optional<Tensor>>& grads) {
+                                               for (auto& g : grads) {
+                                                 if (!g) continue;
+                                                 auto v = g->to_doubles();
+                                                 for (auto& x : v) x *= 1.05;
+                                                 *g = Tensor::from_values<double>(g->shape(), v).convert(g->dtype());
+                                                 return;
+                                               }
+                                             },
+                                             nullptr}},
+  };
+  return table;
+}
+
+// The float dtypes the oracle holds a capsule to: those it computes, 16-bit ones only on the 16-bit cases.
+std::vector<DType> oracle_dtypes(const contract::Capsule& cap) {
+  std::vector<DType> out;
+  for (DType d : {DType::f64, DType::f32, DType::bf16, DType::f16})
+    if (cap.dtypes.contains(d)) out.push_back(d);
+  return out;
+}
+
+PropertyOutcome evaluate_generic(const ProofObligation& o, ops::OpTag op, const contract::Capsule& cap,
+                                 std::uint64_t seed, const std::string& oracle_dir, const ResultTamper* tamper) {
+  const kernels::Handler& h = contract::handler_for(cap);
+  PropertyOutcome out;
+  auto record = [&](const OracleCase& c, DType d, const std::vector<std::string>& found) {
+    ++out.trials;
+    if (found.empty()) return;
+    if (out.failed++ == 0) out.first_failure = fmt::format("{} in {}: {}", c.describe(), dtype_name(d), found.front());
+  };
+  auto guarded = [&](const OracleCase& c, DType d, auto&& run) {
+    try {
+      run();
+    } catch (const Error& e) {
+      record(c, d, {fmt::format("the kernel failed: {}", e.what())});
+    }
+  };
+  std::vector<DType> dtypes = oracle_dtypes(cap);
+  if (o.check == "fd_vjp") {
+    // Finite differences in the widest float dtype the capsule computes (Note [Generic checks]).
+    std::erase_if(dtypes, [](DType d) { return d != DType::f64 && d != DType::f32; });
+    if (dtypes.empty()) {
+      out.not_applicable = fmt::format("{} computes only 16-bit dtypes, too coarse to difference", cap.name);
+      return out;
+    }
+    dtypes.resize(1);
+    if (!ops::op_info(op).has_vjp || h.vjp == nullptr) {
+      out.failed = 1;
+      out.first_failure = fmt::format("{} has no VJP to difference", cap.name);
+      return out;
+    }
+  }
+  for (const auto& c : oracle_cases(oracle_dir)) {
+    if (c.op != op) continue;
+    if (std::any_of(o.unless_attributes.begin(), o.unless_attributes.end(),
+                    [&](const std::string& a) { return c.attrs.has(a); }))
+      continue;
+    for (DType d : dtypes) {
+      if (!c.half && (d == DType::bf16 || d == DType::f16)) continue;
+      guarded(c, d, [&] {
+        if (o.check == "matches_oracle") {
+          record(c, d, oracle_problems(h, c, d, tamper));
+        } else if (o.check == "shape_rule") {
+          record(c, d, shape_problems(h, c, d, tamper));
+        } else if (auto found = fd_vjp_problems(h, c, d, seed, tamper)) {
+          record(c, d, *found);
+        }
+      });
+    }
+  }
+  if (out.trials == 0) {
+    out.failed = 1;
+    out.first_failure =
+        fmt::format("no oracle case of {} runs on {} (add one to tools/op_oracle.py)", ops::op_kind(op), cap.name);
+  }
+  return out;
+}
+
 std::uint64_t mix(std::uint64_t seed, std::string_view s) {
   std::uint64_t h = seed ^ 0xcbf29ce484222325ULL;
   for (char c : s) h = (h ^ static_cast<unsigned char>(c)) * 0x100000001b3ULL;
@@ -379,19 +504,30 @@ const Equation* equation_of(const Contract& c, const std::string& name) {
 std::vector<std::string> known_checks() {
   std::vector<std::string> out;
   for (const auto& [k, f] : checks()) out.push_back(k);
+  out.insert(out.end(), std::begin(kGenericChecks), std::end(kGenericChecks));
   return out;
 }
 
 std::vector<std::string> known_mutants() {
   std::vector<std::string> out;
   for (const auto& [k, f] : mutants()) out.push_back(k);
+  for (const auto& [k, f] : generic_mutants()) out.push_back(k);
   return out;
 }
+
+bool is_generic_check(const std::string& check) {
+  return std::find(std::begin(kGenericChecks), std::end(kGenericChecks), check) != std::end(kGenericChecks);
+}
+
+bool is_generic_mutant(const std::string& name) { return generic_mutants().count(name) > 0; }
 
 KernelFn mutant(const std::string& name) {
   auto it = mutants().find(name);
   if (it == mutants().end())
-    throw_error(ErrorCode::invalid_argument, "falsify", fmt::format("unknown mutant '{}'", name));
+    throw_error(ErrorCode::invalid_argument, "falsify",
+                is_generic_mutant(name)
+                    ? fmt::format("mutant '{}' alters a capsule's results: evaluate_capsule runs it", name)
+                    : fmt::format("unknown mutant '{}'", name));
   return it->second;
 }
 
@@ -408,7 +544,9 @@ PropertyOutcome evaluate(const ProofObligation& o, const std::string& op, const 
   auto it = checks().find(o.check);
   if (it == checks().end())
     throw_error(ErrorCode::invalid_argument, "falsify",
-                fmt::format("obligation {}: unknown check '{}'", o.id, o.check));
+                is_generic_check(o.check)
+                    ? fmt::format("obligation {}: check '{}' runs on a capsule (evaluate_capsule)", o.id, o.check)
+                    : fmt::format("obligation {}: unknown check '{}'", o.id, o.check));
   const ops::OpTag tag = ops::parse_op_kind(op);  // the contract names the op by its wire kind
   PropertyOutcome out;
   for (int t = 0; t < trials; ++t) {
@@ -429,6 +567,43 @@ PropertyOutcome evaluate(const ProofObligation& o, const std::string& op, const 
   return out;
 }
 
+PropertyOutcome evaluate_capsule(const ProofObligation& o, const std::string& op, const std::string& capsule,
+                                 std::uint64_t seed, int trials, const std::string& oracle_dir,
+                                 const std::string& mutant_name) {
+  const contract::Capsule* cap = find_capsule(capsule);
+  if (cap == nullptr)
+    throw_error(ErrorCode::unsupported, "falsify", fmt::format("no capsule named '{}' in the registry", capsule));
+  const ops::OpTag tag = ops::parse_op_kind(op);
+  const ResultTamper* tamper = nullptr;
+  if (!mutant_name.empty() && is_generic_mutant(mutant_name)) tamper = &generic_mutants().at(mutant_name);
+  if (is_generic_check(o.check)) {
+    if (!mutant_name.empty() && tamper == nullptr)
+      throw_error(ErrorCode::invalid_argument, "falsify",
+                  fmt::format("obligation {}: the generic check '{}' runs against generic mutants only, not '{}'", o.id,
+                              o.check, mutant_name));
+    return evaluate_generic(o, tag, *cap, seed, oracle_dir, tamper);
+  }
+  if (!cap->dtypes.contains(DType::f32) && !cap->dtypes.contains(DType::f64)) {
+    PropertyOutcome out;
+    out.not_applicable = fmt::format("check '{}' draws float32 cases; {} computes only {} (matches_oracle holds it)",
+                                     o.check, cap->name, cap->dtypes.to_string());
+    return out;
+  }
+  if (!mutant_name.empty() && tamper == nullptr) return evaluate(o, op, mutant(mutant_name), seed, trials);
+  const kernels::Handler* h = &contract::handler_for(*cap);
+  KernelFn kernel = [h, tamper](std::span<const TensorView> in, const Attributes& a) {
+    Tensor y = kernels::run_forward(*h, in, a);
+    if (tamper != nullptr && tamper->forward) tamper->forward(y);
+    return y;
+  };
+  return evaluate(o, op, kernel, seed, trials);
+}
+
+std::size_t FalsifyReport::evaluated() const noexcept {
+  return static_cast<std::size_t>(std::count_if(obligations.begin(), obligations.end(),
+                                                [](const auto& r) { return r.outcome.not_applicable.empty(); }));
+}
+std::size_t FalsifyReport::not_applicable() const noexcept { return obligations.size() - evaluated(); }
 std::size_t FalsifyReport::failed() const noexcept {
   return static_cast<std::size_t>(
       std::count_if(obligations.begin(), obligations.end(), [](const auto& r) { return r.outcome.failed > 0; }));
@@ -440,7 +615,7 @@ std::size_t FalsifyReport::caught() const noexcept {
 bool FalsifyReport::ok() const noexcept { return evaluated() > 0 && failed() == 0 && caught() == mutants.size(); }
 
 FalsifyReport falsify(const std::vector<Contract>& contracts, const BindingFile& bindings, const std::string& only,
-                      std::uint64_t seed, int trials, bool run_mutants) {
+                      std::uint64_t seed, int trials, bool run_mutants, const std::string& oracle_dir) {
   FalsifyReport report;
   bool matched = only.empty();
   for (const auto& c : contracts) {
@@ -452,14 +627,29 @@ FalsifyReport falsify(const std::vector<Contract>& contracts, const BindingFile&
       for (const auto& b : bindings.bindings) {
         if (b.contract != c.id || b.equation != o.equation || b.status != BindingStatus::implemented) continue;
         report.obligations.push_back(
-            {c.id, o.id, b.capsule, evaluate(o, eq->op, capsule_kernel(b.capsule), seed, trials)});
+            {c.id, o.id, b.capsule, evaluate_capsule(o, eq->op, b.capsule, seed, trials, oracle_dir)});
       }
     }
     if (!run_mutants) continue;
     for (const auto& t : c.falsification) {
       const auto& o = *std::find_if(c.obligations.begin(), c.obligations.end(),
                                     [&](const auto& x) { return x.id == t.obligation; });
-      const PropertyOutcome out = evaluate(o, equation_of(c, o.equation)->op, mutant(t.mutant), seed, trials);
+      const std::string& op = equation_of(c, o.equation)->op;
+      PropertyOutcome out;
+      if (is_generic_mutant(t.mutant)) {
+        // The mutant alters the first capsule bound to the equation (Note [Generic mutants]).
+        const auto b = std::find_if(bindings.bindings.begin(), bindings.bindings.end(), [&](const Binding& x) {
+          return x.contract == c.id && x.equation == o.equation && x.status == BindingStatus::implemented;
+        });
+        if (b == bindings.bindings.end()) {
+          out.trials = 0;
+          out.first_failure = "no capsule is bound to the equation, so there is nothing to mutate";
+        } else {
+          out = evaluate_capsule(o, op, b->capsule, seed, trials, oracle_dir, t.mutant);
+        }
+      } else {
+        out = evaluate(o, op, mutant(t.mutant), seed, trials);
+      }
       report.mutants.push_back({c.id, t.id, t.mutant, o.id, out.failed > 0,
                                 out.failed > 0 ? out.first_failure : fmt::format("{} cases, none failed", out.trials)});
     }
@@ -487,14 +677,20 @@ AuditReport audit(const std::vector<Contract>& contracts, const BindingFile& bin
             "{}: equation '{}' has no implemented binding and is not an allowed gap (AllImplemented)", c.id, e.name));
       }
       for (const auto& o : c.obligations) {
-        if (o.equation == e.name && !checks().count(o.check))
+        if (o.equation == e.name && !checks().count(o.check) && !is_generic_check(o.check))
           r.problems.push_back(fmt::format("{}: obligation {} names unknown check '{}'", c.id, o.id, o.check));
       }
-      for (const auto& t : c.falsification) {
-        if (!mutants().count(t.mutant))
-          r.problems.push_back(
-              fmt::format("{}: falsification test {} names unknown mutant '{}'", c.id, t.id, t.mutant));
-      }
+    }
+    for (const auto& t : c.falsification) {
+      if (!mutants().count(t.mutant) && !is_generic_mutant(t.mutant))
+        r.problems.push_back(fmt::format("{}: falsification test {} names unknown mutant '{}'", c.id, t.id, t.mutant));
+      const auto o =
+          std::find_if(c.obligations.begin(), c.obligations.end(), [&](const auto& x) { return x.id == t.obligation; });
+      if (o != c.obligations.end() && mutants().count(t.mutant) && is_generic_check(o->check))
+        r.problems.push_back(fmt::format(
+            "{}: falsification test {} pairs the generic check '{}' with '{}', a mutant written as a forward "
+            "function (generic checks need the capsule's VJP: use a generic mutant)",
+            c.id, t.id, o->check, t.mutant));
     }
     r.coverage.push_back(std::move(cov));
   }
@@ -544,7 +740,7 @@ std::string identifier(const std::string& text) {
 }
 }  // namespace
 
-std::string scaffold(const Contract& c, const BindingFile& bindings) {
+std::string scaffold(const Contract& c, const BindingFile& bindings, const std::string& oracle_dir) {
   const std::string suite = identifier(c.id);
   std::string out = fmt::format(
       "// Generated by `pact contracts scaffold {}`: one test per obligation per bound capsule, one per\n"
@@ -566,18 +762,30 @@ std::string scaffold(const Contract& c, const BindingFile& bindings) {
       const std::string name = identifier(o.id + "_" + b.capsule);
       out += fmt::format(
           "// {}: {}\nTEST({}, {}) {{\n  const auto& o = obligation(\"{}\");\n"
-          "  const auto r = pact::verify::evaluate(o, op_of(o), pact::verify::capsule_kernel(\"{}\"), 0, 20);\n"
+          "  const auto r = pact::verify::evaluate_capsule(o, op_of(o), \"{}\", 0, 20, \"{}\");\n"
           "  EXPECT_EQ(r.failed, 0) << r.first_failure;\n}}\n\n",
-          o.id, o.property, suite, name, o.id, b.capsule);
+          o.id, o.property, suite, name, o.id, b.capsule, oracle_dir);
     }
   }
   for (const auto& t : c.falsification) {
     const std::string name = identifier(t.id + "_catches_" + t.mutant);
+    // A generic mutant alters the first capsule bound to the obligation's equation, as falsify does.
+    std::string run = fmt::format("pact::verify::evaluate(o, op_of(o), pact::verify::mutant(\"{}\"), 0, 20)", t.mutant);
+    if (is_generic_mutant(t.mutant)) {
+      const auto& o = *std::find_if(c.obligations.begin(), c.obligations.end(),
+                                    [&](const auto& x) { return x.id == t.obligation; });
+      const auto b = std::find_if(bindings.bindings.begin(), bindings.bindings.end(), [&](const Binding& x) {
+        return x.contract == c.id && x.equation == o.equation && x.status == BindingStatus::implemented;
+      });
+      if (b == bindings.bindings.end()) continue;  // nothing bound to mutate: the audit reports the gap
+      run = fmt::format("pact::verify::evaluate_capsule(o, op_of(o), \"{}\", 0, 20, \"{}\", \"{}\")", b->capsule,
+                        oracle_dir, t.mutant);
+    }
     out += fmt::format(
         "// {}: {}\nTEST({}, {}) {{\n  const auto& o = obligation(\"{}\");\n"
-        "  const auto r = pact::verify::evaluate(o, op_of(o), pact::verify::mutant(\"{}\"), 0, 20);\n"
+        "  const auto r = {};\n"
         "  EXPECT_GT(r.failed, 0) << \"the gate did not catch {}\";\n}}\n\n",
-        t.id, t.description, suite, name, t.obligation, t.mutant, t.mutant);
+        t.id, t.description, suite, name, t.obligation, run, t.mutant);
   }
   out += "}  // namespace\n";
   return out;

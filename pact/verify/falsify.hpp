@@ -32,20 +32,36 @@ using KernelFn = std::function<Tensor(std::span<const TensorView>, const ops::At
 /// The property checks obligations may name, and the mutants falsification tests may name.
 std::vector<std::string> known_checks();
 std::vector<std::string> known_mutants();
-/// The mutated kernel `name` (invalid_argument for an unknown name).
+/// True for the checks that run from contract YAML alone on the op oracle's cases (matches_oracle,
+/// shape_rule, fd_vjp: Note [Generic checks] in oracle.cpp), and for the mutants that alter a bound
+/// capsule's results (Note [Generic mutants] in falsify.cpp); the others are written per op in C++.
+bool is_generic_check(const std::string& check);
+bool is_generic_mutant(const std::string& mutant);
+/// The mutated kernel `name` (invalid_argument for an unknown or generic name).
 KernelFn mutant(const std::string& name);
 /// The kernel of a capsule of the maintained registry, by name ("native.softmax"); unsupported when none.
 KernelFn capsule_kernel(const std::string& capsule);
 
-/// One evaluation of an obligation against a kernel: `trials` seeded random cases.
+/// One evaluation of an obligation against a kernel: `trials` seeded random cases, or for a generic check
+/// one per oracle case and dtype.
 struct PropertyOutcome {
   int trials = 0;
   int failed = 0;
-  std::string first_failure;  ///< what the first failing case showed
+  std::string first_failure;   ///< what the first failing case showed
+  std::string not_applicable;  ///< why the check does not apply to this capsule (then trials is 0)
 };
-/// Runs `obligation` (whose equation is `op`) against `kernel`. An unknown check is invalid_argument.
+/// Runs `obligation` (whose equation is `op`) against `kernel`. An unknown or generic check is
+/// invalid_argument.
 PropertyOutcome evaluate(const ProofObligation& obligation, const std::string& op, const KernelFn& kernel,
                          std::uint64_t seed, int trials);
+/// Runs `obligation` against the capsule named `capsule` of the maintained registry, in the dtypes the
+/// capsule computes; with `mutant`, against that mutant of the capsule instead (a generic mutant alters the
+/// capsule's results; another names its own kernel). Generic checks read their cases from the oracle
+/// fixture in `oracle_dir`. A check that cannot apply to the capsule (a float32 property on a 16-bit
+/// capsule, finite differences in 16 bits) says why in not_applicable.
+PropertyOutcome evaluate_capsule(const ProofObligation& obligation, const std::string& op, const std::string& capsule,
+                                 std::uint64_t seed, int trials, const std::string& oracle_dir,
+                                 const std::string& mutant = {});
 
 struct ObligationResult {
   std::string contract, obligation, capsule;
@@ -57,11 +73,12 @@ struct MutantResult {
   std::string detail;
 };
 struct FalsifyReport {
-  std::vector<ObligationResult> obligations;
+  std::vector<ObligationResult> obligations;  ///< evaluated, and those that did not apply (not_applicable)
   std::vector<MutantResult> mutants;
   std::size_t declared = 0;  ///< obligations declared by the contracts considered
 
-  std::size_t evaluated() const noexcept { return obligations.size(); }
+  std::size_t evaluated() const noexcept;
+  std::size_t not_applicable() const noexcept;
   std::size_t failed() const noexcept;
   std::size_t caught() const noexcept;
   /// True when something was evaluated, nothing failed, and every gate caught every mutant it names.
@@ -69,9 +86,11 @@ struct FalsifyReport {
 };
 
 /// Evaluates `contracts` (all, or only `only`) against the capsules `bindings` binds them to; with
-/// `mutants`, also runs every falsification test against its mutant. Seeded and reproducible.
+/// `mutants`, also runs every falsification test against its mutant (a generic mutant alters the first
+/// capsule bound to the obligation's equation). Generic checks read the oracle fixture in `oracle_dir`.
+/// Seeded and reproducible.
 FalsifyReport falsify(const std::vector<Contract>& contracts, const BindingFile& bindings, const std::string& only,
-                      std::uint64_t seed, int trials, bool mutants);
+                      std::uint64_t seed, int trials, bool mutants, const std::string& oracle_dir);
 
 /// Audit findings: binding coverage and problems. `problems` non-empty means the audit fails.
 struct AuditReport {
@@ -84,10 +103,12 @@ struct AuditReport {
   std::vector<std::string> problems;  ///< bindings to unknown contracts, equations, capsules, or mismatched symbols
   std::vector<std::string> unlinked_capsules;  ///< capsules citing testSuite evidence that no contract obligation binds
 };
+/// Also a problem: a falsification test that pairs a generic check with a mutant written in C++ (that
+/// mutant is a forward function; the generic checks need a capsule's VJP too).
 AuditReport audit(const std::vector<Contract>& contracts, const BindingFile& bindings);
 
 /// A GoogleTest skeleton for a contract: one test per obligation per bound capsule, one per
-/// falsification test, each calling this library.
-std::string scaffold(const Contract& contract, const BindingFile& bindings);
+/// falsification test, each calling this library (generic checks read the oracle in `oracle_dir`).
+std::string scaffold(const Contract& contract, const BindingFile& bindings, const std::string& oracle_dir);
 
 }  // namespace pact::verify

@@ -88,6 +88,7 @@ std::vector<GateResult> evaluate_gates(const std::vector<Contract>& contracts, c
     for (const auto& o : report.obligations) {
       if (o.contract != c.id) continue;
       considered = true;
+      if (!o.outcome.not_applicable.empty()) continue;  // listed by falsify; counts neither way
       // Only the obligations the gate lists count toward it.
       if (std::find(c.gate.checks.begin(), c.gate.checks.end(), o.obligation) == c.gate.checks.end()) continue;
       ++g.evaluated;
@@ -102,11 +103,16 @@ std::vector<GateResult> evaluate_gates(const std::vector<Contract>& contracts, c
       ++g.mutants;
       if (m.caught) ++g.caught;
     }
+    // A mutant the gate must catch is caught by every falsification test that names it (a generic mutant
+    // is named once per equation).
     for (const auto& name : c.gate.must_catch) {
-      const bool caught = std::any_of(report.mutants.begin(), report.mutants.end(), [&](const MutantResult& m) {
-        return m.contract == c.id && m.mutant == name && m.caught;
-      });
-      if (!caught) g.reasons.push_back(fmt::format("mutant {} was not caught", name));
+      bool ran = false;
+      for (const auto& m : report.mutants) {
+        if (m.contract != c.id || m.mutant != name) continue;
+        ran = true;
+        if (!m.caught) g.reasons.push_back(fmt::format("mutant {} was not caught ({})", name, m.test));
+      }
+      if (!ran) g.reasons.push_back(fmt::format("mutant {} was not caught (no falsification test ran it)", name));
     }
     bool incomplete = g.mutants == 0;
     if (g.mutants == 0)

@@ -1,8 +1,11 @@
 // The op oracle (issue 20 item 1): every provider's kernels against PyTorch's float64 values, which
-// tools/op_oracle.py computed with torch.nn.functional and torch.optim and stored in
-// tests/fixtures/oracle. Nothing here computes an expected value with Pact's code, so a kernel that is
-// deterministic and wrong fails (OpOracle.RefutesAWrongKernel shows it). The capsules cite these tests for
-// their forward-value and VJP claims (pact/contract/provider_table.cpp); determinism has its own test.
+// tools/op_oracle.py computed with torch.nn.functional and torch.optim and stored in contracts/oracle (read
+// and compared by pact/verify/oracle.hpp, which the generic contract checks share). Nothing here computes
+// an expected value with Pact's code, so a kernel that is deterministic and wrong fails (OpOracle.RefutesAWrongKernel
+// shows it). The capsules cite these tests for their forward-value and VJP claims (pact/contract/provider_table.cpp);
+// determinism has its own test.
+
+#include "pact/verify/oracle.hpp"
 
 #include <gtest/gtest.h>
 
@@ -11,10 +14,6 @@
 #include <set>
 
 #include "pact/core/cpu.hpp"
-#include "pact/core/file.hpp"
-#include "pact/core/json.hpp"
-#include "pact/ir/graph.hpp"
-#include "pact/ir/safetensors.hpp"
 #include "sweep_util.hpp"
 
 namespace pact {
@@ -23,118 +22,15 @@ namespace {
 using namespace pact::test;
 using kernels::KernelContext;
 
-const std::string kFixture = std::string(PACT_SOURCE_DIR) + "/tests/fixtures/oracle";
+const std::string kFixture = verify::oracle_dir_of(std::string(PACT_SOURCE_DIR) + "/contracts");
 
-// One case of the fixture: the op, its attributes and mode, the inputs, and what PyTorch computed.
-struct OracleCase {
-  std::string id, label;
-  ops::OpTag op{};
-  ops::Attributes attrs;
-  bool training = false;
-  bool half = false;                     // a half provider case: float inputs and cotangent are bf16 values
-  std::vector<Tensor> inputs;            // float inputs in f32 (their values are float32 numbers), others as stored
-  std::optional<Tensor> out, cot;        // forward and the VJP's cotangent (kernel ops)
-  std::map<std::size_t, Tensor> grads;   // per differentiable input: PyTorch's gradient (f64)
-  std::map<std::size_t, Tensor> states;  // update ops: each state operand's new value (f64)
-  std::string describe() const {
-    return std::string(ops::op_kind(op)) + " " + id + (label.empty() ? "" : " [" + label + "]");
-  }
-};
+using verify::OracleCase;
 
-const std::vector<OracleCase>& oracle_cases() {
-  static const std::vector<OracleCase> cases = [] {
-    const Json doc = parse_json(read_file(kFixture + "/ops.json", "oracle"), "ops.json");
-    const ir::SafetensorsFile st = ir::read_safetensors(kFixture + "/ops.safetensors");
-    auto take = [&](const std::string& name) -> Tensor {
-      const Tensor* t = st.find(name);
-      if (t == nullptr) throw_error(ErrorCode::parse_error, "oracle", "ops.safetensors has no tensor '" + name + "'");
-      return t->as_view().duplicate();
-    };
-    std::vector<OracleCase> out;
-    for (const Json& j : doc.at("cases")) {
-      OracleCase c;
-      c.id = j.at("id").get<std::string>();
-      c.label = j.at("label").get<std::string>();
-      c.op = ops::parse_op_kind(j.at("op").get<std::string>());
-      c.attrs = ir::attributes_from_json(j.at("attrs"), "ops.json", c.id + ".attrs");
-      c.training = j.at("training").get<bool>();
-      c.half = j.contains("half") && j.at("half").get<bool>();
-      for (std::int64_t k = 0; k < j.at("inputs").get<std::int64_t>(); ++k)
-        c.inputs.push_back(take(c.id + ".in" + std::to_string(k)));
-      const bool update = ops::op_info(c.op).role == ops::OpRole::update;
-      if (!update) c.out = take(c.id + ".out");
-      for (const Json& k : j.at("grads"))
-        c.grads.emplace(k.get<std::size_t>(), take(c.id + ".grad" + std::to_string(k.get<std::size_t>())));
-      if (!c.grads.empty()) c.cot = take(c.id + ".cot");
-      for (const Json& k : j.at("states"))
-        c.states.emplace(k.get<std::size_t>(), take(c.id + ".state" + std::to_string(k.get<std::size_t>())));
-      out.push_back(std::move(c));
-    }
-    return out;
-  }();
-  return cases;
-}
-
-// A float tensor in dtype `d`; indices and masks as they are.
-Tensor as_dtype(const Tensor& t, DType d) {
-  return is_floating(t.dtype()) && t.dtype() != d ? t.as_view().convert(d) : t.as_view().duplicate();
-}
-
-// Oracle tolerances. In f64 a kernel agrees with PyTorch's f64 to rounding. In f32 the op table's
-// tolerance (which bounds implementation-defined against fixed-left f32 results) with a floor of a few
-// float32 ulps, since the truth here is f64 and an "exact" f32 op still rounds its result once.
-ops::Tolerance f64_tolerance() { return {1e-10, 1e-9}; }
-ops::Tolerance widen(ops::Tolerance t) { return {std::max(t.abs, 1e-6), std::max(t.rel, 1e-6)}; }
+const std::vector<OracleCase>& oracle_cases() { return verify::oracle_cases(kFixture); }
 
 // Every disagreement of handler `h` with the oracle on case `c`, run in dtype `d`; empty when it agrees.
 std::vector<std::string> problems(const kernels::Handler& h, const OracleCase& c, DType d) {
-  const ops::OpInfo& info = ops::op_info(c.op);
-  const ops::Tolerance fwd = d == DType::f64 ? f64_tolerance() : widen(info.tolerance(d));
-  const ops::Tolerance vjp = d == DType::f64 ? f64_tolerance() : widen(info.vjp_tolerance(d));
-  std::vector<std::string> found;
-  auto check = [&](const std::string& what, const std::vector<double>& got, const Tensor& want, ops::Tolerance t) {
-    const auto r = close(got, values_of(want.as_view()), t);
-    if (!r) found.push_back(what + ": " + r.message());
-  };
-  std::vector<Tensor> ins;
-  for (const auto& t : c.inputs) ins.push_back(as_dtype(t, d));
-  if (info.role == ops::OpRole::update) {
-    const auto got = updated_state(h, ins, c.attrs);
-    std::vector<double> want;
-    for (const auto& [k, t] : c.states) {
-      const auto v = values_of(t.as_view());
-      want.insert(want.end(), v.begin(), v.end());
-    }
-    const auto r = close(got, want, fwd);
-    if (!r) found.push_back("updated state: " + std::string(r.message()));
-    return found;
-  }
-  const KernelContext ctx{c.training, 7};
-  Tensor y = kernels::run_forward(h, views_of(ins), c.attrs, ctx);
-  if (y.shape() != c.out->shape()) {
-    found.push_back("forward shape " + y.shape().to_string() + ", PyTorch's " + c.out->shape().to_string());
-    return found;
-  }
-  check("forward", values_of(y.as_view()), *c.out, fwd);
-  if (!c.cot || h.vjp == nullptr) {
-    if (c.cot) found.push_back("no VJP, but PyTorch differentiates the op");
-    return found;
-  }
-  const Tensor g = as_dtype(*c.cot, y.dtype());  // the output's dtype (a cast's output need not be d)
-  const auto grads = kernels::run_vjp(h, views_of(ins), y.as_view(), g.as_view(), c.attrs, ctx);
-  for (std::size_t k = 0; k < grads.size(); ++k) {
-    const auto want = c.grads.find(k);
-    if (want == c.grads.end()) {
-      if (grads[k]) found.push_back("a gradient for input " + std::to_string(k) + ", which is not differentiable");
-      continue;
-    }
-    if (!grads[k]) {
-      found.push_back("no gradient for input " + std::to_string(k));
-      continue;
-    }
-    check("VJP input " + std::to_string(k), values_of(grads[k]->as_view()), want->second, vjp);
-  }
-  return found;
+  return verify::oracle_problems(h, c, d);
 }
 
 // Runs every case that `handlers` covers (only the half cases when `half_only`) and reports each
@@ -308,6 +204,53 @@ TEST(OpOracle, RefutesAWrongKernel) {
   }
   EXPECT_GT(refuted_gelu, 0);
   EXPECT_GT(refuted_sigmoid, 0);
+}
+
+// The generic contract checks refute wrong kernels, not only the tampered results of the gates' mutants:
+// finite differences catch a sigmoid VJP 0.1% too large and the exact GELU's VJP beside a tanh-approximated
+// forward (both in f64, where the margin is 1e-5), and the shape check catches a rule that disagrees with
+// PyTorch's result shape (here PyTorch's shape is the one changed, which is what a wrong rule looks like).
+TEST(OpOracle, GenericChecksRefuteWrongKernels) {
+  const kernels::Handler& gelu = *kernels::find_handler(kernels::reference_handlers(), ops::OpTag::gelu);
+  const kernels::Handler& sigmoid = *kernels::find_handler(kernels::reference_handlers(), ops::OpTag::sigmoid);
+  kernels::Handler wrong_gelu = gelu;
+  wrong_gelu.forward = &gelu_tanh_forward;
+  kernels::Handler wrong_sigmoid = sigmoid;
+  wrong_sigmoid.vjp = &sigmoid_vjp_too_large;
+  int differenced = 0, reshaped = 0;
+  for (const auto& c : oracle_cases()) {
+    SCOPED_TRACE(c.describe());
+    if (c.op == ops::OpTag::sigmoid) {
+      EXPECT_TRUE(verify::fd_vjp_problems(sigmoid, c, DType::f64, 5)->empty());
+      const auto found = verify::fd_vjp_problems(wrong_sigmoid, c, DType::f64, 5);
+      ASSERT_TRUE(found.has_value());
+      EXPECT_EQ(found->size(), 1u);
+      ++differenced;
+    }
+    if (c.op == ops::OpTag::gelu && c.attrs.get_string("gelu", "approximate", std::string("none")) == "none") {
+      EXPECT_TRUE(verify::fd_vjp_problems(gelu, c, DType::f64, 5)->empty());
+      EXPECT_FALSE(verify::fd_vjp_problems(wrong_gelu, c, DType::f64, 5)->empty());
+      ++differenced;
+    }
+    if (c.op == ops::OpTag::sum) {
+      const kernels::Handler& h = *kernels::find_handler(kernels::native_handlers(), c.op);
+      EXPECT_TRUE(verify::shape_problems(h, c, DType::f32).empty());
+      verify::OracleCase other;
+      other.id = c.id;
+      other.op = c.op;
+      other.attrs = c.attrs;
+      for (const auto& t : c.inputs) other.inputs.push_back(t.duplicate());
+      Dims lifted{2};
+      for (auto e : c.out->shape()) lifted.push_back(e);
+      other.out = Tensor::from_values<double>(lifted, std::vector<double>(2 * c.out->numel(), 0.0));
+      const auto found = verify::shape_problems(h, other, DType::f32);
+      ASSERT_FALSE(found.empty());
+      EXPECT_NE(found.front().find("the shape rule infers"), std::string::npos) << found.front();
+      ++reshaped;
+    }
+  }
+  EXPECT_GT(differenced, 2);
+  EXPECT_GT(reshaped, 0);
 }
 
 // The fixture is the generator's output: every case names a known op, has its inputs and the values the

@@ -121,6 +121,8 @@ struct ContractsArgs {
   int trials = 20;
   bool json = false;
   std::string coverage;  ///< gate: gcov JSON from the coverage build
+  std::string oracle;    ///< the op oracle's fixture; empty: <dir>/oracle
+  std::string oracle_dir() const { return oracle.empty() ? dir + "/oracle" : oracle; }
 };
 int run_contracts_gate(const ContractsArgs& args);
 int run_contracts_validate(const ContractsArgs& args);

@@ -21,6 +21,11 @@ verify::BindingFile bindings_of(const ContractsArgs& a) {
 
 void print_failures(const verify::FalsifyReport& r) {
   for (const auto& o : r.obligations) {
+    if (!o.outcome.not_applicable.empty()) {
+      std::printf("  n/a    %s %s on %s: %s\n", o.contract.c_str(), o.obligation.c_str(), o.capsule.c_str(),
+                  o.outcome.not_applicable.c_str());
+      continue;
+    }
     if (o.outcome.failed > 0) {
       std::printf("  FAILED %s %s on %s: %d of %d cases (%s)\n", o.contract.c_str(), o.obligation.c_str(),
                   o.capsule.c_str(), o.outcome.failed, o.outcome.trials, o.outcome.first_failure.c_str());
@@ -34,10 +39,11 @@ int run_contracts_validate(const ContractsArgs& a) {
   const auto contracts = spec::load_contracts(a.dir);
   const auto bindings = bindings_of(a);
   // Evaluating is part of validating: an obligation that names no runnable check is not validated.
-  const auto report = verify::falsify(contracts, bindings, "", a.seed, 3, false);
+  const auto report = verify::falsify(contracts, bindings, "", a.seed, 3, false, a.oracle_dir());
   std::printf("%zu contracts, %zu bindings\n", contracts.size(), bindings.bindings.size());
   print_failures(report);
-  std::printf("%zu declared, %zu evaluated, %zu failed\n", report.declared, report.evaluated(), report.failed());
+  std::printf("%zu declared, %zu evaluated, %zu not applicable, %zu failed\n", report.declared, report.evaluated(),
+              report.not_applicable(), report.failed());
   if (report.evaluated() == 0) {
     std::printf("nothing was evaluated: validation fails\n");
     return 1;
@@ -52,24 +58,24 @@ int run_contracts_audit(const ContractsArgs& a) {
     std::printf("%-28s %zu/%zu equations bound%s\n", c.contract.c_str(), c.bound, c.equations,
                 c.unbound.empty() ? "" : fmt::format(" (unbound: {})", fmt::join(c.unbound, ", ")).c_str());
   }
-  if (!r.unlinked_capsules.empty()) {
-    std::printf("capsules citing test-suite evidence that no contract obligation binds (%zu): %s\n",
-                r.unlinked_capsules.size(), fmt::format("{}", fmt::join(r.unlinked_capsules, ", ")).c_str());
-  }
+  // A capsule whose value evidence is a test suite must be held by some contract's obligations too.
+  std::printf("%zu unlinked capsules (citing test-suite evidence that no contract obligation binds)%s\n",
+              r.unlinked_capsules.size(),
+              r.unlinked_capsules.empty() ? "" : fmt::format(": {}", fmt::join(r.unlinked_capsules, ", ")).c_str());
   for (const auto& p : r.problems) std::printf("PROBLEM %s\n", p.c_str());
   std::printf("%zu contracts audited, %zu problems\n", r.coverage.size(), r.problems.size());
-  return r.problems.empty() ? 0 : 1;
+  return r.problems.empty() && r.unlinked_capsules.empty() ? 0 : 1;
 }
 
 int run_contracts_score(const ContractsArgs& a) {
   const auto contracts = spec::load_contracts(a.dir);
-  const auto report = verify::falsify(contracts, bindings_of(a), a.contract, a.seed, a.trials, true);
+  const auto report = verify::falsify(contracts, bindings_of(a), a.contract, a.seed, a.trials, true, a.oracle_dir());
   std::printf("%-28s %10s %10s %8s\n", "contract", "passed", "mutants", "score");
   for (const auto& c : contracts) {
     if (!a.contract.empty() && c.id != a.contract) continue;
     std::size_t evaluated = 0, passed = 0, mutants = 0, caught = 0;
     for (const auto& o : report.obligations) {
-      if (o.contract != c.id) continue;
+      if (o.contract != c.id || !o.outcome.not_applicable.empty()) continue;
       ++evaluated;
       passed += o.outcome.failed == 0;
     }
@@ -91,7 +97,7 @@ int run_contracts_score(const ContractsArgs& a) {
 
 int run_contracts_scaffold(const ContractsArgs& a) {
   const auto contract = spec::parse_contract(spec::read_text_file(a.contract), a.contract);
-  const std::string text = verify::scaffold(contract, bindings_of(a));
+  const std::string text = verify::scaffold(contract, bindings_of(a), a.oracle_dir());
   if (a.out.empty()) {
     std::fputs(text.c_str(), stdout);
     return 0;
@@ -103,35 +109,42 @@ int run_contracts_scaffold(const ContractsArgs& a) {
 
 int run_contracts_falsify(const ContractsArgs& a) {
   const auto contracts = spec::load_contracts(a.dir);
-  const auto r = verify::falsify(contracts, bindings_of(a), a.contract, a.seed, a.trials, true);
+  const auto r = verify::falsify(contracts, bindings_of(a), a.contract, a.seed, a.trials, true, a.oracle_dir());
   print_failures(r);
   for (const auto& m : r.mutants) {
     std::printf("  gate %-24s %-40s %s (%s)\n", m.contract.c_str(), m.mutant.c_str(),
                 m.caught ? "caught" : "NOT CAUGHT", m.detail.c_str());
   }
-  std::printf("%zu declared, %zu evaluated (%d cases each), %zu failed; %zu of %zu mutants caught (seed %llu)\n",
-              r.declared, r.evaluated(), a.trials, r.failed(), r.caught(), r.mutants.size(),
-              static_cast<unsigned long long>(a.seed));
+  std::printf(
+      "%zu declared, %zu evaluated (%d cases each, generic checks: every oracle case), %zu not applicable, %zu "
+      "failed; %zu of %zu mutants caught (seed %llu)\n",
+      r.declared, r.evaluated(), a.trials, r.not_applicable(), r.failed(), r.caught(), r.mutants.size(),
+      static_cast<unsigned long long>(a.seed));
   if (r.mutants.empty()) std::printf("no falsification test ran: a gate that catches nothing is a failure\n");
   return r.ok() && !r.mutants.empty() ? 0 : 1;
 }
 
 int run_contracts_gate(const ContractsArgs& a) {
   const auto contracts = spec::load_contracts(a.dir);
-  const auto report = verify::falsify(contracts, bindings_of(a), a.contract, a.seed, a.trials, true);
+  const auto report = verify::falsify(contracts, bindings_of(a), a.contract, a.seed, a.trials, true, a.oracle_dir());
   std::optional<std::vector<Json>> gcov;
   if (!a.coverage.empty()) gcov = verify::parse_gcov_json(spec::read_text_file(a.coverage), a.coverage);
   const auto gates = verify::evaluate_gates(contracts, report, gcov ? &*gcov : nullptr);
-  std::printf("%-26s %-12s %14s %18s %18s  %s\n", "contract", "gate", "obligations", "mutation score", "line coverage",
+  std::printf("%-26s %-22s %14s %18s %18s  %s\n", "contract", "gate", "obligations", "mutation score", "line coverage",
               "verdict");
   bool fail = false, incomplete = false;
   for (const auto& g : gates) {
     const std::string cov = g.coverage
                                 ? fmt::format("{:.1f}% (>= {:.0f}%)", g.coverage->percent(), verify::kCoverageThreshold)
                                 : fmt::format("unmeasured (>= {:.0f}%)", verify::kCoverageThreshold);
-    std::printf("%-26s %-12s %8zu/%-5zu %18s %18s  %s\n", g.contract.c_str(), g.gate.c_str(), g.passed, g.evaluated,
+    std::printf("%-26s %-22s %8zu/%-5zu %18s %18s  %s\n", g.contract.c_str(), g.gate.c_str(), g.passed, g.evaluated,
                 fmt::format("{:.0f}% (>= {:.0f}%)", g.mutation_score(), verify::kMutationThreshold).c_str(),
                 cov.c_str(), g.verdict.c_str());
+    std::printf("    %zu/%zu mutants killed\n", g.caught, g.mutants);
+    for (const auto& m : report.mutants) {
+      if (m.contract == g.contract && !m.caught)
+        std::printf("    survivor %s (%s)\n", m.mutant.c_str(), m.test.c_str());
+    }
     for (const auto& r : g.reasons) std::printf("    %s\n", r.c_str());
     fail = fail || g.verdict == "fail";
     incomplete = incomplete || g.verdict == "incomplete";
@@ -171,6 +184,9 @@ const bool registered = register_command("contracts", [](CLI::App& app) {
   }
   for (auto* sub : {c_validate, c_audit, c_score, c_scaffold, c_falsify, c_gate}) {
     sub->add_option("--dir", a->dir, "the contracts folder (with binding.yaml)");
+  }
+  for (auto* sub : {c_validate, c_score, c_scaffold, c_falsify, c_gate}) {
+    sub->add_option("--oracle", a->oracle, "the op oracle's fixture folder (default: <dir>/oracle)");
   }
 
   return std::vector<Runner>{{c_validate, [a] { return run_contracts_validate(*a); }},

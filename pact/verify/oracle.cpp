@@ -1,0 +1,325 @@
+#include "pact/verify/oracle.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <mutex>
+#include <random>
+
+#include "pact/core/file.hpp"
+#include "pact/core/json.hpp"
+#include "pact/ir/graph.hpp"
+#include "pact/ir/safetensors.hpp"
+
+namespace pact::verify {
+
+// Note [Generic checks]
+// ~~~~~~~~~~~~~~~~~~~~~
+// A contract for a new op needs no C++: its obligations name one of three checks that take their cases
+// from the op oracle, whose expected values PyTorch computed in float64 (tools/op_oracle.py).
+//
+// - matches_oracle: the capsule's forward result, every gradient its VJP returns and an update op's new
+//   state agree with PyTorch's, in every dtype the capsule computes (16-bit capsules on the cases whose
+//   inputs are 16-bit values), within the op table's tolerance for that dtype.
+// - shape_rule: the op table's shape rule, given the case's input types, infers PyTorch's output shape,
+//   and the kernel's result has the inferred shape and dtype. The rule is what plans are made from, so this
+//   is the shape descriptor's evidence; the runtime guard only holds kernels to the rule.
+// - fd_vjp: the VJP against the kernel's own forward, differenced along a seeded random direction. It needs
+//   no expected values at all, so it also holds where PyTorch and Pact could share a mistake in the VJP's
+//   definition. It runs in the widest float dtype the capsule computes: f64 for the reference provider
+//   (step 1e-6, margin 1e-5), f32 for the native and BLAS providers (step 1e-3, margin 3e-2: float32
+//   rounding of two forwards and kinks of relu-like ops crossed by the step); a capsule that computes only
+//   16-bit dtypes is not finite-differenced (its VJP is held to PyTorch by matches_oracle).
+//
+// Each check returns what it found; an empty list is agreement. A generic mutant (ResultTamper) alters
+// the results after the kernel ran, which is how the gates show each check able to fail on every op.
+
+namespace {
+
+// Oracle tolerances: a float64 run agrees with PyTorch's float64 to rounding; in f32 the op table's
+// tolerance with a floor of a few float32 ulps, since the truth is f64 and an "exact" f32 op still
+// rounds its result once.
+ops::Tolerance f64_tolerance() { return {1e-10, 1e-9}; }
+ops::Tolerance widen(ops::Tolerance t) { return {std::max(t.abs, 1e-6), std::max(t.rel, 1e-6)}; }
+
+std::vector<TensorView> views(const std::vector<Tensor>& ts) {
+  std::vector<TensorView> v;
+  v.reserve(ts.size());
+  for (const auto& t : ts) v.push_back(t.as_view());
+  return v;
+}
+
+std::optional<std::string> disagreement(const std::string& what, const std::vector<double>& got,
+                                        const std::vector<double>& want, ops::Tolerance t) {
+  if (got.size() != want.size()) return fmt::format("{}: {} elements, PyTorch's {}", what, got.size(), want.size());
+  const ops::Agreement r = ops::compare(got, want, t);  // the one comparison
+  if (r.within) return std::nullopt;
+  return fmt::format("{}: element {} is {}, PyTorch's {} (tolerance {} + {} * {})", what, r.worst, got[r.worst],
+                     want[r.worst], t.abs, t.rel, r.scale);
+}
+
+Tensor as_dtype(const Tensor& t, DType d) {
+  return is_floating(t.dtype()) && t.dtype() != d ? t.as_view().convert(d) : t.as_view().duplicate();
+}
+
+// Runs an update op on copies of `ins` and returns the state operands' new values, in operand order.
+std::vector<Tensor> updated_state(const kernels::Handler& h, const std::vector<Tensor>& ins,
+                                  const ops::Attributes& attrs) {
+  const ops::OpInfo& info = ops::op_info(h.op);
+  std::vector<Tensor> state;
+  std::vector<TensorView> read;
+  state.reserve(ins.size());
+  for (std::size_t k = 0; k < ins.size(); ++k) {
+    if (info.input_role(k) == ops::InputRole::state) {
+      state.push_back(ins[k].as_view().duplicate());
+    } else {
+      read.push_back(ins[k].as_view());
+    }
+  }
+  std::vector<Tensor*> ptrs;
+  ptrs.reserve(state.size());
+  for (auto& t : state) ptrs.push_back(&t);
+  kernels::run_update(h, ptrs, read, attrs);
+  return state;
+}
+
+kernels::KernelContext context_of(const OracleCase& c) { return kernels::KernelContext{c.training, 7}; }
+
+Tensor forward(const kernels::Handler& h, const OracleCase& c, const std::vector<Tensor>& ins,
+               const ResultTamper* tamper) {
+  Tensor y = kernels::run_forward(h, views(ins), c.attrs, context_of(c));
+  if (tamper != nullptr && tamper->forward) tamper->forward(y);
+  return y;
+}
+
+std::vector<std::optional<Tensor>> vjp(const kernels::Handler& h, const OracleCase& c, const std::vector<Tensor>& ins,
+                                       const Tensor& y, const Tensor& g, const ResultTamper* tamper) {
+  auto grads = kernels::run_vjp(h, views(ins), y.as_view(), g.as_view(), c.attrs, context_of(c));
+  if (tamper != nullptr && tamper->vjp) tamper->vjp(grads);
+  return grads;
+}
+
+}  // namespace
+
+std::string OracleCase::describe() const {
+  return std::string(ops::op_kind(op)) + " " + id + (label.empty() ? "" : " [" + label + "]");
+}
+
+std::string oracle_dir_of(const std::string& contracts_dir) { return contracts_dir + "/oracle"; }
+
+const std::vector<OracleCase>& oracle_cases(const std::string& dir) {
+  static std::mutex mutex;
+  static std::map<std::string, std::vector<OracleCase>> loaded;
+  const std::lock_guard<std::mutex> lock(mutex);
+  if (auto it = loaded.find(dir); it != loaded.end()) return it->second;
+  const std::string json_path = dir + "/ops.json", tensors_path = dir + "/ops.safetensors";
+  const Json doc = parse_json(read_file(json_path, "oracle"), json_path);
+  const ir::SafetensorsFile st = ir::read_safetensors(tensors_path);
+  auto take = [&](const std::string& name) -> Tensor {
+    const Tensor* t = st.find(name);
+    if (t == nullptr)
+      throw_error(ErrorCode::parse_error, "oracle", fmt::format("{} has no tensor '{}'", tensors_path, name));
+    return t->as_view().duplicate();
+  };
+  std::vector<OracleCase> out;
+  try {
+    for (const Json& j : doc.at("cases")) {
+      OracleCase c;
+      c.id = j.at("id").get<std::string>();
+      c.label = j.at("label").get<std::string>();
+      c.op = ops::parse_op_kind(j.at("op").get<std::string>());
+      c.attrs = ir::attributes_from_json(j.at("attrs"), json_path, c.id + ".attrs");
+      c.training = j.at("training").get<bool>();
+      c.half = j.contains("half") && j.at("half").get<bool>();
+      for (std::int64_t k = 0; k < j.at("inputs").get<std::int64_t>(); ++k)
+        c.inputs.push_back(take(c.id + ".in" + std::to_string(k)));
+      if (ops::op_info(c.op).role != ops::OpRole::update) c.out = take(c.id + ".out");
+      for (const Json& k : j.at("grads"))
+        c.grads.emplace(k.get<std::size_t>(), take(c.id + ".grad" + std::to_string(k.get<std::size_t>())));
+      if (!c.grads.empty()) c.cot = take(c.id + ".cot");
+      for (const Json& k : j.at("states"))
+        c.states.emplace(k.get<std::size_t>(), take(c.id + ".state" + std::to_string(k.get<std::size_t>())));
+      out.push_back(std::move(c));
+    }
+  } catch (const Json::exception& e) {
+    throw_error(ErrorCode::parse_error, "oracle", fmt::format("{}: {}", json_path, e.what()));
+  }
+  return loaded.emplace(dir, std::move(out)).first->second;
+}
+
+std::vector<Tensor> inputs_in(const OracleCase& c, DType d) {
+  std::vector<Tensor> ins;
+  ins.reserve(c.inputs.size());
+  for (const auto& t : c.inputs) ins.push_back(as_dtype(t, d));
+  return ins;
+}
+
+std::vector<std::string> oracle_problems(const kernels::Handler& h, const OracleCase& c, DType d,
+                                         const ResultTamper* tamper) {
+  const ops::OpInfo& info = ops::op_info(c.op);
+  const ops::Tolerance fwd = d == DType::f64 ? f64_tolerance() : widen(info.tolerance(d));
+  const ops::Tolerance vjp_tol = d == DType::f64 ? f64_tolerance() : widen(info.vjp_tolerance(d));
+  std::vector<std::string> found;
+  auto check = [&](const std::string& what, const std::vector<double>& got, const Tensor& want, ops::Tolerance t) {
+    if (auto p = disagreement(what, got, want.to_doubles(), t)) found.push_back(*p);
+  };
+  const std::vector<Tensor> ins = inputs_in(c, d);
+  if (info.role == ops::OpRole::update) {
+    std::vector<Tensor> state = updated_state(h, ins, c.attrs);
+    if (tamper != nullptr && tamper->state) tamper->state(state);
+    std::vector<double> got, want;
+    for (const auto& t : state) {
+      const auto v = t.to_doubles();
+      got.insert(got.end(), v.begin(), v.end());
+    }
+    for (const auto& [k, t] : c.states) {
+      const auto v = t.to_doubles();
+      want.insert(want.end(), v.begin(), v.end());
+    }
+    if (auto p = disagreement("updated state", got, want, fwd)) found.push_back(*p);
+    return found;
+  }
+  const Tensor y = forward(h, c, ins, tamper);
+  if (y.shape() != c.out->shape()) {
+    found.push_back("forward shape " + y.shape().to_string() + ", PyTorch's " + c.out->shape().to_string());
+    return found;
+  }
+  check("forward", y.to_doubles(), *c.out, fwd);
+  if (!c.cot || h.vjp == nullptr) {
+    if (c.cot) found.push_back("no VJP, but PyTorch differentiates the op");
+    return found;
+  }
+  const Tensor g = as_dtype(*c.cot, y.dtype());  // the output's dtype (a cast's output need not be d)
+  const auto grads = vjp(h, c, ins, y, g, tamper);
+  for (std::size_t k = 0; k < grads.size(); ++k) {
+    const auto want = c.grads.find(k);
+    if (want == c.grads.end()) {
+      if (grads[k]) found.push_back("a gradient for input " + std::to_string(k) + ", which is not differentiable");
+      continue;
+    }
+    if (!grads[k]) {
+      found.push_back("no gradient for input " + std::to_string(k));
+      continue;
+    }
+    check("VJP input " + std::to_string(k), grads[k]->to_doubles(), want->second, vjp_tol);
+  }
+  for (const auto& [k, t] : c.grads) {
+    if (k >= grads.size()) found.push_back("no gradient for input " + std::to_string(k));
+  }
+  return found;
+}
+
+std::vector<std::string> shape_problems(const kernels::Handler& h, const OracleCase& c, DType d,
+                                        const ResultTamper* tamper) {
+  std::vector<std::string> found;
+  const std::vector<Tensor> ins = inputs_in(c, d);
+  std::vector<ops::TensorType> types;
+  types.reserve(ins.size());
+  for (const auto& t : ins) types.push_back({t.dtype(), t.shape()});
+  const ops::TensorType rule = ops::infer_type(c.op, types, c.attrs);
+  if (ops::op_info(c.op).role == ops::OpRole::update) {
+    // An update op's result is its first state operand, updated in place: the rule names its type.
+    std::vector<Tensor> state = updated_state(h, ins, c.attrs);
+    if (tamper != nullptr && tamper->state) tamper->state(state);
+    const auto& first = c.states.begin()->second;
+    if (rule.shape != first.shape())
+      found.push_back(fmt::format("the shape rule infers {}, PyTorch's new state is {}", rule.shape.to_string(),
+                                  first.shape().to_string()));
+    std::size_t k = 0;
+    for (const auto& [operand, want] : c.states) {
+      if (k >= state.size()) break;
+      const Tensor& before = ins[operand];
+      if (state[k].shape() != before.shape() || state[k].dtype() != before.dtype())
+        found.push_back(fmt::format("state {} changed type: {} {} -> {} {}", k, dtype_name(before.dtype()),
+                                    before.shape().to_string(), dtype_name(state[k].dtype()),
+                                    state[k].shape().to_string()));
+      ++k;
+    }
+    if (k != c.states.size() || k != state.size())
+      found.push_back(fmt::format("{} state operands updated, PyTorch updates {}", state.size(), c.states.size()));
+    return found;
+  }
+  if (rule.shape != c.out->shape())
+    found.push_back(fmt::format("the shape rule infers {}, PyTorch's result is {}", rule.shape.to_string(),
+                                c.out->shape().to_string()));
+  if (is_floating(rule.dtype) != is_floating(c.out->dtype()) ||
+      (rule.dtype == DType::boolean) != (c.out->dtype() == DType::boolean))
+    found.push_back(fmt::format("the shape rule infers {}, PyTorch's result is {}", dtype_name(rule.dtype),
+                                dtype_name(c.out->dtype())));
+  const Tensor y = forward(h, c, ins, tamper);
+  if (y.shape() != rule.shape || y.dtype() != rule.dtype)
+    found.push_back(fmt::format("the kernel returned {} {}, the shape rule infers {} {}", dtype_name(y.dtype()),
+                                y.shape().to_string(), dtype_name(rule.dtype), rule.shape.to_string()));
+  return found;
+}
+
+std::optional<std::vector<std::string>> fd_vjp_problems(const kernels::Handler& h, const OracleCase& c, DType d,
+                                                        std::uint64_t seed, const ResultTamper* tamper) {
+  if (!c.cot || c.grads.empty() || h.vjp == nullptr) return std::nullopt;
+  PACT_CHECK(d == DType::f64 || d == DType::f32, invalid_argument, "oracle.fd_vjp",
+             fmt::format("finite differences run in f64 or f32, not {}", dtype_name(d)));
+  const double step = d == DType::f64 ? 1e-6 : 1e-3;
+  const double margin = d == DType::f64 ? 1e-5 : 3e-2;
+  const double eps = d == DType::f64 ? std::numeric_limits<double>::epsilon() : 6e-8;
+  std::vector<std::string> found;
+  const std::vector<Tensor> ins = inputs_in(c, d);
+  const Tensor y = forward(h, c, ins, tamper);
+  const Tensor g = as_dtype(*c.cot, y.dtype());
+  const auto grads = vjp(h, c, ins, y, g, tamper);
+  // x+ and x-: each differentiable input moved along a random direction by `step` relative to its size.
+  std::mt19937_64 rng(seed ^ std::hash<std::string>{}(c.id));
+  std::uniform_real_distribution<double> unit(-1.0, 1.0);
+  std::vector<Tensor> plus = inputs_in(c, d), minus = inputs_in(c, d);
+  double predicted = 0, predicted_size = 0;
+  for (const auto& [k, want] : c.grads) {
+    if (k >= grads.size() || !grads[k]) {
+      found.push_back("no gradient for input " + std::to_string(k));
+      continue;
+    }
+    auto x = ins[k].to_doubles(), xp = x, xm = x;
+    const auto truth = want.to_doubles();
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      // An element whose derivative PyTorch finds undefined (a negative base's exponent) is not moved.
+      const double delta = std::isfinite(truth[i]) ? step * unit(rng) * std::max(1.0, std::abs(x[i])) : 0.0;
+      xp[i] += delta;
+      xm[i] -= delta;
+    }
+    plus[k] = Tensor::from_values<double>(ins[k].shape(), xp).convert(d);
+    minus[k] = Tensor::from_values<double>(ins[k].shape(), xm).convert(d);
+    // The step as stored in d: what the forward differences actually see.
+    const auto sp = plus[k].to_doubles(), sm = minus[k].to_doubles();
+    std::vector<double> moved(x.size());
+    for (std::size_t i = 0; i < x.size(); ++i) moved[i] = sp[i] - sm[i];
+    const auto gk = grads[k]->to_doubles();
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      if (moved[i] == 0.0) continue;  // unmoved: its gradient (perhaps NaN) takes no part
+      predicted += gk[i] * moved[i];
+      predicted_size += std::abs(gk[i] * moved[i]);
+    }
+  }
+  if (!found.empty()) return found;
+  const auto gv = g.to_doubles(), truth = c.out->to_doubles();
+  const auto fp = forward(h, c, plus, tamper).to_doubles(), fm = forward(h, c, minus, tamper).to_doubles();
+  if (fp.size() != gv.size() || fm.size() != gv.size() || truth.size() != gv.size()) {
+    found.push_back(fmt::format("the perturbed forwards have {} and {} elements, the cotangent {}", fp.size(),
+                                fm.size(), gv.size()));
+    return found;
+  }
+  double measured = 0, rounding = 0;
+  for (std::size_t i = 0; i < fp.size(); ++i) {
+    if (!std::isfinite(truth[i])) continue;  // PyTorch's value is not finite either: no difference to take
+    measured += gv[i] * (fp[i] - fm[i]);
+    rounding += std::abs(gv[i]) * (std::abs(fp[i]) + std::abs(fm[i])) * eps * 8;
+  }
+  const double tolerance = margin * predicted_size + rounding + 1e-300;
+  if (!(std::abs(measured - predicted) <= tolerance)) {
+    found.push_back(
+        fmt::format("<g, f(x+) - f(x-)> is {:.9g}, the VJP predicts {:.9g} (difference {:.3g}, margin {:.3g}, step {})",
+                    measured, predicted, std::abs(measured - predicted), tolerance, step));
+  }
+  return found;
+}
+
+}  // namespace pact::verify
