@@ -1,7 +1,9 @@
 // Sealed artifacts, runtime admission (issue 8, items 9 and 10), GPU-free: a stand-in driver table
-// serves the committed CUBIN's own kernel inventory (read from its .nv.info metadata, as a driver would
-// report it) so every admission, launch, poisoning and evidence rule runs without a GPU. The real driver
-// is exercised by gpu_test.cpp (label gpu).
+// serves each committed CUBIN's kernel inventory so every admission, launch, poisoning and evidence rule
+// runs without a GPU. The inventory is the CUDA toolkit's, never Pact's: the kernels and parameter widths
+// that nvcc's PTX of the same source declares (tests/fixtures/seal/ptx), found by the loaded image's
+// SHA-256, so a mistake in Pact's CUBIN parser cannot agree with itself here. The real driver is
+// exercised by gpu_test.cpp (label gpu).
 
 #include "pact/seal/admission.hpp"
 
@@ -10,12 +12,14 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <sstream>
 #include <tuple>
 
 #include "../support/expect_error.hpp"
 #include "pact/core/file.hpp"
+#include "pact/core/json.hpp"
 #include "pact/seal/publication.hpp"
 #include "seal_support.hpp"
 
@@ -57,6 +61,39 @@ struct FakeDriver {
 };
 FakeDriver g;
 
+// The image's extent from its own ELF header (the section and program header tables end it), as the
+// driver reads it.
+std::span<const std::byte> elf_image(const void* image) {
+  std::uint64_t shoff = 0, phoff = 0;
+  std::uint16_t shnum = 0, phnum = 0;
+  std::memcpy(&phoff, static_cast<const char*>(image) + 0x20, 8);
+  std::memcpy(&shoff, static_cast<const char*>(image) + 0x28, 8);
+  std::memcpy(&phnum, static_cast<const char*>(image) + 0x38, 2);
+  std::memcpy(&shnum, static_cast<const char*>(image) + 0x3c, 2);
+  const std::uint64_t extent = std::max(shoff + std::uint64_t{shnum} * 64, phoff + std::uint64_t{phnum} * 56);
+  return std::span(static_cast<const std::byte*>(image), extent);
+}
+
+// Each committed CUBIN's digest -> the kernels nvcc's PTX of its source declares.
+const std::map<std::string, std::vector<FakeFunction>>& toolkit_inventory() {
+  static const auto inventory = [] {
+    std::map<std::string, std::vector<FakeFunction>> out;
+    const std::pair<const char*, const char*> pairs[] = {
+        {"vector_add/nvcc_cubin/vadd_run.cubin", "ptx/vadd.ptx"},
+        {"three_kernels/three.cubin", "ptx/three.ptx"},
+    };
+    for (const auto& [cubin, ptx] : pairs) {
+      const std::string dir = kSource + "/tests/fixtures/seal/";
+      const std::string bytes = read_file(dir + cubin, "test");
+      std::vector<FakeFunction> functions;
+      for (const auto& k : test::ptx_kernels(dir + ptx)) functions.push_back({k.name, k.widths});
+      out[sha256_digest(elf_image(bytes.data()))] = std::move(functions);
+    }
+    return out;
+  }();
+  return inventory;
+}
+
 std::size_t param_offset(const FakeFunction& f, std::size_t index) {
   std::size_t at = 0;
   for (std::size_t i = 0; i <= index; ++i) {
@@ -90,18 +127,10 @@ CudaDriver fake_driver() {
   };
   d.ctx_set_current = [](void*) { return 0; };
   d.module_load_data = [](void** module, const void* image) {
-    // The image's extent comes from its own ELF header (the section and program header tables end it),
-    // as the driver reads it.
-    std::uint64_t shoff = 0, phoff = 0;
-    std::uint16_t shnum = 0, phnum = 0;
-    std::memcpy(&phoff, static_cast<const char*>(image) + 0x20, 8);
-    std::memcpy(&shoff, static_cast<const char*>(image) + 0x28, 8);
-    std::memcpy(&phnum, static_cast<const char*>(image) + 0x38, 2);
-    std::memcpy(&shnum, static_cast<const char*>(image) + 0x3c, 2);
-    const std::uint64_t extent = std::max(shoff + std::uint64_t{shnum} * 64, phoff + std::uint64_t{phnum} * 56);
-    const auto bytes = std::span(static_cast<const std::byte*>(image), extent);
+    const auto known = toolkit_inventory().find(sha256_digest(elf_image(image)));
+    if (known == toolkit_inventory().end()) return 200;  // CUDA_ERROR_INVALID_IMAGE: no fixture has this image
     auto m = std::make_unique<FakeModule>();
-    for (auto& k : read_cubin_kernels(bytes, "fake")) m->functions.push_back({k.symbol, k.param_widths});
+    m->functions = known->second;
     if (g.widen_fourth) m->functions[0].widths[3] = 8;
     if (g.hide_kernels) m->functions.clear();
     if (!g.rename_first.empty()) m->functions[0].name = g.rename_first;

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <random>
 #include <sstream>
 
@@ -553,6 +554,11 @@ TEST(SealPublication, TheCubinsOwnMetadataGivesThePlansParameterWidths) {
   ASSERT_EQ(kernels.size(), 1u);
   EXPECT_EQ(kernels[0].symbol, "vadd");
   EXPECT_EQ(kernels[0].param_widths, (std::vector<std::uint32_t>{8, 8, 8, 4, 12}));  // pointers, i32, fast_divmod_u32
+  // The toolkit agrees: nvcc's PTX of the same source declares the same kernel and widths.
+  const auto ptx = test::ptx_kernels(std::string(PACT_SOURCE_DIR) + "/tests/fixtures/seal/ptx/vadd.ptx");
+  ASSERT_EQ(ptx.size(), 1u);
+  EXPECT_EQ(ptx[0].name, kernels[0].symbol);
+  EXPECT_EQ(ptx[0].widths, kernels[0].param_widths);
   // Truncations and a wrong machine are typed, never a crash.
   for (std::size_t cut : {0ul, 16ul, 63ul, 64ul, bytes.size() / 2, bytes.size() - 1}) {
     EXPECT_EQ(code_of([&] { read_cubin_kernels(std::span(bytes).first(cut), "cut"); }), ErrorCode::parse_error) << cut;
@@ -574,6 +580,13 @@ TEST(SealPublication, KernelsBindByNameNeverByPosition) {
   std::vector<std::string> stored;
   for (const auto& k : physical) stored.push_back(k.symbol);
   ASSERT_NE(stored, (std::vector<std::string>{"alpha", "mid", "zeta"})) << "the fixture must not be stored sorted";
+  // Pact's parser finds the kernels and widths the toolkit's PTX declares (in another order: PTX keeps the
+  // definition order).
+  std::map<std::string, std::vector<std::uint32_t>> parsed, declared;
+  for (const auto& k : physical) parsed[k.symbol] = k.param_widths;
+  for (const auto& k : test::ptx_kernels(std::string(PACT_SOURCE_DIR) + "/tests/fixtures/seal/ptx/three.ptx"))
+    declared[k.name] = k.widths;
+  EXPECT_EQ(parsed, declared);
   const Manifest m = parse_manifest(three_kernel_manifest({"alpha", "mid", "zeta"}, "alpha"), "m");
   const auto& plan = m.ops[0].exports[0].device_plan.kernels;
   const auto bound = bind_kernels_by_name(plan, physical, "three.cubin");
