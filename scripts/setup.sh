@@ -9,7 +9,7 @@ required=(
   libssl-dev libopenblas-dev zlib1g-dev libseccomp-dev libcpuinfo-dev libzip-dev libsentencepiece-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev clang-format clang-tidy
-  python3-torch python3-torchvision python3-sentencepiece
+  python3-torch python3-torchvision python3-sentencepiece python3-clang-14
 )
 
 missing=()

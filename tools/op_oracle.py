@@ -37,11 +37,13 @@ class In:
     whole numbers in [-2, 2] (Z), index below a bound (I), distinct indices below a bound (U), boolean mask
     with no fully masked row (M), a KV cache's mask: random live prefixes with holes (K)."""
 
-    def __init__(self, kind, shape, bound=0, grad=True):
-        self.kind, self.shape, self.bound, self.grad = kind, list(shape), bound, grad
+    def __init__(self, kind, shape, bound=0, grad=True, values=None):
+        self.kind, self.shape, self.bound, self.grad, self.values = kind, list(shape), bound, grad, values
 
     def make(self, gen):
         shape = self.shape
+        if self.kind == "V":
+            return torch.tensor(self.values, dtype=torch.float64).reshape(shape)
         if self.kind == "I":
             return torch.randint(0, self.bound, shape, generator=gen, dtype=torch.int64)
         if self.kind == "Q":
@@ -75,7 +77,7 @@ class In:
 
     @property
     def differentiable(self):
-        return self.kind in ("N", "P", "W", "S", "Z") and self.grad
+        return self.kind in ("N", "P", "W", "S", "Z", "V") and self.grad
 
 
 def N(*s):
@@ -108,6 +110,11 @@ def K(*s):
 
 def Z(*s):
     return In("Z", s)
+
+
+def V(values, *s):
+    """Given values (float32 numbers), e.g. exactly at an op's kinks."""
+    return In("V", s, values=values)
 
 
 def U(bound, *s):
@@ -345,10 +352,12 @@ UPDATE = {  # op -> (function, the state operands it writes, in operand order)
 
 # ---- the cases -------------------------------------------------------------------------------------------
 
-def case(op, inputs, attrs=None, training=False, label="", half=False):
+def case(op, inputs, attrs=None, training=False, label="", half=False, kinks=False):
     c = {"op": op, "inputs": inputs, "attrs": attrs or {}, "training": training, "label": label}
     if half:
         c["half"] = True
+    if kinks:
+        c["kinks"] = True
     return c
 
 
@@ -635,6 +644,14 @@ CASES = [
          label="a table row per position, shared by the heads"),
     case("rotary_embedding", [N(2, 5, 6), N(5, 1), N(5, 1)], label="cos and sin per row: the generic kernel"),
     half("rotary_embedding", [N(1, 2, 3, 16), N(1, 1, 3, 16), N(1, 1, 3, 16)]),
+    # Exactly at the kinks, where a comparison flipped from < to <= changes the value or the gradient.
+    case("hardswish", [V([-3.0, 3.0, -3.5, 2.5, 0.0, 3.5], 2, 3)], label="at the kinks", kinks=True),
+    case("hardsigmoid", [V([-3.0, 3.0, -3.5, 2.5, 0.0, 3.5], 2, 3)], label="at the kinks", kinks=True),
+    case("clamp", [V([-0.5, 0.5, 0.0, 1.0, -1.0, 0.25], 2, 3)], {"min": -0.5, "max": 0.5}, label="at the bounds", kinks=True),
+    case("arange", [], {"start": 3, "end": 40, "step": 4, "dtype": "i32"}, label="int32"),
+    case("arange", [], {"start": 2**60, "end": 2**60 + 512}, label="past 2^53: exact in int64"),
+    case("arange", [], {"start": -2**63, "end": -2**63 + 4096, "step": 3}, label="from int64's minimum"),
+    case("arange", [], {"end": 2.5}, label="float, default start and step"),
 ]
 
 
@@ -650,6 +667,8 @@ def run_case(index, c, tensors):
              "inputs": len(xs), "grads": [], "states": []}
     if c.get("half"):
         entry["half"] = True
+    if c.get("kinks"):
+        entry["kinks"] = True  # inputs on the op's kinks: no finite difference applies (pact/verify/oracle.cpp)
     for k, x in enumerate(xs):  # float inputs are float32 values: stored as such
         tensors.append((f"{name}.in{k}", x.to(torch.float32) if x.is_floating_point() else x))
     if c["op"] in UPDATE:
@@ -679,7 +698,7 @@ def run_case(index, c, tensors):
 
 def read_safetensors(path):
     import numpy as np
-    kinds = {"F32": np.float32, "F64": np.float64, "I64": np.int64, "I8": np.int8, "BOOL": np.bool_}
+    kinds = {"F32": np.float32, "F64": np.float64, "I64": np.int64, "I32": np.int32, "I8": np.int8, "BOOL": np.bool_}
     with open(path, "rb") as f:
         data = f.read()
     (n,) = struct.unpack("<Q", data[:8])

@@ -77,7 +77,35 @@ LineCoverage kernel_coverage(const std::vector<Json>& gcov, const std::vector<st
   return out;
 }
 
+std::map<std::string, SourceMutants> parse_mutation_report(const Json& report, std::string_view where) {
+  std::map<std::string, SourceMutants> out;
+  try {
+    if (report.at("schema") != "pact.mutation-report.v1")
+      throw_error(ErrorCode::parse_error, "gate", fmt::format("{}: not a pact.mutation-report.v1", where));
+    for (const Json& c : report.at("contracts")) {
+      SourceMutants m;
+      m.generated = c.at("generated").get<std::size_t>();
+      m.killed = c.at("killed").get<std::size_t>();
+      m.equivalent = c.at("equivalent").size();
+      for (const Json& s : c.at("survivors")) {
+        m.survivors.push_back(fmt::format("{}:{}:{} {} -> {}", s.at("file").get<std::string>(),
+                                          s.at("line").get<std::int64_t>(), s.at("column").get<std::int64_t>(),
+                                          s.at("original").get<std::string>(), s.at("mutated").get<std::string>()));
+      }
+      if (m.killed + m.equivalent + m.survivors.size() != m.generated)
+        throw_error(ErrorCode::parse_error, "gate",
+                    fmt::format("{}: {}: killed, equivalent and survivors do not add up to {} generated", where,
+                                c.at("contract").get<std::string>(), m.generated));
+      out[c.at("contract").get<std::string>()] = std::move(m);
+    }
+  } catch (const Json::exception& e) {
+    throw_error(ErrorCode::parse_error, "gate", fmt::format("{}: {}", where, e.what()));
+  }
+  return out;
+}
+
 std::vector<GateResult> evaluate_gates(const std::vector<Contract>& contracts, const FalsifyReport& report,
+                                       const std::map<std::string, SourceMutants>* source,
                                        const std::vector<Json>* gcov) {
   std::vector<GateResult> out;
   for (const auto& c : contracts) {
@@ -115,10 +143,24 @@ std::vector<GateResult> evaluate_gates(const std::vector<Contract>& contracts, c
       if (!ran) g.reasons.push_back(fmt::format("mutant {} was not caught (no falsification test ran it)", name));
     }
     bool incomplete = g.mutants == 0;
-    if (g.mutants == 0)
-      g.reasons.push_back("no falsification test ran");
-    else if (g.mutation_score() < kMutationThreshold)
+    if (g.mutants == 0) g.reasons.push_back("no falsification test ran");
+    bool low_score = false;
+    if (source != nullptr) {
+      if (auto it = source->find(c.id); it != source->end()) g.source = it->second;
+    }
+    if (!g.source) {
+      incomplete = true;
+      g.reasons.push_back(source == nullptr ? "source mutants unmeasured (no --mutation-report)"
+                                            : "the mutation report has no row for this contract");
+    } else if (g.source->counted() < kMinSourceMutants) {
+      low_score = true;
+      g.reasons.push_back(
+          fmt::format("{} source mutants reached, fewer than {}", g.source->counted(), kMinSourceMutants));
+    }
+    if ((g.source || g.mutants > 0) && g.mutation_score() < kMutationThreshold) {
+      low_score = true;
       g.reasons.push_back(fmt::format("mutation score {:.0f}% < {:.0f}%", g.mutation_score(), kMutationThreshold));
+    }
     if (gcov != nullptr) {
       std::vector<std::string> fragments;
       for (const auto& e : c.equations)
@@ -139,7 +181,7 @@ std::vector<GateResult> evaluate_gates(const std::vector<Contract>& contracts, c
     } else {
       incomplete = true;
     }
-    const bool failed = g.passed < g.evaluated || (g.mutants > 0 && g.mutation_score() < kMutationThreshold) ||
+    const bool failed = g.passed < g.evaluated || low_score ||
                         (g.coverage && g.coverage->lines > 0 && g.coverage->percent() < kCoverageThreshold) ||
                         std::any_of(g.reasons.begin(), g.reasons.end(),
                                     [](const std::string& r) { return r.find("was not caught") != std::string::npos; });

@@ -5,6 +5,7 @@
 /// figure is printed beside its threshold; a figure that was not measured makes the gate "incomplete",
 /// never "pass".
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -33,20 +34,45 @@ std::vector<Json> parse_gcov_json(std::string_view text, std::string_view where)
 /// of the same file and number (template instances, several objects) count once, executed if any ran.
 LineCoverage kernel_coverage(const std::vector<Json>& gcov, const std::vector<std::string>& names);
 
+inline constexpr std::size_t kMinSourceMutants = 20;
+
+/// A contract's share of the generated source mutants (pact_mutation_gate's report, schema
+/// pact.mutation-report.v1): the mutants its obligations reach, those killed, those listed as equivalent
+/// (with the reason) and the survivors (file:line:column original -> mutated).
+struct SourceMutants {
+  std::size_t generated = 0, equivalent = 0, killed = 0;
+  std::vector<std::string> survivors;
+  std::size_t counted() const noexcept { return generated - equivalent; }
+  double score() const noexcept {
+    return counted() == 0 ? 0.0 : 100.0 * static_cast<double>(killed) / static_cast<double>(counted());
+  }
+};
+
 struct GateResult {
   std::string contract, gate;
   std::size_t evaluated = 0, passed = 0;
-  std::size_t mutants = 0, caught = 0;
+  std::size_t mutants = 0, caught = 0;   ///< the falsification tests' mutants (each must be caught)
+  std::optional<SourceMutants> source;   ///< nullopt: no mutation report given
   std::optional<LineCoverage> coverage;  ///< nullopt: no coverage data given
   std::string verdict;                   ///< pass | fail | incomplete
   std::vector<std::string> reasons;
+  /// The mutation score the threshold applies to: the source mutants' when measured, else the
+  /// falsification tests'.
   double mutation_score() const noexcept {
+    if (source) return source->score();
     return mutants == 0 ? 0.0 : 100.0 * static_cast<double>(caught) / static_cast<double>(mutants);
   }
 };
 
-/// Evaluates every contract's gate from a falsify report (with mutants) and optional gcov data.
+/// The per-contract source mutants of a pact_mutation_gate report; parse_error naming `where` when it is
+/// not one.
+std::map<std::string, SourceMutants> parse_mutation_report(const Json& report, std::string_view where);
+
+/// Evaluates every contract's gate from a falsify report (with mutants), optional source-mutant results
+/// (without them the gate is incomplete: its falsification tests' mutants alone do not measure which
+/// mistakes in the source the obligations catch) and optional gcov data.
 std::vector<GateResult> evaluate_gates(const std::vector<Contract>& contracts, const FalsifyReport& report,
+                                       const std::map<std::string, SourceMutants>* source,
                                        const std::vector<Json>* gcov);
 
 }  // namespace pact::verify

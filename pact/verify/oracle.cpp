@@ -31,7 +31,9 @@ namespace pact::verify {
 //   definition. It runs in the widest float dtype the capsule computes: f64 for the reference provider
 //   (step 1e-6, margin 1e-5), f32 for the native and BLAS providers (step 1e-3, margin 3e-2: float32
 //   rounding of two forwards and kinks of relu-like ops crossed by the step); a capsule that computes only
-//   16-bit dtypes is not finite-differenced (its VJP is held to PyTorch by matches_oracle).
+//   16-bit dtypes is not finite-differenced (its VJP is held to PyTorch by matches_oracle), nor is a case
+//   the oracle marks `kinks` (inputs placed exactly on an op's kinks, where the VJP is a convention that
+//   matches_oracle holds to PyTorch's and a difference would straddle the kink).
 //
 // Each check returns what it found; an empty list is agreement. A generic mutant (ResultTamper) alters
 // the results after the kernel ran, which is how the gates show each check able to fail on every op.
@@ -58,6 +60,15 @@ std::optional<std::string> disagreement(const std::string& what, const std::vect
   if (r.within) return std::nullopt;
   return fmt::format("{}: element {} is {}, PyTorch's {} (tolerance {} + {} * {})", what, r.worst, got[r.worst],
                      want[r.worst], t.abs, t.rel, r.scale);
+}
+
+// Every element as an int64, exactly (doubles hold integers only up to 2^53).
+std::vector<std::int64_t> exact_integers(const Tensor& t) {
+  const Tensor wide = t.as_view().convert(DType::i64);
+  auto prepared = wide.prepare_host<std::int64_t>();
+  if (!prepared) throw std::move(prepared).error().error;
+  const auto v = std::get<PreparedContiguousRead<std::int64_t>>(prepared.value()).as_span();
+  return {v.begin(), v.end()};
 }
 
 Tensor as_dtype(const Tensor& t, DType d) {
@@ -109,18 +120,10 @@ std::string OracleCase::describe() const {
 
 std::string oracle_dir_of(const std::string& contracts_dir) { return contracts_dir + "/oracle"; }
 
-const std::vector<OracleCase>& oracle_cases(const std::string& dir) {
-  static std::mutex mutex;
-  static std::map<std::string, std::vector<OracleCase>> loaded;
-  const std::lock_guard<std::mutex> lock(mutex);
-  if (auto it = loaded.find(dir); it != loaded.end()) return it->second;
-  const std::string json_path = dir + "/ops.json", tensors_path = dir + "/ops.safetensors";
-  const Json doc = parse_json(read_file(json_path, "oracle"), json_path);
-  const ir::SafetensorsFile st = ir::read_safetensors(tensors_path);
+std::vector<OracleCase> parse_oracle_cases(const Json& doc, const ir::SafetensorsFile& st, std::string_view where) {
   auto take = [&](const std::string& name) -> Tensor {
     const Tensor* t = st.find(name);
-    if (t == nullptr)
-      throw_error(ErrorCode::parse_error, "oracle", fmt::format("{} has no tensor '{}'", tensors_path, name));
+    if (t == nullptr) throw_error(ErrorCode::parse_error, "oracle", fmt::format("{}: no tensor '{}'", where, name));
     return t->as_view().duplicate();
   };
   std::vector<OracleCase> out;
@@ -130,11 +133,14 @@ const std::vector<OracleCase>& oracle_cases(const std::string& dir) {
       c.id = j.at("id").get<std::string>();
       c.label = j.at("label").get<std::string>();
       c.op = ops::parse_op_kind(j.at("op").get<std::string>());
-      c.attrs = ir::attributes_from_json(j.at("attrs"), json_path, c.id + ".attrs");
+      c.attrs = ir::attributes_from_json(j.at("attrs"), where, c.id + ".attrs");
       c.training = j.at("training").get<bool>();
       c.half = j.contains("half") && j.at("half").get<bool>();
-      for (std::int64_t k = 0; k < j.at("inputs").get<std::int64_t>(); ++k)
-        c.inputs.push_back(take(c.id + ".in" + std::to_string(k)));
+      c.kinks = j.contains("kinks") && j.at("kinks").get<bool>();
+      const auto inputs = j.at("inputs").get<std::int64_t>();
+      if (inputs < 0 || inputs > 16)
+        throw_error(ErrorCode::parse_error, "oracle", fmt::format("{}: {}: {} inputs", where, c.id, inputs));
+      for (std::int64_t k = 0; k < inputs; ++k) c.inputs.push_back(take(c.id + ".in" + std::to_string(k)));
       if (ops::op_info(c.op).role != ops::OpRole::update) c.out = take(c.id + ".out");
       for (const Json& k : j.at("grads"))
         c.grads.emplace(k.get<std::size_t>(), take(c.id + ".grad" + std::to_string(k.get<std::size_t>())));
@@ -144,9 +150,19 @@ const std::vector<OracleCase>& oracle_cases(const std::string& dir) {
       out.push_back(std::move(c));
     }
   } catch (const Json::exception& e) {
-    throw_error(ErrorCode::parse_error, "oracle", fmt::format("{}: {}", json_path, e.what()));
+    throw_error(ErrorCode::parse_error, "oracle", fmt::format("{}: {}", where, e.what()));
   }
-  return loaded.emplace(dir, std::move(out)).first->second;
+  return out;
+}
+
+const std::vector<OracleCase>& oracle_cases(const std::string& dir) {
+  static std::mutex mutex;
+  static std::map<std::string, std::vector<OracleCase>> loaded;
+  const std::lock_guard<std::mutex> lock(mutex);
+  if (auto it = loaded.find(dir); it != loaded.end()) return it->second;
+  const std::string json_path = dir + "/ops.json", tensors_path = dir + "/ops.safetensors";
+  const Json doc = parse_json(read_file(json_path, "oracle"), json_path);
+  return loaded.emplace(dir, parse_oracle_cases(doc, ir::read_safetensors(tensors_path), json_path)).first->second;
 }
 
 std::vector<Tensor> inputs_in(const OracleCase& c, DType d) {
@@ -186,7 +202,18 @@ std::vector<std::string> oracle_problems(const kernels::Handler& h, const Oracle
     found.push_back("forward shape " + y.shape().to_string() + ", PyTorch's " + c.out->shape().to_string());
     return found;
   }
-  check("forward", y.to_doubles(), *c.out, fwd);
+  if (!is_floating(y.dtype()) && !is_floating(c.out->dtype()) && y.dtype() != DType::boolean) {
+    // Integer results compare exactly, as integers (an index or an arange past 2^53 included).
+    const auto got = exact_integers(y), want = exact_integers(*c.out);
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      if (got[i] != want[i]) {
+        found.push_back(fmt::format("forward: element {} is {}, PyTorch's {}", i, got[i], want[i]));
+        break;
+      }
+    }
+  } else {
+    check("forward", y.to_doubles(), *c.out, fwd);
+  }
   if (!c.cot || h.vjp == nullptr) {
     if (c.cot) found.push_back("no VJP, but PyTorch differentiates the op");
     return found;
@@ -257,7 +284,7 @@ std::vector<std::string> shape_problems(const kernels::Handler& h, const OracleC
 
 std::optional<std::vector<std::string>> fd_vjp_problems(const kernels::Handler& h, const OracleCase& c, DType d,
                                                         std::uint64_t seed, const ResultTamper* tamper) {
-  if (!c.cot || c.grads.empty() || h.vjp == nullptr) return std::nullopt;
+  if (!c.cot || c.grads.empty() || h.vjp == nullptr || c.kinks) return std::nullopt;
   PACT_CHECK(d == DType::f64 || d == DType::f32, invalid_argument, "oracle.fd_vjp",
              fmt::format("finite differences run in f64 or f32, not {}", dtype_name(d)));
   const double step = d == DType::f64 ? 1e-6 : 1e-3;

@@ -17,7 +17,9 @@
 #include <string>
 #include <vector>
 
+#include "pact/core/json.hpp"
 #include "pact/core/tensor.hpp"
+#include "pact/ir/safetensors.hpp"
 #include "pact/kernels/kernel.hpp"
 #include "pact/ops/attributes.hpp"
 #include "pact/ops/op_table.hpp"
@@ -30,14 +32,18 @@ struct OracleCase {
   ops::OpTag op{};
   ops::Attributes attrs;
   bool training = false;
-  bool half = false;                     ///< float inputs and cotangent are 16-bit values (half provider cases)
-  std::vector<Tensor> inputs;            ///< float inputs in f32 (their values are float32 numbers), others as stored
-  std::optional<Tensor> out, cot;        ///< forward result and the VJP's cotangent (kernel ops)
+  bool half = false;               ///< float inputs and cotangent are 16-bit values (half provider cases)
+  bool kinks = false;              ///< inputs sit exactly on the op's kinks (finite differences would straddle them)
+  std::vector<Tensor> inputs;      ///< float inputs in f32 (their values are float32 numbers), others as stored
+  std::optional<Tensor> out, cot;  ///< forward result and the VJP's cotangent (kernel ops)
   std::map<std::size_t, Tensor> grads;   ///< per input PyTorch differentiates: its gradient (f64)
   std::map<std::size_t, Tensor> states;  ///< update ops: each state operand's new value (f64)
   std::string describe() const;
 };
 
+/// The cases `doc` (ops.json) describes, with their tensors from `st` (ops.safetensors): parse_error naming
+/// `where` and the case for a missing field or tensor, a wrong type, an unknown op or bad attributes.
+std::vector<OracleCase> parse_oracle_cases(const Json& doc, const ir::SafetensorsFile& st, std::string_view where);
 /// The default fixture folder beside a contracts folder: `<contracts>/oracle`.
 std::string oracle_dir_of(const std::string& contracts_dir);
 /// The cases of the fixture in `dir`, read once per folder and kept. A missing or malformed fixture is a
@@ -70,7 +76,8 @@ std::vector<std::string> shape_problems(const kernels::Handler& h, const OracleC
 /// The VJP of `h` against central finite differences of its own forward in dtype `d` (f64 or f32): for a
 /// seeded random direction v over the inputs PyTorch differentiates, <g, f(x + h v) - f(x - h v)> against
 /// sum_k <vjp_k(g), x+ - x->, where x+ and x- are the perturbed inputs as stored in `d`. Empty when they
-/// agree within the stated margin; nullopt when the case has no VJP to check (no cotangent).
+/// agree within the stated margin; nullopt when the case has no VJP to check (no cotangent) or its inputs sit
+/// on the op's kinks (the oracle marks such cases), where a difference straddles the kink.
 std::optional<std::vector<std::string>> fd_vjp_problems(const kernels::Handler& h, const OracleCase& c, DType d,
                                                         std::uint64_t seed, const ResultTamper* tamper = nullptr);
 

@@ -6,6 +6,7 @@
 
 #include <set>
 
+#include "pact/core/json.hpp"
 #include "pact/kernels/kernel.hpp"
 #include "pact/ops/op_table.hpp"
 #include "pact/verify/falsify.hpp"
@@ -125,6 +126,55 @@ TEST(Contracts, AnUnboundCapsuleIsUnlinked) {
   std::erase_if(b.bindings, [](const Binding& x) { return x.capsule == "half.rotary_embedding"; });
   const auto a = audit(contracts, b);
   EXPECT_EQ(a.unlinked_capsules, std::vector<std::string>{"half.rotary_embedding"});
+}
+
+// The gate holds each contract to its source mutants (pact_mutation_gate's report): a score below 80% or
+// fewer than 20 mutants fails it, a contract the report lacks leaves it incomplete, and a report whose
+// counts do not add up is a typed error.
+TEST(Contracts, TheGateHoldsEachContractToItsSourceMutants) {
+  const auto contracts = load_contracts("contracts");
+  const auto report = falsify(contracts, shipped_bindings(), "softmax-kernel-v1", 0, 4, true, kOracle);
+  auto row = [](std::size_t generated, std::size_t killed) {
+    Json survivors = Json::array();
+    for (std::size_t i = killed; i < generated; ++i)
+      survivors.push_back(Json{{"file", "f.inc"}, {"line", 1}, {"column", 1}, {"original", "<"}, {"mutated", "<="}});
+    return Json{{"contract", "softmax-kernel-v1"},
+                {"generated", generated},
+                {"killed", killed},
+                {"equivalent", Json::array()},
+                {"survivors", survivors}};
+  };
+  auto gate_of = [&](const Json& r) {
+    const auto source = parse_mutation_report(Json{{"schema", "pact.mutation-report.v1"}, {"contracts", {r}}}, "r");
+    for (const auto& g : evaluate_gates(contracts, report, &source, nullptr)) {
+      if (g.contract == "softmax-kernel-v1") return g;
+    }
+    return GateResult{};
+  };
+  const GateResult strong = gate_of(row(40, 38));
+  EXPECT_EQ(strong.verdict, "incomplete");  // line coverage unmeasured, nothing failed
+  EXPECT_DOUBLE_EQ(strong.mutation_score(), 95.0);
+  const GateResult weak = gate_of(row(40, 20));
+  EXPECT_EQ(weak.verdict, "fail");
+  EXPECT_TRUE(std::any_of(weak.reasons.begin(), weak.reasons.end(),
+                          [](const std::string& r) { return mentions(r, "mutation score 50% < 80%"); }));
+  const GateResult few = gate_of(row(10, 10));
+  EXPECT_EQ(few.verdict, "fail");
+  EXPECT_TRUE(std::any_of(few.reasons.begin(), few.reasons.end(),
+                          [](const std::string& r) { return mentions(r, "fewer than 20"); }));
+  // Without a report the gate is incomplete, however many of its falsification tests caught their mutants.
+  for (const auto& g : evaluate_gates(contracts, report, nullptr, nullptr)) {
+    if (g.contract == "softmax-kernel-v1") {
+      EXPECT_EQ(g.verdict, "incomplete");
+    }
+  }
+  Json bad = row(40, 38);
+  bad["killed"] = 39;
+  EXPECT_EQ(code_of([&] {
+              parse_mutation_report(Json{{"schema", "pact.mutation-report.v1"}, {"contracts", {bad}}}, "r");
+            }),
+            ErrorCode::parse_error);
+  EXPECT_EQ(code_of([] { parse_mutation_report(Json{{"schema", "other"}}, "r"); }), ErrorCode::parse_error);
 }
 
 TEST(Contracts, FalsificationIsReproducible) {

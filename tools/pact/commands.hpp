@@ -120,8 +120,9 @@ struct ContractsArgs {
   std::uint64_t seed = 0;
   int trials = 20;
   bool json = false;
-  std::string coverage;  ///< gate: gcov JSON from the coverage build
-  std::string oracle;    ///< the op oracle's fixture; empty: <dir>/oracle
+  std::string coverage;         ///< gate: gcov JSON from the coverage build
+  std::string mutation_report;  ///< gate: pact_mutation_gate's report (source mutants per contract)
+  std::string oracle;           ///< the op oracle's fixture; empty: <dir>/oracle
   std::string oracle_dir() const { return oracle.empty() ? dir + "/oracle" : oracle; }
 };
 int run_contracts_gate(const ContractsArgs& args);

@@ -4,8 +4,11 @@
 
 #include <cstdio>
 #include <fstream>
+#include <map>
+#include <optional>
 
 #include "pact/core/file.hpp"
+#include "pact/core/json.hpp"
 #include "pact/verify/gate.hpp"
 #include "tools/pact/command.hpp"
 #include "tools/pact/commands.hpp"
@@ -129,7 +132,12 @@ int run_contracts_gate(const ContractsArgs& a) {
   const auto report = verify::falsify(contracts, bindings_of(a), a.contract, a.seed, a.trials, true, a.oracle_dir());
   std::optional<std::vector<Json>> gcov;
   if (!a.coverage.empty()) gcov = verify::parse_gcov_json(spec::read_text_file(a.coverage), a.coverage);
-  const auto gates = verify::evaluate_gates(contracts, report, gcov ? &*gcov : nullptr);
+  std::optional<std::map<std::string, verify::SourceMutants>> source;
+  if (!a.mutation_report.empty()) {
+    source = verify::parse_mutation_report(parse_json(spec::read_text_file(a.mutation_report), a.mutation_report),
+                                           a.mutation_report);
+  }
+  const auto gates = verify::evaluate_gates(contracts, report, source ? &*source : nullptr, gcov ? &*gcov : nullptr);
   std::printf("%-26s %-22s %14s %18s %18s  %s\n", "contract", "gate", "obligations", "mutation score", "line coverage",
               "verdict");
   bool fail = false, incomplete = false;
@@ -140,10 +148,17 @@ int run_contracts_gate(const ContractsArgs& a) {
     std::printf("%-26s %-22s %8zu/%-5zu %18s %18s  %s\n", g.contract.c_str(), g.gate.c_str(), g.passed, g.evaluated,
                 fmt::format("{:.0f}% (>= {:.0f}%)", g.mutation_score(), verify::kMutationThreshold).c_str(),
                 cov.c_str(), g.verdict.c_str());
-    std::printf("    %zu/%zu mutants killed\n", g.caught, g.mutants);
+    if (g.source) {
+      std::printf(
+          "    %zu/%zu source mutants killed (%zu reached, %zu equivalent); falsification tests %zu/%zu caught\n",
+          g.source->killed, g.source->counted(), g.source->generated, g.source->equivalent, g.caught, g.mutants);
+      for (const auto& s : g.source->survivors) std::printf("    survivor %s\n", s.c_str());
+    } else {
+      std::printf("    source mutants unmeasured; falsification tests %zu/%zu caught\n", g.caught, g.mutants);
+    }
     for (const auto& m : report.mutants) {
       if (m.contract == g.contract && !m.caught)
-        std::printf("    survivor %s (%s)\n", m.mutant.c_str(), m.test.c_str());
+        std::printf("    falsification test %s: mutant %s not caught\n", m.test.c_str(), m.mutant.c_str());
     }
     for (const auto& r : g.reasons) std::printf("    %s\n", r.c_str());
     fail = fail || g.verdict == "fail";
@@ -152,6 +167,9 @@ int run_contracts_gate(const ContractsArgs& a) {
   if (!gcov)
     std::printf(
         "no --coverage data: line coverage is unmeasured and no gate can pass (see docs/guides/contracts.md)\n");
+  if (!source)
+    std::printf(
+        "no --mutation-report: source mutants are unmeasured (build/release/bin/pact_mutation_gate writes one)\n");
   return fail ? 1 : incomplete ? 2 : 0;
 }
 
@@ -178,6 +196,8 @@ const bool registered = register_command("contracts", [](CLI::App& app) {
       "gate", "each QA gate: obligations, mutation score (>= 80%), line coverage (>= 95%)");
   c_gate->add_option("contract", a->contract, "one contract id");
   c_gate->add_option("--coverage", a->coverage, "gcov --json-format --stdout output of the coverage build");
+  c_gate->add_option("--mutation-report", a->mutation_report,
+                     "pact_mutation_gate's report: the source mutants each contract's obligations kill");
   for (auto* sub : {c_score, c_falsify, c_gate}) {
     sub->add_option("--seed", a->seed, "seed of the random cases");
     sub->add_option("--trials", a->trials, "cases per obligation")->check(CLI::Range(1, 100000));

@@ -1,0 +1,268 @@
+// pact_mutation_gate (issue 20 item 5): runs every contract's obligations against the generated mutants of
+// the reference kernels' source. This executable is linked with the mutant schemata of
+// pact/kernels/cpu/reference.cpp (tools/mutate.py rewrote its generic kernels, every mutant selected at run
+// time through pact/verify/mutation.hpp) in place of the library's own reference kernels.
+//
+//   pact_mutation_gate --contracts contracts --mutants build/release/mutants/mutants.json --out REPORT.json
+//
+// A contract's mutants are the sites its obligations reach when no mutant is active (recorded by the
+// schemata, each contract in its own process). Each mutant then runs in a child process, with the contract's
+// obligations evaluated on the reference capsules it binds: killed when an obligation fails, the kernel
+// crashes or it runs past the timeout; survived otherwise. Equivalent mutants (contracts/equivalent_mutants
+// .json: file, line, column, original, mutated and the reason) leave the denominator and are listed. The report
+// (schema pact.mutation-report.v1) is what `pact contracts gate --mutation-report` reads.
+
+#include <fmt/format.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "pact/core/file.hpp"
+#include "pact/core/json.hpp"
+#include "pact/verify/falsify.hpp"
+#include "pact/verify/mutation.hpp"
+#include "pact/verify/oracle.hpp"
+
+namespace {
+
+using pact::Json;
+
+struct Mutant {
+  int id = 0;
+  std::string file, kind, original, mutated;
+  std::int64_t line = 0, column = 0;
+  Json to_json() const {
+    return Json{{"id", id},     {"file", file},         {"line", line},      {"column", column},
+                {"kind", kind}, {"original", original}, {"mutated", mutated}};
+  }
+};
+
+struct Options {
+  std::string contracts = "contracts", mutants, out, equivalent;
+  int trials = 6, timeout_s = 20, jobs = 2;
+};
+
+// Evaluates `contract`'s obligations on its reference capsules; true when every one passes.
+bool obligations_hold(const pact::spec::Contract& contract, const pact::spec::BindingFile& bindings,
+                      const std::string& oracle, int trials) {
+  const auto report = pact::verify::falsify({contract}, bindings, contract.id, 0, trials, false, oracle);
+  return report.evaluated() > 0 && report.failed() == 0;
+}
+
+// Runs f in a child process (with an alarm after `timeout_s`): its exit status, or 128 + the signal.
+template <class F>
+pid_t spawn(F&& f, int timeout_s) {
+  std::fflush(nullptr);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    // A mutant's crash report (glibc's heap checks, a failed assertion) is an outcome, not output.
+    if (std::FILE* null = std::freopen("/dev/null", "w", stderr); null == nullptr) ::_exit(4);
+    ::alarm(static_cast<unsigned>(timeout_s));
+    int code = 3;
+    try {
+      code = f() ? 0 : 1;
+    } catch (...) {
+      code = 2;  // an exception escaped the obligations: the mutant broke something
+    }
+    ::_exit(code);
+  }
+  return pid;
+}
+
+int status_code(int status) { return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status); }
+
+int run(const Options& o) {
+  const auto contracts = pact::spec::load_contracts(o.contracts);
+  const std::string binding_path = o.contracts + "/binding.yaml";
+  pact::spec::BindingFile bindings = pact::spec::parse_bindings(pact::spec::read_text_file(binding_path), binding_path);
+  // The schemata rewrote the reference provider's kernels: only its capsules carry the mutants.
+  std::erase_if(bindings.bindings, [](const auto& b) { return b.capsule.rfind("reference.", 0) != 0; });
+  const std::string oracle = pact::verify::oracle_dir_of(o.contracts);
+  (void)pact::verify::oracle_cases(oracle);  // read once, before any fork
+
+  const Json doc = pact::parse_json(pact::read_file(o.mutants, "mutation gate"), o.mutants);
+  std::map<int, Mutant> mutants;
+  int max_id = 0, dropped = 0;
+  for (const Json& m : doc.at("mutants")) {
+    if (m.contains("dropped")) {
+      ++dropped;
+      continue;
+    }
+    Mutant x{m.at("id").get<int>(),
+             m.at("file").get<std::string>(),
+             m.at("kind").get<std::string>(),
+             m.at("original").get<std::string>(),
+             m.at("mutated").get<std::string>(),
+             m.at("line").get<std::int64_t>(),
+             m.at("column").get<std::int64_t>()};
+    max_id = std::max(max_id, x.id);
+    mutants.emplace(x.id, std::move(x));
+  }
+  // Equivalent mutants: matched by file, line, column, original and mutated text.
+  std::vector<Json> equivalent_rows;
+  if (!o.equivalent.empty()) {
+    const Json listed = pact::parse_json(pact::read_file(o.equivalent, "mutation gate"), o.equivalent);
+    for (const Json& e : listed.at("equivalent")) equivalent_rows.push_back(e);
+  }
+  auto equivalence = [&](const Mutant& m) -> std::string {
+    for (const Json& e : equivalent_rows) {
+      if (e.at("file") == m.file && e.at("line") == m.line && e.at("column") == m.column &&
+          e.at("original") == m.original && e.at("mutated") == m.mutated)
+        return e.at("reason").get<std::string>();
+    }
+    return {};
+  };
+
+  // The reach record, shared with the children.
+  auto* reached = static_cast<std::uint8_t*>(
+      ::mmap(nullptr, static_cast<std::size_t>(max_id) + 1, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+  if (reached == MAP_FAILED) {
+    std::fprintf(stderr, "pact_mutation_gate: cannot map the reach record\n");
+    return 1;
+  }
+
+  Json report = Json::object();
+  report["schema"] = "pact.mutation-report.v1";
+  report["mutants_generated"] = mutants.size() + static_cast<std::size_t>(dropped);
+  report["mutants_dropped"] = dropped;
+  Json rows = Json::array();
+  std::set<int> reached_by_any;
+  for (const auto& contract : contracts) {
+    const bool bound = std::any_of(bindings.bindings.begin(), bindings.bindings.end(),
+                                   [&](const auto& b) { return b.contract == contract.id; });
+    if (!bound) continue;
+    // Phase 1: which sites the contract's obligations reach, unmutated (and that they pass unmutated).
+    std::fill(reached, reached + max_id + 1, 0);
+    pact::mutation::reached = reached;
+    int status = 0;
+    ::waitpid(spawn([&] { return obligations_hold(contract, bindings, oracle, o.trials); }, o.timeout_s * 3), &status,
+              0);
+    pact::mutation::reached = nullptr;
+    if (status_code(status) != 0) {
+      std::fprintf(stderr, "pact_mutation_gate: %s fails with no mutant active (status %d)\n", contract.id.c_str(),
+                   status_code(status));
+      return 1;
+    }
+    std::vector<int> own;
+    for (const auto& [id, m] : mutants) {
+      if (reached[id] != 0) own.push_back(id);
+    }
+    reached_by_any.insert(own.begin(), own.end());
+    // Phase 2: every reached mutant in its own process, `jobs` at a time.
+    std::map<pid_t, int> running;
+    std::map<int, int> outcome;
+    auto reap = [&] {
+      int st = 0;
+      const pid_t done = ::wait(&st);
+      if (done > 0) {
+        outcome[running.at(done)] = status_code(st);
+        running.erase(done);
+      }
+    };
+    for (int id : own) {
+      while (static_cast<int>(running.size()) >= o.jobs) reap();
+      const pid_t pid = spawn(
+          [&, id] {
+            pact::mutation::active = id;
+            return obligations_hold(contract, bindings, oracle, o.trials);
+          },
+          o.timeout_s);
+      running[pid] = id;
+    }
+    while (!running.empty()) reap();
+    Json survivors = Json::array(), equivalents = Json::array();
+    int killed = 0, timeouts = 0, crashes = 0;
+    for (int id : own) {
+      const int code = outcome.at(id);
+      const Mutant& m = mutants.at(id);
+      if (code == 0) {
+        const std::string why = equivalence(m);
+        if (why.empty()) {
+          survivors.push_back(m.to_json());
+        } else {
+          Json e = m.to_json();
+          e["reason"] = why;
+          equivalents.push_back(std::move(e));
+        }
+        continue;
+      }
+      ++killed;
+      timeouts += code == 128 + SIGALRM ? 1 : 0;
+      crashes += code > 128 && code != 128 + SIGALRM ? 1 : 0;
+    }
+    const auto counted = static_cast<int>(own.size() - equivalents.size());
+    std::printf("%-26s %4d/%-4d mutants killed (%d by a timeout, %d by a crash), %zu equivalent, %zu survivors\n",
+                contract.id.c_str(), killed, counted, timeouts, crashes, equivalents.size(), survivors.size());
+    rows.push_back(Json{{"contract", contract.id},
+                        {"generated", own.size()},
+                        {"killed", killed},
+                        {"timeouts", timeouts},
+                        {"crashes", crashes},
+                        {"equivalent", equivalents},
+                        {"survivors", survivors}});
+  }
+  report["contracts"] = rows;
+  report["mutants_reached"] = reached_by_any.size();
+  Json unreached = Json::array();
+  for (const auto& [id, m] : mutants) {
+    if (!reached_by_any.count(id)) unreached.push_back(m.to_json());
+  }
+  report["unreached"] = unreached;
+  std::printf(
+      "%zu mutants kept of %zu generated (%d dropped: constant expressions); %zu reached by some contract, "
+      "%zu by none\n",
+      mutants.size(), mutants.size() + static_cast<std::size_t>(dropped), dropped, reached_by_any.size(),
+      unreached.size());
+  if (!o.out.empty()) pact::write_file_atomic(o.out, report.dump(1) + "\n", "pact_mutation_gate");
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "pact_mutation_gate: %s needs a value\n", a.c_str());
+        std::exit(1);
+      }
+      return argv[++i];
+    };
+    if (a == "--contracts") {
+      o.contracts = value();
+    } else if (a == "--mutants") {
+      o.mutants = value();
+    } else if (a == "--out") {
+      o.out = value();
+    } else if (a == "--equivalent") {
+      o.equivalent = value();
+    } else if (a == "--jobs") {
+      o.jobs = std::max(1, std::stoi(value()));
+    } else {
+      std::fprintf(
+          stderr,
+          "usage: pact_mutation_gate --mutants FILE [--contracts DIR] [--out REPORT] [--equivalent FILE] [--jobs N]\n");
+      return 1;
+    }
+  }
+  if (o.mutants.empty()) {
+    std::fprintf(stderr, "pact_mutation_gate: --mutants is required\n");
+    return 1;
+  }
+  try {
+    return run(o);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "pact_mutation_gate: %s\n", e.what());
+    return 1;
+  }
+}
