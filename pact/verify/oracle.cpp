@@ -75,27 +75,6 @@ Tensor as_dtype(const Tensor& t, DType d) {
   return is_floating(t.dtype()) && t.dtype() != d ? t.as_view().convert(d) : t.as_view().duplicate();
 }
 
-// Runs an update op on copies of `ins` and returns the state operands' new values, in operand order.
-std::vector<Tensor> updated_state(const kernels::Handler& h, const std::vector<Tensor>& ins,
-                                  const ops::Attributes& attrs) {
-  const ops::OpInfo& info = ops::op_info(h.op);
-  std::vector<Tensor> state;
-  std::vector<TensorView> read;
-  state.reserve(ins.size());
-  for (std::size_t k = 0; k < ins.size(); ++k) {
-    if (info.input_role(k) == ops::InputRole::state) {
-      state.push_back(ins[k].as_view().duplicate());
-    } else {
-      read.push_back(ins[k].as_view());
-    }
-  }
-  std::vector<Tensor*> ptrs;
-  ptrs.reserve(state.size());
-  for (auto& t : state) ptrs.push_back(&t);
-  kernels::run_update(h, ptrs, read, attrs);
-  return state;
-}
-
 kernels::KernelContext context_of(const OracleCase& c) { return kernels::KernelContext{c.training, 7}; }
 
 Tensor forward(const kernels::Handler& h, const OracleCase& c, const std::vector<Tensor>& ins,
@@ -170,6 +149,26 @@ std::vector<Tensor> inputs_in(const OracleCase& c, DType d) {
   ins.reserve(c.inputs.size());
   for (const auto& t : c.inputs) ins.push_back(as_dtype(t, d));
   return ins;
+}
+
+std::vector<Tensor> updated_state(const kernels::Handler& h, const std::vector<Tensor>& ins,
+                                  const ops::Attributes& attrs) {
+  const ops::OpInfo& info = ops::op_info(h.op);
+  std::vector<Tensor> state;
+  std::vector<TensorView> read;
+  state.reserve(ins.size());
+  for (std::size_t k = 0; k < ins.size(); ++k) {
+    if (info.input_role(k) == ops::InputRole::state) {
+      state.push_back(ins[k].as_view().duplicate());
+    } else {
+      read.push_back(ins[k].as_view());
+    }
+  }
+  std::vector<Tensor*> ptrs;
+  ptrs.reserve(state.size());
+  for (auto& t : state) ptrs.push_back(&t);
+  kernels::run_update(h, ptrs, read, attrs);
+  return state;
 }
 
 std::vector<std::string> oracle_problems(const kernels::Handler& h, const OracleCase& c, DType d,

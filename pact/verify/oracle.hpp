@@ -61,6 +61,11 @@ struct ResultTamper {
 /// boolean inputs stay as stored).
 std::vector<Tensor> inputs_in(const OracleCase& c, DType d);
 
+/// Runs an update op's handler on copies of `ins` (operand order, split into state and read by the op's
+/// roles) and returns the state operands' new values, in operand order.
+std::vector<Tensor> updated_state(const kernels::Handler& h, const std::vector<Tensor>& ins,
+                                  const ops::Attributes& attrs);
+
 /// Every disagreement of handler `h` with PyTorch on case `c`, run in dtype `d` (forward value and shape,
 /// each VJP input, an update op's new state), within the op table's tolerances (a float64 run: to
 /// rounding; f32 and 16-bit: the op's tolerance for that dtype, at least a few float32 ulps). Empty when

@@ -169,13 +169,26 @@ std::vector<std::optional<Tensor>> sigmoid_vjp_too_large(std::span<const TensorV
   return sig.vjp(in, y, scaled.as_view(), a, ctx);
 }
 
-TEST(OpOracle, RefutesAWrongKernel) {
+// The reference GELU and sigmoid, and each made wrong: GELU's forward by the tanh approximation, sigmoid's
+// VJP 0.1% too large.
+struct WrongKernels {
   const kernels::Handler& gelu = *kernels::find_handler(kernels::reference_handlers(), ops::OpTag::gelu);
   const kernels::Handler& sigmoid = *kernels::find_handler(kernels::reference_handlers(), ops::OpTag::sigmoid);
-  kernels::Handler wrong_gelu = gelu;
-  wrong_gelu.forward = &gelu_tanh_forward;
-  kernels::Handler wrong_sigmoid = sigmoid;
-  wrong_sigmoid.vjp = &sigmoid_vjp_too_large;
+  kernels::Handler wrong_gelu = with_forward(gelu, &gelu_tanh_forward);
+  kernels::Handler wrong_sigmoid = with_vjp(sigmoid, &sigmoid_vjp_too_large);
+  static kernels::Handler with_forward(kernels::Handler h, kernels::ForwardFn f) {
+    h.forward = f;
+    return h;
+  }
+  static kernels::Handler with_vjp(kernels::Handler h, kernels::VjpFn f) {
+    h.vjp = f;
+    return h;
+  }
+};
+
+TEST(OpOracle, RefutesAWrongKernel) {
+  const WrongKernels k;
+  const auto &gelu = k.gelu, &sigmoid = k.sigmoid, &wrong_gelu = k.wrong_gelu, &wrong_sigmoid = k.wrong_sigmoid;
   int refuted_gelu = 0, refuted_sigmoid = 0;
   for (const auto& c : oracle_cases()) {
     SCOPED_TRACE(c.describe());
@@ -211,12 +224,8 @@ TEST(OpOracle, RefutesAWrongKernel) {
 // forward (both in f64, where the margin is 1e-5), and the shape check catches a rule that disagrees with
 // PyTorch's result shape (here PyTorch's shape is the one changed, which is what a wrong rule looks like).
 TEST(OpOracle, GenericChecksRefuteWrongKernels) {
-  const kernels::Handler& gelu = *kernels::find_handler(kernels::reference_handlers(), ops::OpTag::gelu);
-  const kernels::Handler& sigmoid = *kernels::find_handler(kernels::reference_handlers(), ops::OpTag::sigmoid);
-  kernels::Handler wrong_gelu = gelu;
-  wrong_gelu.forward = &gelu_tanh_forward;
-  kernels::Handler wrong_sigmoid = sigmoid;
-  wrong_sigmoid.vjp = &sigmoid_vjp_too_large;
+  const WrongKernels k;
+  const auto &gelu = k.gelu, &sigmoid = k.sigmoid, &wrong_gelu = k.wrong_gelu, &wrong_sigmoid = k.wrong_sigmoid;
   int differenced = 0, reshaped = 0;
   for (const auto& c : oracle_cases()) {
     SCOPED_TRACE(c.describe());

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <vector>
 
+#include "pact/verify/oracle.hpp"
 #include "samples.hpp"
 
 namespace pact::test {
@@ -45,26 +46,12 @@ inline std::string describe(const Sample& s) {
   return std::string(ops::op_kind(s.op)) + (s.label[0] ? std::string(" [") + s.label + "]" : std::string());
 }
 
-/// Runs an update op's handler on copies of `ins` (operand order; split into state and read by the op's
-/// roles) and returns every state operand's new values, concatenated in operand order.
+/// Runs an update op's handler on copies of `ins` (verify::updated_state) and returns every state operand's
+/// new values, concatenated in operand order.
 inline std::vector<double> updated_state(const kernels::Handler& h, const std::vector<Tensor>& ins,
                                          const ops::Attributes& attrs) {
-  const ops::OpInfo& info = ops::op_info(h.op);
-  std::vector<Tensor> state;
-  std::vector<TensorView> read;
-  state.reserve(ins.size());
-  for (std::size_t k = 0; k < ins.size(); ++k) {
-    if (info.input_role(k) == ops::InputRole::state) {
-      state.push_back(ins[k].as_view().duplicate());
-    } else {
-      read.push_back(ins[k].as_view());
-    }
-  }
-  std::vector<Tensor*> ptrs;
-  for (auto& t : state) ptrs.push_back(&t);
-  kernels::run_update(h, ptrs, read, attrs);
   std::vector<double> out;
-  for (const auto& t : state) {
+  for (const auto& t : verify::updated_state(h, ins, attrs)) {
     const auto v = values_of(t.as_view());
     out.insert(out.end(), v.begin(), v.end());
   }
