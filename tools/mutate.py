@@ -1,12 +1,13 @@
 #!/usr/bin/python3
-"""Mutant schemata of the reference kernels (issue 20 item 5): every eligible site of the generic kernel
-sources, mutated at once and selected at run time.
+"""Mutant schemata of the CPU kernels (issue 20 item 5): every eligible site of the kernel sources, mutated
+at once and selected at run time.
 
     /usr/bin/python3 tools/mutate.py --source-dir . --out build/release/mutants \
-        --tu pact/kernels/cpu/reference.cpp -- <compile flags of the translation unit>
+        --tu pact/kernels/cpu/reference.cpp [--tu pact/kernels/cpu/native.cpp] -- <compile flags>
 
-Parses the translation unit with libclang (Debian's python3-clang-14) and, in every file it includes
-from pact/kernels/cpu/ whose name starts with generic_, rewrites each site
+Parses each translation unit with libclang (Debian's python3-clang-14) and, in the unit itself and every
+file it includes from pact/kernels/cpu/ named generic_*.inc, native_*.inc or gemm_ops.inc (a file two
+units include is rewritten once), rewrites each site
 
     operator swaps       a + b -> a - b, a * b -> a / b, a += b -> a -= b, && <-> ||
     comparison flips     a < b -> a <= b, a > b -> a >= b, a == b -> a != b (and back)
@@ -18,15 +19,17 @@ pact_mut (pact/verify/mutation.hpp) records that the site was reached and says w
 active one, so the one build holds every mutant. Sites the compiler refuses in their mutated form
 (constant expressions: template arguments, constexpr, static_assert) are found by compiling the schemata
 with -fsyntax-only and dropped, and listed as such. Writes OUT/overlay/<path> for each rewritten file and
-the translation unit, and OUT/mutants.json: per mutant its id, file, line, column, kind, original and
-mutated text. Dropped statements are not generated (a void/expression schema would need the statement
-form); the mutants are of the reference provider's source (the native SIMD variants are not mutated).
+translation unit, and OUT/mutants.json: per mutant its id, file, line, column, kind, original and mutated
+text. Dropped statements are not generated (a void/expression schema would need the statement form); the
+SIMD variants in their own translation units (vector_ops.cpp, gemm.cpp, conv_direct.cpp) and the half
+provider are not mutated.
 """
 
 import argparse
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 
@@ -47,10 +50,17 @@ class Site:
         self.mutants = []  # (id, kind, original, mutated-template) where the template renders children
 
 
-def collect(tu, wanted):
-    """Sites in the wanted files: binary and compound-assignment operators, integer and float literals."""
-    sites = {}
-    texts = {p: open(p, "rb").read().decode() for p in wanted}
+def collect(tu, wanted, sites, texts):
+    """Adds the sites of `tu` in the wanted files (binary and compound-assignment operators, integer and
+    float literals) to `sites`, keyed by extent: a file two translation units include is collected once."""
+    for p in wanted:
+        if p not in texts:
+            texts[p] = open(p, "rb").read().decode()
+
+    def add(path, lo, hi, line, col, mutant):
+        site = sites.setdefault((path, lo, hi), Site(path, lo, hi, line, col))
+        if mutant not in site.mutants:
+            site.mutants.append(mutant)
 
     def visit(c):
         loc = c.location
@@ -68,28 +78,24 @@ def collect(tu, wanted):
                         if op in SWAPS and lo <= l_hi <= r_lo <= hi:
                             at = l_hi + between.index(op)
                             kind = KINDS.get(op, "comparison")
-                            sites.setdefault((path, lo, hi), Site(path, lo, hi, loc.line, loc.column)).mutants.append(
-                                ("op", kind, op, SWAPS[op], at, at + len(op)))
+                            add(path, lo, hi, loc.line, loc.column, ("op", kind, op, SWAPS[op], at, at + len(op)))
                 elif c.kind == ci.CursorKind.INTEGER_LITERAL:
                     lit = text[lo:hi]
                     m = re.fullmatch(r"(\d+)([uUlL]*)", lit)
                     if m:
                         new = str(int(m.group(1)) + 1) + m.group(2)
-                        sites.setdefault((path, lo, hi), Site(path, lo, hi, loc.line, loc.column)).mutants.append(
-                            ("lit", "off_by_one", lit, new, lo, hi))
+                        add(path, lo, hi, loc.line, loc.column, ("lit", "off_by_one", lit, new, lo, hi))
                 elif c.kind == ci.CursorKind.FLOATING_LITERAL:
                     lit = text[lo:hi]
                     m = re.fullmatch(r"([0-9.]+(?:[eE][-+]?\d+)?)([fFlL]?)", lit)
                     if m:
                         v = float(m.group(1))
                         new = repr(2 * v if v != 0 else 1.0) + m.group(2)
-                        sites.setdefault((path, lo, hi), Site(path, lo, hi, loc.line, loc.column)).mutants.append(
-                            ("lit", "constant", lit, new, lo, hi))
+                        add(path, lo, hi, loc.line, loc.column, ("lit", "constant", lit, new, lo, hi))
         for k in c.get_children():
             visit(k)
 
     visit(tu.cursor)
-    return list(sites.values()), texts
 
 
 def render(text, sites, lo, hi, dropped, ids):
@@ -120,44 +126,51 @@ def schema(text, sites, s, dropped, ids):
     return expr
 
 
-def write(out_dir, source_dir, tu_path, sites, texts, dropped, ids):
+def write(out_dir, source_dir, tu_paths, sites, texts, dropped, ids):
+    """Every rewritten file under OUT/overlay; each translation unit first includes the switch."""
     written = {}
-    for path, text in texts.items():
-        rel = os.path.relpath(path, source_dir)
+    for path in sorted({s.path for s in sites} | set(tu_paths)):
+        text = texts.get(path)
+        if text is None:
+            text = open(path).read()
         here = [s for s in sites if s.path == path]
         body = render(text, here, 0, len(text), dropped, ids)
-        dest = os.path.join(out_dir, "overlay", rel)
+        if path in tu_paths:
+            body = '#include "pact/verify/mutation.hpp"\n' + body
+        dest = os.path.join(out_dir, "overlay", os.path.relpath(path, source_dir))
         os.makedirs(os.path.dirname(dest), exist_ok=True)
         with open(dest, "w") as f:
             f.write(body)
         written[path] = dest
-    rel = os.path.relpath(tu_path, source_dir)
-    dest = os.path.join(out_dir, "overlay", rel)
-    os.makedirs(os.path.dirname(dest), exist_ok=True)
-    with open(tu_path) as f, open(dest, "w") as g:
-        g.write('#include "pact/verify/mutation.hpp"\n' + f.read())
-    return written, dest
+    return written
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--source-dir", required=True)
     ap.add_argument("--out", required=True)
-    ap.add_argument("--tu", required=True)
+    ap.add_argument("--tu", required=True, action="append", help="a translation unit to rewrite (repeatable)")
     ap.add_argument("--compiler", default="g++")
     ap.add_argument("flags", nargs=argparse.REMAINDER)
     a = ap.parse_args()
     flags = [f for f in a.flags if f != "--"]
     source_dir = os.path.realpath(a.source_dir)
-    tu_path = os.path.realpath(os.path.join(source_dir, a.tu))
+    tu_paths = [os.path.realpath(os.path.join(source_dir, t)) for t in a.tu]
     kernel_dir = os.path.join(source_dir, "pact", "kernels", "cpu")
-    wanted = {os.path.join(kernel_dir, n) for n in os.listdir(kernel_dir) if n.startswith("generic_")}
+    # The kernels' own sources: the generic kernels (reference and native), the native provider's includes
+    # and the translation units themselves.
+    wanted = {os.path.join(kernel_dir, n) for n in os.listdir(kernel_dir)
+              if n.endswith(".inc") and (n.startswith("generic_") or n.startswith("native_") or n == "gemm_ops.inc")}
+    wanted |= set(tu_paths)
     index = ci.Index.create()
-    tu = index.parse(tu_path, args=["-x", "c++"] + [f for f in flags if not f.startswith("-W")])
-    errors = [d for d in tu.diagnostics if d.severity >= ci.Diagnostic.Error]
-    if errors:
-        sys.exit("libclang could not parse %s: %s" % (tu_path, errors[0]))
-    sites, texts = collect(tu, wanted)
+    sites_by_key, texts = {}, {}
+    for tu_path in tu_paths:
+        tu = index.parse(tu_path, args=["-x", "c++"] + [f for f in flags if not f.startswith("-W")])
+        errors = [d for d in tu.diagnostics if d.severity >= ci.Diagnostic.Error]
+        if errors:
+            sys.exit("libclang could not parse %s: %s" % (tu_path, errors[0]))
+        collect(tu, wanted, sites_by_key, texts)
+    sites = list(sites_by_key.values())
     ids, n = {}, 0
     for s in sorted(sites, key=lambda s: (s.path, s.lo, -s.hi)):
         for (form, kind, before, after, lo, hi) in s.mutants:
@@ -165,18 +178,24 @@ def main():
             ids[(s.path, lo, hi, after)] = n
     dropped = {}
     overlay_root = os.path.join(a.out, "overlay")
-    for attempt in range(12):
-        written, tu_out = write(a.out, source_dir, tu_path, sites, texts, dropped, ids)
-        cmd = [a.compiler, "-fsyntax-only", "-I" + overlay_root] + flags + [tu_out]
-        r = subprocess.run(cmd, capture_output=True, text=True)
-        if r.returncode == 0:
+    shutil.rmtree(overlay_root, ignore_errors=True)  # no file of an earlier run may shadow a source
+    for attempt in range(16):
+        written = write(a.out, source_dir, tu_paths, sites, texts, dropped, ids)
+        failures = []
+        for tu_path in tu_paths:
+            cmd = [a.compiler, "-fsyntax-only", "-I" + overlay_root] + flags + [written[tu_path]]
+            r = subprocess.run(cmd, capture_output=True, text=True)
+            if r.returncode != 0:
+                failures.append(r.stderr)
+        if not failures:
             break
+        stderr = "\n".join(failures)
         # Each error names a line of a rewritten file; the schemata on it (or, for an error inside a schema
         # that spans lines, on the nearest line above that has one) are the mutants to drop.
-        rewritten = {os.path.realpath(v): open(v).read().split("\n") for v in list(written.values()) + [tu_out]}
+        rewritten = {os.path.realpath(v): open(v).read().split("\n") for v in written.values()}
         by_id = {v: k for k, v in ids.items()}
         found = set()
-        for m in re.finditer(r"^(.*?):(\d+):\d+: error", r.stderr, re.M):
+        for m in re.finditer(r"^(.*?):(\d+):\d+: error", stderr, re.M):
             lines = rewritten.get(os.path.realpath(m.group(1)))
             if lines is None:
                 continue
@@ -186,11 +205,11 @@ def main():
                     found.update(hits)
                     break
         if not found:
-            sys.exit("the schemata do not compile, and no error names a mutated line:\n" + r.stderr[-4000:])
+            sys.exit("the schemata do not compile, and no error names a mutated line:\n" + stderr[-4000:])
         for mid in found:
             dropped[by_id[mid]] = "does not compile mutated (a constant expression)"
     else:
-        sys.exit("the schemata still do not compile after 12 rounds of dropping sites")
+        sys.exit("the schemata still do not compile after 16 rounds of dropping sites")
     mutants = []
     for s in sites:
         for (form, kind, before, after, lo, hi) in s.mutants:
@@ -202,7 +221,7 @@ def main():
             mutants.append(row)
     mutants.sort(key=lambda r: r["id"])
     with open(os.path.join(a.out, "mutants.json"), "w") as f:
-        json.dump({"schema": "pact.mutants.v1", "translation_unit": a.tu, "mutants": mutants}, f, indent=0)
+        json.dump({"schema": "pact.mutants.v1", "translation_units": a.tu, "mutants": mutants}, f, indent=0)
     kept = sum(1 for m in mutants if "dropped" not in m)
     print("%d mutants at %d sites, %d dropped (constant expressions), %d kept" %
           (len(mutants), len(sites), len(mutants) - kept, kept))

@@ -652,6 +652,7 @@ CASES = [
     case("arange", [], {"start": 2**60, "end": 2**60 + 512}, label="past 2^53: exact in int64"),
     case("arange", [], {"start": -2**63, "end": -2**63 + 4096, "step": 3}, label="from int64's minimum"),
     case("arange", [], {"end": 2.5}, label="float, default start and step"),
+    case("gt", [Z(4, 5), Z(5)], label="ties"),
 ]
 
 

@@ -1,13 +1,13 @@
 // pact_mutation_gate (issue 20 item 5): runs every contract's obligations against the generated mutants of
-// the reference kernels' source. This executable is linked with the mutant schemata of
-// pact/kernels/cpu/reference.cpp (tools/mutate.py rewrote its generic kernels, every mutant selected at run
-// time through pact/verify/mutation.hpp) in place of the library's own reference kernels.
+// the reference and native kernels' source. This executable is linked with the mutant schemata of
+// pact/kernels/cpu/reference.cpp and native.cpp (tools/mutate.py rewrote them and the kernel sources they
+// include, every mutant selected at run time through pact/verify/mutation.hpp) in place of the library's.
 //
 //   pact_mutation_gate --contracts contracts --mutants build/release/mutants/mutants.json --out REPORT.json
 //
 // A contract's mutants are the sites its obligations reach when no mutant is active (recorded by the
 // schemata, each contract in its own process). Each mutant then runs in a child process, with the contract's
-// obligations evaluated on the reference capsules it binds: killed when an obligation fails, the kernel
+// obligations evaluated on the reference and native capsules it binds: killed when an obligation fails, the kernel
 // crashes or it runs past the timeout; survived otherwise. Equivalent mutants (contracts/equivalent_mutants
 // .json: file, line, column, original, mutated and the reason) leave the denominator and are listed. The report
 // (schema pact.mutation-report.v1) is what `pact contracts gate --mutation-report` reads.
@@ -50,7 +50,7 @@ struct Options {
   int trials = 6, timeout_s = 20, jobs = 2;
 };
 
-// Evaluates `contract`'s obligations on its reference capsules; true when every one passes.
+// Evaluates `contract`'s obligations on its reference and native capsules; true when every one passes.
 bool obligations_hold(const pact::spec::Contract& contract, const pact::spec::BindingFile& bindings,
                       const std::string& oracle, int trials) {
   const auto report = pact::verify::falsify({contract}, bindings, contract.id, 0, trials, false, oracle);
@@ -83,12 +83,22 @@ int run(const Options& o) {
   const auto contracts = pact::spec::load_contracts(o.contracts);
   const std::string binding_path = o.contracts + "/binding.yaml";
   pact::spec::BindingFile bindings = pact::spec::parse_bindings(pact::spec::read_text_file(binding_path), binding_path);
-  // The schemata rewrote the reference provider's kernels: only its capsules carry the mutants.
-  std::erase_if(bindings.bindings, [](const auto& b) { return b.capsule.rfind("reference.", 0) != 0; });
   const std::string oracle = pact::verify::oracle_dir_of(o.contracts);
   (void)pact::verify::oracle_cases(oracle);  // read once, before any fork
 
   const Json doc = pact::parse_json(pact::read_file(o.mutants, "mutation gate"), o.mutants);
+  // Only the capsules of the providers whose translation unit the schemata rewrote carry the mutants
+  // (pact/kernels/cpu/reference.cpp: reference.*, native.cpp: native.*).
+  std::vector<std::string> providers;
+  for (const Json& tu : doc.at("translation_units")) {
+    const auto path = tu.get<std::string>();
+    const auto stem = path.substr(path.rfind('/') + 1, path.rfind('.') - path.rfind('/') - 1);
+    providers.push_back(stem + ".");
+  }
+  std::erase_if(bindings.bindings, [&](const auto& b) {
+    return std::none_of(providers.begin(), providers.end(),
+                        [&](const std::string& p) { return b.capsule.rfind(p, 0) == 0; });
+  });
   std::map<int, Mutant> mutants;
   int max_id = 0, dropped = 0;
   for (const Json& m : doc.at("mutants")) {
