@@ -40,6 +40,8 @@ std::string_view allocation_reason_name(AllocationReason reason) noexcept {
       return "ExplicitDuplicateDestination";
     case AllocationReason::TransferDestination:
       return "TransferDestination";
+    case AllocationReason::ExternalImport:
+      return "ExternalImport";
   }
   return "unknown";
 }

@@ -19,6 +19,9 @@ enum class AllocationReason : std::uint8_t {
   CheckpointRecomputeOutput,  ///< recomputation under checkpointing
   ExplicitDuplicateDestination,
   TransferDestination,
+  /// Host memory another runtime allocated and owns, adopted as a root (Storage::import_host): no bytes
+  /// were allocated or copied; the event records that Pact now reads them.
+  ExternalImport,
 };
 
 std::string_view copy_reason_name(CopyReason reason) noexcept;

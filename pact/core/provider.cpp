@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <map>
 #include <mutex>
@@ -208,5 +209,64 @@ std::shared_ptr<Provider> cuda_provider() {
   return p;
 }
 std::shared_ptr<Provider> make_fake_provider() { return std::make_shared<FakeProvider>(); }
+
+namespace {
+// Note [External host memory]
+// A numpy array or a DLPack tensor handed to Pact keeps its bytes where they are: the root's provider
+// serves that one range and, when the root dies, drops the keeper (the binding's reference to the
+// foreign owner) instead of freeing. Pact's rules hold over it as over any root: owners are move-only,
+// views never outlive the root, and the root keeps the foreign owner alive for as long as any view does.
+class ExternalHostProvider final : public Provider {
+ public:
+  ExternalHostProvider(std::byte* data, std::uint64_t bytes, std::shared_ptr<void> keeper)
+      : data_(data), bytes_(bytes), keeper_(std::move(keeper)) {}
+  std::string_view name() const noexcept override { return "external"; }
+  DeviceKind device() const noexcept override { return DeviceKind::cpu; }
+  bool host_accessible() const noexcept override { return true; }
+  bool device_bindable() const noexcept override { return false; }
+  std::uint64_t alignment() const noexcept override {
+    const auto address = reinterpret_cast<std::uintptr_t>(data_);
+    if (address == 0) return 64;
+    return std::min<std::uint64_t>(64, address & (~address + 1));  // the lowest set bit
+  }
+  ProviderAllocation allocate(std::uint64_t bytes) override {
+    if (handed_out_ || bytes != bytes_)
+      throw_error(ErrorCode::unsupported, "external.allocate",
+                  fmt::format("external memory is one range of {} bytes, adopted once; it allocates nothing", bytes_));
+    handed_out_ = true;
+    counters_.allocations.fetch_add(1, std::memory_order_relaxed);
+    return ProviderAllocation{1, bytes_, data_, bytes_};
+  }
+  void deallocate(const ProviderAllocation&) noexcept override {
+    counters_.deallocations.fetch_add(1, std::memory_order_relaxed);
+    keeper_.reset();
+  }
+  std::byte* map_host(const ProviderAllocation& a) override {
+    counters_.mappings.fetch_add(1, std::memory_order_relaxed);
+    return static_cast<std::byte*>(a.opaque);
+  }
+  void synchronize(const ProviderAllocation&) override {
+    counters_.synchronizations.fetch_add(1, std::memory_order_relaxed);
+  }
+  std::uint64_t bind_device(const ProviderAllocation&) override {
+    throw_error(ErrorCode::unsupported, "external.bind_device", "external host memory has no device binding");
+  }
+  std::byte* unsafe_copy_base(const ProviderAllocation& a) override { return static_cast<std::byte*>(a.opaque); }
+
+ private:
+  std::byte* data_;
+  std::uint64_t bytes_;
+  std::shared_ptr<void> keeper_;
+  bool handed_out_ = false;
+};
+}  // namespace
+
+std::shared_ptr<Provider> make_external_host_provider(std::byte* data, std::uint64_t bytes,
+                                                      std::shared_ptr<void> keeper) {
+  if (data == nullptr && bytes > 0)
+    throw_error(ErrorCode::invalid_argument, "external.import",
+                fmt::format("a null address cannot hold {} bytes", bytes));
+  return std::make_shared<ExternalHostProvider>(data, bytes, std::move(keeper));
+}
 
 }  // namespace pact

@@ -108,5 +108,12 @@ std::shared_ptr<Provider> meta_provider();
 std::shared_ptr<Provider> cuda_provider();
 /// A new fake provider with its own counters: host-accessible and device-bindable.
 std::shared_ptr<Provider> make_fake_provider();
+/// A provider of exactly one allocation: `bytes` of host memory at `data` that another runtime allocated
+/// and owns (a numpy array's buffer, a DLPack tensor's data), named "external". Its one allocate() hands
+/// out that range (any other request is unsupported); deallocate() releases `keeper`, whatever keeps the
+/// foreign memory alive, and never frees the bytes. Its alignment is the address's own (at most 64).
+/// Storage::import_host is the way to use it.
+std::shared_ptr<Provider> make_external_host_provider(std::byte* data, std::uint64_t bytes,
+                                                      std::shared_ptr<void> keeper);
 
 }  // namespace pact

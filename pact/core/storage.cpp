@@ -46,6 +46,10 @@ Storage Storage::allocate(std::shared_ptr<Provider> provider, std::uint64_t byte
   return Storage(std::move(claim));
 }
 
+Storage Storage::import_host(std::byte* data, std::uint64_t bytes, std::shared_ptr<void> keeper) {
+  return allocate(make_external_host_provider(data, bytes, std::move(keeper)), bytes, AllocationReason::ExternalImport);
+}
+
 Expected<std::pair<Storage, Storage>, Returned<Storage>> Storage::split(Storage&& owner, std::uint64_t at) {
   if (owner.empty() || at > owner.byte_size()) {
     auto span = owner.empty() ? SpanIdentity{} : owner.span_identity();

@@ -80,6 +80,11 @@ class Storage {
  public:
   /// Allocates `bytes` from `provider` and records one allocation event with `reason`.
   static Storage allocate(std::shared_ptr<Provider> provider, std::uint64_t bytes, AllocationReason reason);
+  /// Adopts `bytes` of host memory at `data` that another runtime allocated and owns (a numpy array's
+  /// buffer, a DLPack tensor's data) as a root of its own (Note [External host memory]): zero copy, one
+  /// allocation event with reason ExternalImport and provider "external". The root holds `keeper` and
+  /// releases it, and nothing else, when it dies. invalid_argument for a null `data` with bytes > 0.
+  static Storage import_host(std::byte* data, std::uint64_t bytes, std::shared_ptr<void> keeper);
 
   Storage(Storage&&) noexcept = default;
   Storage& operator=(Storage&&) noexcept = default;

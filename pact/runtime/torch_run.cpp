@@ -368,73 +368,104 @@ void fit_inputs(ir::TorchBundle& bundle, ir::SafetensorsFile& inputs, std::strin
   for (ir::TorchSource* src : users) src->type = model.graph.find(src->name)->type;
 }
 
-TorchRunResult run_imported(ir::TorchBundle&& bundle, ir::SafetensorsFile&& inputs,
-                            const contract::BackendProfile& profile, const contract::EvidenceResolver& resolver,
-                            const RunTimingOptions& timing) {
-  if (timing.repeat < 0)
-    throw_error(ErrorCode::invalid_argument, "torch.run", fmt::format("repeat {} must not be negative", timing.repeat));
+ImportedModel::ImportedModel(ir::TorchBundle&& bundle, const contract::BackendProfile& profile,
+                             const contract::EvidenceResolver& resolver, bool fuse) {
   ir::require_weights(bundle.model, "the capture", "torch.run");
-  TorchRunResult result;
+  capture_method_ = bundle.model.capture_method;
+  outputs_ = bundle.model.outputs;
+  for (const auto& s : bundle.model.sources) {
+    if (s.kind == ir::TorchSource::Kind::user_input) inputs_.push_back(s);
+  }
   // Every source value but the user inputs, by node id: what the fusions read and the bindings take.
   plan::SourceValues values;
   for (auto& [name, t] : bundle.weights.tensors) values.emplace(name, std::move(t));
   for (auto& [id, t] : bundle.model.synthesized) values.emplace(id, std::move(t));
   ir::Graph graph = std::move(bundle.model.graph);
   std::vector<plan::Rewrite> rewrites;
-  if (timing.fuse) {
+  if (fuse) {
     rewrites = plan::fold_batch_norms(graph, values);
     for (auto& r : plan::fuse_conv_activations(graph)) rewrites.push_back(std::move(r));
   }
   auto planned = plan::plan_graph(graph, profile, resolver, contract::VjpMode::forward_only);
   if (!planned) {
-    result.audit = planned.error().audit;
-    result.audit.rewrites = std::move(rewrites);
-    return result;
+    audit_ = planned.error().audit;
+    audit_.rewrites = std::move(rewrites);
+    return;
   }
-  result.audit = planned->audit();
-  result.audit.rewrites = std::move(rewrites);
-  result.accepted = true;
+  audit_ = planned->audit();
+  audit_.rewrites = std::move(rewrites);
+  for (const auto& node : planned->graph().nodes) {
+    if (node.op == ops::OpTag::input || ops::op_info(node.op).role != ops::OpRole::source) continue;
+    auto it = values.find(node.id);
+    if (it == values.end())
+      throw_error(ErrorCode::invalid_argument, "torch.run", fmt::format("weight '{}' is missing", node.id));
+    weights_.emplace(node.id, EagerTensor{retain(std::move(it->second)), -1});
+  }
+  plan_.emplace(std::move(*planned));
+}
 
-  std::map<std::string, EagerTensor> bindings;
-  auto take = [](std::vector<std::pair<std::string, Tensor>>& from, const std::string& name) -> std::optional<Tensor> {
-    for (auto& [n, t] : from) {
-      if (n == name) return std::move(t);
+const plan::AcceptedGraphPlan& ImportedModel::plan() const {
+  if (!plan_) throw_error(ErrorCode::unsupported, "torch.run", "the plan was rejected (its audit says why)");
+  return *plan_;
+}
+
+std::pair<ExecutionResult, std::map<std::string, EagerTensor>> ImportedModel::run(
+    const std::map<std::string, ValueRef>& inputs, const ExecutionOptions& options) const {
+  const plan::AcceptedGraphPlan& planned = plan();
+  std::map<std::string, EagerTensor> bindings = weights_;  // shared records: no value is copied
+  for (const auto& src : inputs_) {
+    auto it = inputs.find(src.name);
+    if (it == inputs.end() || it->second == nullptr)
+      throw_error(ErrorCode::invalid_argument, "torch.run", fmt::format("input '{}' is missing", src.name));
+    const TensorView v = it->second->view();
+    if (v.dtype() != src.type.dtype || !(v.shape() == src.type.shape)) {
+      throw_error(ErrorCode::invalid_argument, "torch.run",
+                  fmt::format("input '{}' is {}{} but the capture declares {}{}", src.name, dtype_name(v.dtype()),
+                              v.shape().to_string(), dtype_name(src.type.dtype), src.type.shape.to_string()));
     }
-    return std::nullopt;
-  };
-  for (const auto& node : graph.nodes) {
-    if (node.op == ops::OpTag::input) {
-      const ir::TorchSource* src = bundle.model.find_source(node.id);
-      auto t = take(inputs.tensors, node.id);
-      if (!t) throw_error(ErrorCode::invalid_argument, "torch.run", fmt::format("input '{}' is missing", node.id));
-      const ops::TensorType want = src != nullptr ? src->type : node.type;
-      if (t->dtype() != want.dtype || !(t->shape() == want.shape)) {
-        throw_error(ErrorCode::invalid_argument, "torch.run",
-                    fmt::format("input '{}' is {}{} but the capture declares {}{}", node.id, dtype_name(t->dtype()),
-                                t->shape().to_string(), dtype_name(want.dtype), want.shape.to_string()));
-      }
-      bindings.emplace(node.id, EagerTensor{retain(std::move(*t)), -1});
-    } else if (ops::op_info(node.op).role == ops::OpRole::source) {
-      auto it = values.find(node.id);
-      if (it == values.end())
-        throw_error(ErrorCode::invalid_argument, "torch.run", fmt::format("weight '{}' is missing", node.id));
-      bindings.emplace(node.id, EagerTensor{retain(std::move(it->second)), -1});
-    }
+    if (planned.graph().find(src.name) != nullptr) bindings.insert_or_assign(src.name, EagerTensor{it->second, -1});
+  }
+  for (const auto& [name, value] : inputs) {
+    if (std::none_of(inputs_.begin(), inputs_.end(), [&](const ir::TorchSource& s) { return s.name == name; }))
+      throw_error(ErrorCode::invalid_argument, "torch.run",
+                  fmt::format("'{}' is not an input of the capture", printable(name)));
+  }
+  ExecutionResult run = execute(planned, std::move(bindings), options);
+  std::map<std::string, EagerTensor> outputs;
+  for (const auto& out : outputs_) outputs.emplace(out.name, run.outputs.at(out.node));
+  return {std::move(run), std::move(outputs)};
+}
+
+TorchRunResult run_imported(ir::TorchBundle&& bundle, ir::SafetensorsFile&& inputs,
+                            const contract::BackendProfile& profile, const contract::EvidenceResolver& resolver,
+                            const RunTimingOptions& timing) {
+  if (timing.repeat < 0)
+    throw_error(ErrorCode::invalid_argument, "torch.run", fmt::format("repeat {} must not be negative", timing.repeat));
+  const ImportedModel model(std::move(bundle), profile, resolver, timing.fuse);
+  TorchRunResult result;
+  result.audit = model.audit();
+  if (!model.accepted()) return result;
+  result.accepted = true;
+  std::map<std::string, ValueRef> values;
+  for (auto& [name, t] : inputs.tensors) {  // a file's other tensors are not the model's business
+    const auto& declared = model.inputs();
+    if (std::any_of(declared.begin(), declared.end(), [&](const ir::TorchSource& s) { return s.name == name; }))
+      values.emplace(name, retain(std::move(t)));
   }
 
   using Clock = std::chrono::steady_clock;
   auto start = Clock::now();
-  auto run = execute(*planned, bindings);
+  auto [run, outputs] = model.run(values);
   result.cold_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
   result.peak_bytes = run.peak_bytes;
-  const ir::Graph& g = planned->graph();                     // the fused graph
+  const ir::Graph& g = model.plan().graph();                 // the fused graph
   std::vector<std::vector<double>> node_ms(g.nodes.size());  // per node, one entry per warm run
   for (int r = 0; r < timing.repeat; ++r) {
     std::vector<double> seconds;
     ExecutionOptions options;
     if (timing.time_nodes) options.node_seconds = &seconds;
     start = Clock::now();
-    execute(*planned, bindings, options);
+    model.run(values, options);
     result.warm_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
     for (std::size_t i = 0; i < seconds.size(); ++i) node_ms[i].push_back(seconds[i] * 1e3);
   }
@@ -448,9 +479,7 @@ TorchRunResult run_imported(ir::TorchBundle&& bundle, ir::SafetensorsFile&& inpu
       result.nodes.push_back(std::move(t));
     }
   }
-  for (const auto& out : bundle.model.outputs) {
-    result.outputs.emplace(out.name, run.outputs.at(out.node).view().duplicate());
-  }
+  for (auto& [name, value] : outputs) result.outputs.emplace(name, value.view().duplicate());
   return result;
 }
 

@@ -4,12 +4,15 @@
 /// own outputs as max|pact − torch| / max(1, max|torch|) per output.
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "pact/contract/check.hpp"
 #include "pact/ir/torch_import.hpp"
 #include "pact/plan/planner.hpp"
+#include "pact/runtime/executor.hpp"
+#include "pact/runtime/retention.hpp"
 
 namespace pact::runtime {
 
@@ -54,6 +57,43 @@ struct TorchRunResult {
   double cold_ms = 0;             ///< the first execution (planning and binding excluded)
   std::vector<double> warm_ms;    ///< each warm execution, in order
   std::vector<NodeTiming> nodes;  ///< with time_nodes: every planned node, in plan order
+};
+
+/// An imported capture planned once and run many times (the Python module's pact.Model, and run_imported):
+/// the inference fusions (with `fuse`), then one plan under `profile`; the weights and lowering constants
+/// move in and are bound once. A rejected plan is not an error: accepted() is false, audit() says why and
+/// run refuses. Runs are read-only on the model, so several may share it.
+class ImportedModel {
+ public:
+  ImportedModel(ir::TorchBundle&& bundle, const contract::BackendProfile& profile,
+                const contract::EvidenceResolver& resolver, bool fuse = true);
+
+  bool accepted() const noexcept { return plan_.has_value(); }
+  /// The plan audit (with the fusions made, audit().rewrites), accepted or not.
+  const plan::PlanAudit& audit() const noexcept { return audit_; }
+  /// The user inputs in signature order (name, dtype, shape).
+  const std::vector<ir::TorchSource>& inputs() const noexcept { return inputs_; }
+  /// The user outputs in signature order.
+  const std::vector<ir::TorchOutput>& outputs() const noexcept { return outputs_; }
+  /// The capture method the graph came from.
+  const std::string& capture_method() const noexcept { return capture_method_; }
+  /// The plan (accepted models only).
+  const plan::AcceptedGraphPlan& plan() const;
+
+  /// Runs on `inputs`, one per user input by name. A missing or extra input, or one whose dtype or shape
+  /// differs from the capture, is invalid_argument naming it; a rejected plan is plan_rejected. Returns
+  /// the execution (its outputs by output node) and each user output's value by output name; nothing
+  /// is copied in or out.
+  std::pair<ExecutionResult, std::map<std::string, EagerTensor>> run(const std::map<std::string, ValueRef>& inputs,
+                                                                     const ExecutionOptions& options = {}) const;
+
+ private:
+  std::optional<plan::AcceptedGraphPlan> plan_;
+  plan::PlanAudit audit_;
+  std::vector<ir::TorchSource> inputs_;
+  std::vector<ir::TorchOutput> outputs_;
+  std::string capture_method_;
+  std::map<std::string, EagerTensor> weights_;  ///< every source node but the user inputs, bound once
 };
 
 /// Plans and runs `bundle` on `inputs` (safetensors tensors named by the user inputs); the audit lists the

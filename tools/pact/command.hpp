@@ -31,6 +31,14 @@ bool register_command(std::string_view name, Registration registration);
 /// Every registered command, in name order.
 std::vector<std::pair<std::string_view, Registration>> registered_commands();
 
+/// What run_command_line does with a malformed command line: print CLI11's message and usage and return
+/// its exit code (the pact program), or throw invalid_argument with the message (a library caller).
+enum class ParseErrors { print, throw_error };
+
+/// Parses `args` (without the program name) against every registered command and runs the chosen one;
+/// returns its exit code. --help and --version print and return 0. Errors are pact::Error.
+int run_command_line(std::vector<std::string> args, ParseErrors parse_errors);
+
 /// The long names of the options the user gave to `command` ("--save"): a command refuses those that do
 /// not apply, or takes the rest from elsewhere, only for options actually given.
 inline std::set<std::string> given_options(const CLI::App& command) {

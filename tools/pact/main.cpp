@@ -6,60 +6,13 @@
 
 #include <cstdio>
 #include <exception>
-#include <map>
 #include <string>
+#include <vector>
 
-#include "pact/core/cpu.hpp"
 #include "pact/core/error.hpp"
 #include "tools/pact/command.hpp"
 
-namespace pact::cli {
-
 namespace {
-std::map<std::string, Registration, std::less<>>& registry() {
-  static std::map<std::string, Registration, std::less<>> r;
-  return r;
-}
-}  // namespace
-
-bool register_command(std::string_view name, Registration registration) {
-  return registry().emplace(std::string(name), std::move(registration)).second;
-}
-
-std::vector<std::pair<std::string_view, Registration>> registered_commands() {
-  std::vector<std::pair<std::string_view, Registration>> all;
-  for (const auto& [name, registration] : registry()) all.emplace_back(name, registration);
-  return all;
-}
-
-}  // namespace pact::cli
-
-namespace {
-
-int run(int argc, char** argv) {
-  // A PACT_ISA that names no level is refused before anything runs (a typo must not measure the wrong
-  // kernels); a level above the CPU's is reported on stderr and the CPU's best runs (pact/core/cpu.hpp).
-  if (const std::string_view isa = pact::requested_isa(); !isa.empty() && !pact::parse_isa(isa))
-    pact::throw_error(pact::ErrorCode::invalid_argument, "PACT_ISA",
-                      "'" + std::string(isa) + "' is not an ISA level (portable, avx2, avx512)");
-  CLI::App app{"pact: a tensor runtime in which every kernel carries a contract"};
-  app.require_subcommand(1);
-  app.option_defaults()->always_capture_default();  // --help shows every option's default
-  app.set_version_flag("--version", [] { return "pact 0.1.0\ncpu: " + pact::describe_cpu(); });
-  std::vector<pact::cli::Runner> runners;
-  for (const auto& [name, registration] : pact::cli::registered_commands()) {
-    for (auto& r : registration(app)) runners.push_back(std::move(r));
-  }
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
-  }
-  for (const auto& r : runners) {
-    if (*r.command) return r.run();
-  }
-  return 0;
-}
 
 // Note [Host allocator settings]
 // A run allocates and frees many host buffers of 128 KiB to a few MiB (a prefill's activations, each
@@ -79,7 +32,7 @@ void keep_freed_host_memory() noexcept {
 int main(int argc, char** argv) {
   keep_freed_host_memory();
   try {
-    return run(argc, argv);
+    return pact::cli::run_command_line(std::vector<std::string>(argv + 1, argv + argc), pact::cli::ParseErrors::print);
   } catch (const pact::Error& e) {
     std::fprintf(stderr, "pact: error: %s\n", e.what());
   } catch (const std::bad_alloc&) {  // an allocation no parser or allocator turned into a typed error
