@@ -1,11 +1,14 @@
 # Helpers shared by every module: one way to add a library, a test binary, a fuzz harness.
 
-# pact_add_module(NAME SOURCES... DEPS ...) -> target pact_<NAME>, alias pact::<NAME>
+# pact_add_module(NAME SOURCES... DEPS ...) -> target pact_<NAME>, alias pact::<NAME>; installed and exported as
+# Pact::pact_<NAME> (cmake/PactInstall.cmake)
 function(pact_add_module name)
   cmake_parse_arguments(ARG "" "" "SOURCES;DEPS;PRIVATE_DEPS" ${ARGN})
   add_library(pact_${name} STATIC ${ARG_SOURCES})
   add_library(pact::${name} ALIAS pact_${name})
-  target_include_directories(pact_${name} PUBLIC ${PROJECT_SOURCE_DIR})
+  target_include_directories(pact_${name} PUBLIC $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}>
+                                                $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
+  set_property(GLOBAL APPEND PROPERTY PACT_MODULES pact_${name})  # what cmake --install exports, in layer order
   target_link_libraries(pact_${name} PUBLIC ${ARG_DEPS} PRIVATE ${ARG_PRIVATE_DEPS})
 endfunction()
 

@@ -289,17 +289,75 @@ std::vector<py::ssize_t> to_ssize(const Dims& dims, py::ssize_t scale = 1) {
   return out;
 }
 
-py::buffer_info buffer_of(PyTensor& t) {
-  const TensorView v = t.view();
-  const auto format = buffer_format(v.dtype());
-  if (!format)
-    throw_error(ErrorCode::unsupported, "pact.Tensor",
-                fmt::format("a {} tensor has no buffer-protocol format (numpy has no bfloat16); use __dlpack__",
-                            dtype_name(v.dtype())));
-  const auto item = static_cast<py::ssize_t>(dtype_size(v.dtype()));
-  void* base = const_cast<std::byte*>(t.exported().base);  // read-only: the buffer says so
-  return py::buffer_info(base, item, *format, v.rank(), to_ssize(v.shape()), to_ssize(v.strides(), item), true);
+// pact.Error, made once at import.
+py::object& error_type() {
+  static py::object type;
+  return type;
 }
+
+// Raises pact.Error for `e` (with its code, operation and detail) as the pending Python exception.
+void set_python_error(const Error& e) {
+  py::object err = error_type()(e.what());
+  err.attr("code") = std::string(error_code_name(e.code()));
+  err.attr("operation") = e.operation();
+  err.attr("detail") = e.detail();
+  PyErr_SetObject(error_type().ptr(), err.ptr());
+}
+
+// Note [Buffer export]
+// pact.Tensor's buffer protocol is written against CPython's slots rather than pybind11's def_buffer: a
+// tensor that cannot be exported (bf16, which numpy has no type for) must raise, and an exception thrown
+// through pybind11's getbuffer slot would terminate the interpreter. The buffer is read-only (every Pact
+// value is shared) and holds the tensor, whose host export holds the value and its borrow.
+struct BufferShape {
+  std::vector<py::ssize_t> shape, strides;
+  std::string format;
+};
+
+int get_buffer(PyObject* self, Py_buffer* view, int flags) {
+  view->obj = nullptr;
+  try {
+    auto& t = py::cast<PyTensor&>(py::handle(self));
+    if ((flags & PyBUF_WRITABLE) == PyBUF_WRITABLE) {
+      PyErr_SetString(PyExc_BufferError, "a pact.Tensor is read-only (Pact's values are shared)");
+      return -1;
+    }
+    const TensorView v = t.view();
+    const auto format = buffer_format(v.dtype());
+    if (!format)
+      throw_error(ErrorCode::unsupported, "pact.Tensor",
+                  fmt::format("a {} tensor has no buffer-protocol format (numpy has no bfloat16); use __dlpack__",
+                              dtype_name(v.dtype())));
+    if (!v.is_contiguous() && (flags & PyBUF_STRIDES) != PyBUF_STRIDES) {
+      PyErr_SetString(PyExc_BufferError, "a strided pact.Tensor needs a consumer that takes strides");
+      return -1;
+    }
+    const auto item = static_cast<py::ssize_t>(dtype_size(v.dtype()));
+    auto shape = std::make_unique<BufferShape>(BufferShape{to_ssize(v.shape()), to_ssize(v.strides(), item), *format});
+    view->buf = const_cast<std::byte*>(t.exported().base);
+    view->len = static_cast<py::ssize_t>(v.numel()) * item;
+    view->readonly = 1;
+    view->itemsize = item;
+    view->format = (flags & PyBUF_FORMAT) == PyBUF_FORMAT ? shape->format.data() : nullptr;
+    view->ndim = v.rank();
+    view->shape = (flags & PyBUF_ND) == PyBUF_ND ? shape->shape.data() : nullptr;
+    view->strides = (flags & PyBUF_STRIDES) == PyBUF_STRIDES ? shape->strides.data() : nullptr;
+    view->suboffsets = nullptr;
+    view->internal = shape.release();
+    view->obj = self;
+    Py_INCREF(self);
+    return 0;
+  } catch (const Error& e) {
+    set_python_error(e);
+  } catch (const py::error_already_set& e) {
+    PyErr_SetString(PyExc_BufferError, e.what());
+  } catch (const std::exception& e) {
+    PyErr_SetString(PyExc_BufferError, e.what());
+  }
+  return -1;
+}
+
+void release_buffer_view(PyObject*, Py_buffer* view) { delete static_cast<BufferShape*>(view->internal); }
 
 // What a DLPack consumer holds: the export (value and borrow) and the shape and strides DLTensor points at.
 struct DlpackHold {
@@ -404,9 +462,11 @@ std::string audit_text(const plan::PlanAudit& audit) { return plan::render_audit
 // Plans a pact.ir.v1 file, a torch_export.py directory or pact.ir.v1 JSON text; returns (accepted, audit).
 std::pair<bool, std::string> plan_source(const std::string& source, const std::string& profile_name, bool vjp) {
   const auto profile = contract::builtin_profile(profile_name);
-  ir::Graph graph = std::filesystem::is_directory(source) ? ir::load_torch_export(source).model.graph
-                    : !source.empty() && source.find('{') != std::string::npos ? ir::parse_graph(source, "pact.plan")
-                                                                               : ir::load_graph(source);
+  const auto first = source.find_first_not_of(" \t\r\n");
+  std::error_code ec;
+  ir::Graph graph = first != std::string::npos && source[first] == '{' ? ir::parse_graph(source, "pact.plan")
+                    : std::filesystem::is_directory(source, ec)        ? ir::load_torch_export(source).model.graph
+                                                                       : ir::load_graph(source);
   const contract::DefaultEvidenceResolver resolver;
   auto planned =
       plan::plan_graph(graph, profile, resolver, vjp ? contract::VjpMode::with_vjp : contract::VjpMode::forward_only);
@@ -453,17 +513,13 @@ PYBIND11_MODULE(_pact, m) {
   using namespace pact::python;
   m.doc() = "Pact's native module; import pact (python/pact/__init__.py) for the API";
 
-  static py::exception<Error> error_type(m, "Error");
+  static py::exception<Error> error_class(m, "Error");
+  error_type() = error_class;
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
     } catch (const Error& e) {
-      const py::object& type = error_type;
-      py::object err = type(e.what());
-      err.attr("code") = std::string(error_code_name(e.code()));
-      err.attr("operation") = e.operation();
-      err.attr("detail") = e.detail();
-      PyErr_SetObject(error_type.ptr(), err.ptr());
+      set_python_error(e);
     }
   });
   m.def(
@@ -477,8 +533,11 @@ PYBIND11_MODULE(_pact, m) {
       },
       "Raises pact.Error with a Pact error code (the Python layer's own checks use it)");
 
-  py::class_<PyTensor>(m, "Tensor", py::buffer_protocol(), "A read-only Pact value (numpy, DLPack)")
-      .def_buffer([](PyTensor& t) { return buffer_of(t); })
+  py::class_<PyTensor> tensor(m, "Tensor", py::buffer_protocol(), "A read-only Pact value (numpy, DLPack)");
+  auto* tensor_type = reinterpret_cast<PyTypeObject*>(tensor.ptr());  // Note [Buffer export]
+  tensor_type->tp_as_buffer->bf_getbuffer = get_buffer;
+  tensor_type->tp_as_buffer->bf_releasebuffer = release_buffer_view;
+  tensor
       .def_property_readonly("shape",
                              [](const PyTensor& t) {
                                const Dims s = t.view().shape();

@@ -12,7 +12,7 @@ if [ ! -f build/release/compile_commands.json ]; then
   echo "tidy: build/release/compile_commands.json missing (cmake --preset release)" >&2
   exit 2
 fi
-mapfile -t files < <(git ls-files -- 'pact/*.cpp' 'tools/*.cpp')
+mapfile -t files < <(git ls-files -- 'pact/*.cpp' 'tools/*.cpp' 'python/*.cpp')
 jobs=$(nproc 2>/dev/null || echo 2)
 start=$(date +%s)
 # -Wno-error: the release tree's -Werror (PACT_WERROR) is g++'s lane; clang's own diagnostics (e.g. on

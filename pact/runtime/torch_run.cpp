@@ -425,10 +425,10 @@ std::pair<ExecutionResult, std::map<std::string, EagerTensor>> ImportedModel::ru
     }
     if (planned.graph().find(src.name) != nullptr) bindings.insert_or_assign(src.name, EagerTensor{it->second, -1});
   }
-  for (const auto& [name, value] : inputs) {
-    if (std::none_of(inputs_.begin(), inputs_.end(), [&](const ir::TorchSource& s) { return s.name == name; }))
+  for (const auto& given : inputs) {
+    if (std::none_of(inputs_.begin(), inputs_.end(), [&](const ir::TorchSource& s) { return s.name == given.first; }))
       throw_error(ErrorCode::invalid_argument, "torch.run",
-                  fmt::format("'{}' is not an input of the capture", printable(name)));
+                  fmt::format("'{}' is not an input of the capture", printable(given.first)));
   }
   ExecutionResult run = execute(planned, std::move(bindings), options);
   std::map<std::string, EagerTensor> outputs;
@@ -447,10 +447,11 @@ TorchRunResult run_imported(ir::TorchBundle&& bundle, ir::SafetensorsFile&& inpu
   if (!model.accepted()) return result;
   result.accepted = true;
   std::map<std::string, ValueRef> values;
-  for (auto& [name, t] : inputs.tensors) {  // a file's other tensors are not the model's business
+  for (auto& file_tensor : inputs.tensors) {  // a file's other tensors are not the model's business
+    const std::string& name = file_tensor.first;
     const auto& declared = model.inputs();
     if (std::any_of(declared.begin(), declared.end(), [&](const ir::TorchSource& s) { return s.name == name; }))
-      values.emplace(name, retain(std::move(t)));
+      values.emplace(name, retain(std::move(file_tensor.second)));
   }
 
   using Clock = std::chrono::steady_clock;
