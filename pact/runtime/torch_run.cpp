@@ -386,7 +386,9 @@ ImportedModel::ImportedModel(ir::TorchBundle&& bundle, const contract::BackendPr
     rewrites = plan::fold_batch_norms(graph, values);
     for (auto& r : plan::fuse_conv_activations(graph)) rewrites.push_back(std::move(r));
   }
+  module_of_ = std::move(bundle.model.module_of);
   auto planned = plan::plan_graph(graph, profile, resolver, contract::VjpMode::forward_only);
+  graph_ = std::move(graph);
   if (!planned) {
     audit_ = planned.error().audit;
     audit_.rewrites = std::move(rewrites);
@@ -444,6 +446,8 @@ TorchRunResult run_imported(ir::TorchBundle&& bundle, ir::SafetensorsFile&& inpu
   const ImportedModel model(std::move(bundle), profile, resolver, timing.fuse);
   TorchRunResult result;
   result.audit = model.audit();
+  result.graph = model.graph();
+  result.module_of = model.module_of();
   if (!model.accepted()) return result;
   result.accepted = true;
   std::map<std::string, ValueRef> values;

@@ -51,8 +51,10 @@ struct NodeTiming {
 /// The outcome of one run.
 struct TorchRunResult {
   plan::PlanAudit audit;
-  bool accepted = false;                  ///< false: the plan was rejected (audit lists why); nothing ran
-  std::map<std::string, Tensor> outputs;  ///< by output spec name, from the first (cold) run
+  ir::Graph graph;                               ///< as planned (after the fusions)
+  std::map<std::string, std::string> module_of;  ///< node id -> PyTorch module path
+  bool accepted = false;                         ///< false: the plan was rejected (audit lists why); nothing ran
+  std::map<std::string, Tensor> outputs;         ///< by output spec name, from the first (cold) run
   std::uint64_t peak_bytes = 0;
   double cold_ms = 0;             ///< the first execution (planning and binding excluded)
   std::vector<double> warm_ms;    ///< each warm execution, in order
@@ -79,6 +81,10 @@ class ImportedModel {
   const std::string& capture_method() const noexcept { return capture_method_; }
   /// The plan (accepted models only).
   const plan::AcceptedGraphPlan& plan() const;
+  /// The graph as planned (after the fusions), accepted or not: what the audit's nodes name.
+  const ir::Graph& graph() const noexcept { return graph_; }
+  /// Node id -> the PyTorch module path it came from (the import's).
+  const std::map<std::string, std::string>& module_of() const noexcept { return module_of_; }
 
   /// Runs on `inputs`, one per user input by name. A missing or extra input, or one whose dtype or shape
   /// differs from the capture, is invalid_argument naming it; a rejected plan is plan_rejected. Returns
@@ -93,6 +99,8 @@ class ImportedModel {
   std::vector<ir::TorchSource> inputs_;
   std::vector<ir::TorchOutput> outputs_;
   std::string capture_method_;
+  ir::Graph graph_;
+  std::map<std::string, std::string> module_of_;
   std::map<std::string, EagerTensor> weights_;  ///< every source node but the user inputs, bound once
 };
 

@@ -143,10 +143,14 @@ int run_capabilities() {
 int run_capture(const CaptureArgs& a) {
   if (!a.out.empty()) require_writable_destination(a.out, "pact capture -o");
   if (!a.chrome_trace.empty()) require_writable_destination(a.chrome_trace, "pact capture --chrome-trace");
+  require_picture_destination(a.picture, "pact capture");
   auto model = resolve(a);
   if (!a.structure_only) require_memory_for_real_capture(capture::capture(model->fn, {}), a.force, "pact capture");
   const auto c = capture::capture(model->fn, options_of(a, a.structure_only));
   if (!a.chrome_trace.empty()) write_file(a.chrome_trace, capture::chrome_trace(c).dump(1) + "\n");
+  write_picture(a.picture,
+                picture::from_capture(c, model->description, model->bundle ? &model->bundle->model.module_of : nullptr),
+                a.json);
   Json doc = capture::to_json(c);
   // What the CLI captured, so that `pact discharge FILE --against MODEL` rebuilds the same configuration
   // (outside the digests: it names the model code, not the graph).
@@ -254,6 +258,7 @@ const bool capture_registered = register_command("capture", [](CLI::App& app) {
   capture_cmd->add_flag("--json", a->json, "print the capture as JSON");
   capture_cmd->add_option("-o,--out", a->out, "save the capture (pact.capture.v1) here");
   capture_cmd->add_option("--chrome-trace", a->chrome_trace, "write measured per-op times (real captures only)");
+  add_picture_options(capture_cmd, a->picture);
   capture_cmd->add_flag("--force", a->force,
                         "a real capture even when its weights and activations exceed what this process can allocate");
   // Requests the capability table refuses (docs/structure-only-capabilities.md): accepted so that each is

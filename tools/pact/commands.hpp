@@ -1,10 +1,14 @@
 #pragma once
 /// The CLI's subcommands. Each returns the process exit code; errors are pact::Error.
 
+#include <CLI/CLI.hpp>
 #include <cstdint>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
+
+#include "pact/picture/picture.hpp"
 
 namespace pact::cli {
 
@@ -63,6 +67,19 @@ int run_import(const std::string& dir, const std::string& out, const std::string
 /// and prints the agreement with PyTorch's output; exit 3 above the tolerance, 2 when the plan is rejected.
 /// How `pact run` runs: `repeat` warm runs after the cold one, each node timed with `time_nodes`, on
 /// `threads` threads (0: OMP_NUM_THREADS or all), with or without the inference fusions.
+/// --svg FILE [--depth N] [--collapse PATHS]: a picture of the graph (pact/picture).
+struct PictureArgs {
+  std::string svg;
+  int depth = -1;
+  std::vector<std::string> collapse;
+};
+/// Adds --svg, --depth and --collapse to a command.
+void add_picture_options(CLI::App* command, PictureArgs& args);
+/// Refuses --depth or --collapse without --svg, and an --svg path that cannot be written, before any work.
+void require_picture_destination(const PictureArgs& args, std::string_view command);
+/// Writes the picture when --svg was given, and says so unless `quiet` (a --json run).
+void write_picture(const PictureArgs& args, const picture::Picture& picture, bool quiet);
+
 struct RunTiming {
   int repeat = 0;
   int threads = 0;
@@ -70,7 +87,7 @@ struct RunTiming {
   bool fuse = true;  ///< the inference fusions (pact/plan/fusion.hpp); --no-fuse turns them off
 };
 int run_torch(const std::string& dir, const std::string& profile, bool json, double tolerance,
-              const RunTiming& timing = {});
+              const RunTiming& timing = {}, const PictureArgs& picture = {});
 /// `pact run DIR --input FILE [--output FILE]`: the capture on the user's inputs (runtime::fit_inputs);
 /// prints each output's shape, leading values and, for a classifier, the argmax per row; writes the outputs
 /// only after the whole run succeeded.
@@ -96,6 +113,7 @@ struct CaptureArgs {
   std::string chrome_trace;
   bool values = false, previews = false, halt_on_nonfinite = false, save_runnable = false, replay = false,
        validate = false, backward = false, symbolic = false;
+  PictureArgs picture;
   // discharge
   std::string capture_file;
   std::string against;

@@ -9,6 +9,7 @@
 #include "pact/ledger/ledger.hpp"
 #include "pact/plan/planner.hpp"
 #include "tools/pact/command.hpp"
+#include "tools/pact/commands.hpp"
 
 namespace pact::cli {
 
@@ -17,9 +18,11 @@ namespace {
 struct PlanArgs {
   std::string model, profile = "cpu-checked", root = ".", receipt = "build/ledger-receipt.json", train;
   bool json = false, vjp = false, require_receipts = false, momentum = false;
+  PictureArgs picture;
 };
 
 int run_plan(const PlanArgs& a) {
+  require_picture_destination(a.picture, "pact plan");
   const auto graph = ir::load_graph(a.model);
   const auto profile = contract::builtin_profile(a.profile);
   const contract::DefaultEvidenceResolver default_resolver;
@@ -45,6 +48,7 @@ int run_plan(const PlanArgs& a) {
       plan::plan_graph(graph, profile, resolver,
                        a.vjp || training ? contract::VjpMode::with_vjp : contract::VjpMode::forward_only, training);
   const auto& audit = result ? result->audit() : result.error().audit;
+  write_picture(a.picture, picture::from_graph(graph, a.model + " under " + a.profile, &audit), a.json);
   if (a.json) {
     std::printf("%s\n", plan::render_audit_json(audit).dump(2).c_str());
   } else {
@@ -70,6 +74,7 @@ const bool registered = register_command("plan", [](CLI::App& app) {
                  "accept testSuite evidence only with a passing ledger receipt at HEAD for the obligation running it");
   plan->add_option("--receipt", a->receipt, "with --require-receipts: the receipt `pact ledger run` wrote");
   plan->add_option("--root", a->root, "with --require-receipts: the repository holding ledger/obligations.toml");
+  add_picture_options(plan, a->picture);
   return std::vector<Runner>{{plan, [a] { return run_plan(*a); }}};
 });
 

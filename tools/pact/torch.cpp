@@ -74,7 +74,8 @@ int print_rejection(const plan::PlanAudit& audit, bool json) {
 }  // namespace
 
 int run_torch(const std::string& dir, const std::string& profile_name, bool json, double tolerance,
-              const RunTiming& timing) {
+              const RunTiming& timing, const PictureArgs& picture_args) {
+  require_picture_destination(picture_args, "pact run");
   if (timing.repeat < 0)
     throw_error(ErrorCode::invalid_argument, "pact run",
                 fmt::format("--repeat {} must not be negative", timing.repeat));
@@ -105,6 +106,9 @@ int run_torch(const std::string& dir, const std::string& profile_name, bool json
   auto result = runtime::run_imported(std::move(bundle), std::move(inputs), profile, resolver,
                                       {timing.repeat, timing.time_nodes, timing.fuse});
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  write_picture(picture_args,
+                picture::from_graph(result.graph, dir + " under " + profile_name, &result.audit, &result.module_of),
+                json);
   if (!result.accepted) return print_rejection(result.audit, json);
   std::vector<runtime::OutputAgreement> agreement;
   bool ok = true;
@@ -311,6 +315,7 @@ struct RunArgs {
   bool json = false;
   double tolerance = 1e-4;
   RunTiming timing;
+  PictureArgs picture;
 };
 const bool run_registered = register_command("run", [](CLI::App& app) {
   auto a = std::make_shared<RunArgs>();
@@ -329,17 +334,21 @@ const bool run_registered = register_command("run", [](CLI::App& app) {
   run_cmd->add_flag("--time-nodes", a->timing.time_nodes, "report each planned node's warm time (needs --repeat)");
   run_cmd->add_flag("--no-fuse{false}", a->timing.fuse,
                     "run the graph as captured: no batch norm folding, no conv2d_activation fusion");
+  add_picture_options(run_cmd, a->picture);
   return std::vector<Runner>{{run_cmd, [a] {
                                 if (!a->output.empty() && a->input.empty())
                                   throw_error(ErrorCode::invalid_argument, "pact run",
                                               "--output needs --input (the example run compares, it writes nothing)");
                                 if (!a->input.empty()) {
+                                  if (!a->picture.svg.empty())
+                                    throw_error(ErrorCode::invalid_argument, "pact run",
+                                                "--svg draws the example run's plan; drop --input");
                                   if (a->timing.repeat != 0 || a->timing.time_nodes)
                                     throw_error(ErrorCode::invalid_argument, "pact run",
                                                 "--repeat and --time-nodes time the example input; drop --input");
                                   return run_torch_on(a->dir, a->input, a->output, a->profile, a->json);
                                 }
-                                return run_torch(a->dir, a->profile, a->json, a->tolerance, a->timing);
+                                return run_torch(a->dir, a->profile, a->json, a->tolerance, a->timing, a->picture);
                               }}};
 });
 
