@@ -2,10 +2,13 @@
 
 #include <fmt/format.h>
 #include <omp.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <set>
 
 #include "pact/contract/check.hpp"
 #include "pact/core/cpu.hpp"
@@ -62,6 +65,116 @@ int run_import(const std::string& dir, const std::string& out, const std::string
 }
 
 namespace {
+
+// Note [Run audit]
+// `pact run DIR --audit`: per planned node, the PyTorch module it came from, the op, its input and output
+// shapes, the capsule, provider and ISA level, the evidence kinds its obligations rest on and, with
+// --time-nodes, its warm time. The table fits the terminal (COLUMNS, or the window, or 120): the module
+// column gives way first, cut from the left with ".."; the table shows the first input (the value the op
+// works on) and the output, and --json carries every field in full, every input's type included.
+struct AuditRow {
+  std::string node, module, op, inputs, output, capsule, provider, isa, evidence;
+  std::string first_input;     // the table's: the value the op works on (weights are in --json's inputs)
+  std::string evidence_short;  // the table's: guard, test, boundary, n/a
+  double ms = -1;
+};
+
+std::vector<AuditRow> audit_rows(const runtime::TorchRunResult& result) {
+  std::map<std::string, std::set<std::string>> kinds;
+  for (const auto& r : result.audit.check.reports)
+    kinds[r.node].insert(std::string(contract::evidence_kind_name(r.evidence.kind)));
+  std::map<std::string, double> ms;
+  for (const auto& n : result.nodes) ms[n.node] = n.warm_median_ms;
+  std::vector<AuditRow> rows;
+  for (const auto& k : result.audit.kernels) {
+    if (k.purpose != plan::KernelPurpose::node) continue;
+    AuditRow row;
+    row.node = k.node;
+    if (auto it = result.module_of.find(k.node); it != result.module_of.end()) row.module = it->second;
+    row.op = std::string(ops::op_kind(k.op));
+    row.inputs = contract::describe_types(k.inputs);
+    if (!k.inputs.empty()) row.first_input = contract::describe_type(k.inputs.front());
+    if (const ir::Node* n = result.graph.find(k.node)) row.output = contract::describe_type(n->type);
+    if (k.capsule != nullptr) {
+      row.capsule = k.capsule->name;
+      row.provider = k.capsule->provider;
+      row.isa = std::string(plan::capsule_isa(*k.capsule));
+    }
+    for (const auto& kind : kinds[k.node]) {
+      row.evidence += (row.evidence.empty() ? "" : ",") + kind;
+      const std::string brief = kind == "runtimeGuard"      ? "guard"
+                                : kind == "testSuite"       ? "test"
+                                : kind == "trustedBoundary" ? "boundary"
+                                : kind == "notApplicable"   ? "n/a"
+                                                            : kind;
+      row.evidence_short += (row.evidence_short.empty() ? "" : ",") + brief;
+    }
+    if (auto it = ms.find(k.node); it != ms.end()) row.ms = it->second;
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+int terminal_columns() {
+  if (const char* c = std::getenv("COLUMNS")) {
+    const int n = std::atoi(c);
+    if (n >= 40 && n <= 1000) return n;
+  }
+  winsize w{};
+  if (isatty(STDOUT_FILENO) != 0 && ioctl(STDOUT_FILENO, TIOCGWINSZ, &w) == 0 && w.ws_col >= 40) return w.ws_col;
+  return 120;
+}
+
+// `text` in at most `width` characters: its end kept, its start replaced by "..".
+std::string fit_left(const std::string& text, std::size_t width) {
+  if (text.size() <= width) return text;
+  if (width <= 2) return text.substr(text.size() - width);
+  return ".." + text.substr(text.size() - (width - 2));
+}
+
+void print_audit_table(const std::vector<AuditRow>& rows, bool timed) {
+  const std::size_t columns = static_cast<std::size_t>(terminal_columns());
+  std::size_t op = 2, capsule = 7, isa = 3, evidence = 8;
+  for (const auto& r : rows) {
+    op = std::max(op, r.op.size());
+    capsule = std::max(capsule, r.capsule.size());
+    isa = std::max(isa, r.isa.size());
+    evidence = std::max(evidence, r.evidence_short.size());
+  }
+  const std::size_t fixed = op + capsule + isa + evidence + (timed ? 9 : 0) + 12;  // separators
+  // What is left goes to the shapes (first input -> output) first, then to the module path.
+  std::size_t shapes = 16;
+  for (const auto& r : rows) shapes = std::max(shapes, r.first_input.size() + 4 + r.output.size());
+  const std::size_t left = columns > fixed + 24 ? columns - fixed : 24;
+  shapes = std::min(shapes, left - 10);
+  const std::size_t module = std::max<std::size_t>(10, left - shapes);
+  std::printf("%-*s  %-*s  %-*s  %-*s  %-*s  %-*s%s\n", static_cast<int>(module), "module", static_cast<int>(op), "op",
+              static_cast<int>(shapes), "input -> output", static_cast<int>(capsule), "capsule", static_cast<int>(isa),
+              "isa", static_cast<int>(evidence), "evidence", timed ? "  warm ms" : "");
+  for (const auto& r : rows) {
+    const std::string where = r.module.empty() ? r.node : r.module;
+    std::printf("%-*s  %-*s  %-*s  %-*s  %-*s  %-*s", static_cast<int>(module), fit_left(where, module).c_str(),
+                static_cast<int>(op), r.op.c_str(), static_cast<int>(shapes),
+                fit_left(r.first_input + " -> " + r.output, shapes).c_str(), static_cast<int>(capsule),
+                r.capsule.c_str(), static_cast<int>(isa), r.isa.c_str(), static_cast<int>(evidence),
+                r.evidence_short.c_str());
+    if (timed) std::printf("  %7.3f", r.ms);
+    std::printf("\n");
+  }
+}
+
+Json audit_json(const std::vector<AuditRow>& rows) {
+  Json out = Json::array();
+  for (const auto& r : rows) {
+    Json j{{"node", r.node},         {"module", r.module}, {"op", r.op},
+           {"inputs", r.inputs},     {"output", r.output}, {"capsule", r.capsule},
+           {"provider", r.provider}, {"isa", r.isa},       {"evidence", r.evidence}};
+    if (r.ms >= 0) j["warm_median_ms"] = r.ms;
+    out.push_back(std::move(j));
+  }
+  return out;
+}
+
 // A rejected plan: its audit (why), as a table or JSON; exit status 2.
 int print_rejection(const plan::PlanAudit& audit, bool json) {
   if (json) {
@@ -140,6 +253,7 @@ int run_torch(const std::string& dir, const std::string& profile_name, bool json
       doc["cpu"] = cpu_facts().model;
       doc["isa"] = std::string(isa_name(active_isa()));
     }
+    if (timing.audit) doc["audit"] = audit_json(audit_rows(result));
     if (timing.time_nodes) {
       Json nodes = Json::array();
       for (const auto& n : result.nodes) {
@@ -180,7 +294,8 @@ int run_torch(const std::string& dir, const std::string& profile_name, bool json
                   *std::min_element(result.warm_ms.begin(), result.warm_ms.end()), timing.repeat, omp_get_max_threads(),
                   cpu_facts().model.c_str(), std::string(isa_name(active_isa())).c_str());
     }
-    if (timing.time_nodes) {
+    if (timing.audit) print_audit_table(audit_rows(result), timing.time_nodes);
+    if (timing.time_nodes && !timing.audit) {
       std::vector<const runtime::NodeTiming*> order;
       double total = 0;
       for (const auto& n : result.nodes) {
@@ -332,24 +447,27 @@ const bool run_registered = register_command("run", [](CLI::App& app) {
   run_cmd->add_option("--repeat", a->timing.repeat, "after the first (cold) run, run N more warm and report latency");
   run_cmd->add_option("--threads", a->timing.threads, "threads for the kernels (default: OMP_NUM_THREADS or all)");
   run_cmd->add_flag("--time-nodes", a->timing.time_nodes, "report each planned node's warm time (needs --repeat)");
+  run_cmd->add_flag("--audit", a->timing.audit,
+                    "print the plan beside the run: per node its module, op, shapes, capsule, ISA level, evidence "
+                    "(and warm time with --time-nodes)");
   run_cmd->add_flag("--no-fuse{false}", a->timing.fuse,
                     "run the graph as captured: no batch norm folding, no conv2d_activation fusion");
   add_picture_options(run_cmd, a->picture);
-  return std::vector<Runner>{{run_cmd, [a] {
-                                if (!a->output.empty() && a->input.empty())
-                                  throw_error(ErrorCode::invalid_argument, "pact run",
-                                              "--output needs --input (the example run compares, it writes nothing)");
-                                if (!a->input.empty()) {
-                                  if (!a->picture.svg.empty())
-                                    throw_error(ErrorCode::invalid_argument, "pact run",
-                                                "--svg draws the example run's plan; drop --input");
-                                  if (a->timing.repeat != 0 || a->timing.time_nodes)
-                                    throw_error(ErrorCode::invalid_argument, "pact run",
-                                                "--repeat and --time-nodes time the example input; drop --input");
-                                  return run_torch_on(a->dir, a->input, a->output, a->profile, a->json);
-                                }
-                                return run_torch(a->dir, a->profile, a->json, a->tolerance, a->timing, a->picture);
-                              }}};
+  return std::vector<Runner>{
+      {run_cmd, [a] {
+         if (!a->output.empty() && a->input.empty())
+           throw_error(ErrorCode::invalid_argument, "pact run",
+                       "--output needs --input (the example run compares, it writes nothing)");
+         if (!a->input.empty()) {
+           if (!a->picture.svg.empty())
+             throw_error(ErrorCode::invalid_argument, "pact run", "--svg draws the example run's plan; drop --input");
+           if (a->timing.repeat != 0 || a->timing.time_nodes || a->timing.audit)
+             throw_error(ErrorCode::invalid_argument, "pact run",
+                         "--repeat, --time-nodes and --audit report the example run; drop --input");
+           return run_torch_on(a->dir, a->input, a->output, a->profile, a->json);
+         }
+         return run_torch(a->dir, a->profile, a->json, a->tolerance, a->timing, a->picture);
+       }}};
 });
 
 }  // namespace
