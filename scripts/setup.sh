@@ -11,6 +11,7 @@ required=(
   clang libclang-rt-14-dev clang-format clang-tidy
   python3-torch python3-torchvision python3-sentencepiece python3-clang-14
   pybind11-dev python3-dev python3-numpy python3-pytest libdlpack-dev libgraphviz-dev
+  chromium chromium-driver python3-selenium
 )
 
 missing=()

@@ -8,6 +8,7 @@
 #include <regex>
 
 #include "pact/capture/llama.hpp"
+#include "pact/picture/report.hpp"
 #include "pact/train/trainer.hpp"
 
 namespace pact::picture {
@@ -116,6 +117,57 @@ TEST(Picture, NamesFromFilesCannotBreakTheDotText) {
   const std::string svg = render_svg(to_dot(p, {}));
   EXPECT_THAT(svg, HasSubstr("<svg"));
   EXPECT_THAT(svg, Not(HasSubstr("\x1b")));
+}
+
+}  // namespace
+}  // namespace pact::picture
+
+namespace pact::picture {
+namespace {
+
+Json minimal_report() {
+  return parse_json(R"({"schema": "pact.train-report.v1", "config": {"model": "mlp", "profile": "cpu-checked"},
+    "epochs": [{"epoch": 1, "loss": 1.5, "accuracy": 0.5, "seconds": 0.1}], "final_accuracy": 0.5,
+    "step_loss": [2.0, 1.5, 1.0],
+    "plan_audit": {"profile": "cpu-checked", "verdict": "rejected",
+      "kernels": [{"node": "fc1", "op": "linear", "purpose": "node", "capsule": "native.linear", "provider": "native"},
+                  {"node": "<b>x</b></script>", "op": "relu", "purpose": "node", "capsule": null}],
+      "obligations": [{"node": "fc1", "obligation": "shape", "evidence": {"kind": "runtimeGuard", "id": "g"},
+                       "accepted": true}]}})",
+                    "test");
+}
+
+TEST(RunReport, IsOneSelfContainedPageWithTheAuditAsData) {
+  const std::string page = render_run_report(minimal_report(), "<?xml version=\"1.0\"?>\n<svg><g/></svg>");
+  EXPECT_THAT(page, HasSubstr("default-src 'none'"));  // nothing may be fetched
+  EXPECT_THAT(page, Not(HasSubstr("src=")));           // no script, image or frame from anywhere
+  EXPECT_THAT(page, Not(HasSubstr("href=\"http")));    // (the SVG namespace URIs are names, not fetches)
+  EXPECT_THAT(page, Not(HasSubstr("<link")));
+  EXPECT_THAT(page, HasSubstr("<div class=\"graph\"><svg><g/></svg></div>"));  // the prolog is dropped
+  EXPECT_THAT(page, Not(HasSubstr("<?xml")));
+  // Names are data: the hostile node name is in the JSON block, escaped, and nowhere as markup.
+  EXPECT_THAT(page, Not(HasSubstr("<b>x</b>")));
+  EXPECT_THAT(page, HasSubstr("\\u003cb>x\\u003c/b>\\u003c/script>"));
+  EXPECT_EQ(count(page, "<script"), 2u);
+  // A node without a capsule is rejected in the table's data.
+  EXPECT_THAT(page, HasSubstr("\"capsule\":\"(none)\""));
+  EXPECT_THAT(page, HasSubstr("\"verdict\":\"rejected\""));
+  EXPECT_THAT(page, HasSubstr("held-out accuracy 50.00%"));
+}
+
+TEST(RunReport, RefusesWhatIsNotARunReport) {
+  EXPECT_THROW(render_run_report(parse_json(R"({"schema": "other"})", "t"), ""), Error);
+  Json wrong = minimal_report();
+  wrong["epochs"] = Json::object();
+  EXPECT_THROW(render_run_report(wrong, ""), Error);
+  Json mistyped = minimal_report();
+  mistyped["plan_audit"]["kernels"][0]["op"] = 5;  // a number where the report reads a string
+  try {
+    render_run_report(mistyped, "");
+    FAIL() << "a mistyped field was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::parse_error);
+  }
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
 // `pact train`: trains a model on the embedded digits data under a backend profile and reports the plan
-// audit summary, progress, held-out accuracy, and a run report (JSON + SVG loss curve).
+// audit summary, progress, held-out accuracy, and a run report (report.json, report.html, loss.svg, graph.svg).
 
 #include <fmt/format.h>
 #include <omp.h>
@@ -17,6 +17,8 @@
 
 #include "pact/core/cpu.hpp"
 #include "pact/core/file.hpp"
+#include "pact/picture/picture.hpp"
+#include "pact/picture/report.hpp"
 #include "pact/train/checkpoint.hpp"
 #include "pact/train/data.hpp"
 #include "pact/train/fine_tune.hpp"
@@ -64,35 +66,6 @@ std::vector<std::int64_t> parse_widths(const std::string& text) {
   }
   if (widths.size() > 16) throw_error(ErrorCode::invalid_argument, "train", "--hidden: at most 16 layers");
   return widths;
-}
-
-std::string loss_svg(const std::vector<double>& step_loss, const std::string& metric) {
-  const double w = 640, h = 320, pad = 40;
-  double lo = 1e30, hi = -1e30;
-  for (double l : step_loss) {
-    lo = std::min(lo, l);
-    hi = std::max(hi, l);
-  }
-  if (!(hi > lo)) hi = lo + 1;
-  std::string pts;
-  for (std::size_t i = 0; i < step_loss.size(); ++i) {
-    const double x =
-        pad + (w - 2 * pad) *
-                  (step_loss.size() > 1 ? static_cast<double>(i) / static_cast<double>(step_loss.size() - 1) : 0.0);
-    const double y = h - pad - (h - 2 * pad) * (step_loss[i] - lo) / (hi - lo);
-    pts += fmt::format("{:.1f},{:.1f} ", x, y);
-  }
-  return fmt::format(
-      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" height=\"{1}\" viewBox=\"0 0 {0} {1}\">\n"
-      "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
-      "<text x=\"{2}\" y=\"24\" font-family=\"sans-serif\" font-size=\"14\">pact train: training loss per step (final "
-      "{3})</text>\n"
-      "<line x1=\"{2}\" y1=\"{4}\" x2=\"{5}\" y2=\"{4}\" stroke=\"black\"/><line x1=\"{2}\" y1=\"{2}\" x2=\"{2}\" "
-      "y2=\"{4}\" stroke=\"black\"/>\n"
-      "<text x=\"4\" y=\"{2}\" font-family=\"sans-serif\" font-size=\"11\">{6:.3f}</text><text x=\"4\" y=\"{4}\" "
-      "font-family=\"sans-serif\" font-size=\"11\">{7:.3f}</text>\n"
-      "<polyline fill=\"none\" stroke=\"#1f77b4\" stroke-width=\"1.5\" points=\"{8}\"/>\n</svg>\n",
-      w, h, pad, metric, h - pad, w - pad, hi, lo, pts);
 }
 
 }  // namespace
@@ -459,6 +432,7 @@ int run_train(const TrainArgs& args) {
               {"updates", session.step_count()},
               {"backward_retained_bytes_peak", fitted.retained_bytes_peak},
               {"seconds_total", total}};
+  report["step_loss"] = fitted.step_loss;
   for (std::size_t e = 0; e < fitted.epochs.size(); ++e) {
     const auto& r = fitted.epochs[e];
     report["epochs"].push_back(Json{{"epoch", static_cast<std::size_t>(fit_options.start_epoch) + e + 1},
@@ -468,8 +442,13 @@ int run_train(const TrainArgs& args) {
                                     {"seconds", r.seconds}});
   }
   write_file_atomic((dir / "report.json").string(), report.dump(2) + "\n", "pact train");
-  write_file_atomic((dir / "loss.svg").string(), loss_svg(fitted.step_loss, final_metric), "pact train");
-  fmt::print("report: {}\n", (dir / "report.json").string());
+  write_file_atomic((dir / "loss.svg").string(), picture::loss_curve_svg(fitted.step_loss, final_metric), "pact train");
+  // The training plan as a picture, and the HTML report that shows it with everything above.
+  const std::string graph_svg = picture::render_svg(
+      picture::to_dot(picture::from_graph(objective.graph(batch), args.model + " under " + args.profile, &audit), {}));
+  write_file_atomic((dir / "graph.svg").string(), graph_svg, "pact train");
+  write_file_atomic((dir / "report.html").string(), picture::render_run_report(report, graph_svg), "pact train");
+  fmt::print("report: {} and report.html\n", (dir / "report.json").string());
   if (!args.save.empty()) fmt::print("checkpoint: {} (saved after every epoch, with the optimizer state)\n", args.save);
   return 0;
 }
