@@ -70,37 +70,6 @@ bool matches(const std::vector<std::string>& path, const std::vector<std::string
 
 }  // namespace
 
-Picture from_capture(const capture::StructureCapture& capture, std::string title,
-                     const std::map<std::string, std::string>* module_of) {
-  Picture p;
-  p.title = std::move(title);
-  p.structure_only = capture.structure_only;
-  if (capture.structure_only) p.banner = std::string(capture::kBanner);
-  std::set<std::string> drawn;
-  for (const auto& s : capture.sources) {
-    if (s.kind != runtime::SourceKind::input) continue;
-    p.nodes.push_back(Node{s.name, "input", s.module, {}, 0, contract::describe_type(s.type), "", "", "", "", ""});
-    drawn.insert(s.name);
-  }
-  for (const auto& o : capture.ops) {
-    Node n{o.id, std::string(ops::op_kind(o.op)), o.module, {}, 0, contract::describe_type(o.type), "", "", "", "", ""};
-    if (n.module.empty() && module_of != nullptr) {
-      if (auto it = module_of->find(o.id); it != module_of->end()) n.module = it->second;
-    }
-    for (const auto& in : o.inputs) {
-      if (drawn.count(in)) {
-        n.inputs.push_back(in);
-      } else {
-        ++n.weights;
-      }
-    }
-    drawn.insert(o.id);
-    p.nodes.push_back(std::move(n));
-  }
-  p.outputs = capture.outputs;
-  return p;
-}
-
 Picture from_graph(const ir::Graph& graph, std::string title, const plan::PlanAudit* audit,
                    const std::map<std::string, std::string>* module_of) {
   Picture p;

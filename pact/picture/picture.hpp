@@ -3,14 +3,14 @@
 /// clusters collapsible to a depth, tensor shapes on the edges, nodes coloured by the provider the plan
 /// chose and outlined by the audit's verdict, rejected nodes labelled with the failing obligation. A
 /// structure-only capture's picture carries its banner and marks every shape a hypothesis (seed 003: every
-/// view of such a capture says so). `pact capture --svg`, `pact plan --svg` and `pact run --svg` draw them.
+/// view of such a capture says so; the CLI builds a capture's Picture, a module beside the pipeline as
+/// this one is). `pact capture --svg`, `pact plan --svg` and `pact run --svg` draw them.
 
 #include <map>
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include "pact/capture/capture.hpp"
 #include "pact/ir/graph.hpp"
 #include "pact/plan/planner.hpp"
 
@@ -47,11 +47,6 @@ struct DrawOptions {
   /// Modules drawn as single nodes: a module path, or a path with `*` for one component ("layers.*").
   std::vector<std::string> collapse;
 };
-
-/// The picture of a capture. `module_of` (node id -> module path, a PyTorch import's) fills in the module
-/// of ops the capture recorded at the top level.
-Picture from_capture(const capture::StructureCapture& capture, std::string title,
-                     const std::map<std::string, std::string>* module_of = nullptr);
 
 /// The picture of a graph, with the plan's choices and verdicts when `audit` is given.
 Picture from_graph(const ir::Graph& graph, std::string title, const plan::PlanAudit* audit = nullptr,

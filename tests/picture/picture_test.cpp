@@ -10,6 +10,7 @@
 #include "pact/capture/llama.hpp"
 #include "pact/picture/report.hpp"
 #include "pact/train/trainer.hpp"
+#include "tools/pact/commands.hpp"
 
 namespace pact::picture {
 namespace {
@@ -72,7 +73,7 @@ TEST(Picture, AStructureOnlyCaptureCarriesItsBannerAndHypotheses) {
   capture::CaptureOptions options;
   options.structure_only = true;
   const auto cap = capture::capture(capture::llama_model(c), options);
-  const Picture p = from_capture(cap, "llama tiny");
+  const Picture p = cli::capture_picture(cap, "llama tiny");
   ASSERT_TRUE(p.structure_only);
   const std::string dot = to_dot(p, {});
   EXPECT_THAT(dot, HasSubstr("STRUCTURE-ONLY CAPTURE"));
@@ -83,7 +84,8 @@ TEST(Picture, AStructureOnlyCaptureCarriesItsBannerAndHypotheses) {
   // A real capture's picture has neither.
   capture::CaptureOptions real;
   real.structure_only = false;
-  const std::string real_dot = to_dot(from_capture(capture::capture(capture::llama_model(c), real), "llama tiny"), {});
+  const std::string real_dot =
+      to_dot(cli::capture_picture(capture::capture(capture::llama_model(c), real), "llama tiny"), {});
   EXPECT_THAT(real_dot, Not(HasSubstr("STRUCTURE-ONLY")));
   EXPECT_THAT(real_dot, Not(HasSubstr("?\"]")));
 }
@@ -92,7 +94,7 @@ TEST(Picture, DepthAndCollapseDrawModulesAsSingleNodes) {
   capture::CaptureOptions options;
   options.structure_only = true;
   const auto cap = capture::capture(capture::llama_model(capture::llama_config("tiny")), options);
-  const Picture p = from_capture(cap, "llama tiny");
+  const Picture p = cli::capture_picture(cap, "llama tiny");
   const std::string full = to_dot(p, {});
   const std::string depth0 = to_dot(p, {0, {}});
   const std::string layers = to_dot(p, {-1, {"layers.*"}});

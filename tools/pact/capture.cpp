@@ -149,7 +149,7 @@ int run_capture(const CaptureArgs& a) {
   const auto c = capture::capture(model->fn, options_of(a, a.structure_only));
   if (!a.chrome_trace.empty()) write_file(a.chrome_trace, capture::chrome_trace(c).dump(1) + "\n");
   write_picture(a.picture,
-                picture::from_capture(c, model->description, model->bundle ? &model->bundle->model.module_of : nullptr),
+                capture_picture(c, model->description, model->bundle ? &model->bundle->model.module_of : nullptr),
                 a.json);
   Json doc = capture::to_json(c);
   // What the CLI captured, so that `pact discharge FILE --against MODEL` rebuilds the same configuration

@@ -3,11 +3,13 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdint>
+#include <map>
 #include <set>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "pact/capture/capture.hpp"
 #include "pact/picture/picture.hpp"
 
 namespace pact::cli {
@@ -73,6 +75,12 @@ struct PictureArgs {
   int depth = -1;
   std::vector<std::string> collapse;
 };
+/// The picture of a capture (pact/picture draws it; a capture is a module beside it, so the CLI builds the
+/// one from the other). `module_of` (node id -> module path, a PyTorch import's) fills in the module of
+/// ops the capture recorded at the top level. Inputs and ops are drawn; each op counts the parameters
+/// and constants it reads.
+picture::Picture capture_picture(const capture::StructureCapture& capture, std::string title,
+                                 const std::map<std::string, std::string>* module_of = nullptr);
 /// Adds --svg, --depth and --collapse to a command.
 void add_picture_options(CLI::App* command, PictureArgs& args);
 /// Refuses --depth or --collapse without --svg, and an --svg path that cannot be written, before any work.

@@ -4,12 +4,47 @@
 
 #include <chrono>
 #include <cstdio>
+#include <set>
 
+#include "pact/contract/check.hpp"
 #include "pact/core/file.hpp"
 #include "tools/pact/command.hpp"
 #include "tools/pact/commands.hpp"
 
 namespace pact::cli {
+
+picture::Picture capture_picture(const capture::StructureCapture& capture, std::string title,
+                                 const std::map<std::string, std::string>* module_of) {
+  picture::Picture p;
+  p.title = std::move(title);
+  p.structure_only = capture.structure_only;
+  if (capture.structure_only) p.banner = std::string(capture::kBanner);
+  std::set<std::string> drawn;
+  for (const auto& s : capture.sources) {
+    if (s.kind != runtime::SourceKind::input) continue;
+    p.nodes.push_back(
+        picture::Node{s.name, "input", s.module, {}, 0, contract::describe_type(s.type), "", "", "", "", ""});
+    drawn.insert(s.name);
+  }
+  for (const auto& o : capture.ops) {
+    picture::Node n{
+        o.id, std::string(ops::op_kind(o.op)), o.module, {}, 0, contract::describe_type(o.type), "", "", "", "", ""};
+    if (n.module.empty() && module_of != nullptr) {
+      if (auto it = module_of->find(o.id); it != module_of->end()) n.module = it->second;
+    }
+    for (const auto& in : o.inputs) {
+      if (drawn.count(in)) {
+        n.inputs.push_back(in);
+      } else {
+        ++n.weights;
+      }
+    }
+    drawn.insert(o.id);
+    p.nodes.push_back(std::move(n));
+  }
+  p.outputs = capture.outputs;
+  return p;
+}
 
 void add_picture_options(CLI::App* command, PictureArgs& args) {
   command->add_option("--svg", args.svg, "draw the graph (Graphviz SVG): modules as clusters, shapes on edges")

@@ -448,7 +448,8 @@ int run_train(const TrainArgs& args) {
       picture::to_dot(picture::from_graph(objective.graph(batch), args.model + " under " + args.profile, &audit), {}));
   write_file_atomic((dir / "graph.svg").string(), graph_svg, "pact train");
   write_file_atomic((dir / "report.html").string(), picture::render_run_report(report, graph_svg), "pact train");
-  fmt::print("report: {} and report.html\n", (dir / "report.json").string());
+  fmt::print("report: {}\n", (dir / "report.json").string());
+  fmt::print("html report: {}\n", (dir / "report.html").string());
   if (!args.save.empty()) fmt::print("checkpoint: {} (saved after every epoch, with the optimizer state)\n", args.save);
   return 0;
 }
