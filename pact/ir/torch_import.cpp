@@ -439,11 +439,20 @@ std::vector<std::string> output_names(const Json& node, std::string_view where, 
   return names;
 }
 
-std::string innermost_module(const Json& node) {
+// The innermost nn.Module path of a node's stack; every frame's class goes into `types` (path -> type; the
+// first a path is seen with stands).
+std::string innermost_module(const Json& node, std::map<std::string, std::string>& types) {
   auto md = node.find("metadata");
   if (md == node.end() || !md->is_object()) return {};
   auto st = md->find("nn_module_stack");
   if (st == md->end() || !st->is_array() || st->empty()) return {};
+  for (const Json& frame : *st) {
+    if (!frame.is_object()) continue;
+    auto path = frame.find("path");
+    auto type = frame.find("type");
+    if (path != frame.end() && path->is_string() && type != frame.end() && type->is_string())
+      types.emplace(path->get<std::string>(), type->get<std::string>());
+  }
   const Json& last = st->back();
   if (last.is_object() && last.contains("path") && last["path"].is_string()) return last["path"].get<std::string>();
   return {};
@@ -571,7 +580,7 @@ TorchImport import_torch_graph(std::string_view json_text, std::string_view wher
       fail(ErrorCode::unsupported, where,
            fmt::format("node '{}': target '{}' is not supported by the importer", name, target));
     }
-    L.set_module(innermost_module(nodes[i]));
+    L.set_module(innermost_module(nodes[i], result.module_type));
     Step step{L, args, outs};
     fn->second(step);
     for (const auto& o : outs) {

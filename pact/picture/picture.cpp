@@ -68,7 +68,29 @@ bool matches(const std::vector<std::string>& path, const std::vector<std::string
   return true;
 }
 
+// The last component of a qualified class name ("torchvision.models.resnet.BasicBlock" -> "BasicBlock").
+std::string_view short_type(std::string_view type) {
+  const std::size_t dot = type.rfind('.');
+  return dot == std::string_view::npos ? type : type.substr(dot + 1);
+}
+
+constexpr std::string_view kRejectedStyle = ", color=\"#c00000\", penwidth=2.5, fontcolor=\"#800000\"";
+
 }  // namespace
+
+void Picture::add(Node node, const std::vector<std::string>& reads) {
+  node.inputs.clear();
+  node.weights = 0;
+  for (const auto& in : reads) {
+    if (drawn_.count(in)) {
+      node.inputs.push_back(in);
+    } else {
+      ++node.weights;
+    }
+  }
+  drawn_.insert(node.id);
+  nodes.push_back(std::move(node));
+}
 
 Picture from_graph(const ir::Graph& graph, std::string title, const plan::PlanAudit* audit,
                    const std::map<std::string, std::string>* module_of) {
@@ -84,7 +106,6 @@ Picture from_graph(const ir::Graph& graph, std::string title, const plan::PlanAu
       if (!r.accepted) failing_of.emplace(r.node, &r);  // the first failing obligation of each node
     }
   }
-  std::set<std::string> drawn;
   for (const auto& node : graph.nodes) {
     const bool input = node.op == ops::OpTag::input;
     if (!input && ops::op_info(node.op).role == ops::OpRole::source) continue;  // parameters, constants
@@ -96,13 +117,6 @@ Picture from_graph(const ir::Graph& graph, std::string title, const plan::PlanAu
            ""};
     if (module_of != nullptr) {
       if (auto it = module_of->find(node.id); it != module_of->end()) n.module = it->second;
-    }
-    for (const auto& in : node.inputs) {
-      if (drawn.count(in)) {
-        n.inputs.push_back(in);
-      } else {
-        ++n.weights;
-      }
     }
     if (audit != nullptr && !input) {
       n.verdict = "accepted";
@@ -119,8 +133,7 @@ Picture from_graph(const ir::Graph& graph, std::string title, const plan::PlanAu
         n.failing = fmt::format("{}: {}", contract::obligation_name(it->second->obligation), it->second->reason);
       }
     }
-    drawn.insert(node.id);
-    p.nodes.push_back(std::move(n));
+    p.add(std::move(n), node.inputs);
   }
   p.outputs = graph.outputs;
   return p;
@@ -139,6 +152,20 @@ std::string to_dot(const Picture& picture, const DrawOptions& options) {
                 fmt::format("depth {} is neither -1 (every level) nor a depth", options.depth));
   std::vector<std::vector<std::string>> patterns;
   for (const auto& c : options.collapse) patterns.push_back(split_path(c));
+  // True when the collapse list names the module at `prefix`: by its path, or by its class.
+  auto collapsed_module = [&](const std::vector<std::string>& prefix) {
+    if (std::any_of(patterns.begin(), patterns.end(), [&](const auto& p) { return matches(prefix, p); })) return true;
+    auto type = picture.module_types.find(join_path(prefix, prefix.size()));
+    if (type == picture.module_types.end()) return false;
+    return std::any_of(options.collapse.begin(), options.collapse.end(),
+                       [&](const std::string& c) { return c == type->second || c == short_type(type->second); });
+  };
+  // A module's caption: its path, and its class where known.
+  auto module_caption = [&](const std::string& path) {
+    auto type = picture.module_types.find(path);
+    return type == picture.module_types.end() ? dot_escaped(path)
+                                              : dot_escaped(path) + " : " + dot_escaped(short_type(type->second));
+  };
 
   // Where each node is drawn: itself, or the module node standing for it.
   struct Drawn {
@@ -164,7 +191,7 @@ std::string to_dot(const Picture& picture, const DrawOptions& options) {
     }
     for (std::size_t k = 1; k <= keep; ++k) {
       const std::vector<std::string> prefix(parts.begin(), parts.begin() + static_cast<std::ptrdiff_t>(k));
-      if (std::any_of(patterns.begin(), patterns.end(), [&](const auto& p) { return matches(prefix, p); })) {
+      if (collapsed_module(prefix)) {
         keep = k;
         collapsed = true;
         break;
@@ -201,10 +228,10 @@ std::string to_dot(const Picture& picture, const DrawOptions& options) {
     if (d.node == nullptr) {  // a collapsed module: its provider's colour when its ops share one
       std::string attrs =
           fmt::format("fillcolor=\"{}\"", d.providers.size() == 1 ? provider_colour(*d.providers.begin()) : "#f4f4f4");
-      std::string text = fmt::format("{}\\n({} ops)", dot_escaped(d.module_path), d.members);
+      std::string text = fmt::format("{}\\n({} ops)", module_caption(d.module_path), d.members);
       if (d.rejected > 0) {
         text += fmt::format("\\nREJECTED: {} op(s)", d.rejected);
-        attrs += ", color=\"#c00000\", penwidth=2.5, fontcolor=\"#800000\"";
+        attrs += kRejectedStyle;
       }
       return fmt::format("  {} [label=\"{}\", shape=box3d, {}];\n", d.key, text, attrs);
     }
@@ -217,14 +244,15 @@ std::string to_dot(const Picture& picture, const DrawOptions& options) {
     std::string_view name = n.id;
     if (!n.module.empty() && name.size() > n.module.size() && name.substr(0, n.module.size() + 1) == n.module + ".")
       name.remove_prefix(n.module.size() + 1);
-    std::string text = module.empty() ? dot_escaped(n.op) : dot_escaped(module) + "\\n" + dot_escaped(n.op);
+    std::string text =
+        module.empty() ? dot_escaped(n.op) : module_caption(std::string(module)) + "\\n" + dot_escaped(n.op);
     if (name != n.op) text += "\\n" + dot_escaped(name);
     if (!n.capsule.empty())
       text += "\\n" + dot_escaped(n.capsule) + (n.isa.empty() ? "" : " (" + dot_escaped(n.isa) + ")");
     std::string attrs = fmt::format("fillcolor=\"{}\"", provider_colour(n.provider));
     if (n.verdict == "rejected") {
       text += "\\nREJECTED: " + dot_escaped(n.failing.substr(0, 120));
-      attrs += ", color=\"#c00000\", penwidth=2.5, fontcolor=\"#800000\"";
+      attrs += kRejectedStyle;
     } else if (n.verdict == "accepted") {
       attrs += ", color=\"#2e7d32\"";
     }
@@ -259,7 +287,7 @@ std::string to_dot(const Picture& picture, const DrawOptions& options) {
       dot +=
           fmt::format("{}subgraph cluster_{} {{\n", std::string(static_cast<std::size_t>(indent), ' '), cluster_id++);
       dot += fmt::format("{}  label=\"{}\"; style=\"rounded\"; color=\"#9e9e9e\"; fontsize=9;\n",
-                         std::string(static_cast<std::size_t>(indent), ' '), dot_escaped(full));
+                         std::string(static_cast<std::size_t>(indent), ' '), module_caption(full));
       emit(child, full, indent + 2);
       dot += std::string(static_cast<std::size_t>(indent), ' ') + "}\n";
     }

@@ -7,6 +7,7 @@
 /// this one is). `pact capture --svg`, `pact plan --svg` and `pact run --svg` draw them.
 
 #include <map>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -37,6 +38,16 @@ struct Picture {
   std::vector<std::string> outputs;
   bool structure_only = false;  ///< shapes are hypotheses; the banner says so
   std::string banner;
+  /// Module path -> its class ("torchvision.models.resnet.BasicBlock"), where the capture knows it: the
+  /// clusters say it, and DrawOptions::collapse may name it.
+  std::map<std::string, std::string> module_types;
+
+  /// Appends `node` (its `inputs` and `weights` are filled here) reading `reads`: a value already drawn
+  /// becomes an input edge, anything else (a parameter, a constant) counts as one of its weights.
+  void add(Node node, const std::vector<std::string>& reads);
+
+ private:
+  std::set<std::string> drawn_;
 };
 
 /// How to draw it.
@@ -44,7 +55,8 @@ struct DrawOptions {
   /// Module nesting drawn as clusters; a node deeper than this is drawn inside one node standing for its
   /// module at this depth. -1: every level.
   int depth = -1;
-  /// Modules drawn as single nodes: a module path, or a path with `*` for one component ("layers.*").
+  /// Modules drawn as single nodes: a module path, a path with `*` for one component ("layers.*"), or a
+  /// module class, qualified or by its last name ("Bottleneck").
   std::vector<std::string> collapse;
 };
 

@@ -387,6 +387,7 @@ ImportedModel::ImportedModel(ir::TorchBundle&& bundle, const contract::BackendPr
     for (auto& r : plan::fuse_conv_activations(graph)) rewrites.push_back(std::move(r));
   }
   module_of_ = std::move(bundle.model.module_of);
+  module_type_ = std::move(bundle.model.module_type);
   auto planned = plan::plan_graph(graph, profile, resolver, contract::VjpMode::forward_only);
   graph_ = std::move(graph);
   if (!planned) {
@@ -448,6 +449,7 @@ TorchRunResult run_imported(ir::TorchBundle&& bundle, ir::SafetensorsFile&& inpu
   result.audit = model.audit();
   result.graph = model.graph();
   result.module_of = model.module_of();
+  result.module_type = model.module_type();
   if (!model.accepted()) return result;
   result.accepted = true;
   std::map<std::string, ValueRef> values;

@@ -52,7 +52,8 @@ struct NodeTiming {
 struct TorchRunResult {
   plan::PlanAudit audit;
   ir::Graph graph;                               ///< as planned (after the fusions)
-  std::map<std::string, std::string> module_of;  ///< node id -> PyTorch module path
+  std::map<std::string, std::string> module_of;    ///< node id -> PyTorch module path
+  std::map<std::string, std::string> module_type;  ///< PyTorch module path -> its class
   bool accepted = false;                         ///< false: the plan was rejected (audit lists why); nothing ran
   std::map<std::string, Tensor> outputs;         ///< by output spec name, from the first (cold) run
   std::uint64_t peak_bytes = 0;
@@ -85,6 +86,8 @@ class ImportedModel {
   const ir::Graph& graph() const noexcept { return graph_; }
   /// Node id -> the PyTorch module path it came from (the import's).
   const std::map<std::string, std::string>& module_of() const noexcept { return module_of_; }
+  /// PyTorch module path -> its class (the import's).
+  const std::map<std::string, std::string>& module_type() const noexcept { return module_type_; }
 
   /// Runs on `inputs`, one per user input by name. A missing or extra input, or one whose dtype or shape
   /// differs from the capture, is invalid_argument naming it; a rejected plan is plan_rejected. Returns
@@ -101,6 +104,7 @@ class ImportedModel {
   std::string capture_method_;
   ir::Graph graph_;
   std::map<std::string, std::string> module_of_;
+  std::map<std::string, std::string> module_type_;
   std::map<std::string, EagerTensor> weights_;  ///< every source node but the user inputs, bound once
 };
 

@@ -43,4 +43,11 @@ has "$scratch/cnn.svg" "layer1"
 has "$scratch/cnn0.svg" "layer1"
 has "$scratch/cnn0.svg" "ops)"
 lacks "$scratch/cnn0.svg" "native.conv2d"
+# --collapse by module class: each Block (layer1, layer2) is one node named by its path and class; the
+# convolution of the gate, outside them, stays drawn.
+"$pact" run "$fixtures/small_cnn" --svg "$scratch/blocks.dot" --collapse Block >/dev/null
+has "$scratch/blocks.dot" "layer1 : Block\\\\n("
+has "$scratch/blocks.dot" "layer2 : Block\\\\n("
+lacks "$scratch/blocks.dot" "layer1.conv1"
+has "$scratch/blocks.dot" "gate.1 : Conv2d"
 echo "cli.svg: plan, capture and run pictures hold what they must"

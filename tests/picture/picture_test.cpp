@@ -110,6 +110,33 @@ TEST(Picture, DepthAndCollapseDrawModulesAsSingleNodes) {
   EXPECT_THROW(to_dot(p, {-2, {}}), Error);
 }
 
+TEST(Picture, CollapseNamesAModuleClassQualifiedOrByItsLastName) {
+  Picture p;
+  p.add(Node{"x", "input", "", {}, 0, "f32[1, 4]", "", "", "", "", ""}, {});
+  p.add(Node{"b0.fc", "linear", "blocks.0", {}, 0, "f32[1, 4]", "", "", "", "", ""}, {"x", "w0"});
+  p.add(Node{"b0.act", "relu", "blocks.0", {}, 0, "f32[1, 4]", "", "", "", "", ""}, {"b0.fc"});
+  p.add(Node{"b1.fc", "linear", "blocks.1", {}, 0, "f32[1, 4]", "", "", "", "", ""}, {"b0.act", "w1"});
+  p.add(Node{"b1.act", "relu", "blocks.1", {}, 0, "f32[1, 4]", "", "", "", "", ""}, {"b1.fc"});
+  p.add(Node{"head", "linear", "head", {}, 0, "f32[1, 2]", "", "", "", "", ""}, {"b1.act", "w2"});
+  p.outputs = {"head"};
+  ASSERT_EQ(p.nodes[1].inputs, std::vector<std::string>{"x"});  // add: drawn values are edges, the rest weights
+  EXPECT_EQ(p.nodes[1].weights, 1);
+  p.module_types = {{"blocks", "torch.nn.modules.container.Sequential"},
+                    {"blocks.0", "my.models.Block"},
+                    {"blocks.1", "my.models.Block"},
+                    {"head", "torch.nn.modules.linear.Linear"}};
+  for (const std::string name : {"Block", "my.models.Block"}) {
+    const std::string dot = to_dot(p, {-1, {name}});
+    EXPECT_THAT(dot, HasSubstr("blocks.0 : Block\\n(2 ops)")) << name;
+    EXPECT_THAT(dot, HasSubstr("blocks.1 : Block\\n(2 ops)")) << name;
+    EXPECT_THAT(dot, HasSubstr("head : Linear")) << name;  // not collapsed: a one-op module named with its class
+    EXPECT_EQ(count(dot, "shape=box3d"), 2u) << name;
+  }
+  // A class that is not there, or a partial name, collapses nothing.
+  EXPECT_EQ(count(to_dot(p, {-1, {"Bloc"}}), "shape=box3d"), 0u);
+  EXPECT_EQ(count(to_dot(p, {-1, {"models.Block"}}), "shape=box3d"), 0u);
+}
+
 TEST(Picture, NamesFromFilesCannotBreakTheDotText) {
   Picture p;
   p.title = "a \"quoted\" title with \\ and \x1b escapes";

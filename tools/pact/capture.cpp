@@ -148,8 +148,7 @@ int run_capture(const CaptureArgs& a) {
   if (!a.structure_only) require_memory_for_real_capture(capture::capture(model->fn, {}), a.force, "pact capture");
   const auto c = capture::capture(model->fn, options_of(a, a.structure_only));
   if (!a.chrome_trace.empty()) write_file(a.chrome_trace, capture::chrome_trace(c).dump(1) + "\n");
-  write_picture(a.picture,
-                capture_picture(c, model->description, model->bundle ? &model->bundle->model.module_of : nullptr),
+  write_picture(a.picture, capture_picture(c, model->description, model->bundle ? &model->bundle->model : nullptr),
                 a.json);
   Json doc = capture::to_json(c);
   // What the CLI captured, so that `pact discharge FILE --against MODEL` rebuilds the same configuration

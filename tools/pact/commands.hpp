@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "pact/capture/capture.hpp"
+#include "pact/ir/torch_import.hpp"
 #include "pact/picture/picture.hpp"
 
 namespace pact::cli {
@@ -76,11 +77,11 @@ struct PictureArgs {
   std::vector<std::string> collapse;
 };
 /// The picture of a capture (pact/picture draws it; a capture is a module beside it, so the CLI builds the
-/// one from the other). `module_of` (node id -> module path, a PyTorch import's) fills in the module of
-/// ops the capture recorded at the top level. Inputs and ops are drawn; each op counts the parameters
-/// and constants it reads.
+/// one from the other). A PyTorch import's module map (`import`) fills in the module of ops the capture
+/// recorded at the top level, and the modules' classes. Inputs and ops are drawn; each op counts the
+/// parameters and constants it reads.
 picture::Picture capture_picture(const capture::StructureCapture& capture, std::string title,
-                                 const std::map<std::string, std::string>* module_of = nullptr);
+                                 const ir::TorchImport* import = nullptr);
 /// Adds --svg, --depth and --collapse to a command.
 void add_picture_options(CLI::App* command, PictureArgs& args);
 /// Refuses --depth or --collapse without --svg, and an --svg path that cannot be written, before any work.

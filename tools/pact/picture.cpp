@@ -14,35 +14,25 @@
 namespace pact::cli {
 
 picture::Picture capture_picture(const capture::StructureCapture& capture, std::string title,
-                                 const std::map<std::string, std::string>* module_of) {
+                                 const ir::TorchImport* import) {
   picture::Picture p;
   p.title = std::move(title);
   p.structure_only = capture.structure_only;
   if (capture.structure_only) p.banner = std::string(capture::kBanner);
-  std::set<std::string> drawn;
   for (const auto& s : capture.sources) {
     if (s.kind != runtime::SourceKind::input) continue;
-    p.nodes.push_back(
-        picture::Node{s.name, "input", s.module, {}, 0, contract::describe_type(s.type), "", "", "", "", ""});
-    drawn.insert(s.name);
+    p.add(picture::Node{s.name, "input", s.module, {}, 0, contract::describe_type(s.type), "", "", "", "", ""}, {});
   }
   for (const auto& o : capture.ops) {
     picture::Node n{
         o.id, std::string(ops::op_kind(o.op)), o.module, {}, 0, contract::describe_type(o.type), "", "", "", "", ""};
-    if (n.module.empty() && module_of != nullptr) {
-      if (auto it = module_of->find(o.id); it != module_of->end()) n.module = it->second;
+    if (n.module.empty() && import != nullptr) {
+      if (auto it = import->module_of.find(o.id); it != import->module_of.end()) n.module = it->second;
     }
-    for (const auto& in : o.inputs) {
-      if (drawn.count(in)) {
-        n.inputs.push_back(in);
-      } else {
-        ++n.weights;
-      }
-    }
-    drawn.insert(o.id);
-    p.nodes.push_back(std::move(n));
+    p.add(std::move(n), o.inputs);
   }
   p.outputs = capture.outputs;
+  if (import != nullptr) p.module_types = import->module_type;
   return p;
 }
 
@@ -54,7 +44,8 @@ void add_picture_options(CLI::App* command, PictureArgs& args) {
       ->group("Pictures");
   command
       ->add_option("--collapse", args.collapse,
-                   "with --svg: modules drawn as single nodes, by path, `*` for one component (layers.*)")
+                   "with --svg: modules drawn as single nodes, by path (`*` for one component: layers.*) or by "
+                   "class (Bottleneck)")
       ->delimiter(',')
       ->group("Pictures");
 }

@@ -219,9 +219,9 @@ int run_torch(const std::string& dir, const std::string& profile_name, bool json
   auto result = runtime::run_imported(std::move(bundle), std::move(inputs), profile, resolver,
                                       {timing.repeat, timing.time_nodes, timing.fuse});
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-  write_picture(picture_args,
-                picture::from_graph(result.graph, dir + " under " + profile_name, &result.audit, &result.module_of),
-                json);
+  auto drawing = picture::from_graph(result.graph, dir + " under " + profile_name, &result.audit, &result.module_of);
+  drawing.module_types = result.module_type;
+  write_picture(picture_args, drawing, json);
   if (!result.accepted) return print_rejection(result.audit, json);
   std::vector<runtime::OutputAgreement> agreement;
   bool ok = true;
