@@ -42,7 +42,8 @@ struct TorchImport {
   std::vector<TorchOutput> outputs;
   std::map<std::string, Tensor> synthesized;     ///< constants the lowering created (scalars, ones), by node id
   std::map<std::string, std::string> module_of;  ///< IR node id -> innermost nn.Module path of its ATen node
-  std::map<std::string, std::string> module_type;  ///< nn.Module path -> its class ("torchvision.models.resnet.BasicBlock")
+  std::map<std::string, std::string>
+      module_type;  ///< nn.Module path -> its class ("torchvision.models.resnet.BasicBlock")
   std::size_t aten_nodes = 0;
   /// tools/torch_export.py --structure-only: a module built on the meta device, so the capture holds shapes
   /// and parameter geometry and no values (no weights, example input or expected output).

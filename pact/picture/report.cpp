@@ -226,9 +226,12 @@ std::string render(const Json& report, std::string_view graph_svg) {
                                          : fmt::format("{:.2f}%", 100 * e.value("accuracy", 0.0)),
                               e.value("seconds", 0.0));
   }
+  // The final metric: a language model's evaluation loss, a regression's RMSE, or a classifier's accuracy.
+  const bool language = report.contains("evaluation_loss");
   const std::string final_metric =
-      regression ? fmt::format("held-out RMSE {:.4g}", report.value("final_rmse", 0.0))
-                 : fmt::format("held-out accuracy {:.2f}%", 100 * report.value("final_accuracy", 0.0));
+      language     ? fmt::format("evaluation loss {:.3f} nats/char", report.value("evaluation_loss", 0.0))
+      : regression ? fmt::format("held-out RMSE {:.4g}", report.value("final_rmse", 0.0))
+                   : fmt::format("held-out accuracy {:.2f}%", 100 * report.value("final_accuracy", 0.0));
   std::string config_rows;
   for (const auto& [key, value] : config.items())
     config_rows += fmt::format("<tr><th>{}</th><td>{}</td></tr>\n", html(key),
@@ -267,7 +270,8 @@ tr.rejected td { background: #fde0e0; }
                       html(audit.value("verdict", "")));
   page += "<h2>Curves</h2>\n<div class=\"charts\">\n";
   if (!step_loss.empty()) page += loss_curve_svg(step_loss, final_metric);
-  page += line_chart(metric, regression ? "held-out RMSE per epoch" : "held-out accuracy per epoch (%)", "#2ca02c");
+  if (!metric.empty())
+    page += line_chart(metric, regression ? "held-out RMSE per epoch" : "held-out accuracy per epoch (%)", "#2ca02c");
   page += "</div>\n";
   page +=
       "<h2>Plan audit</h2>\n<p><label>Filter: <input id=\"audit-filter\" type=\"search\" "
@@ -277,9 +281,10 @@ tr.rejected td { background: #fde0e0; }
       "<th>isa</th><th>evidence</th><th>verdict</th></tr></thead><tbody></tbody></table>\n";
   page += "<script type=\"application/json\" id=\"audit-data\">" + script_json(rows) + "</script>\n";
   if (!graph_svg.empty()) page += "<h2>Graph</h2>\n<div class=\"graph\">" + inline_svg(graph_svg) + "</div>\n";
-  page += "<h2>Epochs</h2>\n<table id=\"epochs\"><thead><tr><th>epoch</th><th>loss</th><th>" +
-          std::string(regression ? "held-out RMSE" : "held-out accuracy") +
-          "</th><th>seconds</th></tr></thead><tbody>\n" + epoch_rows + "</tbody></table>\n";
+  if (!epoch_rows.empty())
+    page += "<h2>Epochs</h2>\n<table id=\"epochs\"><thead><tr><th>epoch</th><th>loss</th><th>" +
+            std::string(regression ? "held-out RMSE" : "held-out accuracy") +
+            "</th><th>seconds</th></tr></thead><tbody>\n" + epoch_rows + "</tbody></table>\n";
   page += "<h2>Configuration and timings</h2>\n<table id=\"config\">\n" + config_rows;
   page += fmt::format("<tr><th>seconds total</th><td>{:.3f}</td></tr>\n<tr><th>updates</th><td>{}</td></tr>\n",
                       report.value("seconds_total", 0.0), report.value("updates", 0));

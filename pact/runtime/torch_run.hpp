@@ -51,11 +51,11 @@ struct NodeTiming {
 /// The outcome of one run.
 struct TorchRunResult {
   plan::PlanAudit audit;
-  ir::Graph graph;                               ///< as planned (after the fusions)
+  ir::Graph graph;                                 ///< as planned (after the fusions)
   std::map<std::string, std::string> module_of;    ///< node id -> PyTorch module path
   std::map<std::string, std::string> module_type;  ///< PyTorch module path -> its class
-  bool accepted = false;                         ///< false: the plan was rejected (audit lists why); nothing ran
-  std::map<std::string, Tensor> outputs;         ///< by output spec name, from the first (cold) run
+  bool accepted = false;                           ///< false: the plan was rejected (audit lists why); nothing ran
+  std::map<std::string, Tensor> outputs;           ///< by output spec name, from the first (cold) run
   std::uint64_t peak_bytes = 0;
   double cold_ms = 0;             ///< the first execution (planning and binding excluded)
   std::vector<double> warm_ms;    ///< each warm execution, in order

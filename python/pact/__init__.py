@@ -15,6 +15,7 @@ docs/guides/python.md has the whole API.
 import json
 import os
 import tempfile
+import time
 
 from . import _pact
 
@@ -192,19 +193,26 @@ def _options(kwargs):
 
 def train(model="mlp", data=None, **options):
     """`pact train` in this process, with the CLI's options as keyword arguments (epochs=3, profile=...,
-    batch_size=64, lr=..., optimizer=..., seed=..., out=..., save=..., stop_after=...: each --option-name
-    of `pact train --help`); returns the run's report.json as a dict (its "run_dir" says where it is)."""
-    out = options.pop("out", "runs")
-    os.makedirs(out, exist_ok=True)
-    before = set(os.listdir(out))
-    argv = ["train", "--model", str(model), "--out", out] + (["--data", os.fspath(data)] if data else [])
-    code = cli(*argv, *_options(options))
+    batch_size=64, lr=..., optimizer=..., seed=..., out=..., run_dir=..., save=..., stop_after=...: each
+    --option-name of `pact train --help`); returns the run's report.json as a dict (its "run_dir" says
+    where it is: run_dir, or a new directory under out, "runs" by default)."""
+    run_dir, made = options.pop("run_dir", None), False
+    if run_dir is None:
+        out = options.pop("out", "runs")
+        os.makedirs(out, exist_ok=True)
+        run_dir, made = tempfile.mkdtemp(prefix=time.strftime("%Y%m%d-%H%M%S-", time.gmtime()), dir=out), True
+    elif "out" in options:
+        _fail("invalid_argument", "pact.train", "run_dir names the run's directory itself: drop out")
+    run_dir = os.fspath(run_dir)
+    argv = ["train", "--model", str(model), "--run-dir", run_dir] + (["--data", os.fspath(data)] if data else [])
+    try:
+        code = cli(*argv, *_options(options))
+    except Error:
+        if made and not os.listdir(run_dir):
+            os.rmdir(run_dir)  # the directory made for a run that never started
+        raise
     if code != 0:
         _fail("internal", "pact.train", f"pact train exited with status {code}")
-    made = sorted(set(os.listdir(out)) - before)
-    if len(made) != 1 or not os.path.exists(os.path.join(out, made[0], "report.json")):
-        _fail("io_error", "pact.train", f"pact train wrote no single new run under {out}: {made}")
-    run_dir = os.path.join(out, made[0])
     with open(os.path.join(run_dir, "report.json")) as f:
         report = json.load(f)
     report["run_dir"] = run_dir

@@ -53,6 +53,24 @@ def test_train_refuses_options_as_the_cli_does(tmp_path):
     with pytest.raises(pact.Error) as e:
         pact.train(model="mlp", epochs=0, out=tmp_path)
     assert e.value.code == "invalid_argument"
+    assert os.listdir(tmp_path) == []  # a run that never started leaves no directory behind
+
+
+def test_train_writes_where_run_dir_says_and_never_over_a_report(tmp_path):
+    run = tmp_path / "my-run"
+    report = pact.train(model="char-transformer", steps=3, batch_size=2, seed=1, threads=1, run_dir=run)
+    assert report["run_dir"] == str(run)
+    assert report["config"]["model"] == "char-transformer" and len(report["step_loss"]) == 3
+    assert report["evaluation_loss"] > 0 and report["plan_audit"]["verdict"] == "accepted"
+    assert (run / "report.html").exists() and (run / "graph.svg").exists()
+    before = (run / "report.json").read_bytes()
+    with pytest.raises(pact.Error) as e:
+        pact.train(model="mlp", epochs=1, run_dir=run)
+    assert e.value.code == "invalid_argument" and "already holds" in str(e.value)
+    assert (run / "report.json").read_bytes() == before
+    with pytest.raises(pact.Error) as e:
+        pact.train(model="mlp", epochs=1, run_dir=tmp_path / "other", out=tmp_path)
+    assert e.value.code == "invalid_argument"
 
 
 def test_capture_llama_structure_only():

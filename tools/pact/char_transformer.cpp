@@ -3,12 +3,15 @@
 // nats per character and a generated sample.
 
 #include <fmt/format.h>
+#include <omp.h>
 
 #include <chrono>
 #include <random>
 #include <set>
 
 #include "pact/core/file.hpp"
+#include "pact/picture/picture.hpp"
+#include "pact/plan/planner.hpp"
 #include "pact/train/trainer.hpp"
 #include "tools/pact/commands.hpp"
 
@@ -69,8 +72,10 @@ int run_char_transformer(const TrainArgs& args) {
     return std::pair{Tensor::from_values<std::int64_t>(Dims{batch, t}, x),
                      Tensor::from_values<std::int64_t>(Dims{batch * t}, y)};
   };
+  if (!args.run_dir.empty()) require_writable_destination(args.run_dir, "pact train --run-dir");
   const auto t0 = std::chrono::steady_clock::now();
   double recent = 0;
+  std::vector<double> step_loss;
   std::uint64_t retained_peak = 0;  // bytes retained for backward, largest over the steps
   train::OptimizerState optimizer;
   for (std::int64_t s = 0; s < steps; ++s) {
@@ -78,6 +83,7 @@ int run_char_transformer(const TrainArgs& args) {
     train::StepResult r = session.step_batch(std::move(x), std::move(y), std::move(optimizer));
     optimizer = std::move(r.state);
     const double loss = r.loss;
+    step_loss.push_back(loss);
     retained_peak = std::max(retained_peak, r.retained_bytes);
     recent = s == 0 ? loss : 0.95 * recent + 0.05 * loss;
     if ((s + 1) % 50 == 0 || s + 1 == steps) {
@@ -92,6 +98,7 @@ int run_char_transformer(const TrainArgs& args) {
     auto [x, y] = sample_batch();
     eval += session.loss(std::move(x), std::move(y));
   }
+  const double seconds_training = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   fmt::print("evaluation loss: {:.3f} nats/char\n", eval / 8);
   fmt::print("retained for backward: {} bytes (largest over the steps)\n", retained_peak);
   // Sample 240 characters, temperature 0.8, from a prompt.
@@ -123,6 +130,36 @@ int run_char_transformer(const TrainArgs& args) {
     sample.push_back(static_cast<char>(alphabet[static_cast<std::size_t>(pick)]));
   }
   fmt::print("sample:\n{}\n", sample);
+
+  // The run report, as for the digits models: no epochs, the evaluation loss as the final metric.
+  const std::filesystem::path dir = make_run_dir(args);
+  const std::string final_metric = fmt::format("evaluation loss {:.3f} nats/char", eval / 8);
+  Json report{{"schema", "pact.train-report.v1"},
+              {"config", Json{{"model", args.model},
+                              {"steps", steps},
+                              {"batch_size", batch},
+                              {"context", t},
+                              {"d_model", d},
+                              {"heads", heads},
+                              {"lr", args.lr},
+                              {"optimizer", args.optimizer},
+                              {"seed", args.seed},
+                              {"profile", args.profile},
+                              {"schedule", "cosine"},
+                              {"checkpointed_sublayers", args.checkpoint},
+                              {"threads", omp_get_max_threads()}}},
+              {"data", Json{{"path", path}, {"characters", text.size()}, {"vocabulary", vocab}}},
+              {"plan_audit", plan::render_audit_json(audit)},
+              {"epochs", Json::array()},
+              {"evaluation_loss", eval / 8},
+              {"updates", session.step_count()},
+              {"backward_retained_bytes_peak", retained_peak},
+              {"seconds_total", seconds_training}};
+  report["step_loss"] = step_loss;
+  write_run_files(dir, report,
+                  picture::render_svg(picture::to_dot(
+                      picture::from_graph(objective.graph(batch), args.model + " under " + args.profile, &audit), {})),
+                  final_metric);
   return 0;
 }
 

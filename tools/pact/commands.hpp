@@ -3,6 +3,7 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdint>
+#include <filesystem>
 #include <map>
 #include <set>
 #include <string>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "pact/capture/capture.hpp"
+#include "pact/core/json.hpp"
 #include "pact/ir/torch_import.hpp"
 #include "pact/picture/picture.hpp"
 
@@ -36,6 +38,7 @@ struct TrainArgs {
   std::string profile = "cpu-checked";
   int threads = 0;
   std::string out = "runs";
+  std::string run_dir;  ///< the run's directory (default: a new OUT/<UTC timestamp>)
   std::string data = "data/digits.csv.gz";
   bool checkpoint = false;      ///< char-transformer: checkpoint the attention and MLP sublayers
   std::string save;             ///< write a checkpoint with the training progress here after every epoch
@@ -51,6 +54,14 @@ struct TrainArgs {
 };
 /// `pact train --model char-transformer`: a tiny causal transformer on a text file (--steps updates).
 int run_char_transformer(const TrainArgs& args);
+/// Where a training run's files go: --run-dir (created; one that already holds a report.json is refused,
+/// so a report never overwrites another) or a new OUT/<UTC timestamp>[-N]. io_error naming the path when
+/// it cannot be created.
+std::filesystem::path make_run_dir(const TrainArgs& args);
+/// Writes a run's report.json, loss.svg (the step losses), graph.svg (`graph_svg`) and report.html into
+/// `dir`, each atomically, and prints "report: PATH" (scripts parse it) and "html report: PATH".
+void write_run_files(const std::filesystem::path& dir, const Json& report, const std::string& graph_svg,
+                     const std::string& final_metric);
 /// `pact train`: trains on the digits data, or an MLP built from a CSV table (--data FILE.csv --target
 /// COLUMN), and writes runs/<timestamp>/report.json and loss.svg.
 int run_train(const TrainArgs& args);

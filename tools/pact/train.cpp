@@ -102,6 +102,48 @@ void require_parameters_fit(const ir::Graph& g, const std::string& path, const s
 
 }  // namespace
 
+namespace {
+void refuse_existing_report(const std::filesystem::path& dir) {
+  std::error_code ec;
+  if (std::filesystem::exists(dir / "report.json", ec))
+    throw_error(ErrorCode::invalid_argument, "train --run-dir",
+                fmt::format("'{}' already holds a run's report.json; a report never overwrites another", dir.string()));
+}
+}  // namespace
+
+std::filesystem::path make_run_dir(const TrainArgs& args) {
+  std::filesystem::path dir;
+  if (!args.run_dir.empty()) {
+    dir = args.run_dir;
+  } else {
+    const std::time_t now = std::time(nullptr);
+    char stamp[32];
+    std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", std::gmtime(&now));
+    // Runs in the same second get their own directories (-2, -3, ...): a report never overwrites another.
+    dir = std::filesystem::path(args.out) / stamp;
+    for (int n = 2; std::filesystem::exists(dir); ++n)
+      dir = std::filesystem::path(args.out) / fmt::format("{}-{}", stamp, n);
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) throw_error(ErrorCode::io_error, "train", fmt::format("cannot create '{}': {}", dir.string(), ec.message()));
+  refuse_existing_report(dir);
+  return dir;
+}
+
+void write_run_files(const std::filesystem::path& dir, const Json& report, const std::string& graph_svg,
+                     const std::string& final_metric) {
+  std::vector<double> step_loss;
+  for (const auto& v : report.at("step_loss")) step_loss.push_back(v.get<double>());
+  write_file_atomic((dir / "report.json").string(), report.dump(2) + "\n", "pact train");
+  write_file_atomic((dir / "loss.svg").string(), picture::loss_curve_svg(step_loss, final_metric), "pact train");
+  // The training plan as a picture, and the HTML report that shows it with everything above.
+  write_file_atomic((dir / "graph.svg").string(), graph_svg, "pact train");
+  write_file_atomic((dir / "report.html").string(), picture::render_run_report(report, graph_svg), "pact train");
+  fmt::print("report: {}\n", (dir / "report.json").string());
+  fmt::print("html report: {}\n", (dir / "report.html").string());
+}
+
 int run_train(const TrainArgs& args) {
   // Every option works for the model it is given with or is refused with the reason, before any work.
   auto refuse_given = [&](std::initializer_list<const char*> options, std::string_view why) {
@@ -114,10 +156,13 @@ int run_train(const TrainArgs& args) {
                 fmt::format("--weight-decay {} must be non-negative", args.weight_decay));
   if (args.weight_decay >= 0 && args.optimizer != "adamw" && args.optimizer != "sgd")
     refuse_given({"--weight-decay"}, fmt::format("applies to --optimizer adamw or sgd, not '{}'", args.optimizer));
+  if (args.given.count("--run-dir") && args.given.count("--out"))
+    throw_error(ErrorCode::invalid_argument, "train", "--run-dir names the run's directory itself: drop --out");
+  if (!args.run_dir.empty()) refuse_existing_report(args.run_dir);  // before any work
   if (args.model == "char-transformer") {
-    refuse_given({"--save", "--load", "--out", "--epochs", "--stop-after", "--loss"},
+    refuse_given({"--save", "--load", "--epochs", "--stop-after", "--loss"},
                  "does not apply to --model char-transformer (it trains --steps updates on a text file and "
-                 "writes no checkpoint or report)");
+                 "writes no checkpoint)");
     if (args.steps <= 0)
       throw_error(ErrorCode::invalid_argument, "train", fmt::format("--steps {} must be positive", args.steps));
     if (args.threads > 0) omp_set_num_threads(args.threads);
@@ -402,16 +447,7 @@ int run_train(const TrainArgs& args) {
              total);
 
   // Run report.
-  const std::time_t now = std::time(nullptr);
-  char stamp[32];
-  std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", std::gmtime(&now));
-  // Runs in the same second get their own directories (-2, -3, ...): a report never overwrites another.
-  std::filesystem::path dir = std::filesystem::path(args.out) / stamp;
-  for (int n = 2; std::filesystem::exists(dir); ++n)
-    dir = std::filesystem::path(args.out) / fmt::format("{}-{}", stamp, n);
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) throw_error(ErrorCode::io_error, "train", fmt::format("cannot create '{}': {}", dir.string(), ec.message()));
+  const std::filesystem::path dir = make_run_dir(args);
   Json report{{"schema", "pact.train-report.v1"},
               {"config", Json{{"model", args.model},
                               {"epochs", args.epochs},
@@ -441,15 +477,10 @@ int run_train(const TrainArgs& args) {
                                     {"rmse", r.rmse * schema.target_scale},
                                     {"seconds", r.seconds}});
   }
-  write_file_atomic((dir / "report.json").string(), report.dump(2) + "\n", "pact train");
-  write_file_atomic((dir / "loss.svg").string(), picture::loss_curve_svg(fitted.step_loss, final_metric), "pact train");
-  // The training plan as a picture, and the HTML report that shows it with everything above.
-  const std::string graph_svg = picture::render_svg(
-      picture::to_dot(picture::from_graph(objective.graph(batch), args.model + " under " + args.profile, &audit), {}));
-  write_file_atomic((dir / "graph.svg").string(), graph_svg, "pact train");
-  write_file_atomic((dir / "report.html").string(), picture::render_run_report(report, graph_svg), "pact train");
-  fmt::print("report: {}\n", (dir / "report.json").string());
-  fmt::print("html report: {}\n", (dir / "report.html").string());
+  write_run_files(dir, report,
+                  picture::render_svg(picture::to_dot(
+                      picture::from_graph(objective.graph(batch), args.model + " under " + args.profile, &audit), {})),
+                  final_metric);
   if (!args.save.empty()) fmt::print("checkpoint: {} (saved after every epoch, with the optimizer state)\n", args.save);
   return 0;
 }
@@ -470,6 +501,8 @@ const bool registered = register_command("train", [](CLI::App& app) {
   train->add_option("--profile", a->profile, "backend profile");
   train->add_option("--threads", a->threads, "OpenMP threads (default: all)");
   train->add_option("--out", a->out, "directory for run reports");
+  train->add_option("--run-dir", a->run_dir,
+                    "the run's own directory (default: a new OUT/<UTC timestamp>); refused if it holds a report");
   train->add_option("--data", a->data,
                     "the digits CSV (gzip), or a table of your own (FILE.csv with a header row; needs --target); "
                     "for a capture also FILE.npz, FILE.safetensors or a directory of .safetensors files");
