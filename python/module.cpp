@@ -76,52 +76,46 @@ std::shared_ptr<HostExport> export_host(runtime::ValueRef value) {
   throw_error(ErrorCode::internal, "pact.Tensor", "unknown dtype");
 }
 
-// The buffer-protocol format of a dtype; bf16 has none (numpy has no bfloat16).
+// Every dtype's name in the two exchange protocols, the one table both directions of both read: its
+// buffer-protocol format (bf16 has none: numpy has no bfloat16) and its DLPack type.
+struct Exchange {
+  DType dtype;
+  const char* format;  // nullptr: no buffer-protocol format
+  DLDataType dl;
+};
+constexpr Exchange kExchange[] = {
+    {DType::f32, "f", {kDLFloat, 32, 1}},    {DType::f64, "d", {kDLFloat, 64, 1}},
+    {DType::f16, "e", {kDLFloat, 16, 1}},    {DType::bf16, nullptr, {kDLBfloat, 16, 1}},
+    {DType::c64, "Zf", {kDLComplex, 64, 1}}, {DType::i64, "q", {kDLInt, 64, 1}},
+    {DType::i32, "i", {kDLInt, 32, 1}},      {DType::i8, "b", {kDLInt, 8, 1}},
+    {DType::u8, "B", {kDLUInt, 8, 1}},       {DType::boolean, "?", {kDLBoolCode, 8, 1}},
+};
+
+const Exchange& exchange_of(DType dtype) {
+  for (const auto& e : kExchange)
+    if (e.dtype == dtype) return e;
+  throw_error(ErrorCode::internal, "pact.Tensor", fmt::format("dtype {} has no exchange entry", dtype_name(dtype)));
+}
+
+// The buffer-protocol format of a dtype, or nullopt.
 std::optional<std::string> buffer_format(DType dtype) {
-  switch (dtype) {
-    case DType::f32:
-      return "f";
-    case DType::f64:
-      return "d";
-    case DType::f16:
-      return "e";
-    case DType::c64:
-      return "Zf";
-    case DType::i64:
-      return "q";
-    case DType::i32:
-      return "i";
-    case DType::u8:
-      return "B";
-    case DType::boolean:
-      return "?";
-    case DType::i8:
-      return "b";
-    case DType::bf16:
-      return std::nullopt;
-  }
-  return std::nullopt;
+  const char* format = exchange_of(dtype).format;
+  return format == nullptr ? std::nullopt : std::optional<std::string>(format);
 }
 
 // ---- Import: a foreign buffer becomes a root whose keeper holds the Python object ------------------------
 
-// The dtype of a buffer-protocol format with its item size, or nullopt.
+// The dtype of a buffer-protocol format with its item size, or nullopt. A signed integer is known by its
+// size whatever its letter (q, l or i); unsigned integers wider than a byte have no dtype.
 std::optional<DType> dtype_of_format(std::string format, py::ssize_t itemsize) {
   if (!format.empty() && (format[0] == '<' || format[0] == '=' || format[0] == '@')) format.erase(0, 1);
-  std::optional<DType> d;
-  if (format == "f") d = DType::f32;
-  if (format == "d") d = DType::f64;
-  if (format == "e") d = DType::f16;
-  if (format == "Zf") d = DType::c64;
-  if (format == "q" || format == "l" || format == "i" || format == "Q" || format == "L" || format == "I") {
-    if (format == "Q" || format == "L" || format == "I") return std::nullopt;  // unsigned wider than a byte
-    d = itemsize == 8 ? DType::i64 : itemsize == 4 ? DType::i32 : std::optional<DType>{};
+  const bool signed_integer = format == "q" || format == "l" || format == "i";
+  for (const auto& e : kExchange) {
+    const bool named =
+        signed_integer ? e.dl.code == kDLInt && e.dl.bits == 8 * itemsize : e.format != nullptr && format == e.format;
+    if (named && static_cast<py::ssize_t>(dtype_size(e.dtype)) == itemsize) return e.dtype;
   }
-  if (format == "B") d = DType::u8;
-  if (format == "?") d = DType::boolean;
-  if (format == "b") d = DType::i8;
-  if (d && static_cast<py::ssize_t>(dtype_size(*d)) != itemsize) return std::nullopt;
-  return d;
+  return std::nullopt;
 }
 
 // A root over `data` (element [0, ..., 0]) with element strides `strides`: the root spans the byte
@@ -213,22 +207,9 @@ void release_managed(DLManagedTensor* m) {
 
 std::optional<DType> dtype_of_dl(DLDataType t) {
   if (t.lanes != 1) return std::nullopt;
-  switch (t.code) {
-    case kDLFloat:
-      return t.bits == 32 ? DType::f32 : t.bits == 64 ? DType::f64 : t.bits == 16 ? DType::f16 : std::optional<DType>{};
-    case kDLBfloat:
-      return t.bits == 16 ? DType::bf16 : std::optional<DType>{};
-    case kDLInt:
-      return t.bits == 64 ? DType::i64 : t.bits == 32 ? DType::i32 : t.bits == 8 ? DType::i8 : std::optional<DType>{};
-    case kDLUInt:
-      return t.bits == 8 ? DType::u8 : std::optional<DType>{};
-    case kDLComplex:
-      return t.bits == 64 ? DType::c64 : std::optional<DType>{};
-    case kDLBoolCode:
-      return t.bits == 8 ? DType::boolean : std::optional<DType>{};
-    default:
-      return std::nullopt;
-  }
+  for (const auto& e : kExchange)
+    if (e.dl.code == t.code && e.dl.bits == t.bits) return e.dtype;
+  return std::nullopt;
 }
 
 runtime::ValueRef import_dlpack(const py::object& object, const std::string& what) {
@@ -366,32 +347,6 @@ struct DlpackHold {
   std::vector<std::int64_t> shape, strides;
 };
 
-DLDataType dl_dtype(DType d) {
-  switch (d) {
-    case DType::f32:
-      return {kDLFloat, 32, 1};
-    case DType::f64:
-      return {kDLFloat, 64, 1};
-    case DType::f16:
-      return {kDLFloat, 16, 1};
-    case DType::bf16:
-      return {kDLBfloat, 16, 1};
-    case DType::c64:
-      return {kDLComplex, 64, 1};
-    case DType::i64:
-      return {kDLInt, 64, 1};
-    case DType::i32:
-      return {kDLInt, 32, 1};
-    case DType::i8:
-      return {kDLInt, 8, 1};
-    case DType::u8:
-      return {kDLUInt, 8, 1};
-    case DType::boolean:
-      return {kDLBoolCode, 8, 1};
-  }
-  return {kDLUInt, 8, 1};
-}
-
 py::capsule to_dlpack(PyTensor& t) {
   auto hold = std::make_unique<DlpackHold>();
   hold->source = export_host(t.value());
@@ -403,7 +358,7 @@ py::capsule to_dlpack(PyTensor& t) {
   dl.data = const_cast<std::byte*>(hold->source->base);
   dl.device = {kDLCPU, 0};
   dl.ndim = v.rank();
-  dl.dtype = dl_dtype(v.dtype());
+  dl.dtype = exchange_of(v.dtype()).dl;
   dl.shape = hold->shape.data();
   dl.strides = hold->strides.data();
   dl.byte_offset = 0;
