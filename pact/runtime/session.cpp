@@ -267,12 +267,12 @@ Tape::Accumulator Session::accumulator(std::span<const contract::BoundKernel* co
 }
 
 Gradients Session::backward(const EagerTensor& root, std::span<const int> keep,
-                            std::span<const contract::BoundKernel* const> accumulate) {
+                            std::span<const contract::BoundKernel* const> accumulate, const Tape::OnFinal& on_final) {
   if (structure_only_) require_structure_only_capability("backward_grads", "Session::backward");
   if (!root.tracked()) throw_error(ErrorCode::invalid_argument, "session.backward", "the value is not on the tape");
   Tensor ones = Tensor::empty(root.shape(), root.dtype());
   ones.fill(1.0);
-  return tape_.backward(root.node, std::move(ones), keep, accumulator(accumulate));
+  return tape_.backward(root.node, std::move(ones), keep, accumulator(accumulate), on_final);
 }
 
 }  // namespace pact::runtime

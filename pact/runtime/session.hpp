@@ -82,8 +82,9 @@ class Session {
   /// Gradients that meet at a node are summed by the admitted accumulate_grad kernel: one of
   /// `accumulate` that computes the gradient's dtype (a training plan's: Note [Training kernels]), else
   /// the session's own admission per signature.
+  /// `on_final` is told of each kept gradient as it becomes final (Tape::OnFinal).
   Gradients backward(const EagerTensor& root, std::span<const int> keep = {},
-                     std::span<const contract::BoundKernel* const> accumulate = {});
+                     std::span<const contract::BoundKernel* const> accumulate = {}, const Tape::OnFinal& on_final = {});
   /// The tape's accumulator (see backward).
   Tape::Accumulator accumulator(std::span<const contract::BoundKernel* const> kernels = {});
 

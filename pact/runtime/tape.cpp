@@ -159,12 +159,13 @@ Gradients Tape::backward(int root, const TensorView& seed, std::span<const int> 
   return run_backward(root, seed.duplicate(), nullptr, keep, accumulate);
 }
 
-Gradients Tape::backward(int root, Tensor seed, std::span<const int> keep, const Accumulator& accumulate) const {
-  return run_backward(root, std::move(seed), nullptr, keep, accumulate);
+Gradients Tape::backward(int root, Tensor seed, std::span<const int> keep, const Accumulator& accumulate,
+                         const OnFinal& on_final) const {
+  return run_backward(root, std::move(seed), nullptr, keep, accumulate, on_final);
 }
 
 Gradients Tape::run_backward(int root, std::optional<Tensor> owned, const TensorView* borrowed,
-                             std::span<const int> keep, const Accumulator& accumulate) const {
+                             std::span<const int> keep, const Accumulator& accumulate, const OnFinal& on_final) const {
   if (root < 0 || static_cast<std::size_t>(root) >= nodes_.size()) {
     throw_error(ErrorCode::invalid_argument, "tape.backward", fmt::format("node {} is not on the tape", root));
   }
@@ -173,6 +174,19 @@ Gradients Tape::run_backward(int root, std::optional<Tensor> owned, const Tensor
   const std::set<int> kept(keep.begin(), keep.end());
   std::map<int, Tensor> grads;
   if (owned) grads.emplace(root, std::move(*owned));
+  // With on_final: each kept node's gradient is final once its first reader on the tape (the smallest id
+  // among the nodes that read it) has run its VJP; `final_after[id]` lists the kept nodes that become final
+  // then. A kept node no node reads is final from the start.
+  std::map<int, std::vector<int>> final_after;
+  if (on_final) {
+    std::map<int, int> first_reader;
+    for (int id = 0; id <= root; ++id) {
+      for (int p : nodes_[static_cast<std::size_t>(id)].parents) {
+        if (p >= 0 && kept.count(p) && !first_reader.count(p)) first_reader.emplace(p, id);
+      }
+    }
+    for (const auto& [p, reader] : first_reader) final_after[reader].push_back(p);
+  }
   for (int id = root; id >= 0; --id) {
     auto it = grads.find(id);
     const bool borrowed_root = id == root && borrowed != nullptr;
@@ -240,6 +254,11 @@ Gradients Tape::run_backward(int root, std::optional<Tensor> owned, const Tensor
       }
     }
     if (dropped) grads.erase(id);
+    if (auto f = final_after.find(id); f != final_after.end()) {
+      for (int p : f->second) {
+        if (auto g = grads.find(p); g != grads.end()) on_final(p, g->second);
+      }
+    }
   }
   Gradients out;
   for (auto& [id, grad] : grads) {

@@ -84,6 +84,10 @@ class Tape {
   /// accumulate_grad kernel (Note [Training kernels] in pact/plan/planner.hpp); Session::accumulator
   /// makes one.
   using Accumulator = std::function<void(Tensor& accumulated, const TensorView& gradient)>;
+  /// Told that a kept node's gradient is final: every node that reads it has run its VJP, so nothing will
+  /// add to it in this pass (data-parallel training starts a bucket's reduction here, Note [Gradient
+  /// buckets] in pact/train/trainer.cpp). The gradient stays the pass's; the callee may read and write it.
+  using OnFinal = std::function<void(int node, Tensor& gradient)>;
 
   /// Reverse-mode pass from `root` with cotangent `seed` (shape-checked against the root's tag). Dense
   /// (keep empty): a gradient for every node that receives one. Sparse: only the ids in `keep` survive.
@@ -93,7 +97,8 @@ class Tape {
                      const Accumulator& accumulate = {}) const;
   /// The same with an owned seed, which becomes the root's gradient without a copy (the view overload
   /// makes one explicit duplicate).
-  Gradients backward(int root, Tensor seed, std::span<const int> keep = {}, const Accumulator& accumulate = {}) const;
+  Gradients backward(int root, Tensor seed, std::span<const int> keep = {}, const Accumulator& accumulate = {},
+                     const OnFinal& on_final = {}) const;
   /// Drops every node (and the values it retained).
   void clear() noexcept { nodes_.clear(); }
 
@@ -102,7 +107,7 @@ class Tape {
   // The one implementation: the root's cotangent is owned (`owned`) or borrowed (`borrowed`, for a
   // checkpoint's private tape; the root then gets no gradient entry of its own).
   Gradients run_backward(int root, std::optional<Tensor> owned, const TensorView* borrowed, std::span<const int> keep,
-                         const Accumulator& accumulate) const;
+                         const Accumulator& accumulate, const OnFinal& on_final = {}) const;
   std::vector<Node> nodes_;
 };
 

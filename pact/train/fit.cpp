@@ -77,24 +77,30 @@ FitReport fit(TrainingSession& session, const Dataset& train, const Dataset& tes
                 fmt::format("start epoch {} of {}: nothing left to train", options.start_epoch, options.epochs));
   }
   const std::int64_t batch = options.batch_size;
-  if (batch <= 0 || batch > train.rows()) {
-    throw_error(
-        ErrorCode::invalid_argument, "train.fit",
-        fmt::format("batch size {} for {} training rows; it must be in [1, {}]", batch, train.rows(), train.rows()));
+  if (options.ranks < 1 || options.rank < 0 || options.rank >= options.ranks)
+    throw_error(ErrorCode::invalid_argument, "train.fit",
+                fmt::format("rank {} of {} ranks", options.rank, options.ranks));
+  const std::int64_t global = batch * options.ranks;  // rows one update reads over all the ranks
+  if (batch <= 0 || global > train.rows()) {
+    throw_error(ErrorCode::invalid_argument, "train.fit",
+                fmt::format("batch size {} per rank on {} rank(s) for {} training rows; it must be in [1, {}]", batch,
+                            options.ranks, train.rows(), train.rows() / options.ranks));
   }
-  const std::int64_t steps_per_epoch = train.rows() / batch;
+  const std::int64_t steps_per_epoch = train.rows() / global;
   FitReport report;
   for (int epoch = options.start_epoch; epoch < options.epochs; ++epoch) {
     const auto e0 = std::chrono::steady_clock::now();
     const auto order = shuffled(train.rows(), options.seed * 1000003ULL + static_cast<std::uint64_t>(epoch));
     double sum = 0;
     for (std::int64_t s = 0; s < steps_per_epoch; ++s) {
-      auto [x, y] = gather(train, std::span<const std::int64_t>(order).subspan(static_cast<std::size_t>(s * batch),
-                                                                               static_cast<std::size_t>(batch)));
+      auto [x, y] = gather(
+          train, std::span<const std::int64_t>(order).subspan(
+                     static_cast<std::size_t>(s * global + options.rank * batch), static_cast<std::size_t>(batch)));
       StepResult r = session.step_batch(std::move(x), std::move(y), std::move(state));
       state = std::move(r.state);
       report.step_loss.push_back(r.loss);
       report.retained_bytes_peak = std::max(report.retained_bytes_peak, r.retained_bytes);
+      if (r.reduction) report.reductions.push_back(*r.reduction);
       sum += r.loss;
       if (on_step) {
         on_step(StepProgress{epoch, s, steps_per_epoch, r.loss,

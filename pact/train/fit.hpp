@@ -24,6 +24,11 @@ struct FitOptions {
   bool fixed_batch = false;
   /// The first epoch to run (a resumed run: the epochs its checkpoint finished); epochs counts them all.
   int start_epoch = 0;
+  /// Data-parallel training (TrainingSession::set_data_parallel): each global batch is ranks * batch_size
+  /// rows of the shuffled order, and this rank reads rows [rank * batch_size, (rank + 1) * batch_size) of
+  /// it. Every rank shuffles with the same seed, so the shards are disjoint and cover the global batch.
+  int rank = 0;
+  int ranks = 1;
 };
 
 /// One update, as an observer sees it.
@@ -46,8 +51,9 @@ struct EpochReport {
 struct FitReport {
   std::vector<double> step_loss;
   std::vector<EpochReport> epochs;
-  std::uint64_t retained_bytes_peak = 0;  ///< largest StepResult::retained_bytes over the steps
-  OptimizerState state;                   ///< the optimizer state after the last update (to resume from)
+  std::uint64_t retained_bytes_peak = 0;    ///< largest StepResult::retained_bytes over the steps
+  OptimizerState state;                     ///< the optimizer state after the last update (to resume from)
+  std::vector<ReductionTiming> reductions;  ///< data-parallel: each update's gradient reduction
 };
 
 /// Runs `session` in evaluation mode over every row of `data` in batches of `batch` rows (a model of one

@@ -3,8 +3,12 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <random>
+
+#include "pact/core/json.hpp"
+#include "pact/ir/safetensors.hpp"
 
 namespace pact::train {
 
@@ -198,9 +202,64 @@ double scalar_of(const runtime::EagerTensor& t) {
 }
 }  // namespace
 
+namespace {
+// Refuses unless every rank's `text` is the same as rank 0's (compared by digest).
+void require_agreement(Communicator& comm, std::string_view what, const std::string& text) {
+  const auto digests = comm.gather_all(sha256_hex(text));
+  for (std::size_t r = 1; r < digests.size(); ++r) {
+    if (digests[r] != digests[0])
+      throw_error(ErrorCode::invalid_argument, "train.data_parallel",
+                  fmt::format("rank {}'s {} differs from rank 0's: every rank must train the same model with the "
+                              "same configuration",
+                              r, what));
+  }
+}
+
+// Averages one value over the ranks.
+double mean_over(Communicator& comm, double value) {
+  std::array<double, 1> v{value};
+  comm.start_sum(std::as_writable_bytes(std::span<double>(v)), DType::f64)->wait();
+  return v[0] / comm.size();
+}
+}  // namespace
+
+void TrainingSession::set_data_parallel(Communicator& comm, std::size_t bucket_bytes) {
+  if (bucket_bytes == 0)
+    throw_error(ErrorCode::invalid_argument, "train.data_parallel", "the gradient bucket cap must be positive");
+  // Parameters and the options that shape an update; their values, bytes and all.
+  std::vector<std::byte> bytes;
+  std::string text = fmt::format("{} lr {} momentum {} decay {} seed {} profile {} schedule {} {} {}\n",
+                                 objective_.options.optimizer, objective_.options.lr, objective_.options.momentum,
+                                 objective_.options.weight_decay, objective_.options.seed, objective_.options.profile,
+                                 static_cast<int>(objective_.options.schedule.kind), objective_.options.schedule.total,
+                                 objective_.options.schedule.warmup);
+  std::vector<std::optional<ops::TensorType>> entries;
+  for (std::size_t i = 0; i < params_.names.size(); ++i) {
+    const Tensor& v = params_.values[i];
+    text += fmt::format("{} {}{} {}\n", params_.names[i], dtype_name(v.dtype()), v.shape().to_string(),
+                        params_.differentiable[i]);
+    bytes.clear();
+    ir::append_tensor_bytes(v.as_view(), bytes);
+    text += sha256_digest(bytes) + "\n";
+    entries.push_back(params_.differentiable[i] ? std::optional<ops::TensorType>(ops::TensorType{v.dtype(), v.shape()})
+                                                : std::nullopt);
+  }
+  require_agreement(comm, "parameters or training options", text);
+  reducer_ = std::make_unique<GradientReducer>(comm, entries, bucket_bytes);
+  comm_ = &comm;
+  agreed_batches_.clear();
+}
+
+std::vector<std::vector<std::size_t>> TrainingSession::gradient_buckets() const {
+  return reducer_ ? reducer_->buckets() : std::vector<std::vector<std::size_t>>{};
+}
+
 StepResult TrainingSession::step_batch(Tensor x, Tensor target, OptimizerState state) {
   const std::int64_t batch = x.rank() > 0 ? x.shape()[0] : 1;
   plan_for(batch);
+  if (comm_ != nullptr && agreed_batches_.insert(batch).second)
+    require_agreement(*comm_, fmt::format("training plan at batch {}", batch),
+                      plan::render_audit_json(plans_.at(batch).audit()).dump());
   const StepKernels& kernels = step_kernels_.at(batch);
   std::vector<runtime::EagerTensor> leaves;
   StepResult result;
@@ -214,12 +273,28 @@ StepResult TrainingSession::step_batch(Tensor x, Tensor target, OptimizerState s
     std::vector<int> keep;
     for (const auto& leaf : leaves)
       if (leaf.tracked()) keep.push_back(leaf.node);
-    // Gradients that meet are summed by the plan's accumulation kernels (Note [Training kernels]).
-    runtime::Gradients grads = session_.backward(out.loss, keep, kernels.accumulate);
+    // Gradients that meet are summed by the plan's accumulation kernels (Note [Training kernels]); a
+    // data-parallel step hands each final gradient to the reducer as backward finishes it.
+    runtime::Tape::OnFinal on_final;
+    std::map<int, std::size_t> entry_of;  // tape node -> pack index
+    if (reducer_) {
+      for (std::size_t i = 0; i < leaves.size(); ++i)
+        if (leaves[i].tracked()) entry_of.emplace(leaves[i].node, i);
+      reducer_->begin();
+      on_final = [&](int node, Tensor& gradient) {
+        if (auto it = entry_of.find(node); it != entry_of.end())
+          reducer_->gradient_final(it->second, gradient.as_view());
+      };
+    }
+    runtime::Gradients grads = session_.backward(out.loss, keep, kernels.accumulate, on_final);
     for (const auto& leaf : leaves) {
       auto g = grads.take_grad(leaf.node);
       if (!g) throw std::move(g).error();  // no view of the bundle is alive here
       result.gradients.push_back(std::move(g).value());
+    }
+    if (reducer_) {
+      result.reduction = reducer_->finish(result.gradients);
+      result.loss = mean_over(*comm_, result.loss);
     }
     running = std::move(out.running_stats);
   }  // outputs and the tape's records go out of scope / are cleared before the parameters come back

@@ -7,14 +7,18 @@
 
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "pact/plan/planner.hpp"
 #include "pact/runtime/executor.hpp"
 #include "pact/runtime/session.hpp"
+#include "pact/train/communicator.hpp"
 #include "pact/train/optim.hpp"
+#include "pact/train/reducer.hpp"
 
 namespace pact::train {
 
@@ -71,6 +75,8 @@ struct StepResult {
   /// op's saves column; a checkpoint region only its boundary), from their allocations' sizes.
   std::uint64_t retained_bytes = 0;
   OptimizerState state;  ///< the optimizer state after this update
+  /// Data-parallel updates: how the gradient reduction went (the loss is then the mean over the ranks).
+  std::optional<ReductionTiming> reduction;
 };
 
 /// What steps(n) returns: each update's loss, the largest retained bytes, and the final optimizer state.
@@ -107,6 +113,14 @@ class TrainingSession {
   /// its kernel seed counter. With its parameters and optimizer state (train::TrainingProgress), the run
   /// then proceeds bit for bit as the stopped one would have.
   void resume(std::int64_t steps, std::uint64_t kernel_calls);
+  /// Data-parallel training (issue 25): from here on every update averages its gradients over `comm`'s
+  /// ranks (Note [Gradient buckets], buckets of at most `bucket_bytes`) before the optimizer step, and
+  /// reports the loss averaged over them. Every rank must hold the same parameters and options: their
+  /// digests are compared here, and the plan's before the first update at each batch size (invalid_argument
+  /// naming the first rank that differs). `comm` outlives the session.
+  void set_data_parallel(Communicator& comm, std::size_t bucket_bytes = std::size_t{25} << 20);
+  /// The gradient buckets' pack entries, in order (empty unless data-parallel).
+  std::vector<std::vector<std::size_t>> gradient_buckets() const;
   /// The parameters between updates (what a checkpoint taken mid-training saves).
   const ParameterPack& parameters() const noexcept { return params_; }
   /// The plan audit of the training program for a batch size (planned once per batch size).
@@ -138,6 +152,9 @@ class TrainingSession {
   };
   std::map<std::int64_t, StepKernels> step_kernels_;
   std::int64_t steps_ = 0;
+  Communicator* comm_ = nullptr;
+  std::unique_ptr<GradientReducer> reducer_;
+  std::set<std::int64_t> agreed_batches_;  ///< batch sizes whose plan every rank was checked to share
 };
 
 /// Built-in models for the digits data: an MLP 64-hidden-10 and a small CNN (8x8 images: conv 3x3 with

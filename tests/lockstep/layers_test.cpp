@@ -1,6 +1,6 @@
 // The module layering of pact/README.md, checked on the sources: a pipeline module includes only modules
 // before it in the flow (core, spec, ops, kernels, contract, ir, plan, runtime, train); capture, seal, picture,
-// verify and ledger sit beside the pipeline, may include any pipeline module, and neither each other nor
+// verify, ledger, llm and dist sit beside the pipeline, may include any pipeline module, and neither each other nor
 // are included by a pipeline module. Each folder of pact/ is one CMake target of its name (the second
 // test). Runs from the repository root (pact_add_test sets the working directory).
 
@@ -19,7 +19,7 @@ namespace {
 
 constexpr std::array<std::string_view, 9> kPipeline{"core", "spec", "ops",     "kernels", "contract",
                                                     "ir",   "plan", "runtime", "train"};
-constexpr std::array<std::string_view, 6> kBeside{"capture", "seal", "verify", "ledger", "llm", "picture"};
+constexpr std::array<std::string_view, 7> kBeside{"capture", "seal", "verify", "ledger", "llm", "picture", "dist"};
 
 int pipeline_rank(std::string_view module) {
   const auto it = std::find(kPipeline.begin(), kPipeline.end(), module);

@@ -41,6 +41,9 @@ struct TrainArgs {
   std::string run_dir;  ///< the run's directory (default: a new OUT/<UTC timestamp>)
   std::string data = "data/digits.csv.gz";
   bool checkpoint = false;      ///< char-transformer: checkpoint the attention and MLP sublayers
+  bool data_parallel = false;   ///< under mpirun: every rank trains a shard and the gradients are averaged
+  double bucket_mb = 25;        ///< --data-parallel: gradient bucket cap, MB (2^20 bytes)
+  double comm_timeout = 120;    ///< --data-parallel: seconds a collective may take before the job ends
   std::string save;             ///< write a checkpoint with the training progress here after every epoch
   std::string load;             ///< continue from this checkpoint (Note [Exact resume]) or its parameters
   int stop_after = 0;           ///< stop after this epoch (the schedule still plans --epochs); 0: run them all

@@ -17,6 +17,7 @@
 
 #include "pact/core/cpu.hpp"
 #include "pact/core/file.hpp"
+#include "pact/dist/mpi.hpp"
 #include "pact/picture/picture.hpp"
 #include "pact/picture/report.hpp"
 #include "pact/train/checkpoint.hpp"
@@ -159,7 +160,11 @@ int run_train(const TrainArgs& args) {
   if (args.given.count("--run-dir") && args.given.count("--out"))
     throw_error(ErrorCode::invalid_argument, "train", "--run-dir names the run's directory itself: drop --out");
   if (!args.run_dir.empty()) refuse_existing_report(args.run_dir);  // before any work
+  if (!args.data_parallel) refuse_given({"--bucket-mb", "--comm-timeout"}, "applies to --data-parallel");
   if (args.model == "char-transformer") {
+    refuse_given({"--data-parallel"},
+                 "is not yet wired for --model char-transformer (the digits and table models "
+                 "and PyTorch captures train data-parallel)");
     refuse_given({"--save", "--load", "--epochs", "--stop-after", "--loss"},
                  "does not apply to --model char-transformer (it trains --steps updates on a text file and "
                  "writes no checkpoint)");
@@ -181,6 +186,15 @@ int run_train(const TrainArgs& args) {
   if (args.batch_size <= 0)
     throw_error(ErrorCode::invalid_argument, "train", fmt::format("--batch-size {} must be positive", args.batch_size));
   if (!args.save.empty()) require_writable_destination(args.save, "pact train --save");  // before any work
+  // Data-parallel: one MPI rank per process; rank 0 alone prints and writes (the others' stdout is
+  // discarded, their errors still reach stderr), and each rank takes cores / ranks threads by default.
+  std::optional<dist::MpiCommunicator> comm;
+  if (args.data_parallel) {
+    comm.emplace(dist::MpiOptions{args.comm_timeout, args.profile == "cpu-deterministic"});
+    if (comm->rank() != 0 && std::freopen("/dev/null", "w", stdout) == nullptr)
+      throw_error(ErrorCode::io_error, "train", fmt::format("rank {}: cannot silence stdout", comm->rank()));
+    if (args.threads <= 0) omp_set_num_threads(std::max(1, omp_get_num_procs() / comm->size()));
+  }
   if (args.threads > 0) omp_set_num_threads(args.threads);
   const auto t0 = std::chrono::steady_clock::now();
   // A PyTorch capture (--model DIR --loss KIND:OUTPUT) fine-tunes on --data; a CSV table (--data FILE.csv
@@ -304,7 +318,8 @@ int run_train(const TrainArgs& args) {
   objective.options.lr = args.lr;
   objective.options.seed = args.seed;
   objective.options.profile = args.profile;
-  const std::int64_t steps_per_epoch = split.train.rows() / batch;
+  const std::int64_t ranks = comm ? comm->size() : 1;  // an update reads batch rows on each rank
+  const std::int64_t steps_per_epoch = split.train.rows() / (batch * ranks);
   objective.options.schedule.kind = train::Schedule::cosine;
   objective.options.schedule.total = steps_per_epoch * args.epochs;
 
@@ -361,6 +376,7 @@ int run_train(const TrainArgs& args) {
   const std::int64_t parameter_count = initial.count();
   train::TrainingSession session(objective, std::move(initial));
   if (resumed) session.resume(resumed->position.steps, resumed->position.kernel_calls);
+  if (comm) session.set_data_parallel(*comm, static_cast<std::size_t>(args.bucket_mb * (1 << 20)));
 
   // Plan audit summary.
   const plan::PlanAudit& audit = session.audit(batch);
@@ -401,6 +417,16 @@ int run_train(const TrainArgs& args) {
   fit_options.batch_size = batch;
   fit_options.seed = args.seed;
   fit_options.fixed_batch = fixed_batch != 0;
+  if (comm) {
+    fit_options.rank = comm->rank();
+    fit_options.ranks = comm->size();
+    fmt::print(
+        "data-parallel: {} rank(s){}, {} rows per update ({} per rank), {} gradient bucket(s) of at most {} "
+        "MB, reduction order {}, {} thread(s) per rank\n",
+        comm->size(), dist::MpiCommunicator::launched_by_mpirun() ? "" : " (not started by mpirun)",
+        batch * comm->size(), batch, session.gradient_buckets().size(), args.bucket_mb, comm->reduction_order(),
+        omp_get_max_threads());
+  }
   auto on_step = [&](const train::StepProgress& p) {
     if (!tty || (p.step % 4 != 0 && p.step + 1 != p.steps_per_epoch)) return;
     const int filled =
@@ -408,13 +434,14 @@ int run_train(const TrainArgs& args) {
     fmt::print("\repoch {:>3}/{} [{}{}] loss {:.4f}  {:.0f} samples/s", p.epoch + 1, args.epochs,
                std::string(static_cast<std::size_t>(filled), '#'),
                std::string(static_cast<std::size_t>(30 - filled), '.'), p.loss,
-               static_cast<double>((p.step + 1) * batch) / std::max(p.epoch_seconds, 1e-9));
+               static_cast<double>((p.step + 1) * batch * ranks) / std::max(p.epoch_seconds, 1e-9));
     std::fflush(stdout);
   };
   fit_options.start_epoch = resumed ? resumed->position.epochs : 0;
   const train::TableSchema* regression = (table || capture) && !schema.classify ? &schema : nullptr;
+  const bool writer = !comm || comm->rank() == 0;  // the one rank that writes checkpoints and the report
   auto on_epoch = [&](int epoch, const train::EpochReport& e, const train::OptimizerState& state) {
-    if (!args.save.empty()) {  // after every epoch: a stopped run resumes from its last finished epoch
+    if (writer && !args.save.empty()) {  // after every epoch: a stopped run resumes from its last finished epoch
       const train::TrainingPosition position{session.step_count(), session.kernel_calls(), epoch + 1};
       Json metadata = run_settings;
       metadata["accuracy"] = e.accuracy;
@@ -425,9 +452,9 @@ int run_train(const TrainArgs& args) {
       }
       train::save_checkpoint(args.save, session.parameters(), metadata, &state, position);
     }
-    const std::string line = fmt::format("epoch {:>3}/{}  loss {:.4f}  {}  {:.0f} samples/s", epoch + 1, args.epochs,
-                                         e.loss, metric_text(e, regression),
-                                         static_cast<double>(steps_per_epoch * batch) / std::max(e.seconds, 1e-9));
+    const std::string line = fmt::format(
+        "epoch {:>3}/{}  loss {:.4f}  {}  {:.0f} samples/s", epoch + 1, args.epochs, e.loss, metric_text(e, regression),
+        static_cast<double>(steps_per_epoch * batch * ranks) / std::max(e.seconds, 1e-9));
     if (tty) {
       fmt::print("\r{:<90}\n", line);
     } else {
@@ -445,6 +472,8 @@ int run_train(const TrainArgs& args) {
   const std::string final_metric = metric_text(fitted.epochs.back(), regression);
   fmt::print("{} ({} test samples, {} updates, {:.2f} s)\n", final_metric, split.test.rows(), session.step_count(),
              total);
+
+  if (!writer) return 0;  // rank 0 writes the report
 
   // Run report.
   const std::filesystem::path dir = make_run_dir(args);
@@ -469,6 +498,26 @@ int run_train(const TrainArgs& args) {
               {"backward_retained_bytes_peak", fitted.retained_bytes_peak},
               {"seconds_total", total}};
   report["step_loss"] = fitted.step_loss;
+  if (comm) {
+    // How the gradient reduction overlapped backward, over the updates (Note [Gradient buckets]).
+    double backward = 0, exposed = 0;
+    int overlapped = 0;
+    for (const auto& r : fitted.reductions) {
+      backward += r.backward_seconds;
+      exposed += r.wait_seconds;
+      overlapped += r.started_in_backward;
+    }
+    const double n = std::max<double>(1, static_cast<double>(fitted.reductions.size()));
+    report["data_parallel"] = Json{{"ranks", comm->size()},
+                                   {"rows_per_update", batch * comm->size()},
+                                   {"bucket_bytes", static_cast<std::size_t>(args.bucket_mb * (1 << 20))},
+                                   {"buckets", session.gradient_buckets().size()},
+                                   {"boundary", comm->boundary()},
+                                   {"reduction_order", comm->reduction_order()},
+                                   {"backward_seconds_mean", backward / n},
+                                   {"exposed_reduction_seconds_mean", exposed / n},
+                                   {"buckets_started_in_backward_mean", overlapped / n}};
+  }
   for (std::size_t e = 0; e < fitted.epochs.size(); ++e) {
     const auto& r = fitted.epochs[e];
     report["epochs"].push_back(Json{{"epoch", static_cast<std::size_t>(fit_options.start_epoch) + e + 1},
@@ -523,6 +572,15 @@ const bool registered = register_command("train", [](CLI::App& app) {
                     "stop after this epoch; the schedule still plans --epochs (continue later with --load)");
   train->add_option("--weight-decay", a->weight_decay,
                     "decoupled weight decay for adamw (default 0.01), L2 decay for sgd (default 0)");
+  train->add_flag("--data-parallel", a->data_parallel,
+                  "under mpirun -np N: each rank trains its shard of every global batch (N x --batch-size rows) "
+                  "and the gradients are averaged over MPI; rank 0 prints and writes (docs/guides/data-parallel.md)");
+  train->add_option("--bucket-mb", a->bucket_mb, "--data-parallel: gradient bucket cap in MB")
+      ->check(CLI::Range(1.0 / 1024, 4096.0));
+  train
+      ->add_option("--comm-timeout", a->comm_timeout,
+                   "--data-parallel: seconds a collective may wait before the job ends (a dead or hung rank)")
+      ->check(CLI::Range(0.1, 86400.0));
   train->add_flag(
       "--checkpoint", a->checkpoint,
       "char-transformer: checkpoint the attention and MLP sublayers (interior values recomputed in backward)");

@@ -1,0 +1,46 @@
+#pragma once
+/// Data-parallel training over Open MPI (issue 25): MPI_COMM_WORLD as a train::Communicator. MPI is
+/// started on first use (only the calling thread talks to it; OpenMP threads compute) and finalised at
+/// exit. Every wait is bounded: a collective that has not completed within the timeout (a rank died or
+/// hangs) ends the whole job through MPI_Abort, with a message that names this rank, what it waited
+/// for and for how long, so no job hangs silently.
+
+#include <string>
+
+#include "pact/train/communicator.hpp"
+
+namespace pact::dist {
+
+struct MpiOptions {
+  /// Seconds a collective may take before the job is ended (a dead or hung rank).
+  double timeout_seconds = 120;
+  /// Sum in rank order (every rank gathers every rank's buffer and folds them left to right): bitwise
+  /// repeatable, for cpu-deterministic. Otherwise MPI_Iallreduce, in the order Open MPI chooses.
+  bool fixed_order = false;
+};
+
+class MpiCommunicator final : public train::Communicator {
+ public:
+  explicit MpiCommunicator(MpiOptions options = {});
+  int rank() const noexcept override { return rank_; }
+  int size() const noexcept override { return size_; }
+  std::unique_ptr<train::PendingReduction> start_sum(std::span<std::byte> data, DType dtype) override;
+  std::vector<std::string> gather_all(const std::string& text) override;
+  std::string_view boundary() const noexcept override { return "mpi.allreduce"; }
+  std::string_view reduction_order() const noexcept override {
+    return options_.fixed_order ? "fixed (rank order, left fold)" : "Open MPI's (MPI_Iallreduce)";
+  }
+  void progress() override;
+  const MpiOptions& options() const noexcept { return options_; }
+
+  /// True when this process was started by mpirun (Open MPI's launch environment is present).
+  static bool launched_by_mpirun() noexcept;
+  /// Ends every rank of the job: prints "pact: rank R: `why`" on stderr and calls MPI_Abort.
+  [[noreturn]] void abort(const std::string& why) const;
+
+ private:
+  MpiOptions options_;
+  int rank_ = 0, size_ = 1;
+};
+
+}  // namespace pact::dist
