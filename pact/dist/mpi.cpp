@@ -176,6 +176,7 @@ std::vector<std::string> MpiCommunicator::gather_all(const std::string& text) {
                   &request);
   wait_bounded(*this, request, "the agreement check");
   std::vector<std::string> out;
+  out.reserve(static_cast<std::size_t>(size_));
   for (int r = 0; r < size_; ++r)
     out.push_back(all.substr(static_cast<std::size_t>(offsets[static_cast<std::size_t>(r)]),
                              static_cast<std::size_t>(lengths[static_cast<std::size_t>(r)])));

@@ -110,7 +110,7 @@ void GradientReducer::begin() {
   }
   std::fill(copied_.begin(), copied_.end(), false);
   next_ = 0;
-  timing_ = ReductionTiming{static_cast<int>(buckets_.size()), 0, -1, 0, 0};
+  timing_ = ReductionTiming{static_cast<int>(buckets_.size()), 0, -1, 0, 0, 0};
   began_ = std::chrono::steady_clock::now();
 }
 
@@ -149,6 +149,7 @@ void GradientReducer::gradient_final(std::size_t entry, const TensorView& gradie
     gather<double>(gradient, held.as_span().data() + offset);
   }
   copied_[entry] = true;
+  if (timing_.first_start_seconds >= 0) ++timing_.gradients_after_first_start;
   if (--b.pending == 0) start_ready();
   if (next_ > 0) comm_.progress();
 }

@@ -19,10 +19,11 @@ namespace pact::train {
 /// How one step's reduction went, from the start of backward.
 struct ReductionTiming {
   int buckets = 0;
-  double backward_seconds = 0;     ///< the backward pass itself
-  double first_start_seconds = 0;  ///< when the first bucket's reduction started
-  double wait_seconds = 0;         ///< waiting after backward for the reductions: the exposed communication
-  int started_in_backward = 0;     ///< buckets whose reduction started before backward ended
+  double backward_seconds = 0;          ///< the backward pass itself
+  double first_start_seconds = 0;       ///< when the first bucket's reduction started
+  double wait_seconds = 0;              ///< waiting after backward for the reductions: the exposed communication
+  int started_in_backward = 0;          ///< buckets whose reduction started before backward ended
+  int gradients_after_first_start = 0;  ///< gradients backward finished after the first reduction started
 };
 
 class GradientReducer {
