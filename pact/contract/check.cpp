@@ -19,8 +19,16 @@ bool admits(AssurancePolicy policy, EvidenceKind kind) noexcept {
   return true;
 }
 
+bool admits(const KernelPolicy& policy, const Evidence& evidence) noexcept {
+  if (admits(policy.assurance, evidence.kind)) return true;
+  return evidence.kind == EvidenceKind::trustedBoundary &&
+         std::find(policy.admitted_boundaries.begin(), policy.admitted_boundaries.end(), evidence.id) !=
+             policy.admitted_boundaries.end();
+}
+
 std::vector<std::string> builtin_profile_names() {
-  return {"cpu-checked", "cpu-deterministic", "cpu-external", "cuda-checked", "cuda-external"};
+  return {"cpu-checked",           "cpu-deterministic", "cpu-external", "cpu-checked-mpi",
+          "cpu-deterministic-mpi", "cuda-checked",      "cuda-external"};
 }
 
 BackendProfile builtin_profile(std::string_view name) {
@@ -29,20 +37,27 @@ BackendProfile builtin_profile(std::string_view name) {
   // checked policy, providers ordered by the table's preference rank. cpu-deterministic is cpu-checked held
   // to the rows of numerical policy fixedLeft (the reference provider: plain loops, left folds in index
   // order, no threads), so a run's every value is bitwise the same from run to run and at any thread count.
-  DeviceKind device;
-  AssurancePolicy assurance;
-  const bool fixed_left = name == "cpu-deterministic";
-  if (name == "cpu-checked" || name == "cpu-external" || fixed_left) {
-    device = DeviceKind::cpu;
-  } else if (name == "cuda-checked" || name == "cuda-external") {
-    device = DeviceKind::cuda;
-  } else {
+  // The -mpi profiles are their base profile plus the one collective row of the same numerical policy
+  // (data-parallel training's gradient mean over the ranks) and its trusted boundary, mpi.allreduce,
+  // admitted by name; no other profile has a collective row (data-parallel training is asked for by name).
+  const bool mpi = name.ends_with("-mpi");
+  const std::string_view base = mpi ? name.substr(0, name.size() - 4) : name;
+  const bool fixed_left = base == "cpu-deterministic";
+  const bool cpu = base == "cpu-checked" || base == "cpu-external" || fixed_left;
+  const bool cuda = !mpi && (base == "cuda-checked" || base == "cuda-external");
+  if (!(cpu || cuda) || (mpi && base == "cpu-external")) {  // cpu-external admits every boundary already
     throw_error(ErrorCode::invalid_argument, "profile",
                 fmt::format("unknown profile '{}' (known: {})", name, fmt::join(builtin_profile_names(), ", ")));
   }
-  assurance = name.ends_with("-external") ? AssurancePolicy::external : AssurancePolicy::checked;
+  const DeviceKind device = cpu ? DeviceKind::cpu : DeviceKind::cuda;
+  const AssurancePolicy assurance = base.ends_with("-external") ? AssurancePolicy::external : AssurancePolicy::checked;
   std::vector<const ProviderRow*> rows;
   for (const auto& row : provider_table()) {
+    if (row.collective) {
+      if (mpi && row.policy == (fixed_left ? NumericalPolicy::fixedLeft : NumericalPolicy::implementationDefined))
+        rows.push_back(&row);
+      continue;
+    }
     if (row.device == device && (assurance == AssurancePolicy::external || row.trust == Trust::checked) &&
         (!fixed_left || row.policy == NumericalPolicy::fixedLeft)) {
       rows.push_back(&row);
@@ -61,6 +76,7 @@ BackendProfile builtin_profile(std::string_view name) {
       p.providers.push_back(provider);
   }
   p.policy.provider_preference = p.providers;
+  if (mpi) p.policy.admitted_boundaries = {"mpi.allreduce"};
   return p;
 }
 
@@ -76,7 +92,7 @@ const std::vector<std::string>& declared_test_suites() {
 
 const std::vector<std::string>& declared_trusted_boundaries() {
   static const std::vector<std::string> boundaries = [] {
-    std::vector<std::string> b{"openblas.cblas_sgemm"};
+    std::vector<std::string> b{"openblas.cblas_sgemm", "mpi.allreduce"};
     if (kernels::libtorch_built()) b.push_back("libtorch.aten");
     return b;
   }();
@@ -145,7 +161,15 @@ void check_kernel(const std::string& node, ops::OpTag op, const Capsule& capsule
   if (std::find(profile.providers.begin(), profile.providers.end(), capsule.provider) == profile.providers.end()) {
     problems.push_back(fmt::format("provider '{}' is not available in profile {}", capsule.provider, profile.name));
   }
-  if (policy.assurance == AssurancePolicy::checked && capsule.trust != Trust::checked) {
+  // A trusted-external capsule passes the checked policy only when the policy admits its boundary by name
+  // (the -mpi profiles' mpi.allreduce): every trusted boundary it cites.
+  const bool named_boundary =
+      std::any_of(capsule.descriptors.begin(), capsule.descriptors.end(),
+                  [](const ContractDescriptor& d) { return d.evidence.kind == EvidenceKind::trustedBoundary; }) &&
+      std::all_of(capsule.descriptors.begin(), capsule.descriptors.end(), [&](const ContractDescriptor& d) {
+        return d.evidence.kind != EvidenceKind::trustedBoundary || admits(policy, d.evidence);
+      });
+  if (policy.assurance == AssurancePolicy::checked && capsule.trust != Trust::checked && !named_boundary) {
     problems.push_back(fmt::format("trust {} is not admitted by the checked policy", trust_name(capsule.trust)));
   }
   if (!problems.empty()) {
@@ -162,7 +186,7 @@ void check_kernel(const std::string& node, ops::OpTag op, const Capsule& capsule
     if (d.obligation != kOrder[i]) {
       r.reason = fmt::format("contract misaligned: descriptor {} is filed under '{}', expected '{}'", i,
                              obligation_name(d.obligation), obligation_name(kOrder[i]));
-    } else if (!admits(policy.assurance, d.evidence.kind)) {
+    } else if (!admits(policy, d.evidence)) {
       r.reason =
           fmt::format("{} evidence '{}' is not admitted by the {} assurance policy",
                       evidence_kind_name(d.evidence.kind), d.evidence.id, assurance_policy_name(policy.assurance));

@@ -27,7 +27,13 @@ struct KernelPolicy {
   std::vector<std::string> provider_preference;  ///< most preferred first
   AssurancePolicy assurance = AssurancePolicy::checked;
   VjpMode vjp_mode = VjpMode::forward_only;
+  /// Trusted boundaries admitted by name under the checked policy (cpu-checked-mpi admits
+  /// "mpi.allreduce", and no other); the external policy admits every boundary.
+  std::vector<std::string> admitted_boundaries = {};
 };
+/// Whether `policy` admits `evidence`: its assurance admits the kind, or the evidence is a trusted boundary
+/// the policy admits by name.
+bool admits(const KernelPolicy& policy, const Evidence& evidence) noexcept;
 
 /// A backend profile: policy, what the deployment has available, and the planning registry.
 struct BackendProfile {

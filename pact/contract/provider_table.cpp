@@ -37,7 +37,8 @@ constexpr ProviderRow kRows[] = {
       "OpOracle.ReferenceMatchesPyTorchFloat64"},
      &kernels::reference_handlers,
      HandlerSelection::all,
-     {}},
+     {},
+     false},
     {"native",
      "native",
      DeviceKind::cpu,
@@ -52,7 +53,8 @@ constexpr ProviderRow kRows[] = {
       "OpOracle.NativeMatchesPyTorchFloat64"},
      &kernels::native_handlers,
      HandlerSelection::all_but_attention,
-     {}},
+     {},
+     false},
     {"attention",
      "native",
      DeviceKind::cpu,
@@ -67,7 +69,8 @@ constexpr ProviderRow kRows[] = {
       "OpOracle.NativeMatchesPyTorchFloat64"},
      &kernels::native_handlers,
      HandlerSelection::attention_only,
-     {}},
+     {},
+     false},
     {"half",
      "half",
      DeviceKind::cpu,
@@ -82,7 +85,8 @@ constexpr ProviderRow kRows[] = {
       "OpOracle.HalfMatchesPyTorchFloat64"},
      &kernels::half_handlers,
      HandlerSelection::all,
-     {}},
+     {},
+     false},
     {"blas",
      "blas",
      DeviceKind::cpu,
@@ -96,7 +100,8 @@ constexpr ProviderRow kRows[] = {
      {"kernel.shape_rule", "OpOracle.BlasMatchesPyTorchFloat64", "openblas.cblas_sgemm", "openblas.cblas_sgemm"},
      &kernels::blas_handlers,
      HandlerSelection::all,
-     {}},
+     {},
+     false},
     {"cuda",
      "cuda",
      DeviceKind::cuda,
@@ -110,7 +115,8 @@ constexpr ProviderRow kRows[] = {
      {"cuda.device_present", "cuda.device_present", "cuda.device_present", "cuda.device_present"},
      nullptr,
      HandlerSelection::all,
-     kCudaDeclaredOps},
+     kCudaDeclaredOps,
+     false},
     {"libtorch",
      "libtorch",
      DeviceKind::cpu,
@@ -124,7 +130,42 @@ constexpr ProviderRow kRows[] = {
      {"kernel.shape_rule", "kernel.prepared_layout", "libtorch.aten", ""},
      &kernels::libtorch_handlers,
      HandlerSelection::all,
-     {}},
+     {},
+     false},
+    // The collective rows (Note [Provider table]): data-parallel training's gradient mean, run by the
+    // session's train::Communicator over Open MPI (pact/dist), a trusted external boundary. mpi sums in the
+    // order MPI_Iallreduce chooses; mpi_ordered folds the ranks' buffers left to right in rank order
+    // (bitwise repeatable: the cpu-deterministic-mpi row).
+    {"mpi",
+     "mpi",
+     DeviceKind::cpu,
+     Trust::trustedExternal,
+     NumericalPolicy::implementationDefined,
+     0,
+     nullptr,
+     DTypeSet{DType::f32, DType::f64},
+     DTypeSet{},
+     {EK::runtimeGuard, EK::runtimeGuard, EK::trustedBoundary, EK::notApplicable},
+     {"kernel.shape_rule", "kernel.prepared_layout", "mpi.allreduce", ""},
+     &kernels::collective_handlers,
+     HandlerSelection::all,
+     {},
+     true},
+    {"mpi_ordered",
+     "mpi",
+     DeviceKind::cpu,
+     Trust::trustedExternal,
+     NumericalPolicy::fixedLeft,
+     0,
+     nullptr,
+     DTypeSet{DType::f32, DType::f64},
+     DTypeSet{},
+     {EK::runtimeGuard, EK::runtimeGuard, EK::trustedBoundary, EK::notApplicable},
+     {"kernel.shape_rule", "kernel.prepared_layout", "mpi.allreduce", ""},
+     &kernels::collective_handlers,
+     HandlerSelection::all,
+     {},
+     true},
 };
 
 bool keeps(HandlerSelection s, ops::OpTag op) {
@@ -167,11 +208,13 @@ Capsule capsule_for(const ProviderRow& row, ops::OpTag op, bool vjp, std::string
   };
   c.numerical_policy = row.policy;
   // The symbol as the symbol table names it (the lockstep test checks it with nm).
-  c.provenance =
-      row.handlers != nullptr
-          ? Provenance{std::string(source_file), fmt::format("pact::kernels::cpu::{}::{}_{}", row.provider, info.kind,
-                                                             info.role == ops::OpRole::update ? "update" : "forward")}
-          : Provenance{"pact/contract/provider_table.cpp", "pact::contract::provider_table"};
+  c.provenance = row.handlers != nullptr
+                     ? Provenance{std::string(source_file),
+                                  fmt::format("pact::kernels::cpu::{}::{}_{}", row.provider, info.kind,
+                                              info.role == ops::OpRole::update || info.role == ops::OpRole::collective
+                                                  ? "update"
+                                                  : "forward")}
+                     : Provenance{"pact/contract/provider_table.cpp", "pact::contract::provider_table"};
   return c;
 }
 

@@ -40,9 +40,13 @@ struct ProviderRow {
   std::span<const kernels::Handler> (*handlers)();
   HandlerSelection selection;
   std::span<const ops::OpTag> declared_ops;  ///< capsules without handlers (only when handlers is null)
+  /// A communicator's row (collective ops: data-parallel training's gradient mean); only the -mpi profiles
+  /// hold one, each the row of its own numerical policy.
+  bool collective;
 };
 
-/// Every provider row, in module order: reference, native, attention, half, blas, cuda, libtorch.
+/// Every provider row, in module order: reference, native, attention, half, blas, cuda, libtorch, mpi,
+/// mpi_ordered.
 std::span<const ProviderRow> provider_table() noexcept;
 /// The row of a module name, or nullptr.
 const ProviderRow* provider_row(std::string_view module) noexcept;

@@ -30,6 +30,7 @@ class MpiCommunicator final : public train::Communicator {
   std::string_view reduction_order() const noexcept override {
     return options_.fixed_order ? "fixed (rank order, left fold)" : "Open MPI's (MPI_Iallreduce)";
   }
+  bool rank_ordered() const noexcept override { return options_.fixed_order; }
   void progress() override;
   const MpiOptions& options() const noexcept { return options_; }
 

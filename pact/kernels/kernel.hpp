@@ -70,6 +70,9 @@ std::span<const Handler> half_handlers();
 bool half_dispatches_simd(ops::OpTag op) noexcept;
 /// The BLAS provider: matmul, linear and conv2d through OpenBLAS cblas_sgemm (trusted external boundary).
 std::span<const Handler> blas_handlers();
+/// The collective ops' row (provider mpi): admitted by plans, run by a train::Communicator, never called
+/// (pact/kernels/cpu/collective.cpp).
+std::span<const Handler> collective_handlers();
 /// The LibTorch provider's handlers (trustedExternal, forward only); empty unless built with
 /// -DPACT_WITH_LIBTORCH=ON.
 std::span<const Handler> libtorch_handlers();

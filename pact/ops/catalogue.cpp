@@ -19,6 +19,8 @@ std::string_view role_name(OpRole r) {
       return "sink";
     case OpRole::update:
       return "update";
+    case OpRole::collective:
+      return "collective";
   }
   return "?";
 }

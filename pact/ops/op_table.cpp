@@ -296,6 +296,7 @@ std::int64_t flops_pool(std::span<const TensorType>, const TensorType& out, cons
 #define flops_index_select flops_none
 #define flops_index_copy flops_none
 #define flops_accumulate_grad flops_input_elements
+#define flops_allreduce_mean flops_input_elements
 std::int64_t flops_batch_norm_stats(std::span<const TensorType> in, const TensorType&, const Attributes&) {
   return 3 * numel(in[2].shape) + 6 * numel(in[0].shape);
 }
@@ -385,6 +386,7 @@ constexpr std::span<const AttrSpec> kEmpty{};
 #define attrs_max span_of(kReduceAttrs)
 #define attrs_output kEmpty
 #define attrs_accumulate_grad kEmpty
+#define attrs_allreduce_mean kEmpty
 #define attrs_batch_norm_stats span_of(kRunningStatsAttrs)
 #define attrs_sgd span_of(kSgdAttrs)
 #define attrs_adam span_of(kAdamAttrs)

@@ -36,8 +36,10 @@ namespace pact::ops {
 // input's bytes), kernel (computes new values), sink (output), update (writes new values into its
 // operands of role u in place, as torch's `_fused_adam_` does: the training step's gradient
 // accumulation, batch-norm running statistics and optimizer updates; no graph holds one, the planner
-// admits them for a training plan: Note [Training kernels] in pact/plan/planner.hpp). The wire kind
-// never changes once published (v1).
+// admits them for a training plan: Note [Training kernels] in pact/plan/planner.hpp), collective (an update
+// across processes: data-parallel training's gradient mean over the ranks, which the session's
+// train::Communicator performs; no CPU provider has a handler for it, only a communicator's row of the
+// provider table). The wire kind never changes once published (v1).
 #define PACT_OPS(X)                                                                                           \
   X(input, "input", 0, 0, false, false, source, exact, none, none, "")                                        \
   X(parameter, "parameter", 0, 0, false, false, source, exact, none, none, "")                                \
@@ -115,7 +117,8 @@ namespace pact::ops {
   X(accumulate_grad, "accumulate_grad", 2, 2, false, false, update, exact, none, none, "ud")                  \
   X(batch_norm_stats, "batch_norm_stats", 3, 3, false, false, update, reduction, none, none, "uud")           \
   X(sgd, "sgd", 2, 3, false, false, update, reduction, none, none, "udu")                                     \
-  X(adam, "adam", 4, 4, false, false, update, transcendental, none, none, "uduu")
+  X(adam, "adam", 4, 4, false, false, update, transcendental, none, none, "uduu")                             \
+  X(allreduce_mean, "allreduce_mean", 1, 1, false, false, collective, reduction, none, none, "u")
 
 enum class OpTag : std::uint8_t {
 #define PACT_OP_ENUM(tag, kind, lo, hi, vjp, mode, role, tol, saves, pass, roles) tag,
@@ -126,10 +129,10 @@ enum class OpTag : std::uint8_t {
 #define PACT_OP_COUNT_ONE(...) +1
 inline constexpr int kOpCount = 0 PACT_OPS(PACT_OP_COUNT_ONE);
 #undef PACT_OP_COUNT_ONE
-static_assert(kOpCount == 76, "op list changed: update docs/ops.md (pact ops --markdown) and the op sweep");
+static_assert(kOpCount == 77, "op list changed: update docs/ops.md (pact ops --markdown) and the op sweep");
 
 /// What executing a node of the op does.
-enum class OpRole : std::uint8_t { source, view, kernel, sink, update };
+enum class OpRole : std::uint8_t { source, view, kernel, sink, update, collective };
 
 /// Bits of the saves and passthrough columns (Note [Op table]): operand k, and the forward output.
 namespace operand {

@@ -67,6 +67,8 @@ std::string_view kernel_purpose_name(KernelPurpose purpose) noexcept {
       return "running_stats";
     case KernelPurpose::update:
       return "update";
+    case KernelPurpose::allreduce:
+      return "allreduce";
   }
   return "?";
 }
@@ -99,6 +101,17 @@ std::vector<PlannedKernel> training_kernels(const ir::Graph& graph, const Traini
     for (const auto& id : {n.inputs[3], n.inputs[4], n.inputs[0]}) in.push_back(graph.find(id)->type);
     out.push_back({training_label(KernelPurpose::running_stats, n.id), ops::OpTag::batch_norm_stats, nullptr,
                    std::move(in), KernelPurpose::running_stats});
+  }
+  if (training.allreduce) {  // one collective per dtype of the trained parameters (Note [Gradient buckets])
+    std::set<DType> trained;
+    for (const auto& n : graph.nodes)
+      if (n.op == ops::OpTag::parameter && n.differentiable) trained.insert(n.type.dtype);
+    for (DType d : trained)
+      out.push_back({training_label(KernelPurpose::allreduce, dtype_name(d)),
+                     ops::OpTag::allreduce_mean,
+                     nullptr,
+                     {ops::TensorType{d, Dims{}}},
+                     KernelPurpose::allreduce});
   }
   for (const auto& n : graph.nodes) {
     if (n.op != ops::OpTag::parameter || !n.differentiable) continue;

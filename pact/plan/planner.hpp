@@ -27,7 +27,10 @@ namespace pact::plan {
 // differentiable parameter (train::sgd_step / adam_step run it). Each is a PlannedKernel with its purpose
 // and shows in the audit; a profile that admits none for a dtype rejects the plan, and a kernel swapped
 // for a failing one fails the step (tests/train/training_kernels_test.cpp). Checkpoint recompute runs
-// the plan's own bound kernels again (execute's region bodies hold copies of them).
+// the plan's own bound kernels again (execute's region bodies hold copies of them). A data-parallel plan
+// also admits the collective allreduce_mean once per dtype of the trained parameters: only a communicator's
+// row serves it (the -mpi profiles, trusted boundary mpi.allreduce), and the session's communicator, whose
+// boundary and reduction order must be the admitted capsule's, runs it (Note [Gradient buckets]).
 
 /// What a planned kernel is for.
 enum class KernelPurpose : std::uint8_t {
@@ -35,6 +38,7 @@ enum class KernelPurpose : std::uint8_t {
   accumulate,     ///< backward's gradient accumulation for one dtype (`node` names the dtype)
   running_stats,  ///< a batch_norm node's running statistics (`node` names the batch_norm node)
   update,         ///< the optimizer update of one parameter (`node` names the parameter)
+  allreduce,      ///< data-parallel: the gradient mean over the ranks for one dtype (`node` names the dtype)
 };
 std::string_view kernel_purpose_name(KernelPurpose purpose) noexcept;
 /// A training kernel's audit label: "<purpose>:<subject>" ("accumulate:f32", "update:w1").
@@ -44,6 +48,7 @@ std::string training_label(KernelPurpose purpose, std::string_view subject);
 struct TrainingUpdates {
   ops::OpTag optimizer = ops::OpTag::adam;  ///< sgd or adam (AdamW is adam with decoupled decay)
   bool momentum = false;                    ///< sgd with a velocity operand
+  bool allreduce = false;                   ///< data-parallel: the gradients' mean over the ranks (collective)
 };
 
 /// One node's choice.

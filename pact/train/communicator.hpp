@@ -36,6 +36,8 @@ class Communicator {
   virtual std::string_view boundary() const noexcept = 0;
   /// How the sums are ordered, for the audit: "fixed" (rank order, bitwise repeatable) or the engine's.
   virtual std::string_view reduction_order() const noexcept = 0;
+  /// True when the sums fold the ranks left to right in rank order (numerical policy fixedLeft).
+  virtual bool rank_ordered() const noexcept = 0;
   /// Lets reductions in flight advance: an engine without a progress thread of its own (Open MPI's
   /// non-blocking collectives) moves them on only inside its calls. Backward calls it as it goes.
   virtual void progress() {}

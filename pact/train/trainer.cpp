@@ -122,7 +122,7 @@ const plan::AcceptedGraphPlan& TrainingSession::plan_for(std::int64_t batch) {
   const contract::DefaultEvidenceResolver resolver;
   const auto& o = objective_.options;
   const plan::TrainingUpdates updates{o.optimizer == "sgd" ? ops::OpTag::sgd : ops::OpTag::adam,
-                                      o.optimizer == "sgd" && o.momentum != 0.0};
+                                      o.optimizer == "sgd" && o.momentum != 0.0, comm_ != nullptr};
   auto planned = plan::plan_graph(g->second, session_.profile(), resolver, contract::VjpMode::with_vjp, updates);
   if (!planned) {
     throw_error(ErrorCode::unsupported, "train",
@@ -226,6 +226,25 @@ double mean_over(Communicator& comm, double value) {
 void TrainingSession::set_data_parallel(Communicator& comm, std::size_t bucket_bytes) {
   if (bucket_bytes == 0)
     throw_error(ErrorCode::invalid_argument, "train.data_parallel", "the gradient bucket cap must be positive");
+  // The reduction is a kernel like any other (Note [Training kernels]): the profile must admit a capsule
+  // of the collective allreduce_mean, and the communicator must be what that capsule describes.
+  const contract::BackendProfile& profile = session_.profile();
+  const std::array<ops::TensorType, 1> bucket{ops::TensorType{DType::f32, Dims{}}};
+  const contract::Selection selected =
+      contract::select_capsule(profile, ops::OpTag::allreduce_mean, bucket, contract::VjpMode::forward_only);
+  if (selected.capsule == nullptr)
+    throw_error(ErrorCode::invalid_argument, "train.data_parallel",
+                fmt::format("profile '{}' does not admit the trusted boundary {} that data-parallel training crosses: "
+                            "use --profile cpu-checked-mpi (or cpu-deterministic-mpi for bitwise-repeatable runs)",
+                            profile.name, comm.boundary()));
+  const contract::Capsule& capsule = *selected.capsule;
+  const bool ordered = capsule.numerical_policy == contract::NumericalPolicy::fixedLeft;
+  if (capsule.descriptors[2].evidence.id != comm.boundary() || ordered != comm.rank_ordered())
+    throw_error(ErrorCode::invalid_argument, "train.data_parallel",
+                fmt::format("the admitted capsule {} ({}, boundary {}) does not describe this communicator ({}, "
+                            "boundary {})",
+                            capsule.name, contract::numerical_policy_name(capsule.numerical_policy),
+                            capsule.descriptors[2].evidence.id, comm.reduction_order(), comm.boundary()));
   // Parameters and the options that shape an update; their values, bytes and all.
   std::vector<std::byte> bytes;
   std::string text = fmt::format("{} lr {} momentum {} decay {} seed {} profile {} schedule {} {} {}\n",
@@ -248,6 +267,8 @@ void TrainingSession::set_data_parallel(Communicator& comm, std::size_t bucket_b
   reducer_ = std::make_unique<GradientReducer>(comm, entries, bucket_bytes);
   comm_ = &comm;
   agreed_batches_.clear();
+  plans_.clear();  // re-planned with the allreduce kernels
+  step_kernels_.clear();
 }
 
 std::vector<std::vector<std::size_t>> TrainingSession::gradient_buckets() const {

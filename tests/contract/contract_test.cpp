@@ -75,7 +75,8 @@ TEST(Capsules, ModulesAreNonEmptyWhereTheyShouldBe) {
   const auto mods = maintained_modules();
   std::vector<std::string> names;
   for (const auto* m : mods) names.push_back(m->name);
-  EXPECT_EQ(names, (std::vector<std::string>{"reference", "native", "attention", "half", "blas", "cuda", "libtorch"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"reference", "native", "attention", "half", "blas", "cuda", "libtorch",
+                                             "mpi", "mpi_ordered"}));
 }
 
 TEST(Capsules, ModulesHoldTheirProvidersCapsules) {
@@ -571,8 +572,9 @@ bool has_module(const BackendProfile& p, const CapsuleModule& m) {
 }
 
 TEST(Profiles, BuiltinProfiles) {
-  EXPECT_EQ(builtin_profile_names(), (std::vector<std::string>{"cpu-checked", "cpu-deterministic", "cpu-external",
-                                                               "cuda-checked", "cuda-external"}));
+  EXPECT_EQ(builtin_profile_names(),
+            (std::vector<std::string>{"cpu-checked", "cpu-deterministic", "cpu-external", "cpu-checked-mpi",
+                                      "cpu-deterministic-mpi", "cuda-checked", "cuda-external"}));
   for (const auto& name : builtin_profile_names()) {
     BackendProfile p = builtin_profile(name);
     EXPECT_EQ(p.name, name);
@@ -595,6 +597,22 @@ TEST(Profiles, BuiltinProfiles) {
   EXPECT_EQ(cd.policy.provider_preference, (std::vector<std::string>{"reference"}));
   EXPECT_TRUE(has_module(cd, reference_module()));
   EXPECT_FALSE(has_module(cd, native_module()) || has_module(cd, attention_module()) || has_module(cd, blas_module()));
+  // The -mpi profiles: the base profile plus the one collective row of its numerical policy, and the
+  // mpi.allreduce boundary admitted by name under the checked policy. No other profile has a collective row.
+  BackendProfile cm = builtin_profile("cpu-checked-mpi");
+  EXPECT_EQ(cm.policy.assurance, AssurancePolicy::checked);
+  EXPECT_EQ(cm.policy.admitted_boundaries, (std::vector<std::string>{"mpi.allreduce"}));
+  EXPECT_TRUE(has_module(cm, native_module()) && has_module(cm, capsule_module("mpi")));
+  EXPECT_FALSE(has_module(cm, capsule_module("mpi_ordered")) || has_module(cm, blas_module()));
+  BackendProfile dm = builtin_profile("cpu-deterministic-mpi");
+  EXPECT_TRUE(has_module(dm, reference_module()) && has_module(dm, capsule_module("mpi_ordered")));
+  EXPECT_FALSE(has_module(dm, capsule_module("mpi")) || has_module(dm, native_module()));
+  for (const char* name : {"cpu-checked", "cpu-deterministic", "cpu-external"}) {
+    EXPECT_FALSE(has_module(builtin_profile(name), capsule_module("mpi"))) << name;
+    EXPECT_TRUE(builtin_profile(name).policy.admitted_boundaries.empty()) << name;
+  }
+  EXPECT_EQ(code_of([] { builtin_profile("cpu-external-mpi"); }), ErrorCode::invalid_argument);
+  EXPECT_EQ(code_of([] { builtin_profile("cuda-checked-mpi"); }), ErrorCode::invalid_argument);
   BackendProfile ce = builtin_profile("cpu-external");
   EXPECT_EQ(ce.policy.assurance, AssurancePolicy::external);
   EXPECT_TRUE(has_module(ce, blas_module()) && has_module(ce, libtorch_module()) && has_module(ce, native_module()));
@@ -712,7 +730,7 @@ TEST(ProviderTable, GeneratesModulesProfilesAndTheHandlerSearch) {
       const ProviderRow* row = provider_row(m->name);
       ASSERT_NE(row, nullptr) << m->name;
       EXPECT_EQ(row->device, p.policy.device) << name << " " << m->name;
-      if (p.policy.assurance == AssurancePolicy::checked) {
+      if (p.policy.assurance == AssurancePolicy::checked && !row->collective) {
         EXPECT_EQ(row->trust, Trust::checked) << name;
       }
     }

@@ -69,7 +69,7 @@ TEST(DataParallel, TwoRanksFollowOneProcessAtTwiceTheBatch) {
   MpiCommunicator& comm = world();
   ASSERT_EQ(comm.size(), 2) << "run under mpirun -np 2";
   constexpr std::int64_t per_rank = 24;
-  const auto objective = mlp_objective("cpu-checked");
+  const auto objective = mlp_objective("cpu-checked-mpi");
   train::TrainingSession parallel(objective, train::init_parameters(objective.graph(per_rank), 5));
   parallel.set_data_parallel(comm);
   train::TrainingSession single(objective, train::init_parameters(objective.graph(2 * per_rank), 5));
@@ -108,7 +108,7 @@ TEST(DataParallel, AWrongAverageIsCaught) {
   // one-process run well past the tolerance.
   MpiCommunicator& comm = world();
   constexpr std::int64_t per_rank = 24;
-  const auto objective = mlp_objective("cpu-checked");
+  const auto objective = mlp_objective("cpu-checked-mpi");
   train::TrainingSession alone(objective, train::init_parameters(objective.graph(per_rank), 5));
   train::TrainingSession single(objective, train::init_parameters(objective.graph(2 * per_rank), 5));
   train::OptimizerState as, ss;
@@ -133,6 +133,7 @@ TEST(DataParallel, BucketsStartWhileBackwardIsStillRunning) {
   train::Objective o;
   o.graph = [&](std::int64_t b) { return train::char_transformer(b, t, vocab, d, 4); };
   o.options.seed = 3;
+  o.options.profile = "cpu-checked-mpi";
   train::TrainingSession session(o, train::init_parameters(o.graph(per_rank), 3));
   session.set_data_parallel(comm, std::size_t{64} << 10);
   const auto buckets = session.gradient_buckets();
@@ -151,9 +152,39 @@ TEST(DataParallel, BucketsStartWhileBackwardIsStillRunning) {
   EXPECT_GE(r.reduction->started_in_backward, 2);
 }
 
+TEST(DataParallel, TheReductionIsAnAdmittedKernelOfTheMpiProvider) {
+  MpiCommunicator& comm = world();
+  const auto objective = mlp_objective("cpu-checked-mpi");
+  train::TrainingSession session(objective, train::init_parameters(objective.graph(8), 5));
+  session.set_data_parallel(comm);
+  const plan::PlanAudit& audit = session.audit(8);
+  const auto row = std::find_if(audit.kernels.begin(), audit.kernels.end(),
+                                [](const auto& k) { return k.purpose == plan::KernelPurpose::allreduce; });
+  ASSERT_NE(row, audit.kernels.end());
+  EXPECT_EQ(row->node, "allreduce:f32");
+  ASSERT_NE(row->capsule, nullptr);
+  EXPECT_EQ(row->capsule->name, "mpi.allreduce_mean");
+  EXPECT_EQ(row->capsule->provider, "mpi");
+  EXPECT_EQ(row->capsule->descriptors[2].evidence.id, "mpi.allreduce");
+  EXPECT_TRUE(audit.check.accepted);
+  // A profile that does not admit the boundary refuses data-parallel training, naming the one that does.
+  auto checked = mlp_objective("cpu-checked");
+  train::TrainingSession refused(checked, train::init_parameters(checked.graph(8), 5));
+  try {
+    refused.set_data_parallel(comm);
+    FAIL() << "cpu-checked admitted the mpi.allreduce boundary";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("cpu-checked-mpi"));
+  }
+  // A communicator other than the admitted capsule describes (rank-ordered under cpu-checked-mpi, whose
+  // capsule is Open MPI's order) is refused.
+  train::TrainingSession mismatched(objective, train::init_parameters(objective.graph(8), 5));
+  EXPECT_THROW(mismatched.set_data_parallel(world(true)), Error);
+}
+
 TEST(DataParallel, RanksThatDisagreeAreRefusedBeforeTheFirstStep) {
   MpiCommunicator& comm = world();
-  const auto objective = mlp_objective("cpu-checked");
+  const auto objective = mlp_objective("cpu-checked-mpi");
   // Rank 1 starts from other parameters (another seed): both ranks refuse, naming rank 1.
   train::TrainingSession session(objective, train::init_parameters(objective.graph(8), comm.rank() == 1 ? 6 : 5));
   try {
@@ -164,7 +195,7 @@ TEST(DataParallel, RanksThatDisagreeAreRefusedBeforeTheFirstStep) {
     EXPECT_THAT(e.what(), HasSubstr("rank 1's parameters"));
   }
   // Another option (the learning rate) is refused the same way.
-  auto other = mlp_objective("cpu-checked");
+  auto other = mlp_objective("cpu-checked-mpi");
   other.options.lr = comm.rank() == 1 ? 0.02 : 0.01;
   train::TrainingSession lr(other, train::init_parameters(other.graph(8), 5));
   EXPECT_THROW(lr.set_data_parallel(comm), Error);
@@ -174,7 +205,7 @@ TEST(DataParallel, FixedOrderReductionIsBitwiseRepeatable) {
   MpiCommunicator& comm = world(true);
   constexpr std::int64_t per_rank = 16;
   auto run = [&] {
-    const auto objective = mlp_objective("cpu-deterministic");
+    const auto objective = mlp_objective("cpu-deterministic-mpi");
     train::TrainingSession session(objective, train::init_parameters(objective.graph(per_rank), 5));
     session.set_data_parallel(comm);
     train::OptimizerState state;
@@ -194,7 +225,7 @@ TEST(DataParallel, FixedOrderReductionIsBitwiseRepeatable) {
 // ends with a message naming the waiting rank, instead of hanging.
 TEST(DataParallelFault, AHungRankEndsTheJob) {
   MpiCommunicator comm(MpiOptions{2, false});
-  const auto objective = mlp_objective("cpu-checked");
+  const auto objective = mlp_objective("cpu-checked-mpi");
   train::TrainingSession session(objective, train::init_parameters(objective.graph(8), 5));
   session.set_data_parallel(comm);
   if (comm.rank() == 1) std::this_thread::sleep_for(std::chrono::seconds(60));  // hangs

@@ -13,6 +13,12 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS
 "$pact" train --epochs 2 --batch-size 32 --seed 4 --threads 1 --run-dir "$scratch/one" > "$scratch/one.out"
 [ "$(grep -c '^report: ' "$scratch/dp.out")" -eq 1 ] || fail "not exactly one rank wrote the report"
 grep -q "data-parallel: 2 rank(s), 32 rows per update (16 per rank)" "$scratch/dp.out" || fail "no data-parallel line"
+grep -q "plan audit (cpu-checked-mpi.*1 allreduce).*mpi.allreduce_mean" "$scratch/dp.out" || fail "the audit lacks the allreduce"
+# A profile that does not admit the boundary is refused, naming the one that does.
+if "$mpirun" -np 2 --oversubscribe "$pact" train --data-parallel --profile cpu-checked > "$scratch/refused.out" 2>&1; then
+  fail "--data-parallel ran under cpu-checked"
+fi
+grep -q "use --profile cpu-checked-mpi" "$scratch/refused.out" || fail "the refusal does not name cpu-checked-mpi"
 /usr/bin/python3 - "$scratch" <<'PY'
 import json, sys
 d = sys.argv[1]
@@ -26,9 +32,9 @@ assert p["ranks"] == 2 and p["boundary"] == "mpi.allreduce" and p["buckets"] >= 
 assert abs(dp["final_accuracy"] - one["final_accuracy"]) < 0.01, (dp["final_accuracy"], one["final_accuracy"])
 PY
 
-# cpu-deterministic: the rank-ordered reduction repeats bit for bit.
+# cpu-deterministic-mpi: the rank-ordered reduction repeats bit for bit.
 for n in 1 2; do
-  "$mpirun" -np 2 --oversubscribe "$pact" train --data-parallel --profile cpu-deterministic --epochs 1 \
+  "$mpirun" -np 2 --oversubscribe "$pact" train --data-parallel --profile cpu-deterministic-mpi --epochs 1 \
     --batch-size 16 --save "$scratch/det$n.safetensors" --run-dir "$scratch/det$n" > /dev/null
 done
 cmp -s "$scratch/det1.safetensors" "$scratch/det2.safetensors" || fail "cpu-deterministic runs differ"

@@ -146,6 +146,11 @@ void write_run_files(const std::filesystem::path& dir, const Json& report, const
 }
 
 int run_train(const TrainArgs& args) {
+  if (args.data_parallel && !args.given.count("--profile") && args.profile != "cpu-checked-mpi") {
+    TrainArgs data_parallel = args;  // data-parallel training's default profile admits mpi.allreduce
+    data_parallel.profile = "cpu-checked-mpi";
+    return run_train(data_parallel);
+  }
   // Every option works for the model it is given with or is refused with the reason, before any work.
   auto refuse_given = [&](std::initializer_list<const char*> options, std::string_view why) {
     for (const char* o : options) {
@@ -190,7 +195,7 @@ int run_train(const TrainArgs& args) {
   // discarded, their errors still reach stderr), and each rank takes cores / ranks threads by default.
   std::optional<dist::MpiCommunicator> comm;
   if (args.data_parallel) {
-    comm.emplace(dist::MpiOptions{args.comm_timeout, args.profile == "cpu-deterministic"});
+    comm.emplace(dist::MpiOptions{args.comm_timeout, args.profile == "cpu-deterministic-mpi"});
     if (comm->rank() != 0 && std::freopen("/dev/null", "w", stdout) == nullptr)
       throw_error(ErrorCode::io_error, "train", fmt::format("rank {}: cannot silence stdout", comm->rank()));
     if (args.threads <= 0) omp_set_num_threads(std::max(1, omp_get_num_procs() / comm->size()));
@@ -394,11 +399,12 @@ int run_train(const TrainArgs& args) {
              args.model, parameter_count, split.train.rows(), split.test.rows(), batch, args.epochs, args.optimizer,
              args.lr);
   fmt::print(
-      "plan audit ({}, {} assurance): {} kernels ({} nodes, {} accumulation, {} running statistics, {} updates), {} "
+      "plan audit ({}, {} assurance): {} kernels ({} nodes, {} accumulation, {} running statistics, {} updates{}), {} "
       "capsules admitted [",
       audit.profile, contract::assurance_policy_name(audit.assurance), audit.kernels.size(),
       purposes[plan::KernelPurpose::node], purposes[plan::KernelPurpose::accumulate],
-      purposes[plan::KernelPurpose::running_stats], purposes[plan::KernelPurpose::update], capsules.size());
+      purposes[plan::KernelPurpose::running_stats], purposes[plan::KernelPurpose::update],
+      comm ? fmt::format(", {} allreduce", purposes[plan::KernelPurpose::allreduce]) : std::string(), capsules.size());
   bool first = true;
   for (const auto& c : capsules) {
     fmt::print("{}{}", first ? "" : ", ", c);

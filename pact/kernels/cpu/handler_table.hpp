@@ -41,6 +41,7 @@
 #define PACT_CPU_HANDLER_source(ns, file, opname, vjp)
 #define PACT_CPU_HANDLER_sink(ns, file, opname, vjp)
 #define PACT_CPU_HANDLER_update(ns, file, opname, vjp) PACT_CPU_UPDATE_HANDLER(ns, file, opname)
+#define PACT_CPU_HANDLER_collective(ns, file, opname, vjp)
 #define PACT_CPU_HANDLER_ROW(tag, kind, lo, hi, vjp, mode, role, tol, saves, pass, roles) \
   PACT_CPU_HANDLER_##role(PACT_CPU_NS, PACT_CPU_FILE, tag, vjp)
 #define PACT_CPU_HANDLERS() PACT_OPS(PACT_CPU_HANDLER_ROW)
