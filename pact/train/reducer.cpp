@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <limits>
 #include <variant>
 
@@ -103,6 +104,23 @@ std::vector<std::vector<std::size_t>> GradientReducer::buckets() const {
   return out;
 }
 
+double GradientReducer::calibrate(int repeats) {
+  std::vector<double> times;
+  for (int k = 0; k < std::max(1, repeats); ++k) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (auto& b : buckets_) {
+      start(b);
+      b.inflight->wait();
+      b.inflight.reset();
+      b.lent = std::monostate{};
+    }
+    times.push_back(seconds_since(t0));
+  }
+  std::sort(times.begin(), times.end());
+  blocking_seconds_ = times[times.size() / 2];
+  return blocking_seconds_;
+}
+
 void GradientReducer::begin() {
   for (auto& b : buckets_) {
     b.pending = b.entries.size();
@@ -110,7 +128,7 @@ void GradientReducer::begin() {
   }
   std::fill(copied_.begin(), copied_.end(), false);
   next_ = 0;
-  timing_ = ReductionTiming{static_cast<int>(buckets_.size()), 0, -1, 0, 0, 0};
+  timing_ = ReductionTiming{static_cast<int>(buckets_.size()), 0, -1, 0, 0, 0, blocking_seconds_};
   began_ = std::chrono::steady_clock::now();
 }
 

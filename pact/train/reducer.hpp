@@ -24,6 +24,7 @@ struct ReductionTiming {
   double wait_seconds = 0;              ///< waiting after backward for the reductions: the exposed communication
   int started_in_backward = 0;          ///< buckets whose reduction started before backward ended
   int gradients_after_first_start = 0;  ///< gradients backward finished after the first reduction started
+  double blocking_seconds = 0;  ///< the same buckets reduced one after another with nothing to overlap (calibrate)
 };
 
 class GradientReducer {
@@ -45,6 +46,10 @@ class GradientReducer {
   /// over the ranks.
   ReductionTiming finish(std::vector<std::optional<Tensor>>& gradients);
 
+  /// Reduces every bucket (zeros) one after another, blocking, `repeats` times on every rank, and keeps
+  /// the median: the communication a step would expose with no overlap, against which finish()'s
+  /// wait_seconds shows how much backward hid. A collective: every rank calls it at the same point.
+  double calibrate(int repeats = 5);
   /// The buckets' pack entries, in bucket order (tests and the audit).
   std::vector<std::vector<std::size_t>> buckets() const;
 
@@ -70,6 +75,7 @@ class GradientReducer {
   std::size_t next_ = 0;  ///< the first bucket not yet started this step
   std::chrono::steady_clock::time_point began_;
   ReductionTiming timing_;
+  double blocking_seconds_ = 0;
 };
 
 }  // namespace pact::train

@@ -265,6 +265,7 @@ void TrainingSession::set_data_parallel(Communicator& comm, std::size_t bucket_b
   }
   require_agreement(comm, "parameters or training options", text);
   reducer_ = std::make_unique<GradientReducer>(comm, entries, bucket_bytes);
+  reducer_->calibrate();
   comm_ = &comm;
   agreed_batches_.clear();
   plans_.clear();  // re-planned with the allreduce kernels

@@ -5,7 +5,17 @@
 set -euo pipefail
 mpirun=$1 pact=$2 scratch=$3
 rm -rf "$scratch" && mkdir -p "$scratch"
-fail() { echo "dist.train_cli: $*" >&2; exit 1; }
+fail() { # Every rank resumes from rank 0's checkpoint: stopped after epoch 1 and continued, the run ends bit for bit
+# as an uninterrupted one.
+det=(--data-parallel --profile cpu-deterministic-mpi --epochs 2 --batch-size 16)
+"$mpirun" -np 2 --oversubscribe "$pact" train "${det[@]}" --save "$scratch/whole.safetensors" \
+  --run-dir "$scratch/whole" > /dev/null
+"$mpirun" -np 2 --oversubscribe "$pact" train "${det[@]}" --stop-after 1 --save "$scratch/part.safetensors" \
+  --run-dir "$scratch/part1" > /dev/null
+"$mpirun" -np 2 --oversubscribe "$pact" train "${det[@]}" --load "$scratch/part.safetensors" \
+  --save "$scratch/part.safetensors" --run-dir "$scratch/part2" > /dev/null
+cmp -s "$scratch/whole.safetensors" "$scratch/part.safetensors" || fail "the resumed run differs from the whole one"
+echo "dist.train_cli: $*" >&2; exit 1; }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
 
 "$mpirun" -np 2 --oversubscribe "$pact" train --data-parallel --epochs 2 --batch-size 16 --seed 4 \
@@ -32,6 +42,21 @@ assert p["ranks"] == 2 and p["boundary"] == "mpi.allreduce" and p["buckets"] >= 
 assert abs(dp["final_accuracy"] - one["final_accuracy"]) < 0.01, (dp["final_accuracy"], one["final_accuracy"])
 PY
 
+# The char transformer: every rank draws the same global batch of windows and trains on its rows, so two
+# ranks of 4 windows follow one process of 8.
+"$mpirun" -np 2 --oversubscribe "$pact" train --model char-transformer --data-parallel --steps 4 --batch-size 4 \
+  --seed 2 --run-dir "$scratch/ct-dp" > /dev/null
+"$pact" train --model char-transformer --steps 4 --batch-size 8 --seed 2 --threads 1 --run-dir "$scratch/ct-one" \
+  > /dev/null
+/usr/bin/python3 - "$scratch" <<'PY'
+import json, sys
+d = sys.argv[1]
+a, b = (json.load(open(f"{d}/{n}/report.json"))["step_loss"] for n in ("ct-dp", "ct-one"))
+assert len(a) == len(b) == 4, (a, b)
+worst = max(abs(x - y) for x, y in zip(a, b))
+assert worst < 1e-4, f"char-transformer step losses differ by {worst}: {a} {b}"
+PY
+
 # cpu-deterministic-mpi: the rank-ordered reduction repeats bit for bit.
 for n in 1 2; do
   "$mpirun" -np 2 --oversubscribe "$pact" train --data-parallel --profile cpu-deterministic-mpi --epochs 1 \
@@ -39,4 +64,14 @@ for n in 1 2; do
 done
 cmp -s "$scratch/det1.safetensors" "$scratch/det2.safetensors" || fail "cpu-deterministic runs differ"
 grep -q '"reduction_order": "fixed' "$scratch/det1/report.json" || fail "cpu-deterministic did not use the fixed order"
+# Every rank resumes from rank 0's checkpoint: stopped after epoch 1 and continued, the run ends bit for bit
+# as an uninterrupted one.
+det=(--data-parallel --profile cpu-deterministic-mpi --epochs 2 --batch-size 16)
+"$mpirun" -np 2 --oversubscribe "$pact" train "${det[@]}" --save "$scratch/whole.safetensors" \
+  --run-dir "$scratch/whole" > /dev/null
+"$mpirun" -np 2 --oversubscribe "$pact" train "${det[@]}" --stop-after 1 --save "$scratch/part.safetensors" \
+  --run-dir "$scratch/part1" > /dev/null
+"$mpirun" -np 2 --oversubscribe "$pact" train "${det[@]}" --load "$scratch/part.safetensors" \
+  --save "$scratch/part.safetensors" --run-dir "$scratch/part2" > /dev/null
+cmp -s "$scratch/whole.safetensors" "$scratch/part.safetensors" || fail "the resumed run differs from the whole one"
 echo "dist.train_cli: 2 ranks follow one process at twice the batch; deterministic runs repeat"

@@ -17,7 +17,7 @@
 
 namespace pact::cli {
 
-int run_char_transformer(const TrainArgs& args) {
+int run_char_transformer(const TrainArgs& args, train::Communicator* comm) {
   const std::string path = args.data == "data/digits.csv.gz" ? "/usr/share/common-licenses/GPL-3" : args.data;
   const std::string text = read_file(path, "train");
   const std::int64_t t = 64, d = 64, heads = 4, batch = args.batch_size;
@@ -48,6 +48,8 @@ int run_char_transformer(const TrainArgs& args) {
   objective.options.schedule.total = steps;
   objective.options.schedule.warmup = std::min<std::int64_t>(50, steps / 10);
   train::TrainingSession session(objective, train::init_parameters(objective.graph(batch), args.seed));
+  const std::int64_t ranks = comm != nullptr ? comm->size() : 1, rank = comm != nullptr ? comm->rank() : 0;
+  if (comm != nullptr) session.set_data_parallel(*comm, static_cast<std::size_t>(args.bucket_mb * (1 << 20)));
   const auto& audit = session.audit(batch);
   std::set<std::string> capsules;
   for (const auto& k : audit.kernels) {
@@ -61,11 +63,13 @@ int run_char_transformer(const TrainArgs& args) {
              capsules.size(), audit.check.accepted ? "accepted" : "rejected");
   std::mt19937_64 rng(args.seed);
   std::uniform_int_distribution<std::size_t> start(0, tokens.size() - static_cast<std::size_t>(t) - 1);
-  // `batch` random windows: inputs [batch, t] and next-character targets [batch * t].
+  // `batch` random windows: inputs [batch, t] and next-character targets [batch * t]. Data-parallel, every
+  // rank draws the same global batch of ranks * batch windows and trains on its own rows of it.
   auto sample_batch = [&] {
     std::vector<std::int64_t> x, y;
-    for (std::int64_t b = 0; b < batch; ++b) {
+    for (std::int64_t b = 0; b < batch * ranks; ++b) {
       const std::size_t o = start(rng);
+      if (b / batch != rank) continue;
       x.insert(x.end(), tokens.begin() + static_cast<long>(o), tokens.begin() + static_cast<long>(o) + t);
       y.insert(y.end(), tokens.begin() + static_cast<long>(o) + 1, tokens.begin() + static_cast<long>(o) + t + 1);
     }
@@ -76,6 +80,7 @@ int run_char_transformer(const TrainArgs& args) {
   const auto t0 = std::chrono::steady_clock::now();
   double recent = 0;
   std::vector<double> step_loss;
+  std::vector<train::ReductionTiming> reductions;
   std::uint64_t retained_peak = 0;  // bytes retained for backward, largest over the steps
   train::OptimizerState optimizer;
   for (std::int64_t s = 0; s < steps; ++s) {
@@ -84,12 +89,14 @@ int run_char_transformer(const TrainArgs& args) {
     optimizer = std::move(r.state);
     const double loss = r.loss;
     step_loss.push_back(loss);
+    if (r.reduction) reductions.push_back(*r.reduction);
     retained_peak = std::max(retained_peak, r.retained_bytes);
     recent = s == 0 ? loss : 0.95 * recent + 0.05 * loss;
     if ((s + 1) % 50 == 0 || s + 1 == steps) {
       const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      fmt::print("step {:>5}/{}  loss {:.3f} nats/char (smoothed {:.3f})  {:.1f} ms/step\n", s + 1, steps, loss, recent,
-                 1e3 * secs / static_cast<double>(s + 1));
+      fmt::print("step {:>5}/{}  loss {:.3f} nats/char (smoothed {:.3f})  {:.1f} ms/step, {:.0f} samples/s\n", s + 1,
+                 steps, loss, recent, 1e3 * secs / static_cast<double>(s + 1),
+                 static_cast<double>((s + 1) * batch * ranks) / secs);
     }
   }
   // Held-out style estimate: mean loss over fresh random windows in evaluation mode.
@@ -131,7 +138,9 @@ int run_char_transformer(const TrainArgs& args) {
   }
   fmt::print("sample:\n{}\n", sample);
 
-  // The run report, as for the digits models: no epochs, the evaluation loss as the final metric.
+  // The run report, as for the digits models: no epochs, the evaluation loss as the final metric. Rank 0
+  // writes it.
+  if (rank != 0) return 0;
   const std::filesystem::path dir = make_run_dir(args);
   const std::string final_metric = fmt::format("evaluation loss {:.3f} nats/char", eval / 8);
   Json report{{"schema", "pact.train-report.v1"},
@@ -156,6 +165,9 @@ int run_char_transformer(const TrainArgs& args) {
               {"backward_retained_bytes_peak", retained_peak},
               {"seconds_total", seconds_training}};
   report["step_loss"] = step_loss;
+  if (comm != nullptr)
+    report["data_parallel"] = data_parallel_summary(*comm, batch, static_cast<std::size_t>(args.bucket_mb * (1 << 20)),
+                                                    session.gradient_buckets().size(), reductions);
   write_run_files(dir, report,
                   picture::render_svg(picture::to_dot(
                       picture::from_graph(objective.graph(batch), args.model + " under " + args.profile, &audit), {})),

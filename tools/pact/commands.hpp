@@ -14,6 +14,8 @@
 #include "pact/core/json.hpp"
 #include "pact/ir/torch_import.hpp"
 #include "pact/picture/picture.hpp"
+#include "pact/train/communicator.hpp"
+#include "pact/train/reducer.hpp"
 
 namespace pact::cli {
 
@@ -55,12 +57,17 @@ struct TrainArgs {
   double weight_decay = -1;     ///< adamw: decoupled weight decay (-1: PyTorch's AdamW default, 0.01)
   std::set<std::string> given;  ///< the options the user gave (a model refuses those it does not use)
 };
-/// `pact train --model char-transformer`: a tiny causal transformer on a text file (--steps updates).
-int run_char_transformer(const TrainArgs& args);
+/// `pact train --model char-transformer`: a tiny causal transformer on a text file (--steps updates); with
+/// `comm` (--data-parallel) each rank trains its shard of every global batch of windows.
+int run_char_transformer(const TrainArgs& args, train::Communicator* comm);
 /// Where a training run's files go: --run-dir (created; one that already holds a report.json is refused,
 /// so a report never overwrites another) or a new OUT/<UTC timestamp>[-N]. io_error naming the path when
 /// it cannot be created.
 std::filesystem::path make_run_dir(const TrainArgs& args);
+/// A data-parallel run's report section: ranks, buckets, the communicator, and how much of the gradient
+/// reduction backward hid (hidden_fraction: 1 - the mean exposed wait over a blocking reduction's time).
+Json data_parallel_summary(const train::Communicator& comm, std::int64_t batch, std::size_t bucket_bytes,
+                           std::size_t buckets, const std::vector<train::ReductionTiming>& steps);
 /// Writes a run's report.json, loss.svg (the step losses), graph.svg (`graph_svg`) and report.html into
 /// `dir`, each atomically, and prints "report: PATH" (scripts parse it) and "html report: PATH".
 void write_run_files(const std::filesystem::path& dir, const Json& report, const std::string& graph_svg,

@@ -104,6 +104,18 @@ void require_parameters_fit(const ir::Graph& g, const std::string& path, const s
 }  // namespace
 
 namespace {
+// Data-parallel: one MPI rank per process; rank 0 alone prints and writes (the others' stdout is
+// discarded, their errors still reach stderr), and each rank takes cores / ranks threads by default.
+std::optional<dist::MpiCommunicator> start_data_parallel(const TrainArgs& args) {
+  std::optional<dist::MpiCommunicator> comm;
+  if (!args.data_parallel) return comm;
+  comm.emplace(dist::MpiOptions{args.comm_timeout, args.profile == "cpu-deterministic-mpi"});
+  if (comm->rank() != 0 && std::freopen("/dev/null", "w", stdout) == nullptr)
+    throw_error(ErrorCode::io_error, "train", fmt::format("rank {}: cannot silence stdout", comm->rank()));
+  if (args.threads <= 0) omp_set_num_threads(std::max(1, omp_get_num_procs() / comm->size()));
+  return comm;
+}
+
 void refuse_existing_report(const std::filesystem::path& dir) {
   std::error_code ec;
   if (std::filesystem::exists(dir / "report.json", ec))
@@ -111,6 +123,29 @@ void refuse_existing_report(const std::filesystem::path& dir) {
                 fmt::format("'{}' already holds a run's report.json; a report never overwrites another", dir.string()));
 }
 }  // namespace
+
+Json data_parallel_summary(const train::Communicator& comm, std::int64_t batch, std::size_t bucket_bytes,
+                           std::size_t buckets, const std::vector<train::ReductionTiming>& steps) {
+  double backward = 0, exposed = 0, started = 0, blocking = 0;
+  for (const auto& r : steps) {
+    backward += r.backward_seconds;
+    exposed += r.wait_seconds;
+    started += r.started_in_backward;
+    blocking = r.blocking_seconds;
+  }
+  const double n = std::max<double>(1, static_cast<double>(steps.size()));
+  return Json{{"ranks", comm.size()},
+              {"rows_per_update", batch * comm.size()},
+              {"bucket_bytes", bucket_bytes},
+              {"buckets", buckets},
+              {"boundary", comm.boundary()},
+              {"reduction_order", comm.reduction_order()},
+              {"backward_seconds_mean", backward / n},
+              {"buckets_started_in_backward_mean", started / n},
+              {"exposed_reduction_seconds_mean", exposed / n},
+              {"blocking_reduction_seconds", blocking},
+              {"hidden_fraction", blocking > 0 ? std::clamp(1 - exposed / n / blocking, 0.0, 1.0) : 0.0}};
+}
 
 std::filesystem::path make_run_dir(const TrainArgs& args) {
   std::filesystem::path dir;
@@ -167,16 +202,14 @@ int run_train(const TrainArgs& args) {
   if (!args.run_dir.empty()) refuse_existing_report(args.run_dir);  // before any work
   if (!args.data_parallel) refuse_given({"--bucket-mb", "--comm-timeout"}, "applies to --data-parallel");
   if (args.model == "char-transformer") {
-    refuse_given({"--data-parallel"},
-                 "is not yet wired for --model char-transformer (the digits and table models "
-                 "and PyTorch captures train data-parallel)");
     refuse_given({"--save", "--load", "--epochs", "--stop-after", "--loss"},
                  "does not apply to --model char-transformer (it trains --steps updates on a text file and "
                  "writes no checkpoint)");
     if (args.steps <= 0)
       throw_error(ErrorCode::invalid_argument, "train", fmt::format("--steps {} must be positive", args.steps));
+    std::optional<dist::MpiCommunicator> comm = start_data_parallel(args);
     if (args.threads > 0) omp_set_num_threads(args.threads);
-    return run_char_transformer(args);
+    return run_char_transformer(args, comm ? &*comm : nullptr);
   }
   refuse_given({"--steps"}, "applies to --model char-transformer; the digits models train --epochs");
   if (args.checkpoint) {
@@ -191,15 +224,7 @@ int run_train(const TrainArgs& args) {
   if (args.batch_size <= 0)
     throw_error(ErrorCode::invalid_argument, "train", fmt::format("--batch-size {} must be positive", args.batch_size));
   if (!args.save.empty()) require_writable_destination(args.save, "pact train --save");  // before any work
-  // Data-parallel: one MPI rank per process; rank 0 alone prints and writes (the others' stdout is
-  // discarded, their errors still reach stderr), and each rank takes cores / ranks threads by default.
-  std::optional<dist::MpiCommunicator> comm;
-  if (args.data_parallel) {
-    comm.emplace(dist::MpiOptions{args.comm_timeout, args.profile == "cpu-deterministic-mpi"});
-    if (comm->rank() != 0 && std::freopen("/dev/null", "w", stdout) == nullptr)
-      throw_error(ErrorCode::io_error, "train", fmt::format("rank {}: cannot silence stdout", comm->rank()));
-    if (args.threads <= 0) omp_set_num_threads(std::max(1, omp_get_num_procs() / comm->size()));
-  }
+  std::optional<dist::MpiCommunicator> comm = start_data_parallel(args);
   if (args.threads > 0) omp_set_num_threads(args.threads);
   const auto t0 = std::chrono::steady_clock::now();
   // A PyTorch capture (--model DIR --loss KIND:OUTPUT) fine-tunes on --data; a CSV table (--data FILE.csv
@@ -504,26 +529,9 @@ int run_train(const TrainArgs& args) {
               {"backward_retained_bytes_peak", fitted.retained_bytes_peak},
               {"seconds_total", total}};
   report["step_loss"] = fitted.step_loss;
-  if (comm) {
-    // How the gradient reduction overlapped backward, over the updates (Note [Gradient buckets]).
-    double backward = 0, exposed = 0;
-    int overlapped = 0;
-    for (const auto& r : fitted.reductions) {
-      backward += r.backward_seconds;
-      exposed += r.wait_seconds;
-      overlapped += r.started_in_backward;
-    }
-    const double n = std::max<double>(1, static_cast<double>(fitted.reductions.size()));
-    report["data_parallel"] = Json{{"ranks", comm->size()},
-                                   {"rows_per_update", batch * comm->size()},
-                                   {"bucket_bytes", static_cast<std::size_t>(args.bucket_mb * (1 << 20))},
-                                   {"buckets", session.gradient_buckets().size()},
-                                   {"boundary", comm->boundary()},
-                                   {"reduction_order", comm->reduction_order()},
-                                   {"backward_seconds_mean", backward / n},
-                                   {"exposed_reduction_seconds_mean", exposed / n},
-                                   {"buckets_started_in_backward_mean", overlapped / n}};
-  }
+  if (comm)
+    report["data_parallel"] = data_parallel_summary(*comm, batch, static_cast<std::size_t>(args.bucket_mb * (1 << 20)),
+                                                    session.gradient_buckets().size(), fitted.reductions);
   for (std::size_t e = 0; e < fitted.epochs.size(); ++e) {
     const auto& r = fitted.epochs[e];
     report["epochs"].push_back(Json{{"epoch", static_cast<std::size_t>(fit_options.start_epoch) + e + 1},
