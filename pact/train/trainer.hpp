@@ -117,7 +117,8 @@ class TrainingSession {
   /// ranks (Note [Gradient buckets], buckets of at most `bucket_bytes`) before the optimizer step, and
   /// reports the loss averaged over them. Every rank must hold the same parameters and options: their
   /// digests are compared here, and the plan's before the first update at each batch size (invalid_argument
-  /// naming the first rank that differs). `comm` outlives the session.
+  /// naming the first rank that differs). `comm` outlives the session. Plans made before are made again
+  /// (with the allreduce kernels), so call it before audit(): an audit taken earlier no longer lives.
   void set_data_parallel(Communicator& comm, std::size_t bucket_bytes = std::size_t{25} << 20);
   /// The gradient buckets' pack entries, in order (empty unless data-parallel).
   std::vector<std::vector<std::size_t>> gradient_buckets() const;
