@@ -70,55 +70,69 @@ MPI_Datatype mpi_type(DType dtype) {
   throw_error(ErrorCode::unsupported, "dist.mpi", fmt::format("no MPI sum for {}", dtype_name(dtype)));
 }
 
-// MPI_Iallreduce in place.
-class EngineSum final : public train::PendingReduction {
+// A request in flight, waited for (bounded) once: by wait(), or by the destructor.
+class InFlight : public train::PendingReduction {
  public:
-  EngineSum(const MpiCommunicator& comm, std::span<std::byte> data, DType dtype) : comm_(comm) {
-    const auto count = static_cast<int>(data.size() / dtype_size(dtype));
-    if (const int rc =
-            MPI_Iallreduce(MPI_IN_PLACE, data.data(), count, mpi_type(dtype), MPI_SUM, MPI_COMM_WORLD, &request_);
-        rc != MPI_SUCCESS)
-      comm.abort(fmt::format("MPI_Iallreduce of {} bytes failed: {}", data.size(), mpi_error(rc)));
-  }
-  ~EngineSum() override {
+  ~InFlight() override {
     if (request_ != MPI_REQUEST_NULL) wait();
   }
   void wait() override {
     if (request_ == MPI_REQUEST_NULL) return;
-    wait_bounded(comm_, request_, "the gradient allreduce");
+    wait_bounded(comm_, request_, what_);
     request_ = MPI_REQUEST_NULL;
+    done();
   }
 
- private:
+ protected:
+  InFlight(const MpiCommunicator& comm, std::string_view what) : comm_(comm), what_(what) {}
+  // Aborts the job when starting the request failed.
+  void started(int rc, std::size_t bytes) const {
+    if (rc != MPI_SUCCESS) comm_.abort(fmt::format("{} of {} bytes failed to start: {}", what_, bytes, mpi_error(rc)));
+  }
+  /// What completes the result once the request has.
+  virtual void done() {}
   const MpiCommunicator& comm_;
   MPI_Request request_ = MPI_REQUEST_NULL;
+
+ private:
+  std::string_view what_;
+};
+
+// MPI_Iallreduce in place.
+class EngineSum final : public InFlight {
+ public:
+  EngineSum(const MpiCommunicator& comm, std::span<std::byte> data, DType dtype)
+      : InFlight(comm, "the gradient allreduce") {
+    const auto count = static_cast<int>(data.size() / dtype_size(dtype));
+    started(MPI_Iallreduce(MPI_IN_PLACE, data.data(), count, mpi_type(dtype), MPI_SUM, MPI_COMM_WORLD, &request_),
+            data.size());
+  }
 };
 
 // Every rank's buffer gathered (MPI_Iallgather), then folded left to right in rank order on wait.
-class FixedOrderSum final : public train::PendingReduction {
+class FixedOrderSum final : public InFlight {
  public:
   FixedOrderSum(const MpiCommunicator& comm, std::span<std::byte> data, DType dtype)
-      : comm_(comm), data_(data), dtype_(dtype), all_(data.size() * static_cast<std::size_t>(comm.size())) {
-    if (const int rc = MPI_Iallgather(data.data(), static_cast<int>(data.size()), MPI_BYTE, all_.data(),
-                                      static_cast<int>(data.size()), MPI_BYTE, MPI_COMM_WORLD, &request_);
-        rc != MPI_SUCCESS)
-      comm.abort(fmt::format("MPI_Iallgather of {} bytes failed: {}", data.size(), mpi_error(rc)));
+      : InFlight(comm, "the gradient allgather"),
+        data_(data),
+        dtype_(dtype),
+        all_(data.size() * static_cast<std::size_t>(comm.size())) {
+    started(MPI_Iallgather(data.data(), static_cast<int>(data.size()), MPI_BYTE, all_.data(),
+                           static_cast<int>(data.size()), MPI_BYTE, MPI_COMM_WORLD, &request_),
+            data.size());
   }
   ~FixedOrderSum() override {
-    if (request_ != MPI_REQUEST_NULL) wait();
+    if (request_ != MPI_REQUEST_NULL) wait();  // while this class's done() is still the one called
   }
-  void wait() override {
-    if (request_ == MPI_REQUEST_NULL) return;
-    wait_bounded(comm_, request_, "the gradient allgather");
-    request_ = MPI_REQUEST_NULL;
+
+ private:
+  void done() override {
     if (dtype_ == DType::f32) {
       fold<float>();
     } else {
       fold<double>();
     }
   }
-
- private:
   template <class T>
   void fold() {
     const std::size_t n = data_.size() / sizeof(T);
@@ -130,11 +144,9 @@ class FixedOrderSum final : public train::PendingReduction {
       out[i] = sum;
     }
   }
-  const MpiCommunicator& comm_;
   std::span<std::byte> data_;
   DType dtype_;
   std::vector<std::byte> all_;
-  MPI_Request request_ = MPI_REQUEST_NULL;
 };
 
 }  // namespace

@@ -174,7 +174,7 @@ void GradientReducer::gradient_final(std::size_t entry, const TensorView& gradie
 
 ReductionTiming GradientReducer::finish(std::vector<std::optional<Tensor>>& gradients) {
   timing_.backward_seconds = seconds_since(began_);
-  for (std::size_t i = 0; i < next_; ++i) ++timing_.started_in_backward;
+  timing_.started_in_backward = static_cast<int>(next_);
   // Entries backward gave no gradient (a parameter this batch did not reach) reduce as zeros.
   for (auto& b : buckets_) {
     if (b.pending == 0) continue;
