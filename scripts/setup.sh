@@ -12,7 +12,7 @@ required=(
   python3-torch python3-torchvision python3-sentencepiece python3-clang-14
   pybind11-dev python3-dev python3-numpy python3-pytest libdlpack-dev libgraphviz-dev
   chromium chromium-driver python3-selenium
-  libopenmpi-dev openmpi-bin
+  libopenmpi-dev openmpi-bin iproute2 util-linux
 )
 
 missing=()

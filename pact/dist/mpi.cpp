@@ -3,10 +3,12 @@
 #include <fmt/format.h>
 #include <mpi.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <thread>
+#include <vector>
 
 #include "pact/core/error.hpp"
 
@@ -48,8 +50,9 @@ std::string mpi_error(int code) {
   return std::string(text, static_cast<std::size_t>(length));
 }
 
-// Waits for `request`, driving MPI's progress, for at most the timeout; past it the job ends.
-void wait_bounded(const MpiCommunicator& comm, MPI_Request& request, std::string_view what) {
+// Waits for `request` (collective `number` of the roll call), driving MPI's progress, for at most the
+// timeout; past it the job ends, naming the ranks that never reached the collective.
+void wait_bounded(const MpiCommunicator& comm, MPI_Request& request, std::string_view what, std::uint64_t number) {
   const auto start = std::chrono::steady_clock::now();
   const auto limit = std::chrono::duration<double>(comm.options().timeout_seconds);
   for (int spins = 0;; ++spins) {
@@ -58,8 +61,8 @@ void wait_bounded(const MpiCommunicator& comm, MPI_Request& request, std::string
       comm.abort(fmt::format("{} failed: {}", what, mpi_error(rc)));
     if (done != 0) return;
     if (std::chrono::steady_clock::now() - start > limit)
-      comm.abort(fmt::format("{} did not complete within {} s: another rank died or hangs (--comm-timeout)", what,
-                             comm.options().timeout_seconds));
+      comm.abort(fmt::format("{} did not complete within {} s: {} (--comm-timeout)", what,
+                             comm.options().timeout_seconds, comm.absent(number)));
     if (spins > 1000) std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
 }
@@ -78,13 +81,13 @@ class InFlight : public train::PendingReduction {
   }
   void wait() override {
     if (request_ == MPI_REQUEST_NULL) return;
-    wait_bounded(comm_, request_, what_);
+    wait_bounded(comm_, request_, what_, number_);
     request_ = MPI_REQUEST_NULL;
     done();
   }
 
  protected:
-  InFlight(const MpiCommunicator& comm, std::string_view what) : comm_(comm), what_(what) {}
+  InFlight(const MpiCommunicator& comm, std::string_view what) : comm_(comm), number_(comm.announce()), what_(what) {}
   // Aborts the job when starting the request failed.
   void started(int rc, std::size_t bytes) const {
     if (rc != MPI_SUCCESS) comm_.abort(fmt::format("{} of {} bytes failed to start: {}", what_, bytes, mpi_error(rc)));
@@ -95,6 +98,7 @@ class InFlight : public train::PendingReduction {
   MPI_Request request_ = MPI_REQUEST_NULL;
 
  private:
+  std::uint64_t number_;  // in the roll call
   std::string_view what_;
 };
 
@@ -151,6 +155,40 @@ class FixedOrderSum final : public InFlight {
 
 }  // namespace
 
+// Note [Roll call]
+// ~~~~~~~~~~~~~~~~
+// A collective that times out says only that some rank did not take part. To name it, every rank numbers
+// the collectives it starts (1, 2, ...) and, as it starts each, sends that number to every other rank: an
+// 8-byte message on a duplicate of MPI_COMM_WORLD (so it never matches anything else), which Open MPI
+// sends eagerly, completing without the receiver. Each rank keeps a receive posted per peer and reads
+// what has arrived whenever it drives progress, so at a timeout it knows the last collective every peer
+// started: a peer behind this rank's number never reached the collective (it hangs, or died before it);
+// when all have reached it, one failed inside it. A send still in flight to a peer that has stopped
+// receiving is not repeated (its number is stale anyway). The cost: size - 1 small messages per collective.
+struct MpiCommunicator::RollCall {
+  static constexpr int kTag = 7;
+  MPI_Comm comm = MPI_COMM_NULL;
+  std::uint64_t started = 0;                            // collectives this rank has started
+  std::vector<std::uint64_t> seen, outgoing, incoming;  // per rank
+  std::vector<MPI_Request> sends, receives;             // per rank; this rank's own stay null
+
+  // Reads every announcement that has arrived, reposting each peer's receive.
+  void poll(int self) {
+    for (int p = 0; p < static_cast<int>(seen.size()); ++p) {
+      if (p == self) continue;
+      const auto k = static_cast<std::size_t>(p);
+      for (;;) {
+        if (receives[k] == MPI_REQUEST_NULL &&
+            MPI_Irecv(&incoming[k], 1, MPI_UINT64_T, p, kTag, comm, &receives[k]) != MPI_SUCCESS)
+          break;
+        int done = 0;
+        if (MPI_Test(&receives[k], &done, MPI_STATUS_IGNORE) != MPI_SUCCESS || done == 0) break;
+        seen[k] = std::max(seen[k], incoming[k]);  // MPI_Test has reset the request to null
+      }
+    }
+  }
+};
+
 MpiCommunicator::MpiCommunicator(MpiOptions options) : options_(options) {
   if (!(options_.timeout_seconds > 0))
     throw_error(ErrorCode::invalid_argument, "dist.mpi",
@@ -158,6 +196,61 @@ MpiCommunicator::MpiCommunicator(MpiOptions options) : options_(options) {
   world();
   MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
   MPI_Comm_size(MPI_COMM_WORLD, &size_);
+  roll_ = std::make_unique<RollCall>();
+  const auto n = static_cast<std::size_t>(size_);
+  roll_->seen.assign(n, 0);
+  roll_->outgoing.assign(n, 0);
+  roll_->incoming.assign(n, 0);
+  roll_->sends.assign(n, MPI_REQUEST_NULL);
+  roll_->receives.assign(n, MPI_REQUEST_NULL);
+  // The duplicate is itself a collective: bounded like the others (a rank that never starts is named).
+  MPI_Request request = MPI_REQUEST_NULL;
+  if (const int rc = MPI_Comm_idup(MPI_COMM_WORLD, &roll_->comm, &request); rc != MPI_SUCCESS)
+    abort(fmt::format("duplicating MPI_COMM_WORLD failed: {}", mpi_error(rc)));
+  wait_bounded(*this, request, "starting the communicator (MPI_Comm_idup)", 0);
+}
+
+MpiCommunicator::~MpiCommunicator() {
+  int finished = 0;
+  MPI_Finalized(&finished);
+  if (finished != 0 || roll_ == nullptr || roll_->comm == MPI_COMM_NULL) return;
+  for (auto& r : roll_->receives) {
+    if (r == MPI_REQUEST_NULL) continue;
+    MPI_Cancel(&r);
+    MPI_Wait(&r, MPI_STATUS_IGNORE);  // a cancelled receive completes at once
+  }
+  for (auto& s : roll_->sends)
+    if (s != MPI_REQUEST_NULL) MPI_Request_free(&s);  // an eager send completes on its own
+  MPI_Comm_free(&roll_->comm);
+}
+
+std::uint64_t MpiCommunicator::announce() const {
+  RollCall& roll = *roll_;
+  const std::uint64_t number = ++roll.started;
+  roll.poll(rank_);
+  for (int p = 0; p < size_; ++p) {
+    const auto k = static_cast<std::size_t>(p);
+    if (p == rank_) continue;
+    int done = 1;
+    if (roll.sends[k] != MPI_REQUEST_NULL) MPI_Test(&roll.sends[k], &done, MPI_STATUS_IGNORE);
+    if (done == 0) continue;
+    roll.outgoing[k] = number;
+    MPI_Isend(&roll.outgoing[k], 1, MPI_UINT64_T, p, RollCall::kTag, roll.comm, &roll.sends[k]);
+  }
+  return number;
+}
+
+std::string MpiCommunicator::absent(std::uint64_t number) const {
+  if (roll_ == nullptr || roll_->comm == MPI_COMM_NULL) return "a rank never started";
+  roll_->poll(rank_);
+  std::string behind;
+  for (int p = 0; p < size_; ++p) {
+    const std::uint64_t last = roll_->seen[static_cast<std::size_t>(p)];
+    if (p == rank_ || last >= number) continue;
+    behind += fmt::format("{}rank {} (its last collective started: #{})", behind.empty() ? "" : ", ", p, last);
+  }
+  if (behind.empty()) return fmt::format("every rank reached it (collective #{}); one died or hangs inside it", number);
+  return fmt::format("never reached by {}; this rank is at collective #{}: it died or hangs", behind, number);
 }
 
 std::unique_ptr<train::PendingReduction> MpiCommunicator::start_sum(std::span<std::byte> data, DType dtype) {
@@ -175,8 +268,11 @@ std::vector<std::string> MpiCommunicator::gather_all(const std::string& text) {
   int length = static_cast<int>(text.size());
   std::vector<int> lengths(static_cast<std::size_t>(size_));
   MPI_Request request = MPI_REQUEST_NULL;
-  MPI_Iallgather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, MPI_COMM_WORLD, &request);
-  wait_bounded(*this, request, "the agreement check (lengths)");
+  const std::uint64_t number = announce();
+  if (const int rc = MPI_Iallgather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, MPI_COMM_WORLD, &request);
+      rc != MPI_SUCCESS)
+    abort(fmt::format("the agreement check failed to start: {}", mpi_error(rc)));
+  wait_bounded(*this, request, "the agreement check (lengths)", number);
   std::vector<int> offsets(static_cast<std::size_t>(size_), 0);
   int total = 0;
   for (int r = 0; r < size_; ++r) {
@@ -184,9 +280,11 @@ std::vector<std::string> MpiCommunicator::gather_all(const std::string& text) {
     total += lengths[static_cast<std::size_t>(r)];
   }
   std::string all(static_cast<std::size_t>(total), '\0');
-  MPI_Iallgatherv(text.data(), length, MPI_CHAR, all.data(), lengths.data(), offsets.data(), MPI_CHAR, MPI_COMM_WORLD,
-                  &request);
-  wait_bounded(*this, request, "the agreement check");
+  if (const int rc = MPI_Iallgatherv(text.data(), length, MPI_CHAR, all.data(), lengths.data(), offsets.data(),
+                                     MPI_CHAR, MPI_COMM_WORLD, &request);
+      rc != MPI_SUCCESS)
+    abort(fmt::format("the agreement check failed to start: {}", mpi_error(rc)));
+  wait_bounded(*this, request, "the agreement check", number);
   std::vector<std::string> out;
   out.reserve(static_cast<std::size_t>(size_));
   for (int r = 0; r < size_; ++r)
@@ -196,8 +294,7 @@ std::vector<std::string> MpiCommunicator::gather_all(const std::string& text) {
 }
 
 void MpiCommunicator::progress() {
-  int flag = 0;
-  MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE);
+  roll_->poll(rank_);  // its tests drive Open MPI's progress engine, moving the reductions in flight on too
 }
 
 bool MpiCommunicator::launched_by_mpirun() noexcept {

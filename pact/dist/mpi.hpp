@@ -3,8 +3,11 @@
 /// started on first use (only the calling thread talks to it; OpenMP threads compute) and finalised at
 /// exit. Every wait is bounded: a collective that has not completed within the timeout (a rank died or
 /// hangs) ends the whole job through MPI_Abort, with a message that names this rank, what it waited
-/// for and for how long, so no job hangs silently.
+/// for, for how long, and which ranks never reached it (Note [Roll call] in mpi.cpp), so no job hangs
+/// silently.
 
+#include <cstdint>
+#include <memory>
 #include <string>
 
 #include "pact/train/communicator.hpp"
@@ -22,6 +25,9 @@ struct MpiOptions {
 class MpiCommunicator final : public train::Communicator {
  public:
   explicit MpiCommunicator(MpiOptions options = {});
+  ~MpiCommunicator() override;
+  MpiCommunicator(const MpiCommunicator&) = delete;
+  MpiCommunicator& operator=(const MpiCommunicator&) = delete;
   int rank() const noexcept override { return rank_; }
   int size() const noexcept override { return size_; }
   std::unique_ptr<train::PendingReduction> start_sum(std::span<std::byte> data, DType dtype) override;
@@ -39,9 +45,17 @@ class MpiCommunicator final : public train::Communicator {
   /// Ends every rank of the job: prints "pact: rank R: `why`" on stderr and calls MPI_Abort.
   [[noreturn]] void abort(const std::string& why) const;
 
+  /// The roll call (Note [Roll call]): announces to every other rank that this one has started its next
+  /// collective and returns that collective's number (1, 2, ...).
+  std::uint64_t announce() const;
+  /// The ranks that have not announced collective `number`, as a sentence for a timeout's message.
+  std::string absent(std::uint64_t number) const;
+
  private:
+  struct RollCall;
   MpiOptions options_;
   int rank_ = 0, size_ = 1;
+  std::unique_ptr<RollCall> roll_;
 };
 
 }  // namespace pact::dist

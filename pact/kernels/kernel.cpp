@@ -8,12 +8,18 @@
 #include <mutex>
 
 #include "pact/kernels/guards.hpp"
+#include "pact/kernels/ranks.hpp"
 
 namespace pact::kernels {
 
 namespace {
 std::atomic<std::uint64_t> g_macs{0};
+thread_local RankSum* t_batch_norm_ranks = nullptr;
 }  // namespace
+
+RankSum* batch_norm_ranks() noexcept { return t_batch_norm_ranks; }
+BatchNormRanks::BatchNormRanks(RankSum* ranks) noexcept : previous_(t_batch_norm_ranks) { t_batch_norm_ranks = ranks; }
+BatchNormRanks::~BatchNormRanks() { t_batch_norm_ranks = previous_; }
 
 std::uint64_t macs_performed() noexcept { return g_macs.load(std::memory_order_relaxed); }
 

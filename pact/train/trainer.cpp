@@ -215,15 +215,20 @@ void require_agreement(Communicator& comm, std::string_view what, const std::str
   }
 }
 
-// Averages one value over the ranks.
-double mean_over(Communicator& comm, double value) {
-  std::array<double, 1> v{value};
-  comm.start_sum(std::as_writable_bytes(std::span<double>(v)), DType::f64)->wait();
-  return v[0] / comm.size();
-}
+// Sync batch norm's sums (pact/kernels/ranks.hpp) over the session's communicator: blocking reductions of
+// f64 values, in the communicator's order (rank order under cpu-deterministic-mpi, so repeatable too).
+class CommunicatorSum final : public kernels::RankSum {
+ public:
+  explicit CommunicatorSum(Communicator& comm) : comm_(comm) {}
+  int ranks() const noexcept override { return comm_.size(); }
+  void sum(std::span<double> values) override { comm_.start_sum(std::as_writable_bytes(values), DType::f64)->wait(); }
+
+ private:
+  Communicator& comm_;
+};
 }  // namespace
 
-void TrainingSession::set_data_parallel(Communicator& comm, std::size_t bucket_bytes) {
+void TrainingSession::set_data_parallel(Communicator& comm, std::size_t bucket_bytes, bool sync_batch_norm) {
   if (bucket_bytes == 0)
     throw_error(ErrorCode::invalid_argument, "train.data_parallel", "the gradient bucket cap must be positive");
   // The reduction is a kernel like any other (Note [Training kernels]): the profile must admit a capsule
@@ -247,11 +252,11 @@ void TrainingSession::set_data_parallel(Communicator& comm, std::size_t bucket_b
                             capsule.descriptors[2].evidence.id, comm.reduction_order(), comm.boundary()));
   // Parameters and the options that shape an update; their values, bytes and all.
   std::vector<std::byte> bytes;
-  std::string text = fmt::format("{} lr {} momentum {} decay {} seed {} profile {} schedule {} {} {}\n",
+  std::string text = fmt::format("{} lr {} momentum {} decay {} seed {} profile {} schedule {} {} {} sync bn {}\n",
                                  objective_.options.optimizer, objective_.options.lr, objective_.options.momentum,
                                  objective_.options.weight_decay, objective_.options.seed, objective_.options.profile,
                                  static_cast<int>(objective_.options.schedule.kind), objective_.options.schedule.total,
-                                 objective_.options.schedule.warmup);
+                                 objective_.options.schedule.warmup, sync_batch_norm);
   std::vector<std::optional<ops::TensorType>> entries;
   for (std::size_t i = 0; i < params_.names.size(); ++i) {
     const Tensor& v = params_.values[i];
@@ -267,6 +272,7 @@ void TrainingSession::set_data_parallel(Communicator& comm, std::size_t bucket_b
   reducer_ = std::make_unique<GradientReducer>(comm, entries, bucket_bytes);
   reducer_->calibrate();
   comm_ = &comm;
+  batch_norm_ranks_ = sync_batch_norm ? std::make_unique<CommunicatorSum>(comm) : nullptr;
   agreed_batches_.clear();
   plans_.clear();  // re-planned with the allreduce kernels
   step_kernels_.clear();
@@ -287,6 +293,7 @@ StepResult TrainingSession::step_batch(Tensor x, Tensor target, OptimizerState s
   StepResult result;
   std::map<std::string, Tensor> running;  // new running statistics, by source id (the plan's kernels)
   {
+    const kernels::BatchNormRanks synchronised(batch_norm_ranks_.get());  // forward, running stats and backward
     Outputs out = run(std::move(x), std::move(target), true, leaves);
     result.loss = scalar_of(out.loss);
     result.retained_bytes = session_.tape().retained_bytes();
@@ -316,7 +323,7 @@ StepResult TrainingSession::step_batch(Tensor x, Tensor target, OptimizerState s
     }
     if (reducer_) {
       result.reduction = reducer_->finish(result.gradients);
-      result.loss = mean_over(*comm_, result.loss);
+      result.loss = comm_->mean(result.loss);
     }
     running = std::move(out.running_stats);
   }  // outputs and the tape's records go out of scope / are cleared before the parameters come back

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "pact/kernels/ranks.hpp"
 #include "pact/plan/planner.hpp"
 #include "pact/runtime/executor.hpp"
 #include "pact/runtime/session.hpp"
@@ -119,7 +120,13 @@ class TrainingSession {
   /// digests are compared here, and the plan's before the first update at each batch size (invalid_argument
   /// naming the first rank that differs). `comm` outlives the session. Plans made before are made again
   /// (with the allreduce kernels), so call it before audit(): an audit taken earlier no longer lives.
-  void set_data_parallel(Communicator& comm, std::size_t bucket_bytes = std::size_t{25} << 20);
+  /// With `sync_batch_norm` (the default, as PyTorch's SyncBatchNorm) every batch norm takes its training
+  /// statistics over all the ranks' rows (pact/kernels/ranks.hpp), so N ranks of B rows follow one process
+  /// of N x B; without it each rank normalises its own shard.
+  void set_data_parallel(Communicator& comm, std::size_t bucket_bytes = std::size_t{25} << 20,
+                         bool sync_batch_norm = true);
+  /// True when data-parallel steps synchronise batch-norm statistics over the ranks.
+  bool syncs_batch_norm() const noexcept { return batch_norm_ranks_ != nullptr; }
   /// The gradient buckets' pack entries, in order (empty unless data-parallel).
   std::vector<std::vector<std::size_t>> gradient_buckets() const;
   /// The parameters between updates (what a checkpoint taken mid-training saves).
@@ -155,7 +162,8 @@ class TrainingSession {
   std::int64_t steps_ = 0;
   Communicator* comm_ = nullptr;
   std::unique_ptr<GradientReducer> reducer_;
-  std::set<std::int64_t> agreed_batches_;  ///< batch sizes whose plan every rank was checked to share
+  std::unique_ptr<kernels::RankSum> batch_norm_ranks_;  ///< sync batch norm's sums over comm_'s ranks
+  std::set<std::int64_t> agreed_batches_;               ///< batch sizes whose plan every rank was checked to share
 };
 
 /// Built-in models for the digits data: an MLP 64-hidden-10 and a small CNN (8x8 images: conv 3x3 with

@@ -103,6 +103,70 @@ TEST(DataParallel, TwoRanksFollowOneProcessAtTwiceTheBatch) {
   EXPECT_EQ(all[0], all[1]);
 }
 
+// The largest difference between two packs' values, and its entry's name.
+std::pair<float, std::string> worst_difference(const train::ParameterPack& a, const train::ParameterPack& b) {
+  std::pair<float, std::string> worst{0.0f, ""};
+  for (std::size_t i = 0; i < a.values.size(); ++i) {
+    const auto pa = values_of(a.values[i]), pb = values_of(b.values[i]);
+    EXPECT_EQ(pa.size(), pb.size()) << a.names[i];
+    for (std::size_t k = 0; k < std::min(pa.size(), pb.size()); ++k)
+      if (std::abs(pa[k] - pb[k]) > worst.first) worst = {std::abs(pa[k] - pb[k]), a.names[i]};
+  }
+  return worst;
+}
+
+// The CNN (conv, batch norm, relu, pool, linear) for 3 steps: 2 ranks of `per_rank` rows, their batch norms
+// synchronised or not, against one process of twice the rows. Returns the largest parameter difference
+// (running statistics included) and whether the ranks' parameters agree bit for bit.
+std::pair<std::pair<float, std::string>, bool> cnn_against_one_process(bool sync_batch_norm) {
+  MpiCommunicator& comm = world();
+  constexpr std::int64_t per_rank = 12;
+  train::Objective o;
+  o.graph = [](std::int64_t b) { return train::digits_cnn(b); };
+  o.options.optimizer = "sgd";
+  o.options.momentum = 0.9;
+  o.options.lr = 0.05;
+  o.options.seed = 9;
+  o.options.profile = "cpu-checked-mpi";
+  train::TrainingSession parallel(o, train::init_parameters(o.graph(per_rank), 9));
+  parallel.set_data_parallel(comm, std::size_t{25} << 20, sync_batch_norm);
+  EXPECT_EQ(parallel.syncs_batch_norm(), sync_batch_norm);
+  train::TrainingSession single(o, train::init_parameters(o.graph(2 * per_rank), 9));
+  train::OptimizerState ps, ss;
+  for (int step = 0; step < 3; ++step) {
+    const auto batch = global_batch(2 * per_rank, 300 + static_cast<std::uint64_t>(step));
+    auto [x, y] = rows_of(batch, comm.rank() * per_rank, per_rank);
+    auto p = parallel.step_batch(std::move(x), std::move(y), std::move(ps));
+    ps = std::move(p.state);
+    auto [gx, gy] = rows_of(batch, 0, 2 * per_rank);
+    auto s = single.step_batch(std::move(gx), std::move(gy), std::move(ss));
+    ss = std::move(s.state);
+    if (sync_batch_norm) {
+      EXPECT_NEAR(p.loss, s.loss, 1e-5) << "step " << step;
+    }
+  }
+  std::vector<std::byte> bytes;
+  for (const auto& v : parallel.parameters().values) ir::append_tensor_bytes(v.as_view(), bytes);
+  const auto digests = comm.gather_all(sha256_digest(bytes));
+  return {worst_difference(parallel.parameters(), single.parameters()), digests[0] == digests[1]};
+}
+
+TEST(DataParallel, SynchronisedBatchNormFollowsOneProcessAtTwiceTheBatch) {
+  // Batch statistics over both ranks' rows (forward, backward and the running statistics), so the CNN's
+  // parameters and running statistics after 3 steps are one process's at 24 rows, on both ranks alike.
+  const auto [worst, agree] = cnn_against_one_process(true);
+  EXPECT_LT(worst.first, 2e-5f) << worst.second;
+  EXPECT_TRUE(agree) << "the ranks' parameters or running statistics differ";
+}
+
+TEST(DataParallel, BatchNormOfEachRanksShardAloneDrifts) {
+  // The comparison above can fail: each rank normalising its own 12 rows trains another model (and its
+  // ranks' running statistics part ways).
+  const auto [worst, agree] = cnn_against_one_process(false);
+  EXPECT_GT(worst.first, 1e-3f);
+  EXPECT_FALSE(agree);
+}
+
 TEST(DataParallel, AWrongAverageIsCaught) {
   // The comparison above can fail: a rank that trains on its shard alone (no reduction) drifts from the
   // one-process run well past the tolerance.
@@ -221,8 +285,8 @@ TEST(DataParallel, FixedOrderReductionIsBitwiseRepeatable) {
   EXPECT_EQ(run(), run());
 }
 
-// Run alone (ctest dist.hung_rank): rank 1 stops taking part; rank 0's reduction times out and the job
-// ends with a message naming the waiting rank, instead of hanging.
+// Run alone (ctest dist.hung_rank): rank 1 stops taking part; rank 0's collective times out and the job
+// ends, instead of hanging, with a message naming rank 1 as the one that never reached it.
 TEST(DataParallelFault, AHungRankEndsTheJob) {
   MpiCommunicator comm(MpiOptions{2, false});
   const auto objective = mlp_objective("cpu-checked-mpi");

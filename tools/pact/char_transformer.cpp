@@ -49,7 +49,8 @@ int run_char_transformer(const TrainArgs& args, train::Communicator* comm) {
   objective.options.schedule.warmup = std::min<std::int64_t>(50, steps / 10);
   train::TrainingSession session(objective, train::init_parameters(objective.graph(batch), args.seed));
   const std::int64_t ranks = comm != nullptr ? comm->size() : 1, rank = comm != nullptr ? comm->rank() : 0;
-  if (comm != nullptr) session.set_data_parallel(*comm, static_cast<std::size_t>(args.bucket_mb * (1 << 20)));
+  if (comm != nullptr)
+    session.set_data_parallel(*comm, static_cast<std::size_t>(args.bucket_mb * (1 << 20)), !args.local_batch_norm);
   const auto& audit = session.audit(batch);
   std::set<std::string> capsules;
   for (const auto& k : audit.kernels) {
@@ -99,12 +100,14 @@ int run_char_transformer(const TrainArgs& args, train::Communicator* comm) {
                  static_cast<double>((s + 1) * batch * ranks) / secs);
     }
   }
-  // Held-out style estimate: mean loss over fresh random windows in evaluation mode.
+  // Held-out style estimate: mean loss over fresh random windows in evaluation mode (data-parallel: every
+  // rank's rows of 8 global batches, averaged over the ranks, as one process over the same windows).
   double eval = 0;
   for (int k = 0; k < 8; ++k) {
     auto [x, y] = sample_batch();
     eval += session.loss(std::move(x), std::move(y));
   }
+  if (comm != nullptr) eval = comm->mean(eval);
   const double seconds_training = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   fmt::print("evaluation loss: {:.3f} nats/char\n", eval / 8);
   fmt::print("retained for backward: {} bytes (largest over the steps)\n", retained_peak);
@@ -166,8 +169,8 @@ int run_char_transformer(const TrainArgs& args, train::Communicator* comm) {
               {"seconds_total", seconds_training}};
   report["step_loss"] = step_loss;
   if (comm != nullptr)
-    report["data_parallel"] = data_parallel_summary(*comm, batch, static_cast<std::size_t>(args.bucket_mb * (1 << 20)),
-                                                    session.gradient_buckets().size(), reductions);
+    report["data_parallel"] =
+        data_parallel_summary(*comm, session, batch, static_cast<std::size_t>(args.bucket_mb * (1 << 20)), reductions);
   write_run_files(dir, report,
                   picture::render_svg(picture::to_dot(
                       picture::from_graph(objective.graph(batch), args.model + " under " + args.profile, &audit), {})),

@@ -17,6 +17,10 @@
 #include "pact/train/communicator.hpp"
 #include "pact/train/reducer.hpp"
 
+namespace pact::train {
+class TrainingSession;
+}  // namespace pact::train
+
 namespace pact::cli {
 
 /// `pact demo`: a short tour of the storage model (owners, views, groups, ledgers).
@@ -42,20 +46,21 @@ struct TrainArgs {
   std::string out = "runs";
   std::string run_dir;  ///< the run's directory (default: a new OUT/<UTC timestamp>)
   std::string data = "data/digits.csv.gz";
-  bool checkpoint = false;      ///< char-transformer: checkpoint the attention and MLP sublayers
-  bool data_parallel = false;   ///< under mpirun: every rank trains a shard and the gradients are averaged
-  double bucket_mb = 25;        ///< --data-parallel: gradient bucket cap, MB (2^20 bytes)
-  double comm_timeout = 120;    ///< --data-parallel: seconds a collective may take before the job ends
-  std::string save;             ///< write a checkpoint with the training progress here after every epoch
-  std::string load;             ///< continue from this checkpoint (Note [Exact resume]) or its parameters
-  int stop_after = 0;           ///< stop after this epoch (the schedule still plans --epochs); 0: run them all
-  std::string target;           ///< --data FILE.csv: the target column
-  std::string task = "auto";    ///< --data FILE.csv: auto | classify | regress
-  std::string hidden = "128";   ///< --data FILE.csv: hidden layer widths, comma-separated
-  std::string loss;             ///< --model DIR (a PyTorch capture): cross_entropy:OUTPUT | mse:OUTPUT
-  std::int64_t steps = 400;     ///< char-transformer: updates
-  double weight_decay = -1;     ///< adamw: decoupled weight decay (-1: PyTorch's AdamW default, 0.01)
-  std::set<std::string> given;  ///< the options the user gave (a model refuses those it does not use)
+  bool checkpoint = false;        ///< char-transformer: checkpoint the attention and MLP sublayers
+  bool data_parallel = false;     ///< under mpirun: every rank trains a shard and the gradients are averaged
+  double bucket_mb = 25;          ///< --data-parallel: gradient bucket cap, MB (2^20 bytes)
+  double comm_timeout = 120;      ///< --data-parallel: seconds a collective may take before the job ends
+  bool local_batch_norm = false;  ///< --data-parallel: batch norms use each rank's shard (default: all ranks')
+  std::string save;               ///< write a checkpoint with the training progress here after every epoch
+  std::string load;               ///< continue from this checkpoint (Note [Exact resume]) or its parameters
+  int stop_after = 0;             ///< stop after this epoch (the schedule still plans --epochs); 0: run them all
+  std::string target;             ///< --data FILE.csv: the target column
+  std::string task = "auto";      ///< --data FILE.csv: auto | classify | regress
+  std::string hidden = "128";     ///< --data FILE.csv: hidden layer widths, comma-separated
+  std::string loss;               ///< --model DIR (a PyTorch capture): cross_entropy:OUTPUT | mse:OUTPUT
+  std::int64_t steps = 400;       ///< char-transformer: updates
+  double weight_decay = -1;       ///< adamw: decoupled weight decay (-1: PyTorch's AdamW default, 0.01)
+  std::set<std::string> given;    ///< the options the user gave (a model refuses those it does not use)
 };
 /// `pact train --model char-transformer`: a tiny causal transformer on a text file (--steps updates); with
 /// `comm` (--data-parallel) each rank trains its shard of every global batch of windows.
@@ -65,9 +70,10 @@ int run_char_transformer(const TrainArgs& args, train::Communicator* comm);
 /// it cannot be created.
 std::filesystem::path make_run_dir(const TrainArgs& args);
 /// A data-parallel run's report section: ranks, buckets, the communicator, and how much of the gradient
-/// reduction backward hid (hidden_fraction: 1 - the mean exposed wait over a blocking reduction's time).
-Json data_parallel_summary(const train::Communicator& comm, std::int64_t batch, std::size_t bucket_bytes,
-                           std::size_t buckets, const std::vector<train::ReductionTiming>& steps);
+/// reduction backward hid (hidden_fraction: 1 - the mean exposed wait over a blocking reduction's time),
+/// and whether batch norms took their statistics over all the ranks.
+Json data_parallel_summary(const train::Communicator& comm, const train::TrainingSession& session, std::int64_t batch,
+                           std::size_t bucket_bytes, const std::vector<train::ReductionTiming>& steps);
 /// Writes a run's report.json, loss.svg (the step losses), graph.svg (`graph_svg`) and report.html into
 /// `dir`, each atomically, and prints "report: PATH" (scripts parse it) and "html report: PATH".
 void write_run_files(const std::filesystem::path& dir, const Json& report, const std::string& graph_svg,

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 
@@ -106,10 +107,10 @@ void require_parameters_fit(const ir::Graph& g, const std::string& path, const s
 namespace {
 // Data-parallel: one MPI rank per process; rank 0 alone prints and writes (the others' stdout is
 // discarded, their errors still reach stderr), and each rank takes cores / ranks threads by default.
-std::optional<dist::MpiCommunicator> start_data_parallel(const TrainArgs& args) {
-  std::optional<dist::MpiCommunicator> comm;
-  if (!args.data_parallel) return comm;
-  comm.emplace(dist::MpiOptions{args.comm_timeout, args.profile == "cpu-deterministic-mpi"});
+std::unique_ptr<dist::MpiCommunicator> start_data_parallel(const TrainArgs& args) {
+  if (!args.data_parallel) return nullptr;
+  auto comm = std::make_unique<dist::MpiCommunicator>(
+      dist::MpiOptions{args.comm_timeout, args.profile == "cpu-deterministic-mpi"});
   if (comm->rank() != 0 && std::freopen("/dev/null", "w", stdout) == nullptr)
     throw_error(ErrorCode::io_error, "train", fmt::format("rank {}: cannot silence stdout", comm->rank()));
   if (args.threads <= 0) omp_set_num_threads(std::max(1, omp_get_num_procs() / comm->size()));
@@ -124,8 +125,8 @@ void refuse_existing_report(const std::filesystem::path& dir) {
 }
 }  // namespace
 
-Json data_parallel_summary(const train::Communicator& comm, std::int64_t batch, std::size_t bucket_bytes,
-                           std::size_t buckets, const std::vector<train::ReductionTiming>& steps) {
+Json data_parallel_summary(const train::Communicator& comm, const train::TrainingSession& session, std::int64_t batch,
+                           std::size_t bucket_bytes, const std::vector<train::ReductionTiming>& steps) {
   double backward = 0, exposed = 0, started = 0, blocking = 0;
   for (const auto& r : steps) {
     backward += r.backward_seconds;
@@ -137,7 +138,8 @@ Json data_parallel_summary(const train::Communicator& comm, std::int64_t batch, 
   return Json{{"ranks", comm.size()},
               {"rows_per_update", batch * comm.size()},
               {"bucket_bytes", bucket_bytes},
-              {"buckets", buckets},
+              {"buckets", session.gradient_buckets().size()},
+              {"batch_norm_statistics", session.syncs_batch_norm() ? "all ranks" : "each rank's own"},
               {"boundary", comm.boundary()},
               {"reduction_order", comm.reduction_order()},
               {"backward_seconds_mean", backward / n},
@@ -200,16 +202,17 @@ int run_train(const TrainArgs& args) {
   if (args.given.count("--run-dir") && args.given.count("--out"))
     throw_error(ErrorCode::invalid_argument, "train", "--run-dir names the run's directory itself: drop --out");
   if (!args.run_dir.empty()) refuse_existing_report(args.run_dir);  // before any work
-  if (!args.data_parallel) refuse_given({"--bucket-mb", "--comm-timeout"}, "applies to --data-parallel");
+  if (!args.data_parallel)
+    refuse_given({"--bucket-mb", "--comm-timeout", "--local-batch-norm"}, "applies to --data-parallel");
   if (args.model == "char-transformer") {
     refuse_given({"--save", "--load", "--epochs", "--stop-after", "--loss"},
                  "does not apply to --model char-transformer (it trains --steps updates on a text file and "
                  "writes no checkpoint)");
     if (args.steps <= 0)
       throw_error(ErrorCode::invalid_argument, "train", fmt::format("--steps {} must be positive", args.steps));
-    std::optional<dist::MpiCommunicator> comm = start_data_parallel(args);
+    std::unique_ptr<dist::MpiCommunicator> comm = start_data_parallel(args);
     if (args.threads > 0) omp_set_num_threads(args.threads);
-    return run_char_transformer(args, comm ? &*comm : nullptr);
+    return run_char_transformer(args, comm.get());
   }
   refuse_given({"--steps"}, "applies to --model char-transformer; the digits models train --epochs");
   if (args.checkpoint) {
@@ -224,7 +227,7 @@ int run_train(const TrainArgs& args) {
   if (args.batch_size <= 0)
     throw_error(ErrorCode::invalid_argument, "train", fmt::format("--batch-size {} must be positive", args.batch_size));
   if (!args.save.empty()) require_writable_destination(args.save, "pact train --save");  // before any work
-  std::optional<dist::MpiCommunicator> comm = start_data_parallel(args);
+  std::unique_ptr<dist::MpiCommunicator> comm = start_data_parallel(args);
   if (args.threads > 0) omp_set_num_threads(args.threads);
   const auto t0 = std::chrono::steady_clock::now();
   // A PyTorch capture (--model DIR --loss KIND:OUTPUT) fine-tunes on --data; a CSV table (--data FILE.csv
@@ -406,7 +409,8 @@ int run_train(const TrainArgs& args) {
   const std::int64_t parameter_count = initial.count();
   train::TrainingSession session(objective, std::move(initial));
   if (resumed) session.resume(resumed->position.steps, resumed->position.kernel_calls);
-  if (comm) session.set_data_parallel(*comm, static_cast<std::size_t>(args.bucket_mb * (1 << 20)));
+  if (comm)
+    session.set_data_parallel(*comm, static_cast<std::size_t>(args.bucket_mb * (1 << 20)), !args.local_batch_norm);
 
   // Plan audit summary.
   const plan::PlanAudit& audit = session.audit(batch);
@@ -453,10 +457,10 @@ int run_train(const TrainArgs& args) {
     fit_options.ranks = comm->size();
     fmt::print(
         "data-parallel: {} rank(s){}, {} rows per update ({} per rank), {} gradient bucket(s) of at most {} "
-        "MB, reduction order {}, {} thread(s) per rank\n",
+        "MB, reduction order {}, batch-norm statistics over {}, {} thread(s) per rank\n",
         comm->size(), dist::MpiCommunicator::launched_by_mpirun() ? "" : " (not started by mpirun)",
         batch * comm->size(), batch, session.gradient_buckets().size(), args.bucket_mb, comm->reduction_order(),
-        omp_get_max_threads());
+        session.syncs_batch_norm() ? "all ranks" : "each rank's own shard", omp_get_max_threads());
   }
   auto on_step = [&](const train::StepProgress& p) {
     if (!tty || (p.step % 4 != 0 && p.step + 1 != p.steps_per_epoch)) return;
@@ -530,8 +534,8 @@ int run_train(const TrainArgs& args) {
               {"seconds_total", total}};
   report["step_loss"] = fitted.step_loss;
   if (comm)
-    report["data_parallel"] = data_parallel_summary(*comm, batch, static_cast<std::size_t>(args.bucket_mb * (1 << 20)),
-                                                    session.gradient_buckets().size(), fitted.reductions);
+    report["data_parallel"] = data_parallel_summary(
+        *comm, session, batch, static_cast<std::size_t>(args.bucket_mb * (1 << 20)), fitted.reductions);
   for (std::size_t e = 0; e < fitted.epochs.size(); ++e) {
     const auto& r = fitted.epochs[e];
     report["epochs"].push_back(Json{{"epoch", static_cast<std::size_t>(fit_options.start_epoch) + e + 1},
@@ -595,6 +599,9 @@ const bool registered = register_command("train", [](CLI::App& app) {
       ->add_option("--comm-timeout", a->comm_timeout,
                    "--data-parallel: seconds a collective may wait before the job ends (a dead or hung rank)")
       ->check(CLI::Range(0.1, 86400.0));
+  train->add_flag("--local-batch-norm", a->local_batch_norm,
+                  "--data-parallel: each rank's batch norms take their training statistics from its own shard "
+                  "(default: from every rank's rows, as one process at the global batch would)");
   train->add_flag(
       "--checkpoint", a->checkpoint,
       "char-transformer: checkpoint the attention and MLP sublayers (interior values recomputed in backward)");

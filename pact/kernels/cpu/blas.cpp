@@ -13,6 +13,7 @@
 #include "pact/kernels/cpu/gemm.hpp"
 #include "pact/kernels/cpu/handler_table.hpp"
 #include "pact/kernels/kernel.hpp"
+#include "pact/kernels/ranks.hpp"
 
 namespace pact::kernels::cpu::blas {
 

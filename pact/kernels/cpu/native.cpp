@@ -19,6 +19,7 @@
 #include "pact/kernels/cpu/handler_table.hpp"
 #include "pact/kernels/cpu/vector_ops.hpp"
 #include "pact/kernels/kernel.hpp"
+#include "pact/kernels/ranks.hpp"
 
 namespace pact::kernels::cpu::native {
 

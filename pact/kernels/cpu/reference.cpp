@@ -9,6 +9,7 @@
 #include "pact/kernels/cpu/common.hpp"
 #include "pact/kernels/cpu/handler_table.hpp"
 #include "pact/kernels/kernel.hpp"
+#include "pact/kernels/ranks.hpp"
 
 #if defined(__FAST_MATH__)
 #error "the reference provider must not be compiled with fast-math"
