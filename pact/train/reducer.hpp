@@ -25,6 +25,10 @@ struct ReductionTiming {
   int started_in_backward = 0;          ///< buckets whose reduction started before backward ended
   int gradients_after_first_start = 0;  ///< gradients backward finished after the first reduction started
   double blocking_seconds = 0;  ///< the same buckets reduced one after another with nothing to overlap (calibrate)
+  /// The least wait_seconds over the ranks (the training session fills it in). A rank's wait also holds
+  /// the time it waits for slower ranks to finish backward (their skew); the rank that finished last waits
+  /// for no other, so the least wait is the communication backward did not hide, free of the skew.
+  double least_wait_seconds = -1;
 };
 
 class GradientReducer {

@@ -323,7 +323,14 @@ StepResult TrainingSession::step_batch(Tensor x, Tensor target, OptimizerState s
     }
     if (reducer_) {
       result.reduction = reducer_->finish(result.gradients);
-      result.loss = comm_->mean(result.loss);
+      // One small sum after the gradients': the loss over the ranks, and each rank's exposed wait in its
+      // own slot (the least of them is the skew-free exposed communication, ReductionTiming).
+      std::vector<double> shared(1 + static_cast<std::size_t>(comm_->size()), 0.0);
+      shared[0] = result.loss;
+      shared[1 + static_cast<std::size_t>(comm_->rank())] = result.reduction->wait_seconds;
+      comm_->start_sum(std::as_writable_bytes(std::span<double>(shared)), DType::f64)->wait();
+      result.loss = shared[0] / comm_->size();
+      result.reduction->least_wait_seconds = *std::min_element(shared.begin() + 1, shared.end());
     }
     running = std::move(out.running_stats);
   }  // outputs and the tape's records go out of scope / are cleared before the parameters come back

@@ -29,6 +29,8 @@ worst = max(abs(x - y) for x, y in zip(a, b))
 assert worst < 1e-5, f"step losses differ by {worst}"
 p = dp["data_parallel"]
 assert p["ranks"] == 2 and p["boundary"] == "mpi.allreduce" and p["buckets"] >= 1, p
+# The least wait over the ranks is at most rank 0's own (each rank's wait is summed into its own slot).
+assert 0 < p["least_exposed_reduction_seconds_mean"] <= p["exposed_reduction_seconds_mean"], p
 assert abs(dp["final_accuracy"] - one["final_accuracy"]) < 0.01, (dp["final_accuracy"], one["final_accuracy"])
 PY
 

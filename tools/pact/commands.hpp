@@ -70,8 +70,9 @@ int run_char_transformer(const TrainArgs& args, train::Communicator* comm);
 /// it cannot be created.
 std::filesystem::path make_run_dir(const TrainArgs& args);
 /// A data-parallel run's report section: ranks, buckets, the communicator, and how much of the gradient
-/// reduction backward hid (hidden_fraction: 1 - the mean exposed wait over a blocking reduction's time),
-/// and whether batch norms took their statistics over all the ranks.
+/// reduction backward hid (hidden_fraction: 1 - the mean skew-free exposed wait, the least over the ranks
+/// per step, over a blocking reduction's time), and whether batch norms took their statistics over all
+/// the ranks.
 Json data_parallel_summary(const train::Communicator& comm, const train::TrainingSession& session, std::int64_t batch,
                            std::size_t bucket_bytes, const std::vector<train::ReductionTiming>& steps);
 /// Writes a run's report.json, loss.svg (the step losses), graph.svg (`graph_svg`) and report.html into

@@ -127,10 +127,11 @@ void refuse_existing_report(const std::filesystem::path& dir) {
 
 Json data_parallel_summary(const train::Communicator& comm, const train::TrainingSession& session, std::int64_t batch,
                            std::size_t bucket_bytes, const std::vector<train::ReductionTiming>& steps) {
-  double backward = 0, exposed = 0, started = 0, blocking = 0;
+  double backward = 0, exposed = 0, least = 0, started = 0, blocking = 0;
   for (const auto& r : steps) {
     backward += r.backward_seconds;
     exposed += r.wait_seconds;
+    least += std::max(r.least_wait_seconds, 0.0);
     started += r.started_in_backward;
     blocking = r.blocking_seconds;
   }
@@ -145,8 +146,9 @@ Json data_parallel_summary(const train::Communicator& comm, const train::Trainin
               {"backward_seconds_mean", backward / n},
               {"buckets_started_in_backward_mean", started / n},
               {"exposed_reduction_seconds_mean", exposed / n},
+              {"least_exposed_reduction_seconds_mean", least / n},
               {"blocking_reduction_seconds", blocking},
-              {"hidden_fraction", blocking > 0 ? std::clamp(1 - exposed / n / blocking, 0.0, 1.0) : 0.0}};
+              {"hidden_fraction", blocking > 0 ? std::clamp(1 - least / n / blocking, 0.0, 1.0) : 0.0}};
 }
 
 std::filesystem::path make_run_dir(const TrainArgs& args) {
