@@ -77,14 +77,13 @@ FitReport fit(TrainingSession& session, const Dataset& train, const Dataset& tes
                 fmt::format("start epoch {} of {}: nothing left to train", options.start_epoch, options.epochs));
   }
   const std::int64_t batch = options.batch_size;
-  if (options.ranks < 1 || options.rank < 0 || options.rank >= options.ranks)
-    throw_error(ErrorCode::invalid_argument, "train.fit",
-                fmt::format("rank {} of {} ranks", options.rank, options.ranks));
-  const std::int64_t global = batch * options.ranks;  // rows one update reads over all the ranks
+  const Communicator* comm = session.communicator();
+  const std::int64_t rank = comm != nullptr ? comm->rank() : 0, ranks = comm != nullptr ? comm->size() : 1;
+  const std::int64_t global = batch * ranks;  // rows one update reads over all the ranks
   if (batch <= 0 || global > train.rows()) {
     throw_error(ErrorCode::invalid_argument, "train.fit",
                 fmt::format("batch size {} per rank on {} rank(s) for {} training rows; it must be in [1, {}]", batch,
-                            options.ranks, train.rows(), train.rows() / options.ranks));
+                            ranks, train.rows(), train.rows() / ranks));
   }
   const std::int64_t steps_per_epoch = train.rows() / global;
   FitReport report;
@@ -95,7 +94,7 @@ FitReport fit(TrainingSession& session, const Dataset& train, const Dataset& tes
     for (std::int64_t s = 0; s < steps_per_epoch; ++s) {
       auto [x, y] = gather(
           train, std::span<const std::int64_t>(order).subspan(
-                     static_cast<std::size_t>(s * global + options.rank * batch), static_cast<std::size_t>(batch)));
+                     static_cast<std::size_t>(s * global + rank * batch), static_cast<std::size_t>(batch)));
       StepResult r = session.step_batch(std::move(x), std::move(y), std::move(state));
       state = std::move(r.state);
       report.step_loss.push_back(r.loss);

@@ -16,6 +16,10 @@ namespace pact::train {
 /// How fit runs the epochs.
 struct FitOptions {
   int epochs = 30;
+  /// Rows per update; per rank for a data-parallel session (TrainingSession::set_data_parallel): each
+  /// global batch is ranks * batch_size rows of the shuffled order and rank r reads rows
+  /// [r * batch_size, (r + 1) * batch_size) of it. Every rank shuffles with the same seed, so the shards
+  /// are disjoint and cover the global batch.
   std::int64_t batch_size = 32;
   /// The order of epoch e's batches is shuffled(rows, seed * 1000003 + e).
   std::uint64_t seed = 0;
@@ -24,11 +28,6 @@ struct FitOptions {
   bool fixed_batch = false;
   /// The first epoch to run (a resumed run: the epochs its checkpoint finished); epochs counts them all.
   int start_epoch = 0;
-  /// Data-parallel training (TrainingSession::set_data_parallel): each global batch is ranks * batch_size
-  /// rows of the shuffled order, and this rank reads rows [rank * batch_size, (rank + 1) * batch_size) of
-  /// it. Every rank shuffles with the same seed, so the shards are disjoint and cover the global batch.
-  int rank = 0;
-  int ranks = 1;
 };
 
 /// One update, as an observer sees it.

@@ -125,6 +125,8 @@ class TrainingSession {
   /// of N x B; without it each rank normalises its own shard.
   void set_data_parallel(Communicator& comm, std::size_t bucket_bytes = std::size_t{25} << 20,
                          bool sync_batch_norm = true);
+  /// The communicator of a data-parallel session (null otherwise).
+  const Communicator* communicator() const noexcept { return comm_; }
   /// True when data-parallel steps synchronise batch-norm statistics over the ranks.
   bool syncs_batch_norm() const noexcept { return batch_norm_ranks_ != nullptr; }
   /// The gradient buckets' pack entries, in order (empty unless data-parallel).

@@ -455,8 +455,6 @@ int run_train(const TrainArgs& args) {
   fit_options.seed = args.seed;
   fit_options.fixed_batch = fixed_batch != 0;
   if (comm) {
-    fit_options.rank = comm->rank();
-    fit_options.ranks = comm->size();
     fmt::print(
         "data-parallel: {} rank(s){}, {} rows per update ({} per rank), {} gradient bucket(s) of at most {} "
         "MB, reduction order {}, batch-norm statistics over {}, {} thread(s) per rank\n",
