@@ -112,6 +112,15 @@ std::vector<PlannedKernel> training_kernels(const ir::Graph& graph, const Traini
                      nullptr,
                      {ops::TensorType{d, Dims{}}},
                      KernelPurpose::allreduce});
+    const bool batch_norms = std::any_of(graph.nodes.begin(), graph.nodes.end(), [](const ir::Node& n) {
+      return n.op == ops::OpTag::batch_norm && n.inputs.size() == 5;
+    });
+    if (training.sync_batch_norm && batch_norms)
+      out.push_back({training_label(KernelPurpose::allreduce, "batch_norm"),
+                     ops::OpTag::allreduce_mean,
+                     nullptr,
+                     {ops::TensorType{DType::f64, Dims{}}},
+                     KernelPurpose::allreduce});
   }
   for (const auto& n : graph.nodes) {
     if (n.op != ops::OpTag::parameter || !n.differentiable) continue;

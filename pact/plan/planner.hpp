@@ -30,7 +30,9 @@ namespace pact::plan {
 // the plan's own bound kernels again (execute's region bodies hold copies of them). A data-parallel plan
 // also admits the collective allreduce_mean once per dtype of the trained parameters: only a communicator's
 // row serves it (the -mpi profiles, trusted boundary mpi.allreduce), and the session's communicator, whose
-// boundary and reduction order must be the admitted capsule's, runs it (Note [Gradient buckets]).
+// boundary and reduction order must be the admitted capsule's, runs it (Note [Gradient buckets]). When its
+// batch norms are synchronised, once more for their statistics ("allreduce:batch_norm", the f64 sums of
+// pact/kernels/ranks.hpp), if the graph has a batch norm.
 
 /// What a planned kernel is for.
 enum class KernelPurpose : std::uint8_t {
@@ -38,7 +40,8 @@ enum class KernelPurpose : std::uint8_t {
   accumulate,     ///< backward's gradient accumulation for one dtype (`node` names the dtype)
   running_stats,  ///< a batch_norm node's running statistics (`node` names the batch_norm node)
   update,         ///< the optimizer update of one parameter (`node` names the parameter)
-  allreduce,      ///< data-parallel: the gradient mean over the ranks for one dtype (`node` names the dtype)
+  allreduce,      ///< data-parallel: the gradient mean over the ranks for one dtype (`node` names the dtype, or
+                  ///< batch_norm: the synchronised batch norms' statistics)
 };
 std::string_view kernel_purpose_name(KernelPurpose purpose) noexcept;
 /// A training kernel's audit label: "<purpose>:<subject>" ("accumulate:f32", "update:w1").
@@ -49,6 +52,7 @@ struct TrainingUpdates {
   ops::OpTag optimizer = ops::OpTag::adam;  ///< sgd or adam (AdamW is adam with decoupled decay)
   bool momentum = false;                    ///< sgd with a velocity operand
   bool allreduce = false;                   ///< data-parallel: the gradients' mean over the ranks (collective)
+  bool sync_batch_norm = false;             ///< data-parallel: batch-norm statistics summed over the ranks
 };
 
 /// One node's choice.

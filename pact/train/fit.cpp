@@ -92,9 +92,9 @@ FitReport fit(TrainingSession& session, const Dataset& train, const Dataset& tes
     const auto order = shuffled(train.rows(), options.seed * 1000003ULL + static_cast<std::uint64_t>(epoch));
     double sum = 0;
     for (std::int64_t s = 0; s < steps_per_epoch; ++s) {
-      auto [x, y] = gather(
-          train, std::span<const std::int64_t>(order).subspan(
-                     static_cast<std::size_t>(s * global + rank * batch), static_cast<std::size_t>(batch)));
+      auto [x, y] =
+          gather(train, std::span<const std::int64_t>(order).subspan(
+                            static_cast<std::size_t>(s * global + rank * batch), static_cast<std::size_t>(batch)));
       StepResult r = session.step_batch(std::move(x), std::move(y), std::move(state));
       state = std::move(r.state);
       report.step_loss.push_back(r.loss);

@@ -122,7 +122,8 @@ const plan::AcceptedGraphPlan& TrainingSession::plan_for(std::int64_t batch) {
   const contract::DefaultEvidenceResolver resolver;
   const auto& o = objective_.options;
   const plan::TrainingUpdates updates{o.optimizer == "sgd" ? ops::OpTag::sgd : ops::OpTag::adam,
-                                      o.optimizer == "sgd" && o.momentum != 0.0, comm_ != nullptr};
+                                      o.optimizer == "sgd" && o.momentum != 0.0, comm_ != nullptr,
+                                      batch_norm_ranks_ != nullptr};
   auto planned = plan::plan_graph(g->second, session_.profile(), resolver, contract::VjpMode::with_vjp, updates);
   if (!planned) {
     throw_error(ErrorCode::unsupported, "train",

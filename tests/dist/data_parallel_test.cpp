@@ -131,6 +131,15 @@ std::pair<std::pair<float, std::string>, bool> cnn_against_one_process(bool sync
   train::TrainingSession parallel(o, train::init_parameters(o.graph(per_rank), 9));
   parallel.set_data_parallel(comm, std::size_t{25} << 20, sync_batch_norm);
   EXPECT_EQ(parallel.syncs_batch_norm(), sync_batch_norm);
+  // The statistics' sums cross the mpi.allreduce boundary too: the plan admits them as a kernel of their own.
+  const plan::PlanAudit& audit = parallel.audit(per_rank);
+  const auto row = std::find_if(audit.kernels.begin(), audit.kernels.end(),
+                                [](const auto& k) { return k.node == "allreduce:batch_norm"; });
+  EXPECT_EQ(row != audit.kernels.end(), sync_batch_norm);
+  if (row != audit.kernels.end()) {
+    EXPECT_EQ(row->purpose, plan::KernelPurpose::allreduce);
+    EXPECT_EQ(row->capsule != nullptr ? row->capsule->name : "(none)", "mpi.allreduce_mean");
+  }
   train::TrainingSession single(o, train::init_parameters(o.graph(2 * per_rank), 9));
   train::OptimizerState ps, ss;
   for (int step = 0; step < 3; ++step) {
