@@ -297,6 +297,14 @@ void MpiCommunicator::progress() {
   roll_->poll(rank_);  // its tests drive Open MPI's progress engine, moving the reductions in flight on too
 }
 
+int MpiCommunicator::ranks_on_this_host() const noexcept {
+  const char* text = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+  if (text == nullptr) return size_;
+  char* end = nullptr;
+  const long n = std::strtol(text, &end, 10);
+  return end != text && *end == '\0' && n >= 1 && n <= size_ ? static_cast<int>(n) : size_;
+}
+
 bool MpiCommunicator::launched_by_mpirun() noexcept {
   return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr || std::getenv("PMIX_RANK") != nullptr;
 }

@@ -42,6 +42,9 @@ class MpiCommunicator final : public train::Communicator {
 
   /// True when this process was started by mpirun (Open MPI's launch environment is present).
   static bool launched_by_mpirun() noexcept;
+  /// The job's ranks on this host (mpirun's OMPI_COMM_WORLD_LOCAL_SIZE; size() when it is absent or not a
+  /// count in [1, size()]): the ranks that share this host's cores.
+  int ranks_on_this_host() const noexcept;
   /// Ends every rank of the job: prints "pact: rank R: `why`" on stderr and calls MPI_Abort.
   [[noreturn]] void abort(const std::string& why) const;
 

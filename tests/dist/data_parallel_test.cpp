@@ -283,8 +283,8 @@ TEST(DataParallel, FixedOrderReductionIsBitwiseRepeatable) {
   EXPECT_EQ(run(), run());
 }
 
-// Run alone (ctest dist.hung_rank): rank 1 stops taking part; rank 0's collective times out and the job
-// ends, instead of hanging, with a message naming rank 1 as the one that never reached it.
+// Run alone (ctest DataParallelFault.AHungRankEndsTheJob): rank 1 stops taking part; rank 0's collective times out and
+// the job ends, instead of hanging, with a message naming rank 1 as the one that never reached it.
 TEST(DataParallelFault, AHungRankEndsTheJob) {
   MpiCommunicator comm(MpiOptions{2, false});
   const auto objective = mlp_objective("cpu-checked-mpi");

@@ -8,11 +8,14 @@ rm -rf "$scratch" && mkdir -p "$scratch"
 fail() { echo "dist.train_cli: $*" >&2; exit 1; }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
 
-"$mpirun" -np 2 --oversubscribe "$pact" train --data-parallel --epochs 2 --batch-size 16 --seed 4 \
+"$mpirun" -np 2 --oversubscribe --bind-to none "$pact" train --data-parallel --epochs 2 --batch-size 16 --seed 4 \
   --run-dir "$scratch/dp" > "$scratch/dp.out"
 "$pact" train --epochs 2 --batch-size 32 --seed 4 --threads 1 --run-dir "$scratch/one" > "$scratch/one.out"
 [ "$(grep -c '^report: ' "$scratch/dp.out")" -eq 1 ] || fail "not exactly one rank wrote the report"
 grep -q "data-parallel: 2 rank(s), 32 rows per update (16 per rank)" "$scratch/dp.out" || fail "no data-parallel line"
+# Two unbound ranks on this host share its cores.
+cores=$(env -u OMP_NUM_THREADS nproc)  # this process's affinity, which the ranks inherit
+grep -q "$((cores / 2 > 1 ? cores / 2 : 1)) thread(s) per rank" "$scratch/dp.out" || fail "2 ranks on one host did not split its cores"
 grep -q "plan audit (cpu-checked-mpi.*1 allreduce).*mpi.allreduce_mean" "$scratch/dp.out" || fail "the audit lacks the allreduce"
 # A profile that does not admit the boundary is refused, naming the one that does.
 if "$mpirun" -np 2 --oversubscribe "$pact" train --data-parallel --profile cpu-checked > "$scratch/refused.out" 2>&1; then

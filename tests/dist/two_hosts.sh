@@ -48,12 +48,15 @@ bytes() { ip -n "$b" -s -j link show "$vb" | /usr/bin/python3 -c 'import json,sy
 before=$(bytes)
 # mpirun and rank 0 in the first namespace (host pact-host-a), rank 1 through the agent in the second.
 ip netns exec "$a" unshare --uts sh -c 'hostname pact-host-a && exec "$@"' sh \
-  "$mpirun" --hostfile "$scratch/hosts" -np 2 --map-by node --wdir "$PWD" \
+  "$mpirun" --hostfile "$scratch/hosts" -np 2 --map-by node --bind-to none --wdir "$PWD" \
   --mca plm_rsh_agent "$agent" --mca btl tcp,self --mca btl_tcp_if_include "${net}0/24" \
   --mca oob_tcp_if_include "${net}0/24" -x OMP_NUM_THREADS \
   "$pact" train --data-parallel --epochs 1 --batch-size 16 --seed 8 --comm-timeout 60 --run-dir "$scratch/dp" \
   > "$scratch/dp.out" 2>&1 || { cat "$scratch/dp.out" >&2; fail "the two-namespace job failed"; }
 carried=$(($(bytes) - before))
+# Each namespace is a host of one rank, so each (unbound) rank takes all of its host's cores by default.
+cores=$(env -u OMP_NUM_THREADS nproc)  # this process's affinity, which the ranks inherit (nproc alone reads OMP_NUM_THREADS)
+grep -q "$cores thread(s) per rank" "$scratch/dp.out" || fail "a rank alone on its host did not take its $cores cores"
 grep -q orted "$scratch/agent.log" || fail "mpirun did not start the second rank's daemon through the agent"
 "$pact" train --epochs 1 --batch-size 32 --seed 8 --threads 1 --run-dir "$scratch/one" > /dev/null
 /usr/bin/python3 - "$scratch" "$carried" <<'PY'

@@ -106,14 +106,20 @@ void require_parameters_fit(const ir::Graph& g, const std::string& path, const s
 
 namespace {
 // Data-parallel: one MPI rank per process; rank 0 alone prints and writes (the others' stdout is
-// discarded, their errors still reach stderr), and each rank takes cores / ranks threads by default.
+// discarded, their errors still reach stderr). Threads by default: a rank the launcher bound to some of
+// its host's cores (mpirun binds 2 ranks to a core each) takes those; an unbound one its share of the
+// host, the cores over the job's ranks on it.
 std::unique_ptr<dist::MpiCommunicator> start_data_parallel(const TrainArgs& args) {
   if (!args.data_parallel) return nullptr;
   auto comm = std::make_unique<dist::MpiCommunicator>(
       dist::MpiOptions{args.comm_timeout, args.profile == "cpu-deterministic-mpi"});
   if (comm->rank() != 0 && std::freopen("/dev/null", "w", stdout) == nullptr)
     throw_error(ErrorCode::io_error, "train", fmt::format("rank {}: cannot silence stdout", comm->rank()));
-  if (args.threads <= 0) omp_set_num_threads(std::max(1, omp_get_num_procs() / comm->size()));
+  if (args.threads <= 0) {
+    const int available = omp_get_num_procs();  // this process's affinity mask
+    const long online = sysconf(_SC_NPROCESSORS_ONLN);
+    omp_set_num_threads(std::max(1, online > available ? available : available / comm->ranks_on_this_host()));
+  }
   return comm;
 }
 
