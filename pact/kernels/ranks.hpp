@@ -17,8 +17,6 @@ namespace pact::kernels {
 class RankSum {
  public:
   virtual ~RankSum() = default;
-  /// The number of ranks.
-  virtual int ranks() const noexcept = 0;
   /// Replaces `values` by their elementwise sum over the ranks, blocking until done. Every rank makes the
   /// same calls in the same order with buffers of the same length.
   virtual void sum(std::span<double> values) = 0;

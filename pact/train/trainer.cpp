@@ -221,7 +221,6 @@ void require_agreement(Communicator& comm, std::string_view what, const std::str
 class CommunicatorSum final : public kernels::RankSum {
  public:
   explicit CommunicatorSum(Communicator& comm) : comm_(comm) {}
-  int ranks() const noexcept override { return comm_.size(); }
   void sum(std::span<double> values) override { comm_.start_sum(std::as_writable_bytes(values), DType::f64)->wait(); }
 
  private:
