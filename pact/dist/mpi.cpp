@@ -67,6 +67,11 @@ void wait_bounded(const MpiCommunicator& comm, MPI_Request& request, std::string
   }
 }
 
+// Ends the job when starting `what` (a non-blocking MPI call) returned `rc` other than success.
+void require_started(const MpiCommunicator& comm, int rc, std::string_view what) {
+  if (rc != MPI_SUCCESS) comm.abort(fmt::format("{} failed to start: {}", what, mpi_error(rc)));
+}
+
 MPI_Datatype mpi_type(DType dtype) {
   if (dtype == DType::f32) return MPI_FLOAT;
   if (dtype == DType::f64) return MPI_DOUBLE;
@@ -106,7 +111,7 @@ class InFlight : public train::PendingReduction {
 class EngineSum final : public InFlight {
  public:
   EngineSum(const MpiCommunicator& comm, std::span<std::byte> data, DType dtype)
-      : InFlight(comm, "the gradient allreduce") {
+      : InFlight(comm, "the allreduce") {  // gradients, batch-norm statistics or the loss
     const auto count = static_cast<int>(data.size() / dtype_size(dtype));
     started(MPI_Iallreduce(MPI_IN_PLACE, data.data(), count, mpi_type(dtype), MPI_SUM, MPI_COMM_WORLD, &request_),
             data.size());
@@ -117,7 +122,7 @@ class EngineSum final : public InFlight {
 class FixedOrderSum final : public InFlight {
  public:
   FixedOrderSum(const MpiCommunicator& comm, std::span<std::byte> data, DType dtype)
-      : InFlight(comm, "the gradient allgather"),
+      : InFlight(comm, "the allgather (rank order)"),
         data_(data),
         dtype_(dtype),
         all_(data.size() * static_cast<std::size_t>(comm.size())) {
@@ -205,8 +210,8 @@ MpiCommunicator::MpiCommunicator(MpiOptions options) : options_(options) {
   roll_->receives.assign(n, MPI_REQUEST_NULL);
   // The duplicate is itself a collective: bounded like the others (a rank that never starts is named).
   MPI_Request request = MPI_REQUEST_NULL;
-  if (const int rc = MPI_Comm_idup(MPI_COMM_WORLD, &roll_->comm, &request); rc != MPI_SUCCESS)
-    abort(fmt::format("duplicating MPI_COMM_WORLD failed: {}", mpi_error(rc)));
+  require_started(*this, MPI_Comm_idup(MPI_COMM_WORLD, &roll_->comm, &request),
+                  "starting the communicator (MPI_Comm_idup)");
   wait_bounded(*this, request, "starting the communicator (MPI_Comm_idup)", 0);
 }
 
@@ -269,9 +274,8 @@ std::vector<std::string> MpiCommunicator::gather_all(const std::string& text) {
   std::vector<int> lengths(static_cast<std::size_t>(size_));
   MPI_Request request = MPI_REQUEST_NULL;
   const std::uint64_t number = announce();
-  if (const int rc = MPI_Iallgather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, MPI_COMM_WORLD, &request);
-      rc != MPI_SUCCESS)
-    abort(fmt::format("the agreement check failed to start: {}", mpi_error(rc)));
+  require_started(*this, MPI_Iallgather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, MPI_COMM_WORLD, &request),
+                  "the agreement check (lengths)");
   wait_bounded(*this, request, "the agreement check (lengths)", number);
   std::vector<int> offsets(static_cast<std::size_t>(size_), 0);
   int total = 0;
@@ -280,10 +284,10 @@ std::vector<std::string> MpiCommunicator::gather_all(const std::string& text) {
     total += lengths[static_cast<std::size_t>(r)];
   }
   std::string all(static_cast<std::size_t>(total), '\0');
-  if (const int rc = MPI_Iallgatherv(text.data(), length, MPI_CHAR, all.data(), lengths.data(), offsets.data(),
-                                     MPI_CHAR, MPI_COMM_WORLD, &request);
-      rc != MPI_SUCCESS)
-    abort(fmt::format("the agreement check failed to start: {}", mpi_error(rc)));
+  require_started(*this,
+                  MPI_Iallgatherv(text.data(), length, MPI_CHAR, all.data(), lengths.data(), offsets.data(), MPI_CHAR,
+                                  MPI_COMM_WORLD, &request),
+                  "the agreement check");
   wait_bounded(*this, request, "the agreement check", number);
   std::vector<std::string> out;
   out.reserve(static_cast<std::size_t>(size_));

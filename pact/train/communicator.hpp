@@ -41,10 +41,11 @@ class Communicator {
   /// Lets reductions in flight advance: an engine without a progress thread of its own (Open MPI's
   /// non-blocking collectives) moves them on only inside its calls. Backward calls it as it goes.
   virtual void progress() {}
+  /// Replaces `values` by their elementwise sum over the ranks, blocking until done.
+  void sum(std::span<double> values) { start_sum(std::as_writable_bytes(values), DType::f64)->wait(); }
   /// `value` averaged over the ranks (a blocking sum): a step's loss, an evaluation's.
   double mean(double value) {
-    std::span<double> one(&value, 1);
-    start_sum(std::as_writable_bytes(one), DType::f64)->wait();
+    sum(std::span<double>(&value, 1));
     return value / size();
   }
 };

@@ -221,7 +221,7 @@ void require_agreement(Communicator& comm, std::string_view what, const std::str
 class CommunicatorSum final : public kernels::RankSum {
  public:
   explicit CommunicatorSum(Communicator& comm) : comm_(comm) {}
-  void sum(std::span<double> values) override { comm_.start_sum(std::as_writable_bytes(values), DType::f64)->wait(); }
+  void sum(std::span<double> values) override { comm_.sum(values); }
 
  private:
   Communicator& comm_;
@@ -328,7 +328,7 @@ StepResult TrainingSession::step_batch(Tensor x, Tensor target, OptimizerState s
       std::vector<double> shared(1 + static_cast<std::size_t>(comm_->size()), 0.0);
       shared[0] = result.loss;
       shared[1 + static_cast<std::size_t>(comm_->rank())] = result.reduction->wait_seconds;
-      comm_->start_sum(std::as_writable_bytes(std::span<double>(shared)), DType::f64)->wait();
+      comm_->sum(shared);
       result.loss = shared[0] / comm_->size();
       result.reduction->least_wait_seconds = *std::min_element(shared.begin() + 1, shared.end());
     }
