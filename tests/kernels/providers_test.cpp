@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <map>
 
 #include "pact/core/cpu.hpp"
 #include "pact/core/simd_dispatch.hpp"
@@ -239,15 +240,18 @@ TEST(Providers, BlasRefusesF64Typed) {
 // Every GEMM variant the CPU can run, on awkward sizes and on transposed operands, on one to three
 // threads (the thread count picks the blocking and the packing scheme), against a double-precision loop.
 TEST_P(EveryLevel, GemmMatchesAReferenceLoopOnOddAndDegenerateShapes) {
-  std::mt19937 rng(3);
   std::normal_distribution<float> nd;
   const std::int64_t sizes[][3] = {{1, 1, 1},      {0, 5, 3},       {5, 0, 3},      {4, 6, 0},   {13, 37, 29},
                                    {12, 32, 256},  {25, 65, 300},   {200, 70, 513}, {1, 97, 33}, {97, 1, 33},
-                                   {64, 96, 147},  {40, 100, 600},   // m <= 64: row-major B read in place
-                                   {97, 100, 600}, {60, 300, 600},   // one row block shared by threads
+                                   {64, 96, 147},  {40, 100, 600},  // m <= 64: row-major B read in place
+                                   {97, 100, 600}, {60, 300, 600},  // threads split the columns
+                                   {200, 70, 513},  // fewer than two panels a thread: threads split the rows
                                    {17, 1030, 40}, {40, 1100, 600},  // n >= 1024: the wide kernel, A and B packed
                                    {30, 50, 1300}};  // two or more depth blocks at every level's KC (128 to 1024)
   const int threads_before = omp_get_max_threads();
+  // Note [Threads own their operands] (gemm.cpp): each thread's part is the same products in the same
+  // order, so every thread count gives one thread's result bit for bit.
+  std::map<std::string, std::vector<float>> one_thread;
   {
     const ForcedLevel forced(GetParam());
     if (!forced.active()) GTEST_SKIP() << forced.why();
@@ -263,6 +267,7 @@ TEST_P(EveryLevel, GemmMatchesAReferenceLoopOnOddAndDegenerateShapes) {
                        " thread(s)");
           std::vector<float> a(static_cast<std::size_t>(std::max<std::int64_t>(m * k, 1))),
               b(static_cast<std::size_t>(std::max<std::int64_t>(k * n, 1)));
+          std::mt19937 rng(static_cast<unsigned>(((m * 131 + n) * 131 + k) * 4 + trans));  // same per case
           for (auto& x : a) x = nd(rng);
           for (auto& x : b) x = nd(rng);
           // trans bit 0: A stored k x m (column access), bit 1: B stored n x k.
@@ -270,6 +275,13 @@ TEST_P(EveryLevel, GemmMatchesAReferenceLoopOnOddAndDegenerateShapes) {
           const std::int64_t br = trans & 2 ? 1 : n, bc = trans & 2 ? k : 1;
           std::vector<float> c(static_cast<std::size_t>(std::max<std::int64_t>(m * n, 1)), 7.0f);
           kernels::cpu::sgemm(m, n, k, a.data(), ar, ac, b.data(), br, bc, c.data(), n, false);
+          const std::string key =
+              std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) + "/" + std::to_string(trans);
+          if (threads == 1) {
+            one_thread[key] = c;
+          } else {
+            ASSERT_TRUE(one_thread.at(key) == c) << "differs from one thread's result";
+          }
           for (std::int64_t i = 0; i < m; ++i)
             for (std::int64_t j = 0; j < n; ++j) {
               double ref = 0;
@@ -310,11 +322,16 @@ TEST(Gemm, StridedCopyMatchesAScalarLoopWithoutReadingPastItsSource) {
 TEST_P(EveryLevel, GemmAddsTheBiasOnceAsCIsStored) {
   std::mt19937 rng(8);
   std::normal_distribution<float> nd;
-  const std::int64_t sizes[][3] = {{16, 64, 8}, {13, 37, 29}, {24, 40, 700}, {3, 5, 0}, {9, 1030, 20}, {16, 1056, 520}};
-  {
+  // The last two are shared among threads: by columns (a column bias offset to each part), by rows (a row
+  // bias offset).
+  const std::int64_t sizes[][3] = {{16, 64, 8},   {13, 37, 29},    {24, 40, 700}, {3, 5, 0},
+                                   {9, 1030, 20}, {16, 1056, 520}, {200, 40, 300}};
+  const int threads_before = omp_get_max_threads();
+  for (int threads : {1, 2}) {
+    omp_set_num_threads(threads);
     const ForcedLevel forced(GetParam());
     if (!forced.active()) GTEST_SKIP() << forced.why();
-    const std::string variant(isa_name(GetParam()));
+    const std::string variant(std::string(isa_name(GetParam())) + ", " + std::to_string(threads) + " thread(s)");
     ASSERT_EQ(kernels::cpu::sgemm_variant(), sgemm_level(GetParam()));
     for (const auto& s : sizes) {
       const std::int64_t m = s[0], n = s[1], k = s[2];
@@ -345,6 +362,7 @@ TEST_P(EveryLevel, GemmAddsTheBiasOnceAsCIsStored) {
           }
     }
   }
+  omp_set_num_threads(threads_before);
 }
 
 // The clamp of the epilogue (a fused relu or relu6) applies once, to the finished sum: a depth over

@@ -330,19 +330,13 @@ void pack_a(const Variant& v, std::int64_t mc, std::int64_t kc, const float* a, 
 
 // Packs rows [p0, p0 + kc) x cols [j0, j0 + nc) of B into NR-column panels, zero-padding the last.
 void pack_b(const Variant& v, std::int64_t kc, std::int64_t nc, const float* b, std::int64_t br, std::int64_t bc,
-            float* dst, bool parallel_pack) {
-  const std::int64_t panels = (nc + v.nr - 1) / v.nr;
-  if (bc == 1 && &v != &kPortable && v.nr % 8 == 0) {  // row order; in parallel, a range of depths per thread
-    parallel_ranges(kc, parallel_pack && kc >= 64 && panels > 8,
-                    [&](std::int64_t p0, std::int64_t p1) { pack_rows_avx(b, br, nc, v.nr, kc, p0, p1, dst); });
+            float* dst) {
+  if (bc == 1 && &v != &kPortable && v.nr % 8 == 0) {  // row order
+    pack_rows_avx(b, br, nc, v.nr, kc, 0, kc, dst);
     return;
   }
-  parallel_ranges(panels, parallel_pack && panels > 8, [&](std::int64_t q0, std::int64_t q1) {
-    for (std::int64_t q = q0; q < q1; ++q) {
-      const std::int64_t j = q * v.nr;
-      pack_panel(v, b + j * bc, bc, br, std::min<std::int64_t>(v.nr, nc - j), v.nr, kc, dst + q * v.nr * kc);
-    }
-  });
+  for (std::int64_t j = 0; j < nc; j += v.nr)
+    pack_panel(v, b + j * bc, bc, br, std::min<std::int64_t>(v.nr, nc - j), v.nr, kc, dst + j * kc);
 }
 
 }  // namespace
@@ -398,17 +392,12 @@ std::string_view sgemm_variant() noexcept { return isa_name(kSgemm.level()); }
 
 std::int64_t sgemm_panel_width() noexcept { return kSgemm.get()->nr; }
 
-void sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t a_row, std::int64_t a_col,
-           const float* b, std::int64_t b_row, std::int64_t b_col, float* c, std::int64_t ldc, bool accumulate,
-           GemmEpilogue store) {
-  if (m <= 0 || n <= 0) return;
-  count_macs(m * n * k);
-  if (k <= 0) {
-    for (std::int64_t i = 0; i < m; ++i)
-      for (std::int64_t j = 0; j < n; ++j)
-        c[i * ldc + j] = store.clamped((accumulate ? c[i * ldc + j] : 0.0f) + store.bias_at(i, j));
-    return;
-  }
+namespace {
+
+// sgemm for m, n, k > 0 on the calling thread, its multiply-adds counted by the caller.
+void blocked_sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t a_row,
+                   std::int64_t a_col, const float* b, std::int64_t b_row, std::int64_t b_col, float* c,
+                   std::int64_t ldc, bool accumulate, GemmEpilogue store) {
   // Products with 1024 columns or more, which pack A anyway, take the wide AVX-512 kernel: fewer loads per
   // multiply-add (2048^2 on one thread: 0.95-0.97 of OpenBLAS with 8 x 32, 1.02-1.03 with 8 x 48).
   // Narrower products keep 8 x 32, whose 32-wide panels fit the step's 32- to 512-wide operands.
@@ -418,25 +407,16 @@ void sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::
                                       blocking_for(kAvx512.mr, kAvx512.nr),
                                       blocking_for(kAvx512Wide.mr, kAvx512Wide.nr)};
   const Blocking& sizes = blocking[&v == &kPortable ? 0 : &v == &kAvx2 ? 1 : &v == &kAvx512 ? 2 : 3];
-  const std::int64_t kKC = sizes.kc, kMC = sizes.mc, kNC = sizes.nc;
-  const std::int64_t nc_max = std::min(kNC, ((n + v.nr - 1) / v.nr) * v.nr);
+  const std::int64_t kKC = sizes.kc, kMC = sizes.mc;
   const std::int64_t kc_max = std::min(kKC, k);
-  // Products below about a million multiply-adds run on one thread: a parallel region's start costs more
-  // than it saves (at 128^3 on two threads, one region with no barrier inside, below, is already only
-  // level with one thread; 192^3 gains 20%).
-  constexpr std::int64_t kParallelMacs = std::int64_t{1} << 20;
-  const bool small = m * n < kParallelMacs / k;
-  const int threads = omp_in_parallel() || small ? 1 : omp_get_max_threads();
-  // Row blocks of at most kMC rows, as many as a multiple of the thread count when threads share them, with
-  // the MR-row tiles dealt out evenly (block blk starts at tile blk * tiles / m_blocks): 2048 rows in 11
-  // blocks of 192 left one of two threads idle for a twelfth of the product.
-  const std::int64_t tiles = (m + v.mr - 1) / v.mr;
-  std::int64_t m_blocks = (m + kMC - 1) / kMC;
-  if (threads > 1 && m_blocks > 1) m_blocks = std::min(tiles, (m_blocks + threads - 1) / threads * threads);
-  auto block_start = [&](std::int64_t blk) { return std::min(m, blk * tiles / m_blocks * v.mr); };
+  // A KC x NC block of B fills its share of the L3 whatever the depth: a shallow product (a pointwise
+  // convolution's 16 to 144 input channels) takes that many more columns per block, not KC's worth.
+  const std::int64_t kNC = std::clamp<std::int64_t>(sizes.nc * kKC / kc_max / v.nr * v.nr, v.nr, 8192);
+  const std::int64_t nc_max = std::min(kNC, ((n + v.nr - 1) / v.nr) * v.nr);
+  const std::int64_t m_blocks = (m + kMC - 1) / kMC;
   const std::int64_t a_block = ((kMC + v.mr - 1) / v.mr) * v.mr * kc_max;  // floats per packed A block
   float* bpack = scratch(0, static_cast<std::size_t>(nc_max * kc_max));
-  float* apack = scratch(1, static_cast<std::size_t>(m_blocks * a_block));
+  float* apack = scratch(1, static_cast<std::size_t>(a_block));
   // A is read in place when it is used against few B panels (n below 1024), where packing it would cost
   // a large share of the arithmetic; against many, packing pays for itself and its contiguous panels
   // avoid the cache-set conflicts of rows a large power of two apart (2048 x 2048 lost 5-10% in place).
@@ -449,57 +429,29 @@ void sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::
   for (std::int64_t j0 = 0; j0 < n; j0 += kNC) {
     const std::int64_t nc = std::min(kNC, n - j0);
     const std::int64_t panels = (nc + v.nr - 1) / v.nr;
-    // Work items: each A block, split along the B panels when there are fewer blocks than threads.
-    const std::int64_t split =
-        std::min<std::int64_t>(panels, std::max<std::int64_t>(1, (threads + m_blocks - 1) / m_blocks));
-    const std::int64_t items = m_blocks * split;
     for (std::int64_t p0 = 0; p0 < k; p0 += kKC) {
       const std::int64_t kc = std::min(kKC, k - p0);
       const bool add = accumulate || p0 > 0;
-      // One row block split along the panels among the threads: each work item packs the B panels only it
-      // uses (and its own copy of A's packed part) into its thread's scratch, so packing and compute
-      // need no barrier between them; otherwise B is packed once and shared by every block.
-      const bool private_pack = threads > 1 && items > 1 && m_blocks == 1;
-      // Packs panels [q0, q1) of B into dst (panel q at dst + (q - q0) NR kc): all of them, or with B read
-      // in place only the short last panel (zero-padded to NR).
-      auto pack_b_panels = [&](std::int64_t q0, std::int64_t q1, float* dst, bool parallel_pack) {
-        if (!b_direct) {
-          pack_b(v, kc, std::min(nc, q1 * v.nr) - q0 * v.nr, b + p0 * b_row + (j0 + q0 * v.nr) * b_col, b_row, b_col,
-                 dst, parallel_pack);
-        } else if (nc % v.nr != 0 && q1 == panels) {
-          const std::int64_t j = nc / v.nr * v.nr;
-          pack_panel(v, b + p0 * b_row + j0 + j, 1, b_row, nc - j, v.nr, kc, dst + (panels - 1 - q0) * v.nr * kc);
-        }
-      };
-      if (!private_pack) pack_b_panels(0, panels, bpack, threads > 1);
-      // Read in place, A needs packing only for a block's last micro-panel when it is short of MR rows.
-      auto pack = [&](std::int64_t blk, float* dst) {
-        const std::int64_t i0 = block_start(blk), mc = block_start(blk + 1) - i0;
+      // B packed once for every row block: all of its panels, or with B read in place only the short last
+      // panel (zero-padded to NR).
+      if (!b_direct) {
+        pack_b(v, kc, nc, b + p0 * b_row + j0 * b_col, b_row, b_col, bpack);
+      } else if (nc % v.nr != 0) {
+        const std::int64_t j = nc / v.nr * v.nr;
+        pack_panel(v, b + p0 * b_row + j0 + j, 1, b_row, nc - j, v.nr, kc, bpack + (panels - 1) * v.nr * kc);
+      }
+      for (std::int64_t blk = 0; blk < m_blocks; ++blk) {
+        const std::int64_t i0 = blk * kMC, mc = std::min(kMC, m - i0);
+        // Read in place, A needs packing only for the block's last micro-panel when it is short of MR rows.
         const std::int64_t skip = direct ? mc / v.mr * v.mr : 0;
-        if (skip < mc) pack_a(v, mc - skip, kc, a + (i0 + skip) * a_row + p0 * a_col, a_row, a_col, dst + skip * kc);
-      };
-      auto work = [&](std::int64_t item) {
-        const std::int64_t blk = item / split, part = item % split;
-        const std::int64_t i0 = block_start(blk), mc = block_start(blk + 1) - i0;
-        const std::int64_t q0 = part * panels / split, q1 = (part + 1) * panels / split;
-        const float* bpanels = bpack;  // panel q at bpanels + (q - qbase) NR kc
-        const float* ablock = apack + blk * a_block;
-        std::int64_t qbase = 0;
-        if (private_pack) {
-          float* own_b = scratch(0, static_cast<std::size_t>((q1 - q0) * v.nr * kc));
-          float* own_a = scratch(1, static_cast<std::size_t>(a_block));
-          pack_b_panels(q0, q1, own_b, false);
-          pack(blk, own_a);
-          bpanels = own_b;
-          ablock = own_a;
-          qbase = q0;
-        }
+        if (skip < mc) pack_a(v, mc - skip, kc, a + (i0 + skip) * a_row + p0 * a_col, a_row, a_col, apack + skip * kc);
+        const float* ablock = apack;
         alignas(64) float tile[16 * 32];
-        for (std::int64_t q = q0; q < q1; ++q) {
+        for (std::int64_t q = 0; q < panels; ++q) {
           const std::int64_t j = q * v.nr;
           const std::int64_t cols = std::min<std::int64_t>(v.nr, nc - j);
           const bool b_in_place = b_direct && cols == v.nr;
-          const float* bp = b_in_place ? b + p0 * b_row + j0 + j : bpanels + (q - qbase) * v.nr * kc;
+          const float* bp = b_in_place ? b + p0 * b_row + j0 + j : bpack + q * v.nr * kc;
           const std::int64_t bs = b_in_place ? b_row : v.nr;
           for (std::int64_t i = 0; i < mc; i += v.mr) {
             const std::int64_t rows = std::min<std::int64_t>(v.mr, mc - i);
@@ -551,22 +503,64 @@ void sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::
             }
           }
         }
-      };
-      if (private_pack) {
-#pragma omp parallel for num_threads(threads) schedule(static)
-        for (std::int64_t item = 0; item < items; ++item) work(item);
-      } else if (threads > 1 && items > 1) {
-#pragma omp parallel num_threads(threads)
-        {
-#pragma omp for schedule(static)
-          for (std::int64_t blk = 0; blk < m_blocks; ++blk) pack(blk, apack + blk * a_block);
-#pragma omp for schedule(static)
-          for (std::int64_t item = 0; item < items; ++item) work(item);
-        }
-      } else {
-        for (std::int64_t blk = 0; blk < m_blocks; ++blk) pack(blk, apack + blk * a_block);
-        for (std::int64_t item = 0; item < items; ++item) work(item);
       }
+    }
+  }
+}
+
+}  // namespace
+
+void sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t a_row, std::int64_t a_col,
+           const float* b, std::int64_t b_row, std::int64_t b_col, float* c, std::int64_t ldc, bool accumulate,
+           GemmEpilogue store) {
+  if (m <= 0 || n <= 0) return;
+  count_macs(m * n * k);
+  if (k <= 0) {
+    for (std::int64_t i = 0; i < m; ++i)
+      for (std::int64_t j = 0; j < n; ++j)
+        c[i * ldc + j] = store.clamped((accumulate ? c[i * ldc + j] : 0.0f) + store.bias_at(i, j));
+    return;
+  }
+  // Products below about a million multiply-adds run on one thread: a parallel region's start costs more
+  // than it saves (at 128^3 on two threads, one region with no barrier inside is only level with one
+  // thread; 192^3 gains 20%).
+  constexpr std::int64_t kParallelMacs = std::int64_t{1} << 20;
+  const int threads = omp_in_parallel() || m * n < kParallelMacs / k ? 1 : omp_get_max_threads();
+  // Whole micro-tiles of the kernel each part will run (the wide one where a part keeps 1024 columns).
+  const Variant* chosen = kSgemm.get();
+  const std::int64_t mr = chosen->mr, nr = chosen == &kAvx512 && n / threads >= 1024 ? kAvx512Wide.nr : chosen->nr;
+  const std::int64_t panels = (n + nr - 1) / nr, tiles = (m + mr - 1) / mr;
+  if (threads == 1 || (panels < 2 && tiles < 2)) {
+    blocked_sgemm(m, n, k, a, a_row, a_col, b, b_row, b_col, c, ldc, accumulate, store);
+    return;
+  }
+  // Note [Threads own their operands]: each thread computes a contiguous range of whole column panels
+  // (or, when the product has fewer than two panels a thread, of whole row tiles) as a one-thread product
+  // of its own, packing its own operands, in one parallel region with no barrier inside. Sharing a packed
+  // B among threads that split the rows (one region per depth block, B packed by one thread and read by
+  // all) kept two threads near one thread's speed on this 2-core Zen 5 VM: [256, 2304] x [2304, 196] 1.20
+  // -> 1.20 ms, [16, 32] x [32, 12544] (a pointwise convolution on a 112 x 112 plane) slower on two; with
+  // each thread's operands its own, 0.82 ms and 0.22 ms. The sums are the same products in the same order
+  // either way, so the result does not depend on the thread count.
+  const bool by_columns = panels >= 2 * threads || panels >= tiles;
+  const std::int64_t units = by_columns ? panels : tiles;
+  const int team = static_cast<int>(std::min<std::int64_t>(threads, units));
+#pragma omp parallel num_threads(team)
+  {
+    const std::int64_t t = omp_get_thread_num(), size = omp_get_num_threads();
+    const std::int64_t u0 = units * t / size, u1 = units * (t + 1) / size;
+    GemmEpilogue part = store;
+    if (by_columns) {
+      const std::int64_t j0 = std::min(n, u0 * nr), j1 = std::min(n, u1 * nr);
+      if (part.bias != nullptr && !part.per_row) part.bias += j0;
+      if (j1 > j0)
+        blocked_sgemm(m, j1 - j0, k, a, a_row, a_col, b + j0 * b_col, b_row, b_col, c + j0, ldc, accumulate, part);
+    } else {
+      const std::int64_t i0 = std::min(m, u0 * mr), i1 = std::min(m, u1 * mr);
+      if (part.bias != nullptr && part.per_row) part.bias += i0;
+      if (i1 > i0)
+        blocked_sgemm(i1 - i0, n, k, a + i0 * a_row, a_row, a_col, b, b_row, b_col, c + i0 * ldc, ldc, accumulate,
+                      part);
     }
   }
 }

@@ -1,7 +1,8 @@
 #pragma once
 /// The native f32 GEMM: packed, cache-blocked, with a SIMD micro-kernel per ISA level (AVX-512, AVX2+FMA, a
 /// portable loop) chosen at each call through the dispatch table for the active level (pact/core/cpu.hpp;
-/// PACT_ISA forces a lower one), and OpenMP threads over row blocks.
+/// PACT_ISA forces a lower one), and OpenMP threads each computing whole column panels (or row tiles) of C
+/// as a one-thread product of their own (Note [Threads own their operands] in gemm.cpp).
 ///
 /// Operands are addressed by element strides, so transposed operands need no copy: element (i, k) of A
 /// is a[i * a_row + k * a_col]. C is row-major with leading dimension ldc.
