@@ -298,6 +298,52 @@ TEST_P(EveryLevel, GemmMatchesAReferenceLoopOnOddAndDegenerateShapes) {
   omp_set_num_threads(threads_before);
 }
 
+// B given by row offsets (sgemm's b_rows: an implicit convolution's shifted input rows): read in place by the
+// direct kernels (m up to 8 MR), packed from the offsets otherwise and by the portable level, across depth
+// blocks (the offsets of a later block) and the threads' column and row splits, on every variant.
+TEST_P(EveryLevel, GemmReadsTheRowsOfBAtTheirOffsets) {
+  std::normal_distribution<float> nd;
+  const std::int64_t sizes[][3] = {{20, 100, 37},    // in place
+                                   {100, 100, 37},   // packed
+                                   {9, 1100, 40},    // the wide kernel, packed
+                                   {40, 45, 1300},   // several depth blocks
+                                   {200, 45, 300}};  // threads split the rows
+  const int threads_before = omp_get_max_threads();
+  for (int threads : {1, 2}) {
+    omp_set_num_threads(threads);
+    const ForcedLevel forced(GetParam());
+    if (!forced.active()) GTEST_SKIP() << forced.why();
+    for (const auto& s : sizes) {
+      const std::int64_t m = s[0], n = s[1], k = s[2];
+      for (int trans = 0; trans < 2; ++trans) {
+        SCOPED_TRACE(std::string(isa_name(GetParam())) + " " + std::to_string(m) + "x" + std::to_string(n) + "x" +
+                     std::to_string(k) + (trans ? " A transposed" : "") + ", " + std::to_string(threads) +
+                     " thread(s)");
+        std::mt19937 rng(static_cast<unsigned>((m * 131 + n) * 131 + k));
+        std::vector<float> a(static_cast<std::size_t>(m * k)), pool(static_cast<std::size_t>(3 * n + 5 * k));
+        for (auto* v : {&a, &pool})
+          for (auto& x : *v) x = nd(rng);
+        // Row p at an offset that is neither sorted nor a multiple of anything, rows overlapping.
+        std::vector<std::int64_t> rows(static_cast<std::size_t>(k));
+        for (std::int64_t p = 0; p < k; ++p) rows[static_cast<std::size_t>(p)] = (p * 7919) % (2 * n + 5 * k - 1);
+        const std::int64_t ar = trans ? 1 : k, ac = trans ? m : 1;
+        std::vector<float> c(static_cast<std::size_t>(m * n), 3.0f);
+        kernels::cpu::sgemm(m, n, k, a.data(), ar, ac, pool.data(), 0, 1, c.data(), n, false, {}, rows.data());
+        for (std::int64_t i = 0; i < m; ++i)
+          for (std::int64_t j = 0; j < n; ++j) {
+            double ref = 0;
+            for (std::int64_t p = 0; p < k; ++p)
+              ref += double(a[static_cast<std::size_t>(i * ar + p * ac)]) *
+                     pool[static_cast<std::size_t>(rows[static_cast<std::size_t>(p)] + j)];
+            ASSERT_NEAR(c[static_cast<std::size_t>(i * n + j)], ref, 1e-4 * (1 + std::sqrt(double(k))))
+                << i << "," << j;
+          }
+      }
+    }
+  }
+  omp_set_num_threads(threads_before);
+}
+
 // im2col's strided rows: every stride and length, each source exactly as long as the copy needs (the
 // ASan preset catches a read past it; the AVX-512 stride-2 path reads 32 floats per 16 outputs).
 TEST(Gemm, StridedCopyMatchesAScalarLoopWithoutReadingPastItsSource) {

@@ -51,9 +51,12 @@ struct Variant {
                  const float* rbias, const float* cbias, const float* clamp);
   // The same product with A read in place (element (i, p) at a[i * ar + p * ac], ar == 1 or ac == 1;
   // a packed panel is ar = 1, ac = MR) and B's row p at b + p * bs (bs = NR for a packed panel, the
-  // leading dimension for a row-major B read in place); null where the variant always packs.
+  // leading dimension for a row-major B read in place), or at b + boff[p] where boff is not null (a B
+  // whose rows sit at arbitrary offsets: an implicit convolution's shifted input rows); null where the
+  // variant always packs.
   void (*direct)(std::int64_t kc, const float* a, std::int64_t ar, std::int64_t ac, const float* b, std::int64_t bs,
-                 float* c, std::int64_t ldc, bool add, const float* rbias, const float* cbias, const float* clamp);
+                 const std::int64_t* boff, float* c, std::int64_t ldc, bool add, const float* rbias, const float* cbias,
+                 const float* clamp);
 };
 
 // The AVX-512 micro-kernel: an 8 x 16 NV block of C from 8 rows of A and a packed 16 NV-wide panel of B,
@@ -63,10 +66,11 @@ struct Variant {
 // ar == 1). A packed A panel is the column-major case with ar = 1, ac = 8; reading an unpacked A in place
 // saves a full read and write of it, which for the short depths of a training step's GEMMs (k of 64 to
 // 1024) costs as much as a large part of the arithmetic.
-template <bool RowMajor, int NV>
+template <bool RowMajor, int NV, bool Offsets = false>
 PACT_TARGET_AVX512 void kernel_avx512_impl(std::int64_t kc, const float* a, std::int64_t ar, std::int64_t ac,
-                                           const float* b, std::int64_t bs, float* t, std::int64_t ldc, bool add,
-                                           const float* rbias, const float* cbias, const float* clamp) {
+                                           const float* b, std::int64_t bs, const std::int64_t* boff, float* t,
+                                           std::int64_t ldc, bool add, const float* rbias, const float* cbias,
+                                           const float* clamp) {
   constexpr int MR = 8;
   __m512 c[MR][NV];
   for (int i = 0; i < MR; ++i)
@@ -81,9 +85,15 @@ PACT_TARGET_AVX512 void kernel_avx512_impl(std::int64_t kc, const float* a, std:
   const float* r7 = a + 7 * ar;
 #pragma GCC unroll 4
   for (std::int64_t p = 0; p < kc; ++p) {
-    _mm_prefetch(reinterpret_cast<const char*>(b + 8 * bs), _MM_HINT_T0);
+    const float* brow = b;
+    if constexpr (Offsets) {
+      brow = b + boff[p];
+      _mm_prefetch(reinterpret_cast<const char*>(b + boff[std::min(p + 8, kc - 1)]), _MM_HINT_T0);
+    } else {
+      _mm_prefetch(reinterpret_cast<const char*>(b + 8 * bs), _MM_HINT_T0);
+    }
     __m512 bv[NV];
-    for (int v = 0; v < NV; ++v) bv[v] = _mm512_loadu_ps(b + 16 * v);
+    for (int v = 0; v < NV; ++v) bv[v] = _mm512_loadu_ps(brow + 16 * v);
     const float* col = a + p * ac;
     const float av[MR] = {RowMajor ? r0[p] : col[0], RowMajor ? r1[p] : col[1], RowMajor ? r2[p] : col[2],
                           RowMajor ? r3[p] : col[3], RowMajor ? r4[p] : col[4], RowMajor ? r5[p] : col[5],
@@ -92,7 +102,7 @@ PACT_TARGET_AVX512 void kernel_avx512_impl(std::int64_t kc, const float* a, std:
       const __m512 ai = _mm512_set1_ps(av[i]);
       for (int v = 0; v < NV; ++v) c[i][v] = _mm512_fmadd_ps(ai, bv[v], c[i][v]);
     }
-    b += bs;
+    if constexpr (!Offsets) b += bs;
   }
   for (int i = 0; i < MR; ++i) {
     float* row = t + i * ldc;
@@ -109,21 +119,27 @@ PACT_TARGET_AVX512 void kernel_avx512_impl(std::int64_t kc, const float* a, std:
 
 void kernel_avx512_wide(std::int64_t kc, const float* a, const float* b, float* t, std::int64_t ldc, bool add,
                         const float* rbias, const float* cbias, const float* clamp) {
-  kernel_avx512_impl<false, 3>(kc, a, 1, 8, b, 48, t, ldc, add, rbias, cbias, clamp);
+  kernel_avx512_impl<false, 3>(kc, a, 1, 8, b, 48, nullptr, t, ldc, add, rbias, cbias, clamp);
 }
 
 void kernel_avx512(std::int64_t kc, const float* a, const float* b, float* t, std::int64_t ldc, bool add,
                    const float* rbias, const float* cbias, const float* clamp) {
-  kernel_avx512_impl<false, 2>(kc, a, 1, 8, b, 32, t, ldc, add, rbias, cbias, clamp);
+  kernel_avx512_impl<false, 2>(kc, a, 1, 8, b, 32, nullptr, t, ldc, add, rbias, cbias, clamp);
 }
 
 void kernel_avx512_direct(std::int64_t kc, const float* a, std::int64_t ar, std::int64_t ac, const float* b,
-                          std::int64_t bs, float* t, std::int64_t ldc, bool add, const float* rbias, const float* cbias,
-                          const float* clamp) {
-  if (ac == 1)
-    kernel_avx512_impl<true, 2>(kc, a, ar, ac, b, bs, t, ldc, add, rbias, cbias, clamp);
-  else
-    kernel_avx512_impl<false, 2>(kc, a, ar, ac, b, bs, t, ldc, add, rbias, cbias, clamp);
+                          std::int64_t bs, const std::int64_t* boff, float* t, std::int64_t ldc, bool add,
+                          const float* rbias, const float* cbias, const float* clamp) {
+  if (boff != nullptr) {
+    if (ac == 1)
+      kernel_avx512_impl<true, 2, true>(kc, a, ar, ac, b, bs, boff, t, ldc, add, rbias, cbias, clamp);
+    else
+      kernel_avx512_impl<false, 2, true>(kc, a, ar, ac, b, bs, boff, t, ldc, add, rbias, cbias, clamp);
+  } else if (ac == 1) {
+    kernel_avx512_impl<true, 2>(kc, a, ar, ac, b, bs, nullptr, t, ldc, add, rbias, cbias, clamp);
+  } else {
+    kernel_avx512_impl<false, 2>(kc, a, ar, ac, b, bs, nullptr, t, ldc, add, rbias, cbias, clamp);
+  }
 }
 
 // The AVX2 + FMA micro-kernel: a 6 x 16 block of C in 12 accumulators (with the two B vectors and a
@@ -131,10 +147,11 @@ void kernel_avx512_direct(std::int64_t kc, const float* a, std::int64_t ar, std:
 // The accumulators are never written back into an array (the store below reads them once): a kernel that
 // updated them in place in its store loop kept them in memory, and paid a store per accumulator per depth
 // step (0.45 of OpenBLAS's Haswell kernel before, on Zen 4 with PACT_ISA=avx2).
-template <bool RowMajor>
+template <bool RowMajor, bool Offsets = false>
 PACT_TARGET_AVX2 void kernel_avx2_impl(std::int64_t kc, const float* a, std::int64_t ar, std::int64_t ac,
-                                       const float* b, std::int64_t bs, float* t, std::int64_t ldc, bool add,
-                                       const float* rbias, const float* cbias, const float* clamp) {
+                                       const float* b, std::int64_t bs, const std::int64_t* boff, float* t,
+                                       std::int64_t ldc, bool add, const float* rbias, const float* cbias,
+                                       const float* clamp) {
   constexpr int MR = 6, NV = 2;
   __m256 c[MR][NV];
   for (int i = 0; i < MR; ++i)
@@ -147,9 +164,15 @@ PACT_TARGET_AVX2 void kernel_avx2_impl(std::int64_t kc, const float* a, std::int
   const float* r5 = a + 5 * ar;
 #pragma GCC unroll 4
   for (std::int64_t p = 0; p < kc; ++p) {
-    _mm_prefetch(reinterpret_cast<const char*>(b + 8 * bs), _MM_HINT_T0);
+    const float* brow = b;
+    if constexpr (Offsets) {
+      brow = b + boff[p];
+      _mm_prefetch(reinterpret_cast<const char*>(b + boff[std::min(p + 8, kc - 1)]), _MM_HINT_T0);
+    } else {
+      _mm_prefetch(reinterpret_cast<const char*>(b + 8 * bs), _MM_HINT_T0);
+    }
     __m256 bv[NV];
-    for (int v = 0; v < NV; ++v) bv[v] = _mm256_loadu_ps(b + 8 * v);
+    for (int v = 0; v < NV; ++v) bv[v] = _mm256_loadu_ps(brow + 8 * v);
     const float* col = a + p * ac;
     const float av[MR] = {RowMajor ? r0[p] : col[0], RowMajor ? r1[p] : col[1], RowMajor ? r2[p] : col[2],
                           RowMajor ? r3[p] : col[3], RowMajor ? r4[p] : col[4], RowMajor ? r5[p] : col[5]};
@@ -157,7 +180,7 @@ PACT_TARGET_AVX2 void kernel_avx2_impl(std::int64_t kc, const float* a, std::int
       const __m256 ai = _mm256_set1_ps(av[i]);
       for (int v = 0; v < NV; ++v) c[i][v] = _mm256_fmadd_ps(ai, bv[v], c[i][v]);
     }
-    b += bs;
+    if constexpr (!Offsets) b += bs;
   }
   for (int i = 0; i < MR; ++i) {
     float* row = t + i * ldc;
@@ -174,16 +197,22 @@ PACT_TARGET_AVX2 void kernel_avx2_impl(std::int64_t kc, const float* a, std::int
 
 void kernel_avx2(std::int64_t kc, const float* a, const float* b, float* t, std::int64_t ldc, bool add,
                  const float* rbias, const float* cbias, const float* clamp) {
-  kernel_avx2_impl<false>(kc, a, 1, 6, b, 16, t, ldc, add, rbias, cbias, clamp);
+  kernel_avx2_impl<false>(kc, a, 1, 6, b, 16, nullptr, t, ldc, add, rbias, cbias, clamp);
 }
 
 void kernel_avx2_direct(std::int64_t kc, const float* a, std::int64_t ar, std::int64_t ac, const float* b,
-                        std::int64_t bs, float* t, std::int64_t ldc, bool add, const float* rbias, const float* cbias,
-                        const float* clamp) {
-  if (ac == 1)
-    kernel_avx2_impl<true>(kc, a, ar, ac, b, bs, t, ldc, add, rbias, cbias, clamp);
-  else
-    kernel_avx2_impl<false>(kc, a, ar, ac, b, bs, t, ldc, add, rbias, cbias, clamp);
+                        std::int64_t bs, const std::int64_t* boff, float* t, std::int64_t ldc, bool add,
+                        const float* rbias, const float* cbias, const float* clamp) {
+  if (boff != nullptr) {
+    if (ac == 1)
+      kernel_avx2_impl<true, true>(kc, a, ar, ac, b, bs, boff, t, ldc, add, rbias, cbias, clamp);
+    else
+      kernel_avx2_impl<false, true>(kc, a, ar, ac, b, bs, boff, t, ldc, add, rbias, cbias, clamp);
+  } else if (ac == 1) {
+    kernel_avx2_impl<true>(kc, a, ar, ac, b, bs, nullptr, t, ldc, add, rbias, cbias, clamp);
+  } else {
+    kernel_avx2_impl<false>(kc, a, ar, ac, b, bs, nullptr, t, ldc, add, rbias, cbias, clamp);
+  }
 }
 
 void kernel_portable(std::int64_t kc, const float* a, const float* b, float* t, std::int64_t ldc, bool add,
@@ -281,14 +310,16 @@ PACT_TARGET_AVX2 void pack_panel_transposed_avx(const float* src, std::int64_t r
     for (std::int64_t r = 0; r < width; ++r) dst[p * width + r] = src[r * rs + p];
 }
 
+// Depth p at src + p * ps, or at src + offs[p] where offs is not null.
 void pack_panel(const Variant& v, const float* src, std::int64_t rs, std::int64_t ps, std::int64_t lanes,
-                std::int64_t width, std::int64_t kc, float* dst) {
-  if (&v != &kPortable && lanes == width && ps == 1 && width % 8 == 0) {
+                std::int64_t width, std::int64_t kc, float* dst, const std::int64_t* offs = nullptr) {
+  if (&v != &kPortable && lanes == width && ps == 1 && offs == nullptr && width % 8 == 0) {
     pack_panel_transposed_avx(src, rs, width, kc, dst);
     return;
   }
   for (std::int64_t p = 0; p < kc; ++p) {
-    for (std::int64_t r = 0; r < lanes; ++r) dst[p * width + r] = src[r * rs + p * ps];
+    const float* at = src + (offs != nullptr ? offs[p] : p * ps);
+    for (std::int64_t r = 0; r < lanes; ++r) dst[p * width + r] = at[r * rs];
     for (std::int64_t r = lanes; r < width; ++r) dst[p * width + r] = 0.0f;
   }
 }
@@ -296,12 +327,14 @@ void pack_panel(const Variant& v, const float* src, std::int64_t rs, std::int64_
 // The unit-line-stride layout packed in source order: for each depth p in [p0, p1), the source row of `lanes`
 // contiguous elements is read once, front to back, and dealt out to the panels (panel q, depth p at
 // dst[(q * kc + p) * width]). Reading each source row sequentially keeps the hardware prefetcher ahead,
-// where a panel-at-a-time walk would touch a new line of every row per panel.
+// where a panel-at-a-time walk would touch a new line of every row per panel. Row p is at src + p * ps, or at
+// src + offs[p] where offs is not null.
 PACT_TARGET_AVX2 void pack_rows_avx(const float* src, std::int64_t ps, std::int64_t lanes, std::int64_t width,
-                                    std::int64_t kc, std::int64_t p0, std::int64_t p1, float* dst) {
+                                    std::int64_t kc, std::int64_t p0, std::int64_t p1, float* dst,
+                                    const std::int64_t* offs = nullptr) {
   const std::int64_t full = lanes / width;
   for (std::int64_t p = p0; p < p1; ++p) {
-    const float* s = src + p * ps;
+    const float* s = src + (offs != nullptr ? offs[p] : p * ps);
     for (std::int64_t q = 0; q < full; ++q) {
       float* d = dst + (q * kc + p) * width;
       for (std::int64_t r = 0; r < width; r += 8) _mm256_storeu_ps(d + r, _mm256_loadu_ps(s + q * width + r));
@@ -328,15 +361,16 @@ void pack_a(const Variant& v, std::int64_t mc, std::int64_t kc, const float* a, 
   }
 }
 
-// Packs rows [p0, p0 + kc) x cols [j0, j0 + nc) of B into NR-column panels, zero-padding the last.
+// Packs rows [p0, p0 + kc) x cols [j0, j0 + nc) of B into NR-column panels, zero-padding the last (row p at
+// b + offs[p] where offs is not null, with bc == 1).
 void pack_b(const Variant& v, std::int64_t kc, std::int64_t nc, const float* b, std::int64_t br, std::int64_t bc,
-            float* dst) {
+            float* dst, const std::int64_t* offs) {
   if (bc == 1 && &v != &kPortable && v.nr % 8 == 0) {  // row order
-    pack_rows_avx(b, br, nc, v.nr, kc, 0, kc, dst);
+    pack_rows_avx(b, br, nc, v.nr, kc, 0, kc, dst, offs);
     return;
   }
   for (std::int64_t j = 0; j < nc; j += v.nr)
-    pack_panel(v, b + j * bc, bc, br, std::min<std::int64_t>(v.nr, nc - j), v.nr, kc, dst + j * kc);
+    pack_panel(v, b + j * bc, bc, br, std::min<std::int64_t>(v.nr, nc - j), v.nr, kc, dst + j * kc, offs);
 }
 
 }  // namespace
@@ -397,7 +431,7 @@ namespace {
 // sgemm for m, n, k > 0 on the calling thread, its multiply-adds counted by the caller.
 void blocked_sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t a_row,
                    std::int64_t a_col, const float* b, std::int64_t b_row, std::int64_t b_col, float* c,
-                   std::int64_t ldc, bool accumulate, GemmEpilogue store) {
+                   std::int64_t ldc, bool accumulate, GemmEpilogue store, const std::int64_t* b_rows) {
   // Products with 1024 columns or more, which pack A anyway, take the wide AVX-512 kernel: fewer loads per
   // multiply-add (2048^2 on one thread: 0.95-0.97 of OpenBLAS with 8 x 32, 1.02-1.03 with 8 x 48).
   // Narrower products keep 8 x 32, whose 32-wide panels fit the step's 32- to 512-wide operands.
@@ -434,11 +468,14 @@ void blocked_sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* 
       const bool add = accumulate || p0 > 0;
       // B packed once for every row block: all of its panels, or with B read in place only the short last
       // panel (zero-padded to NR).
+      // With b_rows, depth p0 + p of this block is at b + rows[p] (the columns from j0 on: b shifted by j0).
+      const std::int64_t* rows = b_rows != nullptr ? b_rows + p0 : nullptr;
+      const float* bblock = b_rows != nullptr ? b + j0 : b + p0 * b_row + j0 * b_col;
       if (!b_direct) {
-        pack_b(v, kc, nc, b + p0 * b_row + j0 * b_col, b_row, b_col, bpack);
+        pack_b(v, kc, nc, bblock, b_row, b_col, bpack, rows);
       } else if (nc % v.nr != 0) {
         const std::int64_t j = nc / v.nr * v.nr;
-        pack_panel(v, b + p0 * b_row + j0 + j, 1, b_row, nc - j, v.nr, kc, bpack + (panels - 1) * v.nr * kc);
+        pack_panel(v, bblock + j, 1, b_row, nc - j, v.nr, kc, bpack + (panels - 1) * v.nr * kc, rows);
       }
       for (std::int64_t blk = 0; blk < m_blocks; ++blk) {
         const std::int64_t i0 = blk * kMC, mc = std::min(kMC, m - i0);
@@ -451,8 +488,9 @@ void blocked_sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* 
           const std::int64_t j = q * v.nr;
           const std::int64_t cols = std::min<std::int64_t>(v.nr, nc - j);
           const bool b_in_place = b_direct && cols == v.nr;
-          const float* bp = b_in_place ? b + p0 * b_row + j0 + j : bpack + q * v.nr * kc;
+          const float* bp = b_in_place ? bblock + j : bpack + q * v.nr * kc;
           const std::int64_t bs = b_in_place ? b_row : v.nr;
+          const std::int64_t* boff = b_in_place ? rows : nullptr;
           for (std::int64_t i = 0; i < mc; i += v.mr) {
             const std::int64_t rows = std::min<std::int64_t>(v.mr, mc - i);
             const float* ap = ablock + (i / v.mr) * v.mr * kc;
@@ -467,17 +505,17 @@ void blocked_sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* 
               const float* rb = biased && store.per_row ? store.bias + i0 + i : nullptr;
               const float* cb = biased && !store.per_row ? store.bias + j0 + j : nullptr;
               if (in_place)
-                v.direct(kc, ad, a_row, a_col, bp, bs, cij, ldc, add, rb, cb, clamp);
+                v.direct(kc, ad, a_row, a_col, bp, bs, boff, cij, ldc, add, rb, cb, clamp);
               else if (b_in_place)
-                v.direct(kc, ap, 1, v.mr, bp, bs, cij, ldc, add, rb, cb, clamp);
+                v.direct(kc, ap, 1, v.mr, bp, bs, boff, cij, ldc, add, rb, cb, clamp);
               else
                 v.kernel(kc, ap, bp, cij, ldc, add, rb, cb, clamp);
               continue;
             }
             if (in_place)
-              v.direct(kc, ad, a_row, a_col, bp, bs, tile, v.nr, false, nullptr, nullptr, nullptr);
+              v.direct(kc, ad, a_row, a_col, bp, bs, boff, tile, v.nr, false, nullptr, nullptr, nullptr);
             else if (b_in_place)
-              v.direct(kc, ap, 1, v.mr, bp, bs, tile, v.nr, false, nullptr, nullptr, nullptr);
+              v.direct(kc, ap, 1, v.mr, bp, bs, boff, tile, v.nr, false, nullptr, nullptr, nullptr);
             else
               v.kernel(kc, ap, bp, tile, v.nr, false, nullptr, nullptr, nullptr);
             // The edge tile's rows into C, each step a loop of its own so each vectorises.
@@ -512,9 +550,11 @@ void blocked_sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* 
 
 void sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t a_row, std::int64_t a_col,
            const float* b, std::int64_t b_row, std::int64_t b_col, float* c, std::int64_t ldc, bool accumulate,
-           GemmEpilogue store) {
+           GemmEpilogue store, const std::int64_t* b_rows) {
   if (m <= 0 || n <= 0) return;
-  count_macs(m * n * k);
+  if (b_rows != nullptr && b_col != 1)
+    throw_error(ErrorCode::invalid_argument, "sgemm", "B given by row offsets must have unit column stride");
+  if (b_rows == nullptr) count_macs(m * n * k);  // with b_rows the caller counts the columns it keeps
   if (k <= 0) {
     for (std::int64_t i = 0; i < m; ++i)
       for (std::int64_t j = 0; j < n; ++j)
@@ -531,7 +571,7 @@ void sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::
   const std::int64_t mr = chosen->mr, nr = chosen == &kAvx512 && n / threads >= 1024 ? kAvx512Wide.nr : chosen->nr;
   const std::int64_t panels = (n + nr - 1) / nr, tiles = (m + mr - 1) / mr;
   if (threads == 1 || (panels < 2 && tiles < 2)) {
-    blocked_sgemm(m, n, k, a, a_row, a_col, b, b_row, b_col, c, ldc, accumulate, store);
+    blocked_sgemm(m, n, k, a, a_row, a_col, b, b_row, b_col, c, ldc, accumulate, store, b_rows);
     return;
   }
   // Note [Threads own their operands]: each thread computes a contiguous range of whole column panels
@@ -554,13 +594,14 @@ void sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::
       const std::int64_t j0 = std::min(n, u0 * nr), j1 = std::min(n, u1 * nr);
       if (part.bias != nullptr && !part.per_row) part.bias += j0;
       if (j1 > j0)
-        blocked_sgemm(m, j1 - j0, k, a, a_row, a_col, b + j0 * b_col, b_row, b_col, c + j0, ldc, accumulate, part);
+        blocked_sgemm(m, j1 - j0, k, a, a_row, a_col, b + j0 * b_col, b_row, b_col, c + j0, ldc, accumulate, part,
+                      b_rows);
     } else {
       const std::int64_t i0 = std::min(m, u0 * mr), i1 = std::min(m, u1 * mr);
       if (part.bias != nullptr && part.per_row) part.bias += i0;
       if (i1 > i0)
-        blocked_sgemm(i1 - i0, n, k, a + i0 * a_row, a_row, a_col, b, b_row, b_col, c + i0 * ldc, ldc, accumulate,
-                      part);
+        blocked_sgemm(i1 - i0, n, k, a + i0 * a_row, a_row, a_col, b, b_row, b_col, c + i0 * ldc, ldc, accumulate, part,
+                      b_rows);
     }
   }
 }

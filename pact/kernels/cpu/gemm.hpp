@@ -29,10 +29,14 @@ struct GemmEpilogue {
 };
 
 /// C (+)= A * B, then the epilogue, for A: m x k, B: k x n. `accumulate` adds into C; otherwise C is overwritten.
-/// These pointers come from prepared host access and must stay valid for the call.
+/// These pointers come from prepared host access and must stay valid for the call. Where `b_rows` is not
+/// null, row p of B starts at b + b_rows[p] (k entries; b_row is unused and b_col must be 1): the rows of
+/// an implicit convolution's B are shifted windows of one padded input, read in place with no im2col. Such
+/// a call does not count its multiply-accumulates (kernels::count_macs): its caller counts those of the
+/// columns it keeps, the op's work, not the junk columns between the padded rows.
 void sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t a_row, std::int64_t a_col,
            const float* b, std::int64_t b_row, std::int64_t b_col, float* c, std::int64_t ldc, bool accumulate,
-           GemmEpilogue store = {});
+           GemmEpilogue store = {}, const std::int64_t* b_rows = nullptr);
 
 /// The micro-kernel level a call runs at now: "avx512", "avx2" or "portable".
 std::string_view sgemm_variant() noexcept;
