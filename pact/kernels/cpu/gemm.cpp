@@ -59,6 +59,20 @@ struct Variant {
                  const float* clamp);
 };
 
+// Row p of B for a direct kernel, with the row 8 depths ahead prefetched: b + boff[p] (Offsets), or b itself,
+// which the kernel steps by bs after each depth.
+template <bool Offsets>
+PACT_SIMD_INLINE const float* b_row_at(const float* b, std::int64_t bs, const std::int64_t* boff, std::int64_t p,
+                                       std::int64_t kc) {
+  if constexpr (Offsets) {
+    _mm_prefetch(reinterpret_cast<const char*>(b + boff[std::min(p + 8, kc - 1)]), _MM_HINT_T0);
+    return b + boff[p];
+  } else {
+    _mm_prefetch(reinterpret_cast<const char*>(b + 8 * bs), _MM_HINT_T0);
+    return b;
+  }
+}
+
 // The AVX-512 micro-kernel: an 8 x 16 NV block of C from 8 rows of A and a packed 16 NV-wide panel of B,
 // 8 NV accumulators: 8 x 32 (NV = 2) for most products, 8 x 48 (NV = 3, 11 loads feeding 24 multiply-adds
 // where 8 x 32 has 10 for 16) for wide ones. Element (i, p) of A is at a[i * ar + p * ac], read through
@@ -85,13 +99,7 @@ PACT_TARGET_AVX512 void kernel_avx512_impl(std::int64_t kc, const float* a, std:
   const float* r7 = a + 7 * ar;
 #pragma GCC unroll 4
   for (std::int64_t p = 0; p < kc; ++p) {
-    const float* brow = b;
-    if constexpr (Offsets) {
-      brow = b + boff[p];
-      _mm_prefetch(reinterpret_cast<const char*>(b + boff[std::min(p + 8, kc - 1)]), _MM_HINT_T0);
-    } else {
-      _mm_prefetch(reinterpret_cast<const char*>(b + 8 * bs), _MM_HINT_T0);
-    }
+    const float* brow = b_row_at<Offsets>(b, bs, boff, p, kc);
     __m512 bv[NV];
     for (int v = 0; v < NV; ++v) bv[v] = _mm512_loadu_ps(brow + 16 * v);
     const float* col = a + p * ac;
@@ -164,13 +172,7 @@ PACT_TARGET_AVX2 void kernel_avx2_impl(std::int64_t kc, const float* a, std::int
   const float* r5 = a + 5 * ar;
 #pragma GCC unroll 4
   for (std::int64_t p = 0; p < kc; ++p) {
-    const float* brow = b;
-    if constexpr (Offsets) {
-      brow = b + boff[p];
-      _mm_prefetch(reinterpret_cast<const char*>(b + boff[std::min(p + 8, kc - 1)]), _MM_HINT_T0);
-    } else {
-      _mm_prefetch(reinterpret_cast<const char*>(b + 8 * bs), _MM_HINT_T0);
-    }
+    const float* brow = b_row_at<Offsets>(b, bs, boff, p, kc);
     __m256 bv[NV];
     for (int v = 0; v < NV; ++v) bv[v] = _mm256_loadu_ps(brow + 8 * v);
     const float* col = a + p * ac;
