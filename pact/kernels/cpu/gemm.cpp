@@ -12,7 +12,6 @@
 #include <vector>
 
 #include "pact/core/simd_dispatch.hpp"
-#include "pact/kernels/cpu/parallel.hpp"
 #include "pact/kernels/kernel.hpp"
 
 namespace pact::kernels::cpu {
@@ -468,23 +467,22 @@ void blocked_sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* 
     for (std::int64_t p0 = 0; p0 < k; p0 += kKC) {
       const std::int64_t kc = std::min(kKC, k - p0);
       const bool add = accumulate || p0 > 0;
+      // This block of B: its depth p at bblock + p * b_row, or with b_rows at bblock + offsets[p].
+      const std::int64_t* offsets = b_rows != nullptr ? b_rows + p0 : nullptr;
+      const float* bblock = b_rows != nullptr ? b + j0 : b + p0 * b_row + j0 * b_col;
       // B packed once for every row block: all of its panels, or with B read in place only the short last
       // panel (zero-padded to NR).
-      // With b_rows, depth p0 + p of this block is at b + rows[p] (the columns from j0 on: b shifted by j0).
-      const std::int64_t* rows = b_rows != nullptr ? b_rows + p0 : nullptr;
-      const float* bblock = b_rows != nullptr ? b + j0 : b + p0 * b_row + j0 * b_col;
       if (!b_direct) {
-        pack_b(v, kc, nc, bblock, b_row, b_col, bpack, rows);
+        pack_b(v, kc, nc, bblock, b_row, b_col, bpack, offsets);
       } else if (nc % v.nr != 0) {
         const std::int64_t j = nc / v.nr * v.nr;
-        pack_panel(v, bblock + j, 1, b_row, nc - j, v.nr, kc, bpack + (panels - 1) * v.nr * kc, rows);
+        pack_panel(v, bblock + j, 1, b_row, nc - j, v.nr, kc, bpack + (panels - 1) * v.nr * kc, offsets);
       }
       for (std::int64_t blk = 0; blk < m_blocks; ++blk) {
         const std::int64_t i0 = blk * kMC, mc = std::min(kMC, m - i0);
         // Read in place, A needs packing only for the block's last micro-panel when it is short of MR rows.
         const std::int64_t skip = direct ? mc / v.mr * v.mr : 0;
         if (skip < mc) pack_a(v, mc - skip, kc, a + (i0 + skip) * a_row + p0 * a_col, a_row, a_col, apack + skip * kc);
-        const float* ablock = apack;
         alignas(64) float tile[16 * 32];
         for (std::int64_t q = 0; q < panels; ++q) {
           const std::int64_t j = q * v.nr;
@@ -492,10 +490,10 @@ void blocked_sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* 
           const bool b_in_place = b_direct && cols == v.nr;
           const float* bp = b_in_place ? bblock + j : bpack + q * v.nr * kc;
           const std::int64_t bs = b_in_place ? b_row : v.nr;
-          const std::int64_t* boff = b_in_place ? rows : nullptr;
+          const std::int64_t* boff = b_in_place ? offsets : nullptr;
           for (std::int64_t i = 0; i < mc; i += v.mr) {
             const std::int64_t rows = std::min<std::int64_t>(v.mr, mc - i);
-            const float* ap = ablock + (i / v.mr) * v.mr * kc;
+            const float* ap = apack + (i / v.mr) * v.mr * kc;
             const float* ad = a + (i0 + i) * a_row + p0 * a_col;
             const bool in_place = direct && rows == v.mr;
             float* cij = c + (i0 + i) * ldc + j0 + j;
@@ -580,10 +578,10 @@ void sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::
   // (or, when the product has fewer than two panels a thread, of whole row tiles) as a one-thread product
   // of its own, packing its own operands, in one parallel region with no barrier inside. Sharing a packed
   // B among threads that split the rows (one region per depth block, B packed by one thread and read by
-  // all) kept two threads near one thread's speed on this 2-core Zen 5 VM: [256, 2304] x [2304, 196] 1.20
-  // -> 1.20 ms, [16, 32] x [32, 12544] (a pointwise convolution on a 112 x 112 plane) slower on two; with
-  // each thread's operands its own, 0.82 ms and 0.22 ms. The sums are the same products in the same order
-  // either way, so the result does not depend on the thread count.
+  // all) kept two threads near one thread's speed on a 2-core Zen 5 VM: [256, 2304] x [2304, 196] took
+  // 1.21 ms on one thread and 1.24 on two, [144, 24] x [24, 3136] (a pointwise convolution on a 56 x 56
+  // plane) 0.135 and 0.166; with each thread's operands its own, 0.72 and 0.070 ms on two. The sums are
+  // the same products in the same order either way, so the result does not depend on the thread count.
   const bool by_columns = panels >= 2 * threads || panels >= tiles;
   const std::int64_t units = by_columns ? panels : tiles;
   const int team = static_cast<int>(std::min<std::int64_t>(threads, units));
