@@ -310,9 +310,9 @@ TEST_P(EveryLevel, GemmReadsTheRowsOfBAtTheirOffsets) {
                                    {200, 45, 300}};  // threads split the rows
   const int threads_before = omp_get_max_threads();
   for (int threads : {1, 2}) {
-    omp_set_num_threads(threads);
     const ForcedLevel forced(GetParam());
-    if (!forced.active()) GTEST_SKIP() << forced.why();
+    if (!forced.active()) GTEST_SKIP() << forced.why();  // before the thread count changes: nothing to restore
+    omp_set_num_threads(threads);
     for (const auto& s : sizes) {
       const std::int64_t m = s[0], n = s[1], k = s[2];
       for (int trans = 0; trans < 2; ++trans) {
@@ -374,9 +374,9 @@ TEST_P(EveryLevel, GemmAddsTheBiasOnceAsCIsStored) {
                                    {9, 1030, 20}, {16, 1056, 520}, {200, 40, 300}};
   const int threads_before = omp_get_max_threads();
   for (int threads : {1, 2}) {
-    omp_set_num_threads(threads);
     const ForcedLevel forced(GetParam());
-    if (!forced.active()) GTEST_SKIP() << forced.why();
+    if (!forced.active()) GTEST_SKIP() << forced.why();  // before the thread count changes: nothing to restore
+    omp_set_num_threads(threads);
     const std::string variant(std::string(isa_name(GetParam())) + ", " + std::to_string(threads) + " thread(s)");
     ASSERT_EQ(kernels::cpu::sgemm_variant(), sgemm_level(GetParam()));
     for (const auto& s : sizes) {

@@ -325,16 +325,15 @@ void pack_panel(const Variant& v, const float* src, std::int64_t rs, std::int64_
   }
 }
 
-// The unit-line-stride layout packed in source order: for each depth p in [p0, p1), the source row of `lanes`
+// The unit-line-stride layout packed in source order: for each depth p in [0, kc), the source row of `lanes`
 // contiguous elements is read once, front to back, and dealt out to the panels (panel q, depth p at
 // dst[(q * kc + p) * width]). Reading each source row sequentially keeps the hardware prefetcher ahead,
 // where a panel-at-a-time walk would touch a new line of every row per panel. Row p is at src + p * ps, or at
 // src + offs[p] where offs is not null.
 PACT_TARGET_AVX2 void pack_rows_avx(const float* src, std::int64_t ps, std::int64_t lanes, std::int64_t width,
-                                    std::int64_t kc, std::int64_t p0, std::int64_t p1, float* dst,
-                                    const std::int64_t* offs = nullptr) {
+                                    std::int64_t kc, float* dst, const std::int64_t* offs = nullptr) {
   const std::int64_t full = lanes / width;
-  for (std::int64_t p = p0; p < p1; ++p) {
+  for (std::int64_t p = 0; p < kc; ++p) {
     const float* s = src + (offs != nullptr ? offs[p] : p * ps);
     for (std::int64_t q = 0; q < full; ++q) {
       float* d = dst + (q * kc + p) * width;
@@ -353,7 +352,7 @@ PACT_TARGET_AVX2 void pack_rows_avx(const float* src, std::int64_t ps, std::int6
 void pack_a(const Variant& v, std::int64_t mc, std::int64_t kc, const float* a, std::int64_t ar, std::int64_t ac,
             float* dst) {
   if (ar == 1 && &v != &kPortable && v.mr % 8 == 0) {
-    pack_rows_avx(a, ac, mc, v.mr, kc, 0, kc, dst);
+    pack_rows_avx(a, ac, mc, v.mr, kc, dst);
     return;
   }
   for (std::int64_t i = 0; i < mc; i += v.mr) {
@@ -367,7 +366,7 @@ void pack_a(const Variant& v, std::int64_t mc, std::int64_t kc, const float* a, 
 void pack_b(const Variant& v, std::int64_t kc, std::int64_t nc, const float* b, std::int64_t br, std::int64_t bc,
             float* dst, const std::int64_t* offs) {
   if (bc == 1 && &v != &kPortable && v.nr % 8 == 0) {  // row order
-    pack_rows_avx(b, br, nc, v.nr, kc, 0, kc, dst, offs);
+    pack_rows_avx(b, br, nc, v.nr, kc, dst, offs);
     return;
   }
   for (std::int64_t j = 0; j < nc; j += v.nr)
