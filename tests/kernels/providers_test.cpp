@@ -13,6 +13,7 @@
 #include "pact/core/cpu.hpp"
 #include "pact/core/simd_dispatch.hpp"
 #include "pact/kernels/cpu/gemm.hpp"
+#include "pact/kernels/cpu/vector_ops.hpp"
 #include "sweep_util.hpp"
 
 namespace pact {
@@ -457,6 +458,104 @@ TEST_P(EveryLevel, GemmClampsTheFinishedSumOnce) {
         }
     }
   }
+}
+
+// The map of the epilogue (a fused silu, sigmoid or hardswish; GemmEpilogue::mapped) applies once, to each
+// finished tile: over several depth blocks (the later blocks flip the sums' signs, so a map of a partial sum
+// is wrong), on edge tiles, on the wide AVX-512 kernel's 48-column tiles, with no depth at all, and with the
+// product shared among two threads.
+TEST_P(EveryLevel, GemmMapsTheFinishedSumOnce) {
+  using kernels::cpu::MapOp;
+  std::mt19937 rng(10);
+  std::normal_distribution<float> nd;
+  const std::int64_t sizes[][3] = {{16, 64, 8}, {13, 37, 29}, {24, 40, 1500}, {3, 5, 0}, {9, 1030, 20}, {40, 300, 70}};
+  const auto want_of = [](MapOp op, double x) {
+    switch (op) {
+      case MapOp::silu:
+        return x / (1 + std::exp(-x));
+      case MapOp::sigmoid:
+        return 1 / (1 + std::exp(-x));
+      default:  // hardswish
+        return x * std::min(std::max(x + 3, 0.0), 6.0) / 6;
+    }
+  };
+  const int threads_before = omp_get_max_threads();
+  for (int threads : {1, 2}) {
+    const ForcedLevel forced(GetParam());
+    if (!forced.active()) GTEST_SKIP() << forced.why();  // before the thread count changes: nothing to restore
+    omp_set_num_threads(threads);
+    for (const auto& s : sizes) {
+      const std::int64_t m = s[0], n = s[1], k = s[2];
+      std::vector<float> a(static_cast<std::size_t>(std::max<std::int64_t>(m * k, 1))),
+          b(static_cast<std::size_t>(std::max<std::int64_t>(k * n, 1))), bias(static_cast<std::size_t>(m));
+      for (auto* v : {&a, &b, &bias})
+        for (auto& x : *v) x = nd(rng);
+      for (std::int64_t i = 0; i < m; ++i)
+        for (std::int64_t p = k / 2; p < k; ++p)
+          a[static_cast<std::size_t>(i * k + p)] = -3.0f * a[static_cast<std::size_t>(i * k + p - k / 2)];
+      for (MapOp op : {MapOp::silu, MapOp::sigmoid, MapOp::hardswish})
+        for (bool accumulate : {false, true}) {
+          SCOPED_TRACE(std::string(isa_name(GetParam())) + ", " + std::to_string(threads) + " thread(s) " +
+                       std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) + " map " +
+                       std::to_string(static_cast<int>(op)) + (accumulate ? " accumulate" : ""));
+          std::vector<float> c(static_cast<std::size_t>(m * n), -0.25f);
+          kernels::cpu::GemmEpilogue store{bias.data(), true};
+          store.mapped = true;
+          store.op = op;
+          kernels::cpu::sgemm(m, n, k, a.data(), k, 1, b.data(), n, 1, c.data(), n, accumulate, store);
+          for (std::int64_t i = 0; i < m; ++i)
+            for (std::int64_t j = 0; j < n; ++j) {
+              double sum = (accumulate ? -0.25 : 0.0) + bias[static_cast<std::size_t>(i)];
+              for (std::int64_t p = 0; p < k; ++p)
+                sum += double(a[static_cast<std::size_t>(i * k + p)]) * b[static_cast<std::size_t>(p * n + j)];
+              ASSERT_NEAR(c[static_cast<std::size_t>(i * n + j)], want_of(op, sum), 1e-4 * (1 + std::sqrt(double(k))))
+                  << i << "," << j << " sum " << sum;
+            }
+        }
+    }
+  }
+  omp_set_num_threads(threads_before);
+}
+
+// exp, silu and sigmoid (the maps the AVX-512 level computes with vscalefps) against float64 at every level:
+// every tail length, the ends of float's range (underflow to zero, overflow to infinity), infinities and NaN.
+TEST_P(EveryLevel, ExpMapsMatchFloat64AcrossTheRange) {
+  using kernels::cpu::MapOp;
+  const ForcedLevel forced(GetParam());
+  if (!forced.active()) GTEST_SKIP() << forced.why();
+  constexpr float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> x{0.0f,  -0.0f,  1e-30f, -1e-30f, 0.5f,    -0.5f,   1.0f,  -1.0f,  3.7f,  -3.7f,
+                       20.0f, -20.0f, 80.0f,  -80.0f,  86.0f,   -86.0f,  87.5f, -87.5f, 88.5f, -88.5f,
+                       89.0f, -89.0f, 100.0f, -100.0f, -103.0f, -110.0f, 1e10f, -1e10f, inf,   -inf};
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> ud(-30.0f, 30.0f);
+  for (int i = 0; i < 200; ++i) x.push_back(ud(rng));
+  const auto want_of = [](MapOp op, double v) {
+    if (op == MapOp::exp) return std::exp(v);
+    if (op == MapOp::sigmoid) return 1 / (1 + std::exp(-v));
+    return v / (1 + std::exp(-v));
+  };
+  for (MapOp op : {MapOp::exp, MapOp::silu, MapOp::sigmoid})
+    for (std::size_t len = 1; len <= x.size(); len += (len < 40 ? 1 : 37)) {
+      std::vector<float> in(x.begin(), x.begin() + static_cast<std::ptrdiff_t>(len)), out(len + 1, 7.0f);
+      in.back() = len % 3 == 0 ? std::numeric_limits<float>::quiet_NaN() : in.back();
+      kernels::cpu::map_f32(op, in.data(), out.data(), static_cast<std::int64_t>(len), 0.0f, 0.0f);
+      ASSERT_EQ(out[len], 7.0f) << "wrote past the end at length " << len;
+      for (std::size_t i = 0; i < len; ++i) {
+        SCOPED_TRACE(std::string(isa_name(GetParam())) + " map " + std::to_string(static_cast<int>(op)) + " of " +
+                     std::to_string(in[i]) + " (length " + std::to_string(len) + ")");
+        const double want = want_of(op, in[i]);
+        if (std::isnan(want)) {
+          ASSERT_TRUE(std::isnan(out[i])) << out[i];
+        } else if (std::fabs(want) > std::numeric_limits<float>::max()) {
+          ASSERT_EQ(out[i], want > 0 ? inf : -inf);
+        } else {
+          // Four ulps of the result, or within 1e-35 where it is smaller than that (silu of -89 is -2e-37 in
+          // float64, but the float formula x / (1 + exp(-x)) gives -0 there, as the reference kernel does).
+          ASSERT_NEAR(out[i], want, std::max(4 * 1.2e-7 * std::fabs(want), 1e-35)) << out[i];
+        }
+      }
+    }
 }
 
 TEST(Gemm, AccumulateAddsIntoC) {

@@ -57,6 +57,7 @@ void openblas_sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float*
   if (store.clamp)  // nor a clamp: one pass over C after it
     for (std::int64_t i = 0; i < m; ++i)
       for (std::int64_t j = 0; j < n; ++j) c[i * ldc + j] = store.clamped(c[i * ldc + j]);
+  if (store.mapped) map_tile_inplace_f32(store.op, c, ldc, m, n, store.lo, store.hi);  // nor a map
 }
 
 std::string_view openblas_corename() noexcept { return openblas_get_corename(); }

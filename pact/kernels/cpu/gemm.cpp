@@ -497,9 +497,10 @@ void blocked_sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* 
             const bool in_place = direct && rows == v.mr;
             float* cij = c + (i0 + i) * ldc + j0 + j;
             // The bias goes in with the first depth block (later blocks add to C, which holds it), the clamp
-            // with the last.
+            // or the map with the last.
             const bool biased = store.bias != nullptr && p0 == 0;
             const float* clamp = store.clamp && p0 + kc >= k ? clamp_range : nullptr;
+            const bool mapped = store.mapped && p0 + kc >= k;
             if (rows == v.mr && cols == v.nr) {  // full tile: straight into C
               const float* rb = biased && store.per_row ? store.bias + i0 + i : nullptr;
               const float* cb = biased && !store.per_row ? store.bias + j0 + j : nullptr;
@@ -509,6 +510,7 @@ void blocked_sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* 
                 v.direct(kc, ap, 1, v.mr, bp, bs, boff, cij, ldc, add, rb, cb, clamp);
               else
                 v.kernel(kc, ap, bp, cij, ldc, add, rb, cb, clamp);
+              if (mapped) map_tile_inplace_f32(store.op, cij, ldc, rows, cols, store.lo, store.hi);
               continue;
             }
             if (in_place)
@@ -538,6 +540,7 @@ void blocked_sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* 
                 for (std::int64_t x = 0; x < cols; ++x) crow[x] = std::min(std::max(crow[x], lo), hi);
               }
             }
+            if (mapped) map_tile_inplace_f32(store.op, cij, ldc, rows, cols, store.lo, store.hi);
           }
         }
       }
@@ -558,6 +561,7 @@ void sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::
     for (std::int64_t i = 0; i < m; ++i)
       for (std::int64_t j = 0; j < n; ++j)
         c[i * ldc + j] = store.clamped((accumulate ? c[i * ldc + j] : 0.0f) + store.bias_at(i, j));
+    if (store.mapped) map_tile_inplace_f32(store.op, c, ldc, m, n, store.lo, store.hi);
     return;
   }
   // Products below about a million multiply-adds run on one thread: a parallel region's start costs more

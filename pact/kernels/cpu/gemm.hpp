@@ -11,17 +11,24 @@
 #include <cstdint>
 #include <string_view>
 
+#include "pact/kernels/cpu/vector_ops.hpp"
+
 namespace pact::kernels::cpu {
 
 /// What is done to the product as C is stored, in this order: a bias added, bias[i] to row i (per_row:
 /// conv2d's per output channel) or bias[j] to column j (linear's per output feature), no bias when null;
 /// then, when `clamp` is set, a clamp to [lo, hi] (relu is [0, +inf], relu6 [0, 6]), applied once to the
-/// finished sum (after any accumulation into C), in registers, so a fused activation costs no pass over C.
+/// finished sum (after any accumulation into C), in registers, so a fused activation costs no pass over C;
+/// or, when `mapped` is set instead, the elementwise map `op` (vector_ops.hpp: silu, sigmoid, hardswish,
+/// with [lo, hi] for clamp) applied to each finished tile of C right after the micro-kernel stores it,
+/// while it is in L1: a pass over a few KiB of C, not over the whole product once it has left the cache.
 struct GemmEpilogue {
   const float* bias = nullptr;
   bool per_row = false;
   bool clamp = false;
   float lo = 0.0f, hi = 0.0f;
+  bool mapped = false;
+  MapOp op = MapOp::relu;
   float bias_at(std::int64_t i, std::int64_t j) const noexcept {
     return bias == nullptr ? 0.0f : bias[per_row ? i : j];
   }

@@ -61,7 +61,76 @@ PACT_SIMD_INLINE void map_body(MapOp op, const float* x, float* y, std::int64_t 
       break;
   }
 }
-PACT_SIMD_VARIANTS(map_rows, map_body);
+
+// exp of 16 lanes for AVX-512: fast_exp's reduction and polynomial, with the power of two applied by
+// vscalefps, which also gives 0 below the range and +inf above it, so no compare-and-select is left:
+// the input is clamped to [-104, 88.8] (2^n then spans [2^-150, 2^128], past both ends of float), and a
+// NaN passes the clamp (max and min return their second operand when either is NaN) and the arithmetic.
+// silu and sigmoid (an exp, an add and a divide per 16 lanes) took 0.138 ns an element here against
+// 0.248 for the vectorised fast_exp loop, whose range and NaN selects became masked divides (Zen 5, L1).
+PACT_TARGET_AVX512 PACT_SIMD_INLINE __m512 exp16(__m512 x) {
+  const __m512 t = _mm512_min_ps(_mm512_set1_ps(88.8f), _mm512_max_ps(_mm512_set1_ps(-104.0f), x));
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(t, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), t);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.3981999507e-3f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+  p = _mm512_fmadd_ps(_mm512_mul_ps(p, r), r, _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+  return _mm512_scalef_ps(p, n);
+}
+
+// silu, sigmoid or exp of 16 lanes.
+template <MapOp Op>
+PACT_TARGET_AVX512 PACT_SIMD_INLINE __m512 exp_map16(__m512 x) {
+  if constexpr (Op == MapOp::exp) return exp16(x);
+  const __m512 d = _mm512_add_ps(_mm512_set1_ps(1.0f), exp16(_mm512_sub_ps(_mm512_setzero_ps(), x)));
+  return _mm512_div_ps(Op == MapOp::silu ? x : _mm512_set1_ps(1.0f), d);
+}
+
+template <MapOp Op>
+PACT_TARGET_AVX512 PACT_SIMD_INLINE void exp_map_avx512(const float* x, float* y, std::int64_t n) {
+  std::int64_t i = 0;
+  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, exp_map16<Op>(_mm512_loadu_ps(x + i)));
+  if (i < n) {
+    const __mmask16 tail = static_cast<__mmask16>((1u << (n - i)) - 1u);
+    _mm512_mask_storeu_ps(y + i, tail, exp_map16<Op>(_mm512_maskz_loadu_ps(tail, x + i)));
+  }
+}
+
+// The AVX-512 level: silu, sigmoid and exp by exp16, the other maps by map_body.
+PACT_TARGET_AVX512 void map_avx512(MapOp op, const float* x, float* y, std::int64_t n, float lo, float hi) {
+  switch (op) {
+    case MapOp::silu:
+      return exp_map_avx512<MapOp::silu>(x, y, n);
+    case MapOp::sigmoid:
+      return exp_map_avx512<MapOp::sigmoid>(x, y, n);
+    case MapOp::exp:
+      return exp_map_avx512<MapOp::exp>(x, y, n);
+    default:
+      return map_body(op, x, y, n, lo, hi);
+  }
+}
+const simd::Table<decltype(&map_avx512)> map_rows{"map_rows",
+                                                  {&simd::Variants<&map_body>::portable, "map_body"},
+                                                  {&simd::Variants<&map_body>::avx2, "map_body"},
+                                                  PACT_SIMD_FN(map_avx512)};
+
+PACT_SIMD_INLINE void map_tile_body(MapOp op, float* y, std::int64_t ld, std::int64_t rows, std::int64_t cols, float lo,
+                                    float hi) {
+  for (std::int64_t r = 0; r < rows; ++r) map_body(op, y + r * ld, y + r * ld, cols, lo, hi);
+}
+PACT_TARGET_AVX512 void map_tile_avx512(MapOp op, float* y, std::int64_t ld, std::int64_t rows, std::int64_t cols,
+                                        float lo, float hi) {
+  for (std::int64_t r = 0; r < rows; ++r) map_avx512(op, y + r * ld, y + r * ld, cols, lo, hi);
+}
+const simd::Table<decltype(&map_tile_avx512)> map_tile{"map_tile",
+                                                       {&simd::Variants<&map_tile_body>::portable, "map_tile_body"},
+                                                       {&simd::Variants<&map_tile_body>::avx2, "map_tile_body"},
+                                                       PACT_SIMD_FN(map_tile_avx512)};
 
 PACT_SIMD_INLINE void channel_affine_body(const float* __restrict x, const float* __restrict scale,
                                           const float* __restrict shift, std::int64_t r0, std::int64_t r1,
@@ -332,6 +401,10 @@ void map_f32(MapOp op, const float* x, float* y, std::int64_t n, float lo, float
 }
 
 void map_inplace_f32(MapOp op, float* y, std::int64_t n, float lo, float hi) { map_rows(op, y, y, n, lo, hi); }
+void map_tile_inplace_f32(MapOp op, float* y, std::int64_t ld, std::int64_t rows, std::int64_t cols, float lo,
+                          float hi) {
+  map_tile(op, y, ld, rows, cols, lo, hi);
+}
 
 void channel_affine_f32(const float* x, const float* scale, const float* shift, std::int64_t rows,
                         std::int64_t channels, std::int64_t inner, float* y) {

@@ -16,6 +16,9 @@ enum class MapOp : std::uint8_t { neg, relu, clamp, silu, sigmoid, exp, hardswis
 void map_f32(MapOp op, const float* x, float* y, std::int64_t n, float lo, float hi);
 /// y[i] = op(y[i]) in place, on the calling thread (a fused store: the caller shares the work).
 void map_inplace_f32(MapOp op, float* y, std::int64_t n, float lo, float hi);
+/// map_inplace_f32 on `rows` rows of `cols` elements, row r at y + r ld: a GEMM's tile of C as it is stored.
+void map_tile_inplace_f32(MapOp op, float* y, std::int64_t ld, std::int64_t rows, std::int64_t cols, float lo,
+                          float hi);
 
 /// y[(r, k)] = x[(r, k)] * scale[r % channels] + shift[r % channels] for rows r in [0, rows) of `inner`
 /// elements: batch norm on an [N, C, ...] tensor (rows = N C, inner = the spatial size).
