@@ -463,12 +463,14 @@ TEST_P(EveryLevel, GemmClampsTheFinishedSumOnce) {
 // The map of the epilogue (a fused silu, sigmoid or hardswish; GemmEpilogue::mapped) applies once, to each
 // finished tile: over several depth blocks (the later blocks flip the sums' signs, so a map of a partial sum
 // is wrong), on edge tiles, on the wide AVX-512 kernel's 48-column tiles, with no depth at all, and with the
-// product shared among two threads.
+// product shared among two threads; on blocks of C within a quarter of the L2 once their panels are done,
+// and on each tile as it is stored in larger ones (the last size: 1 MB of C).
 TEST_P(EveryLevel, GemmMapsTheFinishedSumOnce) {
   using kernels::cpu::MapOp;
   std::mt19937 rng(10);
   std::normal_distribution<float> nd;
-  const std::int64_t sizes[][3] = {{16, 64, 8}, {13, 37, 29}, {24, 40, 1500}, {3, 5, 0}, {9, 1030, 20}, {40, 300, 70}};
+  const std::int64_t sizes[][3] = {{16, 64, 8},   {13, 37, 29},  {24, 40, 1500}, {3, 5, 0},
+                                   {9, 1030, 20}, {40, 300, 70}, {97, 2600, 24}};
   const auto want_of = [](MapOp op, double x) {
     switch (op) {
       case MapOp::silu:

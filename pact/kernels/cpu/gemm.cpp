@@ -460,6 +460,7 @@ void blocked_sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* 
   // on the ResNet stem). With many row tiles the contiguous packed panel wins (5-15% at 512 x 512).
   const bool b_direct = v.direct != nullptr && b_col == 1 && n < 1024 && m <= 8 * v.mr;
   const float clamp_range[2] = {store.lo, store.hi};
+  const auto map_block_floats = static_cast<std::int64_t>(cpu_facts().l2 / 4 / sizeof(float));
   for (std::int64_t j0 = 0; j0 < n; j0 += kNC) {
     const std::int64_t nc = std::min(kNC, n - j0);
     const std::int64_t panels = (nc + v.nr - 1) / v.nr;
@@ -479,6 +480,12 @@ void blocked_sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* 
       }
       for (std::int64_t blk = 0; blk < m_blocks; ++blk) {
         const std::int64_t i0 = blk * kMC, mc = std::min(kMC, m - i0);
+        // The epilogue's map (last depth block): on the whole mc x nc block of C once its panels are done
+        // where the block fits a quarter of the L2 (whole rows: no panel's tail computed as a full vector,
+        // a 7 x 7 plane's 49 columns being 32 + 17), else on each tile as it is stored, while it is in L1.
+        const bool last = p0 + kc >= k;
+        const bool map_block = store.mapped && last && mc * nc <= map_block_floats;
+        const bool map_tiles = store.mapped && last && !map_block;
         // Read in place, A needs packing only for the block's last micro-panel when it is short of MR rows.
         const std::int64_t skip = direct ? mc / v.mr * v.mr : 0;
         if (skip < mc) pack_a(v, mc - skip, kc, a + (i0 + skip) * a_row + p0 * a_col, a_row, a_col, apack + skip * kc);
@@ -500,7 +507,6 @@ void blocked_sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* 
             // or the map with the last.
             const bool biased = store.bias != nullptr && p0 == 0;
             const float* clamp = store.clamp && p0 + kc >= k ? clamp_range : nullptr;
-            const bool mapped = store.mapped && p0 + kc >= k;
             if (rows == v.mr && cols == v.nr) {  // full tile: straight into C
               const float* rb = biased && store.per_row ? store.bias + i0 + i : nullptr;
               const float* cb = biased && !store.per_row ? store.bias + j0 + j : nullptr;
@@ -510,7 +516,7 @@ void blocked_sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* 
                 v.direct(kc, ap, 1, v.mr, bp, bs, boff, cij, ldc, add, rb, cb, clamp);
               else
                 v.kernel(kc, ap, bp, cij, ldc, add, rb, cb, clamp);
-              if (mapped) map_tile_inplace_f32(store.op, cij, ldc, rows, cols, store.lo, store.hi);
+              if (map_tiles) map_tile_inplace_f32(store.op, cij, ldc, rows, cols, store.lo, store.hi);
               continue;
             }
             if (in_place)
@@ -540,9 +546,10 @@ void blocked_sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* 
                 for (std::int64_t x = 0; x < cols; ++x) crow[x] = std::min(std::max(crow[x], lo), hi);
               }
             }
-            if (mapped) map_tile_inplace_f32(store.op, cij, ldc, rows, cols, store.lo, store.hi);
+            if (map_tiles) map_tile_inplace_f32(store.op, cij, ldc, rows, cols, store.lo, store.hi);
           }
         }
+        if (map_block) map_tile_inplace_f32(store.op, c + i0 * ldc + j0, ldc, mc, nc, store.lo, store.hi);
       }
     }
   }
