@@ -21,7 +21,8 @@ namespace pact::kernels::cpu {
 /// finished sum (after any accumulation into C), in registers, so a fused activation costs no pass over C;
 /// or, when `mapped` is set instead, the elementwise map `op` (vector_ops.hpp: silu, sigmoid, hardswish,
 /// with [lo, hi] for clamp) applied to each finished tile of C right after the micro-kernel stores it,
-/// while it is in L1: a pass over a few KiB of C, not over the whole product once it has left the cache.
+/// while it is in L1, or to a block of C within a quarter of the L2 once its panels are done: a pass over
+/// C while it is in cache, not over the whole product once it has left it.
 struct GemmEpilogue {
   const float* bias = nullptr;
   bool per_row = false;

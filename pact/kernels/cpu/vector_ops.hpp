@@ -8,8 +8,9 @@
 
 namespace pact::kernels::cpu {
 
-/// The elementwise maps with a vector form. clamp uses [lo, hi] (either may be infinite); silu and
-/// sigmoid use fast_exp (fast_math.hpp); hardswish and hardsigmoid are the generic kernels' expressions.
+/// The elementwise maps with a vector form. clamp uses [lo, hi] (either may be infinite); exp, silu and
+/// sigmoid use fast_exp (fast_math.hpp), or at the AVX-512 level its polynomial with 2^n by vscalefps
+/// (exp16, vector_ops.cpp); hardswish and hardsigmoid are the generic kernels' expressions.
 enum class MapOp : std::uint8_t { neg, relu, clamp, silu, sigmoid, exp, hardswish, hardsigmoid };
 
 /// y[i] = op(x[i]) for i in [0, n); x and y do not overlap.
