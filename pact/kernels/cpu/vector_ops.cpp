@@ -101,6 +101,60 @@ PACT_TARGET_AVX512 PACT_SIMD_INLINE void exp_map_avx512(const float* x, float* y
   }
 }
 
+// exp of 8 lanes for AVX2: exp16's clamp, reduction and polynomial, with 2^n built in the exponent bits as
+// two factors 2^h 2^(n - h) (h = n / 2 rounded down), each a normal float for every n in [-150, 128], so the
+// product underflows to 0 and overflows to +inf as vscalefps does, with no select; a NaN input makes p NaN.
+PACT_TARGET_AVX2 PACT_SIMD_INLINE __m256 exp8(__m256 x) {
+  const __m256 t = _mm256_min_ps(_mm256_set1_ps(88.8f), _mm256_max_ps(_mm256_set1_ps(-104.0f), x));
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(t, _mm256_set1_ps(1.44269504088896341f)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), t);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+  __m256 p = _mm256_set1_ps(1.3981999507e-3f);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+  p = _mm256_fmadd_ps(_mm256_mul_ps(p, r), r, _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+  const __m256i ni = _mm256_cvtps_epi32(n), half = _mm256_srai_epi32(ni, 1), bias = _mm256_set1_epi32(127);
+  const __m256 lo = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(half, bias), 23));
+  const __m256 hi = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_sub_epi32(ni, half), bias), 23));
+  return _mm256_mul_ps(_mm256_mul_ps(p, lo), hi);
+}
+
+// silu, sigmoid or exp of 8 lanes.
+template <MapOp Op>
+PACT_TARGET_AVX2 PACT_SIMD_INLINE __m256 exp_map8(__m256 x) {
+  if constexpr (Op == MapOp::exp) return exp8(x);
+  const __m256 d = _mm256_add_ps(_mm256_set1_ps(1.0f), exp8(_mm256_sub_ps(_mm256_setzero_ps(), x)));
+  return _mm256_div_ps(Op == MapOp::silu ? x : _mm256_set1_ps(1.0f), d);
+}
+
+template <MapOp Op>
+PACT_TARGET_AVX2 PACT_SIMD_INLINE void exp_map_avx2(const float* x, float* y, std::int64_t n) {
+  std::int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, exp_map8<Op>(_mm256_loadu_ps(x + i)));
+  if (i < n) {
+    const __m256i tail =
+        _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n - i)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    _mm256_maskstore_ps(y + i, tail, exp_map8<Op>(_mm256_maskload_ps(x + i, tail)));
+  }
+}
+
+// The AVX2 level: silu, sigmoid and exp by exp8, the other maps by map_body.
+PACT_TARGET_AVX2 void map_avx2(MapOp op, const float* x, float* y, std::int64_t n, float lo, float hi) {
+  switch (op) {
+    case MapOp::silu:
+      return exp_map_avx2<MapOp::silu>(x, y, n);
+    case MapOp::sigmoid:
+      return exp_map_avx2<MapOp::sigmoid>(x, y, n);
+    case MapOp::exp:
+      return exp_map_avx2<MapOp::exp>(x, y, n);
+    default:
+      return map_body(op, x, y, n, lo, hi);
+  }
+}
+
 // The AVX-512 level: silu, sigmoid and exp by exp16, the other maps by map_body.
 PACT_TARGET_AVX512 void map_avx512(MapOp op, const float* x, float* y, std::int64_t n, float lo, float hi) {
   switch (op) {
@@ -114,14 +168,16 @@ PACT_TARGET_AVX512 void map_avx512(MapOp op, const float* x, float* y, std::int6
       return map_body(op, x, y, n, lo, hi);
   }
 }
-const simd::Table<decltype(&map_avx512)> map_rows{"map_rows",
-                                                  {&simd::Variants<&map_body>::portable, "map_body"},
-                                                  {&simd::Variants<&map_body>::avx2, "map_body"},
-                                                  PACT_SIMD_FN(map_avx512)};
+const simd::Table<decltype(&map_avx512)> map_rows{
+    "map_rows", {&simd::Variants<&map_body>::portable, "map_body"}, PACT_SIMD_FN(map_avx2), PACT_SIMD_FN(map_avx512)};
 
 PACT_SIMD_INLINE void map_tile_body(MapOp op, float* y, std::int64_t ld, std::int64_t rows, std::int64_t cols, float lo,
                                     float hi) {
   for (std::int64_t r = 0; r < rows; ++r) map_body(op, y + r * ld, y + r * ld, cols, lo, hi);
+}
+PACT_TARGET_AVX2 void map_tile_avx2(MapOp op, float* y, std::int64_t ld, std::int64_t rows, std::int64_t cols, float lo,
+                                    float hi) {
+  for (std::int64_t r = 0; r < rows; ++r) map_avx2(op, y + r * ld, y + r * ld, cols, lo, hi);
 }
 PACT_TARGET_AVX512 void map_tile_avx512(MapOp op, float* y, std::int64_t ld, std::int64_t rows, std::int64_t cols,
                                         float lo, float hi) {
@@ -129,7 +185,7 @@ PACT_TARGET_AVX512 void map_tile_avx512(MapOp op, float* y, std::int64_t ld, std
 }
 const simd::Table<decltype(&map_tile_avx512)> map_tile{"map_tile",
                                                        {&simd::Variants<&map_tile_body>::portable, "map_tile_body"},
-                                                       {&simd::Variants<&map_tile_body>::avx2, "map_tile_body"},
+                                                       PACT_SIMD_FN(map_tile_avx2),
                                                        PACT_SIMD_FN(map_tile_avx512)};
 
 PACT_SIMD_INLINE void channel_affine_body(const float* __restrict x, const float* __restrict scale,
