@@ -9,8 +9,8 @@
 namespace pact::kernels::cpu {
 
 /// The elementwise maps with a vector form. clamp uses [lo, hi] (either may be infinite); exp, silu and
-/// sigmoid use fast_exp (fast_math.hpp), or at the AVX-512 level its polynomial with 2^n by vscalefps
-/// (exp16, vector_ops.cpp); hardswish and hardsigmoid are the generic kernels' expressions.
+/// sigmoid use fast_exp (fast_math.hpp), or at the AVX2 and AVX-512 levels its polynomial with a select-free
+/// 2^n (exp8, exp16 in vector_ops.cpp); hardswish and hardsigmoid are the generic kernels' expressions.
 enum class MapOp : std::uint8_t { neg, relu, clamp, silu, sigmoid, exp, hardswish, hardsigmoid };
 
 /// y[i] = op(x[i]) for i in [0, n); x and y do not overlap.
