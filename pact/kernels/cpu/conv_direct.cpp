@@ -1,6 +1,9 @@
 #include "pact/kernels/cpu/conv_direct.hpp"
 
+#include <immintrin.h>
+
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <limits>
@@ -187,6 +190,157 @@ const simd::Table<decltype(&depthwise_plane_portable)> depthwise_plane{
     "depthwise_plane", PACT_SIMD_FN(depthwise_plane_portable), PACT_SIMD_FN(depthwise_plane_avx2),
     PACT_SIMD_FN(depthwise_plane_avx512)};
 
+// Note [Depthwise in place]
+// A stride-1 depthwise convolution whose output rows are as wide as its input rows (the "same" padding of
+// 3 x 3 / 1 and 5 x 5 / 2, at any dilation) reads tap (i, j) of output pixel q = y ow + z at input pixel
+// q + (i dh - ph) w + j dw - pw of the unpadded plane: one offset per tap, whatever the pixel. So a block
+// of W consecutive output pixels, in flat order across the ends of rows, reads each tap as one load at a
+// fixed offset from the block, with the lanes whose tap falls outside the plane (a column past either end
+// of its row, a row above or below the plane) masked off in the load. No padded copy of the plane, and no
+// lane idles at a row's end however narrow the plane (a 7 x 7 plane fills 49 of 64 lanes; the plane
+// kernel's row blocks filled 49 of 112). The masks depend on the geometry alone: one bit per lane, per
+// block and tap, built once per call and shared by every plane. A masked-off lane is never read (AVX-512
+// and AVX2 masked loads suppress its fault; the portable level tests each lane), so the offsets may point
+// before or past the plane.
+//
+// Stride 2 with ow = ceil(w / 2) (the same paddings, halving the plane) becomes the same problem after one
+// pass over the plane: its four phases (even and odd rows by even and odd columns) copied apart, each with
+// rows of ow, so tap (i, j) of output pixel q reads phase ((i dh - ph) mod 2, (j dw - pw) mod 2) at pixel
+// q + floor((i dh - ph) / 2) ow + floor((j dw - pw) / 2). The split replaces the plane kernel's padded copy,
+// and no load shuffles even lanes out of odd ones.
+struct InPlaceTaps {
+  std::int64_t outputs;       // pixels of an output plane
+  std::int64_t taps;          // kh kw
+  const std::int64_t* off;    // per tap: the input offset from the output pixel (into the phases at stride 2)
+  const std::uint16_t* mask;  // per block of W outputs, per tap: bit l set when lane l reads the plane
+  const float* clamp;         // null, or [lo, hi]
+  std::int64_t h, w, ow;      // stride 2: the input plane and the phases' rows (ceil(h / 2) of ow each)
+};
+
+// The phases of a plane (Note [Depthwise in place]): row r, column c at phases[((r % 2) 2 + c % 2) hq ow +
+// (r / 2) ow + c / 2], hq = ceil(h / 2).
+PACT_SIMD_INLINE void split_phases(const float* __restrict x, const InPlaceTaps& s, float* __restrict phases) {
+  const std::int64_t hq = (s.h + 1) / 2, half = s.w / 2;
+  for (std::int64_t r = 0; r < s.h; ++r) {
+    const float* __restrict src = x + r * s.w;
+    float* __restrict even = phases + ((r % 2) * 2 * hq + r / 2) * s.ow;
+    float* __restrict odd = even + hq * s.ow;
+    for (std::int64_t v = 0; v < half; ++v) {
+      even[v] = src[2 * v];
+      odd[v] = src[2 * v + 1];
+    }
+    if (s.w % 2 != 0) even[half] = src[s.w - 1];
+  }
+}
+
+// The AVX2 and AVX-512 loads are plain inline functions, not always-inline: the body that calls them is a
+// template of no target (GCC refuses to force a target's function into it), so its level's variant is
+// flattened, which inlines them there.
+PACT_SIMD_INLINE void masked_load(Vec<4>* v, const float* p, unsigned m) {
+  for (int l = 0; l < 4; ++l) (*v)[l] = (m >> l & 1u) != 0 ? p[l] : 0.0f;
+}
+// _mm256_maskload_ps takes its mask as lanes of sign bits: the 256 of them, one per 8-bit mask.
+struct LaneMasks8 {
+  alignas(32) std::int32_t lanes[256][8];
+};
+constexpr LaneMasks8 kLaneMasks8 = [] {
+  LaneMasks8 t{};
+  for (int m = 0; m < 256; ++m)
+    for (int l = 0; l < 8; ++l) t.lanes[m][l] = (m >> l & 1) != 0 ? -1 : 0;
+  return t;
+}();
+PACT_TARGET_AVX2 inline void masked_load(Vec<8>* v, const float* p, unsigned m) {
+  const __m256i lanes = _mm256_load_si256(reinterpret_cast<const __m256i*>(kLaneMasks8.lanes[m]));
+  *v = reinterpret_cast<Vec<8>>(_mm256_maskload_ps(p, lanes));
+}
+PACT_TARGET_AVX512 inline void masked_load(Vec<16>* v, const float* p, unsigned m) {
+  *v = reinterpret_cast<Vec<16>>(_mm512_maskz_loadu_ps(static_cast<__mmask16>(m), p));
+}
+
+// One output plane of one channel, in blocks of W pixels, four blocks at a time (independent accumulators,
+// as in depthwise_units).
+template <int W>
+PACT_SIMD_INLINE void depthwise_in_place_impl(const float* __restrict x, const float* __restrict w, float bias,
+                                              const InPlaceTaps* tp, float* __restrict phases, float* __restrict out) {
+  const InPlaceTaps& s = *tp;
+  if (phases != nullptr) {  // stride 2: the taps read the phases
+    split_phases(x, s, phases);
+    x = phases;
+  }
+  const std::int64_t n = s.outputs, blocks = (n + W - 1) / W, taps = s.taps;
+  const std::int64_t* __restrict off = s.off;
+  const std::uint16_t* __restrict mask = s.mask;
+  const bool clamped = s.clamp != nullptr;
+  const Vec<W> lo = Vec<W>{} + (clamped ? s.clamp[0] : 0.0f), hi = Vec<W>{} + (clamped ? s.clamp[1] : 0.0f);
+  auto put = [&](Vec<W> a, std::int64_t q) {
+    if (clamped) a = a < lo ? lo : (a > hi ? hi : a);  // the generic clamp's tests: a NaN stays NaN
+    if (q + W <= n) {
+      __builtin_memcpy(out + q, &a, sizeof a);
+    } else {
+      for (std::int64_t z = 0; z < n - q; ++z) out[q + z] = a[z];
+    }
+  };
+  std::int64_t b = 0;
+  for (; b + 4 <= blocks; b += 4) {
+    const float* in = x + b * W;
+    const std::uint16_t* m = mask + b * taps;
+    Vec<W> a0 = Vec<W>{} + bias, a1 = a0, a2 = a0, a3 = a0;
+    for (std::int64_t t = 0; t < taps; ++t) {
+      const float wt = w[t];
+      const float* p = in + off[t];
+      Vec<W> v0, v1, v2, v3;
+      masked_load(&v0, p, m[t]);
+      masked_load(&v1, p + W, m[taps + t]);
+      masked_load(&v2, p + 2 * W, m[2 * taps + t]);
+      masked_load(&v3, p + 3 * W, m[3 * taps + t]);
+      a0 += wt * v0;
+      a1 += wt * v1;
+      a2 += wt * v2;
+      a3 += wt * v3;
+    }
+    put(a0, b * W);
+    put(a1, (b + 1) * W);
+    put(a2, (b + 2) * W);
+    put(a3, (b + 3) * W);
+  }
+  for (; b < blocks; ++b) {
+    const std::uint16_t* m = mask + b * taps;
+    Vec<W> a = Vec<W>{} + bias;
+    for (std::int64_t t = 0; t < taps; ++t) {
+      Vec<W> v;
+      masked_load(&v, x + b * W + off[t], m[t]);
+      a += w[t] * v;
+    }
+    put(a, b * W);
+  }
+}
+
+void depthwise_in_place_portable(const float* x, const float* w, float bias, const InPlaceTaps* s, float* phases,
+                                 float* out) {
+  depthwise_in_place_impl<4>(x, w, bias, s, phases, out);
+}
+PACT_TARGET_AVX2 __attribute__((flatten)) void depthwise_in_place_avx2(const float* x, const float* w, float bias,
+                                                                       const InPlaceTaps* s, float* phases,
+                                                                       float* out) {
+  depthwise_in_place_impl<8>(x, w, bias, s, phases, out);
+}
+PACT_TARGET_AVX512 __attribute__((flatten)) void depthwise_in_place_avx512(const float* x, const float* w, float bias,
+                                                                           const InPlaceTaps* s, float* phases,
+                                                                           float* out) {
+  depthwise_in_place_impl<16>(x, w, bias, s, phases, out);
+}
+struct InPlaceKernel {
+  std::int64_t lanes;
+  void (*plane)(const float*, const float*, float, const InPlaceTaps*, float*, float*);
+};
+constexpr InPlaceKernel kInPlacePortable{4, &depthwise_in_place_portable};
+constexpr InPlaceKernel kInPlaceAvx2{8, &depthwise_in_place_avx2};
+constexpr InPlaceKernel kInPlaceAvx512{16, &depthwise_in_place_avx512};
+const simd::Table<const InPlaceKernel*> depthwise_in_place{"depthwise_in_place",
+                                                           {&kInPlacePortable, "depthwise_in_place_portable"},
+                                                           {&kInPlaceAvx2, "depthwise_in_place_avx2 masked_load"},
+                                                           {&kInPlaceAvx512, "depthwise_in_place_avx512 masked_load"}};
+
 // Max pooling of one plane, separably: for each output row, the maximum over the window's input rows
 // (kh contiguous passes over a padded row), then over the window's columns of that row (kw strided
 // passes). Each pass is a plain loop the vectoriser turns into compares and blends at the level's width;
@@ -230,6 +384,48 @@ void depthwise_conv2d(const float* x, const float* w, const float* bias, const D
   const std::int64_t in_plane = g.h * g.w, out_plane = g.oh * g.ow;
   count_macs(planes * out_plane * taps);
   if (planes == 0 || out_plane == 0) return;
+  const bool share = planes * out_plane * taps >= (std::int64_t{1} << 16);
+  const std::int64_t st = g.sw;  // Note [Depthwise in place]: stride 1 or 2, rows of ceil(w / st)
+  if (g.sh == st && (st == 1 || st == 2) && g.ow == (g.w + st - 1) / st) {
+    const InPlaceKernel& k = *depthwise_in_place.get();
+    const std::int64_t blocks = (out_plane + k.lanes - 1) / k.lanes;
+    std::vector<std::int64_t> off(static_cast<std::size_t>(taps));
+    std::vector<std::uint16_t> mask(static_cast<std::size_t>(blocks * taps), 0);
+    // Tap t reads the plane at output pixels [a, b) of each row in [y0, y1): set those bits, a run at a time.
+    auto set_run = [&](std::int64_t t, std::int64_t a, std::int64_t b) {
+      while (a < b) {
+        const std::int64_t blk = a / k.lanes, l0 = a - blk * k.lanes, l1 = std::min(b - blk * k.lanes, k.lanes);
+        mask[static_cast<std::size_t>(blk * taps + t)] |=
+            static_cast<std::uint16_t>(((1u << l1) - 1u) & ~((1u << l0) - 1u));
+        a = blk * k.lanes + l1;
+      }
+    };
+    auto floor_div = [](std::int64_t a, std::int64_t b) { return a >= 0 ? a / b : -((b - 1 - a) / b); };
+    const std::int64_t hq = (g.h + 1) / 2;  // rows of a phase at stride 2
+    for (std::int64_t i = 0; i < g.kh; ++i)
+      for (std::int64_t j = 0; j < g.kw; ++j) {
+        // Output (y, z) reads input (y st + dy, z st + dx): rows [y0, y1) and columns [z0, z1) read the plane.
+        const std::int64_t t = i * g.kw + j, dy = i * g.dh - g.ph, dx = j * g.dw - g.pw;
+        const std::int64_t fy = floor_div(dy, st), fx = floor_div(dx, st);
+        off[static_cast<std::size_t>(t)] =
+            st == 1 ? dy * g.w + dx : ((dy - 2 * fy) * 2 + (dx - 2 * fx)) * hq * g.ow + fy * g.ow + fx;
+        const std::int64_t y0 = std::max<std::int64_t>(0, -fy), y1 = std::min(g.oh, floor_div(g.h - 1 - dy, st) + 1);
+        const std::int64_t z0 = std::max<std::int64_t>(0, -fx), z1 = std::min(g.ow, floor_div(g.w - 1 - dx, st) + 1);
+        for (std::int64_t y = y0; y < y1 && z0 < z1; ++y) set_run(t, y * g.ow + z0, y * g.ow + z1);
+      }
+    const InPlaceTaps s{out_plane, taps, off.data(), mask.data(), clamp, g.h, g.w, g.ow};
+    parallel_ranges(planes, share, [&](std::int64_t p0, std::int64_t p1) {
+      std::vector<float> phases(st == 2 ? static_cast<std::size_t>(4 * hq * g.ow) : 0);
+      for (std::int64_t p = p0; p < p1; ++p) {
+        const std::int64_t n = p / g.o, oc = p % g.o, ic = oc / mult;
+        float* plane = out + p * out_plane;
+        k.plane(x + (n * g.c + ic) * in_plane, w + oc * taps, bias != nullptr ? bias[oc] : 0.0f, &s,
+                st == 2 ? phases.data() : nullptr, plane);
+        if (store) store(plane, out_plane);
+      }
+    });
+    return;
+  }
   const std::int64_t owp = (g.ow + kBlock - 1) / kBlock * kBlock;
   // Output column z reads padded column z sw + j dw (stride 2 loads 2W columns per block of W), output row
   // y padded row y sh + i dh; the input occupies rows [ph, ph + h) and columns [pw, pw + w).
@@ -239,7 +435,7 @@ void depthwise_conv2d(const float* x, const float* w, const float* bias, const D
   for (std::int64_t i = 0; i < g.kh; ++i)
     for (std::int64_t j = 0; j < g.kw; ++j) tap[static_cast<std::size_t>(i * g.kw + j)] = i * g.dh * wp + j * g.dw;
   const auto f = depthwise_plane.get();
-  parallel_ranges(planes, planes * out_plane * taps >= (std::int64_t{1} << 16), [&](std::int64_t p0, std::int64_t p1) {
+  parallel_ranges(planes, share, [&](std::int64_t p0, std::int64_t p1) {
     std::vector<float> scratch(static_cast<std::size_t>(hp * wp), 0.0f);  // padding zeroed once
     const PlaneScratch sc{wp, scratch.data(), tap.data(), clamp};
     for (std::int64_t p = p0; p < p1; ++p) {
