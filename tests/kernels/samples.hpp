@@ -239,7 +239,7 @@ inline std::vector<Sample> samples() {
        A{{"groups", std::int64_t{4}}, {"padding", L{2}}, {"activation", std::string("silu")}},
        false,
        "depthwise silu (applied after the store)"},
-      // Note [Depthwise in place] (conv_direct.cpp): stride 1, rows as wide as the input's, blocks of pixels
+      // Note [Depthwise in place] (conv_direct.cpp, AVX-512): stride 1, rows as wide as the input's, blocks of pixels
       // across row ends with masked taps; planes narrower than a vector, rows the padding leaves out.
       {OpTag::conv2d_activation,
        {N({2, 3, 2, 3}), N({3, 1, 3, 3}), N({3})},

@@ -186,22 +186,18 @@ PACT_TARGET_AVX512 void depthwise_plane_avx512(const float* x, const float* w, f
                                                PlaneScratch sc, float* out) {
   depthwise_plane_impl<16>(x, w, bias, g, sc, out);
 }
-const simd::Table<decltype(&depthwise_plane_portable)> depthwise_plane{
-    "depthwise_plane", PACT_SIMD_FN(depthwise_plane_portable), PACT_SIMD_FN(depthwise_plane_avx2),
-    PACT_SIMD_FN(depthwise_plane_avx512)};
 
 // Note [Depthwise in place]
 // A stride-1 depthwise convolution whose output rows are as wide as its input rows (the "same" padding of
 // 3 x 3 / 1 and 5 x 5 / 2, at any dilation) reads tap (i, j) of output pixel q = y ow + z at input pixel
 // q + (i dh - ph) w + j dw - pw of the unpadded plane: one offset per tap, whatever the pixel. So a block
-// of W consecutive output pixels, in flat order across the ends of rows, reads each tap as one load at a
+// of 16 consecutive output pixels, in flat order across the ends of rows, reads each tap as one load at a
 // fixed offset from the block, with the lanes whose tap falls outside the plane (a column past either end
 // of its row, a row above or below the plane) masked off in the load. No padded copy of the plane, and no
 // lane idles at a row's end however narrow the plane (a 7 x 7 plane fills 49 of 64 lanes; the plane
 // kernel's row blocks filled 49 of 112). The masks depend on the geometry alone: one bit per lane, per
-// block and tap, built once per call and shared by every plane. A masked-off lane is never read (AVX-512
-// and AVX2 masked loads suppress its fault; the portable level tests each lane), so the offsets may point
-// before or past the plane.
+// block and tap, built once per call and shared by every plane. A masked-off lane is never read (an
+// AVX-512 masked load suppresses its fault), so the offsets may point before or past the plane.
 //
 // Stride 2 with ow = ceil(w / 2) (the same paddings, halving the plane) becomes the same problem after one
 // pass over the plane: its four phases (even and odd rows by even and odd columns) copied apart, each with
@@ -212,7 +208,7 @@ struct InPlaceTaps {
   std::int64_t outputs;       // pixels of an output plane
   std::int64_t taps;          // kh kw
   const std::int64_t* off;    // per tap: the input offset from the output pixel (into the phases at stride 2)
-  const std::uint16_t* mask;  // per block of W outputs, per tap: bit l set when lane l reads the plane
+  const std::uint16_t* mask;  // per block of 16 outputs, per tap: bit l set when lane l reads the plane
   const float* clamp;         // null, or [lo, hi]
   std::int64_t h, w, ow;      // stride 2: the input plane and the phases' rows (ceil(h / 2) of ow each)
 };
@@ -233,35 +229,17 @@ PACT_SIMD_INLINE void split_phases(const float* __restrict x, const InPlaceTaps&
   }
 }
 
-// The AVX2 and AVX-512 loads are plain inline functions, not always-inline: the body that calls them is a
-// template of no target (GCC refuses to force a target's function into it), so its level's variant is
-// flattened, which inlines them there.
-PACT_SIMD_INLINE void masked_load(Vec<4>* v, const float* p, unsigned m) {
-  for (int l = 0; l < 4; ++l) (*v)[l] = (m >> l & 1u) != 0 ? p[l] : 0.0f;
-}
-// _mm256_maskload_ps takes its mask as lanes of sign bits: the 256 of them, one per 8-bit mask.
-struct LaneMasks8 {
-  alignas(32) std::int32_t lanes[256][8];
-};
-constexpr LaneMasks8 kLaneMasks8 = [] {
-  LaneMasks8 t{};
-  for (int m = 0; m < 256; ++m)
-    for (int l = 0; l < 8; ++l) t.lanes[m][l] = (m >> l & 1) != 0 ? -1 : 0;
-  return t;
-}();
-PACT_TARGET_AVX2 inline void masked_load(Vec<8>* v, const float* p, unsigned m) {
-  const __m256i lanes = _mm256_load_si256(reinterpret_cast<const __m256i*>(kLaneMasks8.lanes[m]));
-  *v = reinterpret_cast<Vec<8>>(_mm256_maskload_ps(p, lanes));
-}
-PACT_TARGET_AVX512 inline void masked_load(Vec<16>* v, const float* p, unsigned m) {
+// A masked-off lane reads nothing and is zero.
+PACT_TARGET_AVX512 PACT_SIMD_INLINE void masked_load(Vec<16>* v, const float* p, unsigned m) {
   *v = reinterpret_cast<Vec<16>>(_mm512_maskz_loadu_ps(static_cast<__mmask16>(m), p));
 }
 
-// One output plane of one channel, in blocks of W pixels, four blocks at a time (independent accumulators,
+// One output plane of one channel, in blocks of 16 pixels, four blocks at a time (independent accumulators,
 // as in depthwise_units).
-template <int W>
-PACT_SIMD_INLINE void depthwise_in_place_impl(const float* __restrict x, const float* __restrict w, float bias,
-                                              const InPlaceTaps* tp, float* __restrict phases, float* __restrict out) {
+PACT_TARGET_AVX512 void depthwise_in_place_avx512(const float* __restrict x, const float* __restrict w, float bias,
+                                                  const InPlaceTaps* tp, float* __restrict phases,
+                                                  float* __restrict out) {
+  constexpr int W = 16;
   const InPlaceTaps& s = *tp;
   if (phases != nullptr) {  // stride 2: the taps read the phases
     split_phases(x, s, phases);
@@ -315,31 +293,24 @@ PACT_SIMD_INLINE void depthwise_in_place_impl(const float* __restrict x, const f
   }
 }
 
-void depthwise_in_place_portable(const float* x, const float* w, float bias, const InPlaceTaps* s, float* phases,
-                                 float* out) {
-  depthwise_in_place_impl<4>(x, w, bias, s, phases, out);
-}
-PACT_TARGET_AVX2 __attribute__((flatten)) void depthwise_in_place_avx2(const float* x, const float* w, float bias,
-                                                                       const InPlaceTaps* s, float* phases,
-                                                                       float* out) {
-  depthwise_in_place_impl<8>(x, w, bias, s, phases, out);
-}
-PACT_TARGET_AVX512 __attribute__((flatten)) void depthwise_in_place_avx512(const float* x, const float* w, float bias,
-                                                                           const InPlaceTaps* s, float* phases,
-                                                                           float* out) {
-  depthwise_in_place_impl<16>(x, w, bias, s, phases, out);
-}
-struct InPlaceKernel {
-  std::int64_t lanes;
-  void (*plane)(const float*, const float*, float, const InPlaceTaps*, float*, float*);
+// The depthwise kernels of a level: the plane kernel serves every geometry, the in-place kernel (Note
+// [Depthwise in place]) the geometries it takes at AVX-512, whose masked loads cost what a load costs. An
+// AVX2 variant (vmaskmovps, its lane masks from a table) measured level with the plane kernel over
+// mobilenet_v2's depthwise layers (1.006 of their time, min of six interleaved runs each: 0.82-0.90 on planes
+// of 56 x 56 and less at stride 1, 1.28-1.33 on 32 x 112 x 112 and on 56 -> 28 at stride 2), so AVX2 keeps
+// the plane kernel alone.
+struct DepthwiseKernels {
+  decltype(&depthwise_plane_portable) plane;
+  decltype(&depthwise_in_place_avx512) in_place;  // null where the level has none
 };
-constexpr InPlaceKernel kInPlacePortable{4, &depthwise_in_place_portable};
-constexpr InPlaceKernel kInPlaceAvx2{8, &depthwise_in_place_avx2};
-constexpr InPlaceKernel kInPlaceAvx512{16, &depthwise_in_place_avx512};
-const simd::Table<const InPlaceKernel*> depthwise_in_place{"depthwise_in_place",
-                                                           {&kInPlacePortable, "depthwise_in_place_portable"},
-                                                           {&kInPlaceAvx2, "depthwise_in_place_avx2 masked_load"},
-                                                           {&kInPlaceAvx512, "depthwise_in_place_avx512 masked_load"}};
+constexpr DepthwiseKernels kDepthwisePortable{&depthwise_plane_portable, nullptr};
+constexpr DepthwiseKernels kDepthwiseAvx2{&depthwise_plane_avx2, nullptr};
+constexpr DepthwiseKernels kDepthwiseAvx512{&depthwise_plane_avx512, &depthwise_in_place_avx512};
+const simd::Table<const DepthwiseKernels*> depthwise{
+    "depthwise",
+    {&kDepthwisePortable, "depthwise_plane_portable"},
+    {&kDepthwiseAvx2, "depthwise_plane_avx2"},
+    {&kDepthwiseAvx512, "depthwise_plane_avx512 depthwise_in_place_avx512 masked_load"}};
 
 // Max pooling of one plane, separably: for each output row, the maximum over the window's input rows
 // (kh contiguous passes over a padded row), then over the window's columns of that row (kw strided
@@ -386,18 +357,19 @@ void depthwise_conv2d(const float* x, const float* w, const float* bias, const D
   if (planes == 0 || out_plane == 0) return;
   const bool share = planes * out_plane * taps >= (std::int64_t{1} << 16);
   const std::int64_t st = g.sw;  // Note [Depthwise in place]: stride 1 or 2, rows of ceil(w / st)
-  if (g.sh == st && (st == 1 || st == 2) && g.ow == (g.w + st - 1) / st) {
-    const InPlaceKernel& k = *depthwise_in_place.get();
-    const std::int64_t blocks = (out_plane + k.lanes - 1) / k.lanes;
+  const DepthwiseKernels& k = *depthwise.get();
+  if (k.in_place != nullptr && g.sh == st && (st == 1 || st == 2) && g.ow == (g.w + st - 1) / st) {
+    constexpr std::int64_t lanes = 16;
+    const std::int64_t blocks = (out_plane + lanes - 1) / lanes;
     std::vector<std::int64_t> off(static_cast<std::size_t>(taps));
     std::vector<std::uint16_t> mask(static_cast<std::size_t>(blocks * taps), 0);
     // Tap t reads the plane at output pixels [a, b) of each row in [y0, y1): set those bits, a run at a time.
     auto set_run = [&](std::int64_t t, std::int64_t a, std::int64_t b) {
       while (a < b) {
-        const std::int64_t blk = a / k.lanes, l0 = a - blk * k.lanes, l1 = std::min(b - blk * k.lanes, k.lanes);
+        const std::int64_t blk = a / lanes, l0 = a - blk * lanes, l1 = std::min(b - blk * lanes, lanes);
         mask[static_cast<std::size_t>(blk * taps + t)] |=
             static_cast<std::uint16_t>(((1u << l1) - 1u) & ~((1u << l0) - 1u));
-        a = blk * k.lanes + l1;
+        a = blk * lanes + l1;
       }
     };
     auto floor_div = [](std::int64_t a, std::int64_t b) { return a >= 0 ? a / b : -((b - 1 - a) / b); };
@@ -419,8 +391,8 @@ void depthwise_conv2d(const float* x, const float* w, const float* bias, const D
       for (std::int64_t p = p0; p < p1; ++p) {
         const std::int64_t n = p / g.o, oc = p % g.o, ic = oc / mult;
         float* plane = out + p * out_plane;
-        k.plane(x + (n * g.c + ic) * in_plane, w + oc * taps, bias != nullptr ? bias[oc] : 0.0f, &s,
-                st == 2 ? phases.data() : nullptr, plane);
+        k.in_place(x + (n * g.c + ic) * in_plane, w + oc * taps, bias != nullptr ? bias[oc] : 0.0f, &s,
+                   st == 2 ? phases.data() : nullptr, plane);
         if (store) store(plane, out_plane);
       }
     });
@@ -434,14 +406,13 @@ void depthwise_conv2d(const float* x, const float* w, const float* bias, const D
   std::vector<std::int64_t> tap(static_cast<std::size_t>(taps));
   for (std::int64_t i = 0; i < g.kh; ++i)
     for (std::int64_t j = 0; j < g.kw; ++j) tap[static_cast<std::size_t>(i * g.kw + j)] = i * g.dh * wp + j * g.dw;
-  const auto f = depthwise_plane.get();
   parallel_ranges(planes, share, [&](std::int64_t p0, std::int64_t p1) {
     std::vector<float> scratch(static_cast<std::size_t>(hp * wp), 0.0f);  // padding zeroed once
     const PlaneScratch sc{wp, scratch.data(), tap.data(), clamp};
     for (std::int64_t p = p0; p < p1; ++p) {
       const std::int64_t n = p / g.o, oc = p % g.o, ic = oc / mult;
       float* plane = out + p * out_plane;
-      f(x + (n * g.c + ic) * in_plane, w + oc * taps, bias != nullptr ? bias[oc] : 0.0f, &g, sc, plane);
+      k.plane(x + (n * g.c + ic) * in_plane, w + oc * taps, bias != nullptr ? bias[oc] : 0.0f, &g, sc, plane);
       if (store) store(plane, out_plane);
     }
   });

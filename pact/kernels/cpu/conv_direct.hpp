@@ -1,7 +1,7 @@
 #pragma once
 /// Direct (not GEMM) f32 window kernels of the native provider: depthwise convolution, where each group
 /// has one input channel, so im2col + GEMM would multiply a 1 x (kh kw) patch per output pixel, and max
-/// pooling. Families of the SIMD dispatch table (pact/core/simd_dispatch.hpp): depthwise_plane, depthwise_in_place,
+/// pooling. Families of the SIMD dispatch table (pact/core/simd_dispatch.hpp): depthwise,
 /// max_pool_plane.
 
 #include <cstdint>

@@ -651,7 +651,7 @@ bool native_dispatches_simd(ops::OpTag op) noexcept {
     case OpTag::matmul:
     case OpTag::linear:
     case OpTag::linear_int8:        // gemv_i8_rows, dequantize_i8_rows and sgemm
-    case OpTag::conv2d:             // sgemm, strided_copy, depthwise_plane, depthwise_in_place
+    case OpTag::conv2d:             // sgemm, strided_copy, depthwise
     case OpTag::conv2d_activation:  // and map_rows, map_tile in place
     case OpTag::max_pool2d:         // max_pool_plane
     case OpTag::add:
