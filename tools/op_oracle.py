@@ -35,7 +35,8 @@ SCHEMA = "pact.op-oracle.v1"
 class In:
     """One input: kind normal (N), positive in [0.5, 2) (P), wide normal * 4 (W), small in [-1.2, 1.2) (S),
     whole numbers in [-2, 2] (Z), index below a bound (I), distinct indices below a bound (U), boolean mask
-    with no fully masked row (M), a KV cache's mask: random live prefixes with holes (K)."""
+    with no fully masked row (M), a KV cache's mask: random live prefixes with holes (K), an int8 weight (Q), a
+    bf16 weight (B: normal values rounded to bfloat16, stored as bf16)."""
 
     def __init__(self, kind, shape, bound=0, grad=True, values=None):
         self.kind, self.shape, self.bound, self.grad, self.values = kind, list(shape), bound, grad, values
@@ -48,6 +49,8 @@ class In:
             return torch.randint(0, self.bound, shape, generator=gen, dtype=torch.int64)
         if self.kind == "Q":
             return torch.randint(-127, 128, shape, generator=gen, dtype=torch.int64).to(torch.int8)
+        if self.kind == "B":
+            return torch.randn(shape, generator=gen, dtype=torch.float64).to(torch.bfloat16)
         if self.kind == "U":
             return torch.randperm(self.bound, generator=gen)[:shape[0]].reshape(shape)
         if self.kind == "Z":
@@ -123,6 +126,10 @@ def U(bound, *s):
 
 def Q(*s):  # an int8 weight: values in [-127, 127]
     return In("Q", s)
+
+
+def B(*s):  # a bf16 weight: stored as bf16, read by the op as such (an operand of role c)
+    return In("B", s)
 
 
 def Const(inp):
@@ -236,6 +243,8 @@ FORWARD = {
     "linear": lambda x, a, t: F.linear(x[0], x[1], _opt(x, 2)),
     # weight-only int8: the dequantized weight (int8 times its row's scale) in an ordinary linear
     "linear_int8": lambda x, a, t: F.linear(x[0], x[1].to(torch.float64) * x[2][:, None], _opt(x, 3)),
+    # weight-only bf16: the weight widened exactly, in an ordinary linear
+    "linear_bf16": lambda x, a, t: F.linear(x[0], x[1].to(torch.float64), _opt(x, 2)),
     "relu": lambda x, a, t: F.relu(x[0]),
     "gelu": lambda x, a, t: F.gelu(x[0], approximate=a.get("approximate", "none")),
     "silu": lambda x, a, t: F.silu(x[0]),
@@ -653,6 +662,12 @@ CASES = [
     case("arange", [], {"start": -2**63, "end": -2**63 + 4096, "step": 3}, label="from int64's minimum"),
     case("arange", [], {"end": 2.5}, label="float, default start and step"),
     case("gt", [Z(4, 5), Z(5)], label="ties"),
+    # weight-only bf16 linear (appended: the cases above keep their seeds)
+    case("linear_bf16", [N(2, 3, 37), B(21, 37), N(21)], label="six rows: the widened weight's GEMM"),
+    case("linear_bf16", [N(1, 70), B(9, 70)], label="one row, no bias: the in-place GEMV"),
+    case("linear_bf16", [N(4, 33), B(40, 33), N(40)], label="four rows, odd depth"),
+    case("linear_bf16", [N(1, 200), B(19, 200), N(19)], label="one row, deep: 32-lane blocks and a tail"),
+    case("linear_bf16", [N(3), B(5, 3)], label="a vector x, shallower than one block"),
 ]
 
 
@@ -670,8 +685,9 @@ def run_case(index, c, tensors):
         entry["half"] = True
     if c.get("kinks"):
         entry["kinks"] = True  # inputs on the op's kinks: no finite difference applies (pact/verify/oracle.cpp)
-    for k, x in enumerate(xs):  # float inputs are float32 values: stored as such
-        tensors.append((f"{name}.in{k}", x.to(torch.float32) if x.is_floating_point() else x))
+    for k, x in enumerate(xs):  # float inputs are float32 values: stored as such (a bf16 weight as bf16)
+        wide = x.is_floating_point() and x.dtype != torch.bfloat16
+        tensors.append((f"{name}.in{k}", x.to(torch.float32) if wide else x))
     if c["op"] in UPDATE:
         fn, states = UPDATE[c["op"]]
         if states is None:
@@ -684,7 +700,7 @@ def run_case(index, c, tensors):
     y = FORWARD[c["op"]](leaves, c["attrs"], c["training"])
     tensors.append((f"{name}.out", y.detach()))
     wanted = [k for k, inp in enumerate(c["inputs"]) if inp.differentiable]
-    if c["op"] in ("conv2d_activation", "linear_int8") or not wanted or not y.requires_grad:
+    if c["op"] in ("conv2d_activation", "linear_int8", "linear_bf16") or not wanted or not y.requires_grad:
         return entry  # an inference-only op, or one no gradient flows through (argmax, comparisons): no VJP
     cot = torch.randn(y.shape, generator=gen, dtype=torch.float64).to(torch.float32).to(torch.float64)
     if c.get("half"):
@@ -699,7 +715,8 @@ def run_case(index, c, tensors):
 
 def read_safetensors(path):
     import numpy as np
-    kinds = {"F32": np.float32, "F64": np.float64, "I64": np.int64, "I32": np.int32, "I8": np.int8, "BOOL": np.bool_}
+    kinds = {"F32": np.float32, "F64": np.float64, "I64": np.int64, "I32": np.int32, "I8": np.int8, "BOOL": np.bool_,
+             "BF16": np.int16}
     with open(path, "rb") as f:
         data = f.read()
     (n,) = struct.unpack("<Q", data[:8])
@@ -711,6 +728,8 @@ def read_safetensors(path):
         lo, hi = e["data_offsets"]
         a = np.frombuffer(data[8 + n + lo:8 + n + hi], dtype=kinds[e["dtype"]]).reshape(e["shape"])
         out[name] = torch.from_numpy(a.copy())
+        if e["dtype"] == "BF16":
+            out[name] = out[name].view(torch.bfloat16)
     return out
 
 

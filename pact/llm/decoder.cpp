@@ -30,8 +30,6 @@ std::string_view precision_name(Precision p) noexcept {
   return "?";
 }
 
-DType activation_dtype(Precision p) noexcept { return p == Precision::bf16 ? DType::bf16 : DType::f32; }
-
 Precision parse_precision(std::string_view name, std::string_view where) {
   if (name == "f32") return Precision::f32;
   if (name == "bf16") return Precision::bf16;
@@ -199,7 +197,6 @@ std::map<std::string, Tensor> load_weights(std::vector<std::pair<std::string, Te
   }
   // A tied head saved beside its embedding is the same values: the graph reads the embedding.
   if (c.tied && c.storage == Storage::floating) file.erase("lm_head.weight");
-  const DType act = activation_dtype(precision);
   std::map<std::string, Tensor> out;
   for (const TensorSpec& spec : checkpoint_tensors(c)) {
     auto it = file.find(spec.name);
@@ -249,16 +246,27 @@ std::map<std::string, Tensor> load_weights(std::vector<std::pair<std::string, Te
       QuantizedRows q = quantize_rows(dense.as_view());
       out.emplace(scale_name(spec.name), std::move(q.scales));
       out.emplace(spec.name, std::move(q.weight));
+    } else if (precision == Precision::bf16) {
+      // A bf16 run is a bf16 checkpoint: projections stay bf16 (linear_bf16 reads them); the embeddings and
+      // norms are rounded to bf16 and computed in f32, so a folder `pact quantize --dtype bf16` wrote runs
+      // bit for bit as this conversion in memory.
+      Tensor rounded = as(std::move(t), DType::bf16);
+      out.emplace(spec.name, spec.linear ? std::move(rounded) : rounded.as_view().convert(DType::f32));
     } else {
-      out.emplace(spec.name, as(std::move(t), act));
+      out.emplace(spec.name, as(std::move(t), DType::f32));
     }
   }
-  if (c.tied && c.storage == Storage::floating && precision == Precision::int8) {
-    // The head of a tied model quantized on its own, from the embedding (which stays f32).
+  if (c.tied && c.storage == Storage::floating && precision != Precision::f32) {
+    // The head of a tied model converted on its own, from the embedding (which stays f32): quantized for
+    // int8, bf16 for bf16.
     const std::string table = c.family == Family::llama ? "model.embed_tokens.weight" : "transformer.wte.weight";
-    QuantizedRows q = quantize_rows(out.at(table).as_view());
-    out.emplace(scale_name("lm_head.weight"), std::move(q.scales));
-    out.emplace("lm_head.weight", std::move(q.weight));
+    if (precision == Precision::int8) {
+      QuantizedRows q = quantize_rows(out.at(table).as_view());
+      out.emplace(scale_name("lm_head.weight"), std::move(q.scales));
+      out.emplace("lm_head.weight", std::move(q.weight));
+    } else {
+      out.emplace("lm_head.weight", out.at(table).as_view().convert(DType::bf16));
+    }
   }
   if (!file.empty()) {
     throw_error(ErrorCode::invalid_argument, at,
@@ -333,11 +341,10 @@ Attributes slice_attr(std::int64_t dim, std::int64_t start, std::int64_t end) {
 struct StepBuilder {
   const DecoderConfig& c;
   Precision precision;
-  DType act;
   std::int64_t t, cap;
   ir::GraphBuilder g;
 
-  std::string param(const std::string& name, const Dims& shape) { return g.parameter(name, shape, act, false); }
+  std::string param(const std::string& name, const Dims& shape) { return g.parameter(name, shape, DType::f32, false); }
   // x [.., in] @ W^T (+ b) for the projection `prefix` (prefix.weight [out, in]).
   std::string linear(const std::string& id, const std::string& x, const std::string& prefix, std::int64_t out,
                      std::int64_t in, bool bias) {
@@ -347,6 +354,9 @@ struct StepBuilder {
       op = OpTag::linear_int8;
       args.push_back(g.parameter(prefix + ".weight", {out, in}, DType::i8, false));
       args.push_back(g.parameter(scale_name(prefix + ".weight"), {out}, DType::f32, false));
+    } else if (precision == Precision::bf16) {
+      op = OpTag::linear_bf16;
+      args.push_back(g.parameter(prefix + ".weight", {out, in}, DType::bf16, false));
     } else {
       args.push_back(param(prefix + ".weight", {out, in}));
     }
@@ -372,7 +382,7 @@ struct StepBuilder {
   }
   // Writes the new rows into layer l's cache; returns the updated cache.
   std::string cache(std::int64_t l, bool value, const std::string& rows) {
-    const std::string in = g.input(step::cache_input(l, value), {1, c.kv_heads, cap, c.head_dim}, act);
+    const std::string in = g.input(step::cache_input(l, value), {1, c.kv_heads, cap, c.head_dim}, DType::f32);
     const std::string out = g.op(step::cache_output(l, value), OpTag::index_copy, {in, step::kPositions, rows},
                                  Attributes{{"dim", std::int64_t{2}}});
     g.output(out);
@@ -443,8 +453,8 @@ struct StepBuilder {
     if (c.family == Family::llama) {
       embedding = param("model.embed_tokens.weight", {c.vocab, c.hidden});
       x = g.op("embed", OpTag::embedding, {embedding, tokens});
-      const std::string cos_table = g.buffer(step::kRopeCos, {cap, c.head_dim}, act);
-      const std::string sin_table = g.buffer(step::kRopeSin, {cap, c.head_dim}, act);
+      const std::string cos_table = g.buffer(step::kRopeCos, {cap, c.head_dim}, DType::f32);
+      const std::string sin_table = g.buffer(step::kRopeSin, {cap, c.head_dim}, DType::f32);
       const Attributes rows = shape_attr({1, 1, t, c.head_dim});
       const std::string cos = g.op("rope.cos.rows", OpTag::reshape,
                                    {g.op("rope.cos.at", OpTag::embedding, {cos_table, step::kPositions})}, rows);
@@ -462,8 +472,8 @@ struct StepBuilder {
     const std::string last = g.op("last", OpTag::slice, {x}, slice_attr(1, t - 1, t));
     const std::string normed = norm("final_norm", last, c.family == Family::llama ? "model.norm" : "transformer.ln_f");
     std::string logits;
-    // A tied head reads the embedding table, except under int8: its head is quantized on its own.
-    if (c.tied && precision != Precision::int8) {
+    // A tied head reads the embedding table in f32; under bf16 and int8 it is converted on its own.
+    if (c.tied && precision == Precision::f32) {
       logits = g.op(step::kLogits, OpTag::linear, {normed, embedding});
     } else {
       logits = linear(step::kLogits, normed, "lm_head", c.vocab, c.hidden, false);
@@ -484,7 +494,7 @@ ir::Graph step_graph(const DecoderConfig& config, Precision precision, std::int6
     throw_error(ErrorCode::invalid_argument, "llm step graph",
                 fmt::format("a cache of {} positions exceeds n_positions {}", capacity, config.context));
   }
-  StepBuilder b{config, precision, activation_dtype(precision), tokens, capacity, {}};
+  StepBuilder b{config, precision, tokens, capacity, {}};
   return b.build();
 }
 

@@ -21,13 +21,11 @@
 
 namespace pact::llm {
 
-/// What a run computes in: f32, bf16 (weights, activations and cache in bf16, computed by the half
-/// provider), or int8 (linear weights i8 with per-output-channel scales, everything else f32).
+/// How a run stores its projection weights: f32, bf16 (linear_bf16) or int8 (linear_int8: i8 with
+/// per-output-channel scales). Activations, the KV cache, embeddings and norms are f32 in every precision:
+/// decode reads each weight once per token, so the weights' bytes are what a narrower dtype saves.
 enum class Precision { f32, bf16, int8 };
 std::string_view precision_name(Precision p) noexcept;
-/// The dtype of a run's activations, KV cache and float weights: bf16 for bf16, f32 otherwise (int8 keeps
-/// f32 activations).
-DType activation_dtype(Precision p) noexcept;
 /// "f32", "bf16" or "int8"; anything else is invalid_argument naming `where`.
 Precision parse_precision(std::string_view name, std::string_view where);
 
@@ -36,7 +34,7 @@ Precision parse_precision(std::string_view name, std::string_view where);
 struct TensorSpec {
   std::string name;
   Dims shape;
-  bool linear = false;  ///< a projection weight: int8 storage quantizes it
+  bool linear = false;  ///< a projection weight: stored as bf16 or i8 under those precisions
   bool conv1d = false;  ///< GPT-2's Conv1D: the file stores it transposed, [in, out]
 };
 /// Every tensor of `config`'s checkpoint (float storage), in layer order.

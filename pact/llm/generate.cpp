@@ -42,9 +42,8 @@ Expected<Generator, plan::PlanRejection> Generator::plan(const DecoderConfig& co
   if (!planned) return Unexpected(std::move(planned).error());
   if (config.family == Family::llama) {
     auto [cos, sin] = rotary_tables(config, capacity);
-    const DType act = activation_dtype(precision);
-    weights.emplace(step::kRopeCos, act == DType::f32 ? std::move(cos) : cos.as_view().convert(act));
-    weights.emplace(step::kRopeSin, act == DType::f32 ? std::move(sin) : sin.as_view().convert(act));
+    weights.emplace(step::kRopeCos, std::move(cos));
+    weights.emplace(step::kRopeSin, std::move(sin));
   }
   // Every parameter and buffer of the graph is bound, and nothing else is: a mismatch is a typed error
   // naming the tensor (load_weights makes them agree; a caller's own map may not).
@@ -72,8 +71,8 @@ void Generator::reset() {
   const Dims shape{1, config_.kv_heads, capacity_, config_.head_dim};
   for (std::int64_t l = 0; l < config_.layers; ++l) {
     // Zeros, not garbage: a kernel that reads the masked tail (the reference provider's) multiplies it by 0.
-    caches_.emplace(step::cache_input(l, false), value(Tensor::zeros(shape, activation_dtype(precision_))));
-    caches_.emplace(step::cache_input(l, true), value(Tensor::zeros(shape, activation_dtype(precision_))));
+    caches_.emplace(step::cache_input(l, false), value(Tensor::zeros(shape, DType::f32)));
+    caches_.emplace(step::cache_input(l, true), value(Tensor::zeros(shape, DType::f32)));
   }
   position_ = 0;
   broken_ = false;

@@ -244,6 +244,9 @@ std::int64_t flops_linear_int8(std::span<const TensorType> in, const TensorType&
   const std::int64_t k = in[1].shape[1];  // the dot products, then one scale (and bias) per output
   return sat_add(sat_mul(sat_mul(2, numel(out.shape)), k), numel(out.shape) * (in.size() == 4 ? 2 : 1));
 }
+std::int64_t flops_linear_bf16(std::span<const TensorType> in, const TensorType& out, const Attributes& a) {
+  return flops_linear(in, out, a);  // linear's count: the weight's dtype changes the bytes, not the FLOPs
+}
 std::int64_t flops_scaled_dot_product_attention(std::span<const TensorType> in, const TensorType& out,
                                                 const Attributes&) {
   const Dims& q = in[0].shape;
@@ -324,6 +327,7 @@ constexpr std::span<const AttrSpec> kEmpty{};
 #define attrs_matmul kEmpty
 #define attrs_linear kEmpty
 #define attrs_linear_int8 kEmpty
+#define attrs_linear_bf16 kEmpty
 #define attrs_relu kEmpty
 #define attrs_gelu span_of(kGeluAttrs)
 #define attrs_silu kEmpty

@@ -52,6 +52,7 @@ namespace pact::ops {
   X(matmul, "matmul", 2, 2, true, false, kernel, contraction, in0 | in1, none, "dd")                          \
   X(linear, "linear", 2, 3, true, false, kernel, contraction, in0 | in1, none, "dwb")                         \
   X(linear_int8, "linear_int8", 3, 4, false, false, kernel, contraction, none, none, "dcwb")                  \
+  X(linear_bf16, "linear_bf16", 2, 3, false, false, kernel, contraction, none, none, "dcb")                   \
   X(relu, "relu", 1, 1, true, false, kernel, exact, out, none, "d")                                           \
   X(gelu, "gelu", 1, 1, true, false, kernel, transcendental, in0 | out, none, "d")                            \
   X(silu, "silu", 1, 1, true, false, kernel, transcendental, in0, none, "d")                                  \
@@ -129,7 +130,7 @@ enum class OpTag : std::uint8_t {
 #define PACT_OP_COUNT_ONE(...) +1
 inline constexpr int kOpCount = 0 PACT_OPS(PACT_OP_COUNT_ONE);
 #undef PACT_OP_COUNT_ONE
-static_assert(kOpCount == 77, "op list changed: update docs/ops.md (pact ops --markdown) and the op sweep");
+static_assert(kOpCount == 78, "op list changed: update docs/ops.md (pact ops --markdown) and the op sweep");
 
 /// What executing a node of the op does.
 enum class OpRole : std::uint8_t { source, view, kernel, sink, update, collective };

@@ -13,8 +13,9 @@ namespace pact::test {
 struct SampleInput {
   // wide: normal with scale 4; small: uniform in [-1.2, 1.2) (inside tan's poles); whole: integers in [-2, 2]
   // (ties for comparisons); unique: distinct indices in [0, bound) (index_copy's contract); quantized: i8
-  // values in [-127, 127] (linear_int8's weight).
-  enum Kind { normal, positive, index, mask, wide, small, whole, unique, quantized } kind = normal;
+  // values in [-127, 127] (linear_int8's weight); bf16_weight: normal values stored as bf16 whatever dtype the
+  // test chooses (linear_bf16's weight).
+  enum Kind { normal, positive, index, mask, wide, small, whole, unique, quantized, bf16_weight } kind = normal;
   Dims shape;
   DType dtype = DType::f32;  // for normal/positive: the float dtype is chosen by the test
   std::int64_t bound = 0;    // index: values in [0, bound)
@@ -39,6 +40,7 @@ inline SampleInput S(Dims s) { return {SampleInput::small, s}; }
 inline SampleInput Z(Dims s) { return {SampleInput::whole, s}; }
 inline SampleInput U(Dims s, std::int64_t bound) { return {SampleInput::unique, s, DType::i64, bound}; }
 inline SampleInput Q(Dims s) { return {SampleInput::quantized, s, DType::i8}; }
+inline SampleInput B(Dims s) { return {SampleInput::bf16_weight, s, DType::bf16}; }
 
 inline std::vector<Sample> samples() {
   using ops::OpTag;
@@ -62,6 +64,10 @@ inline std::vector<Sample> samples() {
       {OpTag::linear, {N({3, 4}), N({2, 4})}, {}, false, "no bias"},
       {OpTag::linear_int8, {N({2, 3, 37}), Q({5, 37}), P({5}), N({5})}, {}},
       {OpTag::linear_int8, {N({1, 70}), Q({9, 70}), P({9})}, {}, false, "one row, no bias"},
+      {OpTag::linear_bf16, {N({2, 3, 37}), B({5, 37}), N({5})}, {}, false, "six rows: the widened weight's GEMM"},
+      {OpTag::linear_bf16, {N({1, 70}), B({9, 70})}, {}, false, "one row, no bias: the GEMV"},
+      {OpTag::linear_bf16, {N({4, 33}), B({40, 33}), N({40})}, {}, false, "four rows: the GEMV, odd depth"},
+      {OpTag::linear_bf16, {N({5, 16}), B({3, 16})}, {}, false, "five rows: the GEMM from the first row past four"},
       {OpTag::relu, {N({4, 5})}, {}},
       {OpTag::gelu, {N({4, 5})}, {}},
       {OpTag::gelu, {N({4, 5})}, A{{"approximate", std::string("tanh")}}, false, "tanh"},
@@ -419,6 +425,7 @@ inline Tensor make_input(const SampleInput& in, DType dtype, std::mt19937& rng) 
   for (auto& x : v) {
     switch (in.kind) {
       case SampleInput::normal:
+      case SampleInput::bf16_weight:
         x = normal(rng);
         break;
       case SampleInput::wide:
@@ -460,6 +467,7 @@ inline Tensor make_input(const SampleInput& in, DType dtype, std::mt19937& rng) 
   const DType target = in.kind == SampleInput::index || in.kind == SampleInput::unique ? DType::i64
                        : in.kind == SampleInput::mask                                  ? DType::boolean
                        : in.kind == SampleInput::quantized                             ? DType::i8
+                       : in.kind == SampleInput::bf16_weight                           ? DType::bf16
                                                                                        : dtype;
   return target == DType::f64 ? std::move(t) : t.convert(target);
 }

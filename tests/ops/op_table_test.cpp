@@ -193,6 +193,30 @@ TEST(ShapeRules, LinearInt8TakesAnI8WeightAndPerOutputScales) {
             2 * 10 * 8 + 10);
 }
 
+// linear_bf16: a bf16 weight [out, in] against float x, an optional bias in x's dtype; the result in x's dtype.
+TEST(ShapeRules, LinearBf16TakesABf16WeightAndFloatActivations) {
+  auto run = [](DType x, Dims xs, DType w, Dims ws, std::optional<Dims> bias = std::nullopt, DType b = DType::f32) {
+    std::vector<TensorType> in{{x, xs}, {w, ws}};
+    if (bias) in.push_back({b, *bias});
+    return infer_type(OpTag::linear_bf16, in, {});
+  };
+  EXPECT_EQ(run(DType::f32, {2, 3, 8}, DType::bf16, {5, 8}, Dims{5}), (TensorType{DType::f32, {2, 3, 5}}));
+  EXPECT_EQ(run(DType::f64, {8}, DType::bf16, {5, 8}, Dims{5}, DType::f64), (TensorType{DType::f64, {5}}));
+  EXPECT_EQ(code_of([&] { run(DType::f32, {2, 8}, DType::f32, {5, 8}); }), ErrorCode::dtype_mismatch);
+  EXPECT_EQ(code_of([&] { run(DType::f32, {2, 8}, DType::f16, {5, 8}); }), ErrorCode::dtype_mismatch);
+  EXPECT_EQ(code_of([&] { run(DType::f32, {2, 8}, DType::bf16, {5, 7}); }), ErrorCode::invalid_argument);
+  EXPECT_EQ(code_of([&] { run(DType::f32, {2, 8}, DType::bf16, {5, 8}, Dims{4}); }), ErrorCode::invalid_argument);
+  EXPECT_EQ(code_of([&] {
+              run(DType::f32, {2, 8}, DType::bf16, {5, 8}, Dims{5}, DType::bf16);
+            }),
+            ErrorCode::dtype_mismatch);
+  EXPECT_EQ(code_of([&] { run(DType::i64, {2, 8}, DType::bf16, {5, 8}); }), ErrorCode::invalid_argument);
+  EXPECT_EQ(code_of([&] { run(DType::f32, {}, DType::bf16, {5, 8}); }), ErrorCode::invalid_argument);
+  EXPECT_EQ(
+      estimate_flops(OpTag::linear_bf16, std::vector<TensorType>{f32({2, 8}), {DType::bf16, {5, 8}}}, f32({2, 5}), {}),
+      2 * 10 * 8);
+}
+
 // rotary_embedding: x's type; cos and sin of one shape that broadcasts to x's, an even last dimension.
 TEST(ShapeRules, RotaryEmbeddingTakesTablesThatBroadcastToAnEvenLastDimension) {
   auto run = [](Dims x, Dims c, Dims s, DType d = DType::f32, DType table = DType::f32) {

@@ -214,50 +214,13 @@ PACT_TARGET_AVX512 void gemv16_avx512(const float* x, const W* w, const float* b
     y[j] = _mm512_reduce_add_ps(_mm512_add_ps(a0, a1)) + (bias != nullptr ? bias[j] : 0.0f);
   }
 }
-PACT_TARGET_AVX512_BF16 PACT_SIMD_INLINE __m512bh bf16_pairs(const void* p) {
-  const __m512i v = _mm512_loadu_si512(p);
-  return reinterpret_cast<const __m512bh&>(v);
-}
-// x rounded to bf16 (exact for a bf16 graph's activations), then vdpbf16ps: pairs of exact bf16 products
-// summed into f32 lanes.
-PACT_TARGET_AVX512_BF16 void gemv16_avx512_bf16(const float* x, const BFloat16* w, const float* bias, std::int64_t j0,
-                                                std::int64_t j1, std::int64_t in_f, float* y) {
-  const std::int64_t padded = (in_f + 31) / 32 * 32;
-  std::vector<std::uint16_t> xb(static_cast<std::size_t>(padded));  // x as bf16 pairs, zero padded
-  for (std::int64_t k = 0; k < padded; k += 32) {
-    const auto lo = static_cast<__mmask16>(in_f - k >= 16 ? 0xffffu : in_f > k ? (1u << (in_f - k)) - 1u : 0u);
-    const auto hi = static_cast<__mmask16>(in_f - k >= 32  ? 0xffffu
-                                           : in_f > k + 16 ? (1u << (in_f - k - 16)) - 1u
-                                                           : 0u);
-    const __m512bh pairs = _mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(hi, x + k + 16), _mm512_maskz_loadu_ps(lo, x + k));
-    _mm512_storeu_si512(xb.data() + k, reinterpret_cast<const __m512i&>(pairs));
-  }
-  for (std::int64_t j = j0; j < j1; ++j) {
-    const BFloat16* row = w + j * in_f;
-    __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
-    std::int64_t k = 0;
-    for (; k + 64 <= in_f; k += 64) {
-      const __m512i w0 = _mm512_loadu_si512(row + k), w1 = _mm512_loadu_si512(row + k + 32);
-      a0 = _mm512_dpbf16_ps(a0, bf16_pairs(xb.data() + k), reinterpret_cast<const __m512bh&>(w0));
-      a1 = _mm512_dpbf16_ps(a1, bf16_pairs(xb.data() + k + 32), reinterpret_cast<const __m512bh&>(w1));
-    }
-    for (; k < in_f; k += 32) {
-      const auto m = static_cast<__mmask32>(in_f - k >= 32 ? 0xffffffffu : (1u << (in_f - k)) - 1u);
-      const __m512i w0 = _mm512_maskz_loadu_epi16(m, row + k);
-      a0 = _mm512_dpbf16_ps(a0, bf16_pairs(xb.data() + k), reinterpret_cast<const __m512bh&>(w0));
-    }
-    y[j] = _mm512_reduce_add_ps(_mm512_add_ps(a0, a1)) + (bias != nullptr ? bias[j] : 0.0f);
-  }
-}
-
 using GemvBf16 = void (*)(const float*, const BFloat16*, const float*, std::int64_t, std::int64_t, std::int64_t,
                           float*);
 using GemvF16 = void (*)(const float*, const Half*, const float*, std::int64_t, std::int64_t, std::int64_t, float*);
 const simd::Table<GemvBf16> kGemvBf16{"gemv_bf16",
                                       {&gemv16_portable<BFloat16>, "gemv16_portable"},
                                       {&gemv16_avx2<BFloat16>, "gemv16_avx2"},
-                                      {&gemv16_avx512<BFloat16>, "gemv16_avx512"},
-                                      PACT_SIMD_FN(gemv16_avx512_bf16)};
+                                      {&gemv16_avx512<BFloat16>, "gemv16_avx512"}};
 const simd::Table<GemvF16> kGemvF16{"gemv_f16",
                                     {&gemv16_portable<Half>, "gemv16_portable"},
                                     {&gemv16_avx2<Half>, "gemv16_avx2"},

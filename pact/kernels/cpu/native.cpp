@@ -16,6 +16,7 @@
 #include "pact/kernels/cpu/conv_direct.hpp"
 #include "pact/kernels/cpu/fast_math.hpp"
 #include "pact/kernels/cpu/gemm.hpp"
+#include "pact/kernels/cpu/half.hpp"
 #include "pact/kernels/cpu/handler_table.hpp"
 #include "pact/kernels/cpu/vector_ops.hpp"
 #include "pact/kernels/kernel.hpp"
@@ -67,6 +68,34 @@ Tensor linear_int8_forward(std::span<const TensorView> in, const Attributes& a, 
   Out<float> out(out_shape);
   for (std::int64_t r = 0; r < rows; ++r)
     gemv_i8_f32(x.data() + r * in_f, w.data(), s.data(), b ? b->data() : nullptr, out_f, in_f, out.data() + r * out_f);
+  return std::move(out).finish();
+}
+
+// ---- linear_bf16: weight-only bf16 linear ---------------------------------------------------------------
+
+// As linear_int8: a few rows read the bf16 weight in place (gemv_bf16, half the f32 bytes); more rows widen
+// it once and run linear's GEMM.
+Tensor linear_bf16_forward(std::span<const TensorView> in, const Attributes& a, const KernelContext& c) {
+  if (in[0].dtype() != DType::f32) return generic::linear_bf16_forward(in, a, c);
+  Dense<BFloat16> w(in[1], "linear_bf16", "weight");
+  const std::int64_t out_f = w.shape()[0], in_f = w.shape()[1];
+  const std::int64_t rows = in_f > 0 ? in[0].numel() / in_f : generic::leading(in[0].shape());
+  if (rows > 4) {
+    Out<float> wide(w.shape());
+    widen_bf16(w.data(), wide.data(), w.size());
+    const Tensor weight = std::move(wide).finish();
+    std::vector<TensorView> lin{in[0], weight.as_view()};
+    if (in.size() == 3) lin.push_back(in[2]);
+    return linear_forward(lin, a, c);
+  }
+  Dense<float> x(in[0], "linear_bf16", "x");
+  std::optional<Dense<float>> b;
+  if (in.size() == 3) b.emplace(in[2], "linear_bf16", "bias");
+  Dims out_shape = x.shape();
+  out_shape[out_shape.size() - 1] = out_f;
+  Out<float> out(out_shape);
+  for (std::int64_t r = 0; r < rows; ++r)
+    gemv_bf16(x.data() + r * in_f, w.data(), b ? b->data() : nullptr, out_f, in_f, out.data() + r * out_f);
   return std::move(out).finish();
 }
 
@@ -651,6 +680,7 @@ bool native_dispatches_simd(ops::OpTag op) noexcept {
     case OpTag::matmul:
     case OpTag::linear:
     case OpTag::linear_int8:        // gemv_i8_rows, dequantize_i8_rows and sgemm
+    case OpTag::linear_bf16:        // gemv_bf16, widen_bf16 and sgemm
     case OpTag::conv2d:             // sgemm, strided_copy, depthwise
     case OpTag::conv2d_activation:  // and map_rows, map_tile in place
     case OpTag::max_pool2d:         // max_pool_plane
