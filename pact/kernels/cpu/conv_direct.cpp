@@ -46,6 +46,19 @@ template <int W>
 PACT_SIMD_INLINE void load(Vec<W>* v, const float* p) {
   __builtin_memcpy(v, p, sizeof(Vec<W>));
 }
+// The first `cols` (at most W) lanes of *a at out, each clamped to [*lo, *hi] first when `clamped` (the
+// generic clamp's tests: a NaN stays NaN). The store of every depthwise kernel's output block.
+template <int W>
+PACT_SIMD_INLINE void store_block(const Vec<W>* a, float* out, std::int64_t cols, bool clamped, const Vec<W>* lo,
+                                  const Vec<W>* hi) {
+  Vec<W> v = *a;
+  if (clamped) v = v < *lo ? *lo : (v > *hi ? *hi : v);
+  if (cols == W) {
+    __builtin_memcpy(out, &v, sizeof v);
+  } else {
+    for (std::int64_t z = 0; z < cols; ++z) out[z] = v[z];
+  }
+}
 template <int W, std::size_t... I>
 PACT_SIMD_INLINE void even_lanes(Vec<W>* v, const float* p, std::index_sequence<I...>) {
   Vec<W> lo, hi;
@@ -111,14 +124,7 @@ PACT_SIMD_INLINE void depthwise_units(const float* __restrict w, float bias, con
   };
   const bool clamped = sc.clamp != nullptr;
   const Vec<W> lo = Vec<W>{} + (clamped ? sc.clamp[0] : 0.0f), hi = Vec<W>{} + (clamped ? sc.clamp[1] : 0.0f);
-  auto put = [&](Vec<W> a, const Unit& u) {
-    if (clamped) a = a < lo ? lo : (a > hi ? hi : a);  // the generic clamp's tests: a NaN stays NaN
-    if (u.cols == W) {
-      __builtin_memcpy(u.out, &a, sizeof a);
-    } else {
-      for (std::int64_t z = 0; z < u.cols; ++z) u.out[z] = a[z];
-    }
-  };
+  auto put = [&](Vec<W> a, const Unit& u) { store_block<W>(&a, u.out, u.cols, clamped, &lo, &hi); };
   std::int64_t k = 0;
   for (; k + 4 <= units; k += 4) {
     const Unit u0 = next(), u1 = next(), u2 = next(), u3 = next();
@@ -250,12 +256,7 @@ PACT_TARGET_AVX512 void depthwise_in_place_avx512(const float* __restrict x, con
   const bool clamped = s.clamp != nullptr;
   const Vec<W> lo = Vec<W>{} + (clamped ? s.clamp[0] : 0.0f), hi = Vec<W>{} + (clamped ? s.clamp[1] : 0.0f);
   auto put = [&](Vec<W> a, std::int64_t q) {
-    if (clamped) a = a < lo ? lo : (a > hi ? hi : a);  // the generic clamp's tests: a NaN stays NaN
-    if (q + W <= n) {
-      __builtin_memcpy(out + q, &a, sizeof a);
-    } else {
-      for (std::int64_t z = 0; z < n - q; ++z) out[q + z] = a[z];
-    }
+    store_block<W>(&a, out + q, std::min<std::int64_t>(W, n - q), clamped, &lo, &hi);
   };
   std::int64_t b = 0;
   for (; b + 4 <= blocks; b += 4) {
