@@ -42,61 +42,55 @@ using ops::Attributes;
 #undef PACT_GEMM_FALLBACK
 #undef PACT_GEMM_OPS_SGEMM
 
-// ---- linear_int8: weight-only int8 linear --------------------------------------------------------------
+// ---- weight-only linear: linear_int8 and linear_bf16 ----------------------------------------------------
 
-// A few rows read the int8 weight in place (gemv_i8_f32: a language model's decode step reads a quarter of
-// the f32 bytes); more rows dequantize it once and run linear's GEMM.
+// y = x W^T (+ in[bias_at]) against a weight stored narrower than x (i8 with per-row scales, or bf16). A
+// few rows read the weight in place, row r through gemv(x_r, bias, y_r): a language model's decode step
+// reads a quarter or half of the f32 bytes. More rows widen it once into an f32 [out, in] (widen(dst)) and
+// run linear's GEMM.
+template <class Widen, class Gemv>
+Tensor weight_only_linear(std::span<const TensorView> in, std::size_t bias_at, const Dims& weight_shape,
+                          const Attributes& a, const KernelContext& c, std::string_view op, const Widen& widen,
+                          const Gemv& gemv) {
+  const std::int64_t out_f = weight_shape[0], in_f = weight_shape[1];
+  const std::int64_t rows = in_f > 0 ? in[0].numel() / in_f : generic::leading(in[0].shape());
+  const bool has_bias = in.size() > bias_at;
+  if (rows > 4) {
+    Out<float> wide(weight_shape);
+    widen(wide.data());
+    const Tensor weight = std::move(wide).finish();
+    std::vector<TensorView> lin{in[0], weight.as_view()};
+    if (has_bias) lin.push_back(in[bias_at]);
+    return linear_forward(lin, a, c);
+  }
+  Dense<float> x(in[0], op, "x");
+  std::optional<Dense<float>> b;
+  if (has_bias) b.emplace(in[bias_at], op, "bias");
+  Dims out_shape = x.shape();
+  out_shape[out_shape.size() - 1] = out_f;
+  Out<float> out(out_shape);
+  for (std::int64_t r = 0; r < rows; ++r) gemv(x.data() + r * in_f, b ? b->data() : nullptr, out.data() + r * out_f);
+  return std::move(out).finish();
+}
+
 Tensor linear_int8_forward(std::span<const TensorView> in, const Attributes& a, const KernelContext& c) {
   if (in[0].dtype() != DType::f32) return generic::linear_int8_forward(in, a, c);
   Dense<std::int8_t> w(in[1], "linear_int8", "weight");
   Dense<float> s(in[2], "linear_int8", "scale");
   const std::int64_t out_f = w.shape()[0], in_f = w.shape()[1];
-  const std::int64_t rows = in_f > 0 ? in[0].numel() / in_f : generic::leading(in[0].shape());
-  if (rows > 4) {
-    Out<float> deq(w.shape());
-    dequantize_i8_f32(w.data(), s.data(), out_f, in_f, deq.data());
-    const Tensor weight = std::move(deq).finish();
-    std::vector<TensorView> lin{in[0], weight.as_view()};
-    if (in.size() == 4) lin.push_back(in[3]);
-    return linear_forward(lin, a, c);
-  }
-  Dense<float> x(in[0], "linear_int8", "x");
-  std::optional<Dense<float>> b;
-  if (in.size() == 4) b.emplace(in[3], "linear_int8", "bias");
-  Dims out_shape = x.shape();
-  out_shape[out_shape.size() - 1] = out_f;
-  Out<float> out(out_shape);
-  for (std::int64_t r = 0; r < rows; ++r)
-    gemv_i8_f32(x.data() + r * in_f, w.data(), s.data(), b ? b->data() : nullptr, out_f, in_f, out.data() + r * out_f);
-  return std::move(out).finish();
+  return weight_only_linear(
+      in, 3, w.shape(), a, c, "linear_int8",
+      [&](float* dst) { dequantize_i8_f32(w.data(), s.data(), out_f, in_f, dst); },
+      [&](const float* x, const float* bias, float* y) { gemv_i8_f32(x, w.data(), s.data(), bias, out_f, in_f, y); });
 }
 
-// ---- linear_bf16: weight-only bf16 linear ---------------------------------------------------------------
-
-// As linear_int8: a few rows read the bf16 weight in place (gemv_bf16, half the f32 bytes); more rows widen
-// it once and run linear's GEMM.
 Tensor linear_bf16_forward(std::span<const TensorView> in, const Attributes& a, const KernelContext& c) {
   if (in[0].dtype() != DType::f32) return generic::linear_bf16_forward(in, a, c);
   Dense<BFloat16> w(in[1], "linear_bf16", "weight");
   const std::int64_t out_f = w.shape()[0], in_f = w.shape()[1];
-  const std::int64_t rows = in_f > 0 ? in[0].numel() / in_f : generic::leading(in[0].shape());
-  if (rows > 4) {
-    Out<float> wide(w.shape());
-    widen_bf16(w.data(), wide.data(), w.size());
-    const Tensor weight = std::move(wide).finish();
-    std::vector<TensorView> lin{in[0], weight.as_view()};
-    if (in.size() == 3) lin.push_back(in[2]);
-    return linear_forward(lin, a, c);
-  }
-  Dense<float> x(in[0], "linear_bf16", "x");
-  std::optional<Dense<float>> b;
-  if (in.size() == 3) b.emplace(in[2], "linear_bf16", "bias");
-  Dims out_shape = x.shape();
-  out_shape[out_shape.size() - 1] = out_f;
-  Out<float> out(out_shape);
-  for (std::int64_t r = 0; r < rows; ++r)
-    gemv_bf16(x.data() + r * in_f, w.data(), b ? b->data() : nullptr, out_f, in_f, out.data() + r * out_f);
-  return std::move(out).finish();
+  return weight_only_linear(
+      in, 2, w.shape(), a, c, "linear_bf16", [&](float* dst) { widen_bf16(w.data(), dst, w.size()); },
+      [&](const float* x, const float* bias, float* y) { gemv_bf16(x, w.data(), bias, out_f, in_f, y); });
 }
 
 // ---- softmax family and cross-entropy (fused: one pass for the max, one for the sum, one to write) ---
