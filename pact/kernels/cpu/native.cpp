@@ -592,7 +592,6 @@ PACT_NATIVE_FROM_GENERIC(interpolate)
 PACT_NATIVE_FROM_GENERIC(mse_loss)
 PACT_NATIVE_FROM_GENERIC(dropout)
 PACT_NATIVE_FROM_GENERIC(embedding)
-PACT_NATIVE_FROM_GENERIC(avg_pool2d)
 PACT_NATIVE_FROM_GENERIC(adaptive_avg_pool2d)
 PACT_NATIVE_FROM_GENERIC(reshape)
 PACT_NATIVE_FROM_GENERIC(permute)
@@ -678,6 +677,7 @@ bool native_dispatches_simd(ops::OpTag op) noexcept {
     case OpTag::conv2d:             // sgemm, strided_copy, depthwise
     case OpTag::conv2d_activation:  // and map_rows, map_tile in place
     case OpTag::max_pool2d:         // max_pool_plane
+    case OpTag::avg_pool2d:         // depthwise (window sums)
     case OpTag::add:
     case OpTag::sub:
     case OpTag::mul:
