@@ -13,6 +13,7 @@
 #include "pact/contract/check.hpp"
 #include "pact/kernels/kernel.hpp"
 #include "pact/verify/oracle.hpp"
+#include "pact/verify/samples.hpp"
 
 namespace pact::verify {
 
@@ -360,7 +361,7 @@ const std::map<std::string, Check>& checks() {
 // boolean flipped), the result given an extra leading dimension, or the first gradient scaled by 1.05. They
 // serve every op, so that each generic check of each contract is shown to refute a wrong result. They say
 // nothing about which mistakes in a kernel's source the checks catch: mutants of the source are that.
-constexpr const char* kGenericChecks[] = {"matches_oracle", "shape_rule", "fd_vjp"};
+constexpr const char* kGenericChecks[] = {"matches_oracle", "shape_rule", "fd_vjp", "matches_reference_on_samples"};
 
 void shift_last(Tensor& t) {
   if (t.numel() == 0) return;
@@ -420,6 +421,46 @@ std::vector<DType> oracle_dtypes(const contract::Capsule& cap) {
   return out;
 }
 
+// matches_reference_on_samples (Note [Generic checks]): the capsule against the reference provider on the op
+// sweep's samples, as tests/kernels' provider sweep runs it at every ISA level.
+PropertyOutcome sweep_outcome(ops::OpTag op, const contract::Capsule& cap, std::uint64_t seed,
+                              const ResultTamper* tamper) {
+  PropertyOutcome out;
+  if (cap.provider == "reference") {
+    out.not_applicable = fmt::format("{} is the baseline the samples compare other providers with", cap.name);
+    return out;
+  }
+  if (!cap.dtypes.contains(DType::f32)) {
+    out.not_applicable = fmt::format("the samples are float32; {} computes only {} (matches_oracle holds it)", cap.name,
+                                     cap.dtypes.to_string());
+    return out;
+  }
+  const kernels::Handler& h = contract::handler_for(cap);
+  const kernels::Handler* baseline = kernels::find_handler(kernels::reference_handlers(), op);
+  if (baseline == nullptr) {
+    out.failed = 1;
+    out.first_failure = fmt::format("no reference handler for {} to compare {} with", ops::op_kind(op), cap.name);
+    return out;
+  }
+  std::mt19937 rng(static_cast<std::mt19937::result_type>(seed + 99));
+  for (const auto& s : provider_samples()) {
+    if (s.op != op) continue;
+    ++out.trials;
+    std::vector<std::string> found;
+    try {
+      found = sweep_problems(h, *baseline, s, rng, tamper);
+    } catch (const Error& e) {
+      found.push_back(fmt::format("the kernel failed: {}", e.what()));
+    }
+    if (!found.empty() && out.failed++ == 0) out.first_failure = fmt::format("{}: {}", describe(s), found.front());
+  }
+  if (out.trials == 0) {
+    out.failed = 1;
+    out.first_failure = fmt::format("no sample of {} (add one to pact/verify/samples.cpp)", ops::op_kind(op));
+  }
+  return out;
+}
+
 PropertyOutcome evaluate_generic(const ProofObligation& o, ops::OpTag op, const contract::Capsule& cap,
                                  std::uint64_t seed, const std::string& oracle_dir, const ResultTamper* tamper) {
   const kernels::Handler& h = contract::handler_for(cap);
@@ -436,6 +477,7 @@ PropertyOutcome evaluate_generic(const ProofObligation& o, ops::OpTag op, const 
       record(c, d, {fmt::format("the kernel failed: {}", e.what())});
     }
   };
+  if (o.check == "matches_reference_on_samples") return sweep_outcome(op, cap, seed, tamper);
   std::vector<DType> dtypes = oracle_dtypes(cap);
   if (o.check == "fd_vjp") {
     // Finite differences in the widest float dtype the capsule computes (Note [Generic checks]).
@@ -637,15 +679,21 @@ FalsifyReport falsify(const std::vector<Contract>& contracts, const BindingFile&
       const std::string& op = equation_of(c, o.equation)->op;
       PropertyOutcome out;
       if (is_generic_mutant(t.mutant)) {
-        // The mutant alters the first capsule bound to the equation (Note [Generic mutants]).
-        const auto b = std::find_if(bindings.bindings.begin(), bindings.bindings.end(), [&](const Binding& x) {
-          return x.contract == c.id && x.equation == o.equation && x.status == BindingStatus::implemented;
-        });
-        if (b == bindings.bindings.end()) {
-          out.trials = 0;
-          out.first_failure = "no capsule is bound to the equation, so there is nothing to mutate";
-        } else {
-          out = evaluate_capsule(o, op, b->capsule, seed, trials, oracle_dir, t.mutant);
+        // The mutant alters the first capsule bound to the equation that the obligation applies to (Note
+        // [Generic mutants]).
+        bool mutated = false;
+        for (const auto& b : bindings.bindings) {
+          if (b.contract != c.id || b.equation != o.equation || b.status != BindingStatus::implemented) continue;
+          out = evaluate_capsule(o, op, b.capsule, seed, trials, oracle_dir, t.mutant);
+          if (out.not_applicable.empty()) {
+            mutated = true;
+            break;
+          }
+        }
+        if (!mutated) {
+          out = PropertyOutcome{};
+          out.first_failure =
+              "no capsule the obligation applies to is bound to the equation, so there is nothing to mutate";
         }
       } else {
         out = evaluate(o, op, mutant(t.mutant), seed, trials);

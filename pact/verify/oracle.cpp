@@ -17,8 +17,9 @@ namespace pact::verify {
 
 // Note [Generic checks]
 // ~~~~~~~~~~~~~~~~~~~~~
-// A contract for a new op needs no C++: its obligations name one of three checks that take their cases
-// from the op oracle, whose expected values PyTorch computed in float64 (tools/op_oracle.py).
+// A contract for a new op needs no C++: its obligations name one of four checks. Three take their cases
+// from the op oracle, whose expected values PyTorch computed in float64 (tools/op_oracle.py); the fourth
+// from the op sweep's samples (pact/verify/samples.cpp).
 //
 // - matches_oracle: the capsule's forward result, every gradient its VJP returns and an update op's new
 //   state agree with PyTorch's, in every dtype the capsule computes (16-bit capsules on the cases whose
@@ -34,6 +35,11 @@ namespace pact::verify {
 //   16-bit dtypes is not finite-differenced (its VJP is held to PyTorch by matches_oracle), nor is a case
 //   the oracle marks `kinks` (inputs placed exactly on an op's kinks, where the VJP is a convention that
 //   matches_oracle holds to PyTorch's and a difference would straddle the kink).
+// - matches_reference_on_samples: every capsule but the reference against the reference provider on the
+//   op sweep's samples (verify::sweep_problems: forward, forward on strided inputs, every gradient, an
+//   update's new state), at the ISA level the process runs. The samples cross the native kernels' vector
+//   tails, blocking and threading boundaries, which the oracle's few small cases do not; it is the same
+//   comparison tests/kernels runs at every level, so a native capsule's contract runs its evidence.
 //
 // Each check returns what it found; an empty list is agreement. A generic mutant (ResultTamper) alters
 // the results after the kernel ran, which is how the gates show each check able to fail on every op.

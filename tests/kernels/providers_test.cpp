@@ -50,64 +50,18 @@ class ForcedLevel {
   Isa level_;
 };
 
-// A view with the same values as `t` but a strided (transposed-back) layout, when t has rank >= 2.
-TensorView strided_copy(const Tensor& t, std::vector<Tensor>& keep) {
-  if (t.rank() < 2) return t.as_view();
-  keep.push_back(t.transpose(0, t.rank() - 1).duplicate());
-  return keep.back().transpose(0, t.rank() - 1);
-}
-
-// Compares `candidate` with `baseline` (the reference provider unless given) on every sample it covers;
-// forward-only handlers (LibTorch) skip the VJP comparison.
+// Compares `candidate` with `baseline` (the reference provider unless given) on every sample it covers
+// (verify::sweep_problems: forward, strided inputs, VJP, an update op's new state).
 void compare_provider(std::span<const kernels::Handler> candidate, std::string_view name,
                       std::span<const kernels::Handler> baseline = kernels::reference_handlers()) {
   std::mt19937 rng(99);
   int compared = 0;
-  for (const auto& s : samples()) {
+  for (const auto& s : verify::provider_samples()) {
     const kernels::Handler* h = kernels::find_handler(candidate, s.op);
     if (!h) continue;
     SCOPED_TRACE(std::string(name) + " " + describe(s));
-    const kernels::Handler& ref = *kernels::find_handler(baseline, s.op);
-    std::vector<Tensor> ins;
-    for (const auto& in : s.inputs) ins.push_back(make_input(in, DType::f32, rng));
-    const KernelContext ctx{s.training, 41};
-    Tensor yr = kernels::run_forward(ref, views_of(ins), s.attrs, ctx);
-    Tensor yc = kernels::run_forward(*h, views_of(ins), s.attrs, ctx);
-    const auto& info = ops::op_info(s.op);
-    EXPECT_TRUE(close(values_of(yc.as_view()), values_of(yr.as_view()), info.tolerance())) << "forward";
-    std::vector<Tensor> keep;
-    std::vector<TensorView> strided;
-    for (const auto& t : ins) strided.push_back(strided_copy(t, keep));
-    Tensor ys = kernels::run_forward(*h, strided, s.attrs, ctx);
-    EXPECT_TRUE(close(values_of(ys.as_view()), values_of(yr.as_view()), info.tolerance())) << "forward, strided inputs";
-    if (h->vjp == nullptr) {
-      ++compared;
-      continue;
-    }
-    std::vector<double> gv(static_cast<std::size_t>(yr.numel()));
-    std::normal_distribution<double> nd;
-    for (auto& x : gv) x = nd(rng);
-    Tensor g = Tensor::from_values<double>(yr.shape(), std::span<const double>(gv)).convert(yr.dtype());
-    auto gr = kernels::run_vjp(ref, views_of(ins), yr.as_view(), g.as_view(), s.attrs, ctx);
-    auto gc = kernels::run_vjp(*h, views_of(ins), yc.as_view(), g.as_view(), s.attrs, ctx);
-    for (std::size_t i = 0; i < gr.size(); ++i) {
-      ASSERT_EQ(gr[i].has_value(), gc[i].has_value()) << "input " << i;
-      if (gr[i]) {
-        EXPECT_TRUE(close(values_of(gc[i]->as_view()), values_of(gr[i]->as_view()), info.vjp_tolerance()))
-            << "vjp input " << i;
-      }
-    }
-    ++compared;
-  }
-  // The update ops, on the provider's handlers for them: every state operand's new values.
-  for (const auto& s : update_samples()) {
-    const kernels::Handler* h = kernels::find_handler(candidate, s.op);
-    if (!h) continue;
-    SCOPED_TRACE(std::string(name) + " " + describe(s));
-    std::vector<Tensor> ins;
-    for (const auto& in : s.inputs) ins.push_back(make_input(in, DType::f32, rng));
-    const auto want = updated_state(*kernels::find_handler(baseline, s.op), ins, s.attrs);
-    EXPECT_TRUE(close(updated_state(*h, ins, s.attrs), want, ops::op_info(s.op).tolerance()));
+    for (const auto& problem : verify::sweep_problems(*h, *kernels::find_handler(baseline, s.op), s, rng))
+      ADD_FAILURE() << problem;
     ++compared;
   }
   EXPECT_GT(compared, 0);
@@ -632,45 +586,6 @@ TEST(Providers, VjpsSkipUnwantedGradientsAndKeepTheOthers) {
     }
   }
   EXPECT_GT(skipped, 0);
-}
-
-TEST(Providers, NativeLargeCasesMatchReference) {
-  std::mt19937 rng(8);
-  const auto& nat = kernels::native_handlers();
-  const auto& ref = kernels::reference_handlers();
-  struct Case {
-    ops::OpTag op;
-    std::vector<SampleInput> in;
-    ops::Attributes a;
-  };
-  std::vector<Case> cases{
-      {ops::OpTag::softmax, {N({300, 257})}, {}},
-      {ops::OpTag::cross_entropy, {N({300, 257}), I({300}, 257)}, {}},
-      {ops::OpTag::matmul, {N({3, 200, 301}), N({301, 190})}, {}},
-      {ops::OpTag::layer_norm, {N({300, 256}), N({256}), N({256})}, A{{"normalized_shape", L{256}}}},
-      // conv2d on wide images: output rows cross the packed-B panels (im2col_packed)
-      {ops::OpTag::conv2d, {N({1, 3, 45, 75}), N({8, 3, 7, 7}), N({8})}, A{{"stride", L{2}}, {"padding", L{3}}}},
-      {ops::OpTag::conv2d,
-       {N({2, 4, 20, 40}), N({6, 2, 3, 3})},
-       A{{"groups", std::int64_t{2}}, {"dilation", L{2}}, {"padding", L{2}}}},
-      {ops::OpTag::conv2d, {N({1, 2, 9, 70}), N({3, 2, 2, 5})}, A{{"stride", L{1, 3}}, {"padding", L{0, 4}}}},
-      // gelu past 2^15 elements: forward and VJP shared among the threads
-      {ops::OpTag::gelu, {N({3, 12001})}, {}}};
-  for (const auto& c : cases) {
-    SCOPED_TRACE(std::string(ops::op_kind(c.op)));
-    std::vector<Tensor> ins;
-    for (const auto& in : c.in) ins.push_back(make_input(in, DType::f32, rng));
-    const auto& hr = *kernels::find_handler(ref, c.op);
-    const auto& hn = *kernels::find_handler(nat, c.op);
-    Tensor tr = kernels::run_forward(hr, views_of(ins), c.a), tn = kernels::run_forward(hn, views_of(ins), c.a);
-    EXPECT_TRUE(close(values_of(tn.as_view()), values_of(tr.as_view()), ops::op_info(c.op).tolerance()));
-    if (c.op != ops::OpTag::gelu) continue;
-    const Tensor g = make_input(N(tn.shape()), DType::f32, rng);
-    auto gr = kernels::run_vjp(hr, views_of(ins), tr.as_view(), g.as_view(), c.a);
-    auto gn = kernels::run_vjp(hn, views_of(ins), tn.as_view(), g.as_view(), c.a);
-    ASSERT_TRUE(gr[0].has_value() && gn[0].has_value());
-    EXPECT_TRUE(close(values_of(gn[0]->as_view()), values_of(gr[0]->as_view()), ops::op_info(c.op).tolerance()));
-  }
 }
 
 }  // namespace

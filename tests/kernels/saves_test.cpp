@@ -8,7 +8,6 @@
 #include <string>
 
 #include "pact/kernels/kernel.hpp"
-#include "samples.hpp"
 #include "sweep_util.hpp"
 
 namespace pact::test {

@@ -8,9 +8,17 @@
 #include <vector>
 
 #include "pact/verify/oracle.hpp"
-#include "samples.hpp"
+#include "pact/verify/samples.hpp"
 
 namespace pact::test {
+
+using verify::describe;
+using verify::make_input;
+using verify::Sample;
+using verify::SampleInput;
+using verify::samples;
+using verify::update_samples;
+using namespace verify::sampling;
 
 /// Every element as a double, in row-major order.
 inline std::vector<double> values_of(const TensorView& v) { return v.to_doubles(); }
@@ -40,10 +48,6 @@ inline std::vector<TensorView> views_of(const std::vector<Tensor>& ts) {
   std::vector<TensorView> v;
   for (const auto& t : ts) v.push_back(t.as_view());
   return v;
-}
-
-inline std::string describe(const Sample& s) {
-  return std::string(ops::op_kind(s.op)) + (s.label[0] ? std::string(" [") + s.label + "]" : std::string());
 }
 
 /// Runs an update op's handler on copies of `ins` (verify::updated_state) and returns every state operand's

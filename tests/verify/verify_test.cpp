@@ -55,10 +55,12 @@ TEST(Contracts, ShippedContractsValidateAndEveryGateCatchesItsMutant) {
   EXPECT_GT(report.evaluated(), report.declared);  // several capsules per obligation
   EXPECT_EQ(report.mutants.size(), falsification_tests);
   EXPECT_EQ(report.caught(), falsification_tests);
-  // Only 16-bit capsules are outside an obligation: float32 property cases and finite differences.
+  // Only 16-bit capsules are outside an obligation (float32 property cases and finite differences), and the
+  // reference capsules outside matches_reference_on_samples, which compares the others with them.
   for (const auto& o : report.obligations) {
     if (!o.outcome.not_applicable.empty()) {
-      EXPECT_TRUE(o.capsule.rfind("half.", 0) == 0) << o.capsule;
+      const bool reference_baseline = o.capsule.rfind("reference.", 0) == 0 && o.obligation.ends_with("-W");
+      EXPECT_TRUE(o.capsule.rfind("half.", 0) == 0 || reference_baseline) << o.capsule << " " << o.obligation;
     }
   }
   EXPECT_TRUE(report.ok());
@@ -68,7 +70,8 @@ TEST(Contracts, ShippedContractsValidateAndEveryGateCatchesItsMutant) {
 }
 
 // A contract for an op needs no C++: this one, written here as YAML, holds silu's capsules to the oracle,
-// to the shape rule and to finite differences, and each of its falsification tests catches its mutant.
+// to the shape rule, to finite differences and (all but the reference) to the reference on the op sweep's
+// samples, and each of its falsification tests catches its mutant.
 TEST(Contracts, GenericChecksRunFromYamlAlone) {
   const std::string text = R"yaml(metadata: {id: silu-test-v1, version: 1, description: silu}
 equations:
@@ -77,11 +80,13 @@ proof_obligations:
   - {id: S-O, kind: equivalence, equation: silu, property: PyTorch's values, check: matches_oracle}
   - {id: S-S, kind: invariant, equation: silu, property: shape, check: shape_rule}
   - {id: S-D, kind: equivalence, equation: silu, property: differences, check: fd_vjp}
+  - {id: S-W, kind: equivalence, equation: silu, property: the sweep, check: matches_reference_on_samples}
 falsification_tests:
   - {id: S-OF, obligation: S-O, mutant: last_value_shifted, description: off}
   - {id: S-SF, obligation: S-S, mutant: result_unsqueezed, description: rank}
   - {id: S-DF, obligation: S-D, mutant: first_gradient_scaled, description: gradient}
-qa_gate: {id: S-GATE, checks: [S-O, S-S, S-D], pass_criteria: all, must_catch: [last_value_shifted]}
+  - {id: S-WF, obligation: S-W, mutant: last_value_shifted, description: off}
+qa_gate: {id: S-GATE, checks: [S-O, S-S, S-D, S-W], pass_criteria: all, must_catch: [last_value_shifted]}
 )yaml";
   const auto c = parse_contract(text, "silu.yaml");
   const std::string rows = R"(policy: AllImplemented
@@ -92,10 +97,11 @@ bindings:
 )";
   const auto report = falsify({c}, parse_bindings(rows, "b.yaml"), "", 0, 20, true, kOracle);
   EXPECT_EQ(report.failed(), 0u);
-  EXPECT_EQ(report.evaluated(), 8u);       // three checks on reference and native, two on half
-  EXPECT_EQ(report.not_applicable(), 1u);  // half.silu is not differenced in 16 bits
-  ASSERT_EQ(report.mutants.size(), 3u);
-  EXPECT_EQ(report.caught(), 3u);
+  EXPECT_EQ(report.evaluated(), 9u);       // three checks on reference, four on native, two on half
+  EXPECT_EQ(report.not_applicable(), 3u);  // half.silu: not differenced in 16 bits, no f32 samples; the
+                                           // reference is the samples' baseline
+  ASSERT_EQ(report.mutants.size(), 4u);
+  EXPECT_EQ(report.caught(), 4u);
   EXPECT_TRUE(report.ok());
   EXPECT_TRUE(audit({c}, parse_bindings(rows, "b.yaml")).problems.empty());
 
@@ -106,9 +112,12 @@ bindings:
 )",
                                     "b.yaml");
   const auto refuted = falsify({c}, wrong, "", 0, 20, false, kOracle);
-  ASSERT_EQ(refuted.obligations.size(), 3u);
+  ASSERT_EQ(refuted.obligations.size(), 4u);
   EXPECT_GT(refuted.obligations[0].outcome.failed, 0);                             // values
   EXPECT_TRUE(mentions(refuted.obligations[0].outcome.first_failure, "forward"));  // names what disagreed
+  EXPECT_GT(refuted.obligations[3].outcome.failed, 0);  // the samples: sigmoid is not the reference silu
+  EXPECT_TRUE(mentions(refuted.obligations[3].outcome.first_failure, "silu: forward: element"))
+      << refuted.obligations[3].outcome.first_failure;
   EXPECT_FALSE(refuted.ok());
 
   // A generic check cannot be paired with a mutant written as a forward function.
@@ -181,7 +190,7 @@ TEST(Contracts, FalsificationIsReproducible) {
   const auto contracts = load_contracts("contracts");
   const auto a = falsify(contracts, shipped_bindings(), "softmax-kernel-v1", 7, 8, true, kOracle);
   const auto b = falsify(contracts, shipped_bindings(), "softmax-kernel-v1", 7, 8, true, kOracle);
-  ASSERT_EQ(a.mutants.size(), 4u);
+  ASSERT_EQ(a.mutants.size(), 5u);
   for (std::size_t i = 0; i < a.mutants.size(); ++i) EXPECT_EQ(a.mutants[i].detail, b.mutants[i].detail);
   EXPECT_EQ(code_of([&] { falsify(contracts, shipped_bindings(), "no-such-v1", 0, 1, true, kOracle); }),
             ErrorCode::invalid_argument);

@@ -1,48 +1,20 @@
-#pragma once
-// Sample cases for every kernel and view op (the op sweep's database, as PyTorch's OpInfo): input
-// geometry, value domain and attributes. The sweep fails when an op of the table has no case.
+// The op sweep's sample database (pact/verify/samples.hpp) and the comparison of a provider with its baseline
+// on it.
+
+#include "pact/verify/samples.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
-#include <random>
-#include <vector>
 
-#include "pact/kernels/kernel.hpp"
+#include "pact/verify/oracle.hpp"
 
-namespace pact::test {
+namespace pact::verify {
 
-struct SampleInput {
-  // wide: normal with scale 4; small: uniform in [-1.2, 1.2) (inside tan's poles); whole: integers in [-2, 2]
-  // (ties for comparisons); unique: distinct indices in [0, bound) (index_copy's contract); quantized: i8
-  // values in [-127, 127] (linear_int8's weight); bf16_weight: normal values stored as bf16 whatever dtype the
-  // test chooses (linear_bf16's weight).
-  enum Kind { normal, positive, index, mask, wide, small, whole, unique, quantized, bf16_weight } kind = normal;
-  Dims shape;
-  DType dtype = DType::f32;  // for normal/positive: the float dtype is chosen by the test
-  std::int64_t bound = 0;    // index: values in [0, bound)
-};
+using namespace sampling;
 
-struct Sample {
-  ops::OpTag op;
-  std::vector<SampleInput> inputs;
-  ops::Attributes attrs;
-  bool training = false;
-  const char* label = "";
-};
-
-using A = ops::Attributes;
-using L = std::vector<std::int64_t>;
-inline SampleInput N(Dims s) { return {SampleInput::normal, s}; }
-inline SampleInput P(Dims s) { return {SampleInput::positive, s}; }
-inline SampleInput I(Dims s, std::int64_t bound) { return {SampleInput::index, s, DType::i64, bound}; }
-inline SampleInput M(Dims s) { return {SampleInput::mask, s, DType::boolean}; }
-inline SampleInput W(Dims s) { return {SampleInput::wide, s}; }  // past the kinks of hardswish at +-3
-inline SampleInput S(Dims s) { return {SampleInput::small, s}; }
-inline SampleInput Z(Dims s) { return {SampleInput::whole, s}; }
-inline SampleInput U(Dims s, std::int64_t bound) { return {SampleInput::unique, s, DType::i64, bound}; }
-inline SampleInput Q(Dims s) { return {SampleInput::quantized, s, DType::i8}; }
-inline SampleInput B(Dims s) { return {SampleInput::bf16_weight, s, DType::bf16}; }
-
-inline std::vector<Sample> samples() {
+std::vector<Sample> samples() {
   using ops::OpTag;
   return {
       {OpTag::add, {N({3, 4}), N({4})}, {}, false, "broadcast"},
@@ -401,9 +373,37 @@ inline std::vector<Sample> samples() {
   };
 }
 
+// Samples past the native kernels' blocking boundaries (GEMM tiles and K blocks, im2col panels, rows
+// shared among the threads), too large for the finite-difference sweep.
+std::vector<Sample> large_samples() {
+  using ops::OpTag;
+  return {
+      {OpTag::softmax, {N({300, 257})}, {}, false, "rows shared among the threads"},
+      {OpTag::cross_entropy, {N({300, 257}), I({300}, 257)}, {}, false, "rows shared among the threads"},
+      {OpTag::matmul, {N({3, 200, 301}), N({301, 190})}, {}, false, "full tiles, several K blocks"},
+      {OpTag::layer_norm, {N({300, 256}), N({256}), N({256})}, A{{"normalized_shape", L{256}}}, false, "300 rows"},
+      {OpTag::conv2d,
+       {N({1, 3, 45, 75}), N({8, 3, 7, 7}), N({8})},
+       A{{"stride", L{2}}, {"padding", L{3}}},
+       false,
+       "wide image: output rows cross the packed-B panels"},
+      {OpTag::conv2d,
+       {N({2, 4, 20, 40}), N({6, 2, 3, 3})},
+       A{{"groups", std::int64_t{2}}, {"dilation", L{2}}, {"padding", L{2}}},
+       false,
+       "groups, dilation"},
+      {OpTag::conv2d,
+       {N({1, 2, 9, 70}), N({3, 2, 2, 5})},
+       A{{"stride", L{1, 3}}, {"padding", L{0, 4}}},
+       false,
+       "unequal strides and padding"},
+      {OpTag::gelu, {N({3, 12001})}, {}, false, "past 2^15 elements: shared among the threads"},
+  };
+}
+
 // Sample cases for the update ops (role update: they write their role-u operands in place). Inputs are in
 // operand order; the sweep splits them into state and read operands by the op's roles.
-inline std::vector<Sample> update_samples() {
+std::vector<Sample> update_samples() {
   using ops::OpTag;
   return {
       {OpTag::accumulate_grad, {N({3, 5}), N({3, 5})}, {}},
@@ -429,8 +429,14 @@ inline std::vector<Sample> update_samples() {
   };
 }
 
+std::vector<Sample> provider_samples() {
+  std::vector<Sample> all = samples();
+  for (auto more : {large_samples(), update_samples()}) all.insert(all.end(), more.begin(), more.end());
+  return all;
+}
+
 /// Random values for one sample input in dtype `dtype` (normal/positive) or its own dtype (index, mask).
-inline Tensor make_input(const SampleInput& in, DType dtype, std::mt19937& rng) {
+Tensor make_input(const SampleInput& in, DType dtype, std::mt19937& rng) {
   const std::int64_t n = ops::numel(in.shape);
   std::vector<double> v(static_cast<std::size_t>(n));
   std::normal_distribution<double> normal(0.0, 1.0);
@@ -486,4 +492,92 @@ inline Tensor make_input(const SampleInput& in, DType dtype, std::mt19937& rng) 
   return target == DType::f64 ? std::move(t) : t.convert(target);
 }
 
-}  // namespace pact::test
+std::string describe(const Sample& s) {
+  return std::string(ops::op_kind(s.op)) + (s.label[0] ? fmt::format(" [{}]", s.label) : std::string());
+}
+
+namespace {
+
+std::vector<TensorView> views_of(const std::vector<Tensor>& ts) {
+  std::vector<TensorView> v;
+  v.reserve(ts.size());
+  for (const auto& t : ts) v.push_back(t.as_view());
+  return v;
+}
+
+// A view with the same values as `t` but a strided (transposed-back) layout, when t has rank >= 2.
+TensorView strided_copy(const Tensor& t, std::vector<Tensor>& keep) {
+  if (t.rank() < 2) return t.as_view();
+  keep.push_back(t.transpose(0, t.rank() - 1).duplicate());
+  return keep.back().transpose(0, t.rank() - 1);
+}
+
+std::vector<double> concatenated(const std::vector<Tensor>& ts) {
+  std::vector<double> out;
+  for (const auto& t : ts) {
+    const auto v = t.to_doubles();
+    out.insert(out.end(), v.begin(), v.end());
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::string> sweep_problems(const kernels::Handler& candidate, const kernels::Handler& baseline,
+                                        const Sample& s, std::mt19937& rng, const ResultTamper* tamper) {
+  std::vector<std::string> found;
+  const auto& info = ops::op_info(s.op);
+  auto check = [&](const std::vector<double>& got, const std::vector<double>& want, ops::Tolerance tol,
+                   const std::string& what) {
+    if (got.size() != want.size()) {
+      found.push_back(fmt::format("{}: {} values, the baseline has {}", what, got.size(), want.size()));
+      return;
+    }
+    const ops::Agreement r = ops::compare(got, want, tol);
+    if (!r.within)
+      found.push_back(fmt::format("{}: element {} is {} but the baseline gives {} (tolerance {} + {} * {})", what,
+                                  r.worst, got[r.worst], want[r.worst], tol.abs, tol.rel, r.scale));
+  };
+  std::vector<Tensor> ins;
+  for (const auto& in : s.inputs) ins.push_back(make_input(in, DType::f32, rng));
+  if (info.role == ops::OpRole::update) {
+    const auto want = concatenated(updated_state(baseline, ins, s.attrs));
+    auto state = updated_state(candidate, ins, s.attrs);
+    if (tamper != nullptr && tamper->state) tamper->state(state);
+    check(concatenated(state), want, info.tolerance(), "new state");
+    return found;
+  }
+  const kernels::KernelContext ctx{s.training, 41};
+  const Tensor yr = kernels::run_forward(baseline, views_of(ins), s.attrs, ctx);
+  Tensor yc = kernels::run_forward(candidate, views_of(ins), s.attrs, ctx);
+  if (tamper != nullptr && tamper->forward) tamper->forward(yc);
+  if (yc.shape() != yr.shape())
+    found.push_back(fmt::format("forward: shape [{}] but the baseline gives [{}]", fmt::join(yc.shape(), ", "),
+                                fmt::join(yr.shape(), ", ")));
+  check(yc.to_doubles(), yr.to_doubles(), info.tolerance(), "forward");
+  std::vector<Tensor> keep;
+  std::vector<TensorView> strided;
+  for (const auto& t : ins) strided.push_back(strided_copy(t, keep));
+  Tensor ys = kernels::run_forward(candidate, strided, s.attrs, ctx);
+  if (tamper != nullptr && tamper->forward) tamper->forward(ys);
+  check(ys.to_doubles(), yr.to_doubles(), info.tolerance(), "forward, strided inputs");
+  if (candidate.vjp == nullptr) return found;  // forward-only handlers (LibTorch)
+  std::vector<double> gv(static_cast<std::size_t>(yr.numel()));
+  std::normal_distribution<double> nd;
+  for (auto& x : gv) x = nd(rng);
+  const Tensor g = Tensor::from_values<double>(yr.shape(), std::span<const double>(gv)).convert(yr.dtype());
+  const auto gr = kernels::run_vjp(baseline, views_of(ins), yr.as_view(), g.as_view(), s.attrs, ctx);
+  auto gc = kernels::run_vjp(candidate, views_of(ins), yc.as_view(), g.as_view(), s.attrs, ctx);
+  if (tamper != nullptr && tamper->vjp) tamper->vjp(gc);
+  for (std::size_t i = 0; i < gr.size(); ++i) {
+    if (i >= gc.size() || gr[i].has_value() != gc[i].has_value()) {
+      found.push_back(fmt::format("vjp input {}: {} a gradient where the baseline {}", i,
+                                  i < gc.size() && gc[i] ? "has" : "has no", gr[i] ? "has one" : "has none"));
+      continue;
+    }
+    if (gr[i]) check(gc[i]->to_doubles(), gr[i]->to_doubles(), info.vjp_tolerance(), fmt::format("vjp input {}", i));
+  }
+  return found;
+}
+
+}  // namespace pact::verify

@@ -1,0 +1,80 @@
+#pragma once
+/// The op sweep's sample database (as PyTorch's OpInfo): per kernel, view and update op, input geometry,
+/// value domain and attributes, chosen to cross the native kernels' vector tails and blocking boundaries.
+/// The kernel tests run every provider against the reference on it at every ISA level the CPU runs, and
+/// the contracts' generic check `matches_reference_on_samples` runs the same comparison from YAML, so the
+/// mutation gate holds a native capsule to exactly the evidence it cites. The sweep fails when an op of
+/// the table has no sample.
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "pact/kernels/kernel.hpp"
+
+namespace pact::verify {
+
+struct ResultTamper;
+
+struct SampleInput {
+  // wide: normal with scale 4; small: uniform in [-1.2, 1.2) (inside tan's poles); whole: integers in [-2, 2]
+  // (ties for comparisons); unique: distinct indices in [0, bound) (index_copy's contract); quantized: i8
+  // values in [-127, 127] (linear_int8's weight); bf16_weight: normal values stored as bf16 whatever dtype the
+  // test chooses (linear_bf16's weight).
+  enum Kind { normal, positive, index, mask, wide, small, whole, unique, quantized, bf16_weight } kind = normal;
+  Dims shape;
+  DType dtype = DType::f32;  // for normal/positive: the float dtype is chosen by the test
+  std::int64_t bound = 0;    // index: values in [0, bound)
+};
+
+struct Sample {
+  ops::OpTag op;
+  std::vector<SampleInput> inputs;
+  ops::Attributes attrs;
+  bool training = false;
+  const char* label = "";
+};
+
+/// Short constructors for writing samples (tests build their own cases with them too).
+namespace sampling {
+using A = ops::Attributes;
+using L = std::vector<std::int64_t>;
+inline SampleInput N(Dims s) { return {SampleInput::normal, s}; }
+inline SampleInput P(Dims s) { return {SampleInput::positive, s}; }
+inline SampleInput I(Dims s, std::int64_t bound) { return {SampleInput::index, s, DType::i64, bound}; }
+inline SampleInput M(Dims s) { return {SampleInput::mask, s, DType::boolean}; }
+inline SampleInput W(Dims s) { return {SampleInput::wide, s}; }  // past the kinks of hardswish at +-3
+inline SampleInput S(Dims s) { return {SampleInput::small, s}; }
+inline SampleInput Z(Dims s) { return {SampleInput::whole, s}; }
+inline SampleInput U(Dims s, std::int64_t bound) { return {SampleInput::unique, s, DType::i64, bound}; }
+inline SampleInput Q(Dims s) { return {SampleInput::quantized, s, DType::i8}; }
+inline SampleInput B(Dims s) { return {SampleInput::bf16_weight, s, DType::bf16}; }
+}  // namespace sampling
+
+/// The samples of the kernel and view ops (inputs in operand order).
+std::vector<Sample> samples();
+/// Samples past the native kernels' blocking boundaries, too large for finite differences (the provider
+/// comparisons run them; the reference sweep's gradient checks do not).
+std::vector<Sample> large_samples();
+/// The samples of the update ops (role update: they write their role-u operands in place), in operand
+/// order; the sweep splits them into state and read operands by the op's roles.
+std::vector<Sample> update_samples();
+
+/// What provider comparisons run: samples(), large_samples() and update_samples().
+std::vector<Sample> provider_samples();
+
+/// Random values for one sample input in dtype `dtype` (normal/positive) or its own dtype (index, mask).
+Tensor make_input(const SampleInput& in, DType dtype, std::mt19937& rng);
+
+/// Every disagreement of `candidate` with `baseline` (the same op's handlers) on sample `s`, its inputs
+/// drawn in float32 from `rng`: the forward result, the forward result on strided (transposed-back) copies
+/// of the inputs, every VJP input for a random cotangent (when the candidate has a VJP), an update op's new
+/// state; within the op table's tolerances. `tamper` alters the candidate's results (a generic mutant).
+/// Empty when they agree.
+std::vector<std::string> sweep_problems(const kernels::Handler& candidate, const kernels::Handler& baseline,
+                                        const Sample& s, std::mt19937& rng, const ResultTamper* tamper = nullptr);
+
+/// "op [label]".
+std::string describe(const Sample& s);
+
+}  // namespace pact::verify
