@@ -117,6 +117,12 @@ std::vector<Sample> samples() {
       {OpTag::rms_norm, {N({3, 8}), N({8})}, A{{"normalized_shape", L{8}}}},
       {OpTag::layer_norm, {N({4, 37}), N({37}), N({37})}, A{{"normalized_shape", L{37}}}, false, "odd width"},
       {OpTag::rms_norm, {N({5, 19})}, A{{"normalized_shape", L{19}}}, false, "no weight"},
+      {OpTag::layer_norm,
+       {T({3, 21}), N({21}), N({21})},
+       A{{"normalized_shape", L{21}}},
+       false,
+       "tiny values: eps shows"},
+      {OpTag::rms_norm, {T({3, 21}), N({21})}, A{{"normalized_shape", L{21}}}, false, "tiny values: eps shows"},
       {OpTag::rotary_embedding, {N({1, 3, 4, 8}), N({1, 1, 4, 8}), N({1, 1, 4, 8})}, {}, false, "table rows"},
       {OpTag::rotary_embedding, {N({2, 5, 6}), N({5, 1}), N({5, 1})}, {}, false, "per-row cos and sin"},
       {OpTag::batch_norm, {N({4, 3, 2, 2}), N({3}), N({3}), N({3}), P({3})}, {}, true, "training"},
@@ -299,6 +305,11 @@ std::vector<Sample> samples() {
       {OpTag::neg, {N({3, 37})}, {}, false, "long rows"},
       {OpTag::clamp, {N({3, 37})}, A{{"min", 0.0}}, false, "lower bound only"},
       {OpTag::batch_norm, {N({2, 5, 7, 9}), N({5}), N({5}), N({5}), P({5})}, {}, false, "eval, long planes"},
+      {OpTag::batch_norm,
+       {N({2, 3, 4, 5}), N({3}), N({3}), N({3}), T({3})},
+       {},
+       false,
+       "eval, tiny variance: eps shows"},
       {OpTag::mean, {N({2, 3, 7, 9})}, A{{"dims", L{2, 3}}, {"keepdim", true}}, false, "global pool"},
       {OpTag::linear, {N({1, 37}), N({21, 37}), N({21})}, {}, false, "one row"},
       {OpTag::linear, {N({2, 40}), N({9, 40})}, {}, false, "two rows, no bias"},
@@ -374,7 +385,7 @@ std::vector<Sample> samples() {
 }
 
 // Samples past the native kernels' blocking boundaries (GEMM tiles and K blocks, im2col panels, rows
-// shared among the threads), too large for the finite-difference sweep.
+// shared among the threads), too large for the finite-difference sweep, or with values beyond it.
 std::vector<Sample> large_samples() {
   using ops::OpTag;
   return {
@@ -382,6 +393,8 @@ std::vector<Sample> large_samples() {
       {OpTag::cross_entropy, {N({300, 257}), I({300}, 257)}, {}, false, "rows shared among the threads"},
       {OpTag::matmul, {N({3, 200, 301}), N({301, 190})}, {}, false, "full tiles, several K blocks"},
       {OpTag::layer_norm, {N({300, 256}), N({256}), N({256})}, A{{"normalized_shape", L{256}}}, false, "300 rows"},
+      {OpTag::rms_norm, {N({300, 130}), N({130})}, A{{"normalized_shape", L{130}}}, false, "300 rows: threads"},
+      {OpTag::log_softmax, {N({300, 257})}, {}, false, "rows shared among the threads"},
       {OpTag::conv2d,
        {N({1, 3, 45, 75}), N({8, 3, 7, 7}), N({8})},
        A{{"stride", L{2}}, {"padding", L{3}}},
@@ -398,6 +411,10 @@ std::vector<Sample> large_samples() {
        false,
        "unequal strides and padding"},
       {OpTag::gelu, {N({3, 12001})}, {}, false, "past 2^15 elements: shared among the threads"},
+      // Logits of magnitude 1e4 over rows of two 16-lane blocks and a tail: the max must be exact.
+      {OpTag::softmax, {H({3, 37})}, {}, false, "huge logits"},
+      {OpTag::log_softmax, {H({3, 37})}, {}, false, "huge logits"},
+      {OpTag::cross_entropy, {H({3, 37}), I({3}, 37)}, {}, false, "huge logits"},
   };
 }
 
@@ -442,6 +459,7 @@ Tensor make_input(const SampleInput& in, DType dtype, std::mt19937& rng) {
   std::normal_distribution<double> normal(0.0, 1.0);
   std::uniform_real_distribution<double> pos(0.5, 2.0);
   std::uniform_real_distribution<double> small(-1.2, 1.2);
+  std::uniform_real_distribution<double> tiny(1e-4, 2e-3);
   for (auto& x : v) {
     switch (in.kind) {
       case SampleInput::normal:
@@ -456,6 +474,12 @@ Tensor make_input(const SampleInput& in, DType dtype, std::mt19937& rng) {
         break;
       case SampleInput::small:
         x = small(rng);
+        break;
+      case SampleInput::tiny:
+        x = tiny(rng);
+        break;
+      case SampleInput::huge:
+        x = 1e4 * normal(rng);
         break;
       case SampleInput::whole:
         x = static_cast<double>(static_cast<int>(rng() % 5) - 2);

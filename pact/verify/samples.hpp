@@ -20,8 +20,22 @@ struct SampleInput {
   // wide: normal with scale 4; small: uniform in [-1.2, 1.2) (inside tan's poles); whole: integers in [-2, 2]
   // (ties for comparisons); unique: distinct indices in [0, bound) (index_copy's contract); quantized: i8
   // values in [-127, 127] (linear_int8's weight); bf16_weight: normal values stored as bf16 whatever dtype the
-  // test chooses (linear_bf16's weight).
-  enum Kind { normal, positive, index, mask, wide, small, whole, unique, quantized, bf16_weight } kind = normal;
+  // test chooses (linear_bf16's weight); tiny: uniform in [1e-4, 2e-3) (where a norm's default eps shows);
+  // huge: normal with scale 1e4 (logits far beyond exp's range, where a softmax's max must be exact).
+  enum Kind {
+    normal,
+    positive,
+    index,
+    mask,
+    wide,
+    small,
+    whole,
+    unique,
+    quantized,
+    bf16_weight,
+    tiny,
+    huge
+  } kind = normal;
   Dims shape;
   DType dtype = DType::f32;  // for normal/positive: the float dtype is chosen by the test
   std::int64_t bound = 0;    // index: values in [0, bound)
@@ -49,12 +63,14 @@ inline SampleInput Z(Dims s) { return {SampleInput::whole, s}; }
 inline SampleInput U(Dims s, std::int64_t bound) { return {SampleInput::unique, s, DType::i64, bound}; }
 inline SampleInput Q(Dims s) { return {SampleInput::quantized, s, DType::i8}; }
 inline SampleInput B(Dims s) { return {SampleInput::bf16_weight, s, DType::bf16}; }
+inline SampleInput T(Dims s) { return {SampleInput::tiny, s}; }
+inline SampleInput H(Dims s) { return {SampleInput::huge, s}; }
 }  // namespace sampling
 
 /// The samples of the kernel and view ops (inputs in operand order).
 std::vector<Sample> samples();
-/// Samples past the native kernels' blocking boundaries, too large for finite differences (the provider
-/// comparisons run them; the reference sweep's gradient checks do not).
+/// Samples past the native kernels' blocking boundaries, or with values too large for finite differences
+/// (the provider comparisons run them; the reference sweep's gradient checks do not).
 std::vector<Sample> large_samples();
 /// The samples of the update ops (role update: they write their role-u operands in place), in operand
 /// order; the sweep splits them into state and read operands by the op's roles.

@@ -116,17 +116,56 @@ int run(const Options& o) {
     max_id = std::max(max_id, x.id);
     mutants.emplace(x.id, std::move(x));
   }
-  // Equivalent mutants: matched by file, line, column, original and mutated text.
-  std::vector<Json> equivalent_rows;
+  // Equivalent mutants: matched by file, line, column, original and mutated text; or every mutant on a source
+  // line (or those at the listed `columns`, or named "original -> mutated" in `only`), the line matched by its
+  // text, whitespace trimmed (a line that changes stops matching; one that moves still does).
+  std::vector<Json> equivalent_rows, equivalent_lines;
   if (!o.equivalent.empty()) {
     const Json listed = pact::parse_json(pact::read_file(o.equivalent, "mutation gate"), o.equivalent);
     for (const Json& e : listed.at("equivalent")) equivalent_rows.push_back(e);
+    if (listed.contains("equivalent_lines"))
+      for (const Json& e : listed.at("equivalent_lines")) equivalent_lines.push_back(e);
   }
+  std::map<std::string, std::vector<std::string>> sources;
+  auto source_line = [&](const std::string& file, std::int64_t line) -> std::string {
+    auto it = sources.find(file);
+    if (it == sources.end()) {
+      std::vector<std::string> lines;
+      std::string text = pact::read_file(file, "mutation gate"), cur;
+      for (char ch : text) {
+        if (ch == '\n') {
+          lines.push_back(std::move(cur));
+          cur.clear();
+        } else {
+          cur += ch;
+        }
+      }
+      lines.push_back(std::move(cur));
+      it = sources.emplace(file, std::move(lines)).first;
+    }
+    if (line < 1 || line > static_cast<std::int64_t>(it->second.size())) return {};
+    const std::string& l = it->second[static_cast<std::size_t>(line - 1)];
+    const auto b = l.find_first_not_of(" \t"), e = l.find_last_not_of(" \t\r");
+    return b == std::string::npos ? std::string() : l.substr(b, e - b + 1);
+  };
   auto equivalence = [&](const Mutant& m) -> std::string {
     for (const Json& e : equivalent_rows) {
       if (e.at("file") == m.file && e.at("line") == m.line && e.at("column") == m.column &&
           e.at("original") == m.original && e.at("mutated") == m.mutated)
         return e.at("reason").get<std::string>();
+    }
+    for (const Json& e : equivalent_lines) {
+      if (e.at("file") != m.file || e.at("text") != source_line(m.file, m.line)) continue;
+      if (e.contains("columns")) {
+        const Json& cols = e.at("columns");
+        if (std::none_of(cols.begin(), cols.end(), [&](const Json& x) { return x == m.column; })) continue;
+      }
+      if (e.contains("only")) {
+        const std::string change = m.original + " -> " + m.mutated;
+        const Json& only = e.at("only");
+        if (std::none_of(only.begin(), only.end(), [&](const Json& x) { return x == change; })) continue;
+      }
+      return e.at("reason").get<std::string>();
     }
     return {};
   };
