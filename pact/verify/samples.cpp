@@ -581,6 +581,7 @@ std::vector<std::string> sweep_problems(const kernels::Handler& candidate, const
   check(yc.to_doubles(), yr.to_doubles(), info.tolerance(), "forward");
   std::vector<Tensor> keep;
   std::vector<TensorView> strided;
+  strided.reserve(ins.size());
   for (const auto& t : ins) strided.push_back(strided_copy(t, keep));
   Tensor ys = kernels::run_forward(candidate, strided, s.attrs, ctx);
   if (tamper != nullptr && tamper->forward) tamper->forward(ys);
