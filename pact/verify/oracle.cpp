@@ -52,13 +52,6 @@ namespace {
 ops::Tolerance f64_tolerance() { return {1e-10, 1e-9}; }
 ops::Tolerance widen(ops::Tolerance t) { return {std::max(t.abs, 1e-6), std::max(t.rel, 1e-6)}; }
 
-std::vector<TensorView> views(const std::vector<Tensor>& ts) {
-  std::vector<TensorView> v;
-  v.reserve(ts.size());
-  for (const auto& t : ts) v.push_back(t.as_view());
-  return v;
-}
-
 std::optional<std::string> disagreement(const std::string& what, const std::vector<double>& got,
                                         const std::vector<double>& want, ops::Tolerance t) {
   if (got.size() != want.size()) return fmt::format("{}: {} elements, PyTorch's {}", what, got.size(), want.size());
@@ -85,14 +78,14 @@ kernels::KernelContext context_of(const OracleCase& c) { return kernels::KernelC
 
 Tensor forward(const kernels::Handler& h, const OracleCase& c, const std::vector<Tensor>& ins,
                const ResultTamper* tamper) {
-  Tensor y = kernels::run_forward(h, views(ins), c.attrs, context_of(c));
+  Tensor y = kernels::run_forward(h, views_of(ins), c.attrs, context_of(c));
   if (tamper != nullptr && tamper->forward) tamper->forward(y);
   return y;
 }
 
 std::vector<std::optional<Tensor>> vjp(const kernels::Handler& h, const OracleCase& c, const std::vector<Tensor>& ins,
                                        const Tensor& y, const Tensor& g, const ResultTamper* tamper) {
-  auto grads = kernels::run_vjp(h, views(ins), y.as_view(), g.as_view(), c.attrs, context_of(c));
+  auto grads = kernels::run_vjp(h, views_of(ins), y.as_view(), g.as_view(), c.attrs, context_of(c));
   if (tamper != nullptr && tamper->vjp) tamper->vjp(grads);
   return grads;
 }
@@ -152,6 +145,13 @@ const std::vector<OracleCase>& oracle_cases(const std::string& dir) {
 
 // The case's inputs in dtype d; an operand of role c (any dtype) that the fixture stores in another dtype
 // than f32 keeps it (linear_bf16's bf16 weight), as float inputs are stored as f32 values otherwise.
+std::vector<TensorView> views_of(const std::vector<Tensor>& ts) {
+  std::vector<TensorView> v;
+  v.reserve(ts.size());
+  for (const auto& t : ts) v.push_back(t.as_view());
+  return v;
+}
+
 std::vector<Tensor> inputs_in(const OracleCase& c, DType d) {
   const ops::OpInfo& info = ops::op_info(c.op);
   std::vector<Tensor> ins;

@@ -61,6 +61,9 @@ struct ResultTamper {
 /// boolean inputs stay as stored).
 std::vector<Tensor> inputs_in(const OracleCase& c, DType d);
 
+/// Views of owners, in order.
+std::vector<TensorView> views_of(const std::vector<Tensor>& ts);
+
 /// Runs an update op's handler on copies of `ins` (operand order, split into state and read by the op's
 /// roles) and returns the state operands' new values, in operand order.
 std::vector<Tensor> updated_state(const kernels::Handler& h, const std::vector<Tensor>& ins,

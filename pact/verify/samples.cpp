@@ -522,13 +522,6 @@ std::string describe(const Sample& s) {
 
 namespace {
 
-std::vector<TensorView> views_of(const std::vector<Tensor>& ts) {
-  std::vector<TensorView> v;
-  v.reserve(ts.size());
-  for (const auto& t : ts) v.push_back(t.as_view());
-  return v;
-}
-
 // A view with the same values as `t` but a strided (transposed-back) layout, when t has rank >= 2.
 TensorView strided_copy(const Tensor& t, std::vector<Tensor>& keep) {
   if (t.rank() < 2) return t.as_view();

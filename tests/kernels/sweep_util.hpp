@@ -43,12 +43,7 @@ inline ::testing::AssertionResult close(const std::vector<double>& a, const std:
                                        << " (tolerance " << tol.abs << " + " << tol.rel << " * " << r.scale << ")";
 }
 
-/// Views of owners.
-inline std::vector<TensorView> views_of(const std::vector<Tensor>& ts) {
-  std::vector<TensorView> v;
-  for (const auto& t : ts) v.push_back(t.as_view());
-  return v;
-}
+using verify::views_of;
 
 /// Runs an update op's handler on copies of `ins` (verify::updated_state) and returns every state operand's
 /// new values, concatenated in operand order.
