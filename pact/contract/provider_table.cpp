@@ -11,10 +11,6 @@ namespace {
 
 using EK = EvidenceKind;
 
-// CUDA contracts declared before CUDA handlers exist (Note [Provider table]).
-constexpr ops::OpTag kCudaDeclaredOps[] = {ops::OpTag::matmul, ops::OpTag::linear,  ops::OpTag::add,
-                                           ops::OpTag::relu,   ops::OpTag::softmax, ops::OpTag::cross_entropy};
-
 // The table (Note [Provider table]). Shape and layout evidence of the CPU rows are the runtime guards
 // every handler call passes through (kernels::run_forward); forward-value and VJP evidence are the op
 // oracle's tests (each provider's kernels against PyTorch's float64 values, tests/kernels/oracle_test.cpp;
@@ -113,9 +109,9 @@ constexpr ProviderRow kRows[] = {
      DTypeSet{},
      {EK::runtimeGuard, EK::runtimeGuard, EK::runtimeGuard, EK::runtimeGuard},
      {"cuda.device_present", "cuda.device_present", "cuda.device_present", "cuda.device_present"},
-     nullptr,
+     &kernels::cuda_handlers,
      HandlerSelection::all,
-     kCudaDeclaredOps,
+     {},
      false},
     {"libtorch",
      "libtorch",
@@ -173,7 +169,8 @@ bool keeps(HandlerSelection s, ops::OpTag op) {
   return s == HandlerSelection::all || (s == HandlerSelection::attention_only) == attention;
 }
 
-Capsule capsule_for(const ProviderRow& row, ops::OpTag op, bool vjp, std::string_view source_file) {
+Capsule capsule_for(const ProviderRow& row, ops::OpTag op, bool vjp, std::string_view source_file,
+                    std::string_view symbol) {
   const auto& info = ops::op_info(op);
   const DTypeSet served = info.role == ops::OpRole::view ? row.view_dtypes : row.dtypes;
   const std::string dtypes = served.to_string();
@@ -208,24 +205,19 @@ Capsule capsule_for(const ProviderRow& row, ops::OpTag op, bool vjp, std::string
   };
   c.numerical_policy = row.policy;
   // The symbol as the symbol table names it (the lockstep test checks it with nm).
-  c.provenance = row.handlers != nullptr
-                     ? Provenance{std::string(source_file),
-                                  fmt::format("pact::kernels::cpu::{}::{}_{}", row.provider, info.kind,
-                                              info.role == ops::OpRole::update || info.role == ops::OpRole::collective
-                                                  ? "update"
-                                                  : "forward")}
-                     : Provenance{"pact/contract/provider_table.cpp", "pact::contract::provider_table"};
+  c.provenance = row.handlers != nullptr ? Provenance{std::string(source_file), std::string(symbol)}
+                                         : Provenance{"pact/contract/provider_table.cpp", "pact::contract::provider_table"};
   return c;
 }
 
 CapsuleModule module_from(const ProviderRow& row) {
   CapsuleModule m{std::string(row.module), {}};
   if (row.handlers == nullptr) {
-    for (ops::OpTag op : row.declared_ops) m.capsules.push_back(capsule_for(row, op, ops::op_info(op).has_vjp, ""));
+    for (ops::OpTag op : row.declared_ops) m.capsules.push_back(capsule_for(row, op, ops::op_info(op).has_vjp, "", ""));
     return m;
   }
   for (const auto& h : row.handlers()) {
-    if (keeps(row.selection, h.op)) m.capsules.push_back(capsule_for(row, h.op, h.vjp != nullptr, h.source_file));
+    if (keeps(row.selection, h.op)) m.capsules.push_back(capsule_for(row, h.op, h.vjp != nullptr, h.source_file, h.symbol));
   }
   return m;
 }

@@ -3,11 +3,13 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstring>
 #include <cstdlib>
 #include <map>
 #include <mutex>
 #include <new>
 
+#include "pact/core/cuda_device.hpp"
 #include "pact/core/error.hpp"
 
 namespace pact {
@@ -168,6 +170,61 @@ class CudaStubProvider final : public HostBackedProvider {
   std::uint64_t bind_device(const ProviderAllocation& a) override { return counted_binding(a); }
 };
 
+// The real CUDA provider (pact/core/cuda_device.hpp): device memory from the stream-ordered pool. The
+// allocation's handle is its device address, which is also the binding token device work reads; no
+// host pointer exists. A release is stream-ordered after every earlier use, and retained when the device
+// is poisoned (no completion can be proven).
+class CudaDeviceProvider final : public Provider {
+ public:
+  explicit CudaDeviceProvider(CudaDevice& device) : device_(device) {}
+  std::string_view name() const noexcept override { return "cuda"; }
+  DeviceKind device() const noexcept override { return DeviceKind::cuda; }
+  bool host_accessible() const noexcept override { return false; }
+  bool device_bindable() const noexcept override { return true; }
+  bool host_copy_engine() const noexcept override { return false; }
+  std::uint64_t alignment() const noexcept override { return 256; }
+  ProviderAllocation allocate(std::uint64_t bytes) override {
+    counters_.allocations.fetch_add(1, std::memory_order_relaxed);
+    const std::uint64_t address = device_.allocate(bytes);
+    return ProviderAllocation{address, bytes, nullptr, bytes};
+  }
+  void deallocate(const ProviderAllocation& a) noexcept override {
+    counters_.deallocations.fetch_add(1, std::memory_order_relaxed);
+    device_.release(a.handle);
+  }
+  std::byte* map_host(const ProviderAllocation& a) override {
+    throw_error(ErrorCode::not_host_accessible, "cuda.map_host",
+                fmt::format("device allocation of {} bytes is not host-accessible; transfer it to cpu", a.bytes));
+  }
+  void synchronize(const ProviderAllocation&) override {
+    counters_.synchronizations.fetch_add(1, std::memory_order_relaxed);
+    device_.synchronize();
+  }
+  std::uint64_t bind_device(const ProviderAllocation& a) override {
+    counters_.mappings.fetch_add(1, std::memory_order_relaxed);
+    return a.handle;
+  }
+  std::byte* unsafe_copy_base(const ProviderAllocation&) override {
+    throw_error(ErrorCode::not_host_accessible, "cuda.copy", "device memory is copied through the driver");
+  }
+  void copy_out(std::byte* dst, const ProviderAllocation& src, std::uint64_t offset, std::uint64_t bytes) override {
+    device_.copy_to_host(dst, src.handle + offset, bytes);
+  }
+  void copy_in(const ProviderAllocation& dst, std::uint64_t offset, const std::byte* src, std::uint64_t bytes) override {
+    device_.copy_from_host(dst.handle + offset, src, bytes);
+  }
+  void copy_within(const ProviderAllocation& dst, std::uint64_t dst_offset, const ProviderAllocation& src,
+                   std::uint64_t src_offset, std::uint64_t bytes) override {
+    device_.copy_within(dst.handle + dst_offset, src.handle + src_offset, bytes);
+  }
+  void clear(const ProviderAllocation& dst, std::uint64_t offset, std::uint64_t bytes) override {
+    device_.clear(dst.handle + offset, bytes);
+  }
+
+ private:
+  CudaDevice& device_;
+};
+
 class FakeProvider final : public HostBackedProvider {
  public:
   std::string_view name() const noexcept override { return "fake"; }
@@ -189,7 +246,59 @@ class FakeProvider final : public HostBackedProvider {
   std::atomic<int> failures_{0};
 };
 
+class FakeDeviceProvider final : public HostBackedProvider {
+ public:
+  std::string_view name() const noexcept override { return "fake-device"; }
+  DeviceKind device() const noexcept override { return DeviceKind::cuda; }
+  bool host_accessible() const noexcept override { return false; }
+  bool device_bindable() const noexcept override { return true; }
+  bool host_copy_engine() const noexcept override { return false; }
+  std::byte* map_host(const ProviderAllocation&) override {
+    throw_error(ErrorCode::not_host_accessible, "fake-device.map_host", "fake device storage is not host-accessible");
+  }
+  std::uint64_t bind_device(const ProviderAllocation& a) override { return counted_binding(a); }
+  std::byte* unsafe_copy_base(const ProviderAllocation&) override {
+    throw_error(ErrorCode::not_host_accessible, "fake-device.copy", "device bytes move only through the copy engine");
+  }
+  void copy_out(std::byte* dst, const ProviderAllocation& src, std::uint64_t offset, std::uint64_t bytes) override {
+    std::memcpy(dst, in_bounds(src, offset, bytes), bytes);
+  }
+  void copy_in(const ProviderAllocation& dst, std::uint64_t offset, const std::byte* src, std::uint64_t bytes) override {
+    std::memcpy(in_bounds(dst, offset, bytes), src, bytes);
+  }
+  void copy_within(const ProviderAllocation& dst, std::uint64_t dst_offset, const ProviderAllocation& src,
+                   std::uint64_t src_offset, std::uint64_t bytes) override {
+    std::memmove(in_bounds(dst, dst_offset, bytes), in_bounds(src, src_offset, bytes), bytes);
+  }
+  void clear(const ProviderAllocation& dst, std::uint64_t offset, std::uint64_t bytes) override {
+    std::memset(in_bounds(dst, offset, bytes), 0, bytes);
+  }
+
+ private:
+  // A device's copy engine faults on a range outside the allocation; the fake refuses it typed.
+  std::byte* in_bounds(const ProviderAllocation& a, std::uint64_t offset, std::uint64_t bytes) {
+    if (offset > a.bytes || bytes > a.bytes - offset)
+      throw_error(ErrorCode::out_of_span, "fake-device.copy",
+                  fmt::format("[{}, +{}) outside the allocation's {} bytes", offset, bytes, a.bytes));
+    return HostBackedProvider::unsafe_copy_base(a) + offset;
+  }
+};
+
 }  // namespace
+
+void Provider::copy_out(std::byte*, const ProviderAllocation&, std::uint64_t, std::uint64_t) {
+  throw_error(ErrorCode::unsupported, "provider.copy_out", fmt::format("{} copies through host memory", name()));
+}
+void Provider::copy_in(const ProviderAllocation&, std::uint64_t, const std::byte*, std::uint64_t) {
+  throw_error(ErrorCode::unsupported, "provider.copy_in", fmt::format("{} copies through host memory", name()));
+}
+void Provider::copy_within(const ProviderAllocation&, std::uint64_t, const ProviderAllocation&, std::uint64_t,
+                           std::uint64_t) {
+  throw_error(ErrorCode::unsupported, "provider.copy_within", fmt::format("{} copies through host memory", name()));
+}
+void Provider::clear(const ProviderAllocation&, std::uint64_t, std::uint64_t) {
+  throw_error(ErrorCode::unsupported, "provider.clear", fmt::format("{} clears through host memory", name()));
+}
 
 void Provider::fail_next_attachments(int) {
   throw_error(ErrorCode::unsupported, "provider.fail_next_attachments",
@@ -205,10 +314,14 @@ std::shared_ptr<Provider> meta_provider() {
   return p;
 }
 std::shared_ptr<Provider> cuda_provider() {
-  static auto p = std::make_shared<CudaStubProvider>();
+  static const std::shared_ptr<Provider> p = []() -> std::shared_ptr<Provider> {
+    if (CudaDevice* device = CudaDevice::get()) return std::make_shared<CudaDeviceProvider>(*device);
+    return std::make_shared<CudaStubProvider>();
+  }();
   return p;
 }
 std::shared_ptr<Provider> make_fake_provider() { return std::make_shared<FakeProvider>(); }
+std::shared_ptr<Provider> make_fake_device_provider() { return std::make_shared<FakeDeviceProvider>(); }
 
 namespace {
 // Note [External host memory]

@@ -1,6 +1,7 @@
 #pragma once
-/// Storage providers (SPEC §4): cpu (aligned host memory), meta (geometry only), cuda (the host-parity
-/// stub until a CUDA build with a device exists), fake (counts provider work, for tests).
+/// Storage providers (SPEC §4): cpu (aligned host memory), meta (geometry only), cuda (the device's memory
+/// where a CUDA driver and device are present, pact/core/cuda_device.hpp; otherwise the host-parity stub),
+/// fake (counts provider work, for tests).
 
 #include <atomic>
 #include <cstddef>
@@ -88,6 +89,20 @@ class Provider {
   /// and must never escape the copy routine. Throws no_host_bytes for meta.
   virtual std::byte* unsafe_copy_base(const ProviderAllocation& allocation) = 0;
 
+  /// True when unsafe_copy_base is host memory the core may memcpy: every provider but a real device's,
+  /// whose bytes move only through copy_out, copy_in, copy_within and clear (each ordered on the device).
+  virtual bool host_copy_engine() const noexcept { return true; }
+  /// Device providers: `bytes` bytes at `offset` into `src` copied to host memory at `dst`; complete on
+  /// return. Host providers throw unsupported (the core copies their bytes itself).
+  virtual void copy_out(std::byte* dst, const ProviderAllocation& src, std::uint64_t offset, std::uint64_t bytes);
+  /// Device providers: host bytes copied into `dst` at `offset`; the host buffer may be reused on return.
+  virtual void copy_in(const ProviderAllocation& dst, std::uint64_t offset, const std::byte* src, std::uint64_t bytes);
+  /// Device providers: a copy between two of this provider's allocations.
+  virtual void copy_within(const ProviderAllocation& dst, std::uint64_t dst_offset, const ProviderAllocation& src,
+                           std::uint64_t src_offset, std::uint64_t bytes);
+  /// Device providers: zeroes `bytes` bytes at `offset`.
+  virtual void clear(const ProviderAllocation& dst, std::uint64_t offset, std::uint64_t bytes);
+
   /// Records one descriptor validation.
   void note_validation() noexcept { counters_.validations.fetch_add(1, std::memory_order_relaxed); }
   /// The provider's counters.
@@ -102,12 +117,19 @@ class Provider {
 std::shared_ptr<Provider> cpu_provider();
 /// The process-wide meta provider (geometry only; host access refuses with no_host_bytes).
 std::shared_ptr<Provider> meta_provider();
-/// The process-wide CUDA provider. Without a CUDA build and device this is the host-parity stub,
-/// named "cuda-stub": storage is host memory behind an opaque handle, host access refuses
-/// (not_host_accessible) exactly as it would on a device, and device bindings are opaque tokens.
+/// The process-wide CUDA provider. Where the driver reports a device (CudaDevice::get()) it is "cuda":
+/// stream-ordered device memory from the device's caching pool, no host access (not_host_accessible),
+/// copies through the driver, and a device binding whose token is the allocation's device address.
+/// Without a driver or device it is the host-parity stub, named "cuda-stub": storage is host memory
+/// behind an opaque handle, host access refuses exactly as it would on a device, and device bindings
+/// are opaque tokens.
 std::shared_ptr<Provider> cuda_provider();
 /// A new fake provider with its own counters: host-accessible and device-bindable.
 std::shared_ptr<Provider> make_fake_provider();
+/// A new fake device provider (tests): host memory that the core may not touch (host_copy_engine false,
+/// no host access), whose copy_out / copy_in / copy_within / clear copy bytes as a device's driver would, so
+/// the core's staged device copies run on a machine without a GPU. Named "fake-device", placed on cuda.
+std::shared_ptr<Provider> make_fake_device_provider();
 /// A provider of exactly one allocation: `bytes` of host memory at `data` that another runtime allocated
 /// and owns (a numpy array's buffer, a DLPack tensor's data), named "external". Its one allocate() hands
 /// out that range (any other request is unsupported); deallocate() releases `keeper`, whatever keeps the

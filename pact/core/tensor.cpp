@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cstring>
+#include <vector>
 
 #include "pact/core/checked_math.hpp"
 
@@ -46,15 +47,9 @@ std::optional<Error> host_refusal(const char* operation, const core::Claim& clai
 
 namespace {
 
-// Copies every element of `src` into `dst` in logical order (same shape and dtype), through each
-// provider's copy engine. One contiguous pair is one memcpy.
-void copy_elements(const core::Claim& src_claim, const CheckedLayout& src, const core::Claim& dst_claim,
-                   const CheckedLayout& dst) {
-  if (src.numel() == 0) return;
-  const std::byte* s =
-      src_claim.root->provider().unsafe_copy_base(src_claim.root->allocation()) + src_claim.begin + src.byte_offset();
-  std::byte* d =
-      dst_claim.root->provider().unsafe_copy_base(dst_claim.root->allocation()) + dst_claim.begin + dst.byte_offset();
+// Copies every element of `src` (its element 0 at s) into `dst` (its element 0 at d) in logical order, both
+// host memory. One contiguous pair is one memmove.
+void host_copy(const std::byte* s, const CheckedLayout& src, std::byte* d, const CheckedLayout& dst) {
   const auto elem = static_cast<std::int64_t>(dtype_size(src.dtype()));
   if (src.is_contiguous() && dst.is_contiguous()) {
     std::memmove(d, s, static_cast<std::size_t>(src.numel() * elem));
@@ -75,6 +70,47 @@ void copy_elements(const core::Claim& src_claim, const CheckedLayout& src, const
       coord[i] = 0;
     }
   }
+}
+
+// Copies every element of `src` into `dst` in logical order (same shape and dtype), through each
+// provider's copy engine. Host providers' bytes are copied here; a device provider's move through its
+// driver: a contiguous pair on one device is one device copy, anything else is staged through host
+// memory over the layout's byte envelope (a strided destination's envelope is read first, so the bytes
+// between its elements are kept).
+void copy_elements(const core::Claim& src_claim, const CheckedLayout& src, const core::Claim& dst_claim,
+                   const CheckedLayout& dst) {
+  if (src.numel() == 0) return;
+  Provider& sp = src_claim.root->provider();
+  Provider& dp = dst_claim.root->provider();
+  const ProviderAllocation& sa = src_claim.root->allocation();
+  const ProviderAllocation& da = dst_claim.root->allocation();
+  if (sp.host_copy_engine() && dp.host_copy_engine()) {
+    host_copy(sp.unsafe_copy_base(sa) + src_claim.begin + src.byte_offset(), src,
+              dp.unsafe_copy_base(da) + dst_claim.begin + dst.byte_offset(), dst);
+    return;
+  }
+  const std::uint64_t bytes = static_cast<std::uint64_t>(src.numel()) * dtype_size(src.dtype());
+  if (&sp == &dp && src.is_contiguous() && dst.is_contiguous()) {
+    dp.copy_within(da, dst_claim.begin + dst.byte_offset(), sa, src_claim.begin + src.byte_offset(), bytes);
+    return;
+  }
+  std::vector<std::byte> src_stage;
+  const std::byte* s = nullptr;
+  if (sp.host_copy_engine()) {
+    s = sp.unsafe_copy_base(sa) + src_claim.begin + src.byte_offset();
+  } else {
+    src_stage.resize(src.envelope_end() - src.envelope_begin());
+    sp.copy_out(src_stage.data(), sa, src_claim.begin + src.envelope_begin(), src_stage.size());
+    s = src_stage.data() + (src.byte_offset() - src.envelope_begin());
+  }
+  if (dp.host_copy_engine()) {
+    host_copy(s, src, dp.unsafe_copy_base(da) + dst_claim.begin + dst.byte_offset(), dst);
+    return;
+  }
+  std::vector<std::byte> dst_stage(dst.envelope_end() - dst.envelope_begin());
+  if (!dst.is_contiguous()) dp.copy_out(dst_stage.data(), da, dst_claim.begin + dst.envelope_begin(), dst_stage.size());
+  host_copy(s, src, dst_stage.data() + (dst.byte_offset() - dst.envelope_begin()), dst);
+  dp.copy_in(da, dst_claim.begin + dst.envelope_begin(), dst_stage.data(), dst_stage.size());
 }
 
 LayoutRequest request_of(const CheckedLayout& layout) {
@@ -321,6 +357,10 @@ Expected<PreparedDevice, Returned<TensorView>> TensorView::prepare_device() && {
   }
 }
 
+std::uint64_t PreparedDevice::unsafe_device_address() const noexcept {
+  return binding_ + claim_->begin + layout_.byte_offset();
+}
+
 Expected<DeviceBinding, Returned<PreparedDevice>> DeviceBinding::bind(PreparedDevice&& prepared) {
   try {
     prepared.claim_->root->provider().attach(prepared.binding_);
@@ -530,8 +570,12 @@ Tensor Tensor::empty(const Dims& shape, DType dtype, std::shared_ptr<Provider> p
 
 Tensor Tensor::zeros(const Dims& shape, DType dtype, std::shared_ptr<Provider> provider) {
   Tensor t = empty(shape, dtype, std::move(provider));
-  if (t.storage_.provider().has_bytes() && t.nbytes() > 0) {
-    std::memset(t.storage_.provider().unsafe_copy_base(t.storage_.claim_->root->allocation()), 0, t.nbytes());
+  Provider& provider_ref = t.storage_.provider();
+  if (provider_ref.has_bytes() && t.nbytes() > 0) {
+    if (provider_ref.host_copy_engine())
+      std::memset(provider_ref.unsafe_copy_base(t.storage_.claim_->root->allocation()), 0, t.nbytes());
+    else
+      provider_ref.clear(t.storage_.claim_->root->allocation(), 0, t.nbytes());
   }
   return t;
 }

@@ -237,6 +237,7 @@ class PreparedDevice {
   void dispatch() const { claim_->root->provider().dispatch(); }
 
  private:
+  std::uint64_t unsafe_device_address() const noexcept;
   friend class TensorView;
   friend class TensorViewMut;
   friend class DeviceBinding;
@@ -265,6 +266,11 @@ class DeviceBinding {
   std::string_view provider_name() const noexcept { return prepared_.provider_name(); }
   /// Records one dispatch of work over this binding with its provider.
   void dispatch() const { prepared_.dispatch(); }
+  /// unsafe_device_address: the device address of the view's element 0 (the token of a "cuda" provider's
+  /// binding plus the claim's and the layout's byte offsets), for a kernel launch's parameters only. Valid
+  /// while the binding lives; the work that reads it must be ordered on the provider's stream before the
+  /// storage is released (the CUDA provider's releases are stream-ordered, pact/core/cuda_device.hpp).
+  std::uint64_t unsafe_device_address() const noexcept { return prepared_.unsafe_device_address(); }
 
  private:
   explicit DeviceBinding(PreparedDevice prepared) : prepared_(std::move(prepared)) {}

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -73,6 +74,14 @@ std::span<const Handler> blas_handlers();
 /// The collective ops' row (provider mpi): admitted by plans, run by a train::Communicator, never called
 /// (pact/kernels/cpu/collective.cpp).
 std::span<const Handler> collective_handlers();
+/// The CUDA provider's handlers (pact/kernels/cuda/cuda_kernels.cpp): f32 forward and VJP over device
+/// tensors, launched on the CUDA device's stream. They refuse typed (no_device) without a device or in a
+/// build without the kernels (PACT_WITH_CUDA=OFF).
+std::span<const Handler> cuda_handlers();
+/// True when this build embeds the CUDA kernels (nvcc was found: PACT_WITH_CUDA).
+bool cuda_kernels_built() noexcept;
+/// "loaded on NVIDIA H200 (...)", or why the CUDA kernels cannot run here.
+std::string cuda_kernels_status();
 /// The LibTorch provider's handlers (trustedExternal, forward only); empty unless built with
 /// -DPACT_WITH_LIBTORCH=ON.
 std::span<const Handler> libtorch_handlers();

@@ -36,47 +36,6 @@ const AotExport* find_export(const Manifest& m, const std::string& name) {
 
 }  // namespace
 
-const CudaDriver& load_cuda_driver() {
-  static std::once_flag once;
-  static CudaDriver driver;
-  static std::string failure;
-  std::call_once(once, [] {
-    void* lib = probe_cuda().library;  // the one load of the driver (pact/core/cuda_probe.hpp)
-    if (lib == nullptr) {
-      failure = probe_cuda().summary;
-      return;
-    }
-    auto bind = [&](auto& slot, const char* name) {
-      void* sym = ::dlsym(lib, name);
-      if (sym == nullptr && failure.empty())
-        failure = fmt::format("the CUDA driver lacks {} (a driver for CUDA 12.4 or newer is needed)", name);
-      slot = reinterpret_cast<std::remove_reference_t<decltype(slot)>>(sym);
-    };
-    bind(driver.init, "cuInit");
-    bind(driver.device_get_count, "cuDeviceGetCount");
-    bind(driver.device_get, "cuDeviceGet");
-    bind(driver.primary_ctx_retain, "cuDevicePrimaryCtxRetain");
-    bind(driver.primary_ctx_release, "cuDevicePrimaryCtxRelease_v2");
-    bind(driver.ctx_set_current, "cuCtxSetCurrent");
-    bind(driver.module_load_data, "cuModuleLoadData");
-    bind(driver.module_unload, "cuModuleUnload");
-    bind(driver.module_get_function_count, "cuModuleGetFunctionCount");
-    bind(driver.module_enumerate_functions, "cuModuleEnumerateFunctions");
-    bind(driver.func_get_name, "cuFuncGetName");
-    bind(driver.func_get_param_info, "cuFuncGetParamInfo");
-    bind(driver.launch_kernel_ex, "cuLaunchKernelEx");
-    bind(driver.stream_synchronize, "cuStreamSynchronize");
-    bind(driver.mem_alloc, "cuMemAlloc_v2");
-    bind(driver.mem_free, "cuMemFree_v2");
-    bind(driver.memcpy_htod, "cuMemcpyHtoD_v2");
-    bind(driver.memcpy_dtoh, "cuMemcpyDtoH_v2");
-    bind(driver.memset_d8, "cuMemsetD8_v2");
-    bind(driver.tensor_map_encode_tiled, "cuTensorMapEncodeTiled");
-  });
-  if (!failure.empty()) throw_error(ErrorCode::no_device, "seal.cuda", failure);
-  return driver;
-}
-
 int cu_tensor_map_dtype(std::string_view dtype) {
   if (dtype == "u8") return 0;
   if (dtype == "i32") return 3;

@@ -3,7 +3,7 @@
 /// device ABI", "Validator-owned materialization", "Runtime selection and evidence").
 ///
 /// The CUDA driver is loaded at run time (dlopen of libcuda.so.1), so every Pact binary starts without
-/// it; CudaDriver is the table of driver entry points admission uses, with cuda.h's ABI declared here.
+/// it; CudaDriver (pact/core/cuda_driver.hpp) is the table of driver entry points, with cuda.h's ABI.
 /// Tests substitute a fake table to exercise every admission rule without a GPU.
 ///
 /// SealedRuntime is one process's direct-artifact authority: it is bound to one publication (a second
@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "pact/contract/capsule.hpp"
+#include "pact/core/cuda_driver.hpp"
 #include "pact/contract/check.hpp"
 #include "pact/seal/evidence.hpp"
 #include "pact/seal/manifest.hpp"
@@ -44,72 +45,10 @@
 
 namespace pact::seal {
 
-/// cuda.h's launch structures, declared with the same layout (checked against cuda.h where the toolkit
-/// is installed: tests/seal/cuda_abi_test.cpp).
-struct CuLaunchAttribute {
-  std::uint32_t id;
-  char pad[4];
-  union {
-    char bytes[64];
-    std::int32_t scalar;  ///< cooperative, clusterSchedulingPolicyPreference, programmaticStreamSerializationAllowed
-    struct {
-      std::uint32_t x, y, z;
-    } cluster_dim;
-  } value;
-};
-struct CuLaunchConfig {
-  std::uint32_t grid_x, grid_y, grid_z, block_x, block_y, block_z, shared_mem_bytes;
-  void* stream;
-  CuLaunchAttribute* attrs;
-  std::uint32_t num_attrs;
-};
-inline constexpr std::uint32_t kCuLaunchAttributeCooperative = 2;
-inline constexpr std::uint32_t kCuLaunchAttributeClusterDimension = 4;
-inline constexpr std::uint32_t kCuLaunchAttributeClusterSchedulingPolicyPreference = 5;
-inline constexpr std::uint32_t kCuLaunchAttributeProgrammaticStreamSerialization = 6;
-inline constexpr std::int32_t kCuClusterSchedulingPolicySpread = 1;
-inline constexpr int kCudaSuccess = 0;
-inline constexpr int kCudaErrorInvalidValue = 1;
-
-/// The driver entry points admission and launch use (cuda.h names; the _v2 symbols where cuda.h maps
-/// to them).
-struct CudaDriver {
-  using Result = int;
-  Result (*init)(unsigned flags) = nullptr;                                      // cuInit
-  Result (*device_get_count)(int* count) = nullptr;                              // cuDeviceGetCount
-  Result (*device_get)(int* device, int ordinal) = nullptr;                      // cuDeviceGet
-  Result (*primary_ctx_retain)(void** ctx, int device) = nullptr;                // cuDevicePrimaryCtxRetain
-  Result (*primary_ctx_release)(int device) = nullptr;                           // cuDevicePrimaryCtxRelease_v2
-  Result (*ctx_set_current)(void* ctx) = nullptr;                                // cuCtxSetCurrent
-  Result (*module_load_data)(void** module, const void* image) = nullptr;        // cuModuleLoadData
-  Result (*module_unload)(void* module) = nullptr;                               // cuModuleUnload
-  Result (*module_get_function_count)(unsigned* count, void* module) = nullptr;  // cuModuleGetFunctionCount
-  Result (*module_enumerate_functions)(void** functions, unsigned n,
-                                       void* module) = nullptr;          // cuModuleEnumerateFunctions
-  Result (*func_get_name)(const char** name, void* function) = nullptr;  // cuFuncGetName
-  Result (*func_get_param_info)(void* function, std::size_t index, std::size_t* offset,
-                                std::size_t* size) = nullptr;  // cuFuncGetParamInfo
-  Result (*launch_kernel_ex)(const CuLaunchConfig* config, void* function, void** params,
-                             void** extra) = nullptr;                                      // cuLaunchKernelEx
-  Result (*stream_synchronize)(void* stream) = nullptr;                                    // cuStreamSynchronize
-  Result (*mem_alloc)(std::uint64_t* pointer, std::size_t bytes) = nullptr;                // cuMemAlloc_v2
-  Result (*mem_free)(std::uint64_t pointer) = nullptr;                                     // cuMemFree_v2
-  Result (*memcpy_htod)(std::uint64_t dst, const void* src, std::size_t bytes) = nullptr;  // cuMemcpyHtoD_v2
-  Result (*memcpy_dtoh)(void* dst, std::uint64_t src, std::size_t bytes) = nullptr;        // cuMemcpyDtoH_v2
-  Result (*memset_d8)(std::uint64_t dst, unsigned char value, std::size_t n) = nullptr;    // cuMemsetD8_v2
-  Result (*tensor_map_encode_tiled)(void* map, int dtype, std::uint32_t rank, void* address, const std::uint64_t* dims,
-                                    const std::uint64_t* stride_bytes, const std::uint32_t* box,
-                                    const std::uint32_t* element_strides, int interleave, int swizzle, int l2_promotion,
-                                    int oob_fill) = nullptr;  // cuTensorMapEncodeTiled
-};
-
 /// cuda.h's CUtensorMapDataType for a TMA element type, and CUtensorMapSwizzle for a swizzle name.
 int cu_tensor_map_dtype(std::string_view dtype);
 int cu_tensor_map_swizzle(std::string_view swizzle);
 
-/// The process's driver, loaded once with dlopen("libcuda.so.1"). no_device (naming dlerror or the
-/// missing symbol) when the library or a needed entry point is absent.
-const CudaDriver& load_cuda_driver();
 
 /// What the driver observed for one admitted CUBIN.
 struct DriverInventory {

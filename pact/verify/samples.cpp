@@ -529,10 +529,26 @@ TensorView strided_copy(const Tensor& t, std::vector<Tensor>& keep) {
   return keep.back().transpose(0, t.rank() - 1);
 }
 
+// A result's values, copied to the host first when it lives on a device.
+std::vector<double> values_of(const Tensor& t) {
+  if (t.as_view().device() == DeviceKind::cpu) return t.to_doubles();
+  return t.transfer_to(cpu_provider()).to_doubles();
+}
+
+// The candidate's copies of host tensors: the tensors themselves for a CPU handler, transfers to the
+// device's provider for a device handler (the CUDA provider's kernels read device tensors only).
+std::vector<Tensor> placed_for(const kernels::Handler& h, const std::vector<Tensor>& host) {
+  std::vector<Tensor> out;
+  out.reserve(host.size());
+  for (const auto& t : host)
+    out.push_back(h.device == DeviceKind::cuda ? t.transfer_to(cuda_provider()) : t.duplicate());
+  return out;
+}
+
 std::vector<double> concatenated(const std::vector<Tensor>& ts) {
   std::vector<double> out;
   for (const auto& t : ts) {
-    const auto v = t.to_doubles();
+    const auto v = values_of(t);
     out.insert(out.end(), v.begin(), v.end());
   }
   return out;
@@ -565,27 +581,30 @@ std::vector<std::string> sweep_problems(const kernels::Handler& candidate, const
     return found;
   }
   const kernels::KernelContext ctx{s.training, 41};
+  const std::vector<Tensor> cins = candidate.device == DeviceKind::cpu ? std::vector<Tensor>{} : placed_for(candidate, ins);
+  const std::vector<Tensor>& candidate_ins = candidate.device == DeviceKind::cpu ? ins : cins;
   const Tensor yr = kernels::run_forward(baseline, views_of(ins), s.attrs, ctx);
-  Tensor yc = kernels::run_forward(candidate, views_of(ins), s.attrs, ctx);
+  Tensor yc = kernels::run_forward(candidate, views_of(candidate_ins), s.attrs, ctx);
   if (tamper != nullptr && tamper->forward) tamper->forward(yc);
   if (yc.shape() != yr.shape())
     found.push_back(fmt::format("forward: shape [{}] but the baseline gives [{}]", fmt::join(yc.shape(), ", "),
                                 fmt::join(yr.shape(), ", ")));
-  check(yc.to_doubles(), yr.to_doubles(), info.tolerance(), "forward");
+  check(values_of(yc), yr.to_doubles(), info.tolerance(), "forward");
   std::vector<Tensor> keep;
   std::vector<TensorView> strided;
-  strided.reserve(ins.size());
-  for (const auto& t : ins) strided.push_back(strided_copy(t, keep));
+  strided.reserve(candidate_ins.size());
+  for (const auto& t : candidate_ins) strided.push_back(strided_copy(t, keep));
   Tensor ys = kernels::run_forward(candidate, strided, s.attrs, ctx);
   if (tamper != nullptr && tamper->forward) tamper->forward(ys);
-  check(ys.to_doubles(), yr.to_doubles(), info.tolerance(), "forward, strided inputs");
+  check(values_of(ys), yr.to_doubles(), info.tolerance(), "forward, strided inputs");
   if (candidate.vjp == nullptr) return found;  // forward-only handlers (LibTorch)
   std::vector<double> gv(static_cast<std::size_t>(yr.numel()));
   std::normal_distribution<double> nd;
   for (auto& x : gv) x = nd(rng);
   const Tensor g = Tensor::from_values<double>(yr.shape(), std::span<const double>(gv)).convert(yr.dtype());
   const auto gr = kernels::run_vjp(baseline, views_of(ins), yr.as_view(), g.as_view(), s.attrs, ctx);
-  auto gc = kernels::run_vjp(candidate, views_of(ins), yc.as_view(), g.as_view(), s.attrs, ctx);
+  const Tensor gd = candidate.device == DeviceKind::cpu ? g.duplicate() : g.transfer_to(cuda_provider());
+  auto gc = kernels::run_vjp(candidate, views_of(candidate_ins), yc.as_view(), gd.as_view(), s.attrs, ctx);
   if (tamper != nullptr && tamper->vjp) tamper->vjp(gc);
   for (std::size_t i = 0; i < gr.size(); ++i) {
     if (i >= gc.size() || gr[i].has_value() != gc[i].has_value()) {
@@ -593,7 +612,7 @@ std::vector<std::string> sweep_problems(const kernels::Handler& candidate, const
                                   i < gc.size() && gc[i] ? "has" : "has no", gr[i] ? "has one" : "has none"));
       continue;
     }
-    if (gr[i]) check(gc[i]->to_doubles(), gr[i]->to_doubles(), info.vjp_tolerance(), fmt::format("vjp input {}", i));
+    if (gr[i]) check(values_of(*gc[i]), gr[i]->to_doubles(), info.vjp_tolerance(), fmt::format("vjp input {}", i));
   }
   return found;
 }

@@ -1,0 +1,145 @@
+// Pact's own f32 GEMM (the cuda provider's matmul) against cuBLAS SGEMM on the same device, same stream,
+// same operands, in one run (issue 26 goal: >= 0.7x cuBLAS at 4096). cuBLAS is loaded with dlopen
+// (libcublas.so.13 from the CUDA installation), so the benchmark builds without linking the toolkit.
+// Prints one JSON line per size: {"n": N, "pact_tflops": ..., "cublas_tflops": ..., "ratio": ...,
+// "max_rel_diff": ...}. Not a test: scripts/gpu-check.sh runs it on a GPU machine.
+//
+// usage: pact_bench_gpu_gemm [N ...]   (default 1024 2048 4096)
+
+#include <dlfcn.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "pact/core/cuda_device.hpp"
+#include "pact/kernels/kernel.hpp"
+
+namespace {
+
+using namespace pact;
+
+struct Cublas {
+  void* lib = nullptr;
+  int (*create)(void**) = nullptr;
+  int (*destroy)(void*) = nullptr;
+  int (*set_stream)(void*, void*) = nullptr;
+  int (*sgemm)(void*, int, int, int, int, int, const float*, const float*, int, const float*, int, const float*,
+               float*, int) = nullptr;
+};
+
+Cublas load_cublas() {
+  Cublas c;
+  for (const char* name : {"libcublas.so.13", "libcublas.so.12", "libcublas.so"}) {
+    c.lib = ::dlopen(name, RTLD_NOW | RTLD_LOCAL);
+    if (c.lib != nullptr) break;
+  }
+  if (c.lib == nullptr) return c;
+  c.create = reinterpret_cast<decltype(c.create)>(::dlsym(c.lib, "cublasCreate_v2"));
+  c.destroy = reinterpret_cast<decltype(c.destroy)>(::dlsym(c.lib, "cublasDestroy_v2"));
+  c.set_stream = reinterpret_cast<decltype(c.set_stream)>(::dlsym(c.lib, "cublasSetStream_v2"));
+  c.sgemm = reinterpret_cast<decltype(c.sgemm)>(::dlsym(c.lib, "cublasSgemm_v2"));
+  return c;
+}
+
+std::uint64_t address_of(const Tensor& t) {
+  auto prepared = t.prepare_device();
+  if (!prepared) throw std::move(prepared).error().error;
+  auto bound = DeviceBinding::bind(std::move(prepared).value());
+  if (!bound) throw std::move(bound).error().error;
+  return bound.value().unsafe_device_address();
+}
+
+// Median milliseconds of `reps` runs of f, each timed by events on the device's stream, after warm-ups.
+template <class F>
+double time_ms(CudaDevice& dev, int reps, F&& f) {
+  const CudaDriver& d = dev.driver();
+  for (int i = 0; i < 3; ++i) f();
+  std::vector<double> ms;
+  for (int i = 0; i < reps; ++i) {
+    void *start = nullptr, *stop = nullptr;
+    dev.check(d.event_create(&start, 0), "bench.event");
+    dev.check(d.event_create(&stop, 0), "bench.event");
+    dev.check(d.event_record(start, dev.stream()), "bench.event");
+    f();
+    dev.check(d.event_record(stop, dev.stream()), "bench.event");
+    dev.check(d.event_synchronize(stop), "bench.event");
+    float elapsed = 0;
+    dev.check(d.event_elapsed_time(&elapsed, start, stop), "bench.event");
+    ms.push_back(elapsed);
+    d.event_destroy(start);
+    d.event_destroy(stop);
+  }
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::int64_t> sizes;
+  for (int i = 1; i < argc; ++i) sizes.push_back(std::stoll(argv[i]));
+  if (sizes.empty()) sizes = {1024, 2048, 4096};
+  CudaDevice* dev = CudaDevice::get();
+  if (dev == nullptr) {
+    std::printf("{\"skipped\": \"no CUDA device: %s\"}\n", CudaDevice::unavailable_reason().c_str());
+    return 0;
+  }
+  const Cublas cublas = load_cublas();
+  if (cublas.sgemm == nullptr) {
+    std::printf("{\"skipped\": \"cuBLAS not found (libcublas.so.13)\"}\n");
+    return 0;
+  }
+  void* handle = nullptr;
+  dev->make_current();
+  if (cublas.create(&handle) != 0 || cublas.set_stream(handle, dev->stream()) != 0) {
+    std::printf("{\"skipped\": \"cublasCreate failed\"}\n");
+    return 0;
+  }
+  const kernels::Handler* matmul = kernels::find_handler(kernels::cuda_handlers(), ops::OpTag::matmul);
+  std::mt19937 rng(1);
+  std::normal_distribution<float> nd;
+  std::fprintf(stderr, "device: %s\n", dev->description().c_str());
+  for (const std::int64_t n : sizes) {
+    std::vector<float> av(static_cast<std::size_t>(n * n)), bv(static_cast<std::size_t>(n * n));
+    for (auto& x : av) x = nd(rng);
+    for (auto& x : bv) x = nd(rng);
+    const Tensor a = Tensor::from_values<float>(Dims{n, n}, std::span<const float>(av)).transfer_to(cuda_provider());
+    const Tensor b = Tensor::from_values<float>(Dims{n, n}, std::span<const float>(bv)).transfer_to(cuda_provider());
+    Tensor c = Tensor::empty(Dims{n, n}, DType::f32, cuda_provider());
+    std::vector<TensorView> in{a.as_view(), b.as_view()};
+    std::optional<Tensor> ours;
+    const int reps = n >= 4096 ? 10 : 20;
+    const double pact_ms = time_ms(*dev, reps, [&] { ours.emplace(matmul->forward(in, {}, {})); });
+    const float alpha = 1.0f, beta = 0.0f;
+    const auto* pa = reinterpret_cast<const float*>(address_of(a));  // NOLINT(performance-no-int-to-ptr)
+    const auto* pb = reinterpret_cast<const float*>(address_of(b));  // NOLINT(performance-no-int-to-ptr)
+    auto* pc = reinterpret_cast<float*>(address_of(c));              // NOLINT(performance-no-int-to-ptr)
+    const int ni = static_cast<int>(n);
+    // Row-major C = A B is column-major C^T = B^T A^T.
+    const double cublas_ms = time_ms(*dev, reps, [&] {
+      if (cublas.sgemm(handle, 0, 0, ni, ni, ni, &alpha, pb, ni, pa, ni, &beta, pc, ni) != 0)
+        throw std::runtime_error("cublasSgemm failed");
+    });
+    const auto got = ours->transfer_to(cpu_provider()).to_doubles();
+    const auto want = c.transfer_to(cpu_provider()).to_doubles();
+    double worst = 0, scale = 0;
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      worst = std::max(worst, std::abs(got[i] - want[i]));
+      scale = std::max(scale, std::abs(want[i]));
+    }
+    const double flops = 2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n);
+    std::printf("{\"n\": %lld, \"pact_ms\": %.4f, \"cublas_ms\": %.4f, \"pact_tflops\": %.2f, \"cublas_tflops\": %.2f, "
+                "\"ratio\": %.3f, \"max_abs_diff_over_max\": %.2e}\n",
+                static_cast<long long>(n), pact_ms, cublas_ms, flops / pact_ms / 1e9, flops / cublas_ms / 1e9,
+                cublas_ms / pact_ms, worst / std::max(scale, 1e-30));
+    std::fflush(stdout);
+  }
+  cublas.destroy(handle);
+  return 0;
+}

@@ -1,0 +1,653 @@
+// The CUDA provider's handlers (provider "cuda", device cuda): forward and VJP of the ops the provider
+// table declares for it, f32, over tensors in the CUDA provider's device memory. Host code only: the
+// device code is pact/kernels/cuda/kernels.cu, compiled by nvcc into a fatbin embedded in this library
+// (pact_cuda_image, built when PACT_WITH_CUDA is on) and loaded through the driver table on first use.
+// Every operand is reached through a device binding (DeviceBinding::unsafe_device_address), and every
+// launch is ordered on the device's one stream, so the stream-ordered release of an operand's storage
+// follows the kernels that read it.
+//
+// Without a device, or in a build without the fatbin, a handler refuses typed (no_device), naming why.
+
+#include <fmt/format.h>
+
+#include <array>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "pact/core/cuda_device.hpp"
+#include "pact/kernels/kernel.hpp"
+
+extern "C" const unsigned char pact_cuda_image[];
+extern "C" const unsigned long long pact_cuda_image_size;
+
+namespace pact::kernels {
+
+namespace cuda {
+
+using GradList = std::vector<std::optional<Tensor>>;
+using ops::Attributes;
+
+// kernels.cu's Geometry, the same layout.
+struct Geometry {
+  int rank = 0;
+  std::array<std::int64_t, kMaxRank> shape{};
+  std::array<std::int64_t, kMaxRank> stride0{};
+  std::array<std::int64_t, kMaxRank> stride1{};
+};
+
+struct Module {
+  CudaDevice* device = nullptr;
+  void* module = nullptr;
+  std::map<std::string, void*, std::less<>> functions;
+  std::string failure;
+};
+
+Module& module() {
+  static Module m = [] {
+    Module r;
+    r.device = CudaDevice::get();
+    if (r.device == nullptr) {
+      r.failure = fmt::format("no CUDA device: {}", CudaDevice::unavailable_reason());
+      return r;
+    }
+    if (pact_cuda_image_size == 0) {
+      r.failure = "this build has no CUDA kernels (configured without nvcc: PACT_WITH_CUDA=OFF)";
+      return r;
+    }
+    r.device->make_current();
+    const int rc = r.device->driver().module_load_data(&r.module, pact_cuda_image);
+    if (rc != kCudaSuccess) {
+      r.failure = fmt::format("the driver refused Pact's CUDA kernels ({}); the device is {}",
+                              cuda_result_name(r.device->driver(), rc), r.device->description());
+      r.module = nullptr;
+    }
+    return r;
+  }();
+  return m;
+}
+
+std::mutex& functions_mutex() {
+  static std::mutex mu;
+  return mu;
+}
+
+void* function(std::string_view op, const char* name) {
+  Module& m = module();
+  if (m.module == nullptr) throw_error(ErrorCode::no_device, std::string(op), m.failure);
+  std::lock_guard lock(functions_mutex());
+  auto it = m.functions.find(name);
+  if (it != m.functions.end()) return it->second;
+  void* f = nullptr;
+  m.device->make_current();
+  m.device->check(m.device->driver().module_get_function(&f, m.module, name), op);
+  m.functions.emplace(name, f);
+  return f;
+}
+
+CudaDevice& device() {
+  Module& m = module();
+  if (m.device == nullptr) throw_error(ErrorCode::no_device, "cuda", m.failure);
+  return *m.device;
+}
+
+constexpr std::uint32_t kThreads = 256;
+
+std::uint32_t grid_for(std::int64_t n) {
+  const std::int64_t blocks = (n + kThreads - 1) / kThreads;
+  return static_cast<std::uint32_t>(std::clamp<std::int64_t>(blocks, 1, 65535LL * 32));
+}
+
+// The operands of one kernel call: each view's device binding, kept until the launch is enqueued, and any
+// contiguous copy made for it (released after the launch: the release is stream-ordered after it).
+class Operands {
+ public:
+  // Refuses (no_device, saying why) before any operand is read when the kernels cannot run here.
+  explicit Operands(std::string_view op) : op_(op) {
+    if (module().module == nullptr) throw_error(ErrorCode::no_device, std::string(op), module().failure);
+  }
+  // A view's device address; refuses a view outside the CUDA provider or of another dtype than f32.
+  std::uint64_t read(const TensorView& v, std::string_view operand) {
+    if (v.provider_name() != "cuda") {
+      throw_error(ErrorCode::provider_mismatch, std::string(op_),
+                  fmt::format("operand '{}' is in {} storage; the cuda kernels read device tensors", operand,
+                              v.provider_name()));
+    }
+    if (v.dtype() != DType::f32) {
+      throw_error(ErrorCode::dtype_mismatch, std::string(op_),
+                  fmt::format("operand '{}' is {}; the cuda kernels compute f32", operand, dtype_name(v.dtype())));
+    }
+    auto prepared = TensorView(v).prepare_device();
+    if (!prepared) throw std::move(prepared).error().error;
+    auto bound = DeviceBinding::bind(std::move(prepared).value());
+    if (!bound) throw std::move(bound).error().error;
+    bindings_.push_back(std::move(bound).value());
+    return bindings_.back().unsafe_device_address();
+  }
+  // An index operand (i64), read as is.
+  std::uint64_t read_index(const TensorView& v, std::string_view operand) {
+    if (v.provider_name() != "cuda") {
+      throw_error(ErrorCode::provider_mismatch, std::string(op_),
+                  fmt::format("operand '{}' is in {} storage; the cuda kernels read device tensors", operand,
+                              v.provider_name()));
+    }
+    if (v.dtype() != DType::i64 || !v.is_contiguous()) {
+      throw_error(ErrorCode::dtype_mismatch, std::string(op_),
+                  fmt::format("operand '{}' must be contiguous i64, not {}", operand, dtype_name(v.dtype())));
+    }
+    auto prepared = TensorView(v).prepare_device();
+    if (!prepared) throw std::move(prepared).error().error;
+    auto bound = DeviceBinding::bind(std::move(prepared).value());
+    if (!bound) throw std::move(bound).error().error;
+    bindings_.push_back(std::move(bound).value());
+    return bindings_.back().unsafe_device_address();
+  }
+  // The address of a contiguous copy of `v` (v itself when it is contiguous).
+  std::uint64_t contiguous(const TensorView& v, std::string_view operand);
+  // A new device tensor (zeroed when asked) and its address.
+  std::uint64_t write(Tensor& t) {
+    auto view = t.as_view_mut();
+    auto prepared = std::move(view).prepare_device_mut();
+    if (!prepared) throw std::move(prepared).error().error;
+    auto bound = DeviceBinding::bind(std::move(prepared).value());
+    if (!bound) throw std::move(bound).error().error;
+    bindings_.push_back(std::move(bound).value());
+    return bindings_.back().unsafe_device_address();
+  }
+  std::string_view op() const noexcept { return op_; }
+
+ private:
+  std::string_view op_;
+  std::vector<DeviceBinding> bindings_;
+  std::vector<Tensor> copies_;
+};
+
+Tensor device_empty(const Dims& shape, DType dtype = DType::f32) {
+  return Tensor::empty(shape, dtype, cuda_provider(), AllocationReason::OperationOutput);
+}
+
+void launch(std::string_view op, const char* kernel, std::uint32_t grid_x, std::uint32_t grid_y, std::uint32_t grid_z,
+            std::uint32_t block, std::vector<void*> params) {
+  device().launch(function(op, kernel), grid_x, grid_y, grid_z, block, 1, 1, 0, params.data(), op);
+}
+
+// A strided traversal of one view in row-major order of its shape.
+Geometry strided(const TensorView& v) {
+  Geometry g;
+  g.rank = v.rank();
+  const Dims s = v.shape(), st = v.strides();
+  for (int d = 0; d < g.rank; ++d) {
+    g.shape[static_cast<std::size_t>(d)] = s[d];
+    g.stride0[static_cast<std::size_t>(d)] = st[d];
+  }
+  return g;
+}
+
+std::uint64_t Operands::contiguous(const TensorView& v, std::string_view operand) {
+  const std::uint64_t src = read(v, operand);
+  if (v.is_contiguous()) return src;
+  Tensor copy = device_empty(v.shape());
+  const std::uint64_t dst = write(copy);
+  Geometry g = strided(v);
+  std::int64_t n = v.numel();
+  int op_code = 0;
+  launch(op_, "pact_unary_f32", grid_for(n), 1, 1, kThreads, {(void*)&dst, (void*)&src, &g, &n, &op_code});
+  copies_.push_back(std::move(copy));
+  return dst;
+}
+
+// Sums contiguous `src` (shape `from`) down to `to` (right-aligned broadcast target, each dimension either
+// equal or 1) into `dst` (contiguous, to's element count).
+void sum_to_shape(Operands& ops, std::uint64_t dst, std::uint64_t src, const Dims& from, const Dims& to) {
+  Geometry kept, reduced;
+  const int rank = from.size();
+  kept.rank = reduced.rank = rank;
+  const Dims strides = contiguous_strides(from);
+  std::int64_t n = 1, count = 1;
+  for (int d = 0; d < rank; ++d) {
+    const int td = d - (rank - to.size());
+    const std::int64_t target = td >= 0 ? to[td] : 1;
+    const auto i = static_cast<std::size_t>(d);
+    kept.stride0[i] = reduced.stride0[i] = strides[d];
+    if (target == from[d]) {
+      kept.shape[i] = from[d];
+      reduced.shape[i] = 1;
+    } else {
+      kept.shape[i] = 1;
+      reduced.shape[i] = from[d];
+    }
+    n *= kept.shape[i];
+    count *= reduced.shape[i];
+  }
+  if (n == 0) return;
+  launch(ops.op(), "pact_sum_to_shape_f32", grid_for(n), 1, 1, kThreads,
+         {&dst, &src, &kept, &reduced, &n, &count});
+}
+
+// ---- GEMM --------------------------------------------------------------------------------------------------
+
+struct GemmOperand {
+  std::uint64_t address;
+  std::int64_t row_stride, col_stride;
+};
+
+// C[z] (+)= A[z] B[z] (+ bias) over `batch` (shape; stride0/stride1 = A's and B's matrix strides per batch
+// index); C contiguous, m x n per batch.
+void gemm(std::string_view op, std::uint64_t c, GemmOperand a, GemmOperand b, std::uint64_t bias, std::int64_t m,
+          std::int64_t n, std::int64_t k, Geometry batch, bool accumulate) {
+  std::int64_t batches = 1;
+  for (int d = 0; d < batch.rank; ++d) batches *= batch.shape[static_cast<std::size_t>(d)];
+  if (m == 0 || n == 0 || batches == 0) return;
+  if (batches > 65535)
+    throw_error(ErrorCode::unsupported, std::string(op),
+                fmt::format("{} batched products exceed the cuda GEMM's 65535", batches));
+  const void* bias_ptr = bias == 0 ? nullptr : reinterpret_cast<const void*>(bias);  // NOLINT(performance-no-int-to-ptr)
+  int acc = accumulate ? 1 : 0;
+  const auto gx = static_cast<std::uint32_t>((n + 127) / 128), gy = static_cast<std::uint32_t>((m + 127) / 128);
+  if (gy > 65535)
+    throw_error(ErrorCode::unsupported, std::string(op), fmt::format("{} rows exceed the cuda GEMM's grid", m));
+  launch(op, "pact_gemm_f32", gx, gy, static_cast<std::uint32_t>(batches), 256,
+         {&c, &a.address, &b.address, &bias_ptr, &m, &n, &k, &a.row_stride, &a.col_stride, &b.row_stride,
+          &b.col_stride, &batch, &acc});
+}
+
+Geometry no_batch() { return Geometry{}; }
+
+// matmul's operands in matrix form: [batch..., m, k] x [batch..., k, n], 1-D operands promoted.
+struct MatmulForm {
+  Dims a_matrix, b_matrix;  // a's and b's shapes in matrix form (with their own batch dims)
+  Dims batch;               // the broadcast batch
+  std::int64_t m, n, k;
+};
+
+MatmulForm matmul_form(const Dims& as, const Dims& bs) {
+  MatmulForm f;
+  f.a_matrix = as.size() == 1 ? Dims{1, as[0]} : as;
+  f.b_matrix = bs.size() == 1 ? Dims{bs[0], 1} : bs;
+  f.m = f.a_matrix[f.a_matrix.size() - 2];
+  f.k = f.a_matrix[f.a_matrix.size() - 1];
+  f.n = f.b_matrix[f.b_matrix.size() - 1];
+  Dims ab, bb;
+  for (int i = 0; i < f.a_matrix.size() - 2; ++i) ab.push_back(f.a_matrix[i]);
+  for (int i = 0; i < f.b_matrix.size() - 2; ++i) bb.push_back(f.b_matrix[i]);
+  f.batch = ops::broadcast_shapes("matmul", ab, bb);
+  return f;
+}
+
+// The batch geometry of two contiguous matrix-form operands over the broadcast batch: each operand's stride
+// per batch index is its matrix size times its own contiguous batch stride, 0 where it broadcasts.
+Geometry batch_geometry(const Dims& batch, const Dims& x, std::int64_t x_matrix, const Dims& y,
+                        std::int64_t y_matrix) {
+  Geometry g;
+  g.rank = batch.size();
+  auto strides_of = [&](const Dims& full, std::int64_t matrix, auto& out) {
+    const int own = full.size() - 2;  // the operand's batch rank
+    std::int64_t stride = matrix;
+    for (int d = g.rank - 1; d >= 0; --d) {
+      const int od = d - (g.rank - own);
+      const std::int64_t size = od >= 0 ? full[od] : 1;
+      out[static_cast<std::size_t>(d)] = size == 1 ? 0 : stride;
+      stride *= size;
+    }
+  };
+  for (int d = 0; d < g.rank; ++d) g.shape[static_cast<std::size_t>(d)] = batch[d];
+  strides_of(x, x_matrix, g.stride0);
+  strides_of(y, y_matrix, g.stride1);
+  return g;
+}
+
+Dims with_matrix(const Dims& batch, std::int64_t rows, std::int64_t cols) {
+  Dims d = batch;
+  d.push_back(rows);
+  d.push_back(cols);
+  return d;
+}
+
+// ---- handlers ------------------------------------------------------------------------------------------------
+
+Tensor add_forward(std::span<const TensorView> in, const Attributes&, const KernelContext&) {
+  Operands ops("add");
+  const Dims shape = ops::broadcast_shapes("add", in[0].shape(), in[1].shape());
+  const std::uint64_t a = ops.read(in[0], "a"), b = ops.read(in[1], "b");
+  Tensor out = device_empty(shape);
+  const std::uint64_t o = ops.write(out);
+  Geometry g;
+  g.rank = shape.size();
+  const Dims sa = in[0].strides(), sb = in[1].strides();
+  for (int d = 0; d < g.rank; ++d) {
+    const auto i = static_cast<std::size_t>(d);
+    g.shape[i] = shape[d];
+    const int da = d - (g.rank - in[0].rank()), db = d - (g.rank - in[1].rank());
+    g.stride0[i] = da >= 0 && in[0].shape()[da] != 1 ? sa[da] : 0;
+    g.stride1[i] = db >= 0 && in[1].shape()[db] != 1 ? sb[db] : 0;
+  }
+  std::int64_t n = out.numel();
+  int op_code = 0;
+  if (n > 0) launch("add", "pact_binary_f32", grid_for(n), 1, 1, kThreads, {(void*)&o, (void*)&a, (void*)&b, &g, &n, &op_code});
+  return out;
+}
+
+GradList add_vjp(std::span<const TensorView> in, const TensorView&, const TensorView& grad, const Attributes&,
+                 const KernelContext& ctx) {
+  Operands ops("add");
+  const std::uint64_t g = ops.contiguous(grad, "grad_output");
+  GradList r;
+  for (std::size_t i = 0; i < 2; ++i) {
+    if (!ctx.wants_grad(i)) {
+      r.emplace_back(std::nullopt);
+      continue;
+    }
+    Tensor gi = device_empty(in[i].shape());
+    const std::uint64_t o = ops.write(gi);
+    sum_to_shape(ops, o, g, grad.shape(), in[i].shape());
+    r.emplace_back(std::move(gi));
+  }
+  return r;
+}
+
+Tensor relu_forward(std::span<const TensorView> in, const Attributes&, const KernelContext&) {
+  Operands ops("relu");
+  const std::uint64_t x = ops.read(in[0], "x");
+  Tensor out = device_empty(in[0].shape());
+  const std::uint64_t o = ops.write(out);
+  Geometry g = strided(in[0]);
+  std::int64_t n = out.numel();
+  int op_code = 1;
+  if (n > 0) launch("relu", "pact_unary_f32", grid_for(n), 1, 1, kThreads, {(void*)&o, (void*)&x, &g, &n, &op_code});
+  return out;
+}
+
+GradList relu_vjp(std::span<const TensorView> in, const TensorView&, const TensorView& grad, const Attributes&,
+                  const KernelContext&) {
+  Operands ops("relu");
+  const std::uint64_t x = ops.contiguous(in[0], "x"), g = ops.contiguous(grad, "grad_output");
+  Tensor gx = device_empty(in[0].shape());
+  const std::uint64_t o = ops.write(gx);
+  std::int64_t n = gx.numel();
+  if (n > 0) launch("relu", "pact_relu_grad_f32", grid_for(n), 1, 1, kThreads, {(void*)&o, (void*)&x, (void*)&g, &n});
+  GradList r;
+  r.emplace_back(std::move(gx));
+  return r;
+}
+
+Tensor matmul_forward(std::span<const TensorView> in, const Attributes&, const KernelContext&) {
+  Operands ops("matmul");
+  const MatmulForm f = matmul_form(in[0].shape(), in[1].shape());
+  const std::uint64_t a = ops.contiguous(in[0], "a"), b = ops.contiguous(in[1], "b");
+  const Dims out_shape = ops::infer_type(ops::OpTag::matmul,
+                                         std::vector<ops::TensorType>{{DType::f32, in[0].shape()},
+                                                                      {DType::f32, in[1].shape()}},
+                                         {})
+                             .shape;
+  Tensor out = device_empty(out_shape);
+  const std::uint64_t o = ops.write(out);
+  if (f.k == 0) {
+    device().clear(o, static_cast<std::uint64_t>(out.numel()) * 4);
+    return out;
+  }
+  gemm("matmul", o, {a, f.k, 1}, {b, f.n, 1}, 0, f.m, f.n, f.k,
+       batch_geometry(f.batch, f.a_matrix, f.m * f.k, f.b_matrix, f.k * f.n), false);
+  return out;
+}
+
+GradList matmul_vjp(std::span<const TensorView> in, const TensorView&, const TensorView& grad, const Attributes&,
+                    const KernelContext& ctx) {
+  Operands ops("matmul");
+  const MatmulForm f = matmul_form(in[0].shape(), in[1].shape());
+  const std::uint64_t a = ops.contiguous(in[0], "a"), b = ops.contiguous(in[1], "b");
+  const std::uint64_t g = ops.contiguous(grad, "grad_output");
+  const Dims g_form = with_matrix(f.batch, f.m, f.n);
+  GradList r;
+  // dA[z] = G[z] B[z]^T over the broadcast batch, then summed over the batch dimensions A broadcasts.
+  for (int which = 0; which < 2; ++which) {
+    if (!ctx.wants_grad(static_cast<std::size_t>(which))) {
+      r.emplace_back(std::nullopt);
+      continue;
+    }
+    const Dims& own = which == 0 ? f.a_matrix : f.b_matrix;
+    const Dims full = which == 0 ? with_matrix(f.batch, f.m, f.k) : with_matrix(f.batch, f.k, f.n);
+    Tensor result = device_empty(in[static_cast<std::size_t>(which)].shape());
+    const std::uint64_t result_address = ops.write(result);
+    std::optional<Tensor> staging;
+    std::uint64_t target = result_address;
+    if (!(full == own)) {
+      staging = device_empty(full);
+      target = ops.write(*staging);
+    }
+    if (f.n == 0 || f.m == 0 || (which == 0 ? f.k : f.n) == 0) {
+      device().clear(target, static_cast<std::uint64_t>(staging ? staging->numel() : result.numel()) * 4);
+    } else if (which == 0) {
+      gemm("matmul", target, {g, f.n, 1}, {b, 1, f.n}, 0, f.m, f.k, f.n,
+           batch_geometry(f.batch, g_form, f.m * f.n, f.b_matrix, f.k * f.n), false);
+    } else {
+      gemm("matmul", target, {a, 1, f.k}, {g, f.n, 1}, 0, f.k, f.n, f.m,
+           batch_geometry(f.batch, f.a_matrix, f.m * f.k, g_form, f.m * f.n), false);
+    }
+    if (staging) sum_to_shape(ops, result_address, target, full, own);
+    r.emplace_back(std::move(result));
+  }
+  return r;
+}
+
+Tensor linear_forward(std::span<const TensorView> in, const Attributes&, const KernelContext&) {
+  Operands ops("linear");
+  const std::int64_t out_f = in[1].shape()[0], in_f = in[1].shape()[1];
+  const std::int64_t rows = in_f == 0 ? in[0].numel() == 0 ? 0 : 1 : in[0].numel() / in_f;
+  const std::uint64_t x = ops.contiguous(in[0], "x"), w = ops.contiguous(in[1], "weight");
+  const std::uint64_t bias = in.size() == 3 ? ops.contiguous(in[2], "bias") : 0;
+  Dims out_shape = in[0].shape();
+  out_shape[out_shape.size() - 1] = out_f;
+  Tensor out = device_empty(out_shape);
+  const std::uint64_t o = ops.write(out);
+  if (in_f == 0) {
+    // y = bias broadcast (or zeros): x W^T is empty
+    device().clear(o, static_cast<std::uint64_t>(out.numel()) * 4);
+    if (bias != 0 && out.numel() > 0) {
+      Geometry g;
+      g.rank = 2;
+      g.shape[0] = out.numel() / out_f, g.shape[1] = out_f;
+      g.stride0[0] = out_f, g.stride0[1] = 1, g.stride1[1] = 1;
+      std::int64_t n = out.numel();
+      int op_code = 0;
+      launch("linear", "pact_binary_f32", grid_for(n), 1, 1, kThreads, {(void*)&o, (void*)&o, (void*)&bias, &g, &n, &op_code});
+    }
+    return out;
+  }
+  gemm("linear", o, {x, in_f, 1}, {w, 1, in_f}, bias, rows, out_f, in_f, no_batch(), false);
+  return out;
+}
+
+GradList linear_vjp(std::span<const TensorView> in, const TensorView&, const TensorView& grad, const Attributes&,
+                    const KernelContext& ctx) {
+  Operands ops("linear");
+  const std::int64_t out_f = in[1].shape()[0], in_f = in[1].shape()[1];
+  const std::int64_t rows = out_f == 0 ? 0 : grad.numel() / out_f;
+  const std::uint64_t x = ops.contiguous(in[0], "x"), w = ops.contiguous(in[1], "weight");
+  const std::uint64_t g = ops.contiguous(grad, "grad_output");
+  GradList r;
+  if (ctx.wants_grad(0)) {
+    Tensor gx = device_empty(in[0].shape());
+    const std::uint64_t o = ops.write(gx);
+    if (out_f == 0) device().clear(o, static_cast<std::uint64_t>(gx.numel()) * 4);
+    else gemm("linear", o, {g, out_f, 1}, {w, in_f, 1}, 0, rows, in_f, out_f, no_batch(), false);  // G W
+    r.emplace_back(std::move(gx));
+  } else {
+    r.emplace_back(std::nullopt);
+  }
+  if (ctx.wants_grad(1)) {
+    Tensor gw = device_empty(in[1].shape());
+    const std::uint64_t o = ops.write(gw);
+    if (rows == 0) device().clear(o, static_cast<std::uint64_t>(gw.numel()) * 4);
+    else gemm("linear", o, {g, 1, out_f}, {x, in_f, 1}, 0, out_f, in_f, rows, no_batch(), false);  // G^T X
+    r.emplace_back(std::move(gw));
+  } else {
+    r.emplace_back(std::nullopt);
+  }
+  if (in.size() == 3) {
+    if (ctx.wants_grad(2)) {
+      Tensor gb = device_empty(in[2].shape());
+      const std::uint64_t o = ops.write(gb);
+      if (rows == 0) device().clear(o, static_cast<std::uint64_t>(gb.numel()) * 4);
+      else sum_to_shape(ops, o, g, Dims{rows, out_f}, Dims{out_f});
+      r.emplace_back(std::move(gb));
+    } else {
+      r.emplace_back(std::nullopt);
+    }
+  }
+  return r;
+}
+
+struct AxisSplit {
+  std::int64_t outer = 1, axis = 1, inner = 1;
+};
+AxisSplit split_softmax(const TensorView& x, const Attributes& a) {
+  AxisSplit s;
+  if (x.rank() == 0) return s;
+  const int dim = ops::normalize_dim("softmax", a.get_int("softmax", "dim", -1), x.rank());
+  const Dims shape = x.shape();
+  for (int d = 0; d < dim; ++d) s.outer *= shape[d];
+  s.axis = shape[dim];
+  for (int d = dim + 1; d < x.rank(); ++d) s.inner *= shape[d];
+  return s;
+}
+
+Tensor softmax_forward(std::span<const TensorView> in, const Attributes& a, const KernelContext&) {
+  Operands ops("softmax");
+  const AxisSplit s = split_softmax(in[0], a);
+  const std::uint64_t x = ops.contiguous(in[0], "x");
+  Tensor out = device_empty(in[0].shape());
+  const std::uint64_t o = ops.write(out);
+  const std::int64_t rows = s.outer * s.inner;
+  int log_form = 0;
+  if (rows > 0 && s.axis > 0)
+    launch("softmax", "pact_softmax_f32", static_cast<std::uint32_t>(rows), 1, 1, kThreads,
+           {(void*)&o, (void*)&x, (void*)&s.outer, (void*)&s.axis, (void*)&s.inner, &log_form});
+  return out;
+}
+
+GradList softmax_vjp(std::span<const TensorView> in, const TensorView& y, const TensorView& grad, const Attributes& a,
+                     const KernelContext&) {
+  Operands ops("softmax");
+  const AxisSplit s = split_softmax(in[0], a);
+  const std::uint64_t yy = ops.contiguous(y, "output"), g = ops.contiguous(grad, "grad_output");
+  Tensor gx = device_empty(in[0].shape());
+  const std::uint64_t o = ops.write(gx);
+  const std::int64_t rows = s.outer * s.inner;
+  int log_form = 0;
+  if (rows > 0 && s.axis > 0)
+    launch("softmax", "pact_softmax_grad_f32", static_cast<std::uint32_t>(rows), 1, 1, kThreads,
+           {(void*)&o, (void*)&yy, (void*)&g, (void*)&s.outer, (void*)&s.axis, (void*)&s.inner, &log_form});
+  GradList r;
+  r.emplace_back(std::move(gx));
+  return r;
+}
+
+enum class Reduction { none, sum, mean };
+Reduction reduction_of(const Attributes& a) {
+  const std::string r = a.get_string("cross_entropy", "reduction", std::string("mean"));
+  return r == "none" ? Reduction::none : r == "sum" ? Reduction::sum : Reduction::mean;
+}
+
+// Per-row losses and counted flags of cross entropy, with a device-side check of every target.
+struct RowLosses {
+  Tensor losses, counted;
+  std::uint64_t losses_address = 0, counted_address = 0;
+};
+
+RowLosses cross_entropy_rows(Operands& ops, std::uint64_t x, std::uint64_t t, std::int64_t rows,
+                             std::int64_t classes, std::int64_t ignore) {
+  RowLosses r{device_empty(Dims{rows}), device_empty(Dims{rows})};
+  r.losses_address = ops.write(r.losses);
+  r.counted_address = ops.write(r.counted);
+  Tensor bad = Tensor::zeros(Dims{1}, DType::i64, cuda_provider());
+  const std::uint64_t bad_address = ops.write(bad);
+  if (rows > 0)
+    launch("cross_entropy", "pact_cross_entropy_rows_f32", static_cast<std::uint32_t>(rows), 1, 1, kThreads,
+           {&r.losses_address, &r.counted_address, &x, &t, &classes, &ignore, (void*)&bad_address});
+  // A target outside the classes is the caller's error, raised here as on the CPU (this waits for the rows).
+  const Tensor host = bad.transfer_to(cpu_provider());
+  auto p = host.prepare_host<std::int64_t>();
+  if (!p) throw std::move(p).error().error;
+  const std::int64_t first_bad = std::get<PreparedContiguousRead<std::int64_t>>(p.value()).as_span()[0];
+  if (first_bad != 0) {
+    throw_error(ErrorCode::index_out_of_range, "cross_entropy",
+                fmt::format("operand 'target'[{}] is outside [0, {})", first_bad - 1, classes));
+  }
+  return r;
+}
+
+Tensor cross_entropy_forward(std::span<const TensorView> in, const Attributes& a, const KernelContext&) {
+  Operands ops("cross_entropy");
+  const std::int64_t classes = in[0].shape()[in[0].rank() - 1];
+  const std::int64_t rows = in[0].rank() == 2 ? in[0].shape()[0] : 1;
+  const std::int64_t ignore = a.get_int("cross_entropy", "ignore_index", -100);
+  const Reduction red = reduction_of(a);
+  const std::uint64_t x = ops.contiguous(in[0], "logits"), t = ops.read_index(in[1], "target");
+  RowLosses rl = cross_entropy_rows(ops, x, t, rows, classes, ignore);
+  if (red == Reduction::none) {
+    if (in[0].rank() == 2) return std::move(rl.losses);
+    Tensor scalar = device_empty(Dims{});
+    device().copy_within(ops.write(scalar), rl.losses_address, 4);
+    return scalar;
+  }
+  Tensor out = device_empty(Dims{});
+  const std::uint64_t o = ops.write(out);
+  const std::uint64_t weights = red == Reduction::mean ? rl.counted_address : 0;
+  const void* w = weights == 0 ? nullptr : reinterpret_cast<const void*>(weights);  // NOLINT(performance-no-int-to-ptr)
+  std::int64_t n = rows;
+  launch("cross_entropy", "pact_sum_f32", 1, 1, 1, 1024, {(void*)&o, &rl.losses_address, &w, &n});
+  return out;
+}
+
+GradList cross_entropy_vjp(std::span<const TensorView> in, const TensorView&, const TensorView& grad,
+                           const Attributes& a, const KernelContext&) {
+  Operands ops("cross_entropy");
+  const std::int64_t classes = in[0].shape()[in[0].rank() - 1];
+  const std::int64_t rows = in[0].rank() == 2 ? in[0].shape()[0] : 1;
+  const std::int64_t ignore = a.get_int("cross_entropy", "ignore_index", -100);
+  const Reduction red = reduction_of(a);
+  const std::uint64_t x = ops.contiguous(in[0], "logits"), t = ops.read_index(in[1], "target");
+  const std::uint64_t g = ops.contiguous(grad, "grad_output");
+  RowLosses rl = cross_entropy_rows(ops, x, t, rows, classes, ignore);
+  Tensor count = device_empty(Dims{});
+  std::uint64_t count_address = ops.write(count);
+  std::int64_t n = rows;
+  const void* no_weights = nullptr;
+  launch("cross_entropy", "pact_sum_f32", 1, 1, 1, 1024, {&count_address, &rl.counted_address, &no_weights, &n});
+  Tensor gx = device_empty(in[0].shape());
+  const std::uint64_t o = ops.write(gx);
+  int mode = red == Reduction::none ? 0 : red == Reduction::sum ? 1 : 2;
+  std::int64_t cls = classes, ign = ignore;
+  if (rows > 0 && classes > 0)
+    launch("cross_entropy", "pact_cross_entropy_grad_f32", static_cast<std::uint32_t>(rows), 1, 1, kThreads,
+           {(void*)&o, (void*)&x, (void*)&t, (void*)&g, &count_address, &cls, &ign, &mode});
+  GradList r;
+  r.emplace_back(std::move(gx));
+  r.emplace_back(std::nullopt);  // class indices are not differentiable
+  return r;
+}
+
+#define PACT_CUDA_HANDLER(opname)                                                                          \
+  Handler {                                                                                                \
+    ops::OpTag::opname, "cuda", DeviceKind::cuda, &opname##_forward, &opname##_vjp,                        \
+        "pact/kernels/cuda/cuda_kernels.cpp", "pact::kernels::cuda::" #opname "_forward"                         \
+  }
+
+const Handler kHandlers[] = {PACT_CUDA_HANDLER(matmul),  PACT_CUDA_HANDLER(linear),  PACT_CUDA_HANDLER(add),
+                             PACT_CUDA_HANDLER(relu),    PACT_CUDA_HANDLER(softmax), PACT_CUDA_HANDLER(cross_entropy)};
+
+}  // namespace cuda
+
+std::span<const Handler> cuda_handlers() { return cuda::kHandlers; }
+
+bool cuda_kernels_built() noexcept { return pact_cuda_image_size != 0; }
+
+std::string cuda_kernels_status() {
+  cuda::Module& m = cuda::module();
+  if (m.module != nullptr) return fmt::format("loaded on {}", m.device->description());
+  return m.failure;
+}
+
+}  // namespace pact::kernels

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Makes, on a build machine without a GPU, the bundle scripts/gpu-check.sh runs on a GPU machine (issue 26
+# item 6): the gpu-labelled test binaries and the GPU benchmark of a release build, the shared libraries
+# they load (everything but glibc and the CUDA driver, which the GPU machine has; cuBLAS is loaded there
+# from its CUDA installation), found through RPATH $ORIGIN/lib, and the fixtures the tests read. Nothing in
+# it is built on the GPU machine. The bundle must stay under 64 MiB (the device tool's transfer limit).
+#
+# usage: scripts/gpu-bundle.sh [OUT]   (default build/gpu-bundle; the release build under build/release)
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${PACT_BUILD_DIR:-$root/build/release}
+out=${1:-$root/build/gpu-bundle}
+binaries=(tests/gpu/pact_cuda_gpu_tests tests/seal/pact_seal_gpu_tests bench/gpu/pact_bench_gpu_gemm)
+
+cmake --build "$build" --target pact_cuda_gpu_tests pact_seal_gpu_tests pact_bench_gpu_gemm
+grep -q '^PACT_WITH_CUDA:BOOL=ON' "$build/CMakeCache.txt" || {
+  echo "gpu-bundle: $build was configured without PACT_WITH_CUDA (nvcc not found): no kernels to check" >&2
+  exit 1
+}
+rm -rf "$out"
+mkdir -p "$out/lib" "$out/src"
+for b in "${binaries[@]}"; do
+  install -m 755 "$build/$b" "$out/"
+  strip --strip-unneeded "$out/$(basename "$b")"
+  # Each library the binary loads, but the C library's own (the GPU machine's glibc is newer) and the driver.
+  ldd "$build/$b" | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | while read -r lib; do
+    case "$(basename "$lib")" in
+      libc.so.* | libm.so.* | libpthread.so.* | libdl.so.* | librt.so.* | ld-linux* | libcuda.so.*) ;;
+      *) cp -Lu "$lib" "$out/lib/" ;;
+    esac
+  done
+done
+# What the tests read at run time (PACT_SOURCE_DIR points here on the GPU machine).
+mkdir -p "$out/src/examples/seal" "$out/src/tests/fixtures"
+cp -r "$root/examples/seal/vector_add" "$root/examples/seal/profiles" "$out/src/examples/seal/"
+cp -r "$root/tests/fixtures/seal" "$out/src/tests/fixtures/"
+cp "$root/scripts/gpu-check.sh" "$out/"
+git -C "$root" rev-parse HEAD > "$out/COMMIT" 2>/dev/null || echo unknown > "$out/COMMIT"
+size=$(du -sm "$out" | cut -f1)
+echo "gpu-bundle: $out ($size MiB)"
+if [ "$size" -ge 64 ]; then
+  echo "gpu-bundle: over the 64 MiB limit" >&2
+  exit 1
+fi

@@ -1,0 +1,100 @@
+// The CUDA path's GPU-free parts (label unit; issue 26): the core's staged device copies over a fake device
+// provider (every transfer and duplicate a CUDA tensor makes, without a GPU), the cuda capsules binding
+// to the cuda handlers, and, on a machine without a device, each cuda handler refusing typed and saying why.
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "pact/contract/provider_table.hpp"
+#include "pact/core/accounting.hpp"
+#include "pact/core/cuda_device.hpp"
+#include "pact/kernels/kernel.hpp"
+
+namespace pact {
+namespace {
+
+Tensor counting(const Dims& shape) {
+  std::vector<float> v;
+  std::int64_t n = 1;
+  for (auto d : shape) n *= d;
+  for (std::int64_t i = 0; i < n; ++i) v.push_back(static_cast<float>(i) - 7.5f);
+  return Tensor::from_values<float>(shape, std::span<const float>(v));
+}
+
+TEST(DeviceCopies, TransfersThroughADeviceCopyEngineKeepLogicalOrder) {
+  const auto dev = make_fake_device_provider();
+  const Tensor h = counting(Dims{4, 6, 5});
+  AccountingRecorder rec;
+  const Tensor d = h.transfer_to(dev);
+  auto mapped = d.prepare_host<float>();
+  ASSERT_FALSE(mapped);
+  EXPECT_EQ(std::move(mapped).error().error.code(), ErrorCode::not_host_accessible);
+  EXPECT_EQ(d.transfer_to(cpu_provider()).to_doubles(), h.to_doubles());
+  // Strided device sources: a transposition, a negative-stride flip, a slice with a step.
+  const TensorView p = d.transpose(0, 2);
+  EXPECT_EQ(p.transfer_to(cpu_provider()).to_doubles(), h.transpose(0, 2).duplicate().to_doubles());
+  const TensorView f = d.flip(1);
+  EXPECT_EQ(f.transfer_to(cpu_provider()).to_doubles(), h.flip(1).duplicate().to_doubles());
+  const TensorView sl = d.slice(1, 1, 6, 2);
+  EXPECT_EQ(sl.transfer_to(cpu_provider()).to_doubles(), h.slice(1, 1, 6, 2).duplicate().to_doubles());
+  // Device to device: contiguous (one device copy) and strided (staged).
+  EXPECT_EQ(d.duplicate().transfer_to(cpu_provider()).to_doubles(), h.to_doubles());
+  EXPECT_EQ(p.duplicate().transfer_to(cpu_provider()).to_doubles(), h.transpose(0, 2).duplicate().to_doubles());
+  // A strided host source to the device.
+  EXPECT_EQ(h.transpose(1, 2).transfer_to(dev).transfer_to(cpu_provider()).to_doubles(),
+            h.transpose(1, 2).duplicate().to_doubles());
+  // zeros through the device's clear.
+  for (double v : Tensor::zeros(Dims{33}, DType::f32, dev).transfer_to(cpu_provider()).to_doubles()) ASSERT_EQ(v, 0.0);
+  // Every duplicate and transfer above is one copy event: 17 of them.
+  for (const auto& c : rec.copies()) EXPECT_GT(c.bytes, 0u);
+  EXPECT_EQ(rec.copies().size(), 17u);
+}
+
+TEST(DeviceCopies, AStridedDeviceDestinationKeepsTheBytesBetweenItsElements) {
+  const auto dev = make_fake_device_provider();
+  Tensor d = counting(Dims{6, 4}).transfer_to(dev);
+  const Tensor src = Tensor::full(Dims{6, 2}, DType::f32, 100.0);
+  // Columns 0 and 2 (a strided write): the other columns must survive the staged copy.
+  d.slice_mut(1, 0, 4, 2).copy_from(src.as_view());
+  const auto got = d.transfer_to(cpu_provider()).to_doubles();
+  const auto orig = counting(Dims{6, 4}).to_doubles();
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const std::size_t col = i % 4;
+    EXPECT_EQ(got[i], col == 0 || col == 2 ? 100.0 : orig[i]) << "element " << i;
+  }
+}
+
+TEST(CudaCapsules, BindToTheCudaHandlers) {
+  const auto& module = contract::capsule_module("cuda");
+  ASSERT_FALSE(module.capsules.empty());
+  for (const auto& c : module.capsules) {
+    const kernels::Handler* h = contract::find_capsule_handler(c);
+    ASSERT_NE(h, nullptr) << c.name;
+    EXPECT_EQ(h->provider, "cuda");
+    EXPECT_EQ(h->device, DeviceKind::cuda);
+    EXPECT_NE(h->vjp, nullptr) << c.name;
+  }
+  EXPECT_EQ(kernels::cuda_kernels_built(), PACT_WITH_CUDA_KERNELS != 0);
+}
+
+TEST(CudaCapsules, WithoutADeviceEachHandlerRefusesTypedAndSaysWhy) {
+  if (cuda_provider()->name() == "cuda") GTEST_SKIP() << "this machine has a CUDA device (the gpu label tests it)";
+  EXPECT_EQ(CudaDevice::get(), nullptr);
+  EXPECT_FALSE(CudaDevice::unavailable_reason().empty());
+  // The stub's tensors reach the handlers (device cuda) and are refused: no kernel runs on host memory.
+  const Tensor x = counting(Dims{2, 3}).transfer_to(cuda_provider());
+  for (const auto& h : kernels::cuda_handlers()) {
+    std::vector<TensorView> in{x.as_view(), x.as_view()};
+    try {
+      (void)h.forward(in, {}, {});
+      ADD_FAILURE() << ops::op_kind(h.op) << " ran without a device";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::no_device) << e.what();
+      EXPECT_NE(std::string(e.what()).find("CUDA"), std::string::npos) << e.what();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace pact
