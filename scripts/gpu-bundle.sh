@@ -35,7 +35,7 @@ mkdir -p "$out/src/examples/seal" "$out/src/tests/fixtures"
 cp -r "$root/examples/seal/vector_add" "$root/examples/seal/profiles" "$out/src/examples/seal/"
 cp -r "$root/tests/fixtures/seal" "$out/src/tests/fixtures/"
 cp "$root/scripts/gpu-check.sh" "$out/"
-git -C "$root" rev-parse HEAD > "$out/COMMIT" 2>/dev/null || echo unknown > "$out/COMMIT"
+{ git -C "$root" rev-parse HEAD; git -C "$root" diff --quiet HEAD || echo "(with uncommitted changes)"; } > "$out/COMMIT" 2>/dev/null || echo unknown > "$out/COMMIT"
 size=$(du -sm "$out" | cut -f1)
 echo "gpu-bundle: $out ($size MiB)"
 if [ "$size" -ge 64 ]; then

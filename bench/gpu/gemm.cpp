@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <optional>
 #include <random>
 #include <string>
@@ -115,6 +116,14 @@ int main(int argc, char** argv) {
     std::vector<TensorView> in{a.as_view(), b.as_view()};
     std::optional<Tensor> ours;
     const int reps = n >= 4096 ? 10 : 20;
+    // Each GEMM variant (PACT_CUDA_GEMM), the default last: its time is the one reported as Pact's.
+    std::string variants;
+    for (const char* v : {"pact_gemm_f32", "pact_gemm_f32_vec8_b1", "pact_gemm_f32_vec16", "pact_gemm_f32_vec16_b1"}) {
+      ::setenv("PACT_CUDA_GEMM", v, 1);
+      const double ms = time_ms(*dev, reps, [&] { ours.emplace(matmul->forward(in, {}, {})); });
+      variants += fmt::format("{}\"{}\": {:.4f}", variants.empty() ? "" : ", ", v, ms);
+    }
+    ::unsetenv("PACT_CUDA_GEMM");
     const double pact_ms = time_ms(*dev, reps, [&] { ours.emplace(matmul->forward(in, {}, {})); });
     const float alpha = 1.0f, beta = 0.0f;
     const auto* pa = reinterpret_cast<const float*>(address_of(a));  // NOLINT(performance-no-int-to-ptr)
@@ -135,9 +144,9 @@ int main(int argc, char** argv) {
     }
     const double flops = 2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n);
     std::printf("{\"n\": %lld, \"pact_ms\": %.4f, \"cublas_ms\": %.4f, \"pact_tflops\": %.2f, \"cublas_tflops\": %.2f, "
-                "\"ratio\": %.3f, \"max_abs_diff_over_max\": %.2e}\n",
+                "\"ratio\": %.3f, \"max_abs_diff_over_max\": %.2e, \"variants_ms\": {%s}}\n",
                 static_cast<long long>(n), pact_ms, cublas_ms, flops / pact_ms / 1e9, flops / cublas_ms / 1e9,
-                cublas_ms / pact_ms, worst / std::max(scale, 1e-30));
+                cublas_ms / pact_ms, worst / std::max(scale, 1e-30), variants.c_str());
     std::fflush(stdout);
   }
   cublas.destroy(handle);

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <stdlib.h>
 #include <random>
 #include <string>
 #include <vector>
@@ -119,6 +120,32 @@ TEST(CudaOps, MatchReferenceOnTheSweepSamples) {
     EXPECT_GT(ran, 0) << ops::op_kind(h.op) << " has no sample";
     std::printf("cuda.%s: %d samples\n", std::string(ops::op_kind(h.op)).c_str(), ran);
   }
+}
+
+TEST(CudaOps, EveryGemmKernelMatchesTheReference) {
+  PACT_GPU_OR_SKIP();
+  using verify::sampling::N;
+  // Shapes across the 128 x 128 tile edges, k not a multiple of the stage, batches with a broadcast operand,
+  // and the strided kernel's (k and n not multiples of 4).
+  const std::vector<verify::Sample> shapes{
+      {ops::OpTag::matmul, {N(Dims{130, 68}), N(Dims{68, 260})}, {}},
+      {ops::OpTag::matmul, {N(Dims{3, 64, 36}), N(Dims{36, 20})}, {}},
+      {ops::OpTag::matmul, {N(Dims{2, 1, 17, 40}), N(Dims{3, 40, 12})}, {}},
+      {ops::OpTag::matmul, {N(Dims{5, 7}), N(Dims{7, 9})}, {}},
+      {ops::OpTag::matmul, {N(Dims{64}), N(Dims{64, 256})}, {}},
+      {ops::OpTag::linear, {N(Dims{33, 96}), N(Dims{40, 96}), N(Dims{40})}, {}},
+  };
+  for (const char* kernel : {"pact_gemm_f32", "pact_gemm_f32_vec8", "pact_gemm_f32_vec8_b1", "pact_gemm_f32_vec16",
+                             "pact_gemm_f32_vec16_b1"}) {
+    ::setenv("PACT_CUDA_GEMM", kernel, 1);
+    std::mt19937 rng(11);
+    for (const auto& s : shapes) {
+      const kernels::Handler* h = kernels::find_handler(kernels::cuda_handlers(), s.op);
+      for (const auto& p : verify::sweep_problems(*h, reference_of(s.op), s, rng))
+        ADD_FAILURE() << kernel << ": " << verify::describe(s) << ": " << p;
+    }
+  }
+  ::unsetenv("PACT_CUDA_GEMM");
 }
 
 // A wrong kernel on the device: add computing a + a. The same comparison must refute it.

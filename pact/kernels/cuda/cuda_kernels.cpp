@@ -11,6 +11,8 @@
 #include <fmt/format.h>
 
 #include <array>
+#include <cstdlib>
+#include <deque>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -156,12 +158,18 @@ class Operands {
     bindings_.push_back(std::move(bound).value());
     return bindings_.back().unsafe_device_address();
   }
+  // Keeps a temporary device tensor (a staging product, a flag) alive as long as the bindings made of it.
+  Tensor& keep(Tensor t) {
+    temporaries_.push_back(std::move(t));
+    return temporaries_.back();
+  }
   std::string_view op() const noexcept { return op_; }
 
  private:
   std::string_view op_;
+  // Declared before the bindings, so the bindings (borrows of these tensors) end first.
+  std::deque<Tensor> temporaries_;
   std::vector<DeviceBinding> bindings_;
-  std::vector<Tensor> copies_;
 };
 
 Tensor device_empty(const Dims& shape, DType dtype = DType::f32) {
@@ -188,13 +196,12 @@ Geometry strided(const TensorView& v) {
 std::uint64_t Operands::contiguous(const TensorView& v, std::string_view operand) {
   const std::uint64_t src = read(v, operand);
   if (v.is_contiguous()) return src;
-  Tensor copy = device_empty(v.shape());
+  Tensor& copy = keep(device_empty(v.shape()));
   const std::uint64_t dst = write(copy);
   Geometry g = strided(v);
   std::int64_t n = v.numel();
   int op_code = 0;
   launch(op_, "pact_unary_f32", grid_for(n), 1, 1, kThreads, {(void*)&dst, (void*)&src, &g, &n, &op_code});
-  copies_.push_back(std::move(copy));
   return dst;
 }
 
@@ -233,6 +240,29 @@ struct GemmOperand {
   std::int64_t row_stride, col_stride;
 };
 
+// The GEMM kernel for these operands (kernels.cu): float4 loads where both are row-major with aligned rows,
+// k and n multiples of 4; the strided kernel otherwise. PACT_CUDA_GEMM names another vectorized variant (the
+// GPU benchmark compares them; an unknown name is refused).
+const char* gemm_kernel(const GemmOperand& a, const GemmOperand& b, std::int64_t k, std::int64_t n,
+                        const Geometry& batch) {
+  bool vec = a.col_stride == 1 && b.col_stride == 1 && a.row_stride % 4 == 0 && b.row_stride % 4 == 0 &&
+             k % 4 == 0 && n % 4 == 0 && a.address % 16 == 0 && b.address % 16 == 0;
+  for (int d = 0; d < batch.rank; ++d) {
+    const auto i = static_cast<std::size_t>(d);
+    vec = vec && batch.stride0[i] % 4 == 0 && batch.stride1[i] % 4 == 0;
+  }
+  if (!vec) return "pact_gemm_f32";
+  static constexpr const char* kVariants[] = {"pact_gemm_f32_vec8", "pact_gemm_f32_vec8_b1", "pact_gemm_f32_vec16",
+                                              "pact_gemm_f32_vec16_b1", "pact_gemm_f32"};
+  if (const char* forced = std::getenv("PACT_CUDA_GEMM"); forced != nullptr && *forced != '\0') {
+    for (const char* v : kVariants) {
+      if (std::string_view(v) == forced) return v;
+    }
+    throw_error(ErrorCode::invalid_argument, "cuda.gemm", fmt::format("PACT_CUDA_GEMM={} names no GEMM kernel", forced));
+  }
+  return kVariants[0];
+}
+
 // C[z] (+)= A[z] B[z] (+ bias) over `batch` (shape; stride0/stride1 = A's and B's matrix strides per batch
 // index); C contiguous, m x n per batch.
 void gemm(std::string_view op, std::uint64_t c, GemmOperand a, GemmOperand b, std::uint64_t bias, std::int64_t m,
@@ -248,7 +278,7 @@ void gemm(std::string_view op, std::uint64_t c, GemmOperand a, GemmOperand b, st
   const auto gx = static_cast<std::uint32_t>((n + 127) / 128), gy = static_cast<std::uint32_t>((m + 127) / 128);
   if (gy > 65535)
     throw_error(ErrorCode::unsupported, std::string(op), fmt::format("{} rows exceed the cuda GEMM's grid", m));
-  launch(op, "pact_gemm_f32", gx, gy, static_cast<std::uint32_t>(batches), 256,
+  launch(op, gemm_kernel(a, b, k, n, batch), gx, gy, static_cast<std::uint32_t>(batches), 256,
          {&c, &a.address, &b.address, &bias_ptr, &m, &n, &k, &a.row_stride, &a.col_stride, &b.row_stride,
           &b.col_stride, &batch, &acc});
 }
@@ -410,11 +440,12 @@ GradList matmul_vjp(std::span<const TensorView> in, const TensorView&, const Ten
     const Dims full = which == 0 ? with_matrix(f.batch, f.m, f.k) : with_matrix(f.batch, f.k, f.n);
     Tensor result = device_empty(in[static_cast<std::size_t>(which)].shape());
     const std::uint64_t result_address = ops.write(result);
-    std::optional<Tensor> staging;
+    const Tensor* staging = nullptr;
     std::uint64_t target = result_address;
     if (!(full == own)) {
-      staging = device_empty(full);
-      target = ops.write(*staging);
+      Tensor& st = ops.keep(device_empty(full));
+      staging = &st;
+      target = ops.write(st);
     }
     if (f.n == 0 || f.m == 0 || (which == 0 ? f.k : f.n) == 0) {
       device().clear(target, static_cast<std::uint64_t>(staging ? staging->numel() : result.numel()) * 4);
@@ -550,24 +581,41 @@ Reduction reduction_of(const Attributes& a) {
   return r == "none" ? Reduction::none : r == "sum" ? Reduction::sum : Reduction::mean;
 }
 
-// Per-row losses and counted flags of cross entropy, with a device-side check of every target.
+// Per-row losses and counted flags of cross entropy (kept by the operands), with a device-side check of every
+// target.
 struct RowLosses {
-  Tensor losses, counted;
+  Tensor* losses = nullptr;
+  Tensor* counted = nullptr;
   std::uint64_t losses_address = 0, counted_address = 0;
 };
 
+// The write binding of a tensor no Operands holds (its borrow ends with the binding).
+DeviceBinding bind_mut(Tensor& t) {
+  auto prepared = t.as_view_mut().prepare_device_mut();
+  if (!prepared) throw std::move(prepared).error().error;
+  auto bound = DeviceBinding::bind(std::move(prepared).value());
+  if (!bound) throw std::move(bound).error().error;
+  return std::move(bound).value();
+}
+
+// `losses_out`: the tensor the row losses go to (the result of reduction none), or null for a kept temporary.
 RowLosses cross_entropy_rows(Operands& ops, std::uint64_t x, std::uint64_t t, std::int64_t rows,
-                             std::int64_t classes, std::int64_t ignore) {
-  RowLosses r{device_empty(Dims{rows}), device_empty(Dims{rows})};
-  r.losses_address = ops.write(r.losses);
-  r.counted_address = ops.write(r.counted);
-  Tensor bad = Tensor::zeros(Dims{1}, DType::i64, cuda_provider());
-  const std::uint64_t bad_address = ops.write(bad);
-  if (rows > 0)
-    launch("cross_entropy", "pact_cross_entropy_rows_f32", static_cast<std::uint32_t>(rows), 1, 1, kThreads,
-           {&r.losses_address, &r.counted_address, &x, &t, &classes, &ignore, (void*)&bad_address});
+                             std::int64_t classes, std::int64_t ignore, Tensor* losses_out) {
+  RowLosses r;
+  r.losses = losses_out != nullptr ? losses_out : &ops.keep(device_empty(Dims{rows}));
+  r.counted = &ops.keep(device_empty(Dims{rows}));
+  r.losses_address = ops.write(*r.losses);
+  r.counted_address = ops.write(*r.counted);
+  Tensor flag = Tensor::zeros(Dims{1}, DType::i64, cuda_provider());
+  {
+    const DeviceBinding bound = bind_mut(flag);
+    std::uint64_t bad_address = bound.unsafe_device_address();
+    if (rows > 0)
+      launch("cross_entropy", "pact_cross_entropy_rows_f32", static_cast<std::uint32_t>(rows), 1, 1, kThreads,
+             {&r.losses_address, &r.counted_address, &x, &t, &classes, &ignore, &bad_address});
+  }
   // A target outside the classes is the caller's error, raised here as on the CPU (this waits for the rows).
-  const Tensor host = bad.transfer_to(cpu_provider());
+  const Tensor host = flag.transfer_to(cpu_provider());
   auto p = host.prepare_host<std::int64_t>();
   if (!p) throw std::move(p).error().error;
   const std::int64_t first_bad = std::get<PreparedContiguousRead<std::int64_t>>(p.value()).as_span()[0];
@@ -585,13 +633,13 @@ Tensor cross_entropy_forward(std::span<const TensorView> in, const Attributes& a
   const std::int64_t ignore = a.get_int("cross_entropy", "ignore_index", -100);
   const Reduction red = reduction_of(a);
   const std::uint64_t x = ops.contiguous(in[0], "logits"), t = ops.read_index(in[1], "target");
-  RowLosses rl = cross_entropy_rows(ops, x, t, rows, classes, ignore);
   if (red == Reduction::none) {
-    if (in[0].rank() == 2) return std::move(rl.losses);
-    Tensor scalar = device_empty(Dims{});
-    device().copy_within(ops.write(scalar), rl.losses_address, 4);
-    return scalar;
+    // [rows] losses, or one loss of a single row of logits (a scalar)
+    Tensor out = device_empty(in[0].rank() == 2 ? Dims{rows} : Dims{});
+    (void)cross_entropy_rows(ops, x, t, rows, classes, ignore, &out);
+    return out;
   }
+  RowLosses rl = cross_entropy_rows(ops, x, t, rows, classes, ignore, nullptr);
   Tensor out = device_empty(Dims{});
   const std::uint64_t o = ops.write(out);
   const std::uint64_t weights = red == Reduction::mean ? rl.counted_address : 0;
@@ -610,9 +658,8 @@ GradList cross_entropy_vjp(std::span<const TensorView> in, const TensorView&, co
   const Reduction red = reduction_of(a);
   const std::uint64_t x = ops.contiguous(in[0], "logits"), t = ops.read_index(in[1], "target");
   const std::uint64_t g = ops.contiguous(grad, "grad_output");
-  RowLosses rl = cross_entropy_rows(ops, x, t, rows, classes, ignore);
-  Tensor count = device_empty(Dims{});
-  std::uint64_t count_address = ops.write(count);
+  RowLosses rl = cross_entropy_rows(ops, x, t, rows, classes, ignore, nullptr);
+  std::uint64_t count_address = ops.write(ops.keep(device_empty(Dims{})));
   std::int64_t n = rows;
   const void* no_weights = nullptr;
   launch("cross_entropy", "pact_sum_f32", 1, 1, 1, 1024, {&count_address, &rl.counted_address, &no_weights, &n});

@@ -121,17 +121,25 @@ extern "C" __global__ void pact_sum_to_shape_f32(float* out, const float* in, Ge
 // broadcasts); C is contiguous per batch, matrix after matrix.
 //
 // Tiling: a 128 x 128 tile of C per block of 256 threads, each thread an 8 x 8 sub-tile held in registers,
-// K consumed 8 at a time through shared memory (A stored transposed, so both operands are read as float4
-// rows by the inner loop). Tiles at the edges are zero-filled. Each output is one left fold over k in index
-// order within a thread, so a result does not depend on the launch.
+// K consumed kBK at a time through double-buffered shared memory (A stored transposed, so both operands are
+// read as float4 rows by the inner loop). The next stage's global loads are issued before the current
+// stage's products and stored after them. Tiles at the edges are zero-filled. Each output is one left fold
+// over k in index order within a thread, so a result does not depend on the launch.
+//
+// kVec: A is row-major with k contiguous (a_cs == 1) and B row-major with n contiguous (b_cs == 1), every
+// row stride, batch stride and base 16-byte aligned and k, n multiples of 4 (the host checks): the loads are
+// float4. Otherwise each element is loaded on its own through the strides.
 namespace {
-constexpr int kBM = 128, kBN = 128, kBK = 8, kTM = 8, kTN = 8;
-}
+constexpr int kBM = 128, kBN = 128, kTM = 8, kTN = 8, kGemmThreads = 256;
 
-extern "C" __global__ void __launch_bounds__(256, 2)
-    pact_gemm_f32(float* c, const float* a, const float* b, const float* bias, std::int64_t m, std::int64_t n,
-                  std::int64_t k, std::int64_t a_rs, std::int64_t a_cs, std::int64_t b_rs, std::int64_t b_cs,
-                  Geometry batch, int accumulate) {
+template <int kBK, bool kVec>
+__device__ __forceinline__ void gemm_body(float* c, const float* a, const float* b, const float* bias,
+                                          std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t a_rs,
+                                          std::int64_t a_cs, std::int64_t b_rs, std::int64_t b_cs,
+                                          const Geometry& batch, int accumulate) {
+  // Elements of each operand's tile a thread moves per stage.
+  constexpr int kLoads = kBM * kBK / kGemmThreads;  // 4 (kBK 8) or 8 (kBK 16)
+  constexpr int kVecLoads = kLoads / 4;
   __shared__ __align__(16) float as[2][kBK][kBM];
   __shared__ __align__(16) float bs[2][kBK][kBN];
   std::int64_t a_off, b_off;
@@ -145,30 +153,57 @@ extern "C" __global__ void __launch_bounds__(256, 2)
   const int tr = tid / (kBN / kTN);  // 0..15
   const int tc = tid % (kBN / kTN);  // 0..15
 
-  // Loads: 128 x 8 of A and 8 x 128 of B per stage, 4 elements of each per thread, fetched into registers
-  // before the current stage's products and stored to shared memory after them (the global loads' latency
-  // overlaps the arithmetic).
-  float fa[4], fb[4];
+  float fa[kLoads], fb[kLoads];
   auto fetch = [&](std::int64_t k0) {
+    if constexpr (kVec) {
 #pragma unroll
-    for (int l = 0; l < 4; ++l) {
-      const int e = tid + l * 256;  // 0..1023
-      // A: element (r, kk) with kk fastest (A's k stride is 1 for a row-major operand)
-      const int ar = e / kBK, ak = e % kBK;
-      const std::int64_t gr = row0 + ar, gk = k0 + ak;
-      fa[l] = (gr < m && gk < k) ? a[gr * a_rs + gk * a_cs] : 0.0f;
-      // B: element (kk, cc) with cc fastest
-      const int bk = e / kBN, bc = e % kBN;
-      const std::int64_t gk2 = k0 + bk, gc = col0 + bc;
-      fb[l] = (gk2 < k && gc < n) ? b[gk2 * b_rs + gc * b_cs] : 0.0f;
+      for (int l = 0; l < kVecLoads; ++l) {
+        const int e = tid + l * kGemmThreads;  // float4 index in the tile
+        // A: row e / (kBK/4), k offset 4 * (e % (kBK/4))
+        const int ar = e / (kBK / 4), ak = 4 * (e % (kBK / 4));
+        const std::int64_t gr = row0 + ar, gk = k0 + ak;
+        float4 va = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (gr < m && gk < k) va = *reinterpret_cast<const float4*>(a + gr * a_rs + gk);
+        fa[4 * l] = va.x, fa[4 * l + 1] = va.y, fa[4 * l + 2] = va.z, fa[4 * l + 3] = va.w;
+        // B: k row e / (kBN/4), column 4 * (e % (kBN/4))
+        const int bk = e / (kBN / 4), bc = 4 * (e % (kBN / 4));
+        const std::int64_t gk2 = k0 + bk, gc = col0 + bc;
+        float4 vb = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (gk2 < k && gc < n) vb = *reinterpret_cast<const float4*>(b + gk2 * b_rs + gc);
+        fb[4 * l] = vb.x, fb[4 * l + 1] = vb.y, fb[4 * l + 2] = vb.z, fb[4 * l + 3] = vb.w;
+      }
+    } else {
+#pragma unroll
+      for (int l = 0; l < kLoads; ++l) {
+        const int e = tid + l * kGemmThreads;
+        const int ar = e / kBK, ak = e % kBK;
+        const std::int64_t gr = row0 + ar, gk = k0 + ak;
+        fa[l] = (gr < m && gk < k) ? a[gr * a_rs + gk * a_cs] : 0.0f;
+        const int bk = e / kBN, bc = e % kBN;
+        const std::int64_t gk2 = k0 + bk, gc = col0 + bc;
+        fb[l] = (gk2 < k && gc < n) ? b[gk2 * b_rs + gc * b_cs] : 0.0f;
+      }
     }
   };
   auto store = [&](int stage) {
+    if constexpr (kVec) {
 #pragma unroll
-    for (int l = 0; l < 4; ++l) {
-      const int e = tid + l * 256;
-      as[stage][e % kBK][e / kBK] = fa[l];
-      bs[stage][e / kBN][e % kBN] = fb[l];
+      for (int l = 0; l < kVecLoads; ++l) {
+        const int e = tid + l * kGemmThreads;
+        const int ar = e / (kBK / 4), ak = 4 * (e % (kBK / 4));
+#pragma unroll
+        for (int q = 0; q < 4; ++q) as[stage][ak + q][ar] = fa[4 * l + q];
+        const int bk = e / (kBN / 4), bc = 4 * (e % (kBN / 4));
+        *reinterpret_cast<float4*>(&bs[stage][bk][bc]) =
+            make_float4(fb[4 * l], fb[4 * l + 1], fb[4 * l + 2], fb[4 * l + 3]);
+      }
+    } else {
+#pragma unroll
+      for (int l = 0; l < kLoads; ++l) {
+        const int e = tid + l * kGemmThreads;
+        as[stage][e % kBK][e / kBK] = fa[l];
+        bs[stage][e / kBN][e % kBN] = fb[l];
+      }
     }
   };
 
@@ -222,6 +257,24 @@ extern "C" __global__ void __launch_bounds__(256, 2)
     }
   }
 }
+}  // namespace
+
+// The GEMM kernels the host chooses among (pact/kernels/cuda/cuda_kernels.cpp): the strided one for any
+// operands, the vectorized ones where kVec's conditions hold. The second number of each is the blocks per
+// multiprocessor the registers are capped for.
+#define PACT_GEMM_KERNEL(name, bk, vec, min_blocks)                                                              \
+  extern "C" __global__ void __launch_bounds__(kGemmThreads, min_blocks)                                         \
+      name(float* c, const float* a, const float* b, const float* bias, std::int64_t m, std::int64_t n,           \
+           std::int64_t k, std::int64_t a_rs, std::int64_t a_cs, std::int64_t b_rs, std::int64_t b_cs,           \
+           Geometry batch, int accumulate) {                                                                      \
+    gemm_body<bk, vec>(c, a, b, bias, m, n, k, a_rs, a_cs, b_rs, b_cs, batch, accumulate);                        \
+  }
+PACT_GEMM_KERNEL(pact_gemm_f32, 8, false, 2)
+PACT_GEMM_KERNEL(pact_gemm_f32_vec8, 8, true, 2)
+PACT_GEMM_KERNEL(pact_gemm_f32_vec8_b1, 8, true, 1)
+PACT_GEMM_KERNEL(pact_gemm_f32_vec16_b1, 16, true, 1)
+PACT_GEMM_KERNEL(pact_gemm_f32_vec16, 16, true, 2)
+#undef PACT_GEMM_KERNEL
 
 // ---- softmax and cross entropy --------------------------------------------------------------------------
 
