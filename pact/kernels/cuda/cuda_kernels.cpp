@@ -252,7 +252,9 @@ const char* gemm_kernel(const GemmOperand& a, const GemmOperand& b, std::int64_t
     vec = vec && batch.stride0[i] % 4 == 0 && batch.stride1[i] % 4 == 0;
   }
   if (!vec) return "pact_gemm_f32";
-  static constexpr const char* kVariants[] = {"pact_gemm_f32_vec8", "pact_gemm_f32_vec8_b1", "pact_gemm_f32_vec16",
+  // The default first: vec16 (k 16 per stage, two blocks per multiprocessor) was the fastest at 2048 and 4096
+  // on an H200 (docs/gpu.md).
+  static constexpr const char* kVariants[] = {"pact_gemm_f32_vec16", "pact_gemm_f32_vec8", "pact_gemm_f32_vec8_b1",
                                               "pact_gemm_f32_vec16_b1", "pact_gemm_f32"};
   if (const char* forced = std::getenv("PACT_CUDA_GEMM"); forced != nullptr && *forced != '\0') {
     for (const char* v : kVariants) {
@@ -618,10 +620,10 @@ RowLosses cross_entropy_rows(Operands& ops, std::uint64_t x, std::uint64_t t, st
   const Tensor host = flag.transfer_to(cpu_provider());
   auto p = host.prepare_host<std::int64_t>();
   if (!p) throw std::move(p).error().error;
-  const std::int64_t first_bad = std::get<PreparedContiguousRead<std::int64_t>>(p.value()).as_span()[0];
-  if (first_bad != 0) {
+  const std::int64_t mark = std::get<PreparedContiguousRead<std::int64_t>>(p.value()).as_span()[0];
+  if (mark != 0) {
     throw_error(ErrorCode::index_out_of_range, "cross_entropy",
-                fmt::format("operand 'target'[{}] is outside [0, {})", first_bad - 1, classes));
+                fmt::format("operand 'target'[{}] is outside [0, {})", ~mark, classes));
   }
   return r;
 }

@@ -317,8 +317,9 @@ extern "C" __global__ void pact_softmax_grad_f32(float* gx, const float* y, cons
 }
 
 // Cross entropy per row of [rows, classes] logits: losses[r] = logsumexp(x_r) - x_r[t_r], 0 for an ignored
-// row; counted[r] = 1 for a counted row. A target outside [0, classes) (and not ignore_index) sets *bad to
-// the first such row + 1 (the host raises index_out_of_range naming it).
+// row; counted[r] = 1 for a counted row. A target outside [0, classes) (and not ignore_index) marks *bad
+// (zero before the launch) with ~row, the largest mark for the first such row: the host raises
+// index_out_of_range naming row ~*bad.
 extern "C" __global__ void pact_cross_entropy_rows_f32(float* losses, float* counted, const float* x,
                                                        const std::int64_t* target, std::int64_t classes,
                                                        std::int64_t ignore, unsigned long long* bad) {
@@ -331,7 +332,7 @@ extern "C" __global__ void pact_cross_entropy_rows_f32(float* losses, float* cou
   if (t < 0 || t >= classes) {
     if (threadIdx.x == 0) {
       losses[row] = 0.0f, counted[row] = 0.0f;
-      atomicMin(bad, static_cast<unsigned long long>(row) + 1ull);
+      atomicMax(bad, ~static_cast<unsigned long long>(row));
     }
     return;
   }
