@@ -30,8 +30,8 @@ struct Cublas {
   int (*create)(void**) = nullptr;
   int (*destroy)(void*) = nullptr;
   int (*set_stream)(void*, void*) = nullptr;
-  int (*sgemm)(void*, int, int, int, int, int, const float*, const float*, int, const float*, int, const float*,
-               float*, int) = nullptr;
+  int (*sgemm)(void*, int, int, int, int, int, const float*, const float*, int, const float*, int, const float*, float*,
+               int) = nullptr;
 };
 
 Cublas load_cublas() {
@@ -143,10 +143,11 @@ int main(int argc, char** argv) {
       scale = std::max(scale, std::abs(want[i]));
     }
     const double flops = 2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n);
-    std::printf("{\"n\": %lld, \"pact_ms\": %.4f, \"cublas_ms\": %.4f, \"pact_tflops\": %.2f, \"cublas_tflops\": %.2f, "
-                "\"ratio\": %.3f, \"max_abs_diff_over_max\": %.2e, \"variants_ms\": {%s}}\n",
-                static_cast<long long>(n), pact_ms, cublas_ms, flops / pact_ms / 1e9, flops / cublas_ms / 1e9,
-                cublas_ms / pact_ms, worst / std::max(scale, 1e-30), variants.c_str());
+    std::printf(
+        "{\"n\": %lld, \"pact_ms\": %.4f, \"cublas_ms\": %.4f, \"pact_tflops\": %.2f, \"cublas_tflops\": %.2f, "
+        "\"ratio\": %.3f, \"max_abs_diff_over_max\": %.2e, \"variants_ms\": {%s}}\n",
+        static_cast<long long>(n), pact_ms, cublas_ms, flops / pact_ms / 1e9, flops / cublas_ms / 1e9,
+        cublas_ms / pact_ms, worst / std::max(scale, 1e-30), variants.c_str());
     std::fflush(stdout);
   }
   cublas.destroy(handle);

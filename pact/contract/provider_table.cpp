@@ -205,8 +205,9 @@ Capsule capsule_for(const ProviderRow& row, ops::OpTag op, bool vjp, std::string
   };
   c.numerical_policy = row.policy;
   // The symbol as the symbol table names it (the lockstep test checks it with nm).
-  c.provenance = row.handlers != nullptr ? Provenance{std::string(source_file), std::string(symbol)}
-                                         : Provenance{"pact/contract/provider_table.cpp", "pact::contract::provider_table"};
+  c.provenance = row.handlers != nullptr
+                     ? Provenance{std::string(source_file), std::string(symbol)}
+                     : Provenance{"pact/contract/provider_table.cpp", "pact::contract::provider_table"};
   return c;
 }
 
@@ -217,7 +218,8 @@ CapsuleModule module_from(const ProviderRow& row) {
     return m;
   }
   for (const auto& h : row.handlers()) {
-    if (keeps(row.selection, h.op)) m.capsules.push_back(capsule_for(row, h.op, h.vjp != nullptr, h.source_file, h.symbol));
+    if (keeps(row.selection, h.op))
+      m.capsules.push_back(capsule_for(row, h.op, h.vjp != nullptr, h.source_file, h.symbol));
   }
   return m;
 }

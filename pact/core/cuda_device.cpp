@@ -184,8 +184,8 @@ void CudaDevice::synchronize() {
 }
 
 void CudaDevice::launch(void* function, std::uint32_t grid_x, std::uint32_t grid_y, std::uint32_t grid_z,
-                        std::uint32_t block_x, std::uint32_t block_y, std::uint32_t block_z,
-                        std::uint32_t shared_bytes, void** params, std::string_view what) {
+                        std::uint32_t block_x, std::uint32_t block_y, std::uint32_t block_z, std::uint32_t shared_bytes,
+                        void** params, std::string_view what) {
   require_healthy(what);
   make_current();
   if (grid_x == 0 || grid_y == 0 || grid_z == 0) return;  // nothing to compute

@@ -88,9 +88,9 @@ class CudaDevice {
   void synchronize();
 
   /// Launches `function` (a CUfunction) on the stream. The parameters are cuLaunchKernel's.
-  void launch(void* function, std::uint32_t grid_x, std::uint32_t grid_y, std::uint32_t grid_z,
-              std::uint32_t block_x, std::uint32_t block_y, std::uint32_t block_z, std::uint32_t shared_bytes,
-              void** params, std::string_view what);
+  void launch(void* function, std::uint32_t grid_x, std::uint32_t grid_y, std::uint32_t grid_z, std::uint32_t block_x,
+              std::uint32_t block_y, std::uint32_t block_z, std::uint32_t shared_bytes, void** params,
+              std::string_view what);
 
   CudaDevice(const CudaDevice&) = delete;
   CudaDevice& operator=(const CudaDevice&) = delete;

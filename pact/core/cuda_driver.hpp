@@ -69,14 +69,14 @@ struct CudaDriver {
                                     const std::uint32_t* element_strides, int interleave, int swizzle, int l2_promotion,
                                     int oob_fill) = nullptr;  // cuTensorMapEncodeTiled
   // The CUDA provider's and the CUDA kernels' entry points (pact/core/cuda_device.hpp).
-  Result (*driver_get_version)(int* version) = nullptr;                                     // cuDriverGetVersion
-  Result (*device_get_attribute)(int* value, int attribute, int device) = nullptr;          // cuDeviceGetAttribute
-  Result (*device_get_name)(char* name, int length, int device) = nullptr;                  // cuDeviceGetName
-  Result (*device_total_mem)(std::size_t* bytes, int device) = nullptr;                     // cuDeviceTotalMem_v2
-  Result (*device_get_default_mem_pool)(void** pool, int device) = nullptr;                 // cuDeviceGetDefaultMemPool
-  Result (*mem_pool_set_attribute)(void* pool, int attribute, void* value) = nullptr;       // cuMemPoolSetAttribute
-  Result (*stream_create)(void** stream, unsigned flags) = nullptr;                         // cuStreamCreate
-  Result (*stream_destroy)(void* stream) = nullptr;                                         // cuStreamDestroy_v2
+  Result (*driver_get_version)(int* version) = nullptr;                                // cuDriverGetVersion
+  Result (*device_get_attribute)(int* value, int attribute, int device) = nullptr;     // cuDeviceGetAttribute
+  Result (*device_get_name)(char* name, int length, int device) = nullptr;             // cuDeviceGetName
+  Result (*device_total_mem)(std::size_t* bytes, int device) = nullptr;                // cuDeviceTotalMem_v2
+  Result (*device_get_default_mem_pool)(void** pool, int device) = nullptr;            // cuDeviceGetDefaultMemPool
+  Result (*mem_pool_set_attribute)(void* pool, int attribute, void* value) = nullptr;  // cuMemPoolSetAttribute
+  Result (*stream_create)(void** stream, unsigned flags) = nullptr;                    // cuStreamCreate
+  Result (*stream_destroy)(void* stream) = nullptr;                                    // cuStreamDestroy_v2
   Result (*mem_alloc_async)(std::uint64_t* pointer, std::size_t bytes, void* stream) = nullptr;  // cuMemAllocAsync
   Result (*mem_free_async)(std::uint64_t pointer, void* stream) = nullptr;                       // cuMemFreeAsync
   Result (*memcpy_htod_async)(std::uint64_t dst, const void* src, std::size_t bytes,
@@ -84,20 +84,21 @@ struct CudaDriver {
   Result (*memcpy_dtoh_async)(void* dst, std::uint64_t src, std::size_t bytes,
                               void* stream) = nullptr;  // cuMemcpyDtoHAsync_v2
   Result (*memcpy_dtod_async)(std::uint64_t dst, std::uint64_t src, std::size_t bytes,
-                              void* stream) = nullptr;                                            // cuMemcpyDtoDAsync_v2
-  Result (*memset_d8_async)(std::uint64_t dst, unsigned char value, std::size_t n, void* stream) = nullptr;  // cuMemsetD8Async
-  Result (*event_create)(void** event, unsigned flags) = nullptr;                          // cuEventCreate
-  Result (*event_record)(void* event, void* stream) = nullptr;                             // cuEventRecord
-  Result (*event_query)(void* event) = nullptr;                                            // cuEventQuery
-  Result (*event_synchronize)(void* event) = nullptr;                                      // cuEventSynchronize
-  Result (*event_elapsed_time)(float* ms, void* start, void* end) = nullptr;               // cuEventElapsedTime_v2
-  Result (*event_destroy)(void* event) = nullptr;                                          // cuEventDestroy_v2
+                              void* stream) = nullptr;  // cuMemcpyDtoDAsync_v2
+  Result (*memset_d8_async)(std::uint64_t dst, unsigned char value, std::size_t n,
+                            void* stream) = nullptr;                                         // cuMemsetD8Async
+  Result (*event_create)(void** event, unsigned flags) = nullptr;                            // cuEventCreate
+  Result (*event_record)(void* event, void* stream) = nullptr;                               // cuEventRecord
+  Result (*event_query)(void* event) = nullptr;                                              // cuEventQuery
+  Result (*event_synchronize)(void* event) = nullptr;                                        // cuEventSynchronize
+  Result (*event_elapsed_time)(float* ms, void* start, void* end) = nullptr;                 // cuEventElapsedTime_v2
+  Result (*event_destroy)(void* event) = nullptr;                                            // cuEventDestroy_v2
   Result (*module_get_function)(void** function, void* module, const char* name) = nullptr;  // cuModuleGetFunction
   Result (*func_set_attribute)(void* function, int attribute, int value) = nullptr;          // cuFuncSetAttribute
   Result (*launch_kernel)(void* function, unsigned grid_x, unsigned grid_y, unsigned grid_z, unsigned block_x,
                           unsigned block_y, unsigned block_z, unsigned shared_mem_bytes, void* stream, void** params,
-                          void** extra) = nullptr;                                         // cuLaunchKernel
-  Result (*get_error_name)(Result result, const char** name) = nullptr;                    // cuGetErrorName
+                          void** extra) = nullptr;                       // cuLaunchKernel
+  Result (*get_error_name)(Result result, const char** name) = nullptr;  // cuGetErrorName
 };
 
 /// The process's driver, loaded once with dlopen("libcuda.so.1"). no_device (naming dlerror or the

@@ -3,8 +3,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cstring>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <new>
@@ -210,7 +210,8 @@ class CudaDeviceProvider final : public Provider {
   void copy_out(std::byte* dst, const ProviderAllocation& src, std::uint64_t offset, std::uint64_t bytes) override {
     device_.copy_to_host(dst, src.handle + offset, bytes);
   }
-  void copy_in(const ProviderAllocation& dst, std::uint64_t offset, const std::byte* src, std::uint64_t bytes) override {
+  void copy_in(const ProviderAllocation& dst, std::uint64_t offset, const std::byte* src,
+               std::uint64_t bytes) override {
     device_.copy_from_host(dst.handle + offset, src, bytes);
   }
   void copy_within(const ProviderAllocation& dst, std::uint64_t dst_offset, const ProviderAllocation& src,
@@ -263,7 +264,8 @@ class FakeDeviceProvider final : public HostBackedProvider {
   void copy_out(std::byte* dst, const ProviderAllocation& src, std::uint64_t offset, std::uint64_t bytes) override {
     std::memcpy(dst, in_bounds(src, offset, bytes), bytes);
   }
-  void copy_in(const ProviderAllocation& dst, std::uint64_t offset, const std::byte* src, std::uint64_t bytes) override {
+  void copy_in(const ProviderAllocation& dst, std::uint64_t offset, const std::byte* src,
+               std::uint64_t bytes) override {
     std::memcpy(in_bounds(dst, offset, bytes), src, bytes);
   }
   void copy_within(const ProviderAllocation& dst, std::uint64_t dst_offset, const ProviderAllocation& src,

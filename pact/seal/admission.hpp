@@ -37,8 +37,8 @@
 #include <vector>
 
 #include "pact/contract/capsule.hpp"
-#include "pact/core/cuda_driver.hpp"
 #include "pact/contract/check.hpp"
+#include "pact/core/cuda_driver.hpp"
 #include "pact/seal/evidence.hpp"
 #include "pact/seal/manifest.hpp"
 #include "pact/seal/profile.hpp"
@@ -48,7 +48,6 @@ namespace pact::seal {
 /// cuda.h's CUtensorMapDataType for a TMA element type, and CUtensorMapSwizzle for a swizzle name.
 int cu_tensor_map_dtype(std::string_view dtype);
 int cu_tensor_map_swizzle(std::string_view swizzle);
-
 
 /// What the driver observed for one admitted CUBIN.
 struct DriverInventory {

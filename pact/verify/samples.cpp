@@ -581,7 +581,8 @@ std::vector<std::string> sweep_problems(const kernels::Handler& candidate, const
     return found;
   }
   const kernels::KernelContext ctx{s.training, 41};
-  const std::vector<Tensor> cins = candidate.device == DeviceKind::cpu ? std::vector<Tensor>{} : placed_for(candidate, ins);
+  const std::vector<Tensor> cins =
+      candidate.device == DeviceKind::cpu ? std::vector<Tensor>{} : placed_for(candidate, ins);
   const std::vector<Tensor>& candidate_ins = candidate.device == DeviceKind::cpu ? ins : cins;
   const Tensor yr = kernels::run_forward(baseline, views_of(ins), s.attrs, ctx);
   Tensor yc = kernels::run_forward(candidate, views_of(candidate_ins), s.attrs, ctx);

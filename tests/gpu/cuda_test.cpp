@@ -5,9 +5,9 @@
 // skips; under PACT_REQUIRE_GPU=1 that is a failure.
 
 #include <gtest/gtest.h>
+#include <stdlib.h>
 
 #include <cstdlib>
-#include <stdlib.h>
 #include <random>
 #include <string>
 #include <vector>
@@ -25,18 +25,18 @@ bool gpu_required() {
   return v != nullptr && std::string(v) == "1";
 }
 
-#define PACT_GPU_OR_SKIP()                                                                          \
-  do {                                                                                              \
-    if (cuda_provider()->name() != "cuda") {                                                        \
-      const std::string why = "no CUDA device: " + CudaDevice::unavailable_reason();               \
-      if (gpu_required()) FAIL() << "PACT_REQUIRE_GPU=1 but " << why;                               \
-      GTEST_SKIP() << why;                                                                          \
-    }                                                                                               \
-    if (!kernels::cuda_kernels_built()) {                                                           \
-      const std::string why = "this build has no CUDA kernels (PACT_WITH_CUDA=OFF)";                \
-      if (gpu_required()) FAIL() << "PACT_REQUIRE_GPU=1 but " << why;                               \
-      GTEST_SKIP() << why;                                                                          \
-    }                                                                                               \
+#define PACT_GPU_OR_SKIP()                                                           \
+  do {                                                                               \
+    if (cuda_provider()->name() != "cuda") {                                         \
+      const std::string why = "no CUDA device: " + CudaDevice::unavailable_reason(); \
+      if (gpu_required()) FAIL() << "PACT_REQUIRE_GPU=1 but " << why;                \
+      GTEST_SKIP() << why;                                                           \
+    }                                                                                \
+    if (!kernels::cuda_kernels_built()) {                                            \
+      const std::string why = "this build has no CUDA kernels (PACT_WITH_CUDA=OFF)"; \
+      if (gpu_required()) FAIL() << "PACT_REQUIRE_GPU=1 but " << why;                \
+      GTEST_SKIP() << why;                                                           \
+    }                                                                                \
   } while (false)
 
 Tensor host_values(const Dims& shape, float start) {
@@ -173,7 +173,8 @@ TEST(CudaOps, BadInputIsATypedError) {
   ASSERT_NE(ce, nullptr);
   const Tensor x = host_values(Dims{3, 5}, 0.0f).transfer_to(cuda_provider());
   const std::vector<std::int64_t> bad{1, 7, 2};
-  const Tensor t = Tensor::from_values<std::int64_t>(Dims{3}, std::span<const std::int64_t>(bad)).transfer_to(cuda_provider());
+  const Tensor t =
+      Tensor::from_values<std::int64_t>(Dims{3}, std::span<const std::int64_t>(bad)).transfer_to(cuda_provider());
   std::vector<TensorView> in{x.as_view(), t.as_view()};
   try {
     (void)kernels::run_forward(*ce, in, {});

@@ -16,7 +16,8 @@ namespace pact::seal {
 namespace {
 
 // The checkout, or where scripts/gpu-check.sh's bundle keeps the fixtures (PACT_SOURCE_DIR on a GPU machine).
-const std::string kSource = std::getenv("PACT_SOURCE_DIR") != nullptr ? std::getenv("PACT_SOURCE_DIR") : PACT_SOURCE_DIR;
+const std::string kSource =
+    std::getenv("PACT_SOURCE_DIR") != nullptr ? std::getenv("PACT_SOURCE_DIR") : PACT_SOURCE_DIR;
 
 bool gpu_required() {
   const char* v = std::getenv("PACT_REQUIRE_GPU");

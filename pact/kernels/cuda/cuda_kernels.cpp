@@ -229,8 +229,7 @@ void sum_to_shape(Operands& ops, std::uint64_t dst, std::uint64_t src, const Dim
     count *= reduced.shape[i];
   }
   if (n == 0) return;
-  launch(ops.op(), "pact_sum_to_shape_f32", grid_for(n), 1, 1, kThreads,
-         {&dst, &src, &kept, &reduced, &n, &count});
+  launch(ops.op(), "pact_sum_to_shape_f32", grid_for(n), 1, 1, kThreads, {&dst, &src, &kept, &reduced, &n, &count});
 }
 
 // ---- GEMM --------------------------------------------------------------------------------------------------
@@ -245,8 +244,8 @@ struct GemmOperand {
 // GPU benchmark compares them; an unknown name is refused).
 const char* gemm_kernel(const GemmOperand& a, const GemmOperand& b, std::int64_t k, std::int64_t n,
                         const Geometry& batch) {
-  bool vec = a.col_stride == 1 && b.col_stride == 1 && a.row_stride % 4 == 0 && b.row_stride % 4 == 0 &&
-             k % 4 == 0 && n % 4 == 0 && a.address % 16 == 0 && b.address % 16 == 0;
+  bool vec = a.col_stride == 1 && b.col_stride == 1 && a.row_stride % 4 == 0 && b.row_stride % 4 == 0 && k % 4 == 0 &&
+             n % 4 == 0 && a.address % 16 == 0 && b.address % 16 == 0;
   for (int d = 0; d < batch.rank; ++d) {
     const auto i = static_cast<std::size_t>(d);
     vec = vec && batch.stride0[i] % 4 == 0 && batch.stride1[i] % 4 == 0;
@@ -260,7 +259,8 @@ const char* gemm_kernel(const GemmOperand& a, const GemmOperand& b, std::int64_t
     for (const char* v : kVariants) {
       if (std::string_view(v) == forced) return v;
     }
-    throw_error(ErrorCode::invalid_argument, "cuda.gemm", fmt::format("PACT_CUDA_GEMM={} names no GEMM kernel", forced));
+    throw_error(ErrorCode::invalid_argument, "cuda.gemm",
+                fmt::format("PACT_CUDA_GEMM={} names no GEMM kernel", forced));
   }
   return kVariants[0];
 }
@@ -275,14 +275,15 @@ void gemm(std::string_view op, std::uint64_t c, GemmOperand a, GemmOperand b, st
   if (batches > 65535)
     throw_error(ErrorCode::unsupported, std::string(op),
                 fmt::format("{} batched products exceed the cuda GEMM's 65535", batches));
-  const void* bias_ptr = bias == 0 ? nullptr : reinterpret_cast<const void*>(bias);  // NOLINT(performance-no-int-to-ptr)
+  const void* bias_ptr =
+      bias == 0 ? nullptr : reinterpret_cast<const void*>(bias);  // NOLINT(performance-no-int-to-ptr)
   int acc = accumulate ? 1 : 0;
   const auto gx = static_cast<std::uint32_t>((n + 127) / 128), gy = static_cast<std::uint32_t>((m + 127) / 128);
   if (gy > 65535)
     throw_error(ErrorCode::unsupported, std::string(op), fmt::format("{} rows exceed the cuda GEMM's grid", m));
   launch(op, gemm_kernel(a, b, k, n, batch), gx, gy, static_cast<std::uint32_t>(batches), 256,
-         {&c, &a.address, &b.address, &bias_ptr, &m, &n, &k, &a.row_stride, &a.col_stride, &b.row_stride,
-          &b.col_stride, &batch, &acc});
+         {&c, &a.address, &b.address, &bias_ptr, &m, &n, &k, &a.row_stride, &a.col_stride, &b.row_stride, &b.col_stride,
+          &batch, &acc});
 }
 
 Geometry no_batch() { return Geometry{}; }
@@ -310,8 +311,7 @@ MatmulForm matmul_form(const Dims& as, const Dims& bs) {
 
 // The batch geometry of two contiguous matrix-form operands over the broadcast batch: each operand's stride
 // per batch index is its matrix size times its own contiguous batch stride, 0 where it broadcasts.
-Geometry batch_geometry(const Dims& batch, const Dims& x, std::int64_t x_matrix, const Dims& y,
-                        std::int64_t y_matrix) {
+Geometry batch_geometry(const Dims& batch, const Dims& x, std::int64_t x_matrix, const Dims& y, std::int64_t y_matrix) {
   Geometry g;
   g.rank = batch.size();
   auto strides_of = [&](const Dims& full, std::int64_t matrix, auto& out) {
@@ -357,7 +357,8 @@ Tensor add_forward(std::span<const TensorView> in, const Attributes&, const Kern
   }
   std::int64_t n = out.numel();
   int op_code = 0;
-  if (n > 0) launch("add", "pact_binary_f32", grid_for(n), 1, 1, kThreads, {(void*)&o, (void*)&a, (void*)&b, &g, &n, &op_code});
+  if (n > 0)
+    launch("add", "pact_binary_f32", grid_for(n), 1, 1, kThreads, {(void*)&o, (void*)&a, (void*)&b, &g, &n, &op_code});
   return out;
 }
 
@@ -408,11 +409,10 @@ Tensor matmul_forward(std::span<const TensorView> in, const Attributes&, const K
   Operands ops("matmul");
   const MatmulForm f = matmul_form(in[0].shape(), in[1].shape());
   const std::uint64_t a = ops.contiguous(in[0], "a"), b = ops.contiguous(in[1], "b");
-  const Dims out_shape = ops::infer_type(ops::OpTag::matmul,
-                                         std::vector<ops::TensorType>{{DType::f32, in[0].shape()},
-                                                                      {DType::f32, in[1].shape()}},
-                                         {})
-                             .shape;
+  const Dims out_shape =
+      ops::infer_type(ops::OpTag::matmul,
+                      std::vector<ops::TensorType>{{DType::f32, in[0].shape()}, {DType::f32, in[1].shape()}}, {})
+          .shape;
   Tensor out = device_empty(out_shape);
   const std::uint64_t o = ops.write(out);
   if (f.k == 0) {
@@ -484,7 +484,8 @@ Tensor linear_forward(std::span<const TensorView> in, const Attributes&, const K
       g.stride0[0] = out_f, g.stride0[1] = 1, g.stride1[1] = 1;
       std::int64_t n = out.numel();
       int op_code = 0;
-      launch("linear", "pact_binary_f32", grid_for(n), 1, 1, kThreads, {(void*)&o, (void*)&o, (void*)&bias, &g, &n, &op_code});
+      launch("linear", "pact_binary_f32", grid_for(n), 1, 1, kThreads,
+             {(void*)&o, (void*)&o, (void*)&bias, &g, &n, &op_code});
     }
     return out;
   }
@@ -503,8 +504,10 @@ GradList linear_vjp(std::span<const TensorView> in, const TensorView&, const Ten
   if (ctx.wants_grad(0)) {
     Tensor gx = device_empty(in[0].shape());
     const std::uint64_t o = ops.write(gx);
-    if (out_f == 0) device().clear(o, static_cast<std::uint64_t>(gx.numel()) * 4);
-    else gemm("linear", o, {g, out_f, 1}, {w, in_f, 1}, 0, rows, in_f, out_f, no_batch(), false);  // G W
+    if (out_f == 0)
+      device().clear(o, static_cast<std::uint64_t>(gx.numel()) * 4);
+    else
+      gemm("linear", o, {g, out_f, 1}, {w, in_f, 1}, 0, rows, in_f, out_f, no_batch(), false);  // G W
     r.emplace_back(std::move(gx));
   } else {
     r.emplace_back(std::nullopt);
@@ -512,8 +515,10 @@ GradList linear_vjp(std::span<const TensorView> in, const TensorView&, const Ten
   if (ctx.wants_grad(1)) {
     Tensor gw = device_empty(in[1].shape());
     const std::uint64_t o = ops.write(gw);
-    if (rows == 0) device().clear(o, static_cast<std::uint64_t>(gw.numel()) * 4);
-    else gemm("linear", o, {g, 1, out_f}, {x, in_f, 1}, 0, out_f, in_f, rows, no_batch(), false);  // G^T X
+    if (rows == 0)
+      device().clear(o, static_cast<std::uint64_t>(gw.numel()) * 4);
+    else
+      gemm("linear", o, {g, 1, out_f}, {x, in_f, 1}, 0, out_f, in_f, rows, no_batch(), false);  // G^T X
     r.emplace_back(std::move(gw));
   } else {
     r.emplace_back(std::nullopt);
@@ -522,8 +527,10 @@ GradList linear_vjp(std::span<const TensorView> in, const TensorView&, const Ten
     if (ctx.wants_grad(2)) {
       Tensor gb = device_empty(in[2].shape());
       const std::uint64_t o = ops.write(gb);
-      if (rows == 0) device().clear(o, static_cast<std::uint64_t>(gb.numel()) * 4);
-      else sum_to_shape(ops, o, g, Dims{rows, out_f}, Dims{out_f});
+      if (rows == 0)
+        device().clear(o, static_cast<std::uint64_t>(gb.numel()) * 4);
+      else
+        sum_to_shape(ops, o, g, Dims{rows, out_f}, Dims{out_f});
       r.emplace_back(std::move(gb));
     } else {
       r.emplace_back(std::nullopt);
@@ -601,8 +608,8 @@ DeviceBinding bind_mut(Tensor& t) {
 }
 
 // `losses_out`: the tensor the row losses go to (the result of reduction none), or null for a kept temporary.
-RowLosses cross_entropy_rows(Operands& ops, std::uint64_t x, std::uint64_t t, std::int64_t rows,
-                             std::int64_t classes, std::int64_t ignore, Tensor* losses_out) {
+RowLosses cross_entropy_rows(Operands& ops, std::uint64_t x, std::uint64_t t, std::int64_t rows, std::int64_t classes,
+                             std::int64_t ignore, Tensor* losses_out) {
   RowLosses r;
   r.losses = losses_out != nullptr ? losses_out : &ops.keep(device_empty(Dims{rows}));
   r.counted = &ops.keep(device_empty(Dims{rows}));
@@ -678,14 +685,14 @@ GradList cross_entropy_vjp(std::span<const TensorView> in, const TensorView&, co
   return r;
 }
 
-#define PACT_CUDA_HANDLER(opname)                                                                          \
-  Handler {                                                                                                \
-    ops::OpTag::opname, "cuda", DeviceKind::cuda, &opname##_forward, &opname##_vjp,                        \
-        "pact/kernels/cuda/cuda_kernels.cpp", "pact::kernels::cuda::" #opname "_forward"                         \
+#define PACT_CUDA_HANDLER(opname)                                                        \
+  Handler {                                                                              \
+    ops::OpTag::opname, "cuda", DeviceKind::cuda, &opname##_forward, &opname##_vjp,      \
+        "pact/kernels/cuda/cuda_kernels.cpp", "pact::kernels::cuda::" #opname "_forward" \
   }
 
-const Handler kHandlers[] = {PACT_CUDA_HANDLER(matmul),  PACT_CUDA_HANDLER(linear),  PACT_CUDA_HANDLER(add),
-                             PACT_CUDA_HANDLER(relu),    PACT_CUDA_HANDLER(softmax), PACT_CUDA_HANDLER(cross_entropy)};
+const Handler kHandlers[] = {PACT_CUDA_HANDLER(matmul), PACT_CUDA_HANDLER(linear),  PACT_CUDA_HANDLER(add),
+                             PACT_CUDA_HANDLER(relu),   PACT_CUDA_HANDLER(softmax), PACT_CUDA_HANDLER(cross_entropy)};
 
 }  // namespace cuda
 

@@ -133,10 +133,9 @@ namespace {
 constexpr int kBM = 128, kBN = 128, kTM = 8, kTN = 8, kGemmThreads = 256;
 
 template <int kBK, bool kVec>
-__device__ __forceinline__ void gemm_body(float* c, const float* a, const float* b, const float* bias,
-                                          std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t a_rs,
-                                          std::int64_t a_cs, std::int64_t b_rs, std::int64_t b_cs,
-                                          const Geometry& batch, int accumulate) {
+__device__ __forceinline__ void gemm_body(float* c, const float* a, const float* b, const float* bias, std::int64_t m,
+                                          std::int64_t n, std::int64_t k, std::int64_t a_rs, std::int64_t a_cs,
+                                          std::int64_t b_rs, std::int64_t b_cs, const Geometry& batch, int accumulate) {
   // Elements of each operand's tile a thread moves per stage.
   constexpr int kLoads = kBM * kBK / kGemmThreads;  // 4 (kBK 8) or 8 (kBK 16)
   constexpr int kVecLoads = kLoads / 4;
@@ -262,12 +261,11 @@ __device__ __forceinline__ void gemm_body(float* c, const float* a, const float*
 // The GEMM kernels the host chooses among (pact/kernels/cuda/cuda_kernels.cpp): the strided one for any
 // operands, the vectorized ones where kVec's conditions hold. The second number of each is the blocks per
 // multiprocessor the registers are capped for.
-#define PACT_GEMM_KERNEL(name, bk, vec, min_blocks)                                                              \
-  extern "C" __global__ void __launch_bounds__(kGemmThreads, min_blocks)                                         \
-      name(float* c, const float* a, const float* b, const float* bias, std::int64_t m, std::int64_t n,           \
-           std::int64_t k, std::int64_t a_rs, std::int64_t a_cs, std::int64_t b_rs, std::int64_t b_cs,           \
-           Geometry batch, int accumulate) {                                                                      \
-    gemm_body<bk, vec>(c, a, b, bias, m, n, k, a_rs, a_cs, b_rs, b_cs, batch, accumulate);                        \
+#define PACT_GEMM_KERNEL(name, bk, vec, min_blocks)                                                                 \
+  extern "C" __global__ void __launch_bounds__(kGemmThreads, min_blocks) name(                                      \
+      float* c, const float* a, const float* b, const float* bias, std::int64_t m, std::int64_t n, std::int64_t k,  \
+      std::int64_t a_rs, std::int64_t a_cs, std::int64_t b_rs, std::int64_t b_cs, Geometry batch, int accumulate) { \
+    gemm_body<bk, vec>(c, a, b, bias, m, n, k, a_rs, a_cs, b_rs, b_cs, batch, accumulate);                          \
   }
 PACT_GEMM_KERNEL(pact_gemm_f32, 8, false, 2)
 PACT_GEMM_KERNEL(pact_gemm_f32_vec8, 8, true, 2)
