@@ -2,8 +2,8 @@
 # The device checks of the CUDA path (issue 26 item 6), run on a machine with an NVIDIA GPU from the bundle
 # scripts/gpu-bundle.sh made on a build machine: nothing is built here. Under PACT_REQUIRE_GPU=1 a skipped
 # gpu test fails. Writes its report into REPORT (at most 8 files, one level): environment.txt,
-# cuda_gpu_tests.log, seal_gpu_tests.log, memcheck.log, gemm.jsonl, torch_gemm.json, summary.txt. Bounded to
-# about 4 minutes by per-step timeouts.
+# cuda_gpu_tests.log, seal_gpu_tests.log, memcheck.log, gemm.jsonl, attention.jsonl, torch_peers.json,
+# summary.txt. Bounded to about 4 minutes by per-step timeouts.
 #
 # usage: gpu-check.sh BUNDLE REPORT
 set -uo pipefail
@@ -36,22 +36,34 @@ step cuda_gpu_tests 120 "$bundle/pact_cuda_gpu_tests"
 step seal_gpu_tests 60 "$bundle/pact_seal_gpu_tests"
 timeout 60 "$bundle/pact_bench_gpu_gemm" 1024 2048 4096 > "$report/gemm.jsonl" 2>> "$report/summary.txt"
 echo "gemm benchmark: exit $?" >> "$report/summary.txt"
-# PyTorch's f32 GEMM at 4096 on the same GPU (TF32 off, PyTorch's default for matmul), a second peer.
-timeout 60 python3 - > "$report/torch_gemm.json" 2>> "$report/summary.txt" <<'PY'
+timeout 60 "$bundle/pact_bench_gpu_attention" > "$report/attention.jsonl" 2>> "$report/summary.txt"
+echo "attention benchmark: exit $?" >> "$report/summary.txt"
+# PyTorch on the same GPU, the peers: f32 GEMM (TF32 off, PyTorch's default for matmul) and f32
+# scaled_dot_product_attention on the attention benchmark's shapes.
+timeout 90 python3 - > "$report/torch_peers.json" 2>> "$report/summary.txt" <<'PY'
 import json, torch
+import torch.nn.functional as F
 torch.backends.cuda.matmul.allow_tf32 = False
-out = {}
-for n in (1024, 2048, 4096):
-    a = torch.randn(n, n, device="cuda"); b = torch.randn(n, n, device="cuda")
-    for _ in range(3): a @ b
+def median_ms(f, reps=10):
+    for _ in range(3): f()
     torch.cuda.synchronize()
     times = []
-    for _ in range(10):
+    for _ in range(reps):
         s = torch.cuda.Event(enable_timing=True); e = torch.cuda.Event(enable_timing=True)
-        s.record(); a @ b; e.record(); e.synchronize(); times.append(s.elapsed_time(e))
+        s.record(); f(); e.record(); e.synchronize(); times.append(s.elapsed_time(e))
     times.sort()
-    out[n] = {"torch_ms": times[len(times) // 2], "torch_tflops": 2 * n**3 / times[len(times) // 2] / 1e9}
-print(json.dumps({"torch": torch.__version__, "gemm": out}))
+    return times[len(times) // 2]
+gemm = {}
+for n in (1024, 2048, 4096):
+    a = torch.randn(n, n, device="cuda"); b = torch.randn(n, n, device="cuda")
+    ms = median_ms(lambda: a @ b)
+    gemm[n] = {"torch_ms": ms, "torch_tflops": 2 * n**3 / ms / 1e9}
+q, k, v = (torch.randn(4, 16, 2048, 64, device="cuda") for _ in range(3))
+attention = {}
+for causal in (False, True):
+    ms = median_ms(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal))
+    attention["b4 h16 s2048 d64 " + ("causal" if causal else "full")] = {"torch_ms": ms}
+print(json.dumps({"torch": torch.__version__, "gemm": gemm, "attention": attention}))
 PY
 # Out-of-bounds accesses in the kernels (compute-sanitizer works on Firecracker machines, not under gVisor).
 if command -v compute-sanitizer > /dev/null; then

@@ -148,6 +148,30 @@ TEST(CudaOps, EveryGemmKernelMatchesTheReference) {
   ::unsetenv("PACT_CUDA_GEMM");
 }
 
+TEST(CudaOps, AttentionMatchesTheReferenceFusedAndThroughProbabilities) {
+  PACT_GPU_OR_SKIP();
+  using verify::sampling::M;
+  using verify::sampling::N;
+  const auto sdpa = ops::OpTag::scaled_dot_product_attention;
+  const std::vector<verify::Sample> cases{
+      // query rows past one 32-row tile, keys past one 32-key tile, causal with L != S
+      {sdpa, {N(Dims{2, 45, 24}), N(Dims{2, 70, 24}), N(Dims{2, 70, 40})}, {{"is_causal", true}}},
+      {sdpa, {N(Dims{2, 3, 33, 16}), N(Dims{2, 3, 33, 16}), N(Dims{2, 3, 33, 16})}, {{"scale", 0.3}}},
+      // a boolean mask broadcast over the batch, and an additive one
+      {sdpa, {N(Dims{2, 40, 8}), N(Dims{2, 36, 8}), N(Dims{2, 36, 8}), M(Dims{40, 36})}, {}},
+      {sdpa, {N(Dims{2, 40, 8}), N(Dims{2, 36, 8}), N(Dims{2, 36, 8}), N(Dims{2, 1, 36})}, {}},
+      // heads wider than the fused kernel's 256: through the probabilities
+      {sdpa, {N(Dims{20, 264}), N(Dims{12, 264}), N(Dims{12, 260})}, {}},
+  };
+  std::mt19937 rng(5);
+  const kernels::Handler* h = kernels::find_handler(kernels::cuda_handlers(), sdpa);
+  ASSERT_NE(h, nullptr);
+  for (const auto& s : cases) {
+    for (const auto& p : verify::sweep_problems(*h, reference_of(sdpa), s, rng))
+      ADD_FAILURE() << verify::describe(s) << ": " << p;
+  }
+}
+
 // A wrong kernel on the device: add computing a + a. The same comparison must refute it.
 Tensor wrong_add(std::span<const TensorView> in, const ops::Attributes& a, const kernels::KernelContext& ctx) {
   const kernels::Handler* add = kernels::find_handler(kernels::cuda_handlers(), ops::OpTag::add);

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include <array>
+#include <cmath>
 #include <cstdlib>
 #include <deque>
 #include <map>
@@ -158,6 +159,8 @@ class Operands {
     bindings_.push_back(std::move(bound).value());
     return bindings_.back().unsafe_device_address();
   }
+  // Keeps a binding made outside (a bool operand's) until the launches that read it are enqueued.
+  void hold(DeviceBinding binding) { bindings_.push_back(std::move(binding)); }
   // Keeps a temporary device tensor (a staging product, a flag) alive as long as the bindings made of it.
   Tensor& keep(Tensor t) {
     temporaries_.push_back(std::move(t));
@@ -177,8 +180,15 @@ Tensor device_empty(const Dims& shape, DType dtype = DType::f32) {
 }
 
 void launch(std::string_view op, const char* kernel, std::uint32_t grid_x, std::uint32_t grid_y, std::uint32_t grid_z,
-            std::uint32_t block, std::vector<void*> params) {
-  device().launch(function(op, kernel), grid_x, grid_y, grid_z, block, 1, 1, 0, params.data(), op);
+            std::uint32_t block, std::vector<void*> params, std::uint32_t shared_bytes = 0) {
+  void* f = function(op, kernel);
+  if (shared_bytes > 48 * 1024) {  // past the default limit a kernel must opt in
+    device().make_current();
+    device().check(device().driver().func_set_attribute(f, kCuFuncAttributeMaxDynamicSharedSizeBytes,
+                                                        static_cast<int>(shared_bytes)),
+                   op);
+  }
+  device().launch(f, grid_x, grid_y, grid_z, block, 1, 1, shared_bytes, params.data(), op);
 }
 
 // A strided traversal of one view in row-major order of its shape.
@@ -339,71 +349,186 @@ Dims with_matrix(const Dims& batch, std::int64_t rows, std::int64_t cols) {
 
 // ---- handlers ------------------------------------------------------------------------------------------------
 
-Tensor add_forward(std::span<const TensorView> in, const Attributes&, const KernelContext&) {
-  Operands ops("add");
-  const Dims shape = ops::broadcast_shapes("add", in[0].shape(), in[1].shape());
-  const std::uint64_t a = ops.read(in[0], "a"), b = ops.read(in[1], "b");
-  Tensor out = device_empty(shape);
-  const std::uint64_t o = ops.write(out);
+// One operand of a broadcasting elementwise kernel: its device address, shape and element strides.
+struct Elementwise {
+  std::uint64_t address;
+  Dims shape, strides;
+};
+
+Elementwise contiguous_operand(std::uint64_t address, const Dims& shape) {
+  return {address, shape, contiguous_strides(shape)};
+}
+
+// out (contiguous, `shape`) = x op y, x and y broadcast to `shape`: 0 add, 1 mul, 2 sub, 3 div.
+void binary(Operands& ops, std::uint64_t out, const Dims& shape, const Elementwise& x, const Elementwise& y, int code) {
   Geometry g;
   g.rank = shape.size();
-  const Dims sa = in[0].strides(), sb = in[1].strides();
   for (int d = 0; d < g.rank; ++d) {
     const auto i = static_cast<std::size_t>(d);
     g.shape[i] = shape[d];
-    const int da = d - (g.rank - in[0].rank()), db = d - (g.rank - in[1].rank());
-    g.stride0[i] = da >= 0 && in[0].shape()[da] != 1 ? sa[da] : 0;
-    g.stride1[i] = db >= 0 && in[1].shape()[db] != 1 ? sb[db] : 0;
+    const int dx = d - (g.rank - x.shape.size()), dy = d - (g.rank - y.shape.size());
+    g.stride0[i] = dx >= 0 && x.shape[dx] != 1 ? x.strides[dx] : 0;
+    g.stride1[i] = dy >= 0 && y.shape[dy] != 1 ? y.strides[dy] : 0;
   }
-  std::int64_t n = out.numel();
-  int op_code = 0;
-  if (n > 0)
-    launch("add", "pact_binary_f32", grid_for(n), 1, 1, kThreads, {(void*)&o, (void*)&a, (void*)&b, &g, &n, &op_code});
+  std::int64_t n = 1;
+  for (auto e : shape) n *= e;
+  std::uint64_t xa = x.address, ya = y.address;
+  if (n > 0) launch(ops.op(), "pact_binary_f32", grid_for(n), 1, 1, kThreads, {&out, &xa, &ya, &g, &n, &code});
+}
+
+void unary(Operands& ops, std::uint64_t out, const Elementwise& x, int code) {
+  Geometry g;
+  g.rank = x.shape.size();
+  for (int d = 0; d < g.rank; ++d) {
+    g.shape[static_cast<std::size_t>(d)] = x.shape[d];
+    g.stride0[static_cast<std::size_t>(d)] = x.strides[d];
+  }
+  std::int64_t n = 1;
+  for (auto e : x.shape) n *= e;
+  std::uint64_t xa = x.address;
+  if (n > 0) launch(ops.op(), "pact_unary_f32", grid_for(n), 1, 1, kThreads, {&out, &xa, &g, &n, &code});
+}
+
+Elementwise view_operand(Operands& ops, const TensorView& v, std::string_view name) {
+  return {ops.read(v, name), v.shape(), v.strides()};
+}
+
+Tensor binary_forward(const char* op, int code, std::span<const TensorView> in) {
+  Operands ops(op);
+  const Dims shape = ops::broadcast_shapes(op, in[0].shape(), in[1].shape());
+  const Elementwise a = view_operand(ops, in[0], "a"), b = view_operand(ops, in[1], "b");
+  Tensor out = device_empty(shape);
+  binary(ops, ops.write(out), shape, a, b, code);
   return out;
 }
 
-GradList add_vjp(std::span<const TensorView> in, const TensorView&, const TensorView& grad, const Attributes&,
-                 const KernelContext& ctx) {
-  Operands ops("add");
-  const std::uint64_t g = ops.contiguous(grad, "grad_output");
+// The gradient of a broadcast operand: `full` (the output's shape, contiguous) summed to `target`'s shape,
+// negated when asked, into a new tensor.
+Tensor reduced_gradient(Operands& ops, std::uint64_t full, const Dims& out_shape, const Dims& target, bool negate) {
+  Tensor result = device_empty(target);
+  const std::uint64_t r = ops.write(result);
+  if (!negate) {
+    sum_to_shape(ops, r, full, out_shape, target);
+    return result;
+  }
+  Tensor& summed = ops.keep(device_empty(target));
+  const std::uint64_t sa = ops.write(summed);
+  sum_to_shape(ops, sa, full, out_shape, target);
+  unary(ops, r, contiguous_operand(sa, target), 2);
+  return result;
+}
+
+// add (0), mul (1), sub (2), div (3): the VJP of each operand over the broadcast output shape.
+GradList binary_vjp(const char* op, int code, std::span<const TensorView> in, const TensorView& y,
+                    const TensorView& grad, const KernelContext& ctx) {
+  Operands ops(op);
+  const Dims shape = grad.shape();
+  const Elementwise g = contiguous_operand(ops.contiguous(grad, "grad_output"), shape);
   GradList r;
   for (std::size_t i = 0; i < 2; ++i) {
     if (!ctx.wants_grad(i)) {
       r.emplace_back(std::nullopt);
       continue;
     }
-    Tensor gi = device_empty(in[i].shape());
-    const std::uint64_t o = ops.write(gi);
-    sum_to_shape(ops, o, g, grad.shape(), in[i].shape());
-    r.emplace_back(std::move(gi));
+    const Elementwise other = view_operand(ops, in[1 - i], i == 0 ? "b" : "a");
+    std::uint64_t full = g.address;  // add, sub: the cotangent itself
+    if (code == 1 || code == 3) {
+      Tensor& t = ops.keep(device_empty(shape));
+      full = ops.write(t);
+      if (code == 1) {
+        binary(ops, full, shape, g, other, 1);  // d(a b) = g b, g a
+      } else if (i == 0) {
+        binary(ops, full, shape, g, other, 3);  // d(a / b)/da = g / b
+      } else {
+        // d(a / b)/db = -g a / b^2 = -(g / b) * (a / b): the cotangent over b times the forward output
+        Tensor& q = ops.keep(device_empty(shape));
+        const std::uint64_t qa = ops.write(q);
+        binary(ops, qa, shape, g, view_operand(ops, in[1], "b"), 3);
+        binary(ops, full, shape, contiguous_operand(qa, shape), view_operand(ops, y, "output"), 1);
+      }
+    }
+    r.emplace_back(reduced_gradient(ops, full, shape, in[i].shape(), (code == 2 && i == 1) || (code == 3 && i == 1)));
   }
   return r;
 }
 
-Tensor relu_forward(std::span<const TensorView> in, const Attributes&, const KernelContext&) {
-  Operands ops("relu");
-  const std::uint64_t x = ops.read(in[0], "x");
+// The unary ops' codes in kernels.cu.
+int unary_code(ops::OpTag op, const Attributes& a) {
+  switch (op) {
+    case ops::OpTag::relu:
+      return 1;
+    case ops::OpTag::neg:
+      return 2;
+    case ops::OpTag::gelu:
+      return a.get_string("gelu", "approximate", std::string("none")) == "tanh" ? 4 : 3;
+    case ops::OpTag::silu:
+      return 5;
+    case ops::OpTag::tanh:
+      return 6;
+    case ops::OpTag::sigmoid:
+      return 7;
+    case ops::OpTag::exp:
+      return 8;
+    default:
+      throw_error(ErrorCode::internal, "cuda", "not a unary op of the cuda provider");
+  }
+}
+
+Tensor unary_forward(ops::OpTag tag, std::span<const TensorView> in, const Attributes& a) {
+  const std::string op(ops::op_kind(tag));
+  Operands ops(op);
+  const Elementwise x = view_operand(ops, in[0], "x");
   Tensor out = device_empty(in[0].shape());
-  const std::uint64_t o = ops.write(out);
-  Geometry g = strided(in[0]);
-  std::int64_t n = out.numel();
-  int op_code = 1;
-  if (n > 0) launch("relu", "pact_unary_f32", grid_for(n), 1, 1, kThreads, {(void*)&o, (void*)&x, &g, &n, &op_code});
+  unary(ops, ops.write(out), x, unary_code(tag, a));
   return out;
 }
 
-GradList relu_vjp(std::span<const TensorView> in, const TensorView&, const TensorView& grad, const Attributes&,
-                  const KernelContext&) {
-  Operands ops("relu");
-  const std::uint64_t x = ops.contiguous(in[0], "x"), g = ops.contiguous(grad, "grad_output");
+GradList unary_vjp(ops::OpTag tag, std::span<const TensorView> in, const TensorView& y, const TensorView& grad,
+                   const Attributes& a) {
+  const std::string op(ops::op_kind(tag));
+  Operands ops(op);
+  std::uint64_t x = ops.contiguous(in[0], "x"), yy = ops.contiguous(y, "output"),
+                g = ops.contiguous(grad, "grad_output");
   Tensor gx = device_empty(in[0].shape());
-  const std::uint64_t o = ops.write(gx);
+  std::uint64_t o = ops.write(gx);
   std::int64_t n = gx.numel();
-  if (n > 0) launch("relu", "pact_relu_grad_f32", grid_for(n), 1, 1, kThreads, {(void*)&o, (void*)&x, (void*)&g, &n});
+  int code = unary_code(tag, a);
+  if (n > 0) launch(op, "pact_unary_grad_f32", grid_for(n), 1, 1, kThreads, {&o, &x, &yy, &g, &n, &code});
   GradList r;
   r.emplace_back(std::move(gx));
   return r;
 }
+
+#define PACT_CUDA_BINARY(opname, code)                                                                               \
+  Tensor opname##_forward(std::span<const TensorView> in, const Attributes&, const KernelContext&) {                 \
+    return binary_forward(#opname, code, in);                                                                        \
+  }                                                                                                                  \
+  GradList opname##_vjp(std::span<const TensorView> in, const TensorView& y, const TensorView& g, const Attributes&, \
+                        const KernelContext& ctx) {                                                                  \
+    return binary_vjp(#opname, code, in, y, g, ctx);                                                                 \
+  }
+PACT_CUDA_BINARY(add, 0)
+PACT_CUDA_BINARY(mul, 1)
+PACT_CUDA_BINARY(sub, 2)
+PACT_CUDA_BINARY(div, 3)
+#undef PACT_CUDA_BINARY
+
+#define PACT_CUDA_UNARY(opname)                                                                                        \
+  Tensor opname##_forward(std::span<const TensorView> in, const Attributes& a, const KernelContext&) {                 \
+    return unary_forward(ops::OpTag::opname, in, a);                                                                   \
+  }                                                                                                                    \
+  GradList opname##_vjp(std::span<const TensorView> in, const TensorView& y, const TensorView& g, const Attributes& a, \
+                        const KernelContext&) {                                                                        \
+    return unary_vjp(ops::OpTag::opname, in, y, g, a);                                                                 \
+  }
+PACT_CUDA_UNARY(relu)
+PACT_CUDA_UNARY(neg)
+PACT_CUDA_UNARY(gelu)
+PACT_CUDA_UNARY(silu)
+PACT_CUDA_UNARY(tanh)
+PACT_CUDA_UNARY(sigmoid)
+PACT_CUDA_UNARY(exp)
+#undef PACT_CUDA_UNARY
 
 Tensor matmul_forward(std::span<const TensorView> in, const Attributes&, const KernelContext&) {
   Operands ops("matmul");
@@ -542,10 +667,10 @@ GradList linear_vjp(std::span<const TensorView> in, const TensorView&, const Ten
 struct AxisSplit {
   std::int64_t outer = 1, axis = 1, inner = 1;
 };
-AxisSplit split_softmax(const TensorView& x, const Attributes& a) {
+AxisSplit split_softmax(const char* op, const TensorView& x, const Attributes& a) {
   AxisSplit s;
   if (x.rank() == 0) return s;
-  const int dim = ops::normalize_dim("softmax", a.get_int("softmax", "dim", -1), x.rank());
+  const int dim = ops::normalize_dim(op, a.get_int(op, "dim", -1), x.rank());
   const Dims shape = x.shape();
   for (int d = 0; d < dim; ++d) s.outer *= shape[d];
   s.axis = shape[dim];
@@ -553,35 +678,123 @@ AxisSplit split_softmax(const TensorView& x, const Attributes& a) {
   return s;
 }
 
-Tensor softmax_forward(std::span<const TensorView> in, const Attributes& a, const KernelContext&) {
-  Operands ops("softmax");
-  const AxisSplit s = split_softmax(in[0], a);
-  const std::uint64_t x = ops.contiguous(in[0], "x");
+Tensor softmax_like_forward(const char* op, int log_form, std::span<const TensorView> in, const Attributes& a) {
+  Operands ops(op);
+  AxisSplit s = split_softmax(op, in[0], a);
+  std::uint64_t x = ops.contiguous(in[0], "x");
   Tensor out = device_empty(in[0].shape());
-  const std::uint64_t o = ops.write(out);
+  std::uint64_t o = ops.write(out);
   const std::int64_t rows = s.outer * s.inner;
-  int log_form = 0;
   if (rows > 0 && s.axis > 0)
-    launch("softmax", "pact_softmax_f32", static_cast<std::uint32_t>(rows), 1, 1, kThreads,
-           {(void*)&o, (void*)&x, (void*)&s.outer, (void*)&s.axis, (void*)&s.inner, &log_form});
+    launch(op, "pact_softmax_f32", static_cast<std::uint32_t>(rows), 1, 1, kThreads,
+           {&o, &x, &s.outer, &s.axis, &s.inner, &log_form});
   return out;
 }
 
-GradList softmax_vjp(std::span<const TensorView> in, const TensorView& y, const TensorView& grad, const Attributes& a,
-                     const KernelContext&) {
-  Operands ops("softmax");
-  const AxisSplit s = split_softmax(in[0], a);
-  const std::uint64_t yy = ops.contiguous(y, "output"), g = ops.contiguous(grad, "grad_output");
+GradList softmax_like_vjp(const char* op, int log_form, std::span<const TensorView> in, const TensorView& y,
+                          const TensorView& grad, const Attributes& a) {
+  Operands ops(op);
+  AxisSplit s = split_softmax(op, in[0], a);
+  std::uint64_t yy = ops.contiguous(y, "output"), g = ops.contiguous(grad, "grad_output");
   Tensor gx = device_empty(in[0].shape());
-  const std::uint64_t o = ops.write(gx);
+  std::uint64_t o = ops.write(gx);
   const std::int64_t rows = s.outer * s.inner;
-  int log_form = 0;
   if (rows > 0 && s.axis > 0)
-    launch("softmax", "pact_softmax_grad_f32", static_cast<std::uint32_t>(rows), 1, 1, kThreads,
-           {(void*)&o, (void*)&yy, (void*)&g, (void*)&s.outer, (void*)&s.axis, (void*)&s.inner, &log_form});
+    launch(op, "pact_softmax_grad_f32", static_cast<std::uint32_t>(rows), 1, 1, kThreads,
+           {&o, &yy, &g, &s.outer, &s.axis, &s.inner, &log_form});
   GradList r;
   r.emplace_back(std::move(gx));
   return r;
+}
+
+Tensor softmax_forward(std::span<const TensorView> in, const Attributes& a, const KernelContext&) {
+  return softmax_like_forward("softmax", 0, in, a);
+}
+GradList softmax_vjp(std::span<const TensorView> in, const TensorView& y, const TensorView& g, const Attributes& a,
+                     const KernelContext&) {
+  return softmax_like_vjp("softmax", 0, in, y, g, a);
+}
+Tensor log_softmax_forward(std::span<const TensorView> in, const Attributes& a, const KernelContext&) {
+  return softmax_like_forward("log_softmax", 1, in, a);
+}
+GradList log_softmax_vjp(std::span<const TensorView> in, const TensorView& y, const TensorView& g, const Attributes& a,
+                         const KernelContext&) {
+  return softmax_like_vjp("log_softmax", 1, in, y, g, a);
+}
+
+// ---- layer and rms norm: one block per row of the normalized width ----
+
+std::int64_t norm_width(const char* op, const Attributes& a) {
+  std::int64_t w = 1;
+  for (auto e : a.get_ints(op, "normalized_shape")) w *= e;
+  return w;
+}
+
+Tensor norm_forward(const char* op, int rms, std::span<const TensorView> in, const Attributes& a) {
+  Operands ops(op);
+  std::int64_t width = norm_width(op, a);
+  const std::int64_t rows = width == 0 ? 0 : in[0].numel() / width;
+  float eps = static_cast<float>(a.get_float(op, "eps", rms != 0 ? 1e-6 : 1e-5));
+  std::uint64_t x = ops.contiguous(in[0], "x");
+  const void* w = in.size() > 1 ? reinterpret_cast<const void*>(ops.contiguous(in[1], "weight"))
+                                : nullptr;  // NOLINT(performance-no-int-to-ptr)
+  const void* b = in.size() > 2 ? reinterpret_cast<const void*>(ops.contiguous(in[2], "bias"))
+                                : nullptr;  // NOLINT(performance-no-int-to-ptr)
+  Tensor out = device_empty(in[0].shape());
+  std::uint64_t o = ops.write(out);
+  if (rows > 0 && width > 0)
+    launch(op, "pact_norm_f32", static_cast<std::uint32_t>(rows), 1, 1, kThreads, {&o, &x, &w, &b, &width, &eps, &rms});
+  return out;
+}
+
+GradList norm_vjp(const char* op, int rms, std::span<const TensorView> in, const TensorView& grad, const Attributes& a,
+                  const KernelContext& ctx) {
+  Operands ops(op);
+  std::int64_t width = norm_width(op, a);
+  const std::int64_t rows = width == 0 ? 0 : in[0].numel() / width;
+  float eps = static_cast<float>(a.get_float(op, "eps", rms != 0 ? 1e-6 : 1e-5));
+  std::uint64_t x = ops.contiguous(in[0], "x"), g = ops.contiguous(grad, "grad_output");
+  const void* w = in.size() > 1 ? reinterpret_cast<const void*>(ops.contiguous(in[1], "weight"))
+                                : nullptr;  // NOLINT(performance-no-int-to-ptr)
+  Tensor gx = device_empty(in[0].shape());
+  std::uint64_t o = ops.write(gx);
+  Tensor& gxhat = ops.keep(device_empty(in[0].shape()));
+  std::uint64_t h = ops.write(gxhat);
+  if (rows > 0 && width > 0)
+    launch(op, "pact_norm_grad_f32", static_cast<std::uint32_t>(rows), 1, 1, kThreads,
+           {&o, &h, &x, &w, &g, &width, &eps, &rms});
+  GradList r;
+  r.emplace_back(std::move(gx));
+  // The weight's gradient sums g * xhat over the rows, the bias's sums g.
+  for (std::size_t i = 1; i < in.size(); ++i) {
+    if (!ctx.wants_grad(i)) {
+      r.emplace_back(std::nullopt);
+      continue;
+    }
+    Tensor gp = device_empty(in[i].shape());
+    std::uint64_t pa = ops.write(gp);
+    if (rows == 0)
+      device().clear(pa, static_cast<std::uint64_t>(gp.numel()) * 4);
+    else
+      sum_to_shape(ops, pa, i == 1 ? h : g, Dims{rows, width}, Dims{width});
+    r.emplace_back(std::move(gp));
+  }
+  return r;
+}
+
+Tensor layer_norm_forward(std::span<const TensorView> in, const Attributes& a, const KernelContext&) {
+  return norm_forward("layer_norm", 0, in, a);
+}
+GradList layer_norm_vjp(std::span<const TensorView> in, const TensorView&, const TensorView& g, const Attributes& a,
+                        const KernelContext& ctx) {
+  return norm_vjp("layer_norm", 0, in, g, a, ctx);
+}
+Tensor rms_norm_forward(std::span<const TensorView> in, const Attributes& a, const KernelContext&) {
+  return norm_forward("rms_norm", 1, in, a);
+}
+GradList rms_norm_vjp(std::span<const TensorView> in, const TensorView&, const TensorView& g, const Attributes& a,
+                      const KernelContext& ctx) {
+  return norm_vjp("rms_norm", 1, in, g, a, ctx);
 }
 
 enum class Reduction { none, sum, mean };
@@ -685,14 +898,200 @@ GradList cross_entropy_vjp(std::span<const TensorView> in, const TensorView&, co
   return r;
 }
 
+// ---- scaled dot-product attention: fused forward, VJP through the probabilities ----
+
+struct AttentionForm {
+  std::int64_t batch = 1, l = 0, s = 0, e = 0, ev = 0;
+  int causal = 0, mask_kind = 0;
+  float scale = 1.0f;
+  Geometry mask_geometry;
+  const void* mask = nullptr;
+};
+
+AttentionForm attention_form(Operands& ops, std::span<const TensorView> in, const Attributes& a) {
+  constexpr const char* op = "scaled_dot_product_attention";
+  AttentionForm f;
+  const Dims q = in[0].shape(), k = in[1].shape(), v = in[2].shape();
+  const int r = q.size();
+  for (int d = 0; d < r - 2; ++d) f.batch *= q[d];
+  f.l = q[r - 2];
+  f.e = q[r - 1];
+  f.s = k[r - 2];
+  f.ev = v[r - 1];
+  f.causal = a.get_bool(op, "is_causal", false) ? 1 : 0;
+  f.scale = static_cast<float>(a.get_float(op, "scale", 1.0 / std::sqrt(static_cast<double>(f.e))));
+  if (in.size() == 4) {
+    const TensorView& m = in[3];
+    if (m.dtype() == DType::boolean) {
+      if (m.provider_name() != "cuda")
+        throw_error(ErrorCode::provider_mismatch, op, "operand 'mask' must be a device tensor");
+      auto prepared = TensorView(m).prepare_device();
+      if (!prepared) throw std::move(prepared).error().error;
+      auto bound = DeviceBinding::bind(std::move(prepared).value());
+      if (!bound) throw std::move(bound).error().error;
+      f.mask =
+          reinterpret_cast<const void*>(bound.value().unsafe_device_address());  // NOLINT(performance-no-int-to-ptr)
+      ops.hold(std::move(bound).value());
+      f.mask_kind = 2;
+    } else {
+      f.mask = reinterpret_cast<const void*>(ops.read(m, "mask"));  // NOLINT(performance-no-int-to-ptr)
+      f.mask_kind = 1;
+    }
+    // The mask's strides broadcast over the scores [batch..., L, S], flattened.
+    Dims scores = q;
+    scores[r - 1] = f.s;
+    f.mask_geometry.rank = r;
+    const Dims ms = m.shape(), st = m.strides();
+    for (int d = 0; d < r; ++d) {
+      const auto i = static_cast<std::size_t>(d);
+      f.mask_geometry.shape[i] = scores[d];
+      const int md = d - (r - ms.size());
+      f.mask_geometry.stride0[i] = md >= 0 && ms[md] != 1 ? st[md] : 0;
+    }
+  }
+  return f;
+}
+
+Geometry flat_batch(std::int64_t batch, std::int64_t a_matrix, std::int64_t b_matrix) {
+  Geometry g;
+  g.rank = 1;
+  g.shape[0] = batch;
+  g.stride0[0] = a_matrix;
+  g.stride1[0] = b_matrix;
+  return g;
+}
+
+// P = softmax(scale Q K^T + mask) per batch entry, [batch, L, S], kept by the operands.
+std::uint64_t attention_probs(Operands& ops, AttentionForm& f, std::uint64_t q, std::uint64_t k) {
+  Tensor& p = ops.keep(device_empty(Dims{f.batch, f.l, f.s}));
+  std::uint64_t pa = ops.write(p);
+  std::int64_t n = f.batch * f.l * f.s;
+  if (n == 0) return pa;
+  if (f.e == 0)
+    device().clear(pa, static_cast<std::uint64_t>(n) * 4);
+  else
+    gemm(ops.op(), pa, {q, f.e, 1}, {k, 1, f.e}, 0, f.l, f.s, f.e, flat_batch(f.batch, f.l * f.e, f.s * f.e), false);
+  launch(ops.op(), "pact_attention_scores_f32", grid_for(n), 1, 1, kThreads,
+         {&pa, &f.mask, &f.mask_geometry, &f.mask_kind, &f.l, &f.s, &n, &f.scale, &f.causal});
+  std::int64_t rows = f.batch * f.l, one = 1;
+  int log_form = 0;
+  launch(ops.op(), "pact_softmax_f32", static_cast<std::uint32_t>(rows), 1, 1, kThreads,
+         {&pa, &pa, &rows, &f.s, &one, &log_form});
+  return pa;
+}
+
+constexpr std::int64_t kFusedAttentionMaxWidth = 256;  // kernels.cu's kAttnMaxEv
+
+Tensor scaled_dot_product_attention_forward(std::span<const TensorView> in, const Attributes& a, const KernelContext&) {
+  constexpr const char* op = "scaled_dot_product_attention";
+  Operands ops(op);
+  AttentionForm f = attention_form(ops, in, a);
+  std::uint64_t q = ops.contiguous(in[0], "query"), k = ops.contiguous(in[1], "key"),
+                v = ops.contiguous(in[2], "value");
+  Dims out_shape = in[0].shape();
+  out_shape[out_shape.size() - 1] = f.ev;
+  Tensor out = device_empty(out_shape);
+  std::uint64_t o = ops.write(out);
+  if (out.numel() == 0) return out;
+  if (f.s == 0) {  // no keys: each output is an empty sum, 0 (as the reference)
+    device().clear(o, static_cast<std::uint64_t>(out.numel()) * 4);
+    return out;
+  }
+  if (f.e <= kFusedAttentionMaxWidth && f.ev <= kFusedAttentionMaxWidth && f.batch <= 65535) {
+    const auto shared = static_cast<std::uint32_t>((32 * (f.e + 1) * 2 + 32 * f.ev + 32 * 33) * 4);
+    launch(op, "pact_attention_f32", static_cast<std::uint32_t>((f.l + 31) / 32), static_cast<std::uint32_t>(f.batch),
+           1, 256,
+           {&o, &q, &k, &v, &f.mask, &f.mask_geometry, &f.mask_kind, &f.l, &f.s, &f.e, &f.ev, &f.scale, &f.causal},
+           shared);
+    return out;
+  }
+  // Wider heads: through the probabilities, P V.
+  const std::uint64_t p = attention_probs(ops, f, q, k);
+  gemm(op, o, {p, f.s, 1}, {v, f.ev, 1}, 0, f.l, f.ev, f.s, flat_batch(f.batch, f.l * f.s, f.s * f.ev), false);
+  return out;
+}
+
+GradList scaled_dot_product_attention_vjp(std::span<const TensorView> in, const TensorView&, const TensorView& grad,
+                                          const Attributes& a, const KernelContext& ctx) {
+  constexpr const char* op = "scaled_dot_product_attention";
+  Operands ops(op);
+  AttentionForm f = attention_form(ops, in, a);
+  std::uint64_t q = ops.contiguous(in[0], "query"), k = ops.contiguous(in[1], "key"),
+                v = ops.contiguous(in[2], "value");
+  std::uint64_t g = ops.contiguous(grad, "grad_output");
+  const std::uint64_t p = attention_probs(ops, f, q, k);
+  const std::int64_t n = f.batch * f.l * f.s;
+  // dP = G V^T, then dS = P (dP - rowsum(dP P)) * scale, in place.
+  Tensor& dp = ops.keep(device_empty(Dims{f.batch, f.l, f.s}));
+  std::uint64_t dpa = ops.write(dp);
+  if (n > 0) {
+    if (f.ev == 0)
+      device().clear(dpa, static_cast<std::uint64_t>(n) * 4);
+    else
+      gemm(op, dpa, {g, f.ev, 1}, {v, 1, f.ev}, 0, f.l, f.s, f.ev, flat_batch(f.batch, f.l * f.ev, f.s * f.ev), false);
+    std::int64_t rows = f.batch * f.l, one = 1;
+    int log_form = 0;
+    std::uint64_t pp = p;
+    launch(op, "pact_softmax_grad_f32", static_cast<std::uint32_t>(rows), 1, 1, kThreads,
+           {&dpa, &pp, &dpa, &rows, &f.s, &one, &log_form});
+    std::int64_t count = n;
+    launch(op, "pact_scale_f32", grid_for(n), 1, 1, kThreads, {&dpa, &count, &f.scale});
+  }
+  GradList r;
+  auto product = [&](std::size_t which, const Dims& shape, auto&& compute) {
+    if (!ctx.wants_grad(which)) {
+      r.emplace_back(std::nullopt);
+      return;
+    }
+    Tensor t = device_empty(shape);
+    const std::uint64_t ta = ops.write(t);
+    if (t.numel() > 0) {
+      if (n == 0)
+        device().clear(ta, static_cast<std::uint64_t>(t.numel()) * 4);
+      else
+        compute(ta);
+    }
+    r.emplace_back(std::move(t));
+  };
+  // dQ = dS K, dK = dS^T Q, dV = P^T G.
+  product(0, in[0].shape(), [&](std::uint64_t ta) {
+    gemm(op, ta, {dpa, f.s, 1}, {k, f.e, 1}, 0, f.l, f.e, f.s, flat_batch(f.batch, f.l * f.s, f.s * f.e), false);
+  });
+  product(1, in[1].shape(), [&](std::uint64_t ta) {
+    gemm(op, ta, {dpa, 1, f.s}, {q, f.e, 1}, 0, f.s, f.e, f.l, flat_batch(f.batch, f.l * f.s, f.l * f.e), false);
+  });
+  product(2, in[2].shape(), [&](std::uint64_t ta) {
+    gemm(op, ta, {p, 1, f.s}, {g, f.ev, 1}, 0, f.s, f.ev, f.l, flat_batch(f.batch, f.l * f.s, f.l * f.ev), false);
+  });
+  if (in.size() == 4) r.emplace_back(std::nullopt);  // the mask is not differentiable
+  return r;
+}
+
 #define PACT_CUDA_HANDLER(opname)                                                        \
   Handler {                                                                              \
     ops::OpTag::opname, "cuda", DeviceKind::cuda, &opname##_forward, &opname##_vjp,      \
         "pact/kernels/cuda/cuda_kernels.cpp", "pact::kernels::cuda::" #opname "_forward" \
   }
 
-const Handler kHandlers[] = {PACT_CUDA_HANDLER(matmul), PACT_CUDA_HANDLER(linear),  PACT_CUDA_HANDLER(add),
-                             PACT_CUDA_HANDLER(relu),   PACT_CUDA_HANDLER(softmax), PACT_CUDA_HANDLER(cross_entropy)};
+const Handler kHandlers[] = {PACT_CUDA_HANDLER(matmul),
+                             PACT_CUDA_HANDLER(linear),
+                             PACT_CUDA_HANDLER(add),
+                             PACT_CUDA_HANDLER(sub),
+                             PACT_CUDA_HANDLER(mul),
+                             PACT_CUDA_HANDLER(div),
+                             PACT_CUDA_HANDLER(relu),
+                             PACT_CUDA_HANDLER(neg),
+                             PACT_CUDA_HANDLER(gelu),
+                             PACT_CUDA_HANDLER(silu),
+                             PACT_CUDA_HANDLER(tanh),
+                             PACT_CUDA_HANDLER(sigmoid),
+                             PACT_CUDA_HANDLER(exp),
+                             PACT_CUDA_HANDLER(softmax),
+                             PACT_CUDA_HANDLER(log_softmax),
+                             PACT_CUDA_HANDLER(layer_norm),
+                             PACT_CUDA_HANDLER(rms_norm),
+                             PACT_CUDA_HANDLER(cross_entropy),
+                             PACT_CUDA_HANDLER(scaled_dot_product_attention)};
 
 }  // namespace cuda
 

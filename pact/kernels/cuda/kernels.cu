@@ -62,7 +62,7 @@ __device__ float block_reduce(float v) {
 
 // ---- elementwise -------------------------------------------------------------------------------------
 
-// Binary ops over a broadcast geometry: 0 add, 1 mul, 2 sub.
+// Binary ops over a broadcast geometry: 0 add, 1 mul, 2 sub, 3 div.
 extern "C" __global__ void pact_binary_f32(float* out, const float* a, const float* b, Geometry g, std::int64_t n,
                                            int op) {
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
@@ -70,27 +70,84 @@ extern "C" __global__ void pact_binary_f32(float* out, const float* a, const flo
     std::int64_t oa, ob;
     offsets(g, i, oa, ob);
     const float x = a[oa], y = b[ob];
-    out[i] = op == 0 ? x + y : op == 1 ? x * y : x - y;
+    out[i] = op == 0 ? x + y : op == 1 ? x * y : op == 2 ? x - y : x / y;
   }
 }
 
-// Unary ops over a strided input (stride0): 0 copy (makes a contiguous copy), 1 relu.
+namespace {
+// The unary ops (pact/kernels/cpu/generic_kernels.inc's Unary, the same formulas in f32): 0 copy, 1 relu,
+// 2 neg, 3 gelu (erf), 4 gelu (tanh approximation), 5 silu, 6 tanh, 7 sigmoid, 8 exp.
+__device__ inline float unary(int op, float x) {
+  switch (op) {
+    case 1:
+      return x < 0.0f ? 0.0f : x;  // NaN propagates, as in PyTorch
+    case 2:
+      return -x;
+    case 3:
+      return 0.5f * x * (1.0f + erff(x * 0.70710678118654752440f));
+    case 4:
+      return 0.5f * x * (1.0f + tanhf(0.79788456080286535588f * (x + 0.044715f * x * x * x)));
+    case 5:
+      return x / (1.0f + expf(-x));
+    case 6:
+      return tanhf(x);
+    case 7:
+      return 1.0f / (1.0f + expf(-x));
+    case 8:
+      return expf(x);
+    default:
+      return x;
+  }
+}
+// d f / d x at x, given y = f(x).
+__device__ inline float unary_slope(int op, float x, float y) {
+  switch (op) {
+    case 1:
+      return y > 0.0f ? 1.0f : 0.0f;
+    case 2:
+      return -1.0f;
+    case 3: {
+      const float cdf = 0.5f * (1.0f + erff(x * 0.70710678118654752440f));
+      const float pdf = expf(-0.5f * x * x) * 0.39894228040143267794f;
+      return cdf + x * pdf;
+    }
+    case 4: {
+      const float c = 0.79788456080286535588f;
+      const float t = tanhf(c * (x + 0.044715f * x * x * x));
+      return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * c * (1.0f + 3.0f * 0.044715f * x * x);
+    }
+    case 5: {
+      const float sg = 1.0f / (1.0f + expf(-x));
+      return sg * (1.0f + x * (1.0f - sg));
+    }
+    case 6:
+      return 1.0f - y * y;
+    case 7:
+      return y * (1.0f - y);
+    case 8:
+      return y;
+    default:
+      return 1.0f;
+  }
+}
+}  // namespace
+
+// Unary ops over a strided input (stride0); op 0 makes a contiguous copy.
 extern "C" __global__ void pact_unary_f32(float* out, const float* in, Geometry g, std::int64_t n, int op) {
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
     std::int64_t o, unused;
     offsets(g, i, o, unused);
-    const float x = in[o];
-    // relu propagates NaN as PyTorch does (x > 0 is false for NaN, but NaN must stay NaN)
-    out[i] = op == 0 ? x : (x > 0.0f || x != x ? x : 0.0f);
+    out[i] = unary(op, in[o]);
   }
 }
 
-// relu's VJP over contiguous operands: g where x > 0, else 0.
-extern "C" __global__ void pact_relu_grad_f32(float* out, const float* x, const float* g, std::int64_t n) {
+// A unary op's VJP over contiguous operands: g * f'(x), given the forward output y.
+extern "C" __global__ void pact_unary_grad_f32(float* out, const float* x, const float* y, const float* g,
+                                               std::int64_t n, int op) {
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-    out[i] = x[i] > 0.0f ? g[i] : 0.0f;
+    out[i] = g[i] * unary_slope(op, x[i], y[i]);
   }
 }
 
@@ -274,6 +331,65 @@ PACT_GEMM_KERNEL(pact_gemm_f32_vec16_b1, 16, true, 1)
 PACT_GEMM_KERNEL(pact_gemm_f32_vec16, 16, true, 2)
 #undef PACT_GEMM_KERNEL
 
+// ---- layer and rms norm ------------------------------------------------------------------------------
+
+// One block per row of `width` elements: y = (x - mean) / sqrt(var + eps) (* w) (+ b); rms: mean is 0.
+extern "C" __global__ void pact_norm_f32(float* y, const float* x, const float* w, const float* b, std::int64_t width,
+                                         float eps, int rms) {
+  const float* xr = x + static_cast<std::int64_t>(blockIdx.x) * width;
+  float* yr = y + static_cast<std::int64_t>(blockIdx.x) * width;
+  float s = 0.0f;
+  if (rms == 0) {
+    for (std::int64_t k = threadIdx.x; k < width; k += blockDim.x) s += xr[k];
+    s = block_reduce<false>(s);
+  }
+  const float mean = rms != 0 ? 0.0f : s / static_cast<float>(width);
+  float v = 0.0f;
+  for (std::int64_t k = threadIdx.x; k < width; k += blockDim.x) v += (xr[k] - mean) * (xr[k] - mean);
+  v = block_reduce<false>(v) / static_cast<float>(width);
+  const float inv = 1.0f / sqrtf(v + eps);
+  for (std::int64_t k = threadIdx.x; k < width; k += blockDim.x) {
+    float o = (xr[k] - mean) * inv;
+    if (w != nullptr) o *= w[k];
+    if (b != nullptr) o += b[k];
+    yr[k] = o;
+  }
+}
+
+// The norm's VJP per row: gx, and g * xhat into gxhat (summed over rows into the weight's gradient).
+extern "C" __global__ void pact_norm_grad_f32(float* gx, float* gxhat, const float* x, const float* w, const float* g,
+                                              std::int64_t width, float eps, int rms) {
+  const std::int64_t base = static_cast<std::int64_t>(blockIdx.x) * width;
+  const float* xr = x + base;
+  const float* gr = g + base;
+  float s = 0.0f;
+  if (rms == 0) {
+    for (std::int64_t k = threadIdx.x; k < width; k += blockDim.x) s += xr[k];
+    s = block_reduce<false>(s);
+  }
+  const float mean = rms != 0 ? 0.0f : s / static_cast<float>(width);
+  float v = 0.0f;
+  for (std::int64_t k = threadIdx.x; k < width; k += blockDim.x) v += (xr[k] - mean) * (xr[k] - mean);
+  v = block_reduce<false>(v) / static_cast<float>(width);
+  const float inv = 1.0f / sqrtf(v + eps);
+  float sum_g = 0.0f, sum_gx = 0.0f;
+  for (std::int64_t k = threadIdx.x; k < width; k += blockDim.x) {
+    const float xh = (xr[k] - mean) * inv;
+    const float gh = w != nullptr ? gr[k] * w[k] : gr[k];
+    sum_g += gh;
+    sum_gx += gh * xh;
+    gxhat[base + k] = gr[k] * xh;
+  }
+  sum_g = block_reduce<false>(sum_g);
+  sum_gx = block_reduce<false>(sum_gx);
+  const float nf = static_cast<float>(width);
+  for (std::int64_t k = threadIdx.x; k < width; k += blockDim.x) {
+    const float xh = (xr[k] - mean) * inv;
+    const float gh = w != nullptr ? gr[k] * w[k] : gr[k];
+    gx[base + k] = inv * (gh - (rms != 0 ? 0.0f : sum_g / nf) - xh * sum_gx / nf);
+  }
+}
+
 // ---- softmax and cross entropy --------------------------------------------------------------------------
 
 // Softmax (or log-softmax) along one dimension: the tensor is [outer, dim, inner] contiguous; one block per
@@ -382,4 +498,144 @@ extern "C" __global__ void pact_cross_entropy_grad_f32(float* gx, const float* x
   s = block_reduce<false>(s);
   for (std::int64_t d = threadIdx.x; d < classes; d += blockDim.x)
     gr[d] = gi * (expf(xr[d] - mx) / s - (d == t ? 1.0f : 0.0f));
+}
+
+// ---- scaled dot-product attention ----------------------------------------------------------------------
+
+// Fused attention forward (FlashAttention's online softmax, f32): one block of 256 threads per 32 query rows
+// of one batch entry; key and value tiles of 32 rows pass through shared memory, and each query row keeps its
+// running max, its running sum and its output row (8 threads per row, Ev / 8 columns each, Ev <= 256) in
+// registers, so the L x S scores are never stored. Causal masking (key j <= query i) skips the key tiles past
+// the block's last row. mask_kind: 0 none, 1 additive f32, 2 bool (true attends); the mask is read through
+// `mask_geometry` (stride0 over the flattened scores index (b * L + i) * S + j). A fully masked row is NaN,
+// as in PyTorch. Dynamic shared memory: (32 (E + 1) * 2 + 32 Ev + 32 * 33) floats.
+namespace {
+constexpr int kAttnRows = 32, kAttnKeys = 32, kAttnMaxEv = 256;
+}
+
+extern "C" __global__ void __launch_bounds__(256)
+    pact_attention_f32(float* out, const float* q, const float* k, const float* v, const void* mask,
+                       Geometry mask_geometry, int mask_kind, std::int64_t l, std::int64_t s, std::int64_t e,
+                       std::int64_t ev, float scale, int causal) {
+  extern __shared__ __align__(16) float smem[];
+  const std::int64_t es = e + 1;  // padded row stride: the 8 keys a row's threads read sit in different banks
+  float* qs = smem;
+  float* ks = qs + kAttnRows * es;
+  float* vs = ks + kAttnKeys * es;
+  float* ps = vs + kAttnKeys * ev;
+  const std::int64_t b = blockIdx.y;
+  const std::int64_t row0 = static_cast<std::int64_t>(blockIdx.x) * kAttnRows;
+  q += b * l * e;
+  k += b * s * e;
+  v += b * s * ev;
+  out += b * l * ev;
+  const int tid = threadIdx.x, r = tid / 8, lane = tid % 8;
+  const std::int64_t i = row0 + r;  // this thread's query row
+  for (std::int64_t x = tid; x < kAttnRows * e; x += blockDim.x) {
+    const std::int64_t rr = x / e, d = x % e;
+    qs[rr * es + d] = row0 + rr < l ? q[(row0 + rr) * e + d] : 0.0f;
+  }
+  float acc[kAttnMaxEv / 8];
+  const int cols = static_cast<int>((ev + 7 - lane) / 8);  // columns lane, lane + 8, ... below ev
+#pragma unroll
+  for (int c = 0; c < kAttnMaxEv / 8; ++c) acc[c] = 0.0f;
+  float m = -INFINITY, sum = 0.0f;
+  const std::int64_t last_row = min(row0 + kAttnRows, l) - 1;
+  const std::int64_t key_end = causal != 0 ? min(s, last_row + 1) : s;
+  for (std::int64_t j0 = 0; j0 < key_end; j0 += kAttnKeys) {
+    __syncthreads();  // the previous tile's keys and values are no longer read
+    for (std::int64_t x = tid; x < kAttnKeys * e; x += blockDim.x) {
+      const std::int64_t jj = x / e, d = x % e;
+      ks[jj * es + d] = j0 + jj < s ? k[(j0 + jj) * e + d] : 0.0f;
+    }
+    for (std::int64_t x = tid; x < kAttnKeys * ev; x += blockDim.x) {
+      const std::int64_t jj = x / ev, d = x % ev;
+      vs[jj * ev + d] = j0 + jj < s ? v[(j0 + jj) * ev + d] : 0.0f;
+    }
+    __syncthreads();
+    // Scores of row i against keys j0 + lane + 8 t.
+    float sc[kAttnKeys / 8];
+    float tile_max = -INFINITY;
+#pragma unroll
+    for (int t = 0; t < kAttnKeys / 8; ++t) {
+      const int jj = lane + 8 * t;
+      const std::int64_t j = j0 + jj;
+      float dot = 0.0f;
+      for (std::int64_t d = 0; d < e; ++d) dot = fmaf(qs[r * es + d], ks[jj * es + d], dot);
+      float x = dot * scale;
+      if (j >= s || i >= l || (causal != 0 && j > i)) {
+        x = -INFINITY;
+      } else if (mask_kind != 0) {
+        std::int64_t mo, unused;
+        offsets(mask_geometry, (b * l + i) * s + j, mo, unused);
+        if (mask_kind == 1)
+          x += static_cast<const float*>(mask)[mo];
+        else if (!static_cast<const bool*>(mask)[mo])
+          x = -INFINITY;
+      }
+      sc[t] = x;
+      tile_max = fmaxf(tile_max, x);
+    }
+    for (int o = 4; o > 0; o >>= 1) tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, o));
+    const float m_new = fmaxf(m, tile_max);
+    // Nothing attended yet (every score so far -inf): keep the sums at zero rather than exp(-inf + inf).
+    const float correction = m_new == -INFINITY ? 1.0f : expf(m - m_new);
+    float tile_sum = 0.0f;
+#pragma unroll
+    for (int t = 0; t < kAttnKeys / 8; ++t) {
+      const float p = m_new == -INFINITY ? 0.0f : expf(sc[t] - m_new);
+      ps[r * (kAttnKeys + 1) + lane + 8 * t] = p;
+      tile_sum += p;
+    }
+    for (int o = 4; o > 0; o >>= 1) tile_sum += __shfl_xor_sync(0xffffffffu, tile_sum, o);
+    sum = sum * correction + tile_sum;
+    m = m_new;
+    __syncwarp();  // the row's probabilities, written by its 8 threads (one warp holds 4 whole rows)
+#pragma unroll
+    for (int c = 0; c < kAttnMaxEv / 8; ++c) {
+      if (c < cols) {
+        const int col = lane + 8 * c;
+        float o = acc[c] * correction;
+        for (int jj = 0; jj < kAttnKeys; ++jj) o = fmaf(ps[r * (kAttnKeys + 1) + jj], vs[jj * ev + col], o);
+        acc[c] = o;
+      }
+    }
+  }
+  if (i < l) {
+#pragma unroll
+    for (int c = 0; c < kAttnMaxEv / 8; ++c) {
+      if (c < cols) out[i * ev + lane + 8 * c] = acc[c] / sum;  // 0 / 0 for a fully masked row: NaN
+    }
+  }
+}
+
+// The attention VJP's probabilities: scores (b, i, j) of `p` (already Q K^T) scaled and masked in place, then
+// a row softmax (pact_softmax_f32) makes them P.
+extern "C" __global__ void pact_attention_scores_f32(float* p, const void* mask, Geometry mask_geometry, int mask_kind,
+                                                     std::int64_t l, std::int64_t s, std::int64_t n, float scale,
+                                                     int causal) {
+  for (std::int64_t x = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; x < n;
+       x += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const std::int64_t j = x % s, i = (x / s) % l;
+    float y = p[x] * scale;
+    if (causal != 0 && j > i) {
+      y = -INFINITY;
+    } else if (mask_kind != 0) {
+      std::int64_t mo, unused;
+      offsets(mask_geometry, x, mo, unused);
+      if (mask_kind == 1)
+        y += static_cast<const float*>(mask)[mo];
+      else if (!static_cast<const bool*>(mask)[mo])
+        y = -INFINITY;
+    }
+    p[x] = y;
+  }
+}
+
+// x *= factor, in place.
+extern "C" __global__ void pact_scale_f32(float* x, std::int64_t n, float factor) {
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    x[i] *= factor;
+  }
 }

@@ -1,0 +1,81 @@
+// Pact's fused attention forward (the cuda provider's scaled_dot_product_attention, f32) at sequence 2048,
+// timed with CUDA events on the device's stream (issue 26 goal: at least as fast as PyTorch's
+// scaled_dot_product_attention; scripts/gpu-check.sh times PyTorch's on the same shapes in the same run).
+// Prints one JSON line per case: {"case": ..., "pact_ms": ...}. Not a test.
+//
+// usage: pact_bench_gpu_attention
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <optional>
+#include <random>
+#include <vector>
+
+#include "pact/core/cuda_device.hpp"
+#include "pact/kernels/kernel.hpp"
+
+namespace {
+
+using namespace pact;
+
+Tensor device_normal(const Dims& shape, std::mt19937& rng) {
+  std::normal_distribution<float> nd;
+  std::int64_t n = 1;
+  for (auto d : shape) n *= d;
+  std::vector<float> v(static_cast<std::size_t>(n));
+  for (auto& x : v) x = nd(rng);
+  return Tensor::from_values<float>(shape, std::span<const float>(v)).transfer_to(cuda_provider());
+}
+
+template <class F>
+double time_ms(CudaDevice& dev, int reps, F&& f) {
+  const CudaDriver& d = dev.driver();
+  for (int i = 0; i < 3; ++i) f();
+  std::vector<double> ms;
+  for (int i = 0; i < reps; ++i) {
+    void *start = nullptr, *stop = nullptr;
+    dev.check(d.event_create(&start, 0), "bench.event");
+    dev.check(d.event_create(&stop, 0), "bench.event");
+    dev.check(d.event_record(start, dev.stream()), "bench.event");
+    f();
+    dev.check(d.event_record(stop, dev.stream()), "bench.event");
+    dev.check(d.event_synchronize(stop), "bench.event");
+    float elapsed = 0;
+    dev.check(d.event_elapsed_time(&elapsed, start, stop), "bench.event");
+    ms.push_back(elapsed);
+    d.event_destroy(start);
+    d.event_destroy(stop);
+  }
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+}  // namespace
+
+int main() {
+  CudaDevice* dev = CudaDevice::get();
+  if (dev == nullptr) {
+    std::printf("{\"skipped\": \"no CUDA device: %s\"}\n", CudaDevice::unavailable_reason().c_str());
+    return 0;
+  }
+  const kernels::Handler* sdpa =
+      kernels::find_handler(kernels::cuda_handlers(), ops::OpTag::scaled_dot_product_attention);
+  std::mt19937 rng(3);
+  // batch 4, 16 heads, sequence 2048, head width 64
+  const Dims shape{4, 16, 2048, 64};
+  const Tensor q = device_normal(shape, rng), k = device_normal(shape, rng), v = device_normal(shape, rng);
+  std::vector<TensorView> in{q.as_view(), k.as_view(), v.as_view()};
+  for (const bool causal : {false, true}) {
+    ops::Attributes attrs;
+    attrs.set("is_causal", causal);
+    std::optional<Tensor> out;
+    const double ms = time_ms(*dev, 10, [&] { out.emplace(sdpa->forward(in, attrs, {})); });
+    const double flops = 4.0 * 4 * 16 * 2048.0 * 2048.0 * 64 * (causal ? 0.5 : 1.0);
+    std::printf("{\"case\": \"b4 h16 s2048 d64 %s\", \"pact_ms\": %.4f, \"pact_tflops\": %.2f}\n",
+                causal ? "causal" : "full", ms, flops / ms / 1e9);
+    std::fflush(stdout);
+  }
+  return 0;
+}
