@@ -9,6 +9,7 @@
 
 #include "pact/contract/provider_table.hpp"
 #include "pact/core/cpu.hpp"
+#include "pact/core/cuda_device.hpp"
 #include "pact/core/cuda_probe.hpp"
 
 namespace pact::plan {
@@ -192,12 +193,12 @@ Expected<AcceptedGraphPlan, PlanRejection> plan_graph(const ir::Graph& input_gra
   const bool wants_cuda =
       std::find(profile.devices.begin(), profile.devices.end(), DeviceKind::cuda) != profile.devices.end();
   if (wants_cuda && cuda_provider()->name() == "cuda-stub" && !profile.allow_cuda_stub) {
-    // What is missing, probed: this build has no CUDA provider (only the host-parity stub), and the
-    // driver says whether a device would be there for one.
+    // What is missing, probed: no device could be opened (the driver's answer, or why it did not load), so
+    // the cuda provider is the host-parity stub.
     throw_error(ErrorCode::no_device, "plan",
-                fmt::format("profile {} needs a CUDA provider, and this build has only the host-parity stub; "
+                fmt::format("profile {} needs a CUDA device, and this process has only the host-parity stub; "
                             "probed: {}",
-                            profile.name, probe_cuda().summary));
+                            profile.name, CudaDevice::unavailable_reason()));
   }
 
   // Every node that executes a kernel goes through the one admission, with its input types; nodes of

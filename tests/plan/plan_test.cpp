@@ -231,9 +231,9 @@ TEST(Cuda, CudaProfilesRefuseWithoutADevice) {
   for (const char* name : {"cuda-checked", "cuda-external"}) {
     SCOPED_TRACE(name);
     EXPECT_EQ(code_of([&] { plan(g, contract::builtin_profile(name)); }), ErrorCode::no_device);
-    // The message says what is missing, probed: no CUDA provider in this build, and what the driver reports.
+    // The message says what is missing, probed: no device could be opened, and what the driver reports.
     const std::string why = message_of([&] { plan(g, contract::builtin_profile(name)); });
-    EXPECT_TRUE(mentions(why, "this build has only the host-parity stub")) << why;
+    EXPECT_TRUE(mentions(why, "this process has only the host-parity stub")) << why;
     EXPECT_TRUE(mentions(why, probe_cuda().summary)) << why;
     // Asked for explicitly, the stub plans, and the check rejects: cuda evidence is never satisfied.
     BackendProfile stub = contract::builtin_profile(name);

@@ -7,10 +7,12 @@
 #include <string>
 
 #include "pact/core/cpu.hpp"
+#include "pact/core/cuda_device.hpp"
 #include "pact/core/cuda_probe.hpp"
 #include "pact/core/json.hpp"
 #include "pact/core/simd_dispatch.hpp"
 #include "pact/kernels/cpu/gemm.hpp"
+#include "pact/kernels/kernel.hpp"
 #include "tools/pact/command.hpp"
 
 namespace pact::cli {
@@ -42,7 +44,9 @@ Json env_json() {
       {"cuda",
        {{"driver", probe_cuda().library != nullptr},
         {"devices", probe_cuda().devices},
-        {"summary", probe_cuda().summary}}}};
+        {"summary", probe_cuda().summary},
+        {"device", CudaDevice::get() != nullptr ? CudaDevice::get()->description() : ""},
+        {"kernels_built", kernels::cuda_kernels_built()}}}};
 }
 
 const bool registered = register_command("env", [](CLI::App& app) {
@@ -58,6 +62,12 @@ const bool registered = register_command("env", [](CLI::App& app) {
                                 if (!requested_isa().empty()) fmt::print("PACT_ISA={}\n", requested_isa());
                                 fmt::print("OpenBLAS kernel: {}\n", kernels::cpu::openblas_corename());
                                 fmt::print("cuda: {}\n", probe_cuda().summary);
+                                fmt::print("cuda device: {}\n", CudaDevice::get() != nullptr
+                                                                    ? CudaDevice::get()->description()
+                                                                    : "none (" + CudaDevice::unavailable_reason() + ")");
+                                fmt::print("cuda kernels: {}\n", kernels::cuda_kernels_built()
+                                                                     ? kernels::cuda_kernels_status()
+                                                                     : "not built (PACT_WITH_CUDA=OFF)");
                                 for (const auto& fam : simd::families())
                                   fmt::print("  {:<22} {}\n", fam.name, isa_name(fam.serves(active_isa())));
                                 return 0;
