@@ -34,6 +34,7 @@ done
 # What the tests read at run time (PACT_SOURCE_DIR points here on the GPU machine).
 mkdir -p "$out/src/examples/seal" "$out/src/tests/fixtures"
 cp -r "$root/examples/seal/vector_add" "$root/examples/seal/profiles" "$out/src/examples/seal/"
+cp -r "$root/examples/models" "$out/src/examples/"
 cp -r "$root/tests/fixtures/seal" "$out/src/tests/fixtures/"
 cp "$root/scripts/gpu-check.sh" "$out/"
 { git -C "$root" rev-parse HEAD; git -C "$root" diff --quiet HEAD || echo "(with uncommitted changes)"; } > "$out/COMMIT" 2>/dev/null || echo unknown > "$out/COMMIT"

@@ -272,6 +272,8 @@ Gradients Session::backward(const EagerTensor& root, std::span<const int> keep,
   if (!root.tracked()) throw_error(ErrorCode::invalid_argument, "session.backward", "the value is not on the tape");
   Tensor ones = Tensor::empty(root.shape(), root.dtype());
   ones.fill(1.0);
+  // The seed lives where the root does: a device root's VJPs read device cotangents.
+  if (root.view().device() == DeviceKind::cuda) ones = ones.transfer_to(cuda_provider());
   return tape_.backward(root.node, std::move(ones), keep, accumulator(accumulate), on_final);
 }
 

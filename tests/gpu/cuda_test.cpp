@@ -12,13 +12,22 @@
 #include <string>
 #include <vector>
 
+#include "pact/contract/check.hpp"
 #include "pact/core/accounting.hpp"
 #include "pact/core/cuda_device.hpp"
+#include "pact/ir/graph.hpp"
 #include "pact/kernels/kernel.hpp"
+#include "pact/plan/planner.hpp"
+#include "pact/runtime/executor.hpp"
+#include "pact/runtime/session.hpp"
 #include "pact/verify/samples.hpp"
 
 namespace pact {
 namespace {
+
+// The checkout, or where scripts/gpu-check.sh's bundle keeps the files the tests read.
+const char* const kSource =
+    std::getenv("PACT_SOURCE_DIR") != nullptr ? std::getenv("PACT_SOURCE_DIR") : PACT_SOURCE_DIR;
 
 bool gpu_required() {
   const char* v = std::getenv("PACT_REQUIRE_GPU");
@@ -169,6 +178,80 @@ TEST(CudaOps, AttentionMatchesTheReferenceFusedAndThroughProbabilities) {
   for (const auto& s : cases) {
     for (const auto& p : verify::sweep_problems(*h, reference_of(sdpa), s, rng))
       ADD_FAILURE() << verify::describe(s) << ": " << p;
+  }
+}
+
+// The digits MLP planned under cuda-checked and run through the one interpreter with a recording session: the
+// plan admits only cuda capsules, and the loss and every parameter's gradient match the cpu-checked run.
+struct MlpRun {
+  double loss = 0;
+  std::vector<std::vector<double>> grads;
+  std::vector<std::string> capsules;
+};
+
+MlpRun run_digits_mlp(const char* profile) {
+  const ir::Graph g = ir::load_graph(std::string(kSource) + "/examples/models/digits_mlp.json");
+  runtime::Session s(contract::builtin_profile(profile), 7);
+  const bool device = std::string(profile).starts_with("cuda");
+  auto place = [&](Tensor t) { return device ? t.transfer_to(cuda_provider()) : std::move(t); };
+  std::mt19937 rng(9);
+  std::normal_distribution<float> nd(0.0f, 0.3f);
+  auto values = [&](const Dims& shape) {
+    std::vector<float> v(static_cast<std::size_t>(ops::numel(shape)));
+    for (auto& x : v) x = nd(rng);
+    return Tensor::from_values<float>(shape, std::span<const float>(v));
+  };
+  std::map<std::string, runtime::EagerTensor> bind;
+  std::vector<std::string> params;
+  for (const auto& n : g.nodes) {
+    if (n.op == ops::OpTag::input && n.type.dtype == DType::i64) {
+      std::vector<std::int64_t> t;
+      for (std::int64_t i = 0; i < n.type.shape[0]; ++i) t.push_back((i * 7) % 10);
+      bind.emplace(
+          n.id, s.constant(place(Tensor::from_values<std::int64_t>(n.type.shape, std::span<const std::int64_t>(t)))));
+    } else if (n.op == ops::OpTag::input) {
+      bind.emplace(n.id, s.constant(place(values(n.type.shape))));
+    } else if (n.op == ops::OpTag::parameter) {
+      bind.emplace(n.id, s.leaf(place(values(n.type.shape))));
+      params.push_back(n.id);
+    }
+  }
+  auto planned = plan::plan_graph(g, s.profile(), contract::DefaultEvidenceResolver{}, contract::VjpMode::with_vjp);
+  if (!planned) throw std::runtime_error(plan::render_audit_table(planned.error().audit));
+  MlpRun r;
+  for (const auto& k : planned->audit().kernels)
+    r.capsules.push_back(k.capsule != nullptr ? k.capsule->name : "(none)");
+  runtime::ExecutionOptions options;
+  options.session = &s;
+  const auto out = runtime::execute(*planned, bind, options).outputs;
+  const runtime::EagerTensor& loss = out.at(g.outputs.back());
+  r.loss = loss.view().device() == DeviceKind::cpu ? loss.view().to_doubles()[0]
+                                                   : loss.view().transfer_to(cpu_provider()).to_doubles()[0];
+  runtime::Gradients grads = s.backward(loss);
+  for (const auto& p : params) {
+    auto t = grads.take_grad(bind.at(p).node);
+    if (!t || !t.value()) throw std::runtime_error("no gradient for " + p);
+    const Tensor& gt = *t.value();
+    r.grads.push_back(gt.as_view().device() == DeviceKind::cpu ? gt.to_doubles()
+                                                               : gt.transfer_to(cpu_provider()).to_doubles());
+  }
+  return r;
+}
+
+TEST(CudaPlan, TheDigitsMlpTrainsThroughTheCudaPlanAsOnTheCpu) {
+  PACT_GPU_OR_SKIP();
+  const MlpRun cpu = run_digits_mlp("cpu-checked");
+  const MlpRun gpu = run_digits_mlp("cuda-checked");
+  ASSERT_FALSE(gpu.capsules.empty());
+  for (const auto& c : gpu.capsules) EXPECT_TRUE(c.starts_with("cuda.")) << c;
+  EXPECT_NEAR(gpu.loss, cpu.loss, 1e-5 * std::max(1.0, std::abs(cpu.loss)));
+  ASSERT_EQ(gpu.grads.size(), cpu.grads.size());
+  for (std::size_t p = 0; p < cpu.grads.size(); ++p) {
+    ASSERT_EQ(gpu.grads[p].size(), cpu.grads[p].size());
+    double scale = 1e-6;
+    for (double v : cpu.grads[p]) scale = std::max(scale, std::abs(v));
+    for (std::size_t i = 0; i < cpu.grads[p].size(); ++i)
+      ASSERT_NEAR(gpu.grads[p][i], cpu.grads[p][i], 1e-4 * scale) << "parameter " << p << " element " << i;
   }
 }
 

@@ -53,25 +53,25 @@ const bool registered = register_command("env", [](CLI::App& app) {
   auto json = std::make_shared<bool>(false);
   auto* cmd = app.add_subcommand("env", "print what Pact detected about this CPU and the ISA level its kernels run at");
   cmd->add_flag("--json", *json, "print it as JSON (schema pact.env.v1)");
-  return std::vector<Runner>{{cmd, [json] {
-                                if (*json) {
-                                  fmt::print("{}\n", env_json().dump(2));
-                                  return 0;
-                                }
-                                fmt::print("cpu: {}\n", describe_cpu());
-                                if (!requested_isa().empty()) fmt::print("PACT_ISA={}\n", requested_isa());
-                                fmt::print("OpenBLAS kernel: {}\n", kernels::cpu::openblas_corename());
-                                fmt::print("cuda: {}\n", probe_cuda().summary);
-                                fmt::print("cuda device: {}\n", CudaDevice::get() != nullptr
-                                                                    ? CudaDevice::get()->description()
-                                                                    : "none (" + CudaDevice::unavailable_reason() + ")");
-                                fmt::print("cuda kernels: {}\n", kernels::cuda_kernels_built()
-                                                                     ? kernels::cuda_kernels_status()
-                                                                     : "not built (PACT_WITH_CUDA=OFF)");
-                                for (const auto& fam : simd::families())
-                                  fmt::print("  {:<22} {}\n", fam.name, isa_name(fam.serves(active_isa())));
-                                return 0;
-                              }}};
+  return std::vector<Runner>{
+      {cmd, [json] {
+         if (*json) {
+           fmt::print("{}\n", env_json().dump(2));
+           return 0;
+         }
+         fmt::print("cpu: {}\n", describe_cpu());
+         if (!requested_isa().empty()) fmt::print("PACT_ISA={}\n", requested_isa());
+         fmt::print("OpenBLAS kernel: {}\n", kernels::cpu::openblas_corename());
+         fmt::print("cuda: {}\n", probe_cuda().summary);
+         fmt::print("cuda device: {}\n", CudaDevice::get() != nullptr
+                                             ? CudaDevice::get()->description()
+                                             : "none (" + CudaDevice::unavailable_reason() + ")");
+         fmt::print("cuda kernels: {}\n",
+                    kernels::cuda_kernels_built() ? kernels::cuda_kernels_status() : "not built (PACT_WITH_CUDA=OFF)");
+         for (const auto& fam : simd::families())
+           fmt::print("  {:<22} {}\n", fam.name, isa_name(fam.serves(active_isa())));
+         return 0;
+       }}};
 });
 
 }  // namespace
