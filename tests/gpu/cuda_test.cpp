@@ -20,6 +20,7 @@
 #include "pact/plan/planner.hpp"
 #include "pact/runtime/executor.hpp"
 #include "pact/runtime/session.hpp"
+#include "pact/verify/oracle.hpp"
 #include "pact/verify/samples.hpp"
 
 namespace pact {
@@ -178,6 +179,56 @@ TEST(CudaOps, AttentionMatchesTheReferenceFusedAndThroughProbabilities) {
   for (const auto& s : cases) {
     for (const auto& p : verify::sweep_problems(*h, reference_of(sdpa), s, rng))
       ADD_FAILURE() << verify::describe(s) << ": " << p;
+  }
+}
+
+// The op table's saves column on the device (as tests/kernels/saves_test.cpp on the CPU): the tape hands a
+// VJP geometry-only placeholders for what its op does not save, so each cuda VJP must give the same
+// gradients with only the saved operands real.
+TEST(CudaOps, EveryVjpReadsOnlyWhatItsOpSaves) {
+  PACT_GPU_OR_SKIP();
+  std::mt19937 rng(17);
+  for (const auto& s : verify::samples()) {
+    const kernels::Handler* h = kernels::find_handler(kernels::cuda_handlers(), s.op);
+    if (h == nullptr || h->vjp == nullptr) continue;
+    SCOPED_TRACE(verify::describe(s));
+    const ops::OpInfo& info = ops::op_info(s.op);
+    std::vector<Tensor> ins;
+    for (const auto& in : s.inputs) ins.push_back(verify::make_input(in, DType::f32, rng).transfer_to(cuda_provider()));
+    const kernels::KernelContext ctx{s.training, 41};
+    const Tensor y = kernels::run_forward(*h, verify::views_of(ins), s.attrs, ctx);
+    std::vector<double> gv(static_cast<std::size_t>(y.numel()), 0.5);
+    const Tensor g = Tensor::from_values<double>(y.shape(), std::span<const double>(gv))
+                         .convert(DType::f32)
+                         .transfer_to(cuda_provider());
+    std::vector<Tensor> placeholders;
+    placeholders.reserve(ins.size() + 1);
+    std::vector<TensorView> saved;
+    for (std::size_t k = 0; k < ins.size(); ++k) {
+      if (info.saves_input(k)) {
+        saved.push_back(ins[k].as_view());
+      } else {
+        placeholders.push_back(Tensor::empty(ins[k].shape(), ins[k].dtype(), meta_provider()));
+        saved.push_back(placeholders.back().as_view());
+      }
+    }
+    const Tensor y_placeholder = Tensor::empty(y.shape(), y.dtype(), meta_provider());
+    const auto full = kernels::run_vjp(*h, verify::views_of(ins), y.as_view(), g.as_view(), s.attrs, ctx);
+    std::vector<std::optional<Tensor>> only;
+    try {
+      only = kernels::run_vjp(*h, saved, info.saves_output() ? y.as_view() : y_placeholder.as_view(), g.as_view(),
+                              s.attrs, ctx);
+    } catch (const Error& e) {
+      ADD_FAILURE() << "the VJP reads an operand its op does not save: " << e.what();
+      continue;
+    }
+    ASSERT_EQ(only.size(), full.size());
+    for (std::size_t k = 0; k < full.size(); ++k) {
+      ASSERT_EQ(only[k].has_value(), full[k].has_value());
+      if (full[k]) {
+        EXPECT_EQ(only[k]->transfer_to(cpu_provider()).to_doubles(), full[k]->transfer_to(cpu_provider()).to_doubles());
+      }
+    }
   }
 }
 

@@ -418,36 +418,36 @@ Tensor reduced_gradient(Operands& ops, std::uint64_t full, const Dims& out_shape
   return result;
 }
 
-// add (0), mul (1), sub (2), div (3): the VJP of each operand over the broadcast output shape.
-GradList binary_vjp(const char* op, int code, std::span<const TensorView> in, const TensorView& y,
-                    const TensorView& grad, const KernelContext& ctx) {
+// add (0), mul (1), sub (2), div (3): the VJP of each operand over the broadcast output shape. Reads only
+// what the op table saves (add, sub: the cotangent; mul, div: both operands), never the forward output.
+GradList binary_vjp(const char* op, int code, std::span<const TensorView> in, const TensorView& grad,
+                    const KernelContext& ctx) {
   Operands ops(op);
   const Dims shape = grad.shape();
   const Elementwise g = contiguous_operand(ops.contiguous(grad, "grad_output"), shape);
+  auto full_product = [&](const Elementwise& x, const Elementwise& y, int c) {
+    Tensor& t = ops.keep(device_empty(shape));
+    const std::uint64_t ta = ops.write(t);
+    binary(ops, ta, shape, x, y, c);
+    return contiguous_operand(ta, shape);
+  };
   GradList r;
   for (std::size_t i = 0; i < 2; ++i) {
     if (!ctx.wants_grad(i)) {
       r.emplace_back(std::nullopt);
       continue;
     }
-    const Elementwise other = view_operand(ops, in[1 - i], i == 0 ? "b" : "a");
     std::uint64_t full = g.address;  // add, sub: the cotangent itself
-    if (code == 1 || code == 3) {
-      Tensor& t = ops.keep(device_empty(shape));
-      full = ops.write(t);
-      if (code == 1) {
-        binary(ops, full, shape, g, other, 1);  // d(a b) = g b, g a
-      } else if (i == 0) {
-        binary(ops, full, shape, g, other, 3);  // d(a / b)/da = g / b
-      } else {
-        // d(a / b)/db = -g a / b^2 = -(g / b) * (a / b): the cotangent over b times the forward output
-        Tensor& q = ops.keep(device_empty(shape));
-        const std::uint64_t qa = ops.write(q);
-        binary(ops, qa, shape, g, view_operand(ops, in[1], "b"), 3);
-        binary(ops, full, shape, contiguous_operand(qa, shape), view_operand(ops, y, "output"), 1);
-      }
+    if (code == 1) {
+      full = full_product(g, view_operand(ops, in[1 - i], i == 0 ? "b" : "a"), 1).address;  // g b, g a
+    } else if (code == 3 && i == 0) {
+      full = full_product(g, view_operand(ops, in[1], "b"), 3).address;  // g / b
+    } else if (code == 3) {
+      // d(a / b)/db = -g a / b^2 = -(g / b) (a / b)
+      const Elementwise a = view_operand(ops, in[0], "a"), b = view_operand(ops, in[1], "b");
+      full = full_product(full_product(g, b, 3), full_product(a, b, 3), 1).address;
     }
-    r.emplace_back(reduced_gradient(ops, full, shape, in[i].shape(), (code == 2 && i == 1) || (code == 3 && i == 1)));
+    r.emplace_back(reduced_gradient(ops, full, shape, in[i].shape(), i == 1 && (code == 2 || code == 3)));
   }
   return r;
 }
@@ -487,8 +487,13 @@ GradList unary_vjp(ops::OpTag tag, std::span<const TensorView> in, const TensorV
                    const Attributes& a) {
   const std::string op(ops::op_kind(tag));
   Operands ops(op);
-  std::uint64_t x = ops.contiguous(in[0], "x"), yy = ops.contiguous(y, "output"),
-                g = ops.contiguous(grad, "grad_output");
+  // Only what the op table saves is real (Note [Op table]); the slope reads nothing else: relu, tanh,
+  // sigmoid and exp read the output, gelu and silu the input, neg neither.
+  const ops::OpInfo& info = ops::op_info(tag);
+  std::uint64_t g = ops.contiguous(grad, "grad_output");
+  std::uint64_t x = info.saves_input(0) ? ops.contiguous(in[0], "x") : g;
+  std::uint64_t yy = info.saves_output() ? ops.contiguous(y, "output") : x;
+  if (!info.saves_input(0)) x = yy;
   Tensor gx = device_empty(in[0].shape());
   std::uint64_t o = ops.write(gx);
   std::int64_t n = gx.numel();
@@ -499,13 +504,13 @@ GradList unary_vjp(ops::OpTag tag, std::span<const TensorView> in, const TensorV
   return r;
 }
 
-#define PACT_CUDA_BINARY(opname, code)                                                                               \
-  Tensor opname##_forward(std::span<const TensorView> in, const Attributes&, const KernelContext&) {                 \
-    return binary_forward(#opname, code, in);                                                                        \
-  }                                                                                                                  \
-  GradList opname##_vjp(std::span<const TensorView> in, const TensorView& y, const TensorView& g, const Attributes&, \
-                        const KernelContext& ctx) {                                                                  \
-    return binary_vjp(#opname, code, in, y, g, ctx);                                                                 \
+#define PACT_CUDA_BINARY(opname, code)                                                                             \
+  Tensor opname##_forward(std::span<const TensorView> in, const Attributes&, const KernelContext&) {               \
+    return binary_forward(#opname, code, in);                                                                      \
+  }                                                                                                                \
+  GradList opname##_vjp(std::span<const TensorView> in, const TensorView&, const TensorView& g, const Attributes&, \
+                        const KernelContext& ctx) {                                                                \
+    return binary_vjp(#opname, code, in, g, ctx);                                                                  \
   }
 PACT_CUDA_BINARY(add, 0)
 PACT_CUDA_BINARY(mul, 1)
