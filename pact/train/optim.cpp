@@ -75,6 +75,15 @@ std::vector<contract::BoundKernel> admit_updates(ops::OpTag op, std::span<const 
   return out;
 }
 
+namespace {
+// An optimizer state tensor for `param`: zeros where the parameter lives (the device's memory for a
+// parameter on the CUDA provider, whose update kernels read their state there).
+Tensor state_like(const Tensor& param) {
+  return Tensor::zeros(param.shape(), param.dtype(),
+                       param.as_view().device() == DeviceKind::cuda ? cuda_provider() : cpu_provider());
+}
+}  // namespace
+
 SgdState sgd_step(UpdateKernels kernels, std::span<Tensor> params, std::span<const std::optional<TensorView>> grads,
                   const SgdOptions& o, SgdState state) {
   check_lengths(kernels, params, grads.size());
@@ -86,7 +95,7 @@ SgdState sgd_step(UpdateKernels kernels, std::span<Tensor> params, std::span<con
     std::vector<Tensor*> st{&params[i]};
     if (o.momentum != 0.0) {
       auto& vel = state.velocity[i];
-      if (!vel) vel = Tensor::zeros(params[i].shape(), params[i].dtype());
+      if (!vel) vel = state_like(params[i]);
       st.push_back(&*vel);
     }
     kernels::run_update(*kernels[i]->handler(), st, std::span<const TensorView>(&*grads[i], 1), attrs);
@@ -110,8 +119,8 @@ AdamState adam_step(UpdateKernels kernels, std::span<Tensor> params, std::span<c
                         {"step", state.step}};
   for (std::size_t i = 0; i < params.size(); ++i) {
     if (!grads[i]) continue;
-    if (!state.m[i]) state.m[i] = Tensor::zeros(params[i].shape(), params[i].dtype());
-    if (!state.v[i]) state.v[i] = Tensor::zeros(params[i].shape(), params[i].dtype());
+    if (!state.m[i]) state.m[i] = state_like(params[i]);
+    if (!state.v[i]) state.v[i] = state_like(params[i]);
     std::vector<Tensor*> st{&params[i], &*state.m[i], &*state.v[i]};
     kernels::run_update(*kernels[i]->handler(), st, std::span<const TensorView>(&*grads[i], 1), attrs);
   }

@@ -20,6 +20,7 @@
 #include "pact/plan/planner.hpp"
 #include "pact/runtime/executor.hpp"
 #include "pact/runtime/session.hpp"
+#include "pact/train/optim.hpp"
 #include "pact/verify/oracle.hpp"
 #include "pact/verify/samples.hpp"
 
@@ -232,18 +233,24 @@ TEST(CudaOps, EveryVjpReadsOnlyWhatItsOpSaves) {
   }
 }
 
-// The digits MLP planned under cuda-checked and run through the one interpreter with a recording session: the
-// plan admits only cuda capsules, and the loss and every parameter's gradient match the cpu-checked run.
+// The digits MLP planned under cuda-checked and run through the one interpreter with a recording session, then
+// updated by Adam through the profile's admitted update kernels, three steps: the plan and the updates admit
+// only cuda capsules, and the first loss, the first gradients and the parameters after the steps match the
+// cpu-checked run.
 struct MlpRun {
   double loss = 0;
-  std::vector<std::vector<double>> grads;
+  std::vector<std::vector<double>> grads, params;
   std::vector<std::string> capsules;
 };
 
-MlpRun run_digits_mlp(const char* profile) {
+std::vector<double> host_values_of(const TensorView& v) {
+  return v.device() == DeviceKind::cpu ? v.to_doubles() : v.transfer_to(cpu_provider()).to_doubles();
+}
+
+MlpRun run_digits_mlp(const char* profile_name, int steps) {
   const ir::Graph g = ir::load_graph(std::string(kSource) + "/examples/models/digits_mlp.json");
-  runtime::Session s(contract::builtin_profile(profile), 7);
-  const bool device = std::string(profile).starts_with("cuda");
+  const contract::BackendProfile profile = contract::builtin_profile(profile_name);
+  const bool device = std::string(profile_name).starts_with("cuda");
   auto place = [&](Tensor t) { return device ? t.transfer_to(cuda_provider()) : std::move(t); };
   std::mt19937 rng(9);
   std::normal_distribution<float> nd(0.0f, 0.3f);
@@ -252,58 +259,83 @@ MlpRun run_digits_mlp(const char* profile) {
     for (auto& x : v) x = nd(rng);
     return Tensor::from_values<float>(shape, std::span<const float>(v));
   };
-  std::map<std::string, runtime::EagerTensor> bind;
-  std::vector<std::string> params;
+  std::map<std::string, Tensor> data;
+  std::vector<std::string> names;
+  std::vector<Tensor> params;
   for (const auto& n : g.nodes) {
     if (n.op == ops::OpTag::input && n.type.dtype == DType::i64) {
       std::vector<std::int64_t> t;
       for (std::int64_t i = 0; i < n.type.shape[0]; ++i) t.push_back((i * 7) % 10);
-      bind.emplace(
-          n.id, s.constant(place(Tensor::from_values<std::int64_t>(n.type.shape, std::span<const std::int64_t>(t)))));
+      data.emplace(n.id, place(Tensor::from_values<std::int64_t>(n.type.shape, std::span<const std::int64_t>(t))));
     } else if (n.op == ops::OpTag::input) {
-      bind.emplace(n.id, s.constant(place(values(n.type.shape))));
+      data.emplace(n.id, place(values(n.type.shape)));
     } else if (n.op == ops::OpTag::parameter) {
-      bind.emplace(n.id, s.leaf(place(values(n.type.shape))));
-      params.push_back(n.id);
+      names.push_back(n.id);
+      params.push_back(place(values(n.type.shape)));
     }
   }
-  auto planned = plan::plan_graph(g, s.profile(), contract::DefaultEvidenceResolver{}, contract::VjpMode::with_vjp);
+  auto planned = plan::plan_graph(g, profile, contract::DefaultEvidenceResolver{}, contract::VjpMode::with_vjp);
   if (!planned) throw std::runtime_error(plan::render_audit_table(planned.error().audit));
   MlpRun r;
   for (const auto& k : planned->audit().kernels)
     r.capsules.push_back(k.capsule != nullptr ? k.capsule->name : "(none)");
-  runtime::ExecutionOptions options;
-  options.session = &s;
-  const auto out = runtime::execute(*planned, bind, options).outputs;
-  const runtime::EagerTensor& loss = out.at(g.outputs.back());
-  r.loss = loss.view().device() == DeviceKind::cpu ? loss.view().to_doubles()[0]
-                                                   : loss.view().transfer_to(cpu_provider()).to_doubles()[0];
-  runtime::Gradients grads = s.backward(loss);
-  for (const auto& p : params) {
-    auto t = grads.take_grad(bind.at(p).node);
-    if (!t || !t.value()) throw std::runtime_error("no gradient for " + p);
-    const Tensor& gt = *t.value();
-    r.grads.push_back(gt.as_view().device() == DeviceKind::cpu ? gt.to_doubles()
-                                                               : gt.transfer_to(cpu_provider()).to_doubles());
+  const std::vector<contract::BoundKernel> updates = train::admit_updates(ops::OpTag::adam, params, false, profile);
+  std::vector<const contract::BoundKernel*> update_ptrs;
+  for (const auto& u : updates) {
+    update_ptrs.push_back(&u);
+    r.capsules.push_back(u.capsule()->name);
   }
+  train::AdamState state;
+  for (int step = 0; step < steps; ++step) {
+    runtime::Session s(profile, 7);
+    std::map<std::string, runtime::EagerTensor> bind;
+    for (const auto& [id, t] : data) bind.emplace(id, s.constant(t.duplicate()));
+    for (std::size_t p = 0; p < params.size(); ++p) bind.emplace(names[p], s.leaf(params[p].duplicate()));
+    runtime::ExecutionOptions options;
+    options.session = &s;
+    const auto out = runtime::execute(*planned, bind, options).outputs;
+    const runtime::EagerTensor& loss = out.at(g.outputs.back());
+    runtime::Gradients grads = s.backward(loss);
+    std::vector<Tensor> owned;
+    std::vector<std::optional<TensorView>> views;
+    for (const auto& name : names) {
+      auto t = grads.take_grad(bind.at(name).node);
+      if (!t || !t.value()) throw std::runtime_error("no gradient for " + name);
+      owned.push_back(std::move(*t.value()));
+    }
+    for (const auto& t : owned) views.emplace_back(t.as_view());
+    if (step == 0) {
+      r.loss = host_values_of(loss.view())[0];
+      for (const auto& t : owned) r.grads.push_back(host_values_of(t.as_view()));
+    }
+    state = train::adam_step(update_ptrs, params, views, train::AdamOptions{.lr = 1e-2}, std::move(state));
+  }
+  for (const auto& p : params) r.params.push_back(host_values_of(p.as_view()));
   return r;
+}
+
+void expect_close(const std::vector<std::vector<double>>& got, const std::vector<std::vector<double>>& want, double rel,
+                  const char* what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (std::size_t p = 0; p < want.size(); ++p) {
+    ASSERT_EQ(got[p].size(), want[p].size()) << what;
+    double scale = 1e-6;
+    for (double v : want[p]) scale = std::max(scale, std::abs(v));
+    for (std::size_t i = 0; i < want[p].size(); ++i)
+      ASSERT_NEAR(got[p][i], want[p][i], rel * scale) << what << " of parameter " << p << ", element " << i;
+  }
 }
 
 TEST(CudaPlan, TheDigitsMlpTrainsThroughTheCudaPlanAsOnTheCpu) {
   PACT_GPU_OR_SKIP();
-  const MlpRun cpu = run_digits_mlp("cpu-checked");
-  const MlpRun gpu = run_digits_mlp("cuda-checked");
+  const MlpRun cpu = run_digits_mlp("cpu-checked", 3);
+  const MlpRun gpu = run_digits_mlp("cuda-checked", 3);
   ASSERT_FALSE(gpu.capsules.empty());
   for (const auto& c : gpu.capsules) EXPECT_TRUE(c.starts_with("cuda.")) << c;
+  EXPECT_NE(std::find(gpu.capsules.begin(), gpu.capsules.end(), "cuda.adam"), gpu.capsules.end());
   EXPECT_NEAR(gpu.loss, cpu.loss, 1e-5 * std::max(1.0, std::abs(cpu.loss)));
-  ASSERT_EQ(gpu.grads.size(), cpu.grads.size());
-  for (std::size_t p = 0; p < cpu.grads.size(); ++p) {
-    ASSERT_EQ(gpu.grads[p].size(), cpu.grads[p].size());
-    double scale = 1e-6;
-    for (double v : cpu.grads[p]) scale = std::max(scale, std::abs(v));
-    for (std::size_t i = 0; i < cpu.grads[p].size(); ++i)
-      ASSERT_NEAR(gpu.grads[p][i], cpu.grads[p][i], 1e-4 * scale) << "parameter " << p << " element " << i;
-  }
+  expect_close(gpu.grads, cpu.grads, 1e-4, "the first step's gradient");
+  expect_close(gpu.params, cpu.params, 1e-4, "the value after three Adam steps");
 }
 
 // A wrong kernel on the device: add computing a + a. The same comparison must refute it.

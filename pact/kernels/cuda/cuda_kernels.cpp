@@ -1072,6 +1072,65 @@ GradList scaled_dot_product_attention_vjp(std::span<const TensorView> in, const 
   return r;
 }
 
+// ---- updates: state operands written in place on the device ----
+
+// A state operand's device address (a contiguous f32 owner in the cuda provider).
+std::uint64_t state_address(Operands& ops, Tensor& t, std::string_view operand) {
+  if (t.as_view().provider_name() != "cuda" || t.dtype() != DType::f32 || !t.is_contiguous()) {
+    throw_error(ErrorCode::provider_mismatch, std::string(ops.op()),
+                fmt::format("state operand '{}' must be a contiguous f32 device owner; it is {} {}", operand,
+                            t.as_view().provider_name(), dtype_name(t.dtype())));
+  }
+  return ops.write(t);
+}
+
+void accumulate_grad_update(std::span<Tensor* const> state, std::span<const TensorView> read, const Attributes&) {
+  Operands ops("accumulate_grad");
+  std::uint64_t acc = state_address(ops, *state[0], "accumulated"), g = ops.contiguous(read[0], "gradient");
+  std::int64_t n = state[0]->numel();
+  if (n > 0) launch("accumulate_grad", "pact_accumulate_f32", grid_for(n), 1, 1, kThreads, {&acc, &g, &n});
+}
+
+void sgd_update(std::span<Tensor* const> state, std::span<const TensorView> read, const Attributes& a) {
+  Operands ops("sgd");
+  std::uint64_t w = state_address(ops, *state[0], "param"), g = ops.contiguous(read[0], "gradient");
+  const void* vel = state.size() > 1 ? reinterpret_cast<const void*>(state_address(
+                                           ops, *state[1], "velocity"))  // NOLINT(performance-no-int-to-ptr)
+                                     : nullptr;
+  std::int64_t n = state[0]->numel();
+  float lr = static_cast<float>(a.get_float("sgd", "lr")),
+        mom = static_cast<float>(a.get_float("sgd", "momentum", 0.0)),
+        wd = static_cast<float>(a.get_float("sgd", "weight_decay", 0.0));
+  if (n > 0) launch("sgd", "pact_sgd_f32", grid_for(n), 1, 1, kThreads, {&w, &vel, &g, &n, &lr, &mom, &wd});
+}
+
+void adam_update(std::span<Tensor* const> state, std::span<const TensorView> read, const Attributes& a) {
+  constexpr const char* op = "adam";
+  Operands ops(op);
+  std::uint64_t w = state_address(ops, *state[0], "param"), m = state_address(ops, *state[1], "exp_avg"),
+                v = state_address(ops, *state[2], "exp_avg_sq"), g = ops.contiguous(read[0], "gradient");
+  std::int64_t n = state[0]->numel();
+  // The constants as the CPU kernel's adam_constants: bias corrections in double, rounded once to f32.
+  const double lr = a.get_float(op, "lr"), beta1 = a.get_float(op, "beta1", 0.9),
+               beta2 = a.get_float(op, "beta2", 0.999), wd = a.get_float(op, "weight_decay", 0.0);
+  const bool decoupled = a.get_bool(op, "decoupled", false);
+  const auto t = static_cast<double>(a.get_int(op, "step"));
+  const double bc1 = 1.0 - std::pow(beta1, t), bc2 = 1.0 - std::pow(beta2, t);
+  float b1 = static_cast<float>(beta1), b2 = static_cast<float>(beta2),
+        eps = static_cast<float>(a.get_float(op, "eps", 1e-8)), step = static_cast<float>(lr / bc1),
+        inv = static_cast<float>(1.0 / std::sqrt(bc2)), l2 = decoupled ? 0.0f : static_cast<float>(wd),
+        decay = static_cast<float>(decoupled ? 1.0 - lr * wd : 1.0);
+  if (n > 0)
+    launch(op, "pact_adam_f32", grid_for(n), 1, 1, kThreads,
+           {&w, &m, &v, &g, &n, &b1, &b2, &eps, &step, &inv, &l2, &decay});
+}
+
+#define PACT_CUDA_UPDATE_HANDLER(opname)                                                                  \
+  Handler {                                                                                               \
+    ops::OpTag::opname, "cuda", DeviceKind::cuda, nullptr, nullptr, "pact/kernels/cuda/cuda_kernels.cpp", \
+        "pact::kernels::cuda::" #opname "_update", &opname##_update                                       \
+  }
+
 #define PACT_CUDA_HANDLER(opname)                                                        \
   Handler {                                                                              \
     ops::OpTag::opname, "cuda", DeviceKind::cuda, &opname##_forward, &opname##_vjp,      \
@@ -1096,7 +1155,10 @@ const Handler kHandlers[] = {PACT_CUDA_HANDLER(matmul),
                              PACT_CUDA_HANDLER(layer_norm),
                              PACT_CUDA_HANDLER(rms_norm),
                              PACT_CUDA_HANDLER(cross_entropy),
-                             PACT_CUDA_HANDLER(scaled_dot_product_attention)};
+                             PACT_CUDA_HANDLER(scaled_dot_product_attention),
+                             PACT_CUDA_UPDATE_HANDLER(accumulate_grad),
+                             PACT_CUDA_UPDATE_HANDLER(sgd),
+                             PACT_CUDA_UPDATE_HANDLER(adam)};
 
 }  // namespace cuda
 

@@ -639,3 +639,45 @@ extern "C" __global__ void pact_scale_f32(float* x, std::int64_t n, float factor
     x[i] *= factor;
   }
 }
+
+// ---- updates (in place): gradient accumulation and the optimizers ----------------------------------------
+
+// acc += g.
+extern "C" __global__ void pact_accumulate_f32(float* acc, const float* g, std::int64_t n) {
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    acc[i] += g[i];
+  }
+}
+
+// torch.optim.SGD (dampening 0, no Nesterov), as pact/kernels/cpu/generic_updates.inc: d = g + wd w;
+// v = momentum v + d (with a velocity); w -= lr d (or v).
+extern "C" __global__ void pact_sgd_f32(float* w, float* vel, const float* g, std::int64_t n, float lr, float mom,
+                                        float wd) {
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    if (vel == nullptr) {
+      w[i] -= lr * (g[i] + wd * w[i]);
+    } else {
+      vel[i] = mom * vel[i] + (g[i] + wd * w[i]);
+      w[i] -= lr * vel[i];
+    }
+  }
+}
+
+// torch.optim.Adam / AdamW with the bias corrections folded into `step` and `inv_sqrt_bc2` (the host computes
+// them as the CPU kernel does); AdamW's decay first.
+extern "C" __global__ void pact_adam_f32(float* w, float* m, float* v, const float* g, std::int64_t n, float b1,
+                                         float b2, float eps, float step, float inv_sqrt_bc2, float l2, float decay) {
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    float wi = w[i];
+    if (decay != 1.0f) wi *= decay;
+    const float gk = g[i] + l2 * wi;
+    const float mi = b1 * m[i] + (1.0f - b1) * gk;
+    const float vi = b2 * v[i] + (1.0f - b2) * gk * gk;
+    m[i] = mi;
+    v[i] = vi;
+    w[i] = wi - step * mi / (sqrtf(vi) * inv_sqrt_bc2 + eps);
+  }
+}
