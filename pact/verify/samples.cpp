@@ -575,7 +575,9 @@ std::vector<std::string> sweep_problems(const kernels::Handler& candidate, const
   for (const auto& in : s.inputs) ins.push_back(make_input(in, DType::f32, rng));
   if (info.role == ops::OpRole::update) {
     const auto want = concatenated(updated_state(baseline, ins, s.attrs));
-    auto state = updated_state(candidate, ins, s.attrs);
+    const std::vector<Tensor> device_ins =
+        candidate.device == DeviceKind::cpu ? std::vector<Tensor>{} : placed_for(candidate, ins);
+    auto state = updated_state(candidate, candidate.device == DeviceKind::cpu ? ins : device_ins, s.attrs);
     if (tamper != nullptr && tamper->state) tamper->state(state);
     check(concatenated(state), want, info.tolerance(), "new state");
     return found;
