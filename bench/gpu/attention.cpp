@@ -15,6 +15,7 @@
 
 #include "pact/core/cuda_device.hpp"
 #include "pact/kernels/kernel.hpp"
+#include "timing.hpp"
 
 namespace {
 
@@ -27,29 +28,6 @@ Tensor device_normal(const Dims& shape, std::mt19937& rng) {
   std::vector<float> v(static_cast<std::size_t>(n));
   for (auto& x : v) x = nd(rng);
   return Tensor::from_values<float>(shape, std::span<const float>(v)).transfer_to(cuda_provider());
-}
-
-template <class F>
-double time_ms(CudaDevice& dev, int reps, F&& f) {
-  const CudaDriver& d = dev.driver();
-  for (int i = 0; i < 3; ++i) f();
-  std::vector<double> ms;
-  for (int i = 0; i < reps; ++i) {
-    void *start = nullptr, *stop = nullptr;
-    dev.check(d.event_create(&start, 0), "bench.event");
-    dev.check(d.event_create(&stop, 0), "bench.event");
-    dev.check(d.event_record(start, dev.stream()), "bench.event");
-    f();
-    dev.check(d.event_record(stop, dev.stream()), "bench.event");
-    dev.check(d.event_synchronize(stop), "bench.event");
-    float elapsed = 0;
-    dev.check(d.event_elapsed_time(&elapsed, start, stop), "bench.event");
-    ms.push_back(elapsed);
-    d.event_destroy(start);
-    d.event_destroy(stop);
-  }
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
 }
 
 }  // namespace
@@ -71,7 +49,7 @@ int main() {
     ops::Attributes attrs;
     attrs.set("is_causal", causal);
     std::optional<Tensor> out;
-    const double ms = time_ms(*dev, 10, [&] { out.emplace(sdpa->forward(in, attrs, {})); });
+    const double ms = bench::median_ms(*dev, 10, [&] { out.emplace(sdpa->forward(in, attrs, {})); });
     const double flops = 4.0 * 4 * 16 * 2048.0 * 2048.0 * 64 * (causal ? 0.5 : 1.0);
     std::printf("{\"case\": \"b4 h16 s2048 d64 %s\", \"pact_ms\": %.4f, \"pact_tflops\": %.2f}\n",
                 causal ? "causal" : "full", ms, flops / ms / 1e9);

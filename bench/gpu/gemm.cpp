@@ -20,6 +20,7 @@
 
 #include "pact/core/cuda_device.hpp"
 #include "pact/kernels/kernel.hpp"
+#include "timing.hpp"
 
 namespace {
 
@@ -54,30 +55,6 @@ std::uint64_t address_of(const Tensor& t) {
   auto bound = DeviceBinding::bind(std::move(prepared).value());
   if (!bound) throw std::move(bound).error().error;
   return bound.value().unsafe_device_address();
-}
-
-// Median milliseconds of `reps` runs of f, each timed by events on the device's stream, after warm-ups.
-template <class F>
-double time_ms(CudaDevice& dev, int reps, F&& f) {
-  const CudaDriver& d = dev.driver();
-  for (int i = 0; i < 3; ++i) f();
-  std::vector<double> ms;
-  for (int i = 0; i < reps; ++i) {
-    void *start = nullptr, *stop = nullptr;
-    dev.check(d.event_create(&start, 0), "bench.event");
-    dev.check(d.event_create(&stop, 0), "bench.event");
-    dev.check(d.event_record(start, dev.stream()), "bench.event");
-    f();
-    dev.check(d.event_record(stop, dev.stream()), "bench.event");
-    dev.check(d.event_synchronize(stop), "bench.event");
-    float elapsed = 0;
-    dev.check(d.event_elapsed_time(&elapsed, start, stop), "bench.event");
-    ms.push_back(elapsed);
-    d.event_destroy(start);
-    d.event_destroy(stop);
-  }
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
 }
 
 }  // namespace
@@ -120,18 +97,18 @@ int main(int argc, char** argv) {
     std::string variants;
     for (const char* v : {"pact_gemm_f32", "pact_gemm_f32_vec8", "pact_gemm_f32_vec8_b1", "pact_gemm_f32_vec16_b1"}) {
       ::setenv("PACT_CUDA_GEMM", v, 1);
-      const double ms = time_ms(*dev, reps, [&] { ours.emplace(matmul->forward(in, {}, {})); });
+      const double ms = bench::median_ms(*dev, reps, [&] { ours.emplace(matmul->forward(in, {}, {})); });
       variants += fmt::format("{}\"{}\": {:.4f}", variants.empty() ? "" : ", ", v, ms);
     }
     ::unsetenv("PACT_CUDA_GEMM");
-    const double pact_ms = time_ms(*dev, reps, [&] { ours.emplace(matmul->forward(in, {}, {})); });
+    const double pact_ms = bench::median_ms(*dev, reps, [&] { ours.emplace(matmul->forward(in, {}, {})); });
     const float alpha = 1.0f, beta = 0.0f;
     const auto* pa = reinterpret_cast<const float*>(address_of(a));  // NOLINT(performance-no-int-to-ptr)
     const auto* pb = reinterpret_cast<const float*>(address_of(b));  // NOLINT(performance-no-int-to-ptr)
     auto* pc = reinterpret_cast<float*>(address_of(c));              // NOLINT(performance-no-int-to-ptr)
     const int ni = static_cast<int>(n);
     // Row-major C = A B is column-major C^T = B^T A^T.
-    const double cublas_ms = time_ms(*dev, reps, [&] {
+    const double cublas_ms = bench::median_ms(*dev, reps, [&] {
       if (cublas.sgemm(handle, 0, 0, ni, ni, ni, &alpha, pb, ni, pa, ni, &beta, pc, ni) != 0)
         throw std::runtime_error("cublasSgemm failed");
     });

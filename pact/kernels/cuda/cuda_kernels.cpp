@@ -112,33 +112,19 @@ class Operands {
     if (module().module == nullptr) throw_error(ErrorCode::no_device, std::string(op), module().failure);
   }
   // A view's device address; refuses a view outside the CUDA provider or of another dtype than f32.
-  std::uint64_t read(const TensorView& v, std::string_view operand) {
+  // A view's device address; refuses a view outside the CUDA provider or of another dtype than `dtype` (f32
+  // data; i64 class targets, contiguous; bool masks).
+  std::uint64_t read(const TensorView& v, std::string_view operand, DType dtype = DType::f32) {
     if (v.provider_name() != "cuda") {
       throw_error(ErrorCode::provider_mismatch, std::string(op_),
                   fmt::format("operand '{}' is in {} storage; the cuda kernels read device tensors", operand,
                               v.provider_name()));
     }
-    if (v.dtype() != DType::f32) {
+    if (v.dtype() != dtype || (dtype == DType::i64 && !v.is_contiguous())) {
       throw_error(ErrorCode::dtype_mismatch, std::string(op_),
-                  fmt::format("operand '{}' is {}; the cuda kernels compute f32", operand, dtype_name(v.dtype())));
-    }
-    auto prepared = TensorView(v).prepare_device();
-    if (!prepared) throw std::move(prepared).error().error;
-    auto bound = DeviceBinding::bind(std::move(prepared).value());
-    if (!bound) throw std::move(bound).error().error;
-    bindings_.push_back(std::move(bound).value());
-    return bindings_.back().unsafe_device_address();
-  }
-  // An index operand (i64), read as is.
-  std::uint64_t read_index(const TensorView& v, std::string_view operand) {
-    if (v.provider_name() != "cuda") {
-      throw_error(ErrorCode::provider_mismatch, std::string(op_),
-                  fmt::format("operand '{}' is in {} storage; the cuda kernels read device tensors", operand,
-                              v.provider_name()));
-    }
-    if (v.dtype() != DType::i64 || !v.is_contiguous()) {
-      throw_error(ErrorCode::dtype_mismatch, std::string(op_),
-                  fmt::format("operand '{}' must be contiguous i64, not {}", operand, dtype_name(v.dtype())));
+                  fmt::format("operand '{}' is {}{}; the cuda kernels read it as {}{}", operand,
+                              v.is_contiguous() ? "" : "strided ", dtype_name(v.dtype()),
+                              dtype == DType::i64 ? "contiguous " : "", dtype_name(dtype)));
     }
     auto prepared = TensorView(v).prepare_device();
     if (!prepared) throw std::move(prepared).error().error;
@@ -159,8 +145,6 @@ class Operands {
     bindings_.push_back(std::move(bound).value());
     return bindings_.back().unsafe_device_address();
   }
-  // Keeps a binding made outside (a bool operand's) until the launches that read it are enqueued.
-  void hold(DeviceBinding binding) { bindings_.push_back(std::move(binding)); }
   // Keeps a temporary device tensor (a staging product, a flag) alive as long as the bindings made of it.
   Tensor& keep(Tensor t) {
     temporaries_.push_back(std::move(t));
@@ -859,7 +843,7 @@ Tensor cross_entropy_forward(std::span<const TensorView> in, const Attributes& a
   const std::int64_t rows = in[0].rank() == 2 ? in[0].shape()[0] : 1;
   const std::int64_t ignore = a.get_int("cross_entropy", "ignore_index", -100);
   const Reduction red = reduction_of(a);
-  const std::uint64_t x = ops.contiguous(in[0], "logits"), t = ops.read_index(in[1], "target");
+  const std::uint64_t x = ops.contiguous(in[0], "logits"), t = ops.read(in[1], "target", DType::i64);
   if (red == Reduction::none) {
     // [rows] losses, or one loss of a single row of logits (a scalar)
     Tensor out = device_empty(in[0].rank() == 2 ? Dims{rows} : Dims{});
@@ -883,7 +867,7 @@ GradList cross_entropy_vjp(std::span<const TensorView> in, const TensorView&, co
   const std::int64_t rows = in[0].rank() == 2 ? in[0].shape()[0] : 1;
   const std::int64_t ignore = a.get_int("cross_entropy", "ignore_index", -100);
   const Reduction red = reduction_of(a);
-  const std::uint64_t x = ops.contiguous(in[0], "logits"), t = ops.read_index(in[1], "target");
+  const std::uint64_t x = ops.contiguous(in[0], "logits"), t = ops.read(in[1], "target", DType::i64);
   const std::uint64_t g = ops.contiguous(grad, "grad_output");
   RowLosses rl = cross_entropy_rows(ops, x, t, rows, classes, ignore, nullptr);
   std::uint64_t count_address = ops.write(ops.keep(device_empty(Dims{})));
@@ -927,21 +911,10 @@ AttentionForm attention_form(Operands& ops, std::span<const TensorView> in, cons
   f.scale = static_cast<float>(a.get_float(op, "scale", 1.0 / std::sqrt(static_cast<double>(f.e))));
   if (in.size() == 4) {
     const TensorView& m = in[3];
-    if (m.dtype() == DType::boolean) {
-      if (m.provider_name() != "cuda")
-        throw_error(ErrorCode::provider_mismatch, op, "operand 'mask' must be a device tensor");
-      auto prepared = TensorView(m).prepare_device();
-      if (!prepared) throw std::move(prepared).error().error;
-      auto bound = DeviceBinding::bind(std::move(prepared).value());
-      if (!bound) throw std::move(bound).error().error;
-      f.mask =
-          reinterpret_cast<const void*>(bound.value().unsafe_device_address());  // NOLINT(performance-no-int-to-ptr)
-      ops.hold(std::move(bound).value());
-      f.mask_kind = 2;
-    } else {
-      f.mask = reinterpret_cast<const void*>(ops.read(m, "mask"));  // NOLINT(performance-no-int-to-ptr)
-      f.mask_kind = 1;
-    }
+    const bool boolean = m.dtype() == DType::boolean;
+    f.mask = reinterpret_cast<const void*>(
+        ops.read(m, "mask", boolean ? DType::boolean : DType::f32));  // NOLINT(performance-no-int-to-ptr)
+    f.mask_kind = boolean ? 2 : 1;
     // The mask's strides broadcast over the scores [batch..., L, S], flattened.
     Dims scores = q;
     scores[r - 1] = f.s;

@@ -333,21 +333,30 @@ PACT_GEMM_KERNEL(pact_gemm_f32_vec16, 16, true, 2)
 
 // ---- layer and rms norm ------------------------------------------------------------------------------
 
-// One block per row of `width` elements: y = (x - mean) / sqrt(var + eps) (* w) (+ b); rms: mean is 0.
-extern "C" __global__ void pact_norm_f32(float* y, const float* x, const float* w, const float* b, std::int64_t width,
-                                         float eps, int rms) {
-  const float* xr = x + static_cast<std::int64_t>(blockIdx.x) * width;
-  float* yr = y + static_cast<std::int64_t>(blockIdx.x) * width;
+namespace {
+// A normalized row's mean (0 for rms) and 1 / sqrt(variance + eps), the variance about that mean, each a
+// block-wide sum (every thread of the block gets them).
+__device__ void row_statistics(const float* xr, std::int64_t width, float eps, int rms, float& mean, float& inv) {
   float s = 0.0f;
   if (rms == 0) {
     for (std::int64_t k = threadIdx.x; k < width; k += blockDim.x) s += xr[k];
     s = block_reduce<false>(s);
   }
-  const float mean = rms != 0 ? 0.0f : s / static_cast<float>(width);
+  mean = rms != 0 ? 0.0f : s / static_cast<float>(width);
   float v = 0.0f;
   for (std::int64_t k = threadIdx.x; k < width; k += blockDim.x) v += (xr[k] - mean) * (xr[k] - mean);
   v = block_reduce<false>(v) / static_cast<float>(width);
-  const float inv = 1.0f / sqrtf(v + eps);
+  inv = 1.0f / sqrtf(v + eps);
+}
+}  // namespace
+
+// One block per row of `width` elements: y = (x - mean) / sqrt(var + eps) (* w) (+ b); rms: mean is 0.
+extern "C" __global__ void pact_norm_f32(float* y, const float* x, const float* w, const float* b, std::int64_t width,
+                                         float eps, int rms) {
+  const float* xr = x + static_cast<std::int64_t>(blockIdx.x) * width;
+  float* yr = y + static_cast<std::int64_t>(blockIdx.x) * width;
+  float mean, inv;
+  row_statistics(xr, width, eps, rms, mean, inv);
   for (std::int64_t k = threadIdx.x; k < width; k += blockDim.x) {
     float o = (xr[k] - mean) * inv;
     if (w != nullptr) o *= w[k];
@@ -362,16 +371,8 @@ extern "C" __global__ void pact_norm_grad_f32(float* gx, float* gxhat, const flo
   const std::int64_t base = static_cast<std::int64_t>(blockIdx.x) * width;
   const float* xr = x + base;
   const float* gr = g + base;
-  float s = 0.0f;
-  if (rms == 0) {
-    for (std::int64_t k = threadIdx.x; k < width; k += blockDim.x) s += xr[k];
-    s = block_reduce<false>(s);
-  }
-  const float mean = rms != 0 ? 0.0f : s / static_cast<float>(width);
-  float v = 0.0f;
-  for (std::int64_t k = threadIdx.x; k < width; k += blockDim.x) v += (xr[k] - mean) * (xr[k] - mean);
-  v = block_reduce<false>(v) / static_cast<float>(width);
-  const float inv = 1.0f / sqrtf(v + eps);
+  float mean, inv;
+  row_statistics(xr, width, eps, rms, mean, inv);
   float sum_g = 0.0f, sum_gx = 0.0f;
   for (std::int64_t k = threadIdx.x; k < width; k += blockDim.x) {
     const float xh = (xr[k] - mean) * inv;

@@ -1,0 +1,35 @@
+#pragma once
+// The GPU benchmarks' timer: the median of `reps` runs of f, each timed by CUDA events recorded on the
+// device's stream, after three warm-ups.
+
+#include <algorithm>
+#include <vector>
+
+#include "pact/core/cuda_device.hpp"
+
+namespace pact::bench {
+
+template <class F>
+double median_ms(CudaDevice& dev, int reps, F&& f) {
+  const CudaDriver& d = dev.driver();
+  for (int i = 0; i < 3; ++i) f();
+  std::vector<double> ms;
+  for (int i = 0; i < reps; ++i) {
+    void *start = nullptr, *stop = nullptr;
+    dev.check(d.event_create(&start, 0), "bench.event");
+    dev.check(d.event_create(&stop, 0), "bench.event");
+    dev.check(d.event_record(start, dev.stream()), "bench.event");
+    f();
+    dev.check(d.event_record(stop, dev.stream()), "bench.event");
+    dev.check(d.event_synchronize(stop), "bench.event");
+    float elapsed = 0;
+    dev.check(d.event_elapsed_time(&elapsed, start, stop), "bench.event");
+    ms.push_back(elapsed);
+    d.event_destroy(start);
+    d.event_destroy(stop);
+  }
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+}  // namespace pact::bench
