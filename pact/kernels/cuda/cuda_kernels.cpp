@@ -1,5 +1,5 @@
-// The CUDA provider's handlers (provider "cuda", device cuda): forward and VJP of the ops the provider
-// table declares for it, f32, over tensors in the CUDA provider's device memory. Host code only: the
+// The CUDA provider's handlers (provider "cuda", device cuda): forward and VJP, or the in-place update, of
+// the ops in kHandlers (below), f32, over tensors in the CUDA provider's device memory. Host code only: the
 // device code is pact/kernels/cuda/kernels.cu, compiled by nvcc into a fatbin embedded in this library
 // (pact_cuda_image, built when PACT_WITH_CUDA is on) and loaded through the driver table on first use.
 // Every operand is reached through a device binding (DeviceBinding::unsafe_device_address), and every
@@ -33,13 +33,14 @@ namespace cuda {
 using GradList = std::vector<std::optional<Tensor>>;
 using ops::Attributes;
 
-// kernels.cu's Geometry, the same layout.
+// kernels.cu's Geometry, the same layout (a kernel parameter passed by value: its bytes are copied as is).
 struct Geometry {
   int rank = 0;
   std::array<std::int64_t, kMaxRank> shape{};
   std::array<std::int64_t, kMaxRank> stride0{};
   std::array<std::int64_t, kMaxRank> stride1{};
 };
+static_assert(sizeof(Geometry) == 8 + 3 * 8 * kMaxRank, "kernels.cu reads int rank, padding, then three int64 arrays");
 
 struct Module {
   CudaDevice* device = nullptr;
