@@ -69,7 +69,9 @@ PY
 if command -v compute-sanitizer > /dev/null; then
   timeout 100 compute-sanitizer --tool memcheck --error-exitcode 3 "$bundle/pact_cuda_gpu_tests" \
     > "$report/memcheck.log" 2>&1
-  echo "memcheck: exit $?" >> "$report/summary.txt"
+  rc=$?
+  echo "memcheck: exit $rc" >> "$report/summary.txt"
+  [ $rc -eq 0 ] || status=1
 fi
 grep -h -E "^\[  (PASSED|FAILED|SKIPPED) +\]|tests? ran" "$report"/cuda_gpu_tests.log "$report"/seal_gpu_tests.log \
   >> "$report/summary.txt" 2>/dev/null
