@@ -616,40 +616,30 @@ GradList linear_vjp(std::span<const TensorView> in, const TensorView&, const Ten
   const std::uint64_t x = ops.contiguous(in[0], "x"), w = ops.contiguous(in[1], "weight");
   const std::uint64_t g = ops.contiguous(grad, "grad_output");
   GradList r;
-  if (ctx.wants_grad(0)) {
-    Tensor gx = device_empty(in[0].shape());
-    const std::uint64_t o = ops.write(gx);
-    if (out_f == 0)
-      device().clear(o, static_cast<std::uint64_t>(gx.numel()) * 4);
-    else
-      gemm("linear", o, {g, out_f, 1}, {w, in_f, 1}, 0, rows, in_f, out_f, no_batch(), false);  // G W
-    r.emplace_back(std::move(gx));
-  } else {
-    r.emplace_back(std::nullopt);
-  }
-  if (ctx.wants_grad(1)) {
-    Tensor gw = device_empty(in[1].shape());
-    const std::uint64_t o = ops.write(gw);
-    if (rows == 0)
-      device().clear(o, static_cast<std::uint64_t>(gw.numel()) * 4);
-    else
-      gemm("linear", o, {g, 1, out_f}, {x, in_f, 1}, 0, out_f, in_f, rows, no_batch(), false);  // G^T X
-    r.emplace_back(std::move(gw));
-  } else {
-    r.emplace_back(std::nullopt);
-  }
-  if (in.size() == 3) {
-    if (ctx.wants_grad(2)) {
-      Tensor gb = device_empty(in[2].shape());
-      const std::uint64_t o = ops.write(gb);
-      if (rows == 0)
-        device().clear(o, static_cast<std::uint64_t>(gb.numel()) * 4);
-      else
-        sum_to_shape(ops, o, g, Dims{rows, out_f}, Dims{out_f});
-      r.emplace_back(std::move(gb));
-    } else {
+  // Each wanted gradient: zeros when its product is empty (no output features, or no rows), else `compute`.
+  auto product = [&](std::size_t which, const Dims& shape, bool empty, auto&& compute) {
+    if (!ctx.wants_grad(which)) {
       r.emplace_back(std::nullopt);
+      return;
     }
+    Tensor t = device_empty(shape);
+    const std::uint64_t ta = ops.write(t);
+    if (empty)
+      device().clear(ta, static_cast<std::uint64_t>(t.numel()) * 4);
+    else
+      compute(ta);
+    r.emplace_back(std::move(t));
+  };
+  product(0, in[0].shape(), out_f == 0, [&](std::uint64_t ta) {
+    gemm("linear", ta, {g, out_f, 1}, {w, in_f, 1}, 0, rows, in_f, out_f, no_batch(), false);  // G W
+  });
+  product(1, in[1].shape(), rows == 0, [&](std::uint64_t ta) {
+    gemm("linear", ta, {g, 1, out_f}, {x, in_f, 1}, 0, out_f, in_f, rows, no_batch(), false);  // G^T X
+  });
+  if (in.size() == 3) {
+    product(2, in[2].shape(), rows == 0, [&](std::uint64_t ta) {
+      sum_to_shape(ops, ta, g, Dims{rows, out_f}, Dims{out_f});
+    });
   }
   return r;
 }

@@ -393,6 +393,19 @@ extern "C" __global__ void pact_norm_grad_f32(float* gx, float* gxhat, const flo
 
 // ---- softmax and cross entropy --------------------------------------------------------------------------
 
+namespace {
+// A row of `n` values `stride` apart: its max and the sum of exp(x - max), each block-wide (every thread of
+// the block gets both); the softmax and cross-entropy kernels' shared reduction.
+__device__ void row_max_and_exp_sum(const float* row, std::int64_t n, std::int64_t stride, float& mx, float& s) {
+  mx = -INFINITY;
+  for (std::int64_t d = threadIdx.x; d < n; d += blockDim.x) mx = fmaxf(mx, row[d * stride]);
+  mx = block_reduce<true>(mx);
+  s = 0.0f;
+  for (std::int64_t d = threadIdx.x; d < n; d += blockDim.x) s += expf(row[d * stride] - mx);
+  s = block_reduce<false>(s);
+}
+}  // namespace
+
 // Softmax (or log-softmax) along one dimension: the tensor is [outer, dim, inner] contiguous; one block per
 // (outer, inner) row.
 extern "C" __global__ void pact_softmax_f32(float* out, const float* in, std::int64_t outer, std::int64_t dim,
@@ -400,12 +413,8 @@ extern "C" __global__ void pact_softmax_f32(float* out, const float* in, std::in
   const std::int64_t row = blockIdx.x;
   const std::int64_t o = row / inner, i = row % inner;
   const std::int64_t base = o * dim * inner + i;
-  float mx = -INFINITY;
-  for (std::int64_t d = threadIdx.x; d < dim; d += blockDim.x) mx = fmaxf(mx, in[base + d * inner]);
-  mx = block_reduce<true>(mx);
-  float s = 0.0f;
-  for (std::int64_t d = threadIdx.x; d < dim; d += blockDim.x) s += expf(in[base + d * inner] - mx);
-  s = block_reduce<false>(s);
+  float mx, s;
+  row_max_and_exp_sum(in + base, dim, inner, mx, s);
   const float lse = logf(s);
   for (std::int64_t d = threadIdx.x; d < dim; d += blockDim.x) {
     const float x = in[base + d * inner] - mx;
@@ -452,12 +461,8 @@ extern "C" __global__ void pact_cross_entropy_rows_f32(float* losses, float* cou
     return;
   }
   const float* xr = x + row * classes;
-  float mx = -INFINITY;
-  for (std::int64_t d = threadIdx.x; d < classes; d += blockDim.x) mx = fmaxf(mx, xr[d]);
-  mx = block_reduce<true>(mx);
-  float s = 0.0f;
-  for (std::int64_t d = threadIdx.x; d < classes; d += blockDim.x) s += expf(xr[d] - mx);
-  s = block_reduce<false>(s);
+  float mx, s;
+  row_max_and_exp_sum(xr, classes, 1, mx, s);
   if (threadIdx.x == 0) {
     losses[row] = logf(s) + mx - xr[t];
     counted[row] = 1.0f;
@@ -491,12 +496,8 @@ extern "C" __global__ void pact_cross_entropy_grad_f32(float* gx, const float* x
   }
   const float gi = mode == 0 ? g[row] : mode == 1 ? g[0] : g[0] / count[0];
   const float* xr = x + row * classes;
-  float mx = -INFINITY;
-  for (std::int64_t d = threadIdx.x; d < classes; d += blockDim.x) mx = fmaxf(mx, xr[d]);
-  mx = block_reduce<true>(mx);
-  float s = 0.0f;
-  for (std::int64_t d = threadIdx.x; d < classes; d += blockDim.x) s += expf(xr[d] - mx);
-  s = block_reduce<false>(s);
+  float mx, s;
+  row_max_and_exp_sum(xr, classes, 1, mx, s);
   for (std::int64_t d = threadIdx.x; d < classes; d += blockDim.x)
     gr[d] = gi * (expf(xr[d] - mx) / s - (d == t ? 1.0f : 0.0f));
 }
