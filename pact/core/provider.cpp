@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -36,6 +37,7 @@ class HostArena {
     // aligned_alloc needs a size multiple of the alignment; zero-byte allocations get one block.
     std::uint64_t rounded = ((bytes + alignment - 1) / alignment) * alignment;
     if (rounded == 0) rounded = alignment;
+    if (guarded()) return allocate_guarded(who, bytes, alignment, rounded);
     void* p = rounded < bytes ? nullptr : take_cached(rounded);
     if (p == nullptr && rounded >= bytes) p = std::aligned_alloc(alignment, rounded);
     if (p == nullptr) {
@@ -44,7 +46,8 @@ class HostArena {
     }
     return ProviderAllocation{next_.fetch_add(1, std::memory_order_relaxed) + 1, bytes, p, rounded};
   }
-  void deallocate(const ProviderAllocation& allocation) noexcept {
+  void deallocate(const ProviderAllocation& allocation, std::uint64_t alignment) noexcept {
+    if (guarded()) return deallocate_guarded(allocation, alignment);
     // Blocks of a page or more are kept for reuse by size (bounded), so a training loop that frees and
     // re-allocates the same shapes every step does not fault fresh pages each time: large blocks would be
     // unmapped, and glibc trims the freed top of its heap, so even a small MLP's 32 KiB activations
@@ -66,7 +69,57 @@ class HostArena {
     for (auto& [size, p] : cache_) std::free(p);
   }
 
+  // Note [Guard bands]: with PACT_HOST_GUARD=1 in the environment (read once, at the first host
+  // allocation), every block is its exact size between two bands of 0xFF bytes: `alignment` bytes before
+  // it, and from its last byte to one alignment past its rounded size after it. 0xFF bytes read as NaN in
+  // f32, f64, f16 and bf16 and as -1 in every integer type, so a kernel that reads outside its input shows
+  // in its values; one that writes outside its output is found when the block is released, and the
+  // process aborts saying where (the mutation gate counts that as a kill). Blocks are never reused, so
+  // every allocation's bands are checked.
+  static bool guarded() noexcept {
+    static const bool on = [] {
+      const char* v = std::getenv("PACT_HOST_GUARD");
+      return v != nullptr && std::string_view(v) == "1";
+    }();
+    return on;
+  }
+
  private:
+  static constexpr std::uint8_t kBand = 0xFF;
+  ProviderAllocation allocate_guarded(std::string_view who, std::uint64_t bytes, std::uint64_t alignment,
+                                      std::uint64_t rounded) {
+    const std::uint64_t total = alignment + rounded + alignment;
+    auto* base = total < rounded ? nullptr : static_cast<std::uint8_t*>(std::aligned_alloc(alignment, total));
+    if (base == nullptr) {
+      throw_error(ErrorCode::out_of_memory, fmt::format("{}.allocate", who),
+                  fmt::format("the host could not allocate {} bytes", bytes));
+    }
+    std::memset(base, kBand, alignment);
+    std::memset(base + alignment + bytes, kBand, total - alignment - bytes);
+    return ProviderAllocation{next_.fetch_add(1, std::memory_order_relaxed) + 1, bytes, base + alignment, total};
+  }
+  static void deallocate_guarded(const ProviderAllocation& a, std::uint64_t alignment) noexcept {
+    auto* data = static_cast<std::uint8_t*>(a.opaque);
+    auto* base = data - alignment;
+    const std::uint64_t back = a.capacity - alignment - a.bytes;
+    auto overwritten = [](const std::uint8_t* band, std::uint64_t n) -> std::int64_t {
+      for (std::uint64_t i = 0; i < n; ++i) {
+        if (band[i] != kBand) return static_cast<std::int64_t>(i);
+      }
+      return -1;
+    };
+    const std::int64_t before = overwritten(base, alignment), after = overwritten(data + a.bytes, back);
+    if (before >= 0 || after >= 0) {
+      // Found at release: nothing to throw to, and the process's memory is no longer trustworthy.
+      const std::int64_t offset =
+          before >= 0 ? before - static_cast<std::int64_t>(alignment) : static_cast<std::int64_t>(a.bytes) + after;
+      fmt::print(stderr,
+                 "pact: a {}-byte host allocation was written outside its bounds (at offset {}, {}); aborting\n",
+                 a.bytes, offset, before >= 0 ? "before its start" : "past its end");
+      std::abort();
+    }
+    std::free(base);
+  }
   static constexpr std::uint64_t kCacheFrom = 4 * 1024;
   static constexpr std::uint64_t kCacheLimit = 256ULL * 1024 * 1024;
   void* take_cached(std::uint64_t rounded) {
@@ -95,7 +148,7 @@ class HostBackedProvider : public Provider {
   }
   void deallocate(const ProviderAllocation& a) noexcept override {
     counters_.deallocations.fetch_add(1, std::memory_order_relaxed);
-    arena_.deallocate(a);
+    arena_.deallocate(a, alignment());
   }
   void synchronize(const ProviderAllocation&) override {
     counters_.synchronizations.fetch_add(1, std::memory_order_relaxed);
@@ -306,6 +359,8 @@ void Provider::fail_next_attachments(int) {
   throw_error(ErrorCode::unsupported, "provider.fail_next_attachments",
               fmt::format("{} takes no injected failures", name()));
 }
+
+bool host_guard_bands() noexcept { return HostArena::guarded(); }
 
 std::shared_ptr<Provider> cpu_provider() {
   static auto p = std::make_shared<CpuProvider>();

@@ -113,6 +113,12 @@ class Provider {
   ProviderCounters counters_;
 };
 
+/// Whether host allocations carry guard bands (PACT_HOST_GUARD=1 in the environment at the first host
+/// allocation; Note [Guard bands] in provider.cpp): each block exactly its size between bands of 0xFF bytes,
+/// which read as NaN or -1 and are checked when the block is released (a write outside it aborts). For the
+/// op sweep and the mutation gate; off otherwise.
+bool host_guard_bands() noexcept;
+
 /// The process-wide cpu provider (aligned host memory).
 std::shared_ptr<Provider> cpu_provider();
 /// The process-wide meta provider (geometry only; host access refuses with no_host_bytes).

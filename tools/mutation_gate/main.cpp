@@ -27,6 +27,7 @@
 
 #include "pact/core/file.hpp"
 #include "pact/core/json.hpp"
+#include "pact/core/provider.hpp"
 #include "pact/verify/falsify.hpp"
 #include "pact/verify/mutation.hpp"
 #include "pact/verify/oracle.hpp"
@@ -277,6 +278,13 @@ int run(const Options& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Guard bands around every host block (Note [Guard bands], pact/core/provider.cpp): a mutant that reads
+  // past its input reads NaN, one that writes past its output aborts when the block is released.
+  ::setenv("PACT_HOST_GUARD", "1", 1);
+  if (!pact::host_guard_bands()) {
+    std::fprintf(stderr, "pact_mutation_gate: host guard bands are off (a host block was allocated first)\n");
+    return 1;
+  }
   Options o;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
