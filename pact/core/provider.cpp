@@ -70,12 +70,14 @@ class HostArena {
   }
 
   // Note [Guard bands]: with PACT_HOST_GUARD=1 in the environment (read once, at the first host
-  // allocation), every block is its exact size between two bands of 0xFF bytes: `alignment` bytes before
-  // it, and from its last byte to one alignment past its rounded size after it. 0xFF bytes read as NaN in
-  // f32, f64, f16 and bf16 and as -1 in every integer type, so a kernel that reads outside its input shows
-  // in its values; one that writes outside its output is found when the block is released, and the
-  // process aborts saying where (the mutation gate counts that as a kill). Blocks are never reused, so
-  // every allocation's bands are checked.
+  // allocation), every block is its exact size between two bands: `alignment` bytes before it, and from its
+  // last byte to one alignment past its rounded size after it. The bands repeat the word 0x7FA5A5A5 in step
+  // with the block's aligned base, a signalling NaN as f32 (and bf16's upper half), a value near 1e306 as
+  // f64, over 2^31 as an index: a kernel that reads outside its input shows in its values. A kernel that
+  // writes outside its output is found when the block is released and the process aborts saying where (the
+  // mutation gate counts that as a kill). Not 0xFF bytes: those are a quiet NaN, which `band += x` writes
+  // back unchanged; arithmetic on a signalling NaN quiets it, so even an accumulation into a band shows.
+  // Blocks are never reused, so every allocation's bands are checked.
   static bool guarded() noexcept {
     static const bool on = [] {
       const char* v = std::getenv("PACT_HOST_GUARD");
@@ -85,7 +87,18 @@ class HostArena {
   }
 
  private:
-  static constexpr std::uint8_t kBand = 0xFF;
+  static constexpr std::uint8_t kBand[4] = {0xA5, 0xA5, 0xA5, 0x7F};  // 0x7FA5A5A5, little-endian
+  // Fills or checks bytes [from, to) of a block by their offset from its aligned base; the first byte that
+  // differs (its offset), or -1.
+  static void fill_band(std::uint8_t* base, std::uint64_t from, std::uint64_t to) noexcept {
+    for (std::uint64_t i = from; i < to; ++i) base[i] = kBand[i % 4];
+  }
+  static std::int64_t band_changed(const std::uint8_t* base, std::uint64_t from, std::uint64_t to) noexcept {
+    for (std::uint64_t i = from; i < to; ++i) {
+      if (base[i] != kBand[i % 4]) return static_cast<std::int64_t>(i);
+    }
+    return -1;
+  }
   ProviderAllocation allocate_guarded(std::string_view who, std::uint64_t bytes, std::uint64_t alignment,
                                       std::uint64_t rounded) {
     const std::uint64_t total = alignment + rounded + alignment;
@@ -94,25 +107,18 @@ class HostArena {
       throw_error(ErrorCode::out_of_memory, fmt::format("{}.allocate", who),
                   fmt::format("the host could not allocate {} bytes", bytes));
     }
-    std::memset(base, kBand, alignment);
-    std::memset(base + alignment + bytes, kBand, total - alignment - bytes);
+    fill_band(base, 0, alignment);
+    fill_band(base, alignment + bytes, total);
     return ProviderAllocation{next_.fetch_add(1, std::memory_order_relaxed) + 1, bytes, base + alignment, total};
   }
   static void deallocate_guarded(const ProviderAllocation& a, std::uint64_t alignment) noexcept {
     auto* data = static_cast<std::uint8_t*>(a.opaque);
     auto* base = data - alignment;
-    const std::uint64_t back = a.capacity - alignment - a.bytes;
-    auto overwritten = [](const std::uint8_t* band, std::uint64_t n) -> std::int64_t {
-      for (std::uint64_t i = 0; i < n; ++i) {
-        if (band[i] != kBand) return static_cast<std::int64_t>(i);
-      }
-      return -1;
-    };
-    const std::int64_t before = overwritten(base, alignment), after = overwritten(data + a.bytes, back);
+    const std::int64_t before = band_changed(base, 0, alignment),
+                       after = band_changed(base, alignment + a.bytes, a.capacity);
     if (before >= 0 || after >= 0) {
       // Found at release: nothing to throw to, and the process's memory is no longer trustworthy.
-      const std::int64_t offset =
-          before >= 0 ? before - static_cast<std::int64_t>(alignment) : static_cast<std::int64_t>(a.bytes) + after;
+      const std::int64_t offset = (before >= 0 ? before : after) - static_cast<std::int64_t>(alignment);
       fmt::print(stderr,
                  "pact: a {}-byte host allocation was written outside its bounds (at offset {}, {}); aborting\n",
                  a.bytes, offset, before >= 0 ? "before its start" : "past its end");

@@ -114,8 +114,9 @@ class Provider {
 };
 
 /// Whether host allocations carry guard bands (PACT_HOST_GUARD=1 in the environment at the first host
-/// allocation; Note [Guard bands] in provider.cpp): each block exactly its size between bands of 0xFF bytes,
-/// which read as NaN or -1 and are checked when the block is released (a write outside it aborts). For the
+/// allocation; Note [Guard bands] in provider.cpp): each block exactly its size between bands of a
+/// signalling-NaN pattern, which read as NaN and are checked when the block is released (a write outside it
+/// aborts). For the
 /// op sweep and the mutation gate; off otherwise.
 bool host_guard_bands() noexcept;
 

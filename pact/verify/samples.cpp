@@ -415,6 +415,35 @@ std::vector<Sample> large_samples() {
       {OpTag::softmax, {H({3, 37})}, {}, false, "huge logits"},
       {OpTag::log_softmax, {H({3, 37})}, {}, false, "huge logits"},
       {OpTag::cross_entropy, {H({3, 37}), I({3}, 37)}, {}, false, "huge logits"},
+      // Every row's max in a lane of its own: over 48 rows of 37 some row's max sits at lane 0 of a block, so a
+      // row max that skips a lane shifts by a value 1e4 below the max, and exp overflows.
+      {OpTag::log_softmax, {H({48, 37})}, {}, false, "huge logits, many rows"},
+      {OpTag::softmax, {H({48, 37})}, {}, false, "huge logits, many rows"},
+      // The native binary ops' routing (native.cpp: row_broadcast, row_scalar): each shape is one the fast
+      // paths take, or one that looks close to one and must go to the generic kernel.
+      {OpTag::add, {N({2, 3, 4}), N({2, 3, 4})}, {}, false, "equal shapes"},
+      {OpTag::mul, {N({2, 3, 4}), N({2, 1, 4})}, {}, false, "a 1 in the middle: not a trailing block"},
+      {OpTag::sub, {N({2, 3, 5}), N({2, 3, 1})}, {}, false, "one value per row, rank kept"},
+      {OpTag::div, {N({2, 3, 1}), P({2, 3, 5})}, {}, false, "one value per row, first operand"},
+      {OpTag::add, {N({1, 2, 3, 4}), N({2, 3, 4})}, {}, false, "a leading 1 on the larger operand"},
+      {OpTag::mul, {N({2, 3, 4}), N({1})}, {}, false, "one element of rank 1"},
+      {OpTag::add, {N({6, 1}), N({1, 5})}, {}, false, "outer sum"},
+      {OpTag::sub, {N({0, 3}), N({3})}, {}, false, "no rows"},
+      {OpTag::mul, {N({2, 3, 4}), N({1, 1, 4})}, {}, false, "a trailing block under leading 1s"},
+      {OpTag::add, {N({2, 1, 4, 1}), N({2, 3, 4, 5})}, {}, false, "1s between kept dimensions"},
+      {OpTag::div, {N({3, 4, 5}), P({3, 4, 1})}, {}, false, "a per-row divisor"},
+      {OpTag::mul, {N({4, 37}), N({37})}, {}, false, "rows of 37"},
+      {OpTag::sub, {N({3, 1}), N({2, 3, 5})}, {}, false, "a 1 below a lower rank: not a row operand"},
+      {OpTag::add, {N({3, 1, 5}), N({3, 4, 1})}, {}, false, "two-sided, same rank"},
+      {OpTag::add, {N({2, 0}), N({0})}, {}, false, "an empty repeated operand"},
+      {OpTag::sub, {N({0}), N({2, 0})}, {}, false, "an empty repeated operand first"},
+      {OpTag::mul, {N({0, 3}), N({0, 1})}, {}, false, "one value per row, no rows"},
+      // rotary_embedding's routing: a table as large as x, one table row for every position, a table with a
+      // 1 in the middle (not a trailing block).
+      {OpTag::rotary_embedding, {N({3, 8}), N({3, 8}), N({3, 8})}, {}, false, "tables as large as x"},
+      {OpTag::rotary_embedding, {N({2, 3, 8}), N({8}), N({8})}, {}, false, "one table row"},
+      {OpTag::rotary_embedding, {N({2, 4, 6}), N({2, 1, 6}), N({2, 1, 6})}, {}, false, "a table with a middle 1"},
+      {OpTag::rotary_embedding, {N({10}), N({10}), N({10})}, {}, false, "rank 1"},
   };
 }
 

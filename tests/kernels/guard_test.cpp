@@ -15,7 +15,7 @@ namespace {
 
 TEST(HostGuard, IsOnForTheKernelTests) { ASSERT_TRUE(host_guard_bands()) << "PACT_HOST_GUARD=1 is not set"; }
 
-TEST(HostGuard, BytesOutsideABlockReadAsNanOrMinusOne) {
+TEST(HostGuard, BytesOutsideABlockReadAsSignallingNans) {
   ASSERT_TRUE(host_guard_bands());
   auto provider = cpu_provider();
   const ProviderAllocation a = provider->allocate(37 * sizeof(float));
@@ -25,10 +25,10 @@ TEST(HostGuard, BytesOutsideABlockReadAsNanOrMinusOne) {
   std::memcpy(&before, bytes - sizeof(float), sizeof(float));
   EXPECT_TRUE(std::isnan(past));
   EXPECT_TRUE(std::isnan(before));
-  std::int32_t as_int = 0;
-  std::memcpy(&as_int, bytes + 37 * sizeof(float), sizeof(as_int));
-  EXPECT_EQ(as_int, -1);
-  provider->deallocate(a);  // untouched bands: released quietly
+  std::uint32_t word = 0;
+  std::memcpy(&word, bytes + 37 * sizeof(float), sizeof(word));
+  EXPECT_EQ(word, 0x7FA5A5A5U);  // a signalling NaN: arithmetic on it gives a quiet NaN, other bytes
+  provider->deallocate(a);       // untouched bands: released quietly
 }
 
 TEST(HostGuardDeathTest, AWriteOnePastTheEndAbortsAtRelease) {
@@ -43,6 +43,24 @@ TEST(HostGuardDeathTest, AWriteOnePastTheEndAbortsAtRelease) {
         provider->deallocate(a);
       },
       "a 148-byte host allocation was written outside its bounds \\(at offset 148, past its end\\)");
+}
+
+// An accumulation into the band (band += x), which a quiet-NaN band would not show: the sum is a quiet NaN.
+TEST(HostGuardDeathTest, AnAccumulationPastTheEndAbortsAtRelease) {
+  ASSERT_TRUE(host_guard_bands());
+  EXPECT_DEATH(
+      {
+        auto provider = cpu_provider();
+        const ProviderAllocation a = provider->allocate(8 * sizeof(float));
+        auto* bytes = provider->map_host(a);
+        float past = 0;
+        std::memcpy(&past, bytes + 8 * sizeof(float), sizeof(past));
+        volatile float x = 2.0F;
+        past += x;
+        std::memcpy(bytes + 8 * sizeof(float), &past, sizeof(past));
+        provider->deallocate(a);
+      },
+      "a 32-byte host allocation was written outside its bounds \\(at offset 34, past its end\\)");
 }
 
 TEST(HostGuardDeathTest, AWriteBeforeTheStartAbortsAtRelease) {

@@ -8,9 +8,12 @@
 // A contract's mutants are the sites its obligations reach when no mutant is active (recorded by the
 // schemata, each contract in its own process). Each mutant then runs in a child process, with the contract's
 // obligations evaluated on the reference and native capsules it binds: killed when an obligation fails, the kernel
-// crashes or it runs past the timeout; survived otherwise. Equivalent mutants (contracts/equivalent_mutants
-// .json: file, line, column, original, mutated and the reason) leave the denominator and are listed. The report
-// (schema pact.mutation-report.v1) is what `pact contracts gate --mutation-report` reads.
+// crashes (a write outside a host block aborts: the gate runs with guard bands, Note [Guard bands] in
+// pact/core/provider.cpp) or it runs past the timeout; survived otherwise. Equivalent mutants
+// (contracts/equivalent_mutants.json: file, line, column, original, mutated and the reason; a row may hold for
+// the contracts it names only) leave the denominator and are listed. The report (schema
+// pact.mutation-report.v1) is what `pact contracts gate --mutation-report` reads. `--only CONTRACT` runs those
+// contracts alone (while examining survivors).
 
 #include <fmt/format.h>
 #include <signal.h>
@@ -48,6 +51,7 @@ struct Mutant {
 
 struct Options {
   std::string contracts = "contracts", mutants, out, equivalent;
+  std::set<std::string> only;  // --only ID (repeatable): these contracts alone
   int trials = 6, timeout_s = 20, jobs = 2;
 };
 
@@ -149,14 +153,21 @@ int run(const Options& o) {
     const auto b = l.find_first_not_of(" \t"), e = l.find_last_not_of(" \t\r");
     return b == std::string::npos ? std::string() : l.substr(b, e - b + 1);
   };
-  auto equivalence = [&](const Mutant& m) -> std::string {
+  // A row with `contracts` holds for those contracts only: the mutant is equivalent under what they bind
+  // (rms_norm's mean is 0, so `x - mean -> x + mean` changes nothing there, and layer_norm must kill it).
+  auto for_contract = [](const Json& e, const std::string& contract) {
+    if (!e.contains("contracts")) return true;
+    const Json& ids = e.at("contracts");
+    return std::any_of(ids.begin(), ids.end(), [&](const Json& x) { return x == contract; });
+  };
+  auto equivalence = [&](const Mutant& m, const std::string& contract) -> std::string {
     for (const Json& e : equivalent_rows) {
       if (e.at("file") == m.file && e.at("line") == m.line && e.at("column") == m.column &&
-          e.at("original") == m.original && e.at("mutated") == m.mutated)
+          e.at("original") == m.original && e.at("mutated") == m.mutated && for_contract(e, contract))
         return e.at("reason").get<std::string>();
     }
     for (const Json& e : equivalent_lines) {
-      if (e.at("file") != m.file || e.at("text") != source_line(m.file, m.line)) continue;
+      if (e.at("file") != m.file || e.at("text") != source_line(m.file, m.line) || !for_contract(e, contract)) continue;
       if (e.contains("columns")) {
         const Json& cols = e.at("columns");
         if (std::none_of(cols.begin(), cols.end(), [&](const Json& x) { return x == m.column; })) continue;
@@ -188,7 +199,7 @@ int run(const Options& o) {
   for (const auto& contract : contracts) {
     const bool bound = std::any_of(bindings.bindings.begin(), bindings.bindings.end(),
                                    [&](const auto& b) { return b.contract == contract.id; });
-    if (!bound) continue;
+    if (!bound || (!o.only.empty() && !o.only.count(contract.id))) continue;
     // Phase 1: which sites the contract's obligations reach, unmutated (and that they pass unmutated).
     std::fill(reached, reached + max_id + 1, 0);
     pact::mutation::reached = reached;
@@ -234,7 +245,7 @@ int run(const Options& o) {
       const int code = outcome.at(id);
       const Mutant& m = mutants.at(id);
       if (code == 0) {
-        const std::string why = equivalence(m);
+        const std::string why = equivalence(m, contract.id);
         if (why.empty()) {
           survivors.push_back(m.to_json());
         } else {
@@ -303,12 +314,15 @@ int main(int argc, char** argv) {
       o.out = value();
     } else if (a == "--equivalent") {
       o.equivalent = value();
+    } else if (a == "--only") {
+      o.only.insert(value());
     } else if (a == "--jobs") {
       o.jobs = std::max(1, std::stoi(value()));
     } else {
       std::fprintf(
           stderr,
-          "usage: pact_mutation_gate --mutants FILE [--contracts DIR] [--out REPORT] [--equivalent FILE] [--jobs N]\n");
+          "usage: pact_mutation_gate --mutants FILE [--contracts DIR] [--out REPORT] [--equivalent FILE] [--jobs N] "
+          "[--only CONTRACT]...\n");
       return 1;
     }
   }
