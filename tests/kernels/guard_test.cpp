@@ -31,50 +31,39 @@ TEST(HostGuard, BytesOutsideABlockReadAsSignallingNans) {
   provider->deallocate(a);       // untouched bands: released quietly
 }
 
+// Allocates `bytes` from the cpu provider, changes the float at byte `offset` from the block's start (to 1,
+// or by adding 2 to what is there when `accumulate`), and releases the block.
+void touch_and_release(std::uint64_t bytes, std::int64_t offset, bool accumulate) {
+  auto provider = cpu_provider();
+  const ProviderAllocation a = provider->allocate(bytes);
+  auto* at = provider->map_host(a) + offset;
+  float value = 1.0F;
+  if (accumulate) {
+    std::memcpy(&value, at, sizeof(value));
+    volatile float x = 2.0F;
+    value += x;
+  }
+  std::memcpy(at, &value, sizeof(value));
+  provider->deallocate(a);
+}
+
 TEST(HostGuardDeathTest, AWriteOnePastTheEndAbortsAtRelease) {
   ASSERT_TRUE(host_guard_bands());
-  EXPECT_DEATH(
-      {
-        auto provider = cpu_provider();
-        const ProviderAllocation a = provider->allocate(37 * sizeof(float));
-        auto* bytes = provider->map_host(a);
-        const float one = 1.0F;
-        std::memcpy(bytes + 37 * sizeof(float), &one, sizeof(one));  // the element after the last
-        provider->deallocate(a);
-      },
-      "a 148-byte host allocation was written outside its bounds \\(at offset 148, past its end\\)");
+  EXPECT_DEATH(touch_and_release(37 * sizeof(float), 37 * sizeof(float), false),
+               "a 148-byte host allocation was written outside its bounds \\(at offset 148, past its end\\)");
 }
 
 // An accumulation into the band (band += x), which a quiet-NaN band would not show: the sum is a quiet NaN.
 TEST(HostGuardDeathTest, AnAccumulationPastTheEndAbortsAtRelease) {
   ASSERT_TRUE(host_guard_bands());
-  EXPECT_DEATH(
-      {
-        auto provider = cpu_provider();
-        const ProviderAllocation a = provider->allocate(8 * sizeof(float));
-        auto* bytes = provider->map_host(a);
-        float past = 0;
-        std::memcpy(&past, bytes + 8 * sizeof(float), sizeof(past));
-        volatile float x = 2.0F;
-        past += x;
-        std::memcpy(bytes + 8 * sizeof(float), &past, sizeof(past));
-        provider->deallocate(a);
-      },
-      "a 32-byte host allocation was written outside its bounds \\(at offset 34, past its end\\)");
+  EXPECT_DEATH(touch_and_release(8 * sizeof(float), 8 * sizeof(float), true),
+               "a 32-byte host allocation was written outside its bounds \\(at offset 34, past its end\\)");
 }
 
 TEST(HostGuardDeathTest, AWriteBeforeTheStartAbortsAtRelease) {
   ASSERT_TRUE(host_guard_bands());
-  EXPECT_DEATH(
-      {
-        auto provider = cpu_provider();
-        const ProviderAllocation a = provider->allocate(16);
-        auto* bytes = provider->map_host(a);
-        const float one = 1.0F;
-        std::memcpy(bytes - sizeof(float), &one, sizeof(one));
-        provider->deallocate(a);
-      },
-      "a 16-byte host allocation was written outside its bounds \\(at offset -4, before its start\\)");
+  EXPECT_DEATH(touch_and_release(16, -static_cast<std::int64_t>(sizeof(float)), false),
+               "a 16-byte host allocation was written outside its bounds \\(at offset -4, before its start\\)");
 }
 
 }  // namespace
