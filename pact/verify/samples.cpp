@@ -251,6 +251,15 @@ std::vector<Sample> samples() {
        false,
        "hardswish"},
       {OpTag::conv2d, {N({1, 4, 3, 5}), N({6, 2, 1, 1})}, A{{"groups", std::int64_t{2}}}, false, "grouped pointwise"},
+      // Kernels one tap wide or high, and 1 x 1 kernels that are not pointwise (a stride, padding): the
+      // native provider's pointwise path (a GEMM straight over the input) must refuse each of them.
+      {OpTag::conv2d, {N({1, 3, 6, 5}), N({4, 3, 3, 1})}, {}, false, "a 3 x 1 kernel"},
+      {OpTag::conv2d, {N({1, 3, 5, 6}), N({4, 3, 1, 3})}, {}, false, "a 1 x 3 kernel"},
+      {OpTag::conv2d, {N({1, 3, 6, 5}), N({4, 3, 2, 1})}, {}, false, "a 2 x 1 kernel"},
+      {OpTag::conv2d, {N({1, 4, 7, 6}), N({5, 4, 1, 1})}, A{{"stride", L{2}}}, false, "1 x 1 at stride 2"},
+      {OpTag::conv2d, {N({1, 4, 7, 6}), N({5, 4, 1, 1})}, A{{"stride", L{1, 2}}}, false, "1 x 1 at stride 1 x 2"},
+      {OpTag::conv2d, {N({1, 4, 5, 6}), N({5, 4, 1, 1})}, A{{"padding", L{1, 0}}}, false, "1 x 1 with row padding"},
+      {OpTag::conv2d, {N({1, 4, 5, 6}), N({5, 4, 1, 1})}, A{{"padding", L{0, 1}}}, false, "1 x 1 with column padding"},
       // Note [Implicit convolution] (gemm_ops.inc): B's rows read at offsets into the padded input's phases,
       // for patches of 64 or more. The large ones are conv2d_activation, which has no VJP: the finite
       // differences of the reference's gradients would take a forward pass per input element.
