@@ -72,12 +72,12 @@ class HostArena {
   // Note [Guard bands]: with PACT_HOST_GUARD=1 in the environment (read once, at the first host
   // allocation), every block is its exact size between two bands: `alignment` bytes before it, and from its
   // last byte to one alignment past its rounded size after it. The bands repeat the word 0x7FA5A5A5 in step
-  // with the block's aligned base, a signalling NaN as f32 (and bf16's upper half), a value near 1e306 as
-  // f64, over 2^31 as an index: a kernel that reads outside its input shows in its values. A kernel that
-  // writes outside its output is found when the block is released and the process aborts saying where (the
-  // mutation gate counts that as a kill). Not 0xFF bytes: those are a quiet NaN, which `band += x` writes
-  // back unchanged; arithmetic on a signalling NaN quiets it, so even an accumulation into a band shows.
-  // Blocks are never reused, so every allocation's bands are checked.
+  // with the block's aligned base: a signalling NaN as f32 (and bf16's upper half), about 5.6e306 as f64,
+  // about 2^31 as an i32 and 2^63 as an i64 index: a kernel that reads outside its input shows in its
+  // values. A kernel that writes outside its output is found when the block is released and the process
+  // aborts saying where (the mutation gate counts that as a kill). Not 0xFF bytes: those are a quiet NaN,
+  // which `band += x` writes back unchanged; arithmetic on a signalling NaN quiets it, so even an
+  // accumulation into a band shows. Blocks are never reused, so every allocation's bands are checked.
   static bool guarded() noexcept {
     static const bool on = [] {
       const char* v = std::getenv("PACT_HOST_GUARD");
