@@ -86,6 +86,12 @@ int status_code(int status) { return WIFEXITED(status) ? WEXITSTATUS(status) : 1
 
 int run(const Options& o) {
   const auto contracts = pact::spec::load_contracts(o.contracts);
+  for (const std::string& id : o.only) {
+    if (std::none_of(contracts.begin(), contracts.end(), [&](const auto& c) { return c.id == id; })) {
+      std::fprintf(stderr, "pact_mutation_gate: --only %s: no such contract in %s\n", id.c_str(), o.contracts.c_str());
+      return 1;
+    }
+  }
   const std::string binding_path = o.contracts + "/binding.yaml";
   pact::spec::BindingFile bindings = pact::spec::parse_bindings(pact::spec::read_text_file(binding_path), binding_path);
   const std::string oracle = pact::verify::oracle_dir_of(o.contracts);
