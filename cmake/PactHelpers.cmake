@@ -12,21 +12,17 @@ function(pact_add_module name)
   target_link_libraries(pact_${name} PUBLIC ${ARG_DEPS} PRIVATE ${ARG_PRIVATE_DEPS})
 endfunction()
 
-# pact_add_test(NAME SOURCES... DEPS ... LABEL unit|slow|gpu [ENV VAR=VALUE]) -> one GoogleTest binary whose cases
+# pact_add_test(NAME SOURCES... DEPS ... LABEL unit|slow|gpu) -> one GoogleTest binary whose cases
 # are registered with ctest one by one and carry the label.
 function(pact_add_test name)
-  cmake_parse_arguments(ARG "" "LABEL;ENV" "SOURCES;DEPS" ${ARGN})
+  cmake_parse_arguments(ARG "" "LABEL" "SOURCES;DEPS" ${ARGN})
   if(NOT ARG_LABEL)
     set(ARG_LABEL unit)
   endif()
   add_executable(${name} ${ARG_SOURCES})
   target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gmock GTest::gtest_main)
-  set(env_property "")
-  if(ARG_ENV)
-    set(env_property ENVIRONMENT ${ARG_ENV})
-  endif()
   gtest_discover_tests(${name}
-    PROPERTIES LABELS ${ARG_LABEL} ${env_property}
+    PROPERTIES LABELS ${ARG_LABEL}
     DISCOVERY_TIMEOUT 60
     WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
 endfunction()

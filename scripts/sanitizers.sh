@@ -22,13 +22,7 @@ run_binaries() {
       return 1
     fi
     echo "sanitizers: $bin"
-    # The kernel tests run with guard bands around host blocks, as ctest runs them
-    # (tests/kernels/CMakeLists.txt; Note [Guard bands] in pact/core/provider.cpp).
-    if [ "$t" = pact_kernels_tests ]; then
-      PACT_HOST_GUARD=1 "$bin" --gtest_brief=1
-    else
-      "$bin" --gtest_brief=1
-    fi
+    "$bin" --gtest_brief=1
   done
 }
 for lane in "${lanes[@]}"; do
