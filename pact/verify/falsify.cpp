@@ -361,7 +361,8 @@ const std::map<std::string, Check>& checks() {
 // boolean flipped), the result given an extra leading dimension, or the first gradient scaled by 1.05. They
 // serve every op, so that each generic check of each contract is shown to refute a wrong result. They say
 // nothing about which mistakes in a kernel's source the checks catch: mutants of the source are that.
-constexpr const char* kGenericChecks[] = {"matches_oracle", "shape_rule", "fd_vjp", "matches_reference_on_samples"};
+constexpr const char* kGenericChecks[] = {"matches_oracle", "shape_rule", "fd_vjp", "matches_reference_on_samples",
+                                          "random_mask"};
 
 void shift_last(Tensor& t) {
   if (t.numel() == 0) return;
@@ -479,6 +480,24 @@ PropertyOutcome evaluate_generic(const ProofObligation& o, ops::OpTag op, const 
   };
   if (o.check == "matches_reference_on_samples") return sweep_outcome(op, cap, seed, tamper);
   std::vector<DType> dtypes = oracle_dtypes(cap);
+  if (o.check == "random_mask") {  // its own inputs: the oracle cannot compare random masks
+    for (DType d : dtypes) {
+      ++out.trials;
+      std::vector<std::string> found;
+      try {
+        found = random_mask_problems(h, d, seed, tamper);
+      } catch (const Error& e) {
+        found.push_back(fmt::format("the kernel failed: {}", e.what()));
+      }
+      if (!found.empty() && out.failed++ == 0)
+        out.first_failure = fmt::format("in {}: {}", dtype_name(d), found.front());
+    }
+    if (out.trials == 0) {
+      out.failed = 1;
+      out.first_failure = fmt::format("{} computes no float dtype", cap.name);
+    }
+    return out;
+  }
   if (o.check == "fd_vjp") {
     // Finite differences in the widest float dtype the capsule computes (Note [Generic checks]).
     std::erase_if(dtypes, [](DType d) { return d != DType::f64 && d != DType::f32; });

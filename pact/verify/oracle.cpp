@@ -17,9 +17,9 @@ namespace pact::verify {
 
 // Note [Generic checks]
 // ~~~~~~~~~~~~~~~~~~~~~
-// A contract for a new op needs no C++: its obligations name one of four checks. Three take their cases
+// A contract for a new op needs no C++: its obligations name one of five checks. Three take their cases
 // from the op oracle, whose expected values PyTorch computed in float64 (tools/op_oracle.py); the fourth
-// from the op sweep's samples (pact/verify/samples.cpp).
+// from the op sweep's samples (pact/verify/samples.cpp); the fifth, for random masks, draws its own.
 //
 // - matches_oracle: the capsule's forward result, every gradient its VJP returns and an update op's new
 //   state agree with PyTorch's, in every dtype the capsule computes (16-bit capsules on the cases whose
@@ -40,6 +40,10 @@ namespace pact::verify {
 //   update's new state), at the ISA level the process runs. The samples cross the native kernels' vector
 //   tails, blocking and threading boundaries, which the oracle's few small cases do not; it is the same
 //   comparison tests/kernels runs at every level, so a native capsule's contract runs its evidence.
+// - random_mask: a dropout-like op, whose masks no two runtimes draw alike, so the oracle holds only its
+//   evaluation mode. The check draws its own inputs and holds training to what every mask satisfies: each
+//   result 0 or x / (1 - p), the kept count within 5 standard deviations of n (1 - p), the same seed the
+//   same mask and another seed another, the VJP the forward's mask and scale (random_mask_problems).
 //
 // Each check returns what it found; an empty list is agreement. A generic mutant (ResultTamper) alters
 // the results after the kernel ran, which is how the gates show each check able to fail on every op.
@@ -357,6 +361,97 @@ std::optional<std::vector<std::string>> fd_vjp_problems(const kernels::Handler& 
     found.push_back(
         fmt::format("<g, f(x+) - f(x-)> is {:.9g}, the VJP predicts {:.9g} (difference {:.3g}, margin {:.3g}, step {})",
                     measured, predicted, std::abs(measured - predicted), tolerance, step));
+  }
+  return found;
+}
+
+std::vector<std::string> random_mask_problems(const kernels::Handler& h, DType d, std::uint64_t seed,
+                                              const ResultTamper* tamper) {
+  const ops::OpInfo& info = ops::op_info(h.op);
+  const ops::Tolerance fwd = d == DType::f64 ? f64_tolerance() : widen(info.tolerance(d));
+  const ops::Tolerance back = d == DType::f64 ? f64_tolerance() : widen(info.vjp_tolerance(d));
+  std::vector<std::string> found;
+  // 37 rows of 111 (odd, so every vector tail is crossed), nonzero values of either sign, so a dropped
+  // element is the only 0.
+  constexpr std::int64_t rows = 37, cols = 111, n = rows * cols;
+  std::mt19937_64 rng(seed ^ 0x6d61736bULL);
+  std::uniform_real_distribution<double> size(0.5, 2.0), unit(-1.0, 1.0);
+  std::vector<double> xv(n), gv(n);
+  for (std::int64_t i = 0; i < n; ++i) {
+    xv[i] = (rng() & 1u ? -1.0 : 1.0) * size(rng);
+    gv[i] = unit(rng);
+  }
+  const Tensor x = Tensor::from_values<double>(Dims{rows, cols}, xv).convert(d);
+  const Tensor g = Tensor::from_values<double>(Dims{rows, cols}, gv).convert(d);
+  const auto xs = x.to_doubles(), gs = g.to_doubles();  // as stored in d
+  const std::vector<TensorView> ins{x.as_view()};
+  auto run = [&](const ops::Attributes& attrs, const kernels::KernelContext& ctx) {
+    Tensor y = kernels::run_forward(h, ins, attrs, ctx);
+    if (tamper != nullptr && tamper->forward) tamper->forward(y);
+    auto grads = kernels::run_vjp(h, ins, y.as_view(), g.as_view(), attrs, ctx);
+    if (tamper != nullptr && tamper->vjp) tamper->vjp(grads);
+    return std::pair{std::move(y), std::move(grads)};
+  };
+  auto agree = [&](const std::string& what, const std::vector<double>& got, const std::vector<double>& want,
+                   ops::Tolerance t) {
+    if (got.size() != want.size()) {
+      found.push_back(fmt::format("{}: {} elements, {} expected", what, got.size(), want.size()));
+    } else if (const ops::Agreement r = ops::compare(got, want, t); !r.within) {
+      found.push_back(fmt::format("{}: element {} is {}, {} expected (tolerance {} + {} * {})", what, r.worst,
+                                  got[r.worst], want[r.worst], t.abs, t.rel, r.scale));
+    }
+  };
+  for (const double p : {0.0, 0.2, 0.5, 0.9, 1.0}) {
+    ops::Attributes attrs;
+    attrs.set("p", p);
+    const std::string at = fmt::format("p = {}", p);
+    // Evaluation: the identity, forward and back.
+    {
+      auto [y, grads] = run(attrs, kernels::KernelContext{false, seed});
+      agree(at + ", evaluation: the result", y.to_doubles(), xs, fwd);
+      if (grads.empty() || !grads[0]) {
+        found.push_back(at + ", evaluation: no gradient for x");
+      } else {
+        agree(at + ", evaluation: the gradient", grads[0]->to_doubles(), gs, back);
+      }
+    }
+    // Training: each result 0 or x / (1 - p); the mask's statistics; the VJP through the same mask.
+    const kernels::KernelContext ctx{true, seed};
+    auto [y, grads] = run(attrs, ctx);
+    if (y.shape() != x.shape() || y.dtype() != d) {
+      found.push_back(fmt::format("{}, training: the result is {} {}, x is {} {}", at, dtype_name(y.dtype()),
+                                  y.shape().to_string(), dtype_name(d), x.shape().to_string()));
+      continue;
+    }
+    const auto ys = y.to_doubles();
+    const double scale = p >= 1.0 ? 0.0 : 1.0 / (1.0 - p);
+    std::vector<double> want_y(n), want_g(n);
+    std::int64_t kept = 0;
+    for (std::int64_t i = 0; i < n; ++i) {
+      const bool keep = ys[i] != 0.0;
+      kept += keep ? 1 : 0;
+      want_y[i] = keep ? xs[i] * scale : 0.0;
+      want_g[i] = keep ? gs[i] * scale : 0.0;
+    }
+    agree(at + ", training: a kept value", ys, want_y, fwd);
+    const double mean = static_cast<double>(n) * (1.0 - p), sd = std::sqrt(static_cast<double>(n) * p * (1.0 - p));
+    if (std::abs(static_cast<double>(kept) - mean) > 5.0 * sd)
+      found.push_back(fmt::format("{}, training: {} of {} values kept, {} expected (5 standard deviations: {:.1f})", at,
+                                  kept, n, mean, 5.0 * sd));
+    if (grads.empty() || !grads[0]) {
+      found.push_back(at + ", training: no gradient for x");
+    } else {
+      agree(at + ", training: the gradient through the forward's mask", grads[0]->to_doubles(), want_g, back);
+    }
+    const auto again = run(attrs, ctx).first.to_doubles();
+    if (again != ys) found.push_back(at + ", training: the same seed gave another result");
+    if (p > 0.0 && p < 1.0) {
+      const auto other = run(attrs, kernels::KernelContext{true, seed + 1}).first.to_doubles();
+      std::int64_t moved = 0;
+      for (std::int64_t i = 0; i < n && i < static_cast<std::int64_t>(other.size()); ++i)
+        moved += (other[i] != 0.0) != (ys[i] != 0.0) ? 1 : 0;
+      if (moved == 0) found.push_back(at + ", training: another seed gave the same mask");
+    }
   }
   return found;
 }

@@ -122,32 +122,70 @@ TEST(OpOracle, BlasMatchesPyTorchFloat64) {
   EXPECT_GT(expect_oracle(kernels::blas_handlers(), DType::f32, "blas"), 20);
 }
 
-// Training-mode dropout draws its mask from the seed, so no PyTorch value can be its oracle; its definition
-// is checked instead: each element is 0 or x / (1 - p), and the VJP scales the cotangent by the same mask.
-TEST(OpOracle, DropoutTrainingKeepsOrZeroesEachElement) {
-  const double p = 0.3;
-  const ops::Attributes attrs{{"p", p}};
-  std::mt19937 rng(3);
-  const Tensor x = make_input(N({64, 33}), DType::f32, rng);
-  const Tensor g = make_input(N({64, 33}), DType::f32, rng);
+// Training-mode dropout draws its mask from the seed, so no PyTorch value can be its oracle; the contract's
+// random_mask check holds it to what every mask satisfies instead (verify::random_mask_problems). Every
+// provider's dropout passes in each float dtype it computes. So does a dropout written here with another
+// random generator (the check accepts any fair mask, not Pact's), and each mistake made in it is refuted.
+enum class DropoutMistake { none, unscaled, half_rate, seedless, vjp_other_seed };
+
+template <DropoutMistake M>
+Tensor written_dropout_of(const TensorView& x, const ops::Attributes& a, const KernelContext& ctx, std::uint64_t seed) {
+  const double p = a.get_float("dropout", "p", 0.5);
+  std::vector<double> v = values_of(x);
+  if (!ctx.training || p == 0.0) return Tensor::from_values<double>(x.shape(), v).convert(x.dtype());
+  const double drawn_p = M == DropoutMistake::half_rate ? p / 2 : p;
+  const double scale = p >= 1.0 ? 0.0 : M == DropoutMistake::unscaled ? 1.0 : 1.0 / (1.0 - p);
+  if (M == DropoutMistake::seedless) seed = 0;
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    std::uint64_t z = seed * 0x9e3779b97f4a7c15ULL + (i + 1) * 0xd1b54a32d192ed03ULL;  // splitmix64's finalizer
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    z ^= z >> 31;
+    v[i] = static_cast<double>(z >> 11) * 0x1p-53 >= drawn_p ? v[i] * scale : 0.0;
+  }
+  return Tensor::from_values<double>(x.shape(), v).convert(x.dtype());
+}
+template <DropoutMistake M>
+Tensor written_dropout(std::span<const TensorView> in, const ops::Attributes& a, const KernelContext& ctx) {
+  return written_dropout_of<M>(in[0], a, ctx, ctx.seed);
+}
+template <DropoutMistake M>
+std::vector<std::optional<Tensor>> written_dropout_vjp(std::span<const TensorView>, const TensorView&,
+                                                       const TensorView& g, const ops::Attributes& a,
+                                                       const KernelContext& ctx) {
+  std::vector<std::optional<Tensor>> r;
+  r.emplace_back(written_dropout_of<M>(g, a, ctx, ctx.seed + (M == DropoutMistake::vjp_other_seed ? 1 : 0)));
+  return r;
+}
+template <DropoutMistake M>
+kernels::Handler written_dropout_handler() {
+  kernels::Handler h = *kernels::find_handler(kernels::reference_handlers(), ops::OpTag::dropout);
+  h.forward = &written_dropout<M>;
+  h.vjp = &written_dropout_vjp<M>;
+  return h;
+}
+
+TEST(OpOracle, RandomMaskHoldsDropoutToWhatEveryMaskSatisfies) {
   for (auto handlers : {kernels::reference_handlers(), kernels::native_handlers()}) {
     const kernels::Handler& h = *kernels::find_handler(handlers, ops::OpTag::dropout);
-    SCOPED_TRACE(std::string(h.provider));
-    const KernelContext ctx{true, 11};
-    const Tensor y = kernels::run_forward(h, std::vector<TensorView>{x.as_view()}, attrs, ctx);
-    const auto gx = kernels::run_vjp(h, std::vector<TensorView>{x.as_view()}, y.as_view(), g.as_view(), attrs, ctx);
-    const auto xv = values_of(x.as_view()), yv = values_of(y.as_view()), gv = values_of(g.as_view());
-    const auto dv = values_of(gx[0]->as_view());
-    std::size_t dropped = 0;
-    for (std::size_t i = 0; i < xv.size(); ++i) {
-      const bool kept = yv[i] != 0.0;
-      dropped += kept ? 0 : 1;
-      const double scale = kept ? 1.0 / (1.0 - p) : 0.0;
-      ASSERT_NEAR(yv[i], xv[i] * scale, 1e-6 * std::abs(xv[i] * scale)) << i;
-      ASSERT_NEAR(dv[i], gv[i] * scale, 1e-6 * std::abs(gv[i] * scale)) << i;
+    for (DType d : {DType::f32, DType::f64}) {
+      SCOPED_TRACE(std::string(h.provider) + " " + std::string(dtype_name(d)));
+      const auto found = verify::random_mask_problems(h, d, 11);
+      EXPECT_TRUE(found.empty()) << found.front();
     }
-    const double rate = static_cast<double>(dropped) / static_cast<double>(xv.size());
-    EXPECT_NEAR(rate, p, 0.05) << "dropped " << dropped << " of " << xv.size();
+  }
+  EXPECT_TRUE(verify::random_mask_problems(written_dropout_handler<DropoutMistake::none>(), DType::f32, 11).empty());
+  const std::pair<kernels::Handler, std::string> wrong[] = {
+      {written_dropout_handler<DropoutMistake::unscaled>(), "training: a kept value"},
+      {written_dropout_handler<DropoutMistake::half_rate>(), "values kept"},
+      {written_dropout_handler<DropoutMistake::seedless>(), "another seed gave the same mask"},
+      {written_dropout_handler<DropoutMistake::vjp_other_seed>(), "the gradient through the forward's mask"},
+  };
+  for (const auto& [h, says] : wrong) {
+    SCOPED_TRACE(says);
+    const auto found = verify::random_mask_problems(h, DType::f32, 11);
+    ASSERT_FALSE(found.empty());
+    EXPECT_NE(found.front().find(says), std::string::npos) << found.front();
   }
 }
 
