@@ -668,6 +668,24 @@ CASES = [
     case("linear_bf16", [N(4, 33), B(40, 33), N(40)], label="four rows, odd depth"),
     case("linear_bf16", [N(1, 200), B(19, 200), N(19)], label="one row, deep: 32-lane blocks and a tail"),
     case("linear_bf16", [N(3), B(5, 3)], label="a vector x, shallower than one block"),
+    # Geometry the generic kernels' source mutants showed uncovered (appended: the cases above keep their
+    # seeds): bilinear align_corners to one and two values, pooling windows, strides and padding that differ by
+    # direction, 1 x 1 planes, a max window's ties (PyTorch's VJP routes to the first maximum; kinks: no
+    # finite difference), batch_norm over one image of one channel.
+    case("interpolate", [N(1, 2, 4, 5)], {"size": [1, 2], "mode": "bilinear", "align_corners": True},
+         label="bilinear, align_corners, to 1 x 2"),
+    case("max_pool2d", [N(1, 2, 7, 9)], {"kernel_size": [2, 3], "stride": [1, 2], "padding": [1, 0]},
+         label="unequal window, stride and padding"),
+    case("avg_pool2d", [N(1, 2, 7, 9)], {"kernel_size": [2, 3], "stride": [1, 2], "padding": [1, 0]},
+         label="unequal window, stride and padding"),
+    case("max_pool2d", [N(2, 3, 1, 1)], {"kernel_size": [1]}, label="1 x 1 planes"),
+    case("avg_pool2d", [N(2, 3, 1, 1)], {"kernel_size": [1]}, label="1 x 1 planes"),
+    case("max_pool2d", [Z(2, 2, 6, 7)], {"kernel_size": [3], "stride": [2]}, label="ties", kinks=True),
+    case("batch_norm", [N(1, 1, 3, 4), N(1), N(1), Const(N(1)), Const(P(1))], label="eval, one image, one channel"),
+    case("batch_norm", [N(1, 1, 3, 4), N(1), N(1), Const(N(1)), Const(P(1))], training=True,
+         label="training, one image, one channel"),
+    case("avg_pool2d", [N(1, 2, 6, 6)], {"kernel_size": [3], "stride": [2], "padding": [1], "ceil_mode": True},
+         label="ceil_mode: the last windows clipped to the padded input"),
 ]
 
 

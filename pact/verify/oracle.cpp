@@ -401,10 +401,12 @@ std::vector<std::string> random_mask_problems(const kernels::Handler& h, DType d
                                   got[r.worst], want[r.worst], t.abs, t.rel, r.scale));
     }
   };
-  for (const double p : {0.0, 0.2, 0.5, 0.9, 1.0}) {
+  // p unset (nullopt): PyTorch's default, 0.5.
+  for (const std::optional<double> given : {std::optional<double>{}, {0.0}, {0.2}, {0.5}, {0.9}, {1.0}}) {
+    const double p = given.value_or(0.5);
     ops::Attributes attrs;
-    attrs.set("p", p);
-    const std::string at = fmt::format("p = {}", p);
+    if (given) attrs.set("p", p);
+    const std::string at = given ? fmt::format("p = {}", p) : std::string("p unset (0.5)");
     // Evaluation: the identity, forward and back.
     {
       auto [y, grads] = run(attrs, kernels::KernelContext{false, seed});

@@ -302,6 +302,161 @@ std::vector<Sample> samples() {
        A{{"stride", L{3}}, {"padding", L{1}}},
        false,
        "implicit at stride 3 (nine phases)"},
+      // Each convolution path again with two images and two groups (an image's or a group's offset into the
+      // input, weight, bias and output is then seen), and conv2d_activation through the geometries only conv2d
+      // crossed: im2col's valid columns at a column stride with left padding, on a plane 3 wide under a 3 x 3
+      // kernel (one valid column per outer tap) and under padding wider than the input (none for the outer
+      // taps); 1 x 1 kernels that are not pointwise; implicit chunks shared by the threads over an odd row count.
+      {OpTag::conv2d,
+       {N({2, 16, 7, 12}), N({6, 8, 3, 3}), N({6})},
+       A{{"groups", std::int64_t{2}}, {"padding", L{1}}},
+       false,
+       "implicit: two images, two groups"},
+      {OpTag::conv2d,
+       {N({2, 16, 9, 14}), N({4, 8, 3, 3})},
+       A{{"groups", std::int64_t{2}}, {"stride", L{2}}, {"padding", L{1}}},
+       false,
+       "implicit at stride 2: two images, two groups"},
+      {OpTag::conv2d,
+       {N({1, 2, 4, 2}), N({3, 2, 3, 3})},
+       A{{"padding", L{1, 3}}},
+       false,
+       "padding wider than the input"},
+      {OpTag::conv2d_activation,
+       {N({2, 4, 6, 9}), N({6, 2, 3, 3}), N({6})},
+       A{{"groups", std::int64_t{2}}, {"stride", L{1, 2}}, {"padding", L{0, 2}}, {"activation", std::string("relu")}},
+       false,
+       "im2col: two images, two groups, a column stride, left padding"},
+      {OpTag::conv2d_activation,
+       {N({1, 2, 9, 70}), N({3, 2, 2, 5})},
+       A{{"stride", L{1, 3}}, {"padding", L{0, 4}}, {"activation", std::string("relu6")}},
+       false,
+       "im2col: unequal strides and padding"},
+      {OpTag::conv2d_activation,
+       {N({1, 2, 3, 3}), N({4, 2, 3, 3}), N({4})},
+       A{{"activation", std::string("silu")}},
+       false,
+       "im2col: a 3 x 3 kernel on a 3 x 3 plane"},
+      {OpTag::conv2d_activation,
+       {N({1, 2, 4, 2}), N({3, 2, 3, 3})},
+       A{{"padding", L{1, 3}}, {"activation", std::string("hardswish")}},
+       false,
+       "im2col: padding wider than the input"},
+      {OpTag::conv2d_activation,
+       {N({2, 4, 3, 5}), N({6, 2, 1, 1}), N({6})},
+       A{{"groups", std::int64_t{2}}, {"activation", std::string("relu")}},
+       false,
+       "grouped pointwise, two images"},
+      {OpTag::conv2d_activation,
+       {N({1, 4, 7, 6}), N({5, 4, 1, 1})},
+       A{{"stride", L{2}}, {"activation", std::string("silu")}},
+       false,
+       "1 x 1 at stride 2"},
+      {OpTag::conv2d_activation,
+       {N({1, 4, 5, 6}), N({5, 4, 1, 1})},
+       A{{"padding", L{0, 1}}, {"activation", std::string("relu")}},
+       false,
+       "1 x 1 with column padding"},
+      {OpTag::conv2d_activation,
+       {N({1, 3, 6, 5}), N({4, 3, 3, 1})},
+       A{{"activation", std::string("relu")}},
+       false,
+       "a 3 x 1 kernel"},
+      {OpTag::conv2d_activation,
+       {N({1, 8, 41, 40}), N({16, 8, 3, 3}), N({16})},
+       A{{"padding", L{1}}, {"activation", std::string("relu")}},
+       false,
+       "implicit: chunks shared by the threads over 41 rows"},
+      // The pointwise path's test, one term at a time: each kernel that fails exactly one of its conditions
+      // (a 2 x 1 or 1 x 2 kernel, a stride in one direction, padding on rows), for both convolution ops.
+      {OpTag::conv2d, {N({1, 3, 5, 6}), N({4, 3, 1, 2})}, {}, false, "a 1 x 2 kernel"},
+      {OpTag::conv2d, {N({1, 4, 7, 6}), N({5, 4, 1, 1})}, A{{"stride", L{2, 1}}}, false, "1 x 1 at stride 2 x 1"},
+      {OpTag::conv2d_activation,
+       {N({1, 3, 6, 5}), N({4, 3, 2, 1})},
+       A{{"activation", std::string("relu")}},
+       false,
+       "a 2 x 1 kernel"},
+      {OpTag::conv2d_activation,
+       {N({1, 3, 5, 6}), N({4, 3, 1, 2})},
+       A{{"activation", std::string("relu")}},
+       false,
+       "a 1 x 2 kernel"},
+      {OpTag::conv2d_activation,
+       {N({1, 4, 7, 6}), N({5, 4, 1, 1})},
+       A{{"stride", L{2, 1}}, {"activation", std::string("relu")}},
+       false,
+       "1 x 1 at stride 2 x 1"},
+      {OpTag::conv2d_activation,
+       {N({1, 4, 7, 6}), N({5, 4, 1, 1})},
+       A{{"stride", L{1, 2}}, {"activation", std::string("relu")}},
+       false,
+       "1 x 1 at stride 1 x 2"},
+      {OpTag::conv2d_activation,
+       {N({1, 4, 5, 6}), N({5, 4, 1, 1})},
+       A{{"padding", L{1, 0}}, {"activation", std::string("relu")}},
+       false,
+       "1 x 1 with row padding"},
+      {OpTag::conv2d,
+       {N({2, 4, 3, 5}), N({6, 2, 1, 1}), N({6})},
+       A{{"groups", std::int64_t{2}}},
+       false,
+       "grouped pointwise with a bias, two images"},
+      {OpTag::conv2d_activation,
+       {N({2, 4, 7, 8}), N({6, 2, 3, 2}), N({6})},
+       A{{"groups", std::int64_t{2}}, {"dilation", L{2}}, {"padding", L{1}}, {"activation", std::string("silu")}},
+       false,
+       "im2col: dilated rows and columns, two images, two groups"},
+      // Note [Implicit convolution] without padding (the input's first and last columns are the phases'),
+      // at stride 2, dilated, and with a single output row.
+      {OpTag::conv2d, {N({1, 8, 9, 12}), N({4, 8, 3, 3})}, {}, false, "implicit without padding"},
+      {OpTag::conv2d,
+       {N({1, 8, 11, 13}), N({4, 8, 3, 3})},
+       A{{"stride", L{2}}},
+       false,
+       "implicit at stride 2 without padding"},
+      {OpTag::conv2d,
+       {N({1, 8, 9, 20}), N({4, 8, 3, 3})},
+       A{{"dilation", L{2}}},
+       false,
+       "implicit, dilated, no padding"},
+      {OpTag::conv2d, {N({1, 8, 3, 12}), N({4, 8, 3, 3})}, {}, false, "implicit: one output row"},
+      {OpTag::conv2d_activation,
+       {N({1, 8, 11, 13}), N({4, 8, 3, 3})},
+       A{{"stride", L{2}}, {"activation", std::string("relu")}},
+       false,
+       "implicit at stride 2 without padding"},
+      {OpTag::conv2d_activation,
+       {N({1, 8, 3, 12}), N({4, 8, 3, 3})},
+       A{{"activation", std::string("relu")}},
+       false,
+       "implicit: one output row"},
+      // Pooling on windows, strides and padding that differ by direction, on 1 x 1 planes, and on integer
+      // values (ties: the VJP routes each window's gradient to its first maximum, as PyTorch does).
+      {OpTag::max_pool2d,
+       {N({1, 2, 7, 9})},
+       A{{"kernel_size", L{2, 3}}, {"stride", L{1, 2}}, {"padding", L{1, 0}}},
+       false,
+       "unequal window, stride and padding"},
+      {OpTag::avg_pool2d,
+       {N({1, 2, 7, 9})},
+       A{{"kernel_size", L{2, 3}}, {"stride", L{1, 2}}, {"padding", L{1, 0}}},
+       false,
+       "unequal window, stride and padding"},
+      {OpTag::max_pool2d, {N({2, 3, 1, 1})}, A{{"kernel_size", L{1}}}, false, "1 x 1 planes"},
+      {OpTag::avg_pool2d, {N({2, 3, 1, 1})}, A{{"kernel_size", L{1}}}, false, "1 x 1 planes"},
+      {OpTag::adaptive_avg_pool2d, {N({2, 3, 1, 1})}, A{{"output_size", L{1}}}, false, "1 x 1 planes"},
+      {OpTag::max_pool2d, {Z({2, 2, 6, 7})}, A{{"kernel_size", L{3}}, {"stride", L{2}}}, false, "ties"},
+      {OpTag::batch_norm, {N({1, 1, 3, 4}), N({1}), N({1}), N({1}), P({1})}, {}, false, "eval, one image, one channel"},
+      {OpTag::batch_norm,
+       {N({1, 1, 3, 4}), N({1}), N({1}), N({1}), P({1})},
+       {},
+       true,
+       "training, one image, one channel"},
+      {OpTag::interpolate,
+       {N({1, 2, 4, 5})},
+       A{{"size", L{1, 2}}, {"mode", std::string("bilinear")}, {"align_corners", true}},
+       false,
+       "bilinear, align_corners, to 1 x 2"},
       {OpTag::mul, {N({2, 3, 4, 5}), N({2, 3, 1, 1})}, {}, false, "per channel"},
       {OpTag::sub, {N({2, 3, 1, 1}), N({2, 3, 4, 5})}, {}, false, "per channel first"},
       {OpTag::div, {N({2, 3, 4, 5}), P({2, 3, 1, 1})}, {}, false, "per channel"},
@@ -654,6 +809,25 @@ std::vector<std::string> sweep_problems(const kernels::Handler& candidate, const
       continue;
     }
     if (gr[i]) check(values_of(*gc[i]), gr[i]->to_doubles(), info.vjp_tolerance(), fmt::format("vjp input {}", i));
+  }
+  // One gradient wanted at a time (KernelContext::wanted_grads: the tape asks so when the other inputs need
+  // none, and a GEMM op then skips their products): the wanted one is the baseline's, and so is any other the
+  // VJP still returns.
+  if (std::count_if(gr.begin(), gr.end(), [](const auto& x) { return x.has_value(); }) < 2) return found;
+  for (std::size_t i = 0; i < gr.size() && i < 64; ++i) {
+    if (!gr[i]) continue;
+    kernels::KernelContext one = ctx;
+    one.wanted_grads = std::uint64_t{1} << i;
+    auto g1 = kernels::run_vjp(candidate, views_of(candidate_ins), yc.as_view(), gd.as_view(), s.attrs, one);
+    if (tamper != nullptr && tamper->vjp) tamper->vjp(g1);
+    for (std::size_t j = 0; j < gr.size(); ++j) {
+      const std::string what = fmt::format("vjp input {}, only input {} wanted", j, i);
+      if (j < g1.size() && g1[j] && gr[j]) {
+        check(values_of(*g1[j]), gr[j]->to_doubles(), info.vjp_tolerance(), what);
+      } else if (j == i) {
+        found.push_back(what + ": no gradient");
+      }
+    }
   }
   return found;
 }

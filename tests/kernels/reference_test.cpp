@@ -74,6 +74,9 @@ TEST(OpSweep, ReferenceGradientsMatchFiniteDifferences) {
         continue;
       }
       ASSERT_TRUE(grads[i].has_value());
+      // Integer values tie in a max window, where max_pool2d has no derivative (its VJP's convention, the
+      // first maximum, is what the providers are compared on): no difference to take.
+      if (s.op == ops::OpTag::max_pool2d && kind == SampleInput::whole) continue;
       const auto analytic = values_of(grads[i]->as_view());
       std::vector<double> numeric(analytic.size());
       const double step = 1e-6;
