@@ -3,7 +3,7 @@
 at once and selected at run time.
 
     /usr/bin/python3 tools/mutate.py --source-dir . --out build/release/mutants \
-        --tu pact/kernels/cpu/reference.cpp [--tu pact/kernels/cpu/native.cpp] -- <compile flags>
+        --tu pact/kernels/cpu/reference.cpp [--tu pact/kernels/cpu/native.cpp --tu .../vector_ops.cpp ...] -- <flags>
 
 Parses each translation unit with libclang (Debian's python3-clang-14) and, in the unit itself and every
 file it includes from pact/kernels/cpu/ named generic_*.inc, native_*.inc or gemm_ops.inc (a file two
@@ -21,8 +21,9 @@ active one, so the one build holds every mutant. Sites the compiler refuses in t
 with -fsyntax-only and dropped, and listed as such. Writes OUT/overlay/<path> for each rewritten file and
 translation unit, and OUT/mutants.json: per mutant its id, file, line, column, kind, original and mutated
 text. Dropped statements are not generated (a void/expression schema would need the statement form); the
-SIMD variants in their own translation units (vector_ops.cpp, gemm.cpp, conv_direct.cpp) and the half
-provider are not mutated.
+half provider is not mutated. The SIMD variants' translation units (vector_ops.cpp, gemm.cpp, conv_direct.cpp)
+are rewritten like any other unit named with --tu: intrinsics take their operands as schemata too, and a
+site whose argument must be an immediate is dropped with the constant expressions.
 """
 
 import argparse
