@@ -22,8 +22,8 @@ with -fsyntax-only and dropped, and listed as such. Writes OUT/overlay/<path> fo
 translation unit, and OUT/mutants.json: per mutant its id, file, line, column, kind, original and mutated
 text. Dropped statements are not generated (a void/expression schema would need the statement form); the
 half provider is not mutated. The SIMD variants' translation units (vector_ops.cpp, gemm.cpp, conv_direct.cpp)
-are rewritten like any other unit named with --tu: intrinsics take their operands as schemata too, and a
-site whose argument must be an immediate is dropped with the constant expressions.
+are rewritten like any other unit named with --tu: intrinsics take their operands as schemata too (all of
+them compile so at -O3; a site the compiler refused mutated would be dropped like the constant expressions).
 """
 
 import argparse
