@@ -556,6 +556,12 @@ std::vector<Sample> large_samples() {
       {OpTag::softmax, {N({300, 257})}, {}, false, "rows shared among the threads"},
       {OpTag::cross_entropy, {N({300, 257}), I({300}, 257)}, {}, false, "rows shared among the threads"},
       {OpTag::matmul, {N({3, 200, 301}), N({301, 190})}, {}, false, "full tiles, several K blocks"},
+      // Past the largest K block (1024) and the largest N block (8192) the blocking can choose on any CPU, so
+      // the GEMM's block loops take a second turn whatever the caches; and a linear with no inner dimension,
+      // whose result is its bias.
+      {OpTag::matmul, {N({9, 1100}), N({1100, 40})}, {}, false, "two K blocks on any CPU"},
+      {OpTag::matmul, {N({2, 30}), N({30, 8300})}, {}, false, "two N blocks on any CPU"},
+      {OpTag::linear, {N({3, 0}), N({4, 0}), N({4})}, {}, false, "no inner dimension: the bias alone"},
       {OpTag::layer_norm, {N({300, 256}), N({256}), N({256})}, A{{"normalized_shape", L{256}}}, false, "300 rows"},
       {OpTag::rms_norm, {N({300, 130}), N({130})}, A{{"normalized_shape", L{130}}}, false, "300 rows: threads"},
       {OpTag::log_softmax, {N({300, 257})}, {}, false, "rows shared among the threads"},
