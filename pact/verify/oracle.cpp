@@ -56,12 +56,14 @@ namespace {
 ops::Tolerance f64_tolerance() { return {1e-10, 1e-9}; }
 ops::Tolerance widen(ops::Tolerance t) { return {std::max(t.abs, 1e-6), std::max(t.rel, 1e-6)}; }
 
+// `whose` names where the wanted values come from (PyTorch, or a rule such as random_mask's).
 std::optional<std::string> disagreement(const std::string& what, const std::vector<double>& got,
-                                        const std::vector<double>& want, ops::Tolerance t) {
-  if (got.size() != want.size()) return fmt::format("{}: {} elements, PyTorch's {}", what, got.size(), want.size());
+                                        const std::vector<double>& want, ops::Tolerance t,
+                                        std::string_view whose = "PyTorch's") {
+  if (got.size() != want.size()) return fmt::format("{}: {} elements, {} {}", what, got.size(), whose, want.size());
   const ops::Agreement r = ops::compare(got, want, t);  // the one comparison
   if (r.within) return std::nullopt;
-  return fmt::format("{}: element {} is {}, PyTorch's {} (tolerance {} + {} * {})", what, r.worst, got[r.worst],
+  return fmt::format("{}: element {} is {}, {} {} (tolerance {} + {} * {})", what, r.worst, got[r.worst], whose,
                      want[r.worst], t.abs, t.rel, r.scale);
 }
 
@@ -394,12 +396,7 @@ std::vector<std::string> random_mask_problems(const kernels::Handler& h, DType d
   };
   auto agree = [&](const std::string& what, const std::vector<double>& got, const std::vector<double>& want,
                    ops::Tolerance t) {
-    if (got.size() != want.size()) {
-      found.push_back(fmt::format("{}: {} elements, {} expected", what, got.size(), want.size()));
-    } else if (const ops::Agreement r = ops::compare(got, want, t); !r.within) {
-      found.push_back(fmt::format("{}: element {} is {}, {} expected (tolerance {} + {} * {})", what, r.worst,
-                                  got[r.worst], want[r.worst], t.abs, t.rel, r.scale));
-    }
+    if (auto p = disagreement(what, got, want, t, "the rule's")) found.push_back(*p);
   };
   // p unset (nullopt): PyTorch's default, 0.5.
   for (const std::optional<double> given : {std::optional<double>{}, {0.0}, {0.2}, {0.5}, {0.9}, {1.0}}) {
