@@ -13,6 +13,7 @@ units include is rewritten once), rewrites each site
     comparison flips     a < b -> a <= b, a > b -> a >= b, a == b -> a != b (and back)
     off-by-one constants an integer literal n -> n + 1
     constant changes     a floating literal x -> 2x (0 -> 1)
+    dropped statements   a call, assignment or increment written as a statement of a block -> nothing
 
 as a schema, `(::pact_mut(ID) ? (MUTATED) : (ORIGINAL))`, nested sites rendered inside one another.
 pact_mut (pact/verify/mutation.hpp) records that the site was reached and says whether mutant ID is the
@@ -20,8 +21,8 @@ active one, so the one build holds every mutant. Sites the compiler refuses in t
 (constant expressions: template arguments, constexpr, static_assert) are found by compiling the schemata
 with -fsyntax-only and dropped, and listed as such. Writes OUT/overlay/<path> for each rewritten file and
 translation unit, and OUT/mutants.json: per mutant its id, file, line, column, kind, original and mutated
-text. Dropped statements are not generated (a void/expression schema would need the statement form); the
-half provider is not mutated. The SIMD variants' translation units (vector_ops.cpp, gemm.cpp, conv_direct.cpp)
+text (a dropped statement's original is the statement, whitespace collapsed, and its mutated text empty).
+The half provider is not mutated. The SIMD variants' translation units (vector_ops.cpp, gemm.cpp, conv_direct.cpp)
 are rewritten like any other unit named with --tu: intrinsics take their operands as schemata too (all of
 them compile so at -O3; a site the compiler refused mutated would be dropped like the constant expressions).
 """
@@ -63,13 +64,17 @@ def collect(tu, wanted, sites, texts):
         if mutant not in site.mutants:
             site.mutants.append(mutant)
 
-    def visit(c):
+    def visit(c, in_block):
         loc = c.location
         path = os.path.realpath(loc.file.name) if loc.file else None
         if path in wanted:
             text = texts[path]
             lo, hi = c.extent.start.offset, c.extent.end.offset
             if c.extent.start.file and os.path.realpath(c.extent.start.file.name) == path and 0 <= lo < hi:
+                if in_block and droppable(c, text[lo:hi]) and written_as_statement(text, lo, hi):
+                    shown = " ".join(text[lo:hi].split())
+                    shown = shown if len(shown) <= 80 else shown[:77] + "..."
+                    add(path, lo, hi, loc.line, loc.column, ("drop", "dropped_statement", shown, "", lo, hi))
                 if c.kind in (ci.CursorKind.BINARY_OPERATOR, ci.CursorKind.COMPOUND_ASSIGNMENT_OPERATOR):
                     kids = list(c.get_children())
                     if len(kids) == 2:
@@ -93,10 +98,54 @@ def collect(tu, wanted, sites, texts):
                         v = float(m.group(1))
                         new = repr(2 * v if v != 0 else 1.0) + m.group(2)
                         add(path, lo, hi, loc.line, loc.column, ("lit", "constant", lit, new, lo, hi))
+        block = c._kind_id == ci.CursorKind.COMPOUND_STMT.value  # .kind refuses kinds the bindings lack (OpenMP)
         for k in c.get_children():
-            visit(k)
+            visit(k, block)
 
-    visit(tu.cursor)
+    visit(tu.cursor, False)
+
+
+# The expression statements a dropped-statement mutant removes: calls, assignments and increments written
+# as statements of a block (a for loop's step and a condition are not statements of a block).
+ASSIGNMENTS = ("=", "+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=", "<<=", ">>=")
+
+
+def written_as_statement(text, lo, hi):
+    """True when text[lo:hi] stands in the source as a statement of its own: `;` after it, and before it the
+    end of another statement, a block's `{` or a label's `:`. A statement a macro expands to (its extent is
+    the macro's invocation, or lies in its definition) fails this and is not dropped."""
+    after = text[hi:].lstrip(" \t\n")
+    before = text[max(0, lo - 4000):lo].rstrip(" \t\n")
+    while True:  # comments between the previous statement and this one
+        line_start = before.rfind("\n") + 1
+        if "//" in before[line_start:]:
+            before = before[:line_start + before[line_start:].index("//")].rstrip(" \t\n")
+        elif before.endswith("*/") and "/*" in before:
+            before = before[:before.rindex("/*")].rstrip(" \t\n")
+        else:
+            break
+    return after.startswith(";") and before.endswith(("{", ";", "}", ":")) and not before.endswith("::")
+
+
+def droppable(c, text):
+    if c.kind == ci.CursorKind.UNEXPOSED_EXPR:  # a call whose result is a temporary with a destructor
+        kids = list(c.get_children())
+        return len(kids) == 1 and kids[0].extent.start.offset == c.extent.start.offset and \
+            kids[0].extent.end.offset == c.extent.end.offset and droppable(kids[0], text)
+    if c.kind == ci.CursorKind.CALL_EXPR:
+        return True
+    if c.kind == ci.CursorKind.COMPOUND_ASSIGNMENT_OPERATOR:
+        return True
+    if c.kind == ci.CursorKind.BINARY_OPERATOR:
+        kids = list(c.get_children())
+        if len(kids) != 2:
+            return False
+        at = kids[0].extent.end.offset - c.extent.start.offset
+        to = kids[1].extent.start.offset - c.extent.start.offset
+        return 0 <= at <= to and text[at:to].strip() in ASSIGNMENTS
+    if c.kind == ci.CursorKind.UNARY_OPERATOR:
+        return text.startswith(("++", "--")) or text.endswith(("++", "--"))
+    return False
 
 
 def render(text, sites, lo, hi, dropped, ids):
@@ -117,11 +166,16 @@ def render(text, sites, lo, hi, dropped, ids):
 def schema(text, sites, s, dropped, ids):
     original = render(text, sites, s.lo, s.hi, dropped, ids)
     expr = "(" + original + ")"
-    for (form, kind, before, after, a, b) in s.mutants:
+    # A dropped statement wraps the site's other schemata: `(::pact_mut(ID) ? (void)0 : (void)(...))`, an
+    # expression of type void whatever the statement's type, so the schema stays an expression statement.
+    for (form, kind, before, after, a, b) in sorted(s.mutants, key=lambda m: m[0] == "drop"):
         key = (s.path, a, b, after)
         if key in dropped:
             continue
         mid = ids[key]
+        if form == "drop":
+            expr = "(::pact_mut(%d) ? (void)0 : (void)%s)" % (mid, expr)
+            continue
         mutated = render(text, sites, s.lo, a, dropped, ids) + after + render(text, sites, b, s.hi, dropped, ids)
         expr = "(::pact_mut(%d) ? (%s) : %s)" % (mid, mutated, expr)
     return expr

@@ -466,6 +466,14 @@ std::vector<Sample> samples() {
       {OpTag::hardswish, {W({3, 37})}, {}, false, "long rows"},
       {OpTag::hardsigmoid, {W({3, 37})}, {}, false, "long rows"},
       {OpTag::exp, {N({3, 37})}, {}, false, "long rows"},
+      // Every tail an 8-lane vector can leave (an AVX2 mask sets lane j where j < the tail): 1 to 6 after
+      // two full vectors (7 is "long rows" above).
+      {OpTag::exp, {N({17})}, {}, false, "a tail of 1"},
+      {OpTag::exp, {N({18})}, {}, false, "a tail of 2"},
+      {OpTag::exp, {N({19})}, {}, false, "a tail of 3"},
+      {OpTag::exp, {N({20})}, {}, false, "a tail of 4"},
+      {OpTag::exp, {N({21})}, {}, false, "a tail of 5"},
+      {OpTag::exp, {N({22})}, {}, false, "a tail of 6"},
       {OpTag::neg, {N({3, 37})}, {}, false, "long rows"},
       {OpTag::clamp, {N({3, 37})}, A{{"min", 0.0}}, false, "lower bound only"},
       {OpTag::batch_norm, {N({2, 5, 7, 9}), N({5}), N({5}), N({5}), P({5})}, {}, false, "eval, long planes"},
@@ -562,6 +570,15 @@ std::vector<Sample> large_samples() {
       {OpTag::matmul, {N({9, 1100}), N({1100, 40})}, {}, false, "two K blocks on any CPU"},
       {OpTag::matmul, {N({2, 30}), N({30, 8300})}, {}, false, "two N blocks on any CPU"},
       {OpTag::linear, {N({3, 0}), N({4, 0}), N({4})}, {}, false, "no inner dimension: the bias alone"},
+      // linear's GEMM (B transposed, a column bias in the epilogue) through the same blocks: row blocks past
+      // the largest MC (1024), shared among the threads by row tiles; two K blocks; two N blocks, shared by
+      // column panels.
+      {OpTag::linear, {N({1100, 20}), N({50, 20}), N({50})}, {}, false, "two row blocks on any CPU, a bias"},
+      {OpTag::linear, {N({9, 1100}), N({40, 1100}), N({40})}, {}, false, "two K blocks on any CPU, a bias"},
+      {OpTag::linear, {N({5, 30}), N({8300, 30}), N({8300})}, {}, false, "two N blocks on any CPU, a bias"},
+      // An elementwise map long enough to be shared among the threads (kShareElements, vector_ops.cpp).
+      {OpTag::exp, {N({66000})}, {}, false, "shared among the threads"},
+      {OpTag::sigmoid, {N({66000})}, {}, false, "shared among the threads"},
       {OpTag::layer_norm, {N({300, 256}), N({256}), N({256})}, A{{"normalized_shape", L{256}}}, false, "300 rows"},
       {OpTag::rms_norm, {N({300, 130}), N({130})}, A{{"normalized_shape", L{130}}}, false, "300 rows: threads"},
       {OpTag::log_softmax, {N({300, 257})}, {}, false, "rows shared among the threads"},

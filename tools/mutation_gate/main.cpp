@@ -5,11 +5,14 @@
 //
 //   pact_mutation_gate --contracts contracts --mutants build/release/mutants/mutants.json --out REPORT.json
 //
-// A contract's mutants are the sites its obligations reach when no mutant is active (recorded by the
-// schemata, each contract in its own process). Each mutant then runs in a child process, with the contract's
-// obligations evaluated on the reference and native capsules it binds: killed when an obligation fails, the kernel
-// crashes (a write outside a host block aborts: the gate runs with guard bands, Note [Guard bands] in
-// pact/core/provider.cpp) or it runs past the timeout; survived otherwise. Equivalent mutants
+// A contract's mutants are the sites its obligations reach when no mutant is active, recorded by the schemata
+// for each evaluation (an obligation on one capsule) at each ISA level the CPU runs (best first; PACT_ISA's
+// lower levels, so that every SIMD variant's mutants are reached), each contract in its own process. Each
+// mutant then runs in a child process through the evaluations that reach its site, at their levels, until
+// one fails (the run before the site is first reached is the unmutated one, so no other evaluation can kill
+// it; should the site go unreached there, every evaluation runs at every level): killed when an obligation
+// fails, the kernel crashes (a write outside a host block aborts: the gate runs with guard bands, Note [Guard
+// bands] in pact/core/provider.cpp) or it runs past the timeout; survived otherwise. Equivalent mutants
 // (contracts/equivalent_mutants.json: file, line, column, original, mutated and the reason; a row may hold for
 // the contracts it names only) leave the denominator and are listed. The report (schema
 // pact.mutation-report.v1) is what `pact contracts gate --mutation-report` reads. `--only CONTRACT` runs those
@@ -28,6 +31,7 @@
 #include <string>
 #include <vector>
 
+#include "pact/core/cpu.hpp"
 #include "pact/core/file.hpp"
 #include "pact/core/json.hpp"
 #include "pact/core/provider.hpp"
@@ -55,11 +59,34 @@ struct Options {
   int trials = 6, timeout_s = 20, jobs = 2;
 };
 
-// Evaluates `contract`'s obligations on its reference and native capsules; true when every one passes.
-bool obligations_hold(const pact::spec::Contract& contract, const pact::spec::BindingFile& bindings,
-                      const std::string& oracle, int trials) {
-  const auto report = pact::verify::falsify({contract}, bindings, contract.id, 0, trials, false, oracle);
-  return report.evaluated() > 0 && report.failed() == 0;
+// One evaluation of a contract: an obligation on one capsule bound to its equation (falsify's loop, one step
+// at a time, so that a mutant runs only the evaluations that reach its site).
+struct Unit {
+  const pact::spec::ProofObligation* obligation = nullptr;
+  std::string op, capsule;
+};
+
+std::vector<Unit> units_of(const pact::spec::Contract& contract, const pact::spec::BindingFile& bindings) {
+  std::vector<Unit> units;
+  for (const auto& o : contract.obligations) {
+    const auto eq = std::find_if(contract.equations.begin(), contract.equations.end(),
+                                 [&](const auto& e) { return e.name == o.equation; });
+    if (eq == contract.equations.end()) continue;
+    for (const auto& b : bindings.bindings) {
+      if (b.contract != contract.id || b.equation != o.equation || b.status != pact::spec::BindingStatus::implemented)
+        continue;
+      units.push_back({&o, eq->op, b.capsule});
+    }
+  }
+  return units;
+}
+
+enum class Verdict { holds, fails, not_applicable };
+
+Verdict evaluate(const Unit& u, const std::string& oracle, int trials) {
+  const auto out = pact::verify::evaluate_capsule(*u.obligation, u.op, u.capsule, 0, trials, oracle);
+  if (!out.not_applicable.empty()) return Verdict::not_applicable;
+  return out.failed > 0 ? Verdict::fails : Verdict::holds;
 }
 
 // Runs f in a child process (with an alarm after `timeout_s`): its exit status, or 128 + the signal.
@@ -188,42 +215,82 @@ int run(const Options& o) {
     return {};
   };
 
-  // The reach record, shared with the children.
-  auto* reached = static_cast<std::uint8_t*>(
-      ::mmap(nullptr, static_cast<std::size_t>(max_id) + 1, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
-  if (reached == MAP_FAILED) {
-    std::fprintf(stderr, "pact_mutation_gate: cannot map the reach record\n");
-    return 1;
+  // The ISA levels this CPU runs, best first: a SIMD variant's mutants are reached at its own level only
+  // (PACT_ISA's lower levels, set here through set_active_isa), the portable code's at every level.
+  std::vector<pact::Isa> levels;
+  for (auto it = pact::kIsaLevels.rbegin(); it != pact::kIsaLevels.rend(); ++it) {
+    if (pact::cpu_runs(*it)) levels.push_back(*it);
   }
+  Json level_names = Json::array();
+  for (pact::Isa l : levels) level_names.push_back(std::string(pact::isa_name(l)));
 
   Json report = Json::object();
   report["schema"] = "pact.mutation-report.v1";
   report["mutants_generated"] = mutants.size() + static_cast<std::size_t>(dropped);
   report["mutants_dropped"] = dropped;
+  report["isa_levels"] = level_names;
   Json rows = Json::array();
   std::set<int> reached_by_any;
+  const std::size_t stride = static_cast<std::size_t>(max_id) + 1;
   for (const auto& contract : contracts) {
     const bool bound = std::any_of(bindings.bindings.begin(), bindings.bindings.end(),
                                    [&](const auto& b) { return b.contract == contract.id; });
     if (!bound || (!o.only.empty() && !o.only.count(contract.id))) continue;
-    // Phase 1: which sites the contract's obligations reach, unmutated (and that they pass unmutated).
-    std::fill(reached, reached + max_id + 1, 0);
-    pact::mutation::reached = reached;
+    const std::vector<Unit> units = units_of(contract, bindings);
+    // Phase 1, unmutated, at every level: which sites each evaluation reaches (one reach record per level
+    // and evaluation, shared with the child), and that the obligations hold.
+    const std::size_t records = levels.size() * units.size();
+    auto* reach = static_cast<std::uint8_t*>(
+        ::mmap(nullptr, records * stride, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+    if (reach == MAP_FAILED) {
+      std::fprintf(stderr, "pact_mutation_gate: cannot map the reach records\n");
+      return 1;
+    }
     int status = 0;
-    ::waitpid(spawn([&] { return obligations_hold(contract, bindings, oracle, o.trials); }, o.timeout_s * 3), &status,
-              0);
-    pact::mutation::reached = nullptr;
+    ::waitpid(spawn(
+                  [&] {
+                    int evaluated = 0;
+                    for (std::size_t l = 0; l < levels.size(); ++l) {
+                      pact::set_active_isa(levels[l]);
+                      for (std::size_t u = 0; u < units.size(); ++u) {
+                        pact::mutation::reached = reach + (l * units.size() + u) * stride;
+                        const Verdict v = evaluate(units[u], oracle, o.trials);
+                        if (v == Verdict::fails) return false;
+                        evaluated += v == Verdict::holds ? 1 : 0;
+                      }
+                    }
+                    return evaluated > 0;
+                  },
+                  o.timeout_s * 6 * static_cast<int>(levels.size())),
+              &status, 0);
     if (status_code(status) != 0) {
       std::fprintf(stderr, "pact_mutation_gate: %s fails with no mutant active (status %d)\n", contract.id.c_str(),
                    status_code(status));
       return 1;
     }
-    std::vector<int> own;
+    // A mutant's plan: the (level, evaluation) pairs that reach its site, best level first. The run before
+    // the site is first reached is the unmutated one, so an evaluation that does not reach it cannot kill it.
+    // An evaluation that reaches the same sites at a lower level as at a higher one (a kernel with no variant
+    // between them) runs at the higher level only.
+    auto record = [&](std::size_t l, std::size_t u) { return reach + (l * units.size() + u) * stride; };
+    std::vector<bool> repeats(records, false);
+    for (std::size_t l = 1; l < levels.size(); ++l)
+      for (std::size_t u = 0; u < units.size(); ++u)
+        for (std::size_t h = 0; h < l && !repeats[l * units.size() + u]; ++h)
+          repeats[l * units.size() + u] = std::equal(record(l, u), record(l, u) + stride, record(h, u));
+    std::map<int, std::vector<std::pair<std::size_t, std::size_t>>> plans;
     for (const auto& [id, m] : mutants) {
-      if (reached[id] != 0) own.push_back(id);
+      for (std::size_t l = 0; l < levels.size(); ++l)
+        for (std::size_t u = 0; u < units.size(); ++u)
+          if (record(l, u)[id] != 0 && !repeats[l * units.size() + u]) plans[id].emplace_back(l, u);
     }
+    ::munmap(reach, records * stride);
+    std::vector<int> own;
+    for (const auto& [id, plan] : plans) own.push_back(id);
     reached_by_any.insert(own.begin(), own.end());
-    // Phase 2: every reached mutant in its own process, `jobs` at a time.
+    // Phase 2: every reached mutant in its own process, `jobs` at a time, through its plan until an
+    // evaluation fails. Should the site go unreached there (state an earlier evaluation left in phase 1),
+    // every evaluation runs at every level.
     std::map<pid_t, int> running;
     std::map<int, int> outcome;
     auto reap = [&] {
@@ -238,8 +305,20 @@ int run(const Options& o) {
       while (static_cast<int>(running.size()) >= o.jobs) reap();
       const pid_t pid = spawn(
           [&, id] {
+            std::vector<std::uint8_t> seen(stride, 0);
+            pact::mutation::reached = seen.data();
             pact::mutation::active = id;
-            return obligations_hold(contract, bindings, oracle, o.trials);
+            for (const auto& [l, u] : plans.at(id)) {
+              pact::set_active_isa(levels[l]);
+              if (evaluate(units[u], oracle, o.trials) == Verdict::fails) return false;
+            }
+            if (seen[static_cast<std::size_t>(id)] != 0) return true;
+            for (pact::Isa level : levels) {
+              pact::set_active_isa(level);
+              for (const Unit& unit : units)
+                if (evaluate(unit, oracle, o.trials) == Verdict::fails) return false;
+            }
+            return true;
           },
           o.timeout_s);
       running[pid] = id;
@@ -252,10 +331,13 @@ int run(const Options& o) {
       const Mutant& m = mutants.at(id);
       if (code == 0) {
         const std::string why = equivalence(m, contract.id);
+        Json e = m.to_json();
+        std::set<std::string> at;
+        for (const auto& [l, u] : plans.at(id)) at.insert(std::string(pact::isa_name(levels[l])));
+        e["levels"] = at;
         if (why.empty()) {
-          survivors.push_back(m.to_json());
+          survivors.push_back(std::move(e));
         } else {
-          Json e = m.to_json();
           e["reason"] = why;
           equivalents.push_back(std::move(e));
         }
@@ -268,6 +350,7 @@ int run(const Options& o) {
     const auto counted = static_cast<int>(own.size() - equivalents.size());
     std::printf("%-26s %4d/%-4d mutants killed (%d by a timeout, %d by a crash), %zu equivalent, %zu survivors\n",
                 contract.id.c_str(), killed, counted, timeouts, crashes, equivalents.size(), survivors.size());
+    std::fflush(stdout);
     rows.push_back(Json{{"contract", contract.id},
                         {"generated", own.size()},
                         {"killed", killed},
