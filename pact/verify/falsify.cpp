@@ -424,6 +424,8 @@ std::vector<DType> oracle_dtypes(const contract::Capsule& cap) {
 
 // matches_reference_on_samples (Note [Generic checks]): the capsule against the reference provider on the op
 // sweep's samples, as tests/kernels' provider sweep runs it at every ISA level.
+bool stop_at_first_failure = false;
+
 PropertyOutcome sweep_outcome(ops::OpTag op, const contract::Capsule& cap, std::uint64_t seed,
                               const ResultTamper* tamper) {
   PropertyOutcome out;
@@ -454,6 +456,7 @@ PropertyOutcome sweep_outcome(ops::OpTag op, const contract::Capsule& cap, std::
       found.push_back(fmt::format("the kernel failed: {}", e.what()));
     }
     if (!found.empty() && out.failed++ == 0) out.first_failure = fmt::format("{}: {}", describe(s), found.front());
+    if (out.failed > 0 && stop_at_first_failure) break;
   }
   if (out.trials == 0) {
     out.failed = 1;
@@ -513,6 +516,7 @@ PropertyOutcome evaluate_generic(const ProofObligation& o, ops::OpTag op, const 
     }
   }
   for (const auto& c : oracle_cases(oracle_dir)) {
+    if (out.failed > 0 && stop_at_first_failure) break;
     if (c.op != op) continue;
     if (std::any_of(o.unless_attributes.begin(), o.unless_attributes.end(),
                     [&](const std::string& a) { return c.attrs.has(a); }))
@@ -561,6 +565,8 @@ const Equation* equation_of(const Contract& c, const std::string& name) {
 }
 
 }  // namespace
+
+void set_stop_at_first_failure(bool stop) noexcept { stop_at_first_failure = stop; }
 
 std::vector<std::string> known_checks() {
   std::vector<std::string> out;

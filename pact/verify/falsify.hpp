@@ -63,6 +63,10 @@ PropertyOutcome evaluate_capsule(const ProofObligation& obligation, const std::s
                                  std::uint64_t seed, int trials, const std::string& oracle_dir,
                                  const std::string& mutant = {});
 
+/// Whether an evaluation stops at its first failing case (off: every case runs, and trials counts them all).
+/// The mutation gate turns it on: one failure kills a mutant, and the cases after it only cost time.
+void set_stop_at_first_failure(bool stop) noexcept;
+
 struct ObligationResult {
   std::string contract, obligation, capsule;
   PropertyOutcome outcome;

@@ -120,6 +120,19 @@ bindings:
       << refuted.obligations[3].outcome.first_failure;
   EXPECT_FALSE(refuted.ok());
 
+  // The mutation gate stops each evaluation at its first failing case: the same first failure, counted
+  // once, after fewer cases.
+  set_stop_at_first_failure(true);
+  const auto first = falsify({c}, wrong, "", 0, 20, false, kOracle);
+  set_stop_at_first_failure(false);
+  ASSERT_EQ(first.obligations.size(), 4u);
+  for (std::size_t i : {std::size_t{0}, std::size_t{3}}) {
+    ASSERT_GT(refuted.obligations[i].outcome.failed, 1);
+    EXPECT_EQ(first.obligations[i].outcome.failed, 1);
+    EXPECT_EQ(first.obligations[i].outcome.first_failure, refuted.obligations[i].outcome.first_failure);
+    EXPECT_LT(first.obligations[i].outcome.trials, refuted.obligations[i].outcome.trials);
+  }
+
   // A generic check cannot be paired with a mutant written as a forward function.
   auto paired = c;
   paired.falsification[0].mutant = "gelu_as_relu";

@@ -12,7 +12,8 @@
 // one fails (the run before the site is first reached is the unmutated one, so no other evaluation can kill
 // it; should the site go unreached there, every evaluation runs at every level): killed when an obligation
 // fails, the kernel crashes (a write outside a host block aborts: the gate runs with guard bands, Note [Guard
-// bands] in pact/core/provider.cpp) or it runs past the timeout; survived otherwise. Equivalent mutants
+// bands] in pact/core/provider.cpp) or it runs past its timeout (20 times what its evaluations took unmutated,
+// and a second more, at most --timeout, 20 s); survived otherwise. Equivalent mutants
 // (contracts/equivalent_mutants.json: file, line, column, original, mutated and the reason; a row may hold for
 // the contracts it names only) leave the denominator and are listed. The report (schema
 // pact.mutation-report.v1) is what `pact contracts gate --mutation-report` reads. `--only CONTRACT` runs those
@@ -25,6 +26,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <map>
 #include <set>
@@ -57,6 +60,7 @@ struct Options {
   std::string contracts = "contracts", mutants, out, equivalent;
   std::set<std::string> only;  // --only ID (repeatable): these contracts alone
   int trials = 6, timeout_s = 20, jobs = 2;
+  bool verbose = false;  // --verbose: each evaluation's time at each level
 };
 
 // One evaluation of a contract: an obligation on one capsule bound to its equation (falsify's loop, one step
@@ -122,6 +126,7 @@ int run(const Options& o) {
   const std::string binding_path = o.contracts + "/binding.yaml";
   pact::spec::BindingFile bindings = pact::spec::parse_bindings(pact::spec::read_text_file(binding_path), binding_path);
   const std::string oracle = pact::verify::oracle_dir_of(o.contracts);
+  pact::verify::set_stop_at_first_failure(true);
   (void)pact::verify::oracle_cases(oracle);  // read once, before any fork
 
   const Json doc = pact::parse_json(pact::read_file(o.mutants, "mutation gate"), o.mutants);
@@ -246,6 +251,13 @@ int run(const Options& o) {
       std::fprintf(stderr, "pact_mutation_gate: cannot map the reach records\n");
       return 1;
     }
+    // Each evaluation's time, so that a mutant's plan tries the cheapest first.
+    auto* seconds = static_cast<double*>(
+        ::mmap(nullptr, records * sizeof(double), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+    if (seconds == MAP_FAILED) {
+      std::fprintf(stderr, "pact_mutation_gate: cannot map the evaluation times\n");
+      return 1;
+    }
     int status = 0;
     ::waitpid(spawn(
                   [&] {
@@ -254,7 +266,10 @@ int run(const Options& o) {
                       pact::set_active_isa(levels[l]);
                       for (std::size_t u = 0; u < units.size(); ++u) {
                         pact::mutation::reached = reach + (l * units.size() + u) * stride;
+                        const auto start = std::chrono::steady_clock::now();
                         const Verdict v = evaluate(units[u], oracle, o.trials);
+                        seconds[l * units.size() + u] =
+                            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
                         if (v == Verdict::fails) return false;
                         evaluated += v == Verdict::holds ? 1 : 0;
                       }
@@ -268,7 +283,7 @@ int run(const Options& o) {
                    status_code(status));
       return 1;
     }
-    // A mutant's plan: the (level, evaluation) pairs that reach its site, best level first. The run before
+    // A mutant's plan: the (level, evaluation) pairs that reach its site, the quickest first. The run before
     // the site is first reached is the unmutated one, so an evaluation that does not reach it cannot kill it.
     // An evaluation that reaches the same sites at a lower level as at a higher one (a kernel with no variant
     // between them) runs at the higher level only.
@@ -284,8 +299,30 @@ int run(const Options& o) {
         for (std::size_t u = 0; u < units.size(); ++u)
           if (record(l, u)[id] != 0 && !repeats[l * units.size() + u]) plans[id].emplace_back(l, u);
     }
+    if (o.verbose) {
+      for (std::size_t l = 0; l < levels.size(); ++l)
+        for (std::size_t u = 0; u < units.size(); ++u)
+          std::printf("  %s at %s: %.3f s%s\n", units[u].obligation->id.c_str(),
+                      std::string(pact::isa_name(levels[l])).c_str(), seconds[l * units.size() + u],
+                      repeats[l * units.size() + u] ? " (as at a higher level)" : "");
+    }
+    for (auto& [id, plan] : plans) {
+      std::stable_sort(plan.begin(), plan.end(), [&](const auto& x, const auto& y) {
+        return seconds[x.first * units.size() + x.second] < seconds[y.first * units.size() + y.second];
+      });
+    }
+    // A mutant runs past its timeout when it takes 20 times what its plan took unmutated, and a second more
+    // (at most --timeout seconds): a hang, not a slow kernel.
+    std::map<int, int> timeout_of;
+    for (const auto& [id, plan] : plans) {
+      double unmutated = 0;
+      for (const auto& [l, u] : plan) unmutated += seconds[l * units.size() + u];
+      timeout_of[id] = std::clamp(static_cast<int>(std::ceil(20 * unmutated)) + 1, 2, o.timeout_s);
+    }
     ::munmap(reach, records * stride);
+    ::munmap(seconds, records * sizeof(double));
     std::vector<int> own;
+    own.reserve(plans.size());
     for (const auto& [id, plan] : plans) own.push_back(id);
     reached_by_any.insert(own.begin(), own.end());
     // Phase 2: every reached mutant in its own process, `jobs` at a time, through its plan until an
@@ -313,6 +350,7 @@ int run(const Options& o) {
               if (evaluate(units[u], oracle, o.trials) == Verdict::fails) return false;
             }
             if (seen[static_cast<std::size_t>(id)] != 0) return true;
+            ::alarm(static_cast<unsigned>(o.timeout_s));  // the whole contract: the plan's timeout is too short
             for (pact::Isa level : levels) {
               pact::set_active_isa(level);
               for (const Unit& unit : units)
@@ -320,7 +358,7 @@ int run(const Options& o) {
             }
             return true;
           },
-          o.timeout_s);
+          timeout_of.at(id));
       running[pid] = id;
     }
     while (!running.empty()) reap();
@@ -405,13 +443,17 @@ int main(int argc, char** argv) {
       o.equivalent = value();
     } else if (a == "--only") {
       o.only.insert(value());
+    } else if (a == "--timeout") {
+      o.timeout_s = std::max(2, std::stoi(value()));
+    } else if (a == "--verbose") {
+      o.verbose = true;
     } else if (a == "--jobs") {
       o.jobs = std::max(1, std::stoi(value()));
     } else {
       std::fprintf(
           stderr,
           "usage: pact_mutation_gate --mutants FILE [--contracts DIR] [--out REPORT] [--equivalent FILE] [--jobs N] "
-          "[--only CONTRACT]...\n");
+          "[--only CONTRACT]... [--timeout SECONDS] [--verbose]\n");
       return 1;
     }
   }
