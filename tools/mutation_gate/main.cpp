@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -433,6 +434,17 @@ int main(int argc, char** argv) {
       }
       return argv[++i];
     };
+    // A whole number of 1 to 9999 (jobs, seconds); anything else is refused.
+    auto count = [&](const std::string& text) {
+      int n = 0;
+      const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+      if (ec != std::errc() || end != text.data() + text.size() || n < 1 || n > 9999) {
+        std::fprintf(stderr, "pact_mutation_gate: %s wants a whole number from 1 to 9999, not '%s'\n", a.c_str(),
+                     text.c_str());
+        std::exit(1);
+      }
+      return n;
+    };
     if (a == "--contracts") {
       o.contracts = value();
     } else if (a == "--mutants") {
@@ -444,11 +456,11 @@ int main(int argc, char** argv) {
     } else if (a == "--only") {
       o.only.insert(value());
     } else if (a == "--timeout") {
-      o.timeout_s = std::max(2, std::stoi(value()));
+      o.timeout_s = std::max(2, count(value()));
     } else if (a == "--verbose") {
       o.verbose = true;
     } else if (a == "--jobs") {
-      o.jobs = std::max(1, std::stoi(value()));
+      o.jobs = std::max(1, count(value()));
     } else {
       std::fprintf(
           stderr,
