@@ -128,22 +128,24 @@ def written_as_statement(text, lo, hi):
 
 
 def droppable(c, text):
-    if c.kind == ci.CursorKind.UNEXPOSED_EXPR:  # a call whose result is a temporary with a destructor
+    try:
+        kind = c.kind
+    except ValueError:  # a kind these bindings do not know (an OpenMP directive): not an expression
+        return False
+    if kind == ci.CursorKind.UNEXPOSED_EXPR:  # a call whose result is a temporary with a destructor
         kids = list(c.get_children())
         return len(kids) == 1 and kids[0].extent.start.offset == c.extent.start.offset and \
             kids[0].extent.end.offset == c.extent.end.offset and droppable(kids[0], text)
-    if c.kind == ci.CursorKind.CALL_EXPR:
+    if kind in (ci.CursorKind.CALL_EXPR, ci.CursorKind.COMPOUND_ASSIGNMENT_OPERATOR):
         return True
-    if c.kind == ci.CursorKind.COMPOUND_ASSIGNMENT_OPERATOR:
-        return True
-    if c.kind == ci.CursorKind.BINARY_OPERATOR:
+    if kind == ci.CursorKind.BINARY_OPERATOR:
         kids = list(c.get_children())
         if len(kids) != 2:
             return False
         at = kids[0].extent.end.offset - c.extent.start.offset
         to = kids[1].extent.start.offset - c.extent.start.offset
         return 0 <= at <= to and text[at:to].strip() in ASSIGNMENTS
-    if c.kind == ci.CursorKind.UNARY_OPERATOR:
+    if kind == ci.CursorKind.UNARY_OPERATOR:
         return text.startswith(("++", "--")) or text.endswith(("++", "--"))
     return False
 
