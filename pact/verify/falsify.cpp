@@ -422,10 +422,11 @@ std::vector<DType> oracle_dtypes(const contract::Capsule& cap) {
   return out;
 }
 
-// matches_reference_on_samples (Note [Generic checks]): the capsule against the reference provider on the op
-// sweep's samples, as tests/kernels' provider sweep runs it at every ISA level.
+// set_stop_at_first_failure's switch: the sweep and the oracle's cases stop at their first failing case.
 bool stop_at_first_failure = false;
 
+// matches_reference_on_samples (Note [Generic checks]): the capsule against the reference provider on the op
+// sweep's samples, as tests/kernels' provider sweep runs it at every ISA level.
 PropertyOutcome sweep_outcome(ops::OpTag op, const contract::Capsule& cap, std::uint64_t seed,
                               const ResultTamper* tamper) {
   PropertyOutcome out;

@@ -246,6 +246,7 @@ int run(const Options& o) {
     // Phase 1, unmutated, at every level: which sites each evaluation reaches (one reach record per level
     // and evaluation, shared with the child), and that the obligations hold.
     const std::size_t records = levels.size() * units.size();
+    auto slot = [&](std::size_t l, std::size_t u) { return l * units.size() + u; };  // (level, evaluation)
     auto* reach = static_cast<std::uint8_t*>(
         ::mmap(nullptr, records * stride, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
     if (reach == MAP_FAILED) {
@@ -266,10 +267,10 @@ int run(const Options& o) {
                     for (std::size_t l = 0; l < levels.size(); ++l) {
                       pact::set_active_isa(levels[l]);
                       for (std::size_t u = 0; u < units.size(); ++u) {
-                        pact::mutation::reached = reach + (l * units.size() + u) * stride;
+                        pact::mutation::reached = reach + slot(l, u) * stride;
                         const auto start = std::chrono::steady_clock::now();
                         const Verdict v = evaluate(units[u], oracle, o.trials);
-                        seconds[l * units.size() + u] =
+                        seconds[slot(l, u)] =
                             std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
                         if (v == Verdict::fails) return false;
                         evaluated += v == Verdict::holds ? 1 : 0;
@@ -288,28 +289,28 @@ int run(const Options& o) {
     // the site is first reached is the unmutated one, so an evaluation that does not reach it cannot kill it.
     // An evaluation that reaches the same sites at a lower level as at a higher one (a kernel with no variant
     // between them) runs at the higher level only.
-    auto record = [&](std::size_t l, std::size_t u) { return reach + (l * units.size() + u) * stride; };
+    auto record = [&](std::size_t l, std::size_t u) { return reach + slot(l, u) * stride; };
     std::vector<bool> repeats(records, false);
     for (std::size_t l = 1; l < levels.size(); ++l)
       for (std::size_t u = 0; u < units.size(); ++u)
-        for (std::size_t h = 0; h < l && !repeats[l * units.size() + u]; ++h)
-          repeats[l * units.size() + u] = std::equal(record(l, u), record(l, u) + stride, record(h, u));
+        for (std::size_t h = 0; h < l && !repeats[slot(l, u)]; ++h)
+          repeats[slot(l, u)] = std::equal(record(l, u), record(l, u) + stride, record(h, u));
     std::map<int, std::vector<std::pair<std::size_t, std::size_t>>> plans;
     for (const auto& [id, m] : mutants) {
       for (std::size_t l = 0; l < levels.size(); ++l)
         for (std::size_t u = 0; u < units.size(); ++u)
-          if (record(l, u)[id] != 0 && !repeats[l * units.size() + u]) plans[id].emplace_back(l, u);
+          if (record(l, u)[id] != 0 && !repeats[slot(l, u)]) plans[id].emplace_back(l, u);
     }
     if (o.verbose) {
       for (std::size_t l = 0; l < levels.size(); ++l)
         for (std::size_t u = 0; u < units.size(); ++u)
           std::printf("  %s at %s: %.3f s%s\n", units[u].obligation->id.c_str(),
-                      std::string(pact::isa_name(levels[l])).c_str(), seconds[l * units.size() + u],
-                      repeats[l * units.size() + u] ? " (as at a higher level)" : "");
+                      std::string(pact::isa_name(levels[l])).c_str(), seconds[slot(l, u)],
+                      repeats[slot(l, u)] ? " (as at a higher level)" : "");
     }
     for (auto& [id, plan] : plans) {
       std::stable_sort(plan.begin(), plan.end(), [&](const auto& x, const auto& y) {
-        return seconds[x.first * units.size() + x.second] < seconds[y.first * units.size() + y.second];
+        return seconds[slot(x.first, x.second)] < seconds[slot(y.first, y.second)];
       });
     }
     // A mutant runs past its timeout when it takes 20 times what its plan took unmutated, and a second more
@@ -317,7 +318,7 @@ int run(const Options& o) {
     std::map<int, int> timeout_of;
     for (const auto& [id, plan] : plans) {
       double unmutated = 0;
-      for (const auto& [l, u] : plan) unmutated += seconds[l * units.size() + u];
+      for (const auto& [l, u] : plan) unmutated += seconds[slot(l, u)];
       timeout_of[id] = std::clamp(static_cast<int>(std::ceil(20 * unmutated)) + 1, 2, o.timeout_s);
     }
     ::munmap(reach, records * stride);
