@@ -98,6 +98,8 @@ def collect(tu, wanted, sites, texts):
                         v = float(m.group(1))
                         new = repr(2 * v if v != 0 else 1.0) + m.group(2)
                         add(path, lo, hi, loc.line, loc.column, ("lit", "constant", lit, new, lo, hi))
+        elif path is not None:
+            return  # a header's declarations: the wanted .inc files are included by wanted files only
         block = c._kind_id == ci.CursorKind.COMPOUND_STMT.value  # .kind refuses kinds the bindings lack (OpenMP)
         for k in c.get_children():
             visit(k, block)
@@ -236,14 +238,19 @@ def main():
     dropped = {}
     overlay_root = os.path.join(a.out, "overlay")
     shutil.rmtree(overlay_root, ignore_errors=True)  # no file of an earlier run may shadow a source
+    # Dropping a mutant only restores original text, so a translation unit that compiles keeps compiling:
+    # each round checks the ones that failed the round before.
+    failing = list(tu_paths)
     for attempt in range(16):
         written = write(a.out, source_dir, tu_paths, sites, texts, dropped, ids)
-        failures = []
-        for tu_path in tu_paths:
+        failures, still = [], []
+        for tu_path in failing:
             cmd = [a.compiler, "-fsyntax-only", "-I" + overlay_root] + flags + [written[tu_path]]
             r = subprocess.run(cmd, capture_output=True, text=True)
             if r.returncode != 0:
                 failures.append(r.stderr)
+                still.append(tu_path)
+        failing = still
         if not failures:
             break
         stderr = "\n".join(failures)

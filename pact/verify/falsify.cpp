@@ -8,6 +8,7 @@
 #include <limits>
 #include <map>
 #include <random>
+#include <set>
 
 #include "pact/contract/capsule.hpp"
 #include "pact/contract/check.hpp"
@@ -425,6 +426,28 @@ std::vector<DType> oracle_dtypes(const contract::Capsule& cap) {
 // set_stop_at_first_failure's switch: the sweep and the oracle's cases stop at their first failing case.
 bool stop_at_first_failure = false;
 
+// keep_sample_baselines' memo: the reference's results for a sample, by (seed, index in provider_samples()),
+// with the random stream as computing them leaves it.
+struct KeptBaseline {
+  SampleBaseline baseline;
+  std::mt19937 after;
+};
+bool keeping_baselines = false;
+std::map<std::pair<std::uint64_t, std::size_t>, KeptBaseline> kept_baselines;
+
+// The reference's results for sample k (of `all`) of the stream `rng` seeded by `seed`: kept ones when
+// keeping (the stream then moved on as computing them would have moved it), else computed into `scratch`.
+const SampleBaseline& baseline_at(const kernels::Handler& reference, const std::vector<Sample>& all, std::size_t k,
+                                  std::uint64_t seed, std::mt19937& rng, SampleBaseline& scratch) {
+  if (!keeping_baselines) return scratch = sample_baseline(reference, all[k], rng);
+  if (const auto it = kept_baselines.find({seed, k}); it != kept_baselines.end()) {
+    rng = it->second.after;
+    return it->second.baseline;
+  }
+  SampleBaseline b = sample_baseline(reference, all[k], rng);
+  return kept_baselines.insert_or_assign({seed, k}, KeptBaseline{std::move(b), rng}).first->second.baseline;
+}
+
 // matches_reference_on_samples (Note [Generic checks]): the capsule against the reference provider on the op
 // sweep's samples, as tests/kernels' provider sweep runs it at every ISA level.
 PropertyOutcome sweep_outcome(ops::OpTag op, const contract::Capsule& cap, std::uint64_t seed,
@@ -447,12 +470,15 @@ PropertyOutcome sweep_outcome(ops::OpTag op, const contract::Capsule& cap, std::
     return out;
   }
   std::mt19937 rng(static_cast<std::mt19937::result_type>(seed + 99));
-  for (const auto& s : provider_samples()) {
+  const std::vector<Sample> all = provider_samples();
+  for (std::size_t k = 0; k < all.size(); ++k) {
+    const Sample& s = all[k];
     if (s.op != op) continue;
     ++out.trials;
     std::vector<std::string> found;
     try {
-      found = sweep_problems(h, *baseline, s, rng, tamper);
+      SampleBaseline scratch;
+      found = sweep_problems(h, s, baseline_at(*baseline, all, k, seed, rng, scratch), tamper);
     } catch (const Error& e) {
       found.push_back(fmt::format("the kernel failed: {}", e.what()));
     }
@@ -568,6 +594,45 @@ const Equation* equation_of(const Contract& c, const std::string& name) {
 }  // namespace
 
 void set_stop_at_first_failure(bool stop) noexcept { stop_at_first_failure = stop; }
+
+void keep_sample_baselines(std::uint64_t seed) {
+  keeping_baselines = true;
+  const std::vector<Sample> all = provider_samples();
+  std::set<ops::OpTag> ops_sampled;
+  for (const Sample& s : all) ops_sampled.insert(s.op);
+  for (ops::OpTag op : ops_sampled) {
+    const kernels::Handler* reference = kernels::find_handler(kernels::reference_handlers(), op);
+    if (reference == nullptr) continue;  // sweep_outcome says so when a capsule of the op is evaluated
+    std::mt19937 rng(static_cast<std::mt19937::result_type>(seed + 99));  // as sweep_outcome draws them
+    for (std::size_t k = 0; k < all.size(); ++k) {
+      if (all[k].op != op) continue;
+      try {
+        SampleBaseline scratch;
+        (void)baseline_at(*reference, all, k, seed, rng, scratch);
+      } catch (const Error&) {
+        break;  // the evaluation meets the same failure and reports it; later samples are computed then
+      }
+    }
+  }
+}
+
+void drop_sample_baselines() noexcept {
+  keeping_baselines = false;
+  kept_baselines.clear();
+}
+
+std::vector<Evaluation> evaluations_of(const Contract& contract, const BindingFile& bindings) {
+  std::vector<Evaluation> out;
+  for (const auto& o : contract.obligations) {
+    const Equation* eq = equation_of(contract, o.equation);
+    if (eq == nullptr) continue;
+    for (const auto& b : bindings.bindings) {
+      if (b.contract != contract.id || b.equation != o.equation || b.status != BindingStatus::implemented) continue;
+      out.push_back({&o, eq->op, b.capsule});
+    }
+  }
+  return out;
+}
 
 std::vector<std::string> known_checks() {
   std::vector<std::string> out;
@@ -690,13 +755,9 @@ FalsifyReport falsify(const std::vector<Contract>& contracts, const BindingFile&
     if (!only.empty() && c.id != only) continue;
     matched = true;
     report.declared += c.obligations.size();
-    for (const auto& o : c.obligations) {
-      const Equation* eq = equation_of(c, o.equation);
-      for (const auto& b : bindings.bindings) {
-        if (b.contract != c.id || b.equation != o.equation || b.status != BindingStatus::implemented) continue;
-        report.obligations.push_back(
-            {c.id, o.id, b.capsule, evaluate_capsule(o, eq->op, b.capsule, seed, trials, oracle_dir)});
-      }
+    for (const Evaluation& e : evaluations_of(c, bindings)) {
+      report.obligations.push_back({c.id, e.obligation->id, e.capsule,
+                                    evaluate_capsule(*e.obligation, e.op, e.capsule, seed, trials, oracle_dir)});
     }
     if (!run_mutants) continue;
     for (const auto& t : c.falsification) {

@@ -63,9 +63,29 @@ PropertyOutcome evaluate_capsule(const ProofObligation& obligation, const std::s
                                  std::uint64_t seed, int trials, const std::string& oracle_dir,
                                  const std::string& mutant = {});
 
+/// One evaluation a contract asks for: an obligation on one capsule bound (implemented) to its equation,
+/// whose op is `op`. falsify() runs them in this order; the mutation gate runs them one at a time.
+struct Evaluation {
+  const ProofObligation* obligation = nullptr;
+  std::string op, capsule;
+};
+/// The evaluations of `contract` under `bindings`, obligation by obligation, each capsule in binding order
+/// (an obligation whose equation the contract does not declare has none: the audit reports it).
+std::vector<Evaluation> evaluations_of(const Contract& contract, const BindingFile& bindings);
+
 /// Whether an evaluation stops at its first failing case (off: every case runs, and trials counts them all).
 /// The mutation gate turns it on: one failure kills a mutant, and the cases after it only cost time.
 void set_stop_at_first_failure(bool stop) noexcept;
+
+/// The mutation gate's memo of the reference's work: computes the reference provider's results for every
+/// sample of the op sweep (the inputs, the forward result, the cotangent and the VJP, drawn as
+/// matches_reference_on_samples draws them under `seed`) and keeps them, and from then on that check compares
+/// its candidates with what it keeps (computing and keeping what it lacks) instead of running the reference
+/// again each time: for each capsule of an op, at each ISA level, and in every process forked after.
+void keep_sample_baselines(std::uint64_t seed);
+/// Forgets them and stops keeping: in a gate child whose mutant the reference's own run reaches, they no
+/// longer hold.
+void drop_sample_baselines() noexcept;
 
 struct ObligationResult {
   std::string contract, obligation, capsule;

@@ -772,8 +772,32 @@ std::vector<double> concatenated(const std::vector<Tensor>& ts) {
 
 }  // namespace
 
+SampleBaseline sample_baseline(const kernels::Handler& baseline, const Sample& s, std::mt19937& rng) {
+  SampleBaseline b;
+  for (const auto& in : s.inputs) b.inputs.push_back(make_input(in, DType::f32, rng));
+  if (ops::op_info(s.op).role == ops::OpRole::update) {
+    b.state = concatenated(updated_state(baseline, b.inputs, s.attrs));
+    return b;
+  }
+  const kernels::KernelContext ctx{s.training, 41};
+  const Tensor& y = b.forward.emplace(kernels::run_forward(baseline, views_of(b.inputs), s.attrs, ctx));
+  std::vector<double> gv(static_cast<std::size_t>(y.numel()));
+  std::normal_distribution<double> nd;
+  for (auto& x : gv) x = nd(rng);
+  const Tensor& g =
+      b.cotangent.emplace(Tensor::from_values<double>(y.shape(), std::span<const double>(gv)).convert(y.dtype()));
+  b.has_vjp = baseline.vjp != nullptr;
+  if (b.has_vjp) b.vjp = kernels::run_vjp(baseline, views_of(b.inputs), y.as_view(), g.as_view(), s.attrs, ctx);
+  return b;
+}
+
 std::vector<std::string> sweep_problems(const kernels::Handler& candidate, const kernels::Handler& baseline,
                                         const Sample& s, std::mt19937& rng, const ResultTamper* tamper) {
+  return sweep_problems(candidate, s, sample_baseline(baseline, s, rng), tamper);
+}
+
+std::vector<std::string> sweep_problems(const kernels::Handler& candidate, const Sample& s, const SampleBaseline& b,
+                                        const ResultTamper* tamper) {
   std::vector<std::string> found;
   const auto& info = ops::op_info(s.op);
   auto check = [&](const std::vector<double>& got, const std::vector<double>& want, ops::Tolerance tol,
@@ -787,42 +811,38 @@ std::vector<std::string> sweep_problems(const kernels::Handler& candidate, const
       found.push_back(fmt::format("{}: element {} is {} but the baseline gives {} (tolerance {} + {} * {})", what,
                                   r.worst, got[r.worst], want[r.worst], tol.abs, tol.rel, r.scale));
   };
-  std::vector<Tensor> ins;
-  for (const auto& in : s.inputs) ins.push_back(make_input(in, DType::f32, rng));
+  // The candidate's own copies of the inputs: a kernel that writes into its input harms no other candidate.
+  const std::vector<Tensor> candidate_ins = placed_for(candidate, b.inputs);
   if (info.role == ops::OpRole::update) {
-    const auto want = concatenated(updated_state(baseline, ins, s.attrs));
-    const std::vector<Tensor> device_ins =
-        candidate.device == DeviceKind::cpu ? std::vector<Tensor>{} : placed_for(candidate, ins);
-    auto state = updated_state(candidate, candidate.device == DeviceKind::cpu ? ins : device_ins, s.attrs);
+    auto state = updated_state(candidate, candidate_ins, s.attrs);
     if (tamper != nullptr && tamper->state) tamper->state(state);
-    check(concatenated(state), want, info.tolerance(), "new state");
+    check(concatenated(state), b.state, info.tolerance(), "new state");
     return found;
   }
   const kernels::KernelContext ctx{s.training, 41};
-  const std::vector<Tensor> cins =
-      candidate.device == DeviceKind::cpu ? std::vector<Tensor>{} : placed_for(candidate, ins);
-  const std::vector<Tensor>& candidate_ins = candidate.device == DeviceKind::cpu ? ins : cins;
-  const Tensor yr = kernels::run_forward(baseline, views_of(ins), s.attrs, ctx);
+  const Tensor& yr = *b.forward;
+  const std::vector<double> want = yr.to_doubles();
   Tensor yc = kernels::run_forward(candidate, views_of(candidate_ins), s.attrs, ctx);
   if (tamper != nullptr && tamper->forward) tamper->forward(yc);
   if (yc.shape() != yr.shape())
     found.push_back(fmt::format("forward: shape [{}] but the baseline gives [{}]", fmt::join(yc.shape(), ", "),
                                 fmt::join(yr.shape(), ", ")));
-  check(values_of(yc), yr.to_doubles(), info.tolerance(), "forward");
+  check(values_of(yc), want, info.tolerance(), "forward");
   std::vector<Tensor> keep;
   std::vector<TensorView> strided;
   strided.reserve(candidate_ins.size());
   for (const auto& t : candidate_ins) strided.push_back(strided_copy(t, keep));
   Tensor ys = kernels::run_forward(candidate, strided, s.attrs, ctx);
   if (tamper != nullptr && tamper->forward) tamper->forward(ys);
-  check(values_of(ys), yr.to_doubles(), info.tolerance(), "forward, strided inputs");
+  check(values_of(ys), want, info.tolerance(), "forward, strided inputs");
   if (candidate.vjp == nullptr) return found;  // forward-only handlers (LibTorch)
-  std::vector<double> gv(static_cast<std::size_t>(yr.numel()));
-  std::normal_distribution<double> nd;
-  for (auto& x : gv) x = nd(rng);
-  const Tensor g = Tensor::from_values<double>(yr.shape(), std::span<const double>(gv)).convert(yr.dtype());
-  const auto gr = kernels::run_vjp(baseline, views_of(ins), yr.as_view(), g.as_view(), s.attrs, ctx);
-  const Tensor gd = candidate.device == DeviceKind::cpu ? g.duplicate() : g.transfer_to(cuda_provider());
+  if (!b.has_vjp) {
+    found.emplace_back("vjp: the candidate has one, the baseline none to compare it with");
+    return found;
+  }
+  const auto& gr = b.vjp;
+  const Tensor gd =
+      candidate.device == DeviceKind::cpu ? b.cotangent->duplicate() : b.cotangent->transfer_to(cuda_provider());
   auto gc = kernels::run_vjp(candidate, views_of(candidate_ins), yc.as_view(), gd.as_view(), s.attrs, ctx);
   if (tamper != nullptr && tamper->vjp) tamper->vjp(gc);
   for (std::size_t i = 0; i < gr.size(); ++i) {

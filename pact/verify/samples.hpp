@@ -6,6 +6,7 @@
 /// mutation gate holds a native capsule to exactly the evidence it cites. The sweep fails when an op of
 /// the table has no sample.
 
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -82,11 +83,25 @@ std::vector<Sample> provider_samples();
 /// Random values for one sample input in dtype `dtype` (normal/positive) or its own dtype (index, mask).
 Tensor make_input(const SampleInput& in, DType dtype, std::mt19937& rng);
 
-/// Every disagreement of `candidate` with `baseline` (the same op's handlers) on sample `s`, its inputs
-/// drawn in float32 from `rng`: the forward result, the forward result on strided (transposed-back) copies
-/// of the inputs, every VJP input for a random cotangent (when the candidate has a VJP), an update op's new
-/// state; within the op table's tolerances. `tamper` alters the candidate's results (a generic mutant).
-/// Empty when they agree.
+/// What the baseline handler made of sample `s`, its inputs drawn in float32 from `rng`, then the cotangent:
+/// what every candidate is compared with. Nothing in it depends on a candidate, so one serves several.
+struct SampleBaseline {
+  std::vector<Tensor> inputs;
+  std::optional<Tensor> forward;           ///< the baseline's result (an update op: none)
+  std::optional<Tensor> cotangent;         ///< random, the forward result's shape and dtype
+  bool has_vjp = false;                    ///< whether the baseline has a VJP
+  std::vector<std::optional<Tensor>> vjp;  ///< its gradients for `cotangent`
+  std::vector<double> state;               ///< an update op: its new state, concatenated
+};
+SampleBaseline sample_baseline(const kernels::Handler& baseline, const Sample& s, std::mt19937& rng);
+
+/// Every disagreement of `candidate` with the baseline `b` of sample `s`: the forward result, the forward
+/// result on strided (transposed-back) copies of the inputs, every VJP input for the cotangent (when the
+/// candidate has a VJP), each one wanted alone, an update op's new state; within the op table's tolerances.
+/// `tamper` alters the candidate's results (a generic mutant). Empty when they agree.
+std::vector<std::string> sweep_problems(const kernels::Handler& candidate, const Sample& s, const SampleBaseline& b,
+                                        const ResultTamper* tamper = nullptr);
+/// The same against `baseline` (the same op's handler) run now, the inputs drawn from `rng`.
 std::vector<std::string> sweep_problems(const kernels::Handler& candidate, const kernels::Handler& baseline,
                                         const Sample& s, std::mt19937& rng, const ResultTamper* tamper = nullptr);
 

@@ -105,6 +105,25 @@ bindings:
   EXPECT_TRUE(report.ok());
   EXPECT_TRUE(audit({c}, parse_bindings(rows, "b.yaml")).problems.empty());
 
+  // The evaluations falsify runs (and the mutation gate one at a time): obligation by obligation, each
+  // implemented capsule in binding order; a row not implemented is not evaluated.
+  const auto evals = evaluations_of(
+      c, parse_bindings(rows + "  - {contract: silu-test-v1, equation: silu, capsule: native.gelu, symbol: "
+                               "\"pact::kernels::cpu::native::gelu_forward\", status: not_implemented}\n",
+                        "b.yaml"));
+  ASSERT_EQ(evals.size(), 12u);
+  EXPECT_EQ(evals[0].obligation->id, "S-O");
+  EXPECT_EQ(evals[0].capsule, "reference.silu");
+  EXPECT_EQ(evals[2].capsule, "half.silu");
+  EXPECT_EQ(evals[3].obligation->id, "S-S");
+  EXPECT_EQ(evals[11].obligation->id, "S-W");
+  EXPECT_EQ(evals[11].op, "silu");
+  ASSERT_EQ(report.obligations.size(), evals.size());
+  for (std::size_t i = 0; i < evals.size(); ++i) {
+    EXPECT_EQ(report.obligations[i].obligation, evals[i].obligation->id);
+    EXPECT_EQ(report.obligations[i].capsule, evals[i].capsule);
+  }
+
   // Bound to the wrong kernel (sigmoid's, which the audit also names), the generic checks refute it.
   const auto wrong = parse_bindings(R"(policy: AllImplemented
 bindings:
@@ -139,6 +158,43 @@ bindings:
   const auto a = audit({paired}, parse_bindings(rows, "b.yaml"));
   ASSERT_EQ(a.problems.size(), 1u);
   EXPECT_TRUE(mentions(a.problems[0], "pairs the generic check 'matches_oracle' with 'gelu_as_relu'"));
+}
+
+// The mutation gate keeps the reference's results on the samples (keep_sample_baselines) and its children
+// compare with them: the outcomes are those of running the reference each time, refutations included.
+TEST(Contracts, KeptSampleBaselinesGiveTheSameOutcomes) {
+  const auto c = parse_contract(R"yaml(metadata: {id: silu-kept-v1, version: 1, description: silu}
+equations:
+  silu: {op: silu, formula: "y = x sigmoid(x)"}
+proof_obligations:
+  - {id: K-W, kind: equivalence, equation: silu, property: the sweep, check: matches_reference_on_samples}
+falsification_tests:
+  - {id: K-WF, obligation: K-W, mutant: last_value_shifted, description: off}
+qa_gate: {id: K-GATE, checks: [K-W], pass_criteria: all, must_catch: [last_value_shifted]}
+)yaml",
+                                "silu.yaml");
+  const auto bindings = parse_bindings(R"(policy: AllImplemented
+bindings:
+  - {contract: silu-kept-v1, equation: silu, capsule: native.silu, symbol: "pact::kernels::cpu::native::silu_forward", status: implemented}
+  - {contract: silu-kept-v1, equation: silu, capsule: native.sigmoid, symbol: "pact::kernels::cpu::native::sigmoid_forward", status: implemented}
+)",
+                                       "b.yaml");
+  const auto fresh = falsify({c}, bindings, "", 3, 1, false, kOracle);
+  keep_sample_baselines(3);
+  const auto kept = falsify({c}, bindings, "", 3, 1, false, kOracle);
+  const auto again = falsify({c}, bindings, "", 3, 1, false, kOracle);  // every baseline now from the memo
+  drop_sample_baselines();
+  ASSERT_EQ(fresh.obligations.size(), 2u);
+  EXPECT_EQ(fresh.obligations[0].outcome.failed, 0);  // native.silu holds
+  EXPECT_GT(fresh.obligations[1].outcome.failed, 0);  // sigmoid is not silu
+  for (const auto* r : {&kept, &again}) {
+    ASSERT_EQ(r->obligations.size(), 2u);
+    for (std::size_t i = 0; i < 2; ++i) {
+      EXPECT_EQ(r->obligations[i].outcome.trials, fresh.obligations[i].outcome.trials);
+      EXPECT_EQ(r->obligations[i].outcome.failed, fresh.obligations[i].outcome.failed);
+      EXPECT_EQ(r->obligations[i].outcome.first_failure, fresh.obligations[i].outcome.first_failure);
+    }
+  }
 }
 
 // Without its binding a capsule whose evidence is a test suite is unlinked, and the audit says so.
