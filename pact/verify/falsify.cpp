@@ -9,6 +9,7 @@
 #include <map>
 #include <random>
 #include <set>
+#include <tuple>
 
 #include "pact/contract/capsule.hpp"
 #include "pact/contract/check.hpp"
@@ -426,26 +427,37 @@ std::vector<DType> oracle_dtypes(const contract::Capsule& cap) {
 // set_stop_at_first_failure's switch: the sweep and the oracle's cases stop at their first failing case.
 bool stop_at_first_failure = false;
 
-// keep_sample_baselines' memo: the reference's results for a sample, by (seed, index in provider_samples()),
-// with the random stream as computing them leaves it.
+// keep_sample_baselines' memo: the reference's results for a sample, by (seed, dtype, index in
+// provider_samples()), with the random stream as computing them leaves it.
 struct KeptBaseline {
   SampleBaseline baseline;
   std::mt19937 after;
 };
 bool keeping_baselines = false;
-std::map<std::pair<std::uint64_t, std::size_t>, KeptBaseline> kept_baselines;
+std::map<std::tuple<std::uint64_t, DType, std::size_t>, KeptBaseline> kept_baselines;
 
-// The reference's results for sample k (of `all`) of the stream `rng` seeded by `seed`: kept ones when
-// keeping (the stream then moved on as computing them would have moved it), else computed into `scratch`.
+// The reference's results for sample k (of `all`) in `dtype` of the stream `rng` seeded by `seed`: kept ones
+// when keeping (the stream then moved on as computing them would have moved it), else computed into
+// `scratch`.
 const SampleBaseline& baseline_at(const kernels::Handler& reference, const std::vector<Sample>& all, std::size_t k,
-                                  std::uint64_t seed, std::mt19937& rng, SampleBaseline& scratch) {
-  if (!keeping_baselines) return scratch = sample_baseline(reference, all[k], rng);
-  if (const auto it = kept_baselines.find({seed, k}); it != kept_baselines.end()) {
+                                  std::uint64_t seed, DType dtype, std::mt19937& rng, SampleBaseline& scratch) {
+  if (!keeping_baselines) return scratch = sample_baseline(reference, all[k], rng, dtype);
+  if (const auto it = kept_baselines.find({seed, dtype, k}); it != kept_baselines.end()) {
     rng = it->second.after;
     return it->second.baseline;
   }
-  SampleBaseline b = sample_baseline(reference, all[k], rng);
-  return kept_baselines.insert_or_assign({seed, k}, KeptBaseline{std::move(b), rng}).first->second.baseline;
+  SampleBaseline b = sample_baseline(reference, all[k], rng, dtype);
+  return kept_baselines.insert_or_assign({seed, dtype, k}, KeptBaseline{std::move(b), rng}).first->second.baseline;
+}
+
+// The dtypes a capsule's samples are drawn in: float32 when it computes float32, else each 16-bit float
+// dtype it computes (the half provider's capsules).
+std::vector<DType> sample_dtypes(const contract::Capsule& cap) {
+  if (cap.dtypes.contains(DType::f32)) return {DType::f32};
+  std::vector<DType> out;
+  for (DType d : {DType::bf16, DType::f16})
+    if (cap.dtypes.contains(d)) out.push_back(d);
+  return out;
 }
 
 // matches_reference_on_samples (Note [Generic checks]): the capsule against the reference provider on the op
@@ -457,9 +469,11 @@ PropertyOutcome sweep_outcome(ops::OpTag op, const contract::Capsule& cap, std::
     out.not_applicable = fmt::format("{} is the baseline the samples compare other providers with", cap.name);
     return out;
   }
-  if (!cap.dtypes.contains(DType::f32)) {
-    out.not_applicable = fmt::format("the samples are float32; {} computes only {} (matches_oracle holds it)", cap.name,
-                                     cap.dtypes.to_string());
+  const std::vector<DType> dtypes = sample_dtypes(cap);
+  if (dtypes.empty()) {
+    out.not_applicable =
+        fmt::format("the samples are float32, bf16 or f16; {} computes only {} (matches_oracle holds it)", cap.name,
+                    cap.dtypes.to_string());
     return out;
   }
   const kernels::Handler& h = contract::handler_for(cap);
@@ -469,20 +483,28 @@ PropertyOutcome sweep_outcome(ops::OpTag op, const contract::Capsule& cap, std::
     out.first_failure = fmt::format("no reference handler for {} to compare {} with", ops::op_kind(op), cap.name);
     return out;
   }
-  std::mt19937 rng(static_cast<std::mt19937::result_type>(seed + 99));
   const std::vector<Sample> all = provider_samples();
-  for (std::size_t k = 0; k < all.size(); ++k) {
-    const Sample& s = all[k];
-    if (s.op != op) continue;
-    ++out.trials;
-    std::vector<std::string> found;
-    try {
-      SampleBaseline scratch;
-      found = sweep_problems(h, s, baseline_at(*baseline, all, k, seed, rng, scratch), tamper);
-    } catch (const Error& e) {
-      found.push_back(fmt::format("the kernel failed: {}", e.what()));
+  for (DType d : dtypes) {
+    std::mt19937 rng(static_cast<std::mt19937::result_type>(seed + 99));
+    for (std::size_t k = 0; k < all.size(); ++k) {
+      const Sample& s = all[k];
+      if (s.op != op) continue;
+      std::vector<std::string> found;
+      try {
+        SampleBaseline scratch;
+        const SampleBaseline& b = baseline_at(*baseline, all, k, seed, d, rng, scratch);
+        if (!b.unrepresentable.empty()) continue;  // f16's range: not a trial
+        ++out.trials;
+        found = sweep_problems(h, s, b, tamper);
+      } catch (const Error& e) {
+        ++out.trials;
+        found.push_back(fmt::format("the kernel failed: {}", e.what()));
+      }
+      if (!found.empty() && out.failed++ == 0)
+        out.first_failure = fmt::format("{}{}: {}", describe(s),
+                                        d == DType::f32 ? "" : fmt::format(" in {}", dtype_name(d)), found.front());
+      if (out.failed > 0 && stop_at_first_failure) break;
     }
-    if (!found.empty() && out.failed++ == 0) out.first_failure = fmt::format("{}: {}", describe(s), found.front());
     if (out.failed > 0 && stop_at_first_failure) break;
   }
   if (out.trials == 0) {
@@ -608,7 +630,7 @@ void keep_sample_baselines(std::uint64_t seed) {
       if (all[k].op != op) continue;
       try {
         SampleBaseline scratch;
-        (void)baseline_at(*reference, all, k, seed, rng, scratch);
+        (void)baseline_at(*reference, all, k, seed, DType::f32, rng, scratch);
       } catch (const Error&) {
         break;  // the evaluation meets the same failure and reports it; later samples are computed then
       }

@@ -78,10 +78,11 @@ std::vector<Evaluation> evaluations_of(const Contract& contract, const BindingFi
 void set_stop_at_first_failure(bool stop) noexcept;
 
 /// The mutation gate's memo of the reference's work: computes the reference provider's results for every
-/// sample of the op sweep (the inputs, the forward result, the cotangent and the VJP, drawn as
+/// sample of the op sweep in float32 (the inputs, the forward result, the cotangent and the VJP, drawn as
 /// matches_reference_on_samples draws them under `seed`) and keeps them, and from then on that check compares
-/// its candidates with what it keeps (computing and keeping what it lacks) instead of running the reference
-/// again each time: for each capsule of an op, at each ISA level, and in every process forked after.
+/// its candidates with what it keeps (computing and keeping what it lacks: the 16-bit capsules' baselines)
+/// instead of running the reference again each time: for each capsule of an op, at each ISA level, and in
+/// every process forked after.
 void keep_sample_baselines(std::uint64_t seed);
 /// Forgets them and stops keeping: in a gate child whose mutant the reference's own run reaches, they no
 /// longer hold.

@@ -39,7 +39,10 @@ namespace pact::verify {
 //   op sweep's samples (verify::sweep_problems: forward, forward on strided inputs, every gradient, an
 //   update's new state), at the ISA level the process runs. The samples cross the native kernels' vector
 //   tails, blocking and threading boundaries, which the oracle's few small cases do not; it is the same
-//   comparison tests/kernels runs at every level, so a native capsule's contract runs its evidence.
+//   comparison tests/kernels runs at every level, so a native capsule's contract runs its evidence. A
+//   capsule that computes only 16-bit floats (the half provider's) meets the samples in each of its dtypes:
+//   the float32 inputs and the cotangent rounded to it, the reference run on exactly those values in
+//   float32, the op's tolerance for that dtype (a sample whose values f16 cannot hold is not counted).
 // - random_mask: a dropout-like op, whose masks no two runtimes draw alike, so the oracle holds only its
 //   evaluation mode. The check draws its own inputs and holds training to what every mask satisfies: each
 //   result 0 or x / (1 - p), the kept count within 5 standard deviations of n (1 - p), the same seed the

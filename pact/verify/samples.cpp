@@ -751,14 +751,26 @@ std::vector<double> values_of(const Tensor& t) {
   return t.transfer_to(cpu_provider()).to_doubles();
 }
 
-// The candidate's copies of host tensors: the tensors themselves for a CPU handler, transfers to the
-// device's provider for a device handler (the CUDA provider's kernels read device tensors only).
-std::vector<Tensor> placed_for(const kernels::Handler& h, const std::vector<Tensor>& host) {
+// The candidate's own copy of a baseline's tensor: in `dtype` when it is float32 (a 16-bit candidate's
+// values, which the baseline holds rounded already), on the handler's device (the CUDA provider's kernels
+// read device tensors only).
+Tensor placed_for(const kernels::Handler& h, const Tensor& t, DType dtype) {
+  const bool narrowed = t.dtype() == DType::f32 && (dtype == DType::bf16 || dtype == DType::f16);
+  Tensor own = narrowed ? t.as_view().convert(dtype) : t.duplicate();
+  return h.device == DeviceKind::cuda ? own.transfer_to(cuda_provider()) : std::move(own);
+}
+
+std::vector<Tensor> placed_for(const kernels::Handler& h, const std::vector<Tensor>& host, DType dtype) {
   std::vector<Tensor> out;
   out.reserve(host.size());
-  for (const auto& t : host)
-    out.push_back(h.device == DeviceKind::cuda ? t.transfer_to(cuda_provider()) : t.duplicate());
+  for (const auto& t : host) out.push_back(placed_for(h, t, dtype));
   return out;
+}
+
+// `t` (float32) rounded to the 16-bit `dtype` and back; float32 itself unchanged.
+Tensor rounded_to(Tensor t, DType dtype) {
+  if ((dtype != DType::bf16 && dtype != DType::f16) || t.dtype() != DType::f32) return t;
+  return t.as_view().convert(dtype).as_view().convert(DType::f32);
 }
 
 std::vector<double> concatenated(const std::vector<Tensor>& ts) {
@@ -772,9 +784,16 @@ std::vector<double> concatenated(const std::vector<Tensor>& ts) {
 
 }  // namespace
 
-SampleBaseline sample_baseline(const kernels::Handler& baseline, const Sample& s, std::mt19937& rng) {
+SampleBaseline sample_baseline(const kernels::Handler& baseline, const Sample& s, std::mt19937& rng, DType dtype) {
   SampleBaseline b;
-  for (const auto& in : s.inputs) b.inputs.push_back(make_input(in, DType::f32, rng));
+  b.dtype = dtype;
+  for (const auto& in : s.inputs) {
+    b.inputs.push_back(rounded_to(make_input(in, DType::f32, rng), dtype));
+    const auto v = b.inputs.back().to_doubles();
+    if (b.unrepresentable.empty() && std::any_of(v.begin(), v.end(), [](double x) { return !std::isfinite(x); }))
+      b.unrepresentable = fmt::format("input {} has values beyond {}'s range", b.inputs.size() - 1, dtype_name(dtype));
+  }
+  if (!b.unrepresentable.empty()) return b;
   if (ops::op_info(s.op).role == ops::OpRole::update) {
     b.state = concatenated(updated_state(baseline, b.inputs, s.attrs));
     return b;
@@ -784,8 +803,8 @@ SampleBaseline sample_baseline(const kernels::Handler& baseline, const Sample& s
   std::vector<double> gv(static_cast<std::size_t>(y.numel()));
   std::normal_distribution<double> nd;
   for (auto& x : gv) x = nd(rng);
-  const Tensor& g =
-      b.cotangent.emplace(Tensor::from_values<double>(y.shape(), std::span<const double>(gv)).convert(y.dtype()));
+  const Tensor& g = b.cotangent.emplace(
+      rounded_to(Tensor::from_values<double>(y.shape(), std::span<const double>(gv)).convert(y.dtype()), dtype));
   b.has_vjp = baseline.vjp != nullptr;
   if (b.has_vjp) b.vjp = kernels::run_vjp(baseline, views_of(b.inputs), y.as_view(), g.as_view(), s.attrs, ctx);
   return b;
@@ -799,7 +818,9 @@ std::vector<std::string> sweep_problems(const kernels::Handler& candidate, const
 std::vector<std::string> sweep_problems(const kernels::Handler& candidate, const Sample& s, const SampleBaseline& b,
                                         const ResultTamper* tamper) {
   std::vector<std::string> found;
+  if (!b.unrepresentable.empty()) return found;  // the caller does not count it
   const auto& info = ops::op_info(s.op);
+  const ops::Tolerance tolerance = info.tolerance(b.dtype), vjp_tolerance = info.vjp_tolerance(b.dtype);
   auto check = [&](const std::vector<double>& got, const std::vector<double>& want, ops::Tolerance tol,
                    const std::string& what) {
     if (got.size() != want.size()) {
@@ -812,11 +833,11 @@ std::vector<std::string> sweep_problems(const kernels::Handler& candidate, const
                                   r.worst, got[r.worst], want[r.worst], tol.abs, tol.rel, r.scale));
   };
   // The candidate's own copies of the inputs: a kernel that writes into its input harms no other candidate.
-  const std::vector<Tensor> candidate_ins = placed_for(candidate, b.inputs);
+  const std::vector<Tensor> candidate_ins = placed_for(candidate, b.inputs, b.dtype);
   if (info.role == ops::OpRole::update) {
     auto state = updated_state(candidate, candidate_ins, s.attrs);
     if (tamper != nullptr && tamper->state) tamper->state(state);
-    check(concatenated(state), b.state, info.tolerance(), "new state");
+    check(concatenated(state), b.state, tolerance, "new state");
     return found;
   }
   const kernels::KernelContext ctx{s.training, 41};
@@ -827,22 +848,21 @@ std::vector<std::string> sweep_problems(const kernels::Handler& candidate, const
   if (yc.shape() != yr.shape())
     found.push_back(fmt::format("forward: shape [{}] but the baseline gives [{}]", fmt::join(yc.shape(), ", "),
                                 fmt::join(yr.shape(), ", ")));
-  check(values_of(yc), want, info.tolerance(), "forward");
+  check(values_of(yc), want, tolerance, "forward");
   std::vector<Tensor> keep;
   std::vector<TensorView> strided;
   strided.reserve(candidate_ins.size());
   for (const auto& t : candidate_ins) strided.push_back(strided_copy(t, keep));
   Tensor ys = kernels::run_forward(candidate, strided, s.attrs, ctx);
   if (tamper != nullptr && tamper->forward) tamper->forward(ys);
-  check(values_of(ys), want, info.tolerance(), "forward, strided inputs");
+  check(values_of(ys), want, tolerance, "forward, strided inputs");
   if (candidate.vjp == nullptr) return found;  // forward-only handlers (LibTorch)
   if (!b.has_vjp) {
     found.emplace_back("vjp: the candidate has one, the baseline none to compare it with");
     return found;
   }
   const auto& gr = b.vjp;
-  const Tensor gd =
-      candidate.device == DeviceKind::cpu ? b.cotangent->duplicate() : b.cotangent->transfer_to(cuda_provider());
+  const Tensor gd = placed_for(candidate, *b.cotangent, yc.dtype());  // the candidate's output dtype
   auto gc = kernels::run_vjp(candidate, views_of(candidate_ins), yc.as_view(), gd.as_view(), s.attrs, ctx);
   if (tamper != nullptr && tamper->vjp) tamper->vjp(gc);
   for (std::size_t i = 0; i < gr.size(); ++i) {
@@ -851,7 +871,7 @@ std::vector<std::string> sweep_problems(const kernels::Handler& candidate, const
                                   i < gc.size() && gc[i] ? "has" : "has no", gr[i] ? "has one" : "has none"));
       continue;
     }
-    if (gr[i]) check(values_of(*gc[i]), gr[i]->to_doubles(), info.vjp_tolerance(), fmt::format("vjp input {}", i));
+    if (gr[i]) check(values_of(*gc[i]), gr[i]->to_doubles(), vjp_tolerance, fmt::format("vjp input {}", i));
   }
   // One gradient wanted at a time (KernelContext::wanted_grads: the tape asks so when the other inputs need
   // none, and a GEMM op then skips their products): the wanted one is the baseline's, and so is any other the
@@ -866,7 +886,7 @@ std::vector<std::string> sweep_problems(const kernels::Handler& candidate, const
     for (std::size_t j = 0; j < gr.size(); ++j) {
       const std::string what = fmt::format("vjp input {}, only input {} wanted", j, i);
       if (j < g1.size() && g1[j] && gr[j]) {
-        check(values_of(*g1[j]), gr[j]->to_doubles(), info.vjp_tolerance(), what);
+        check(values_of(*g1[j]), gr[j]->to_doubles(), vjp_tolerance, what);
       } else if (j == i) {
         found.push_back(what + ": no gradient");
       }

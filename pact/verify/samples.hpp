@@ -84,8 +84,12 @@ std::vector<Sample> provider_samples();
 Tensor make_input(const SampleInput& in, DType dtype, std::mt19937& rng);
 
 /// What the baseline handler made of sample `s`, its inputs drawn in float32 from `rng`, then the cotangent:
-/// what every candidate is compared with. Nothing in it depends on a candidate, so one serves several.
+/// what every candidate is compared with. Nothing in it depends on a candidate, so one serves several. For
+/// a 16-bit `dtype` (a candidate that computes only bf16 or f16) the float32 inputs and the cotangent are
+/// rounded to it first, so the baseline sees exactly the values the candidate is given in that dtype.
 struct SampleBaseline {
+  DType dtype = DType::f32;     ///< the dtype the candidate computes in
+  std::string unrepresentable;  ///< why the sample's values do not fit `dtype` (f16's range): not compared
   std::vector<Tensor> inputs;
   std::optional<Tensor> forward;           ///< the baseline's result (an update op: none)
   std::optional<Tensor> cotangent;         ///< random, the forward result's shape and dtype
@@ -93,12 +97,14 @@ struct SampleBaseline {
   std::vector<std::optional<Tensor>> vjp;  ///< its gradients for `cotangent`
   std::vector<double> state;               ///< an update op: its new state, concatenated
 };
-SampleBaseline sample_baseline(const kernels::Handler& baseline, const Sample& s, std::mt19937& rng);
+SampleBaseline sample_baseline(const kernels::Handler& baseline, const Sample& s, std::mt19937& rng,
+                               DType dtype = DType::f32);
 
 /// Every disagreement of `candidate` with the baseline `b` of sample `s`: the forward result, the forward
 /// result on strided (transposed-back) copies of the inputs, every VJP input for the cotangent (when the
-/// candidate has a VJP), each one wanted alone, an update op's new state; within the op table's tolerances.
-/// `tamper` alters the candidate's results (a generic mutant). Empty when they agree.
+/// candidate has a VJP), each one wanted alone, an update op's new state; within the op table's tolerances
+/// for `b.dtype`, the candidate given its float32 inputs and the cotangent in that dtype. `tamper` alters
+/// the candidate's results (a generic mutant). Empty when they agree.
 std::vector<std::string> sweep_problems(const kernels::Handler& candidate, const Sample& s, const SampleBaseline& b,
                                         const ResultTamper* tamper = nullptr);
 /// The same against `baseline` (the same op's handler) run now, the inputs drawn from `rng`.

@@ -97,9 +97,9 @@ bindings:
 )";
   const auto report = falsify({c}, parse_bindings(rows, "b.yaml"), "", 0, 20, true, kOracle);
   EXPECT_EQ(report.failed(), 0u);
-  EXPECT_EQ(report.evaluated(), 9u);       // three checks on reference, four on native, two on half
-  EXPECT_EQ(report.not_applicable(), 3u);  // half.silu: not differenced in 16 bits, no f32 samples; the
-                                           // reference is the samples' baseline
+  EXPECT_EQ(report.evaluated(), 10u);      // three checks on reference, four on native, three on half
+  EXPECT_EQ(report.not_applicable(), 2u);  // half.silu is not differenced in 16 bits; the reference is the
+                                           // samples' baseline
   ASSERT_EQ(report.mutants.size(), 4u);
   EXPECT_EQ(report.caught(), 4u);
   EXPECT_TRUE(report.ok());
@@ -138,6 +138,17 @@ bindings:
   EXPECT_TRUE(mentions(refuted.obligations[3].outcome.first_failure, "silu: forward: element"))
       << refuted.obligations[3].outcome.first_failure;
   EXPECT_FALSE(refuted.ok());
+  // A 16-bit capsule meets the samples in its own dtypes: half's sigmoid bound as silu is refuted there too.
+  const auto wrong_half = parse_bindings(R"(policy: AllImplemented
+bindings:
+  - {contract: silu-test-v1, equation: silu, capsule: half.sigmoid, symbol: "pact::kernels::cpu::half::sigmoid_forward", status: implemented}
+)",
+                                         "b.yaml");
+  const auto refuted_half = falsify({c}, wrong_half, "", 0, 20, false, kOracle);
+  ASSERT_EQ(refuted_half.obligations.size(), 4u);
+  EXPECT_GT(refuted_half.obligations[3].outcome.failed, 0);
+  EXPECT_TRUE(mentions(refuted_half.obligations[3].outcome.first_failure, "silu in bf16: forward: element"))
+      << refuted_half.obligations[3].outcome.first_failure;
 
   // The mutation gate stops each evaluation at its first failing case: the same first failure, counted
   // once, after fewer cases.
