@@ -38,6 +38,7 @@
 #include <string>
 #include <vector>
 
+#include "pact/contract/capsule.hpp"
 #include "pact/core/cpu.hpp"
 #include "pact/core/file.hpp"
 #include "pact/core/json.hpp"
@@ -117,16 +118,19 @@ int run(const Options& o) {
 
   const Json doc = pact::parse_json(pact::read_file(o.mutants, "mutation gate"), o.mutants);
   // Only the capsules of the providers whose translation unit the schemata rewrote carry the mutants
-  // (pact/kernels/cpu/reference.cpp: reference.*, native.cpp: native.*).
-  std::vector<std::string> providers;
+  // (pact/kernels/cpu/reference.cpp: the reference provider's, native.cpp: the native provider's, the
+  // attention module's included), by the provider the capsule registry names, not by the capsule's name.
+  std::set<std::string> providers;
   for (const Json& tu : doc.at("translation_units")) {
     const auto path = tu.get<std::string>();
-    const auto stem = path.substr(path.rfind('/') + 1, path.rfind('.') - path.rfind('/') - 1);
-    providers.push_back(stem + ".");
+    providers.insert(path.substr(path.rfind('/') + 1, path.rfind('.') - path.rfind('/') - 1));
   }
+  std::map<std::string, std::string> provider_of;  // capsule -> provider
+  for (const auto* module : pact::contract::maintained_modules())
+    for (const auto& c : module->capsules) provider_of[c.name] = c.provider;
   std::erase_if(bindings.bindings, [&](const auto& b) {
-    return std::none_of(providers.begin(), providers.end(),
-                        [&](const std::string& p) { return b.capsule.rfind(p, 0) == 0; });
+    const auto it = provider_of.find(b.capsule);
+    return it == provider_of.end() || !providers.count(it->second);
   });
   std::map<int, Mutant> mutants;
   int max_id = 0, dropped = 0;
