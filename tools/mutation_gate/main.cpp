@@ -245,7 +245,6 @@ int run(const Options& o) {
     }
     pact::mutation::reached = nullptr;
     omp_set_num_threads(threads);
-    ::malloc_trim(0);  // what the lower levels' results held goes back: a child's heap starts unfragmented
     if (o.verbose)
       std::printf("the reference's sample results: %.1f s at %zu levels, %zd sites reached\n",
                   std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), levels.size(),
