@@ -77,4 +77,13 @@ std::vector<const CapsuleModule*> maintained_modules() {
   return all;
 }
 
+const Capsule* find_maintained_capsule(std::string_view name) {
+  for (const auto* m : maintained_modules()) {
+    for (const auto& c : m->capsules) {
+      if (c.name == name) return &c;
+    }
+  }
+  return nullptr;
+}
+
 }  // namespace pact::contract

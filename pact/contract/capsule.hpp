@@ -83,5 +83,7 @@ const CapsuleModule& cuda_module();
 const CapsuleModule& libtorch_module();
 /// Every maintained module, in the order above.
 std::vector<const CapsuleModule*> maintained_modules();
+/// The maintained capsule named `name` ("native.softmax"), or nullptr.
+const Capsule* find_maintained_capsule(std::string_view name);
 
 }  // namespace pact::contract

@@ -597,15 +597,6 @@ std::uint64_t mix(std::uint64_t seed, std::string_view s) {
   return h;
 }
 
-const contract::Capsule* find_capsule(const std::string& name) {
-  for (const auto* m : contract::maintained_modules()) {
-    for (const auto& c : m->capsules) {
-      if (c.name == name) return &c;
-    }
-  }
-  return nullptr;
-}
-
 const Equation* equation_of(const Contract& c, const std::string& name) {
   for (const auto& e : c.equations) {
     if (e.name == name) return &e;
@@ -687,7 +678,7 @@ KernelFn mutant(const std::string& name) {
 }
 
 KernelFn capsule_kernel(const std::string& name) {
-  const contract::Capsule* c = find_capsule(name);
+  const contract::Capsule* c = contract::find_maintained_capsule(name);
   if (c == nullptr)
     throw_error(ErrorCode::unsupported, "falsify", fmt::format("no capsule named '{}' in the registry", name));
   const kernels::Handler* h = &contract::handler_for(*c);
@@ -725,7 +716,7 @@ PropertyOutcome evaluate(const ProofObligation& o, const std::string& op, const 
 PropertyOutcome evaluate_capsule(const ProofObligation& o, const std::string& op, const std::string& capsule,
                                  std::uint64_t seed, int trials, const std::string& oracle_dir,
                                  const std::string& mutant_name) {
-  const contract::Capsule* cap = find_capsule(capsule);
+  const contract::Capsule* cap = contract::find_maintained_capsule(capsule);
   if (cap == nullptr)
     throw_error(ErrorCode::unsupported, "falsify", fmt::format("no capsule named '{}' in the registry", capsule));
   const ops::OpTag tag = ops::parse_op_kind(op);
@@ -863,7 +854,7 @@ AuditReport audit(const std::vector<Contract>& contracts, const BindingFile& bin
       r.problems.push_back(fmt::format("{}: contract {} has no equation '{}'", where, b.contract, b.equation));
       continue;
     }
-    const contract::Capsule* cap = find_capsule(b.capsule);
+    const contract::Capsule* cap = contract::find_maintained_capsule(b.capsule);
     if (cap == nullptr) {
       r.problems.push_back(fmt::format("{}: capsule '{}' is not in the registry", where, b.capsule));
       continue;

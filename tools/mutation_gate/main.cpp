@@ -125,12 +125,9 @@ int run(const Options& o) {
     const auto path = tu.get<std::string>();
     providers.insert(path.substr(path.rfind('/') + 1, path.rfind('.') - path.rfind('/') - 1));
   }
-  std::map<std::string, std::string> provider_of;  // capsule -> provider
-  for (const auto* module : pact::contract::maintained_modules())
-    for (const auto& c : module->capsules) provider_of[c.name] = c.provider;
   std::erase_if(bindings.bindings, [&](const auto& b) {
-    const auto it = provider_of.find(b.capsule);
-    return it == provider_of.end() || !providers.count(it->second);
+    const pact::contract::Capsule* capsule = pact::contract::find_maintained_capsule(b.capsule);
+    return capsule == nullptr || !providers.count(capsule->provider);
   });
   std::map<int, Mutant> mutants;
   int max_id = 0, dropped = 0;
