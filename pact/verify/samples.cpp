@@ -751,12 +751,16 @@ std::vector<double> values_of(const Tensor& t) {
   return t.transfer_to(cpu_provider()).to_doubles();
 }
 
+// Whether a float32 tensor is given to a candidate computing in `dtype` as 16-bit values.
+bool narrowed_to(const Tensor& t, DType dtype) {
+  return t.dtype() == DType::f32 && (dtype == DType::bf16 || dtype == DType::f16);
+}
+
 // The candidate's own copy of a baseline's tensor: in `dtype` when it is float32 (a 16-bit candidate's
 // values, which the baseline holds rounded already), on the handler's device (the CUDA provider's kernels
 // read device tensors only).
 Tensor placed_for(const kernels::Handler& h, const Tensor& t, DType dtype) {
-  const bool narrowed = t.dtype() == DType::f32 && (dtype == DType::bf16 || dtype == DType::f16);
-  Tensor own = narrowed ? t.as_view().convert(dtype) : t.duplicate();
+  Tensor own = narrowed_to(t, dtype) ? t.as_view().convert(dtype) : t.duplicate();
   return h.device == DeviceKind::cuda ? own.transfer_to(cuda_provider()) : std::move(own);
 }
 
@@ -769,8 +773,7 @@ std::vector<Tensor> placed_for(const kernels::Handler& h, const std::vector<Tens
 
 // `t` (float32) rounded to the 16-bit `dtype` and back; float32 itself unchanged.
 Tensor rounded_to(Tensor t, DType dtype) {
-  if ((dtype != DType::bf16 && dtype != DType::f16) || t.dtype() != DType::f32) return t;
-  return t.as_view().convert(dtype).as_view().convert(DType::f32);
+  return narrowed_to(t, dtype) ? t.as_view().convert(dtype).as_view().convert(DType::f32) : std::move(t);
 }
 
 std::vector<double> concatenated(const std::vector<Tensor>& ts) {
@@ -788,9 +791,12 @@ SampleBaseline sample_baseline(const kernels::Handler& baseline, const Sample& s
   SampleBaseline b;
   b.dtype = dtype;
   for (const auto& in : s.inputs) {
-    b.inputs.push_back(rounded_to(make_input(in, DType::f32, rng), dtype));
+    Tensor t = make_input(in, DType::f32, rng);
+    const bool narrowed = narrowed_to(t, dtype);
+    b.inputs.push_back(rounded_to(std::move(t), dtype));
+    if (!narrowed || !b.unrepresentable.empty()) continue;  // only rounding can leave the finite values
     const auto v = b.inputs.back().to_doubles();
-    if (b.unrepresentable.empty() && std::any_of(v.begin(), v.end(), [](double x) { return !std::isfinite(x); }))
+    if (std::any_of(v.begin(), v.end(), [](double x) { return !std::isfinite(x); }))
       b.unrepresentable = fmt::format("input {} has values beyond {}'s range", b.inputs.size() - 1, dtype_name(dtype));
   }
   if (!b.unrepresentable.empty()) return b;

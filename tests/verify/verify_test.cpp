@@ -125,11 +125,13 @@ bindings:
   }
 
   // Bound to the wrong kernel (sigmoid's, which the audit also names), the generic checks refute it.
-  const auto wrong = parse_bindings(R"(policy: AllImplemented
-bindings:
-  - {contract: silu-test-v1, equation: silu, capsule: native.sigmoid, symbol: "pact::kernels::cpu::native::sigmoid_forward", status: implemented}
-)",
-                                    "b.yaml");
+  auto silu_bound_to = [](const std::string& provider) {
+    return parse_bindings(
+        "policy: AllImplemented\nbindings:\n  - {contract: silu-test-v1, equation: silu, capsule: " + provider +
+            ".sigmoid, symbol: \"pact::kernels::cpu::" + provider + "::sigmoid_forward\", status: implemented}\n",
+        "b.yaml");
+  };
+  const auto wrong = silu_bound_to("native");
   const auto refuted = falsify({c}, wrong, "", 0, 20, false, kOracle);
   ASSERT_EQ(refuted.obligations.size(), 4u);
   EXPECT_GT(refuted.obligations[0].outcome.failed, 0);                             // values
@@ -139,12 +141,7 @@ bindings:
       << refuted.obligations[3].outcome.first_failure;
   EXPECT_FALSE(refuted.ok());
   // A 16-bit capsule meets the samples in its own dtypes: half's sigmoid bound as silu is refuted there too.
-  const auto wrong_half = parse_bindings(R"(policy: AllImplemented
-bindings:
-  - {contract: silu-test-v1, equation: silu, capsule: half.sigmoid, symbol: "pact::kernels::cpu::half::sigmoid_forward", status: implemented}
-)",
-                                         "b.yaml");
-  const auto refuted_half = falsify({c}, wrong_half, "", 0, 20, false, kOracle);
+  const auto refuted_half = falsify({c}, silu_bound_to("half"), "", 0, 20, false, kOracle);
   ASSERT_EQ(refuted_half.obligations.size(), 4u);
   EXPECT_GT(refuted_half.obligations[3].outcome.failed, 0);
   EXPECT_TRUE(mentions(refuted_half.obligations[3].outcome.first_failure, "silu in bf16: forward: element"))
