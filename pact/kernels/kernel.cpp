@@ -276,10 +276,11 @@ std::vector<std::optional<Tensor>> run_vjp(const Handler& handler, std::span<con
         fmt::format("{} VJP returned {} gradients for {} inputs", handler.provider, grads.size(), inputs.size()));
   }
   for (std::size_t i = 0; i < grads.size(); ++i) {
-    if (grads[i] && !(grads[i]->shape() == inputs[i].shape())) {
+    if (grads[i] && (!(grads[i]->shape() == inputs[i].shape()) || grads[i]->dtype() != inputs[i].dtype())) {
       throw_error(ErrorCode::invalid_argument, op,
-                  fmt::format("gradient {} has shape {}; input has {}", i, grads[i]->shape().to_string(),
-                              inputs[i].shape().to_string()));
+                  fmt::format("{} VJP's gradient {} is {}{}; the input is {}{}", handler.provider, i,
+                              dtype_name(grads[i]->dtype()), grads[i]->shape().to_string(),
+                              dtype_name(inputs[i].dtype()), inputs[i].shape().to_string()));
     }
   }
   return grads;

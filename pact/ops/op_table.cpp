@@ -500,6 +500,13 @@ Agreement compare(std::span<const double> candidate, std::span<const double> ref
 // the gradient, which then sums over rows. The tolerances are the f32 ones widened to a multiple of u per
 // class: forward 1 (exact: one rounding), 2 (transcendental), 4 (reduction, contraction: the sum of
 // exactly rounded terms, rounded once); VJP 8 and 16.
+//
+// The tolerances allow a unit roundoff, which a conversion that rounds a tie the wrong way meets. Where
+// each result is one IEEE basic operation (OpInfo::correctly_rounded), the rounding is pinned down exactly:
+// computed in f32 (p = 24) from 16-bit operands (bf16 p = 8, f16 p = 11) and rounded to nearest even,
+// the result is the 16-bit correct rounding of the exact result, since double rounding is innocuous for
+// +, -, *, / and sqrt when the wider precision is at least 2p + 2 (Figueroa, "When is double rounding
+// innocuous?", 1995). The op sweep and the oracle hold those ops to it bit for bit.
 namespace {
 double unit_roundoff(DType dtype) noexcept {
   return dtype == DType::bf16 ? 0x1p-8 : dtype == DType::f16 ? 0x1p-11 : 0.0;
@@ -531,6 +538,21 @@ Tolerance OpInfo::tolerance(DType dtype) const noexcept {
   }
   const double u = unit_roundoff(dtype);
   return u > 0 ? widened(t, u, multiple) : t;
+}
+
+bool OpInfo::correctly_rounded() const noexcept {
+  switch (tag) {
+    case OpTag::add:
+    case OpTag::sub:
+    case OpTag::mul:
+    case OpTag::div:
+    case OpTag::sqrt:
+    case OpTag::neg:
+    case OpTag::relu:
+      return true;
+    default:
+      return false;
+  }
 }
 
 Tolerance OpInfo::vjp_tolerance(DType dtype) const noexcept {

@@ -204,6 +204,10 @@ struct OpInfo {
   Tolerance tolerance(DType dtype = DType::f32) const noexcept;
   /// VJP comparison tolerance for results of `dtype`.
   Tolerance vjp_tolerance(DType dtype = DType::f32) const noexcept;
+  /// True when each forward result element is one IEEE basic operation on its operands' elements (add, sub,
+  /// mul, div, sqrt) or one of them moved or negated (neg, relu): on bf16 or f16 operands such an op's result
+  /// is the correctly rounded value of the exact result, bit for bit (Note [16-bit tolerances]).
+  bool correctly_rounded() const noexcept;
 };
 
 /// Every op, in tag order.

@@ -611,19 +611,29 @@ void set_stop_at_first_failure(bool stop) noexcept { stop_at_first_failure = sto
 void keep_sample_baselines(std::uint64_t seed) {
   keeping_baselines = true;
   const std::vector<Sample> all = provider_samples();
-  std::set<ops::OpTag> ops_sampled;
-  for (const Sample& s : all) ops_sampled.insert(s.op);
-  for (ops::OpTag op : ops_sampled) {
+  // The dtypes each sampled op's host capsules draw their samples in (sample_dtypes: float32, or bf16 and f16
+  // for the half provider's).
+  std::map<ops::OpTag, std::set<DType>> wanted;
+  for (const Sample& s : all) wanted[s.op].insert(DType::f32);
+  for (const contract::CapsuleModule* m : contract::maintained_modules()) {
+    for (const contract::Capsule& cap : m->capsules) {
+      if (cap.provider == "reference" || cap.device != DeviceKind::cpu || !wanted.contains(cap.op)) continue;
+      for (DType d : sample_dtypes(cap)) wanted[cap.op].insert(d);
+    }
+  }
+  for (const auto& [op, dtypes] : wanted) {
     const kernels::Handler* reference = kernels::find_handler(kernels::reference_handlers(), op);
     if (reference == nullptr) continue;  // sweep_outcome says so when a capsule of the op is evaluated
-    std::mt19937 rng(static_cast<std::mt19937::result_type>(seed + 99));  // as sweep_outcome draws them
-    for (std::size_t k = 0; k < all.size(); ++k) {
-      if (all[k].op != op) continue;
-      try {
-        SampleBaseline scratch;
-        (void)baseline_at(*reference, all, k, seed, DType::f32, rng, scratch);
-      } catch (const Error&) {
-        break;  // the evaluation meets the same failure and reports it; later samples are computed then
+    for (DType d : dtypes) {
+      std::mt19937 rng(static_cast<std::mt19937::result_type>(seed + 99));  // as sweep_outcome draws them
+      for (std::size_t k = 0; k < all.size(); ++k) {
+        if (all[k].op != op) continue;
+        try {
+          SampleBaseline scratch;
+          (void)baseline_at(*reference, all, k, seed, d, rng, scratch);
+        } catch (const Error&) {
+          break;  // the evaluation meets the same failure and reports it; later samples are computed then
+        }
       }
     }
   }

@@ -234,6 +234,11 @@ std::vector<std::string> oracle_problems(const kernels::Handler& h, const Oracle
     }
   } else {
     check("forward", y.to_doubles(), *c.out, fwd);
+    // A 16-bit case of a correctly rounded op (Note [16-bit tolerances]): PyTorch's float64 result on the
+    // case's 16-bit values, rounded to the dtype, bit for bit (bar an f32 subnormal flushed to zero).
+    if (c.half && (d == DType::bf16 || d == DType::f16) && info.correctly_rounded())
+      check("forward, correctly rounded", y.to_doubles(), as_dtype(*c.out, d),
+            {std::numeric_limits<float>::min(), 0.0});
   }
   if (!c.cot || h.vjp == nullptr) {
     if (c.cot) found.push_back("no VJP, but PyTorch differentiates the op");

@@ -7,6 +7,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <limits>
 
 #include "pact/verify/oracle.hpp"
 
@@ -855,6 +856,14 @@ std::vector<std::string> sweep_problems(const kernels::Handler& candidate, const
     found.push_back(fmt::format("forward: shape [{}] but the baseline gives [{}]", fmt::join(yc.shape(), ", "),
                                 fmt::join(yr.shape(), ", ")));
   check(values_of(yc), want, tolerance, "forward");
+  // Note [16-bit tolerances]: an op whose every result is one IEEE basic operation gives, on 16-bit operands,
+  // the correct rounding of the exact result; the reference's f32 result rounded to the dtype is that, bit
+  // for bit, bar an f32 subnormal, which a conversion instruction may flush to zero (avx512_bf16's does).
+  std::vector<double> rounded_once;
+  if (b.dtype != DType::f32 && info.correctly_rounded() && yr.dtype() == DType::f32)
+    rounded_once = yr.as_view().convert(b.dtype).to_doubles();
+  const ops::Tolerance subnormal{std::numeric_limits<float>::min(), 0.0};
+  if (!rounded_once.empty()) check(values_of(yc), rounded_once, subnormal, "forward, correctly rounded");
   std::vector<Tensor> keep;
   std::vector<TensorView> strided;
   strided.reserve(candidate_ins.size());
@@ -862,41 +871,63 @@ std::vector<std::string> sweep_problems(const kernels::Handler& candidate, const
   Tensor ys = kernels::run_forward(candidate, strided, s.attrs, ctx);
   if (tamper != nullptr && tamper->forward) tamper->forward(ys);
   check(values_of(ys), want, tolerance, "forward, strided inputs");
+  if (!rounded_once.empty())
+    check(values_of(ys), rounded_once, subnormal, "forward, strided inputs, correctly rounded");
   if (candidate.vjp == nullptr) return found;  // forward-only handlers (LibTorch)
   if (!b.has_vjp) {
     found.emplace_back("vjp: the candidate has one, the baseline none to compare it with");
     return found;
   }
-  const auto& gr = b.vjp;
-  const Tensor gd = placed_for(candidate, *b.cotangent, yc.dtype());  // the candidate's output dtype
-  auto gc = kernels::run_vjp(candidate, views_of(candidate_ins), yc.as_view(), gd.as_view(), s.attrs, ctx);
-  if (tamper != nullptr && tamper->vjp) tamper->vjp(gc);
-  for (std::size_t i = 0; i < gr.size(); ++i) {
-    if (i >= gc.size() || gr[i].has_value() != gc[i].has_value()) {
-      found.push_back(fmt::format("vjp input {}: {} a gradient where the baseline {}", i,
-                                  i < gc.size() && gc[i] ? "has" : "has no", gr[i] ? "has one" : "has none"));
-      continue;
-    }
-    if (gr[i]) check(values_of(*gc[i]), gr[i]->to_doubles(), vjp_tolerance, fmt::format("vjp input {}", i));
-  }
-  // One gradient wanted at a time (KernelContext::wanted_grads: the tape asks so when the other inputs need
-  // none, and a GEMM op then skips their products): the wanted one is the baseline's, and so is any other the
-  // VJP still returns.
-  if (std::count_if(gr.begin(), gr.end(), [](const auto& x) { return x.has_value(); }) < 2) return found;
-  for (std::size_t i = 0; i < gr.size() && i < 64; ++i) {
-    if (!gr[i]) continue;
-    kernels::KernelContext one = ctx;
-    one.wanted_grads = std::uint64_t{1} << i;
-    auto g1 = kernels::run_vjp(candidate, views_of(candidate_ins), yc.as_view(), gd.as_view(), s.attrs, one);
-    if (tamper != nullptr && tamper->vjp) tamper->vjp(g1);
-    for (std::size_t j = 0; j < gr.size(); ++j) {
-      const std::string what = fmt::format("vjp input {}, only input {} wanted", j, i);
-      if (j < g1.size() && g1[j] && gr[j]) {
-        check(values_of(*g1[j]), gr[j]->to_doubles(), vjp_tolerance, what);
-      } else if (j == i) {
-        found.push_back(what + ": no gradient");
+  // A VJP that fails (one that reads an operand the tape would not keep) is a problem of its own, after
+  // whatever the forward checks found.
+  try {
+    [&] {
+      const auto& gr = b.vjp;
+      const Tensor gd = placed_for(candidate, *b.cotangent, yc.dtype());  // the candidate's output dtype
+      // The VJP is called as the tape calls it: an operand the op does not save (the op table's saves column) is
+      // a geometry-only placeholder, which a VJP that reads it fails on.
+      std::vector<Tensor> placeholders;
+      placeholders.reserve(candidate_ins.size() + 1);
+      auto kept = [&](const Tensor& t, bool saved) {
+        if (saved) return t.as_view();
+        return placeholders.emplace_back(Tensor::empty(t.shape(), t.dtype(), meta_provider())).as_view();
+      };
+      std::vector<TensorView> vjp_ins;
+      for (std::size_t k = 0; k < candidate_ins.size(); ++k)
+        vjp_ins.push_back(kept(candidate_ins[k], info.saves_input(k)));
+      const TensorView vjp_y = kept(yc, info.saves_output());
+      auto gc = kernels::run_vjp(candidate, vjp_ins, vjp_y, gd.as_view(), s.attrs, ctx);
+      if (tamper != nullptr && tamper->vjp) tamper->vjp(gc);
+      for (std::size_t i = 0; i < gr.size(); ++i) {
+        if (i >= gc.size() || gr[i].has_value() != gc[i].has_value()) {
+          found.push_back(fmt::format("vjp input {}: {} a gradient where the baseline {}", i,
+                                      i < gc.size() && gc[i] ? "has" : "has no", gr[i] ? "has one" : "has none"));
+          continue;
+        }
+        if (gr[i]) check(values_of(*gc[i]), gr[i]->to_doubles(), vjp_tolerance, fmt::format("vjp input {}", i));
       }
-    }
+      // One gradient wanted at a time (KernelContext::wanted_grads: the tape asks so when the other inputs need
+      // none, and a GEMM op then skips their products): the wanted one is the baseline's, and so is any other the
+      // VJP still returns.
+      if (std::count_if(gr.begin(), gr.end(), [](const auto& x) { return x.has_value(); }) < 2) return;
+      for (std::size_t i = 0; i < gr.size() && i < 64; ++i) {
+        if (!gr[i]) continue;
+        kernels::KernelContext one = ctx;
+        one.wanted_grads = std::uint64_t{1} << i;
+        auto g1 = kernels::run_vjp(candidate, vjp_ins, vjp_y, gd.as_view(), s.attrs, one);
+        if (tamper != nullptr && tamper->vjp) tamper->vjp(g1);
+        for (std::size_t j = 0; j < gr.size(); ++j) {
+          const std::string what = fmt::format("vjp input {}, only input {} wanted", j, i);
+          if (j < g1.size() && g1[j] && gr[j]) {
+            check(values_of(*g1[j]), gr[j]->to_doubles(), vjp_tolerance, what);
+          } else if (j == i) {
+            found.push_back(what + ": no gradient");
+          }
+        }
+      }
+    }();
+  } catch (const Error& e) {
+    found.push_back(fmt::format("vjp: the kernel failed: {}", e.what()));
   }
   return found;
 }

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -113,6 +114,93 @@ TEST_P(EveryLevel, NativeLinearOnFewRowsAgainstAWideWeight) {
 }
 
 TEST(Providers, BlasMatchesReference) { compare_provider(kernels::blas_handlers(), "blas"); }
+
+// On 16-bit operands an add is correctly rounded (Note [16-bit tolerances]): the sweep holds the half
+// provider's add to the reference's sum rounded to bf16, bit for bit. A result one unit in the last
+// place off at its smallest element (a tie rounded the wrong way) is well inside the op's 16-bit tolerance,
+// and that comparison alone would pass it.
+TEST(Providers, HalfArithmeticIsCorrectlyRounded) {
+  const kernels::Handler& half = *kernels::find_handler(kernels::half_handlers(), ops::OpTag::add);
+  const kernels::Handler& ref = *kernels::find_handler(kernels::reference_handlers(), ops::OpTag::add);
+  verify::ResultTamper one_ulp;
+  one_ulp.forward = [](Tensor& y) {
+    std::vector<double> v = y.to_doubles();
+    std::size_t at = v.size();
+    for (std::size_t i = 0; i < v.size(); ++i)
+      if (v[i] != 0 && (at == v.size() || std::abs(v[i]) < std::abs(v[at]))) at = i;
+    if (at == v.size()) return;
+    v[at] = from_bf16(BFloat16{static_cast<std::uint16_t>(to_bf16(static_cast<float>(v[at])).bits + 1)});
+    y = Tensor::from_values<double>(y.shape(), std::span<const double>(v)).convert(DType::bf16);
+  };
+  int samples = 0;
+  for (const auto& s : verify::provider_samples()) {
+    if (s.op != ops::OpTag::add) continue;
+    SCOPED_TRACE(describe(s));
+    std::mt19937 rng(7);
+    const verify::SampleBaseline b = verify::sample_baseline(ref, s, rng, DType::bf16);
+    if (b.forward->numel() == 0) continue;
+    ++samples;
+    EXPECT_EQ(verify::sweep_problems(half, s, b, nullptr), std::vector<std::string>{});
+    const auto found = verify::sweep_problems(half, s, b, &one_ulp);
+    ASSERT_EQ(found.size(), 2u) << ::testing::PrintToString(found);
+    EXPECT_TRUE(found[0].starts_with("forward, correctly rounded: element")) << found[0];
+    EXPECT_TRUE(found[1].starts_with("forward, strided inputs, correctly rounded: element")) << found[1];
+  }
+  EXPECT_GE(samples, 2);
+}
+
+// Three wrong half adds, each inside the 16-bit tolerance on values, which the sweep still refutes: a result
+// left in f32, gradients left in f32, and a VJP that reads an input add does not save (the tape hands it a
+// geometry-only placeholder, and so does the sweep).
+const kernels::Handler& half_add() { return *kernels::find_handler(kernels::half_handlers(), ops::OpTag::add); }
+Tensor add_left_in_f32(std::span<const TensorView> in, const ops::Attributes& a, const KernelContext& c) {
+  return half_add().forward(in, a, c).as_view().convert(DType::f32);
+}
+std::vector<std::optional<Tensor>> grads_left_in_f32(std::span<const TensorView> in, const TensorView& y,
+                                                     const TensorView& g, const ops::Attributes& a,
+                                                     const KernelContext& c) {
+  auto grads = half_add().vjp(in, y, g, a, c);
+  for (auto& x : grads) {
+    if (!x) continue;
+    Tensor wide = x->as_view().convert(DType::f32);  // the view ends before its owner is replaced
+    x = std::move(wide);
+  }
+  return grads;
+}
+std::vector<std::optional<Tensor>> reads_an_unsaved_input(std::span<const TensorView> in, const TensorView& y,
+                                                          const TensorView& g, const ops::Attributes& a,
+                                                          const KernelContext& c) {
+  (void)in[0].to_doubles();
+  return half_add().vjp(in, y, g, a, c);
+}
+
+TEST(Providers, TheSweepHoldsResultDtypesAndTheSavesColumn) {
+  const kernels::Handler& ref = *kernels::find_handler(kernels::reference_handlers(), ops::OpTag::add);
+  const std::vector<verify::Sample> all = verify::provider_samples();
+  const auto sample = std::find_if(all.begin(), all.end(), [](const auto& s) { return s.op == ops::OpTag::add; });
+  ASSERT_NE(sample, all.end());
+  std::mt19937 rng(7);
+  const verify::SampleBaseline b = verify::sample_baseline(ref, *sample, rng, DType::bf16);
+  ASSERT_EQ(verify::sweep_problems(half_add(), *sample, b, nullptr), std::vector<std::string>{});
+  auto first_problem = [&](auto&& edit) {
+    kernels::Handler wrong = half_add();
+    edit(wrong);
+    const auto found = verify::sweep_problems(wrong, *sample, b, nullptr);
+    return found.empty() ? std::string("none") : found.front();
+  };
+  // run_forward refuses a result of another dtype than the shape rule's, run_vjp a gradient of another than
+  // its input's: typed errors (evaluate_capsule reports a forward's as the kernel failing).
+  kernels::Handler f32_result = half_add();
+  f32_result.forward = &add_left_in_f32;
+  EXPECT_THROW((void)verify::sweep_problems(f32_result, *sample, b, nullptr), Error);
+  const std::string f32_grads = first_problem([](kernels::Handler& h) { h.vjp = &grads_left_in_f32; });
+  EXPECT_TRUE(f32_grads.starts_with("vjp: the kernel failed:") &&
+              f32_grads.find("gradient 0 is f32[") != std::string::npos)
+      << f32_grads;
+  const std::string unsaved = first_problem([](kernels::Handler& h) { h.vjp = &reads_an_unsaved_input; });
+  EXPECT_TRUE(unsaved.starts_with("vjp: the kernel failed:") && unsaved.find("geometry only") != std::string::npos)
+      << unsaved;
+}
 TEST(Providers, LibTorchMatchesNative) {
   if (!kernels::libtorch_built()) {
     EXPECT_TRUE(kernels::libtorch_handlers().empty());

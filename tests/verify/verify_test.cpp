@@ -185,19 +185,23 @@ qa_gate: {id: K-GATE, checks: [K-W], pass_criteria: all, must_catch: [last_value
 bindings:
   - {contract: silu-kept-v1, equation: silu, capsule: native.silu, symbol: "pact::kernels::cpu::native::silu_forward", status: implemented}
   - {contract: silu-kept-v1, equation: silu, capsule: native.sigmoid, symbol: "pact::kernels::cpu::native::sigmoid_forward", status: implemented}
+  - {contract: silu-kept-v1, equation: silu, capsule: half.silu, symbol: "pact::kernels::cpu::half::silu_forward", status: implemented}
+  - {contract: silu-kept-v1, equation: silu, capsule: half.sigmoid, symbol: "pact::kernels::cpu::half::sigmoid_forward", status: implemented}
 )",
                                        "b.yaml");
   const auto fresh = falsify({c}, bindings, "", 3, 1, false, kOracle);
-  keep_sample_baselines(3);
+  keep_sample_baselines(3);  // float32, and bf16 and f16 for the half provider's capsules
   const auto kept = falsify({c}, bindings, "", 3, 1, false, kOracle);
   const auto again = falsify({c}, bindings, "", 3, 1, false, kOracle);  // every baseline now from the memo
   drop_sample_baselines();
-  ASSERT_EQ(fresh.obligations.size(), 2u);
+  ASSERT_EQ(fresh.obligations.size(), 4u);
   EXPECT_EQ(fresh.obligations[0].outcome.failed, 0);  // native.silu holds
   EXPECT_GT(fresh.obligations[1].outcome.failed, 0);  // sigmoid is not silu
+  EXPECT_EQ(fresh.obligations[2].outcome.failed, 0);  // nor in bf16 and f16
+  EXPECT_GT(fresh.obligations[3].outcome.failed, 0);
   for (const auto* r : {&kept, &again}) {
-    ASSERT_EQ(r->obligations.size(), 2u);
-    for (std::size_t i = 0; i < 2; ++i) {
+    ASSERT_EQ(r->obligations.size(), 4u);
+    for (std::size_t i = 0; i < 4; ++i) {
       EXPECT_EQ(r->obligations[i].outcome.trials, fresh.obligations[i].outcome.trials);
       EXPECT_EQ(r->obligations[i].outcome.failed, fresh.obligations[i].outcome.failed);
       EXPECT_EQ(r->obligations[i].outcome.first_failure, fresh.obligations[i].outcome.first_failure);

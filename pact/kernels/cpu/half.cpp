@@ -324,15 +324,15 @@ Tensor narrow(Tensor y, DType dtype, std::string_view op) {
 }
 
 // The operands of a widened call: 16-bit float views widened (or, where the VJP does not read them, an f32
-// geometry-only placeholder), everything else as it is.
+// geometry-only placeholder), everything else as it is. `read(k)`: whether operand k is read.
 class Widened {
  public:
-  Widened(std::span<const TensorView> in, OpTag op, std::uint32_t read_mask = ~0u) : wide_(in.size()) {
+  template <class Read>
+  Widened(std::span<const TensorView> in, OpTag op, const Read& read) : wide_(in.size()) {
     for (std::size_t k = 0; k < in.size(); ++k) {
       if (!sixteen(in[k].dtype())) continue;
-      const bool read = k >= 32 || ((read_mask >> k) & 1u) != 0;
-      wide_[k] = read ? widen(in[k], ops::op_kind(op), fmt::format("input {}", k))
-                      : Tensor::empty(in[k].shape(), DType::f32, meta_provider());
+      wide_[k] = read(k) ? widen(in[k], ops::op_kind(op), fmt::format("input {}", k))
+                         : Tensor::empty(in[k].shape(), DType::f32, meta_provider());
     }
     for (std::size_t k = 0; k < in.size(); ++k) views_.push_back(wide_[k] ? wide_[k]->as_view() : in[k]);
   }
@@ -345,22 +345,21 @@ class Widened {
 
 Tensor widened_forward(OpTag op, std::span<const TensorView> in, const Attributes& a, const KernelContext& c) {
   const DType dtype = compute_dtype(in, op);
-  const Widened w(in, op);
+  const Widened w(in, op, [](std::size_t) { return true; });
   return narrow(native(op).forward(w.views(), a, c), dtype, ops::op_kind(op));
 }
 
 GradList widened_vjp(OpTag op, std::span<const TensorView> in, const TensorView& y, const TensorView& g,
                      const Attributes& a, const KernelContext& c) {
   const ops::OpInfo& info = ops::op_info(op);
-  std::uint32_t saved = 0;
-  for (std::size_t k = 0; k < in.size() && k < 16; ++k)
-    if (info.saves_input(k)) saved |= 1u << k;
-  const Widened w(in, op, saved);
-  const TensorView outs[] = {y, g};
-  const Widened wy(outs, op, (info.saves_output() ? 1u : 0u) | 2u);
+  const Widened w(in, op, [&](std::size_t k) { return info.saves_input(k); });
+  const TensorView outs[] = {y, g};  // the output, read when saved, and the cotangent, always read
+  const Widened wy(outs, op, [&](std::size_t k) { return k == 1 || info.saves_output(); });
   GradList grads = native(op).vjp(w.views(), wy.views()[0], wy.views()[1], a, c);
-  for (std::size_t k = 0; k < grads.size() && k < in.size(); ++k)
-    if (grads[k] && sixteen(in[k].dtype())) grads[k] = narrow(std::move(*grads[k]), in[k].dtype(), ops::op_kind(op));
+  // A gradient per operand (the VJP's contract), in its operand's dtype: only float operands, all of the
+  // node's 16-bit dtype (compute_dtype), have one.
+  for (std::size_t k = 0; k < grads.size(); ++k)
+    if (grads[k]) grads[k] = narrow(std::move(*grads[k]), in[k].dtype(), ops::op_kind(op));
   return grads;
 }
 
