@@ -486,6 +486,9 @@ std::vector<Sample> samples() {
       {OpTag::mean, {N({2, 3, 7, 9})}, A{{"dims", L{2, 3}}, {"keepdim", true}}, false, "global pool"},
       {OpTag::linear, {N({1, 37}), N({21, 37}), N({21})}, {}, false, "one row"},
       {OpTag::linear, {N({2, 40}), N({9, 40})}, {}, false, "two rows, no bias"},
+      // A 16-bit weight GEMV (the half provider's few-row linear) on 57 columns: a 32-lane block, then a full
+      // and a partial 16-lane block.
+      {OpTag::linear, {N({2, 57}), N({9, 57}), N({9})}, {}, false, "two rows, depth 57"},
       {OpTag::max_pool2d,
        {N({1, 3, 20, 37})},
        A{{"kernel_size", L{3}}, {"stride", L{2}}, {"padding", L{1}}},
@@ -530,6 +533,8 @@ std::vector<Sample> samples() {
       {OpTag::reshape, {N({2, 3, 4})}, A{{"shape", L{4, -1}}}},
       {OpTag::permute, {N({2, 3, 4})}, A{{"dims", L{2, 0, 1}}}},
       {OpTag::transpose, {N({2, 3, 4})}, A{{"dim0", std::int64_t{0}}, {"dim1", std::int64_t{2}}}},
+      // 65 elements: past two 16-lane (and 8-lane) blocks of the 16-bit conversions, with a tail.
+      {OpTag::transpose, {N({5, 13})}, A{{"dim0", std::int64_t{0}}, {"dim1", std::int64_t{1}}}, false, "65 elements"},
       {OpTag::flatten, {N({2, 3, 4})}, A{{"start_dim", std::int64_t{1}}}},
       {OpTag::concat, {N({2, 3}), N({2, 2}), N({2, 1})}, A{{"dim", std::int64_t{1}}}},
       {OpTag::slice,
