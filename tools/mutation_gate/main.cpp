@@ -15,8 +15,9 @@
 // bands] in pact/core/provider.cpp) or it runs past its timeout (10 times what its evaluations took unmutated,
 // and a second more, at most --timeout, 20 s); survived otherwise. Equivalent mutants
 // (contracts/equivalent_mutants.json: file, line, column, original, mutated and the reason; a row may hold for
-// the contracts it names only) leave the denominator and are listed (one an obligation kills counts as killed,
-// and the report lists it under listed_but_killed, for its row to be re-examined). The report (schema
+// the contracts it names only) leave the denominator and are listed, and are not run; with --run-equivalent
+// they are, and one an obligation kills counts as killed and is reported under listed_but_killed, for its row
+// to be re-examined. The report (schema
 // pact.mutation-report.v1) is what `pact contracts gate --mutation-report` reads. `--only CONTRACT` runs those
 // contracts alone (while examining survivors).
 
@@ -66,7 +67,8 @@ struct Options {
   std::string contracts = "contracts", mutants, out, equivalent;
   std::set<std::string> only;  // --only ID (repeatable): these contracts alone
   int trials = 6, timeout_s = 20, jobs = 2;
-  bool verbose = false;  // --verbose: each evaluation's time at each level
+  bool verbose = false;         // --verbose: each evaluation's time at each level
+  bool run_equivalent = false;  // --run-equivalent: run the listed equivalent mutants too (re-examining rows)
 };
 
 // One evaluation of a contract: an obligation on one capsule (falsify's walk, run one at a time here, so that
@@ -147,6 +149,12 @@ int run(const Options& o) {
     max_id = std::max(max_id, x.id);
     mutants.emplace(x.id, std::move(x));
   }
+  // How many mutants share each file, line, column and change (a row cannot tell them apart).
+  auto key_of = [](const Mutant& m) {
+    return fmt::format("{}:{}:{}:{}:{}", m.file, m.line, m.column, m.original, m.mutated);
+  };
+  std::map<std::string, int> twins;
+  for (const auto& [id, m] : mutants) ++twins[key_of(m)];
   // Equivalent mutants: matched by file, line, column, original and mutated text; or every mutant on a source
   // line (or those at the listed `columns`, or named "original -> mutated" in `only`), the line matched by its
   // text, whitespace trimmed (a line that changes stops matching; one that moves still does).
@@ -222,6 +230,7 @@ int run(const Options& o) {
   report["mutants_generated"] = mutants.size() + static_cast<std::size_t>(dropped);
   report["mutants_dropped"] = dropped;
   report["isa_levels"] = level_names;
+  report["equivalent_run"] = o.run_equivalent;  // whether the listed equivalent mutants ran (listed_but_killed)
   Json rows = Json::array();
   std::set<int> reached_by_any;
   const std::size_t stride = static_cast<std::size_t>(max_id) + 1;
@@ -358,6 +367,17 @@ int run(const Options& o) {
       }
     };
     for (int id : own) {
+      // A mutant listed as equivalent for this contract leaves the denominator whatever its child's outcome
+      // would be, so it is not run unless asked (--run-equivalent: a listed mutant an obligation kills then
+      // counts as killed and is reported under listed_but_killed, for its row to be re-examined). Unless a
+      // twin shares its file, line, column and change (`a - b - c`: both minus signs start at a's column),
+      // which a row cannot tell apart: the twins run, and one that an obligation kills counts as killed.
+      if (!o.run_equivalent && twins.at(key_of(mutants.at(id))) == 1 &&
+          !equivalence(mutants.at(id), contract.id).empty()) {
+        outcome[id] = 0;
+        took[id] = 0;
+        continue;
+      }
       while (static_cast<int>(running.size()) >= o.jobs) reap();
       const pid_t pid = spawn(
           [&, id] {
@@ -509,13 +529,15 @@ int main(int argc, char** argv) {
       o.timeout_s = std::max(2, count(value()));
     } else if (a == "--verbose") {
       o.verbose = true;
+    } else if (a == "--run-equivalent") {
+      o.run_equivalent = true;
     } else if (a == "--jobs") {
       o.jobs = std::max(1, count(value()));
     } else {
       std::fprintf(
           stderr,
           "usage: pact_mutation_gate --mutants FILE [--contracts DIR] [--out REPORT] [--equivalent FILE] [--jobs N] "
-          "[--only CONTRACT]... [--timeout SECONDS] [--verbose]\n");
+          "[--only CONTRACT]... [--timeout SECONDS] [--run-equivalent] [--verbose]\n");
       return 1;
     }
   }
