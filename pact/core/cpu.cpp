@@ -8,8 +8,10 @@
 
 #include <algorithm>
 #include <atomic>
+#include <charconv>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <limits>
 
 namespace pact {
@@ -24,9 +26,63 @@ bool cpuid_avx_vnni() noexcept {
   return (eax & (1u << 4)) != 0;
 }
 
+// The first line of a sysfs file; "" when it cannot be read.
+std::string sysfs_line(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  if (!in || !std::getline(in, line)) return {};
+  return line;
+}
+
+// A decimal number at the front of `text`, which it consumes; nullopt when there is none or it exceeds `max`.
+std::optional<std::uint64_t> leading_number(std::string_view& text, std::uint64_t max) {
+  std::uint64_t v = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc{} || end == text.data() || v > max) return std::nullopt;
+  text.remove_prefix(static_cast<std::size_t>(end - text.data()));
+  return v;
+}
+
+// How many CPUs a sysfs CPU list names ("0-3,8,10-11" is seven); 0 for anything malformed.
+int cpu_list_count(std::string_view list) {
+  constexpr std::uint64_t kMaxCpu = 1 << 20;
+  std::uint64_t n = 0;
+  while (!list.empty()) {
+    const auto lo = leading_number(list, kMaxCpu);
+    if (!lo) return 0;
+    std::uint64_t hi = *lo;
+    if (!list.empty() && list.front() == '-') {
+      list.remove_prefix(1);
+      const auto h = leading_number(list, kMaxCpu);
+      if (!h || *h < *lo) return 0;
+      hi = *h;
+    }
+    n += hi - *lo + 1;
+    if (n > kMaxCpu) return 0;
+    if (list.empty()) break;
+    if (list.front() != ',' || list.size() == 1) return 0;
+    list.remove_prefix(1);
+  }
+  return static_cast<int>(n);
+}
+
+// A sysfs cache size ("48K", "32768K", "1M"): bytes, or 0 for anything else (or more than 4 GiB).
+std::size_t cache_size(std::string_view text) {
+  const auto n = leading_number(text, std::uint64_t{1} << 32);
+  if (!n || *n == 0) return 0;
+  const int shift = text.empty() ? 0 : text == "K" ? 10 : text == "M" ? 20 : text == "G" ? 30 : -1;
+  if (shift < 0 || (*n << shift) > (std::uint64_t{1} << 32)) return 0;
+  return static_cast<std::size_t>(*n << shift);
+}
+
+const char* const kLinuxCpu0 = "/sys/devices/system/cpu/cpu0";
+
 CpuFacts detect() {
   CpuFacts f;
-  if (!cpuinfo_initialize()) return f;  // the conservative defaults, portable kernels only
+  if (!cpuinfo_initialize()) {  // the conservative defaults, portable kernels only
+    if (read_linux_caches(kLinuxCpu0, f)) f.cache_source = "linux";
+    return f;
+  }
   f.detected = true;
   if (const cpuinfo_package* p = cpuinfo_get_package(0); p != nullptr && p->name[0] != '\0') f.model = p->name;
   if (f.model.empty()) f.model = "unknown";
@@ -49,6 +105,7 @@ CpuFacts detect() {
     f.l3 = c->size;
     f.l3_sharing = static_cast<int>(std::max<std::uint32_t>(1, c->processor_count));
   }
+  if (read_linux_caches(kLinuxCpu0, f)) f.cache_source = "linux";
   return f;
 }
 
@@ -78,6 +135,42 @@ std::atomic<int>& level() noexcept {
 }
 
 }  // namespace
+
+// Note [Caches from Linux]
+// The cache sizes come from Linux's description of CPU 0's caches (/sys/devices/system/cpu/cpu0/cache/
+// index*/: level, type, size, shared_cpu_list) where it exists, and from libcpuinfo otherwise. The kernel
+// decodes the CPU's own cache-descriptor leaves (CPUID 4, or 0x8000001D on AMD) for every CPU it runs on;
+// libcpuinfo's release here (2022) falls back to guesses on CPUs newer than it: on a Zen 5 (family 26) it
+// reported a 32 KiB L1d, a 512 KiB L2 and no L3 for 48 KiB, 1 MiB and 32 MiB, and the GEMM's blocking, derived
+// from those sizes, cut a 2048-wide B into panels of 304 columns (the no-L3 fallback), repacking A for each.
+// The same directory gives the threads per core (cpu0/topology/thread_siblings_list), where libcpuinfo took
+// two single-thread cores for one core with two threads.
+bool read_linux_caches(const std::string& cpu_dir, CpuFacts& f) {
+  const std::string cpu0 = cpu_dir + "/";
+  bool found = false;
+  const int siblings = cpu_list_count(sysfs_line(cpu0 + "topology/thread_siblings_list"));
+  const int threads_per_core = std::max(1, siblings);
+  for (int index = 0; index < 8; ++index) {
+    const std::string dir = cpu0 + "cache/index" + std::to_string(index) + "/";
+    const std::string level = sysfs_line(dir + "level"), type = sysfs_line(dir + "type");
+    const std::size_t size = cache_size(sysfs_line(dir + "size"));
+    const int sharing = cpu_list_count(sysfs_line(dir + "shared_cpu_list"));
+    if (level.empty() || size == 0 || sharing == 0 || type == "Instruction") continue;
+    if (level == "1" && type == "Data") {
+      f.l1d = size;
+    } else if (level == "2") {
+      f.l2 = size / static_cast<std::size_t>(std::max(1, sharing / threads_per_core));
+    } else if (level == "3") {
+      f.l3 = size;
+      f.l3_sharing = sharing;
+    } else {
+      continue;
+    }
+    found = true;
+  }
+  if (found && siblings > 0) f.cores = std::max(1, f.logical / threads_per_core);
+  return found;
+}
 
 std::string_view isa_name(Isa isa) noexcept {
   switch (isa) {
@@ -125,8 +218,8 @@ std::string describe_cpu() {
   if (f.avx512_bf16) ext += " avx512_bf16";
   if (f.avx512_vnni) ext += " avx512_vnni";
   if (f.avx_vnni) ext += " avx_vnni";
-  return fmt::format("{}, {} core(s) / {} thread(s), L1d {} KiB, L2 {} KiB, L3 {} KiB; ISA best {}, active {}{}{}{}",
-                     f.model, f.cores, f.logical, f.l1d >> 10, f.l2 >> 10, f.l3 >> 10, isa_name(f.best),
+  return fmt::format("{}, {} core(s) / {} thread(s), L1d {} KiB, L2 {} KiB, L3 {} KiB (from {}); ISA best {}, active {}{}{}{}",
+                     f.model, f.cores, f.logical, f.l1d >> 10, f.l2 >> 10, f.l3 >> 10, f.cache_source, isa_name(f.best),
                      isa_name(active_isa()), ext.empty() ? "" : ";", ext,
                      f.detected ? "" : " (libcpuinfo could not initialise: defaults)");
 }

@@ -29,7 +29,8 @@ std::string_view isa_name(Isa isa) noexcept;
 /// The level named `name`; nullopt for anything else.
 std::optional<Isa> parse_isa(std::string_view name) noexcept;
 
-/// What libcpuinfo found. Sizes are bytes; a cache the CPU does not report is 0.
+/// What libcpuinfo found, with the caches as Linux describes them where it does (Note [Caches from Linux] in
+/// cpu.cpp). Sizes are bytes; a cache the CPU does not report is 0.
 struct CpuFacts {
   std::string model;           ///< the package name ("AMD EPYC 9454", "Intel Xeon Gold 6338"), or "unknown"
   Isa best = Isa::portable;    ///< the highest level the CPU runs
@@ -42,8 +43,15 @@ struct CpuFacts {
   std::size_t l2 = 512 << 10;  ///< L2 per core
   std::size_t l3 = 0;          ///< L3 of the first cluster (shared by l3_sharing logical processors)
   int l3_sharing = 1;
+  std::string cache_source = "libcpuinfo";  ///< where the sizes came from: "linux" (sysfs) or "libcpuinfo"
   bool detected = false;  ///< false when libcpuinfo could not initialise (the defaults above then stand)
 };
+
+/// Overrides f's cache sizes (and its core count, from the threads per core) with those Linux describes
+/// under cpu_dir (/sys/devices/system/cpu/cpu0 for cpu_facts(): cache/index*/{level,type,size,
+/// shared_cpu_list}, topology/thread_siblings_list). Entries that are missing or malformed are skipped;
+/// returns false, changing nothing, when no cache entry could be read.
+bool read_linux_caches(const std::string& cpu_dir, CpuFacts& f);
 
 /// The facts, detected on first use (thread-safe).
 const CpuFacts& cpu_facts();

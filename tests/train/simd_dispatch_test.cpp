@@ -7,6 +7,7 @@
 #include "pact/core/simd_dispatch.hpp"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -171,6 +172,88 @@ TEST(SimdDispatch, CpuFactsAreDetected) {
   const std::string d = describe_cpu();
   EXPECT_NE(d.find(f.model), std::string::npos) << d;
   EXPECT_NE(d.find(std::string("active ") + std::string(isa_name(active_isa()))), std::string::npos) << d;
+}
+
+// A fake /sys/devices/system/cpu/cpu0: each entry "indexN/file" -> content.
+fs::path fake_cpu_dir(const std::string& name, const std::map<std::string, std::string>& files) {
+  const fs::path dir = fs::temp_directory_path() / ("pact-cpu-" + name + "-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  for (const auto& [file, content] : files) {
+    fs::create_directories((dir / file).parent_path());
+    std::ofstream(dir / file) << content << "\n";
+  }
+  return dir;
+}
+
+// Note [Caches from Linux]: the sizes Linux describes replace libcpuinfo's. An L2 shared by the two threads
+// of one core counts whole; an L3 names how many processors share it; the threads per core give the cores.
+TEST(SimdDispatch, CachesComeFromLinuxWhereItDescribesThem) {
+  const fs::path dir = fake_cpu_dir("good", {{"cache/index0/level", "1"},
+                                              {"cache/index0/type", "Data"},
+                                              {"cache/index0/size", "48K"},
+                                              {"cache/index0/shared_cpu_list", "0,8"},
+                                              {"cache/index1/level", "1"},
+                                              {"cache/index1/type", "Instruction"},
+                                              {"cache/index1/size", "32K"},
+                                              {"cache/index1/shared_cpu_list", "0,8"},
+                                              {"cache/index2/level", "2"},
+                                              {"cache/index2/type", "Unified"},
+                                              {"cache/index2/size", "1024K"},
+                                              {"cache/index2/shared_cpu_list", "0,8"},
+                                              {"cache/index3/level", "3"},
+                                              {"cache/index3/type", "Unified"},
+                                              {"cache/index3/size", "32M"},
+                                              {"cache/index3/shared_cpu_list", "0-7,8-15"},
+                                              {"topology/thread_siblings_list", "0,8"}});
+  CpuFacts f;
+  f.logical = 16;
+  ASSERT_TRUE(read_linux_caches(dir.string(), f));
+  EXPECT_EQ(f.l1d, std::size_t{48} << 10);
+  EXPECT_EQ(f.l2, std::size_t{1} << 20);
+  EXPECT_EQ(f.l3, std::size_t{32} << 20);
+  EXPECT_EQ(f.l3_sharing, 16);
+  EXPECT_EQ(f.cores, 8);
+  fs::remove_all(dir);
+
+  // On a Linux machine the process's facts come from there (this one's libcpuinfo may disagree).
+  if (fs::exists("/sys/devices/system/cpu/cpu0/cache/index0/size")) {
+    EXPECT_EQ(cpu_facts().cache_source, "linux") << describe_cpu();
+    EXPECT_NE(describe_cpu().find("(from linux)"), std::string::npos) << describe_cpu();
+  }
+}
+
+// Malformed entries are skipped, never read as sizes; with none readable the facts do not change.
+TEST(SimdDispatch, MalformedLinuxCacheEntriesAreSkipped) {
+  const fs::path dir = fake_cpu_dir("bad", {{"cache/index0/level", "1"},
+                                             {"cache/index0/type", "Data"},
+                                             {"cache/index0/size", "48Q"},
+                                             {"cache/index0/shared_cpu_list", "0"},
+                                             {"cache/index1/level", "2"},
+                                             {"cache/index1/type", "Unified"},
+                                             {"cache/index1/size", "-1024K"},
+                                             {"cache/index1/shared_cpu_list", "0"},
+                                             {"cache/index2/level", "3"},
+                                             {"cache/index2/type", "Unified"},
+                                             {"cache/index2/size", "99999999999M"},
+                                             {"cache/index2/shared_cpu_list", "0"},
+                                             {"cache/index3/level", "3"},
+                                             {"cache/index3/type", "Unified"},
+                                             {"cache/index3/size", "8M"},
+                                             {"cache/index3/shared_cpu_list", "5-3"},
+                                             {"cache/index4/level", "2"},
+                                             {"cache/index4/type", "Unified"},
+                                             {"cache/index4/size", "2M"},
+                                             {"cache/index4/shared_cpu_list", "0-4294967295"},
+                                             {"topology/thread_siblings_list", "0,"}});
+  CpuFacts f;
+  const CpuFacts before = f;
+  EXPECT_FALSE(read_linux_caches(dir.string(), f));
+  EXPECT_EQ(f.l1d, before.l1d);
+  EXPECT_EQ(f.l2, before.l2);
+  EXPECT_EQ(f.l3, before.l3);
+  EXPECT_EQ(f.cores, before.cores);
+  EXPECT_FALSE(read_linux_caches((dir / "absent").string(), f));
+  fs::remove_all(dir);
 }
 
 }  // namespace

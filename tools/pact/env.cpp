@@ -34,6 +34,7 @@ Json env_json() {
         {"l2_bytes", f.l2},
         {"l3_bytes", f.l3},
         {"l3_shared_by", f.l3_sharing},
+        {"caches_from", f.cache_source},
         {"avx512_bf16", f.avx512_bf16},
         {"avx512_vnni", f.avx512_vnni},
         {"avx_vnni", f.avx_vnni}}},

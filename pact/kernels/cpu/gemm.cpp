@@ -34,7 +34,7 @@ Blocking blocking_for(int mr, int nr) {
   const std::int64_t kc = std::clamp<std::int64_t>(floats(f.l1d / 2) / mr / 64 * 64, 128, 1024);
   const std::int64_t mc = std::clamp<std::int64_t>(floats(f.l2 * 3 / 8) / kc / mr * mr, mr, 1024);
   const std::size_t l3_share = f.l3 == 0 ? f.l2 * 4 : f.l3 / static_cast<std::size_t>(f.l3_sharing);
-  const std::int64_t nc = std::clamp<std::int64_t>(floats(l3_share * 3 / 8) / kc / nr * nr, nr, 8192);
+  const std::int64_t nc = std::clamp<std::int64_t>(floats(l3_share * 3 / 8) / kc / nr * nr, nr, 8192 / nr * nr);
   return {kc, mc, nc};
 }
 
@@ -444,8 +444,10 @@ void blocked_sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* 
   const std::int64_t kKC = sizes.kc, kMC = sizes.mc;
   const std::int64_t kc_max = std::min(kKC, k);
   // A KC x NC block of B fills its share of the L3 whatever the depth: a shallow product (a pointwise
-  // convolution's 16 to 144 input channels) takes that many more columns per block, not KC's worth.
-  const std::int64_t kNC = std::clamp<std::int64_t>(sizes.nc * kKC / kc_max / v.nr * v.nr, v.nr, 8192);
+  // convolution's 16 to 144 input channels) takes that many more columns per block, not KC's worth. NC is
+  // whole panels (the packed block holds nc_max x kc_max floats; an NC of 8192 with 48-wide panels wrote a
+  // 171st panel past it).
+  const std::int64_t kNC = std::clamp<std::int64_t>(sizes.nc * kKC / kc_max / v.nr * v.nr, v.nr, 8192 / v.nr * v.nr);
   const std::int64_t nc_max = std::min(kNC, ((n + v.nr - 1) / v.nr) * v.nr);
   const std::int64_t m_blocks = (m + kMC - 1) / kMC;
   const std::int64_t a_block = ((kMC + v.mr - 1) / v.mr) * v.mr * kc_max;  // floats per packed A block
