@@ -19,23 +19,32 @@ namespace pact::kernels::cpu {
 namespace {
 
 // Cache blocking, derived from the detected caches (pact/core/cpu.hpp) for a micro-kernel of MR x NR:
-//  - KC: the packed MR x KC panel of A stays in half of the L1d while B's panels stream past it;
+//  - KC: the packed MR x KC panel of A stays in half of the L1d while B's panels stream past it, at most
+//    512 deep;
 //  - MC: an MC x KC block of A takes three eighths of the L2 (the rest holds the B panel and C's rows);
-//  - NC: a KC x NC block of B takes three eighths of this core's share of the L3.
+//  - NC: where A is packed (1024 columns or more), a KC x NC block of B takes three eighths of this core's
+//    share of the L3, so A is packed few times; where A is read in place (nothing to repack), the block
+//    takes three quarters of the L2, so B stays there from its packing to its last use.
 // On a Zen 4 (32 KiB L1d, 1 MiB L2, 16 MiB L3 per core) that gives the AVX-512 kernel the 512 / 192 / 3072
-// this file used as constants when it was tuned there by hand.
+// this file used as constants when it was tuned there by hand. Measured on a Zen 5 VM (48 KiB L1d, 1 MiB
+// L2, 32 MiB L3 for 2 cores), minimum per node over six interleaved runs: one NC from the L3 share for
+// both cases made resnet18's 3 x 3 layers (A in place, about 900 columns) 11% slower than an L2-sized B
+// block, and a KC of 768 (half of that L1d) 5% slower than 512; an L2-sized NC for a packed A made the
+// AVX2 kernel 0.87-0.89 of OpenBLAS at 1024 and 2048 (A repacked for every 304 columns) against 0.93-1.0.
 struct Blocking {
-  std::int64_t kc, mc, nc;
+  std::int64_t kc, mc, nc, nc_in_place;
 };
 
 Blocking blocking_for(int mr, int nr) {
   const CpuFacts& f = cpu_facts();
   const auto floats = [](std::size_t bytes) { return static_cast<std::int64_t>(bytes / sizeof(float)); };
-  const std::int64_t kc = std::clamp<std::int64_t>(floats(f.l1d / 2) / mr / 64 * 64, 128, 1024);
+  const auto columns = [&](std::size_t bytes, std::int64_t kc) {
+    return std::clamp<std::int64_t>(floats(bytes) / kc / nr * nr, nr, 8192 / nr * nr);
+  };
+  const std::int64_t kc = std::clamp<std::int64_t>(floats(f.l1d / 2) / mr / 64 * 64, 128, 512);
   const std::int64_t mc = std::clamp<std::int64_t>(floats(f.l2 * 3 / 8) / kc / mr * mr, mr, 1024);
   const std::size_t l3_share = f.l3 == 0 ? f.l2 * 4 : f.l3 / static_cast<std::size_t>(f.l3_sharing);
-  const std::int64_t nc = std::clamp<std::int64_t>(floats(l3_share * 3 / 8) / kc / nr * nr, nr, 8192 / nr * nr);
-  return {kc, mc, nc};
+  return {kc, mc, columns(l3_share * 3 / 8, kc), columns(f.l2 * 3 / 4, kc)};
 }
 
 struct Variant {
@@ -442,21 +451,22 @@ void blocked_sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* 
                                       blocking_for(kAvx512Wide.mr, kAvx512Wide.nr)};
   const Blocking& sizes = blocking[&v == &kPortable ? 0 : &v == &kAvx2 ? 1 : &v == &kAvx512 ? 2 : 3];
   const std::int64_t kKC = sizes.kc, kMC = sizes.mc;
+  // A is read in place when it is used against few B panels (n below 1024), where packing it would cost
+  // a large share of the arithmetic; against many, packing pays for itself and its contiguous panels
+  // avoid the cache-set conflicts of rows a large power of two apart (2048 x 2048 lost 5-10% in place).
+  const bool direct = v.direct != nullptr && (a_col == 1 || a_row == 1) && n < 1024;
   const std::int64_t kc_max = std::min(kKC, k);
-  // A KC x NC block of B fills its share of the L3 whatever the depth: a shallow product (a pointwise
+  // A KC x NC block of B fills its share of the cache whatever the depth: a shallow product (a pointwise
   // convolution's 16 to 144 input channels) takes that many more columns per block, not KC's worth. NC is
   // whole panels (the packed block holds nc_max x kc_max floats; an NC of 8192 with 48-wide panels wrote a
   // 171st panel past it).
-  const std::int64_t kNC = std::clamp<std::int64_t>(sizes.nc * kKC / kc_max / v.nr * v.nr, v.nr, 8192 / v.nr * v.nr);
+  const std::int64_t block_nc = direct ? sizes.nc_in_place : sizes.nc;
+  const std::int64_t kNC = std::clamp<std::int64_t>(block_nc * kKC / kc_max / v.nr * v.nr, v.nr, 8192 / v.nr * v.nr);
   const std::int64_t nc_max = std::min(kNC, ((n + v.nr - 1) / v.nr) * v.nr);
   const std::int64_t m_blocks = (m + kMC - 1) / kMC;
   const std::int64_t a_block = ((kMC + v.mr - 1) / v.mr) * v.mr * kc_max;  // floats per packed A block
   float* bpack = scratch(0, static_cast<std::size_t>(nc_max * kc_max));
   float* apack = scratch(1, static_cast<std::size_t>(a_block));
-  // A is read in place when it is used against few B panels (n below 1024), where packing it would cost
-  // a large share of the arithmetic; against many, packing pays for itself and its contiguous panels
-  // avoid the cache-set conflicts of rows a large power of two apart (2048 x 2048 lost 5-10% in place).
-  const bool direct = v.direct != nullptr && (a_col == 1 || a_row == 1) && n < 1024;
   // A row-major B is read in place, full panels only, when few row tiles (m up to 8 MR) reuse each panel:
   // then packing it costs more than the strided rows do (conv2d's im2col columns against 64 filters, 6%
   // on the ResNet stem). With many row tiles the contiguous packed panel wins (5-15% at 512 x 512).
