@@ -218,10 +218,11 @@ std::string describe_cpu() {
   if (f.avx512_bf16) ext += " avx512_bf16";
   if (f.avx512_vnni) ext += " avx512_vnni";
   if (f.avx_vnni) ext += " avx_vnni";
-  return fmt::format("{}, {} core(s) / {} thread(s), L1d {} KiB, L2 {} KiB, L3 {} KiB (from {}); ISA best {}, active {}{}{}{}",
-                     f.model, f.cores, f.logical, f.l1d >> 10, f.l2 >> 10, f.l3 >> 10, f.cache_source, isa_name(f.best),
-                     isa_name(active_isa()), ext.empty() ? "" : ";", ext,
-                     f.detected ? "" : " (libcpuinfo could not initialise: defaults)");
+  return fmt::format(
+      "{}, {} core(s) / {} thread(s), L1d {} KiB, L2 {} KiB, L3 {} KiB (from {}); ISA best {}, active {}{}{}{}",
+      f.model, f.cores, f.logical, f.l1d >> 10, f.l2 >> 10, f.l3 >> 10, f.cache_source, isa_name(f.best),
+      isa_name(active_isa()), ext.empty() ? "" : ";", ext,
+      f.detected ? "" : " (libcpuinfo could not initialise: defaults)");
 }
 
 std::uint64_t host_memory_budget() noexcept {

@@ -22,15 +22,17 @@ namespace {
 //  - KC: the packed MR x KC panel of A stays in half of the L1d while B's panels stream past it, at most
 //    512 deep;
 //  - MC: an MC x KC block of A takes three eighths of the L2 (the rest holds the B panel and C's rows);
-//  - NC: where A is packed (1024 columns or more), a KC x NC block of B takes three eighths of this core's
-//    share of the L3, so A is packed few times; where A is read in place (nothing to repack), the block
-//    takes three quarters of the L2, so B stays there from its packing to its last use.
+//  - NC: where A is packed (1024 columns or more) and larger than one MC x KC block, a KC x NC block of B
+//    takes three eighths of this core's share of the L3, so A is fetched and packed again few times; where
+//    A is read in place or small (nothing to fetch again), the block takes three quarters of the L2, so B
+//    stays there from its packing to its last use.
 // On a Zen 4 (32 KiB L1d, 1 MiB L2, 16 MiB L3 per core) that gives the AVX-512 kernel the 512 / 192 / 3072
 // this file used as constants when it was tuned there by hand. Measured on a Zen 5 VM (48 KiB L1d, 1 MiB
 // L2, 32 MiB L3 for 2 cores), minimum per node over six interleaved runs: one NC from the L3 share for
 // both cases made resnet18's 3 x 3 layers (A in place, about 900 columns) 11% slower than an L2-sized B
-// block, and a KC of 768 (half of that L1d) 5% slower than 512; an L2-sized NC for a packed A made the
-// AVX2 kernel 0.87-0.89 of OpenBLAS at 1024 and 2048 (A repacked for every 304 columns) against 0.93-1.0.
+// block, and a KC of 768 (half of that L1d) 5% slower than 512; an L2-sized NC for a large packed A made the
+// AVX2 kernel 0.87-0.89 of OpenBLAS at 1024 and 2048 (A repacked for every 304 columns) against 0.93-1.0,
+// and an L3-sized one for efficientnet_b0's 144 -> 24 pointwise layer on a 56 x 56 plane 23% slower.
 struct Blocking {
   std::int64_t kc, mc, nc, nc_in_place;
 };
@@ -460,7 +462,9 @@ void blocked_sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* 
   // convolution's 16 to 144 input channels) takes that many more columns per block, not KC's worth. NC is
   // whole panels (the packed block holds nc_max x kc_max floats; an NC of 8192 with 48-wide panels wrote a
   // 171st panel past it).
-  const std::int64_t block_nc = direct ? sizes.nc_in_place : sizes.nc;
+  // B's block stays in the L2 where A is read in place or fits one packed A block (a pointwise convolution's
+  // 24 x 144 weight): then a new column block repacks nothing, or only what is in cache.
+  const std::int64_t block_nc = direct || m * k <= kMC * kKC ? sizes.nc_in_place : sizes.nc;
   const std::int64_t kNC = std::clamp<std::int64_t>(block_nc * kKC / kc_max / v.nr * v.nr, v.nr, 8192 / v.nr * v.nr);
   const std::int64_t nc_max = std::min(kNC, ((n + v.nr - 1) / v.nr) * v.nr);
   const std::int64_t m_blocks = (m + kMC - 1) / kMC;
