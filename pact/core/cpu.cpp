@@ -142,7 +142,7 @@ std::atomic<int>& level() noexcept {
 // decodes the CPU's own cache-descriptor leaves (CPUID 4, or 0x8000001D on AMD) for every CPU it runs on;
 // libcpuinfo's release here (2022) falls back to guesses on CPUs newer than it: on a Zen 5 (family 26) it
 // reported a 32 KiB L1d, a 512 KiB L2 and no L3 for 48 KiB, 1 MiB and 32 MiB, and the GEMM's blocking, derived
-// from those sizes, cut a 2048-wide B into panels of 304 columns (the no-L3 fallback), repacking A for each.
+// from those sizes, cut a 2048-wide B into blocks of 304 columns (the no-L3 fallback), repacking A for each.
 // The same directory gives the threads per core (cpu0/topology/thread_siblings_list), where libcpuinfo took
 // two single-thread cores for one core with two threads.
 bool read_linux_caches(const std::string& cpu_dir, CpuFacts& f) {
