@@ -77,12 +77,9 @@ std::size_t cache_size(std::string_view text) {
 
 const char* const kLinuxCpu0 = "/sys/devices/system/cpu/cpu0";
 
-CpuFacts detect() {
-  CpuFacts f;
-  if (!cpuinfo_initialize()) {  // the conservative defaults, portable kernels only
-    if (read_linux_caches(kLinuxCpu0, f)) f.cache_source = "linux";
-    return f;
-  }
+// What libcpuinfo reports, into f; false, changing nothing, when it cannot initialise.
+bool libcpuinfo_facts(CpuFacts& f) {
+  if (!cpuinfo_initialize()) return false;
   f.detected = true;
   if (const cpuinfo_package* p = cpuinfo_get_package(0); p != nullptr && p->name[0] != '\0') f.model = p->name;
   if (f.model.empty()) f.model = "unknown";
@@ -105,6 +102,14 @@ CpuFacts detect() {
     f.l3 = c->size;
     f.l3_sharing = static_cast<int>(std::max<std::uint32_t>(1, c->processor_count));
   }
+  return true;
+}
+
+// Without libcpuinfo the conservative defaults stand (portable kernels only); the caches come from Linux
+// wherever it describes them.
+CpuFacts detect() {
+  CpuFacts f;
+  libcpuinfo_facts(f);
   if (read_linux_caches(kLinuxCpu0, f)) f.cache_source = "linux";
   return f;
 }

@@ -37,12 +37,16 @@ struct Blocking {
   std::int64_t kc, mc, nc, nc_in_place;
 };
 
+// A block width of `columns` in whole NR-wide panels, at least one and at most 8192 columns' worth (the
+// packed block holds nc_max x kc_max floats; an NC of 8192 with 48-wide panels once wrote a 171st panel past it).
+std::int64_t whole_panels(std::int64_t columns, std::int64_t nr) {
+  return std::clamp<std::int64_t>(columns / nr * nr, nr, 8192 / nr * nr);
+}
+
 Blocking blocking_for(int mr, int nr) {
   const CpuFacts& f = cpu_facts();
   const auto floats = [](std::size_t bytes) { return static_cast<std::int64_t>(bytes / sizeof(float)); };
-  const auto columns = [&](std::size_t bytes, std::int64_t kc) {
-    return std::clamp<std::int64_t>(floats(bytes) / kc / nr * nr, nr, 8192 / nr * nr);
-  };
+  const auto columns = [&](std::size_t bytes, std::int64_t kc) { return whole_panels(floats(bytes) / kc, nr); };
   const std::int64_t kc = std::clamp<std::int64_t>(floats(f.l1d / 2) / mr / 64 * 64, 128, 512);
   const std::int64_t mc = std::clamp<std::int64_t>(floats(f.l2 * 3 / 8) / kc / mr * mr, mr, 1024);
   const std::size_t l3_share = f.l3 == 0 ? f.l2 * 4 : f.l3 / static_cast<std::size_t>(f.l3_sharing);
@@ -459,13 +463,11 @@ void blocked_sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* 
   const bool direct = v.direct != nullptr && (a_col == 1 || a_row == 1) && n < 1024;
   const std::int64_t kc_max = std::min(kKC, k);
   // A KC x NC block of B fills its share of the cache whatever the depth: a shallow product (a pointwise
-  // convolution's 16 to 144 input channels) takes that many more columns per block, not KC's worth. NC is
-  // whole panels (the packed block holds nc_max x kc_max floats; an NC of 8192 with 48-wide panels wrote a
-  // 171st panel past it).
+  // convolution's 16 to 144 input channels) takes that many more columns per block, not KC's worth.
   // B's block stays in the L2 where A is read in place or fits one packed A block (a pointwise convolution's
   // 24 x 144 weight): then a new column block repacks nothing, or only what is in cache.
   const std::int64_t block_nc = direct || m * k <= kMC * kKC ? sizes.nc_in_place : sizes.nc;
-  const std::int64_t kNC = std::clamp<std::int64_t>(block_nc * kKC / kc_max / v.nr * v.nr, v.nr, 8192 / v.nr * v.nr);
+  const std::int64_t kNC = whole_panels(block_nc * kKC / kc_max, v.nr);
   const std::int64_t nc_max = std::min(kNC, ((n + v.nr - 1) / v.nr) * v.nr);
   const std::int64_t m_blocks = (m + kMC - 1) / kMC;
   const std::int64_t a_block = ((kMC + v.mr - 1) / v.mr) * v.mr * kc_max;  // floats per packed A block
