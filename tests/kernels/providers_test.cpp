@@ -289,6 +289,7 @@ TEST_P(EveryLevel, GemmMatchesAReferenceLoopOnOddAndDegenerateShapes) {
                                    {64, 96, 147},  {40, 100, 600},  // m <= 64: row-major B read in place
                                    {97, 100, 600}, {60, 300, 600},  // threads split the columns
                                    {200, 70, 513},  // fewer than two panels a thread: threads split the rows
+                                   {120, 150, 200},  // 5 panels of 32 split unevenly: threads split the rows
                                    {17, 1030, 40}, {40, 1100, 600},  // n >= 1024: the wide kernel, A and B packed
                                    {30, 50, 1300}};  // two or more depth blocks at every level's KC (128 to 1024)
   const int threads_before = omp_get_max_threads();

@@ -610,7 +610,15 @@ void sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::
   // 1.21 ms on one thread and 1.24 on two, [144, 24] x [24, 3136] (a pointwise convolution on a 56 x 56
   // plane) 0.135 and 0.166; with each thread's operands its own, 0.72 and 0.070 ms on two. The sums are
   // the same products in the same order either way, so the result does not depend on the thread count.
-  const bool by_columns = panels >= 2 * threads || panels >= tiles;
+  // Columns unless that leaves the threads unevenly loaded where rows would not: a 14 x 14 plane's 7 panels
+  // split 4 : 3 against 32 row tiles' 16 : 16 (every micro-tile costs the same, so a part's time is its
+  // tiles). Rows where the column split's busiest thread has over a tenth more tiles ([256, 2304] x
+  // [2304, 224] on two threads, minimum of nine: 326-354 GFLOP/s by columns, 375-397 by rows, Zen 5); near
+  // a tie columns, whose threads each read a part of B and share A ([128, 1152] x [1152, 840], 27 panels
+  // against 16 tiles: 390 by columns, 348 by rows).
+  const std::int64_t column_load = (panels + threads - 1) / threads * tiles;
+  const std::int64_t row_load = (tiles + threads - 1) / threads * panels;
+  const bool by_columns = (panels >= 2 * threads || panels >= tiles) && row_load * 11 >= column_load * 10;
   const std::int64_t units = by_columns ? panels : tiles;
   const int team = static_cast<int>(std::min<std::int64_t>(threads, units));
 #pragma omp parallel num_threads(team)
