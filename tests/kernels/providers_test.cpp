@@ -284,13 +284,13 @@ TEST(Providers, BlasRefusesF64Typed) {
 // threads (the thread count picks the blocking and the packing scheme), against a double-precision loop.
 TEST_P(EveryLevel, GemmMatchesAReferenceLoopOnOddAndDegenerateShapes) {
   std::normal_distribution<float> nd;
-  const std::int64_t sizes[][3] = {{1, 1, 1},      {0, 5, 3},       {5, 0, 3},      {4, 6, 0},   {13, 37, 29},
-                                   {12, 32, 256},  {25, 65, 300},   {200, 70, 513}, {1, 97, 33}, {97, 1, 33},
-                                   {64, 96, 147},  {40, 100, 600},  // m <= 64: row-major B read in place
-                                   {97, 100, 600}, {60, 300, 600},  // threads split the columns
-                                   {200, 70, 513},  // fewer than two panels a thread: threads split the rows
+  const std::int64_t sizes[][3] = {{1, 1, 1},       {0, 5, 3},       {5, 0, 3},      {4, 6, 0},   {13, 37, 29},
+                                   {12, 32, 256},   {25, 65, 300},   {200, 70, 513}, {1, 97, 33}, {97, 1, 33},
+                                   {64, 96, 147},   {40, 100, 600},  // m <= 64: row-major B read in place
+                                   {97, 100, 600},  {60, 300, 600},  // threads split the columns
+                                   {200, 70, 513},   // fewer than two panels a thread: threads split the rows
                                    {120, 150, 200},  // 5 panels of 32 split unevenly: threads split the rows
-                                   {17, 1030, 40}, {40, 1100, 600},  // n >= 1024: the wide kernel, A and B packed
+                                   {17, 1030, 40},  {40, 1100, 600},  // n >= 1024: the wide kernel, A and B packed
                                    {30, 50, 1300}};  // two or more depth blocks at every level's KC (128 to 1024)
   const int threads_before = omp_get_max_threads();
   // Note [Threads own their operands] (gemm.cpp): each thread's part is the same products in the same
