@@ -441,6 +441,8 @@ std::string_view sgemm_variant() noexcept { return isa_name(kSgemm.level()); }
 
 std::int64_t sgemm_panel_width() noexcept { return kSgemm.get()->nr; }
 
+std::int64_t sgemm_tile_height() noexcept { return kSgemm.get()->mr; }
+
 namespace {
 
 // sgemm for m, n, k > 0 on the calling thread, its multiply-adds counted by the caller.

@@ -52,6 +52,9 @@ std::string_view sgemm_variant() noexcept;
 /// (the micro-kernel's NR: 32 for AVX-512, 16 for AVX2 and portable): a panel the product fills only
 /// partly costs as much as a full one.
 std::int64_t sgemm_panel_width() noexcept;
+/// The height of the micro-kernel's row tiles at the active level (its MR: 8 for AVX-512, 6 for AVX2):
+/// rows split among threads at multiples of it leave no thread a partial tile in the middle.
+std::int64_t sgemm_tile_height() noexcept;
 
 /// dst[z] = src[z * stride] for z in [0, count): the strided rows of im2col. Vectorised for stride 2 on
 /// AVX-512 CPUs (a two-register permute per 16 outputs); reads only src[0 .. (count - 1) * stride].
