@@ -172,6 +172,14 @@ _ACTIVATIONS = {
 }
 
 
+def _conv_activation(x, a):
+    """conv2d, plus the residual (a fourth input) where there is one, then the activation ("none": none)."""
+    y = _conv(x[0], x[1], _opt(x, 2), a)
+    if len(x) > 3:
+        y = y + x[3]
+    return y if a["activation"] == "none" else _ACTIVATIONS[a["activation"]](y)
+
+
 def _conv(x, w, b, a):
     return F.conv2d(x, w, b, stride=_pair(a, "stride", 1), padding=_pair(a, "padding", 0),
                     dilation=_pair(a, "dilation", 1), groups=a.get("groups", 1))
@@ -296,7 +304,7 @@ FORWARD = {
     "embedding": lambda x, a, t: F.embedding(x[1], x[0], padding_idx=a.get("padding_idx")),
     "scaled_dot_product_attention": lambda x, a, t: _attention(x[0], x[1], x[2], _opt(x, 3), a),
     "conv2d": lambda x, a, t: _conv(x[0], x[1], _opt(x, 2), a),
-    "conv2d_activation": lambda x, a, t: _ACTIVATIONS[a["activation"]](_conv(x[0], x[1], _opt(x, 2), a)),
+    "conv2d_activation": lambda x, a, t: _conv_activation(x, a),
     "max_pool2d": lambda x, a, t: F.max_pool2d(x[0], _pair(a, "kernel_size", 1), _pair(a, "stride", a["kernel_size"]),
                                                _pair(a, "padding", 0), _pair(a, "dilation", 1),
                                                ceil_mode=a.get("ceil_mode", False)),
@@ -561,6 +569,17 @@ CASES = [
          label="depthwise silu"),
     case("conv2d_activation", [N(1, 3, 9, 11), N(5, 3, 3, 3), N(5)], {"padding": [1], "activation": "hardswish"},
          label="hardswish"),
+    # with a residual added before the activation, on each of the native kernel's paths
+    case("conv2d_activation", [N(1, 32, 6, 6), N(32, 32, 3, 3), N(32), N(1, 32, 6, 6)],
+         {"padding": [1], "activation": "relu"}, label="residual relu, 3 x 3 read in place (threads split filters)"),
+    case("conv2d_activation", [N(1, 8, 30, 30), N(16, 8, 3, 3), N(16), N(1, 16, 30, 30)],
+         {"padding": [1], "activation": "relu6"}, label="residual relu6, 3 x 3 read in place (threads split rows)"),
+    case("conv2d_activation", [N(2, 8, 5, 7), N(6, 8, 1, 1), N(6), N(2, 6, 5, 7)], {"activation": "none"},
+         label="residual alone, pointwise"),
+    case("conv2d_activation", [N(1, 3, 9, 11), N(5, 3, 3, 3), N(5), N(1, 5, 9, 11)],
+         {"padding": [1], "activation": "hardswish"}, label="residual hardswish, im2col"),
+    case("conv2d_activation", [N(1, 8, 20, 37), N(8, 1, 3, 3), N(8), N(1, 8, 10, 19)],
+         {"groups": 8, "stride": [2], "padding": [1], "activation": "silu"}, label="residual silu, depthwise"),
     # pooling
     case("max_pool2d", [N(2, 2, 5, 5)], {"kernel_size": [2], "ceil_mode": True}),
     case("max_pool2d", [N(1, 2, 7, 7)], {"kernel_size": [3], "stride": [2], "padding": [1]}, label="padded"),

@@ -260,10 +260,11 @@ std::int64_t flops_scaled_dot_product_attention(std::span<const TensorType> in, 
 std::int64_t flops_conv2d(std::span<const TensorType> in, const TensorType& out, const Attributes&) {
   const Dims& w = in[1].shape;
   const std::int64_t patch = sat_mul(sat_mul(w[1], w[2]), w[3]);
-  return sat_add(sat_mul(sat_mul(2, numel(out.shape)), patch), in.size() == 3 ? numel(out.shape) : 0);
+  return sat_add(sat_mul(sat_mul(2, numel(out.shape)), patch), in.size() >= 3 ? numel(out.shape) : 0);
 }
+// The convolution, its activation, and the residual add where there is one.
 std::int64_t flops_conv2d_activation(std::span<const TensorType> in, const TensorType& out, const Attributes& a) {
-  return sat_add(flops_conv2d(in, out, a), numel(out.shape));
+  return sat_add(flops_conv2d(in, out, a), sat_mul(in.size() == 4 ? 2 : 1, numel(out.shape)));
 }
 std::int64_t flops_pool(std::span<const TensorType>, const TensorType& out, const Attributes& a) {
   auto k = a.get_ints("pool", "kernel_size");

@@ -101,7 +101,7 @@ namespace pact::ops {
   X(scaled_dot_product_attention, "scaled_dot_product_attention", 3, 4, true, false, kernel, contraction,     \
     in0 | in1 | in2 | in3, none, "dddm")                                                                      \
   X(conv2d, "conv2d", 2, 3, true, false, kernel, contraction, in0 | in1, none, "dwb")                         \
-  X(conv2d_activation, "conv2d_activation", 2, 3, false, false, kernel, contraction, none, none, "dwb")       \
+  X(conv2d_activation, "conv2d_activation", 2, 4, false, false, kernel, contraction, none, none, "dwbd")      \
   X(max_pool2d, "max_pool2d", 1, 1, true, false, kernel, exact, in0, none, "d")                               \
   X(avg_pool2d, "avg_pool2d", 1, 1, true, false, kernel, reduction, in0, none, "d")                           \
   X(adaptive_avg_pool2d, "adaptive_avg_pool2d", 1, 1, true, false, kernel, reduction, none, none, "d")        \

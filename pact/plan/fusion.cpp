@@ -103,23 +103,80 @@ std::vector<Rewrite> fold_batch_norms(ir::Graph& g, SourceValues& values) {
   return out;
 }
 
+namespace {
+
+// The conv2d_activation name of the activation node `act` computes, or "" when it is not one of them.
+std::string activation_kind(const ir::Node& act) {
+  if (act.inputs.size() != 1) return "";
+  if (act.op == ops::OpTag::relu) return "relu";
+  if (act.op == ops::OpTag::silu) return "silu";
+  if (act.op == ops::OpTag::hardswish) return "hardswish";
+  if (act.op == ops::OpTag::clamp) {
+    const auto lo = act.attrs.get_optional_float("clamp", "min"), hi = act.attrs.get_optional_float("clamp", "max");
+    if (lo && hi && *lo == 0.0 && *hi == 6.0) return "relu6";
+  }
+  return "";
+}
+
+}  // namespace
+
+std::vector<Rewrite> fuse_conv_residuals(ir::Graph& g) {
+  std::vector<Rewrite> out;
+  const auto reads = readers(g);
+  std::unordered_map<std::string, const ir::Node*> sole_reader;  // the one node reading each node read once
+  for (const auto& n : g.nodes)
+    for (const auto& in : n.inputs)
+      if (reads.at(in) == 1) sole_reader[in] = &n;
+  std::set<std::string> dropped;
+  std::map<std::string, ir::Node> replaced;  // the add's or the activation's id -> its fused node
+  for (const auto& add : g.nodes) {
+    if (add.op != ops::OpTag::add || add.inputs.size() != 2) continue;
+    // Either operand may be the convolution: the one computed by a biased conv2d that nothing else reads,
+    // whose output type the add keeps (no broadcast), and the other operand of that same type.
+    for (int side = 0; side < 2; ++side) {
+      const ir::Node* conv = node_of(g, add.inputs[side]);
+      const ir::Node* other = node_of(g, add.inputs[1 - side]);
+      if (conv == nullptr || other == nullptr || conv->op != ops::OpTag::conv2d || conv->inputs.size() != 3 ||
+          reads.at(conv->id) != 1 || dropped.contains(conv->id) || dropped.contains(other->id) ||
+          !(conv->type == add.type) || !(other->type == add.type) || add.inputs[0] == add.inputs[1])
+        continue;
+      // The add's activation joins when the add has no other reader.
+      // (readers() counts a graph output as a reader, so an add the graph outputs has none sole.)
+      auto it = sole_reader.find(add.id);
+      const ir::Node* act = it != sole_reader.end() ? it->second : nullptr;
+      const std::string kind = act != nullptr ? activation_kind(*act) : "";
+      if (kind.empty()) act = nullptr;
+      ir::Node fused = act != nullptr ? *act : add;
+      fused.op = ops::OpTag::conv2d_activation;
+      fused.inputs = {conv->inputs[0], conv->inputs[1], conv->inputs[2], add.inputs[1 - side]};
+      fused.attrs = conv->attrs;
+      fused.attrs.set("activation", kind.empty() ? std::string("none") : kind);
+      fused.type_declared = false;
+      std::vector<std::string> nodes = {conv->id, add.id};
+      if (act != nullptr) nodes.push_back(act->id);
+      out.push_back(Rewrite{"conv2d_residual", nodes, fused.id, kActivationEvidence});
+      dropped.insert(conv->id);
+      if (act != nullptr) dropped.insert(add.id);
+      replaced.insert_or_assign(fused.id, std::move(fused));
+      break;
+    }
+  }
+  if (out.empty()) return out;
+  for (auto& n : g.nodes) {
+    auto it = replaced.find(n.id);
+    if (it != replaced.end()) n = std::move(it->second);
+  }
+  rebuild(g, dropped, {});
+  return out;
+}
+
 std::vector<Rewrite> fuse_conv_activations(ir::Graph& g) {
   std::vector<Rewrite> out;
   const auto reads = readers(g);
   std::set<std::string> dropped;
   for (auto& act : g.nodes) {
-    std::string kind;
-    if (act.op == ops::OpTag::relu) {
-      kind = "relu";
-    } else if (act.op == ops::OpTag::silu) {
-      kind = "silu";
-    } else if (act.op == ops::OpTag::hardswish) {
-      kind = "hardswish";
-    } else if (act.op == ops::OpTag::clamp) {
-      const auto lo = act.attrs.get_optional_float("clamp", "min"), hi = act.attrs.get_optional_float("clamp", "max");
-      if (lo && hi && *lo == 0.0 && *hi == 6.0) kind = "relu6";
-    }
-    if (kind.empty() || act.inputs.size() != 1) continue;
+    const std::string kind = activation_kind(act);
+    if (kind.empty()) continue;
     const ir::Node* conv = node_of(g, act.inputs[0]);
     if (conv == nullptr || conv->op != ops::OpTag::conv2d || reads.at(conv->id) != 1 || dropped.contains(conv->id))
       continue;

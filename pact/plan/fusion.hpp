@@ -11,6 +11,11 @@
 ///  - conv2d_activation: relu, relu6 (clamp to [0, 6]), silu or hardswish of a convolution read by nothing else
 ///    becomes one conv2d_activation node (the op table's), whose native kernel applies the activation as
 ///    it stores each chunk; its capsules carry their own evidence (the op sweep).
+///  - conv2d_residual: an add of a biased convolution read by nothing else and a tensor of the add's own
+///    type (a ResNet block's identity or downsampled branch), with the relu, relu6, silu or hardswish that
+///    is the add's only reader, becomes one conv2d_activation node with the tensor as its fourth input
+///    (activation "none" where no activation follows); the kernel adds it to each chunk as it is stored.
+///    Run after fold_batch_norm (which gives the convolution its bias) and before conv2d_activation.
 ///
 /// Each rewrite keeps the id of the node it replaces last, so every consumer and graph output is
 /// untouched. Training plans are never rewritten (batch norm trains on batch statistics, and
@@ -27,7 +32,7 @@ namespace pact::plan {
 
 /// One rewrite: its kind, the nodes it replaced (in graph order) and the node that now computes them.
 struct Rewrite {
-  std::string kind;  ///< "fold_batch_norm" or "conv2d_activation"
+  std::string kind;  ///< "fold_batch_norm", "conv2d_residual" or "conv2d_activation"
   std::vector<std::string> nodes;
   std::string into;
   std::string evidence;  ///< the test that holds the rewrite to the unfused graph's values
@@ -39,6 +44,10 @@ using SourceValues = std::map<std::string, Tensor>;
 /// Folds every batch norm it can into its convolution (f32, parameters all in `values`), removes the
 /// parameters no node reads any more from the graph and `values`, and returns the rewrites.
 std::vector<Rewrite> fold_batch_norms(ir::Graph& graph, SourceValues& values);
+
+/// Fuses every add of a biased convolution read by nothing else and a tensor of the add's type, with the
+/// add's activation where it is the add's only reader, into conv2d_activation with a residual.
+std::vector<Rewrite> fuse_conv_residuals(ir::Graph& graph);
 
 /// Fuses every relu, relu6, silu or hardswish of a convolution read by nothing else into conv2d_activation.
 std::vector<Rewrite> fuse_conv_activations(ir::Graph& graph);

@@ -384,6 +384,7 @@ ImportedModel::ImportedModel(ir::TorchBundle&& bundle, const contract::BackendPr
   std::vector<plan::Rewrite> rewrites;
   if (fuse) {
     rewrites = plan::fold_batch_norms(graph, values);
+    for (auto& r : plan::fuse_conv_residuals(graph)) rewrites.push_back(std::move(r));
     for (auto& r : plan::fuse_conv_activations(graph)) rewrites.push_back(std::move(r));
   }
   module_of_ = std::move(bundle.model.module_of);

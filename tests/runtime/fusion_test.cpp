@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <random>
 
 #include "pact/plan/planner.hpp"
@@ -137,6 +138,102 @@ TEST(Fusion, LeavesAloneWhatItCannotFuse) {
   partial.erase("var");
   EXPECT_TRUE(plan::fold_batch_norms(h, partial).empty());
   EXPECT_NE(h.find("bn"), nullptr);
+}
+
+// x -> conv2d (bias) -> batch_norm -> add(., x) -> [activation] -> output: a ResNet basic block's tail.
+ConvBnModel residual_block(std::optional<ops::OpTag> act, bool conv_first = true) {
+  std::mt19937 rng(12);
+  ir::GraphBuilder b;
+  const Dims x{2, 4, 6, 6};
+  b.input("x", x);
+  b.parameter("w", Dims{4, 4, 3, 3});
+  b.parameter("b", Dims{4});
+  b.parameter("gamma", Dims{4});
+  b.parameter("beta", Dims{4});
+  b.buffer("mean", Dims{4});
+  b.buffer("var", Dims{4});
+  b.op("conv", ops::OpTag::conv2d, {"x", "w", "b"}, ops::Attributes{{"padding", std::vector<std::int64_t>{1}}});
+  b.op("bn", ops::OpTag::batch_norm, {"conv", "gamma", "beta", "mean", "var"}, ops::Attributes{{"eps", 1e-3}});
+  b.op("sum", ops::OpTag::add, conv_first ? std::vector<std::string>{"bn", "x"} : std::vector<std::string>{"x", "bn"});
+  if (act) b.op("act", *act, {"sum"});
+  b.output(act ? "act" : "sum");
+  ConvBnModel m{b.build(), {}};
+  for (const auto& [id, shape] : std::vector<std::pair<std::string, Dims>>{
+           {"x", x}, {"w", {4, 4, 3, 3}}, {"b", {4}}, {"gamma", {4}}, {"beta", {4}}, {"mean", {4}}})
+    m.values.emplace(id, random_tensor(shape, rng));
+  m.values.emplace("var", random_tensor(Dims{4}, rng, true));
+  return m;
+}
+
+// The block's add and relu join the folded convolution as one conv2d_activation with the block's input as
+// its residual, whichever operand of the add the convolution is; without an activation the add joins
+// alone (activation "none"). The fused graph gives the unfused one's values, and a wrong residual does not.
+TEST(Fusion, ResidualAddAndActivationJoinTheConvolution) {
+  for (const auto& [act, conv_first, kind] : std::vector<std::tuple<std::optional<ops::OpTag>, bool, std::string>>{
+           {ops::OpTag::relu, true, "relu"}, {ops::OpTag::relu, false, "relu"}, {std::nullopt, true, "none"}}) {
+    SCOPED_TRACE(kind + (conv_first ? ", conv first" : ", conv second"));
+    ConvBnModel m = residual_block(act, conv_first);
+    const Tensor unfused = run_graph(m.graph, m.values);
+
+    ir::Graph g = m.graph;
+    plan::SourceValues values = copy_of(m.values);
+    ASSERT_EQ(plan::fold_batch_norms(g, values).size(), 1u);
+    const auto fused = plan::fuse_conv_residuals(g);
+    ASSERT_EQ(fused.size(), 1u);
+    EXPECT_EQ(fused[0].kind, "conv2d_residual");
+    const std::string into = act ? "act" : "sum";
+    EXPECT_EQ(fused[0].into, into);
+    EXPECT_EQ(fused[0].nodes,
+              act ? (std::vector<std::string>{"bn", "sum", "act"}) : (std::vector<std::string>{"bn", "sum"}));
+    EXPECT_TRUE(plan::fuse_conv_activations(g).empty());  // nothing left to fuse
+    const ir::Node* node = g.find(into);
+    ASSERT_NE(node, nullptr);
+    EXPECT_EQ(node->op, ops::OpTag::conv2d_activation);
+    EXPECT_EQ(node->attrs.get_string("conv2d_activation", "activation"), kind);
+    EXPECT_EQ(node->inputs, (std::vector<std::string>{"x", "bn.folded_weight", "bn.folded_bias", "x"}));
+    for (const std::string gone : {"bn", "sum"}) {
+      if (gone != into) {
+        EXPECT_EQ(g.find(gone), nullptr) << gone;
+      }
+    }
+    EXPECT_LT(relative_error(run_graph(g, values), unfused), 1e-5);
+
+    // The evidence can fail: the same fused node given a zero residual is far from the unfused values.
+    std::vector<ir::Node> nodes = g.nodes;
+    nodes.insert(nodes.begin(), ir::parameter_node("zeros", Dims{2, 4, 6, 6}, DType::f32, false));
+    for (auto& n : nodes)
+      if (n.id == into) n.inputs[3] = "zeros";
+    const ir::Graph wrong = ir::validate(nodes, g.outputs);
+    plan::SourceValues with_zeros = copy_of(values);
+    with_zeros.emplace("zeros", Tensor::from_values<float>(Dims{2, 4, 6, 6}, std::vector<float>(2 * 4 * 6 * 6, 0.0f)));
+    EXPECT_GT(relative_error(run_graph(wrong, with_zeros), unfused), 1e-2);
+  }
+}
+
+// An add that broadcasts, or whose convolution has another reader, is left alone.
+TEST(Fusion, ResidualFusionLeavesAloneWhatItCannotFuse) {
+  {
+    ConvBnModel m = residual_block(ops::OpTag::relu);
+    std::vector<ir::Node> nodes = m.graph.nodes;
+    nodes.push_back(ir::Node{"also", ops::OpTag::neg, {"bn"}, {}, {}, false, false, false});
+    ir::Graph g = ir::validate(nodes, {"act", "also"});
+    EXPECT_TRUE(plan::fuse_conv_residuals(g).empty());
+    EXPECT_NE(g.find("sum"), nullptr);
+  }
+  {
+    ir::GraphBuilder b;
+    b.input("x", Dims{1, 2, 4, 4});
+    b.parameter("w", Dims{2, 2, 1, 1});
+    b.parameter("b", Dims{2});
+    b.parameter("shift", Dims{1, 2, 1, 1});
+    b.op("conv", ops::OpTag::conv2d, {"x", "w", "b"});
+    b.op("sum", ops::OpTag::add, {"conv", "shift"});  // broadcast: not the output's type
+    b.op("act", ops::OpTag::relu, {"sum"});
+    b.output("act");
+    ir::Graph g = b.build();
+    EXPECT_TRUE(plan::fuse_conv_residuals(g).empty());
+    EXPECT_NE(g.find("sum"), nullptr);
+  }
 }
 
 // Every committed PyTorch capture gives the same outputs fused and as captured, and both agree with

@@ -274,12 +274,15 @@ int run_torch(const std::string& dir, const std::string& profile_name, bool json
                 dir.c_str(), method.c_str(), profile_name.c_str(), result.audit.kernels.size(), ms,
                 static_cast<double>(result.peak_bytes) / (1024.0 * 1024.0));
     if (!result.audit.rewrites.empty()) {
-      std::size_t folded = 0;
-      for (const auto& r : result.audit.rewrites) folded += r.kind == "fold_batch_norm" ? 1 : 0;
+      std::size_t folded = 0, residual = 0;
+      for (const auto& r : result.audit.rewrites) {
+        folded += r.kind == "fold_batch_norm" ? 1 : 0;
+        residual += r.kind == "conv2d_residual" ? 1 : 0;
+      }
       std::printf(
-          "fused for inference: %zu batch norm(s) folded into their convolutions, %zu activation(s) into "
-          "conv2d_activation (--no-fuse to run the graph as captured)\n",
-          folded, result.audit.rewrites.size() - folded);
+          "fused for inference: %zu batch norm(s) folded into their convolutions, %zu residual add(s) and %zu "
+          "activation(s) into conv2d_activation (--no-fuse to run the graph as captured)\n",
+          folded, residual, result.audit.rewrites.size() - folded - residual);
     }
     std::printf("%-16s %-18s %14s %14s %14s\n", "output", "shape", "max|pact-torch|", "max|torch|", "relative");
     for (const auto& a : agreement) {
