@@ -186,6 +186,12 @@ std::vector<Sample> samples() {
        false,
        "depthwise 5x5 stride 3"},
       {OpTag::conv2d, {N({2, 8, 5, 7}), N({6, 8, 1, 1}), N({6})}, {}, false, "pointwise"},
+      // A weight larger than the padded input: on several threads each computes a range of the filters.
+      {OpTag::conv2d,
+       {N({1, 32, 6, 6}), N({40, 32, 3, 3}), N({40})},
+       A{{"padding", L{1}}},
+       false,
+       "3 x 3 read in place, the threads splitting 40 filters"},
       {OpTag::conv2d_activation,
        {N({2, 3, 6, 5}), N({4, 3, 3, 3}), N({4})},
        A{{"padding", L{1}}, {"activation", std::string("relu")}}},

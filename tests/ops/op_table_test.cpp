@@ -279,6 +279,34 @@ TEST(ShapeRules, ConvAndPoolingMatchPyTorch) {
   EXPECT_EQ(infer_type(OpTag::adaptive_avg_pool2d, std::vector{f32({2, 512, 7, 7})}, ad).shape, (Dims{2, 512, 1, 1}));
 }
 
+// conv2d_activation's fourth input, the residual, has the output's type; activation "none" needs it.
+TEST(ShapeRules, ConvActivationTakesAResidualOfTheOutputsType) {
+  const Attributes relu{{"padding", std::vector<std::int64_t>{1}}, {"activation", std::string("relu")}};
+  const Attributes none{{"padding", std::vector<std::int64_t>{1}}, {"activation", std::string("none")}};
+  const Attributes gelu{{"padding", std::vector<std::int64_t>{1}}, {"activation", std::string("gelu")}};
+  const auto x = f32({2, 3, 8, 8}), w = f32({4, 3, 3, 3}), b = f32({4}), r = f32({2, 4, 8, 8});
+  EXPECT_EQ(infer_type(OpTag::conv2d_activation, std::vector{x, w, b, r}, relu).shape, (Dims{2, 4, 8, 8}));
+  EXPECT_EQ(infer_type(OpTag::conv2d_activation, std::vector{x, w, b, r}, none).shape, (Dims{2, 4, 8, 8}));
+  // The message of the refusal, or "" when the rule accepts.
+  auto refusal = [](const std::vector<TensorType>& in, const Attributes& a) -> std::string {
+    try {
+      infer_type(OpTag::conv2d_activation, in, a);
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::invalid_argument) << e.what();
+      return e.what();
+    }
+    return "";
+  };
+  for (const auto& wrong : {f32({2, 4, 8, 7}), f32({1, 4, 8, 8}), f32({4, 8, 8}), TensorType{DType::f64, {2, 4, 8, 8}}})
+    EXPECT_NE(refusal({x, w, b, wrong}, relu).find("operand 'residual'"), std::string::npos) << wrong.shape.to_string();
+  EXPECT_NE(refusal({x, w, b}, none).find("activation 'none'"), std::string::npos);
+  EXPECT_NE(refusal({x, w, b, r}, gelu).find("activation 'gelu'"), std::string::npos);
+  // The flops: the convolution's, its bias, the residual add and the activation.
+  EXPECT_EQ(
+      estimate_flops(OpTag::conv2d_activation, std::vector{x, w, b, r}, TensorType{DType::f32, {2, 4, 8, 8}}, relu),
+      2LL * 2 * 4 * 64 * 27 + 3LL * 2 * 4 * 64);
+}
+
 TEST(ShapeRules, LossesNormsAttentionEmbedding) {
   EXPECT_EQ(infer_type(OpTag::cross_entropy, std::vector{f32({8, 10}), i64({8})}, {}).shape, (Dims{}));
   EXPECT_EQ(infer_type(OpTag::cross_entropy, std::vector{f32({8, 10}), i64({8})},
