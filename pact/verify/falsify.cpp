@@ -639,9 +639,9 @@ void keep_sample_baselines(std::uint64_t seed) {
   }
 }
 
-void drop_sample_baselines() noexcept {
+void drop_sample_baselines(bool release) noexcept {
   keeping_baselines = false;
-  kept_baselines.clear();
+  if (release) kept_baselines.clear();
 }
 
 std::vector<Evaluation> evaluations_of(const Contract& contract, const BindingFile& bindings) {

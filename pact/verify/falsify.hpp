@@ -85,8 +85,9 @@ void set_stop_at_first_failure(bool stop) noexcept;
 /// every process forked after.
 void keep_sample_baselines(std::uint64_t seed);
 /// Forgets them and stops keeping: in a gate child whose mutant the reference's own run reaches, they no
-/// longer hold.
-void drop_sample_baselines() noexcept;
+/// longer hold. With `release` false the memory is not freed, only never read again: a forked child about to
+/// exit would otherwise write to (and so copy) every page of the parent's that holds them.
+void drop_sample_baselines(bool release = true) noexcept;
 
 struct ObligationResult {
   std::string contract, obligation, capsule;

@@ -38,6 +38,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "pact/contract/capsule.hpp"
@@ -283,7 +284,7 @@ int run(const Options& o) {
     ::waitpid(spawn(
                   [&] {
                     // Each evaluation's reach includes the reference's run, as when nothing is kept.
-                    pact::verify::drop_sample_baselines();
+                    pact::verify::drop_sample_baselines(false);
                     int evaluated = 0;
                     for (std::size_t l = 0; l < levels.size(); ++l) {
                       pact::set_active_isa(levels[l]);
@@ -384,7 +385,7 @@ int run(const Options& o) {
             std::vector<std::uint8_t> seen(stride, 0);
             pact::mutation::reached = seen.data();
             pact::mutation::active = id;
-            if (reference_sites[static_cast<std::size_t>(id)] != 0) pact::verify::drop_sample_baselines();
+            if (reference_sites[static_cast<std::size_t>(id)] != 0) pact::verify::drop_sample_baselines(false);
             for (const auto& [l, u] : plans.at(id)) {
               pact::set_active_isa(levels[l]);
               if (evaluate(units[u], oracle, o.trials) == Verdict::fails) return false;
@@ -480,10 +481,24 @@ int main(int argc, char** argv) {
   // passive waiting; libgomp reads its environment when it loads, hence the one re-execution (unless the
   // caller chose a policy). And a child's vectors of a few hundred kilobytes would each come from mmap and
   // fault in their pages anew, so the heap keeps what it is given instead. Together they took the gate's
-  // linear contract from 70 s to 30 s on 2 cores; neither changes what a mutant computes.
-  if (std::getenv("OMP_WAIT_POLICY") == nullptr) {
-    ::setenv("OMP_WAIT_POLICY", "passive", 1);
-    ::execv("/proc/self/exe", argv);  // returns only on failure: run as we are, spinning
+  // linear contract from 70 s to 30 s on 2 cores; neither changes what a mutant computes. Every page a child
+  // touches first is a page fault, each costly in a VM (the gate spent a third of its time in the kernel),
+  // so glibc's malloc asks for transparent huge pages for the heap (the glibc.malloc.hugetlb tunable, also
+  // read at load: madvise, which the kernel honours where THP is `madvise` or `always`): one fault per 2 MiB
+  // of fresh heap, not per 4 KiB (the linear and layernorm contracts' children: 1.13 to 0.74 million faults,
+  // 25 to 19 s in the kernel).
+  const char* tunables = std::getenv("GLIBC_TUNABLES");
+  const bool huge =
+      tunables != nullptr && std::string_view(tunables).find("glibc.malloc.hugetlb") != std::string_view::npos;
+  if (std::getenv("OMP_WAIT_POLICY") == nullptr || !huge) {
+    if (std::getenv("OMP_WAIT_POLICY") == nullptr) ::setenv("OMP_WAIT_POLICY", "passive", 1);
+    if (!huge) {
+      const std::string t = tunables == nullptr || *tunables == '\0'
+                                ? std::string("glibc.malloc.hugetlb=1")
+                                : std::string(tunables) + ":glibc.malloc.hugetlb=1";
+      ::setenv("GLIBC_TUNABLES", t.c_str(), 1);
+    }
+    ::execv("/proc/self/exe", argv);  // returns only on failure: run as we are
   }
   ::mallopt(M_MMAP_THRESHOLD, 256 << 20);
   ::mallopt(M_TRIM_THRESHOLD, 1 << 30);
