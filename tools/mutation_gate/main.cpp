@@ -78,9 +78,11 @@ using Unit = pact::verify::Evaluation;
 
 enum class Verdict { holds, fails, not_applicable };
 
-Verdict evaluate(const Unit& u, const std::string& oracle, int trials) {
+// With `why`, a failure's first failing case is written there.
+Verdict evaluate(const Unit& u, const std::string& oracle, int trials, std::string* why = nullptr) {
   const auto out = pact::verify::evaluate_capsule(*u.obligation, u.op, u.capsule, 0, trials, oracle);
   if (!out.not_applicable.empty()) return Verdict::not_applicable;
+  if (out.failed > 0 && why != nullptr) *why = out.first_failure;
   return out.failed > 0 ? Verdict::fails : Verdict::holds;
 }
 
@@ -291,10 +293,17 @@ int run(const Options& o) {
                       for (std::size_t u = 0; u < units.size(); ++u) {
                         pact::mutation::reached = reach + slot(l, u) * stride;
                         const auto start = std::chrono::steady_clock::now();
-                        const Verdict v = evaluate(units[u], oracle, o.trials);
+                        std::string why;
+                        const Verdict v = evaluate(units[u], oracle, o.trials, &why);
                         seconds[slot(l, u)] =
                             std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-                        if (v == Verdict::fails) return false;
+                        if (v == Verdict::fails) {  // the child's stderr is closed: the parent's stdout says it
+                          std::printf("pact_mutation_gate: %s on %s at %s, with no mutant active: %s\n",
+                                      units[u].obligation->id.c_str(), units[u].capsule.c_str(),
+                                      std::string(pact::isa_name(levels[l])).c_str(), why.c_str());
+                          std::fflush(stdout);
+                          return false;
+                        }
                         evaluated += v == Verdict::holds ? 1 : 0;
                       }
                     }

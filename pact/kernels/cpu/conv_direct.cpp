@@ -124,7 +124,8 @@ PACT_SIMD_INLINE void depthwise_units(const float* __restrict w, float bias, con
   };
   const bool clamped = sc.clamp != nullptr;
   const Vec<W> lo = Vec<W>{} + (clamped ? sc.clamp[0] : 0.0f), hi = Vec<W>{} + (clamped ? sc.clamp[1] : 0.0f);
-  auto put = [&](Vec<W> a, const Unit& u) { store_block<W>(&a, u.out, u.cols, clamped, &lo, &hi); };
+  // By reference (depthwise_in_place_avx512's put says why).
+  auto put = [&](const Vec<W>& a, const Unit& u) { store_block<W>(&a, u.out, u.cols, clamped, &lo, &hi); };
   std::int64_t k = 0;
   for (; k + 4 <= units; k += 4) {
     const Unit u0 = next(), u1 = next(), u2 = next(), u3 = next();
@@ -246,21 +247,28 @@ PACT_TARGET_AVX512 void depthwise_in_place_avx512(const float* __restrict x, con
                                                   float* __restrict out) {
   constexpr int W = 16;
   const InPlaceTaps& s = *tp;
-  if (phases != nullptr) {  // stride 2: the taps read the phases
+  // What the taps read: the plane, or at stride 2 its phases (not x reassigned: a restrict pointer given the
+  // value of another restrict pointer of the same block is undefined in C's rules, which GCC follows).
+  const float* src = x;
+  if (phases != nullptr) {
     split_phases(x, s, phases);
-    x = phases;
+    src = phases;
   }
   const std::int64_t n = s.outputs, blocks = (n + W - 1) / W, taps = s.taps;
   const std::int64_t* __restrict off = s.off;
   const std::uint16_t* __restrict mask = s.mask;
   const bool clamped = s.clamp != nullptr;
   const Vec<W> lo = Vec<W>{} + (clamped ? s.clamp[0] : 0.0f), hi = Vec<W>{} + (clamped ? s.clamp[1] : 0.0f);
-  auto put = [&](Vec<W> a, std::int64_t q) {
+  // The block by reference, as every helper here takes vectors: a lambda does not inherit the function's
+  // target, so by value a 64-byte vector would pass in a ZMM register from here and be read from the stack
+  // in the lambda wherever it is not inlined (-O0 to -O2 with the mutation gate's schemata: every output
+  // wrong; -Wpsabi's note).
+  auto put = [&](const Vec<W>& a, std::int64_t q) {
     store_block<W>(&a, out + q, std::min<std::int64_t>(W, n - q), clamped, &lo, &hi);
   };
   std::int64_t b = 0;
   for (; b + 4 <= blocks; b += 4) {
-    const float* in = x + b * W;
+    const float* in = src + b * W;
     const std::uint16_t* m = mask + b * taps;
     Vec<W> a0 = Vec<W>{} + bias, a1 = a0, a2 = a0, a3 = a0;
     for (std::int64_t t = 0; t < taps; ++t) {
@@ -286,7 +294,7 @@ PACT_TARGET_AVX512 void depthwise_in_place_avx512(const float* __restrict x, con
     Vec<W> a = Vec<W>{} + bias;
     for (std::int64_t t = 0; t < taps; ++t) {
       Vec<W> v;
-      masked_load(&v, x + b * W + off[t], m[t]);
+      masked_load(&v, src + b * W + off[t], m[t]);
       a += w[t] * v;
     }
     put(a, b * W);
