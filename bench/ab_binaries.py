@@ -5,11 +5,12 @@ only figures from one interleaved run compare).
     /usr/bin/python3 bench/ab_binaries.py OLD_BINARY NEW_BINARY FILTER [--rounds 11] [--min-time 0.3]
 
 Runs OLD and NEW alternately (the order flips every round), `--benchmark_filter=FILTER`, one OpenMP thread,
-and prints each side's median and minimum of the per-call times and new/old for both. Build the old side
+with PACT_ISA passed on where it is set (the AVX2 proxy: PACT_ISA=avx2 bench/ab_binaries.py ...), and prints
+each side's median and minimum of the per-call times and new/old for both. Build the old side
 from a clean clone: git clone . /tmp/old && git -C /tmp/old checkout REV && (cd /tmp/old && cmake --preset
 bench && cmake --build build/bench --target pact_bench_train_step).
 """
-import argparse, json, statistics, subprocess
+import argparse, json, os, statistics, subprocess
 
 
 def main():
@@ -26,7 +27,7 @@ def main():
         for tag, binary in order if r % 2 == 0 else reversed(order):
             out = subprocess.run([binary, "--benchmark_min_time=" + a.min_time, "--benchmark_filter=" + a.filter],
                                  capture_output=True, text=True, check=True,
-                                 env={"OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin"}).stdout
+                                 env={"OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin", **({"PACT_ISA": os.environ["PACT_ISA"]} if "PACT_ISA" in os.environ else {})}).stdout
             cases = json.loads(out[out.index("{"):])["cases"]
             if len(cases) != 1:
                 raise SystemExit(f"filter {a.filter!r} matched {len(cases)} benchmarks; it must match one")

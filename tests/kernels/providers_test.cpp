@@ -6,6 +6,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -13,6 +14,7 @@
 
 #include "pact/core/cpu.hpp"
 #include "pact/core/simd_dispatch.hpp"
+#include "pact/kernels/cpu/fast_math.hpp"
 #include "pact/kernels/cpu/gemm.hpp"
 #include "pact/kernels/cpu/vector_ops.hpp"
 #include "sweep_util.hpp"
@@ -601,6 +603,39 @@ TEST_P(EveryLevel, ExpMapsMatchFloat64AcrossTheRange) {
         }
       }
     }
+}
+
+// fast_exp_no_overflow is fast_exp without its overflow end: the same bits for every argument below 88.3
+// (softmax's x - max, gelu's erfc and pdf). Every 97th bit pattern from +0 up to 88.3 and from -0 down
+// through -inf and the negative NaNs, the neighbours of both clamps, and a NaN.
+TEST(FastMath, ExpWithoutItsOverflowEndIsFastExpBitForBit) {
+  const auto same = [](float x) {
+    const float a = kernels::cpu::fast_exp(x), b = kernels::cpu::fast_exp_no_overflow(x);
+    return std::bit_cast<std::uint32_t>(a) == std::bit_cast<std::uint32_t>(b);
+  };
+  std::uint64_t checked = 0;
+  const std::uint64_t top = std::bit_cast<std::uint32_t>(88.3f);
+  for (std::uint64_t u = 0; u <= top; u += 97, ++checked) {
+    const float x = std::bit_cast<float>(static_cast<std::uint32_t>(u));
+    ASSERT_TRUE(same(x)) << x << " (bits " << std::hex << u << ")";
+  }
+  for (std::uint64_t u = 0x80000000u; u <= 0xffffffffu; u += 97, ++checked) {
+    const float x = std::bit_cast<float>(static_cast<std::uint32_t>(u));
+    ASSERT_TRUE(same(x)) << x << " (bits " << std::hex << u << ")";
+  }
+  for (float edge : {-87.3f, 88.3f}) {
+    float up = edge, down = edge;
+    for (int i = 0; i < 64; ++i, up = std::nextafter(up, 100.0f), down = std::nextafter(down, -100.0f)) {
+      if (up <= 88.3f) {
+        ASSERT_TRUE(same(up)) << up;
+      }
+      ASSERT_TRUE(same(down)) << down;
+    }
+  }
+  for (float x : {0.0f, -0.0f, -std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN(),
+                  -std::numeric_limits<float>::denorm_min(), 3e-8f, -1e-30f, -0.5f, 1.0f, 88.0f})
+    ASSERT_TRUE(same(x)) << x;
+  EXPECT_GT(checked, 33'000'000u);
 }
 
 TEST(Gemm, AccumulateAddsIntoC) {

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <utility>
 
 namespace pact::kernels::cpu {
 
@@ -29,6 +30,25 @@ inline float fast_exp(float x) {
   const float y = p * std::bit_cast<float>((half + 127) << 23) *
                   std::bit_cast<float>((static_cast<std::int32_t>(n) - half + 127) << 23);
   return x < -87.3f ? 0.0f : (x > 88.7f ? std::numeric_limits<float>::infinity() : (x != x ? x : y));
+}
+
+// fast_exp for an argument below 88.3, bit for bit (tests/kernels/providers_test.cpp compares them over
+// those floats): there n <= 127, so 2^n is one normal float (n >= -126 after the clamp), and the overflow
+// end needs no clamp, no split power and no select. Softmax's x - max, exp(-x^2 / 2) and erfc's exponent
+// (at most 3e-8) all qualify; their vectorised loops lose a third of fast_exp's selects and integer work
+// (gelu at AVX2: 0.83 -> 0.72 ms for 2^19 elements).
+inline float fast_exp_no_overflow(float x) {
+  const float t = std::max(x, -87.3f);
+  const float n = std::floor(t * 1.44269504088896341f + 0.5f);
+  const float r = (t - n * 0.693359375f) + n * 2.12194440e-4f;
+  float p = 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  const float y = p * std::bit_cast<float>((static_cast<std::int32_t>(n) + 127) << 23);
+  return x < -87.3f ? 0.0f : (x != x ? x : y);
 }
 
 // acc[0] += acc[1] + ... + acc[L - 1], pairwise: lane l takes lane l + L/2, then l + L/4, down to one (the
@@ -60,6 +80,32 @@ inline float lanes_sum(std::int64_t n, F&& f) {
   for (int w = L / 2; w > 0; w /= 2)
     for (int l = 0; l < w; ++l) acc[l] += acc[l + w];
   return acc[0] + tail;
+}
+
+// lanes_sum of f and of h in one pass over k: {lanes_sum(n, f), lanes_sum(n, h)}, bit for bit (the same
+// lanes, tail and folding for each), for a row whose two sums would otherwise read it twice.
+template <class F, class H>
+inline std::pair<float, float> lanes_sum2(std::int64_t n, F&& f, H&& h) {
+  constexpr int L = 32;
+  float acc[L] = {}, bcc[L] = {};
+  std::int64_t k = 0;
+  for (; k + L <= n; k += L) {
+    for (int l = 0; l < L; ++l) {
+      acc[l] += f(k + l);
+      bcc[l] += h(k + l);
+    }
+  }
+  float tail = 0.0f, btail = 0.0f;
+  for (; k < n; ++k) {
+    tail += f(k);
+    btail += h(k);
+  }
+  for (int w = L / 2; w > 0; w /= 2)
+    for (int l = 0; l < w; ++l) {
+      acc[l] += acc[l + w];
+      bcc[l] += bcc[l + w];
+    }
+  return {acc[0] + tail, bcc[0] + btail};
 }
 
 }  // namespace pact::kernels::cpu
