@@ -499,8 +499,9 @@ int main(int argc, char** argv) {
   const char* tunables = std::getenv("GLIBC_TUNABLES");
   const bool huge =
       tunables != nullptr && std::string_view(tunables).find("glibc.malloc.hugetlb") != std::string_view::npos;
-  if (std::getenv("OMP_WAIT_POLICY") == nullptr || !huge) {
-    if (std::getenv("OMP_WAIT_POLICY") == nullptr) ::setenv("OMP_WAIT_POLICY", "passive", 1);
+  const bool policy_chosen = std::getenv("OMP_WAIT_POLICY") != nullptr;
+  if (!policy_chosen || !huge) {
+    if (!policy_chosen) ::setenv("OMP_WAIT_POLICY", "passive", 1);
     if (!huge) {
       const std::string t = tunables == nullptr || *tunables == '\0'
                                 ? std::string("glibc.malloc.hugetlb=1")
