@@ -638,6 +638,44 @@ TEST(FastMath, ExpWithoutItsOverflowEndIsFastExpBitForBit) {
   EXPECT_GT(checked, 33'000'000u);
 }
 
+// A binary op of a tensor and a single value (the row broadcast with rows of one element, either operand the
+// single one) at every level, on one thread and on the sharing path: each element exactly as the plain
+// expression, NaN and infinities included.
+TEST_P(EveryLevel, BinaryRowsAgainstASingleValueMatchThePlainExpression) {
+  using kernels::cpu::BinaryKind;
+  const ForcedLevel forced(GetParam());
+  if (!forced.active()) GTEST_SKIP() << forced.why();
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> ud(-4.0f, 4.0f);
+  for (std::int64_t n : {std::int64_t{1}, std::int64_t{7}, std::int64_t{33}, std::int64_t{70001}}) {
+    std::vector<float> big(static_cast<std::size_t>(n));
+    for (float& v : big) v = ud(rng);
+    big[0] = std::numeric_limits<float>::quiet_NaN();
+    if (n > 2) big[2] = 0.0f;
+    for (float scalar : {2.5f, 0.0f, -std::numeric_limits<float>::infinity()})
+      for (BinaryKind op : {BinaryKind::add, BinaryKind::sub, BinaryKind::mul, BinaryKind::div})
+        for (bool scalar_first : {false, true}) {
+          std::vector<float> out(static_cast<std::size_t>(n) + 1, 7.0f);
+          kernels::cpu::rows_f32(op, scalar_first ? &scalar : big.data(), scalar_first ? big.data() : &scalar,
+                                 scalar_first, !scalar_first, n, 1, out.data());
+          ASSERT_EQ(out[static_cast<std::size_t>(n)], 7.0f) << "wrote past the end";
+          for (std::int64_t i = 0; i < n; ++i) {
+            const float x = scalar_first ? scalar : big[static_cast<std::size_t>(i)];
+            const float y = scalar_first ? big[static_cast<std::size_t>(i)] : scalar;
+            const float want = op == BinaryKind::add   ? x + y
+                               : op == BinaryKind::sub ? x - y
+                               : op == BinaryKind::mul ? x * y
+                                                       : x / y;
+            const float got = out[static_cast<std::size_t>(i)];
+            ASSERT_TRUE(std::bit_cast<std::uint32_t>(got) == std::bit_cast<std::uint32_t>(want) ||
+                        (std::isnan(got) && std::isnan(want)))
+                << isa_name(GetParam()) << " op " << static_cast<int>(op) << (scalar_first ? " scalar first" : "")
+                << " at " << i << " of " << n << ": " << got << " against " << want;
+          }
+        }
+  }
+}
+
 TEST(Gemm, AccumulateAddsIntoC) {
   std::vector<float> a{1, 2, 3, 4}, b{1, 0, 0, 1}, c{10, 10, 10, 10};
   kernels::cpu::sgemm(2, 2, 2, a.data(), 2, 1, b.data(), 2, 1, c.data(), 2, true);
