@@ -28,7 +28,7 @@ import sys
 import tempfile
 import time
 
-from torch_peer import forced_level, hold_torch_to, verdict
+from torch_peer import degraded_baseline, forced_level, hold_torch_to, verdict
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PACT = os.path.join(ROOT, "build", "release", "bin", "pact")
@@ -86,6 +86,10 @@ def main():
 
     have_ort = os.path.isdir(os.path.join(a.ort, "node_modules", "onnxruntime-node"))
     cases, ratios = [], []
+    hold_torch_to(max(threads))  # loads torch's OpenBLAS, whose kernel degraded_baseline reads
+    degraded, degraded_note = degraded_baseline()
+    if degraded:
+        print(degraded_note)
     print(f"{'model':<18} {'thr':>3} {'pact ms':>9} {'torch ms':>9} {'ort ms':>8} {'/torch':>7} {'/ort':>6}  "
           f"{'agreement':>9}  verdicts")
     with tempfile.TemporaryDirectory() as tmp:
@@ -123,10 +127,11 @@ def main():
                 cases.append({"name": names["torch"], "contender": "torch eager " + torch.__version__,
                               "metric": "warm_median_ms", "unit": "ms", "value": tm, "repetitions": a.rounds})
                 rt = pm / tm
-                vt = verdict(rt <= 1.0, forced, proxy)
+                vt = verdict(rt <= 1.0, forced, proxy, degraded)
                 ratios.append({"name": f"{arch}_t{t}_pact_over_torch", "numerator": names["pact"],
                                "denominator": names["torch"], "value": rt, "goal_max": 1.0,
-                               "baseline_forced": forced, "proxy": proxy, "verdict": vt})
+                               "baseline_forced": forced, "proxy": proxy, "baseline_degraded": degraded,
+                               "verdict": vt})
                 ro, vo = None, ""
                 if om is not None:
                     cases.append({"name": names["ort"], "contender": "onnxruntime-node", "metric": "warm_median_ms",

@@ -14,7 +14,7 @@ ffn 512, seq 64, batch 16).
 """
 import json, os, subprocess, sys, tempfile, time
 
-from torch_peer import forced_level, hold_torch_to, verdict
+from torch_peer import degraded_baseline, forced_level, hold_torch_to, verdict
 
 
 def main():
@@ -31,6 +31,9 @@ def main():
         print("python3-torch is not installed (apt-get install python3-torch; run with /usr/bin/python3)", file=sys.stderr)
         return 2
     hold_torch_to(1)
+    degraded, degraded_note = degraded_baseline()
+    if degraded:
+        print(degraded_note, file=sys.stderr)
     binary = "build/bench/bench/pact_bench_train_step"
 
     def mlp(dims, batch):
@@ -99,7 +102,7 @@ def main():
                           "value": best_torch, "repetitions": 5}]
         out["ratios"].append({"name": f"pact_over_torch_{name}", "numerator": f"pact_{name}", "denominator": f"torch_{name}",
                               "value": ratio, "goal_max": 1.0 / goal, "baseline_forced": forced, "proxy": proxy,
-                              "verdict": verdict(ratio <= 1.0 / goal, forced, proxy)})
+                              "baseline_degraded": degraded, "verdict": verdict(ratio <= 1.0 / goal, forced, proxy, degraded)})
         print(f"{name}: pact {best_pact * 1e6:.1f} us, torch {best_torch * 1e6:.1f} us, speedup {1 / ratio:.2f}x (goal >= {goal}x)", file=sys.stderr)
     if json_out:
         with open(json_out, "w") as f:

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdlib>
 #include <thread>
@@ -26,8 +28,9 @@ void BenchReport::add_ratio(const BenchRatio& r) {
   const BenchCase& num = find(r.numerator);
   const BenchCase& den = find(r.denominator);
   const double value = num.value / den.value;
-  std::string verdict =
-      std::isfinite(value) ? ratio_verdict(value <= r.goal_max, r.baseline_forced, r.proxy) : std::string("invalid");
+  std::string verdict = std::isfinite(value)
+                            ? ratio_verdict(value <= r.goal_max, r.baseline_forced, r.proxy, r.baseline_degraded)
+                            : std::string("invalid");
   ratios_.push_back(Json{{"name", r.name},
                          {"numerator", r.numerator},
                          {"denominator", r.denominator},
@@ -35,26 +38,44 @@ void BenchReport::add_ratio(const BenchRatio& r) {
                          {"goal_max", r.goal_max},
                          {"baseline_forced", r.baseline_forced},
                          {"proxy", r.baseline_forced && r.proxy},
+                         {"baseline_degraded", r.baseline_degraded},
                          {"verdict", verdict}});
 }
 
-std::string ratio_verdict(bool met, bool baseline_forced, bool proxy) {
-  if (baseline_forced && !proxy) return "invalid";
+std::string ratio_verdict(bool met, bool baseline_forced, bool proxy, bool baseline_degraded) {
+  if ((baseline_forced && !proxy) || baseline_degraded) return "invalid";
   if (!met) return "fail";
   return baseline_forced ? "proxy" : "pass";
 }
 
-OpenBlasBaseline openblas_baseline() {
+Isa openblas_kernel_level(std::string_view corename) noexcept {
+  std::string c(corename);
+  std::transform(c.begin(), c.end(), c.begin(), [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+  if (c == "skylakex" || c == "cooperlake" || c == "sapphirerapids") return Isa::avx512;
+  if (c == "haswell" || c == "zen") return Isa::avx2;
+  return Isa::portable;
+}
+
+OpenBlasBaseline openblas_baseline(std::string_view corename) {
   OpenBlasBaseline b;
   const char* core = std::getenv("OPENBLAS_CORETYPE");
-  if (core == nullptr) return b;
+  if (core == nullptr) {
+    // The CPU's best level, counting every AVX-512 level as avx512 (OpenBLAS's SGEMM has no bf16 level).
+    const Isa cpu = std::min(cpu_facts().best, Isa::avx512);
+    const Isa kernel = openblas_kernel_level(corename);
+    b.degraded = kernel < cpu;
+    if (b.degraded)
+      b.note = fmt::format(
+          "OpenBLAS chose its {} kernel ({}) on a CPU that runs {}: a degraded baseline, verdicts invalid; "
+          "force OPENBLAS_CORETYPE={} with PACT_ISA={} for a matched proxy",
+          corename, isa_name(kernel), isa_name(cpu), cpu == Isa::avx512 ? "SkylakeX" : "Haswell", isa_name(cpu));
+    return b;
+  }
   b.forced = true;
   const std::string c(core);
   const Isa level = active_isa();
-  const bool avx2_kernel = c == "Haswell" || c == "Zen";
-  const bool avx512_kernel = c == "SkylakeX" || c == "Cooperlake" || c == "SapphireRapids";
-  b.proxy =
-      !requested_isa().empty() && ((level == Isa::avx2 && avx2_kernel) || (level >= Isa::avx512 && avx512_kernel));
+  const Isa kernel = openblas_kernel_level(c);
+  b.proxy = !requested_isa().empty() && kernel != Isa::portable && std::min(level, Isa::avx512) == kernel;
   b.note = b.proxy ? fmt::format("proxy: OPENBLAS_CORETYPE={} against PACT_ISA={}", c, isa_name(level))
                    : fmt::format("OpenBLAS kernel forced by OPENBLAS_CORETYPE={} (unmatched: Pact runs {})", c,
                                  isa_name(level));
@@ -143,6 +164,11 @@ void validate_bench_report(const Json& report) {
     if (forced && verdict == "pass") fail(p + ".verdict", "a forced baseline is never pass");
     if (forced && !proxy && verdict != "invalid") fail(p + ".verdict", "an unmatched forced baseline must be invalid");
     if (!forced && (proxy || verdict == "proxy")) fail(p + ".verdict", "proxy without a forced baseline");
+    if (ratios[i].contains("baseline_degraded")) {
+      const Json& d = ratios[i]["baseline_degraded"];
+      if (!d.is_boolean()) fail(p + ".baseline_degraded", fmt::format("expected boolean, got {}", d.type_name()));
+      if (d.get<bool>() && verdict != "invalid") fail(p + ".verdict", "a degraded baseline must be invalid");
+    }
   }
 }
 

@@ -146,25 +146,30 @@ PerformanceResult peer_result(const PerformanceObligation& o, const Json& report
   // The comparison's flags, as the script recorded them.
   const std::string ratio_name =
       infer ? fmt::format("{}_t{}_pact_over_{}", o.model, o.threads, o.baseline) : "pact_over_torch_" + o.model;
-  bool forced = false, proxy = false, found = false;
+  bool forced = false, proxy = false, degraded = false, found = false;
   if (report.contains("ratios") && report["ratios"].is_array())
     for (const auto& q : report["ratios"])
       if (q.is_object() && q.value("name", Json()) == Json(ratio_name)) {
-        const Json f = q.value("baseline_forced", Json(false)), p = q.value("proxy", Json(false));
-        if (!f.is_boolean() || !p.is_boolean()) malformed(fmt::format("gives ratio {} non-boolean flags", ratio_name));
+        const Json f = q.value("baseline_forced", Json(false)), p = q.value("proxy", Json(false)),
+                   d = q.value("baseline_degraded", Json(false));
+        if (!f.is_boolean() || !p.is_boolean() || !d.is_boolean())
+          malformed(fmt::format("gives ratio {} non-boolean flags", ratio_name));
         forced = f.get<bool>();
         proxy = p.get<bool>();
+        degraded = d.get<bool>();
         found = true;
       }
   if (!found) malformed(fmt::format("has no ratio {}", ratio_name));
-  r.verdict = ratio_verdict(r.ratio >= o.min_ratio, forced, proxy);
-  if (forced)
+  r.verdict = ratio_verdict(r.ratio >= o.min_ratio, forced, proxy, degraded);
+  if (degraded)
+    r.note = "baseline on a kernel below this CPU's level (its BLAS does not know the CPU): force a matched one";
+  else if (forced)
     r.note = proxy ? "baseline on a forced kernel matched by PACT_ISA: a proxy" : "baseline on a forced kernel";
   return r;
 }
 
 std::vector<PerformanceResult> check_performance(const PerformanceContract& contract, const std::string& only) {
-  const OpenBlasBaseline forced = openblas_baseline();
+  const OpenBlasBaseline forced = openblas_baseline(kernels::cpu::openblas_corename());
   std::vector<PerformanceResult> out;
   std::map<std::string, Json> peer_reports;
   bool matched = only.empty();
@@ -249,9 +254,9 @@ std::vector<PerformanceResult> check_performance(const PerformanceContract& cont
     r.ratio = r.baseline_seconds / r.contender_seconds;
     const bool uses_openblas =
         o.contender == "openblas" || o.contender == "blas" || o.baseline == "openblas" || o.baseline == "blas";
-    const bool forced_here = forced.forced && uses_openblas;
-    r.verdict = ratio_verdict(r.ratio >= o.min_ratio, forced_here, forced.proxy);
-    if (forced_here) r.note = forced.note;
+    const bool forced_here = forced.forced && uses_openblas, degraded_here = forced.degraded && uses_openblas;
+    r.verdict = ratio_verdict(r.ratio >= o.min_ratio, forced_here, forced.proxy, degraded_here);
+    if (forced_here || degraded_here) r.note = forced.note;
     out.push_back(std::move(r));
   }
   if (!matched)

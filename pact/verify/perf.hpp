@@ -2,7 +2,8 @@
 /// Performance contracts (SPEC §10): each obligation a throughput ratio of a contender against a baseline
 /// measured in the same run, interleaved, best of N. A baseline or contender on a forced OpenBLAS kernel
 /// (OPENBLAS_CORETYPE set) is never "pass": "proxy" when PACT_ISA forced Pact to the same level
-/// (openblas_baseline in pact/core/bench_report.hpp), "invalid" otherwise.
+/// (openblas_baseline in pact/core/bench_report.hpp), "invalid" otherwise; an unforced OpenBLAS that chose a
+/// kernel below the CPU's own level (a CPU its version does not know) makes the verdict "invalid" too.
 
 #include <string>
 #include <vector>
@@ -40,7 +41,8 @@ std::vector<PerformanceResult> check_performance(const PerformanceContract& cont
 /// A peer obligation's result from its script's report: the contender's and the baseline's cases (infer:
 /// pact_<model>_t<threads> and <baseline>_<model>_t<threads>, warm median in ms; train_step: pact_<model>
 /// and torch_<model>, seconds per step), ratio = baseline time / contender time against min_ratio, and the
-/// report's forced/proxy flags of that comparison (ratio_verdict: a forced baseline is never "pass"). A
+/// report's forced/proxy/degraded flags of that comparison (ratio_verdict: a forced baseline is never
+/// "pass", a degraded one always "invalid"). A
 /// report without the baseline's case (ONNX Runtime not installed) is "invalid" with a note; a report
 /// that is not a pact.bench.v1 report, or lacks Pact's case, is invalid_argument naming what is missing.
 PerformanceResult peer_result(const PerformanceObligation& o, const Json& report);

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
+#include <string>
 
 #include "test_util.hpp"
 
@@ -74,6 +76,52 @@ TEST(BenchReport, SchemaRoundTripAndForcedBaselineIsInvalid) {
   broken = j;
   broken["ratios"][0]["denominator"] = "nope";
   EXPECT_EQ(test::code_of([&] { validate_bench_report(broken); }), ErrorCode::parse_error);
+}
+
+// A baseline left to choose its own kernel that chose one below the CPU's level (OpenBLAS 0.3.21 runs
+// Prescott on an Emerald Rapids) is invalid whatever the ratio, and a report claiming otherwise is refused.
+TEST(BenchReport, ADegradedBaselineIsInvalid) {
+  EXPECT_EQ(openblas_kernel_level("Prescott"), Isa::portable);
+  EXPECT_EQ(openblas_kernel_level("Sandybridge"), Isa::portable);
+  EXPECT_EQ(openblas_kernel_level("Haswell"), Isa::avx2);
+  EXPECT_EQ(openblas_kernel_level("ZEN"), Isa::avx2);
+  EXPECT_EQ(openblas_kernel_level("Cooperlake"), Isa::avx512);
+  EXPECT_EQ(openblas_kernel_level("SkylakeX"), Isa::avx512);
+  EXPECT_EQ(openblas_kernel_level(""), Isa::portable);
+
+  const char* saved = std::getenv("OPENBLAS_CORETYPE");
+  const std::string restore = saved ? saved : "";
+  ::unsetenv("OPENBLAS_CORETYPE");
+  const OpenBlasBaseline prescott = openblas_baseline("Prescott"), skylake = openblas_baseline("SkylakeX");
+  if (saved) ::setenv("OPENBLAS_CORETYPE", restore.c_str(), 1);
+  EXPECT_FALSE(prescott.forced);
+  EXPECT_EQ(prescott.degraded, cpu_facts().best >= Isa::avx2);  // below any CPU with AVX2
+  EXPECT_EQ(prescott.invalid(), prescott.degraded);
+  if (prescott.degraded) {
+    EXPECT_NE(prescott.note.find("Prescott"), std::string::npos) << prescott.note;
+  }
+  EXPECT_FALSE(skylake.degraded);  // nothing an x86 CPU runs is above it
+  EXPECT_FALSE(skylake.invalid());
+
+  BenchReport r("gemm", "test");
+  r.add_case({"native", "native", "seconds_per_call", "s", 1.0, 1});
+  r.add_case({"openblas", "openblas", "seconds_per_call", "s", 5.0, 1});
+  r.add_ratio({"degraded", "native", "openblas", 1.1, false, false, true});
+  r.add_ratio({"fair", "native", "openblas", 1.1, false, false, false});
+  Json j = r.to_json();
+  EXPECT_EQ(j["ratios"][0]["verdict"], "invalid");  // 5x faster than a baseline that does not use the CPU
+  EXPECT_EQ(j["ratios"][0]["baseline_degraded"], true);
+  EXPECT_EQ(j["ratios"][1]["verdict"], "pass");
+  EXPECT_NO_THROW(validate_bench_report(j));
+  Json broken = j;
+  broken["ratios"][0]["verdict"] = "pass";
+  EXPECT_EQ(test::code_of([&] { validate_bench_report(broken); }), ErrorCode::parse_error);
+  broken = j;
+  broken["ratios"][1]["baseline_degraded"] = "no";
+  EXPECT_EQ(test::code_of([&] { validate_bench_report(broken); }), ErrorCode::parse_error);
+  broken = j;
+  broken["ratios"][1].erase("baseline_degraded");  // optional: reports written before it was recorded
+  EXPECT_NO_THROW(validate_bench_report(broken));
 }
 
 }  // namespace

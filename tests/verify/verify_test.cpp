@@ -579,6 +579,14 @@ TEST(PerformanceContracts, PeerObligationsAreJudgedFromTheScriptsReport) {
   EXPECT_EQ(peer_result(r18, infer_report(55.0, 50.0, false, false, false)).verdict, "fail");
   EXPECT_EQ(peer_result(r18, infer_report(40.0, 50.0, true, true, false)).verdict, "proxy");
   EXPECT_EQ(peer_result(r18, infer_report(40.0, 50.0, true, false, false)).verdict, "invalid");
+  // A PyTorch whose OpenBLAS runs a kernel below the CPU's level is no baseline, however much faster Pact is.
+  Json degraded = infer_report(10.0, 50.0, false, false, false);
+  degraded["ratios"][0]["baseline_degraded"] = true;
+  const auto against_degraded = peer_result(r18, degraded);
+  EXPECT_EQ(against_degraded.verdict, "invalid");
+  EXPECT_TRUE(mentions(against_degraded.note, "below this CPU's level")) << against_degraded.note;
+  degraded["ratios"][0]["baseline_degraded"] = 1;
+  EXPECT_TRUE(mentions(message_of([&] { peer_result(r18, degraded); }), "non-boolean flags"));
   // ONNX Runtime: 20 ms against 12 ms is 0.6 < 0.6667; and no ORT figure at all is invalid, never a pass.
   EXPECT_EQ(peer_result(c.obligations[1], infer_report(40.0, 50.0, false, false, true)).verdict, "fail");
   const auto no_ort = peer_result(c.obligations[1], infer_report(40.0, 50.0, false, false, false));

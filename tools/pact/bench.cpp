@@ -38,14 +38,15 @@ int run_bench_gemm(const std::vector<std::int64_t>& sizes, int threads, int repe
   if (repetitions <= 0) throw_error(ErrorCode::invalid_argument, "bench.gemm", "--repetitions must be positive");
   omp_set_num_threads(threads);
   kernels::cpu::openblas_threads(threads);
-  const OpenBlasBaseline baseline = openblas_baseline();
   const std::string corename(kernels::cpu::openblas_corename());
+  const OpenBlasBaseline baseline = openblas_baseline(corename);
   BenchReport report("gemm", fmt::format("pact bench gemm --threads {} --repetitions {}", threads, repetitions));
   if (!json) {
-    fmt::print(
-        "pact bench gemm: {} thread(s), native micro-kernel {}, OpenBLAS kernel {}{}\n", threads,
-        kernels::cpu::sgemm_variant(), corename,
-        baseline.forced ? fmt::format(" ({}: verdicts {})", baseline.note, baseline.proxy ? "proxy" : "invalid") : "");
+    fmt::print("pact bench gemm: {} thread(s), native micro-kernel {}, OpenBLAS kernel {}{}\n", threads,
+               kernels::cpu::sgemm_variant(), corename,
+               baseline.note.empty()
+                   ? ""
+                   : fmt::format(" ({}: verdicts {})", baseline.note, baseline.invalid() ? "invalid" : "proxy"));
     fmt::print("{:>6} {:>14} {:>16} {:>8} {:>7}  {}\n", "N", "native GF/s", "OpenBLAS GF/s", "ratio", "goal",
                "verdict");
   }
@@ -74,12 +75,13 @@ int run_bench_gemm(const std::vector<std::int64_t>& sizes, int threads, int repe
     report.add_case(
         {bn, fmt::format("OpenBLAS cblas_sgemm ({})", corename), "seconds_per_call", "s", best_blas, repetitions});
     // Time ratio native/OpenBLAS <= 1/goal  <=>  native throughput >= goal x OpenBLAS.
-    report.add_ratio(
-        {fmt::format("gemm_{}_time_native_over_openblas", n), nn, bn, 1.0 / goal, baseline.forced, baseline.proxy});
+    report.add_ratio({fmt::format("gemm_{}_time_native_over_openblas", n), nn, bn, 1.0 / goal, baseline.forced,
+                      baseline.proxy, baseline.degraded});
     const double ratio = best_blas / best_native;  // throughput ratio for display
     if (!json) {
       fmt::print("{:>6} {:>14.1f} {:>16.1f} {:>8.3f} {:>7.2f}  {}\n", n, flops / best_native * 1e-9,
-                 flops / best_blas * 1e-9, ratio, goal, ratio_verdict(ratio >= goal, baseline.forced, baseline.proxy));
+                 flops / best_blas * 1e-9, ratio, goal,
+                 ratio_verdict(ratio >= goal, baseline.forced, baseline.proxy, baseline.degraded));
     }
   }
   Json j = report.to_json();
