@@ -676,6 +676,40 @@ TEST_P(EveryLevel, BinaryRowsAgainstASingleValueMatchThePlainExpression) {
   }
 }
 
+// Operands of one shape (or a single row against a repeated one) are one run of elements, shared among
+// two threads by cache lines: every element is computed once, from its own operands, bit for bit the plain
+// expression, at sizes below and above the sharing threshold and at odd ends.
+TEST_P(EveryLevel, BinaryOfOneShapeIsSharedByElementsAndMatchesThePlainExpression) {
+  using kernels::cpu::BinaryKind;
+  const ForcedLevel forced(GetParam());
+  if (!forced.active()) GTEST_SKIP() << forced.why();
+  const int threads_before = omp_get_max_threads();
+  omp_set_num_threads(2);
+  std::mt19937 rng(6);
+  std::uniform_real_distribution<float> ud(-4.0f, 4.0f);
+  for (std::int64_t n : {std::int64_t{1}, std::int64_t{17}, std::int64_t{65536}, std::int64_t{131075}}) {
+    std::vector<float> x(static_cast<std::size_t>(n)), y(x.size());
+    for (float& v : x) v = ud(rng);
+    for (float& v : y) v = ud(rng);
+    for (BinaryKind op : {BinaryKind::add, BinaryKind::sub, BinaryKind::mul, BinaryKind::div})
+      for (int form = 0; form < 3; ++form) {  // one shape; one row with a repeated b; with a repeated a
+        std::vector<float> out(static_cast<std::size_t>(n) + 1, 7.0f);
+        kernels::cpu::rows_f32(op, x.data(), y.data(), form == 2, form == 1, 1, n, out.data());
+        ASSERT_EQ(out[static_cast<std::size_t>(n)], 7.0f) << "wrote past the end";
+        for (std::size_t i = 0; i < x.size(); ++i) {
+          const float want = op == BinaryKind::add   ? x[i] + y[i]
+                             : op == BinaryKind::sub ? x[i] - y[i]
+                             : op == BinaryKind::mul ? x[i] * y[i]
+                                                     : x[i] / y[i];
+          ASSERT_EQ(std::bit_cast<std::uint32_t>(out[i]), std::bit_cast<std::uint32_t>(want))
+              << isa_name(GetParam()) << " op " << static_cast<int>(op) << " form " << form << " at " << i << " of "
+              << n;
+        }
+      }
+  }
+  omp_set_num_threads(threads_before);
+}
+
 TEST(Gemm, AccumulateAddsIntoC) {
   std::vector<float> a{1, 2, 3, 4}, b{1, 0, 0, 1}, c{10, 10, 10, 10};
   kernels::cpu::sgemm(2, 2, 2, a.data(), 2, 1, b.data(), 2, 1, c.data(), 2, true);
