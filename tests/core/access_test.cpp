@@ -99,6 +99,45 @@ TEST(Access, RandomViewsAgreeWithCheckedGet) {
   }
 }
 
+// gather() of a permuted view copies in tiles (gather_transposed) where the innermost dimension is strided
+// and an outer one unit-stride: every element lands at its logical position, for extents that are not
+// multiples of the tile, with the other dimensions (before, between and after the pair) carried, and with
+// slices and flips that leave no unit-stride dimension (the row-by-row copy) mixed in.
+TEST(Access, GatherOfPermutedViewsMatchesCheckedGet) {
+  std::mt19937 rng(11);
+  Tensor t = iota_tensor(Dims{3, 37, 5, 19});
+  int tiled = 0;
+  for (int trial = 0; trial < 300; ++trial) {
+    TensorView v = t.as_view();
+    for (int k = 0; k < 3; ++k) v = v.transpose(static_cast<int>(rng() % 4), static_cast<int>(rng() % 4));
+    if (rng() % 4 == 0) v = v.flip(static_cast<int>(rng() % 4));
+    if (rng() % 4 == 0) {
+      const int dim = static_cast<int>(rng() % 4);
+      v = v.slice(dim, static_cast<std::int64_t>(rng() % 2), v.shape()[dim], 1 + static_cast<std::int64_t>(rng() % 2));
+    }
+    const Dims s = v.shape(), st = v.strides();
+    tiled += st[3] != 1 && (st[0] == 1 || st[1] == 1 || st[2] == 1) ? 1 : 0;
+    std::vector<float> want;
+    for (std::int64_t i = 0; i < s[0]; ++i)
+      for (std::int64_t j = 0; j < s[1]; ++j)
+        for (std::int64_t k = 0; k < s[2]; ++k)
+          for (std::int64_t l = 0; l < s[3]; ++l) want.push_back(static_cast<float>(v.get(Dims{i, j, k, l}).real));
+    auto prepared = std::move(v).prepare_host<float>();
+    ASSERT_TRUE(prepared.has_value());
+    std::vector<float> got(want.size() + 1, -1.0f);
+    if (auto* strided = std::get_if<PreparedStridedRead<float>>(&prepared.value())) {
+      strided->gather(got.data());
+    } else {
+      const auto span = std::get<PreparedContiguousRead<float>>(prepared.value()).as_span();
+      std::copy(span.begin(), span.end(), got.begin());
+    }
+    EXPECT_EQ(got.back(), -1.0f) << "trial " << trial << " wrote past the end";
+    got.pop_back();
+    ASSERT_EQ(got, want) << "trial " << trial;
+  }
+  EXPECT_GT(tiled, 50);  // the tiled case was exercised, not only the row copies
+}
+
 TEST(Access, WritesThroughStridedCursorLandOnce) {
   Tensor t = Tensor::zeros(Dims{3, 4}, DType::f32);
   {

@@ -115,6 +115,34 @@ TEST_P(EveryLevel, NativeLinearOnFewRowsAgainstAWideWeight) {
   }
 }
 
+// A batch of products shared among threads whole (each a one-thread sgemm) gives one thread's result bit
+// for bit, and the reference's within the op's tolerance: batches that divide among the threads, batches
+// that do not (one region per product instead), and a batch broadcast over a leading dimension.
+TEST_P(EveryLevel, NativeBatchedMatmulIsTheSameAtEveryThreadCount) {
+  const ForcedLevel forced(GetParam());
+  if (!forced.active()) GTEST_SKIP() << forced.why();
+  std::mt19937 rng(23);
+  const kernels::Handler& native = *kernels::find_handler(kernels::native_handlers(), ops::OpTag::matmul);
+  const kernels::Handler& ref = *kernels::find_handler(kernels::reference_handlers(), ops::OpTag::matmul);
+  const int threads_before = omp_get_max_threads();
+  for (const auto& [as, bs] : {std::pair{N({8, 64, 70}), N({8, 70, 40})}, std::pair{N({2, 4, 64, 70}), N({4, 70, 40})},
+                               std::pair{N({5, 97, 33}), N({5, 33, 120})}}) {
+    std::vector<Tensor> ins;
+    ins.push_back(make_input(as, DType::f32, rng));
+    ins.push_back(make_input(bs, DType::f32, rng));
+    const std::vector<TensorView> in = views_of(ins);
+    const auto want = values_of(kernels::run_forward(ref, in, {}).as_view());
+    omp_set_num_threads(1);
+    const auto one = values_of(kernels::run_forward(native, in, {}).as_view());
+    EXPECT_TRUE(close(one, want, ops::op_info(ops::OpTag::matmul).tolerance()));
+    for (int threads : {2, 3}) {
+      omp_set_num_threads(threads);
+      EXPECT_EQ(values_of(kernels::run_forward(native, in, {}).as_view()), one) << threads << " threads";
+    }
+  }
+  omp_set_num_threads(threads_before);
+}
+
 TEST(Providers, BlasMatchesReference) { compare_provider(kernels::blas_handlers(), "blas"); }
 
 // On 16-bit operands an add is correctly rounded (Note [16-bit tolerances]): the sweep holds the half
