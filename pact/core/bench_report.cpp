@@ -66,7 +66,7 @@ OpenBlasBaseline openblas_baseline(std::string_view corename) {
     b.degraded = kernel < cpu;
     if (b.degraded)
       b.note = fmt::format(
-          "OpenBLAS chose its {} kernel ({}) on a CPU that runs {}: a degraded baseline, verdicts invalid; "
+          "OpenBLAS chose its {} kernel ({}) on a CPU that runs {}: a degraded baseline; "
           "force OPENBLAS_CORETYPE={} with PACT_ISA={} for a matched proxy",
           corename, isa_name(kernel), isa_name(cpu), cpu == Isa::avx512 ? "SkylakeX" : "Haswell", isa_name(cpu));
     return b;
