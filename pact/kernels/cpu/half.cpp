@@ -14,6 +14,7 @@
 #include "pact/kernels/cpu/common.hpp"
 #include "pact/kernels/cpu/fast_math.hpp"
 #include "pact/kernels/cpu/handler_table.hpp"
+#include "pact/kernels/cpu/vector_ops.hpp"
 #include "pact/kernels/kernel.hpp"
 
 namespace pact::kernels::cpu {
@@ -170,6 +171,7 @@ PACT_TARGET_AVX2 void gemv16_avx2(const float* x, const W* w, const float* bias,
     __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
     std::int64_t k = 0;
     for (; k + 16 <= in_f; k += 16) {
+      if (k % 32 == 0) prefetch_weight_stream(row + k);  // one 64-byte line per two steps
       if constexpr (std::is_same_v<W, BFloat16>) {
         a0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + k), load8_bf16(row + k), a0);
         a1 = _mm256_fmadd_ps(_mm256_loadu_ps(x + k + 8), load8_bf16(row + k + 8), a1);
@@ -204,6 +206,7 @@ PACT_TARGET_AVX512 void gemv16_avx512(const float* x, const W* w, const float* b
     __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
     std::int64_t k = 0;
     for (; k + 32 <= in_f; k += 32) {
+      prefetch_weight_stream(row + k);
       a0 = _mm512_fmadd_ps(_mm512_loadu_ps(x + k), load16_masked(row + k, 0xffff), a0);
       a1 = _mm512_fmadd_ps(_mm512_loadu_ps(x + k + 16), load16_masked(row + k + 16, 0xffff), a1);
     }

@@ -293,6 +293,8 @@ PACT_TARGET_AVX2 void gemv_avx2(const float* x, const float* w, const float* bia
     for (auto& v : a) v = _mm256_setzero_ps();
     std::int64_t k = 0;
     for (; k + kF32Lanes <= in_f; k += kF32Lanes) {
+      prefetch_weight_stream(row + k);
+      prefetch_weight_stream(row + k + 16);
       for (int g = 0; g < 4; ++g)
         a[g] = _mm256_fmadd_ps(_mm256_loadu_ps(x + k + 8 * g), _mm256_loadu_ps(row + k + 8 * g), a[g]);
     }
@@ -313,6 +315,8 @@ PACT_TARGET_AVX512 void gemv_avx512(const float* x, const float* w, const float*
     __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();  // lanes 0 .. 15 and 16 .. 31
     std::int64_t k = 0;
     for (; k + kF32Lanes <= in_f; k += kF32Lanes) {
+      prefetch_weight_stream(row + k);
+      prefetch_weight_stream(row + k + 16);
       a0 = _mm512_fmadd_ps(_mm512_loadu_ps(x + k), _mm512_loadu_ps(row + k), a0);
       a1 = _mm512_fmadd_ps(_mm512_loadu_ps(x + k + 16), _mm512_loadu_ps(row + k + 16), a1);
     }
@@ -368,6 +372,7 @@ PACT_TARGET_AVX2 void gemv_i8_avx2(const float* x, const std::int8_t* w, const f
     for (auto& v : a) v = _mm256_setzero_ps();
     std::int64_t k = 0;
     for (; k + kI8Lanes <= in_f; k += kI8Lanes) {
+      prefetch_weight_stream(row + k);
       for (int g = 0; g < 8; ++g) {
         const __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(row + k + 8 * g));
         a[g] = _mm256_fmadd_ps(_mm256_loadu_ps(x + k + 8 * g), _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), a[g]);
@@ -393,6 +398,7 @@ PACT_TARGET_AVX512 void gemv_i8_avx512(const float* x, const std::int8_t* w, con
     for (auto& v : a) v = _mm512_setzero_ps();
     std::int64_t k = 0;
     for (; k + kI8Lanes <= in_f; k += kI8Lanes) {
+      prefetch_weight_stream(row + k);
       for (int g = 0; g < 4; ++g) {
         const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + k + 16 * g));
         a[g] = _mm512_fmadd_ps(_mm512_loadu_ps(x + k + 16 * g), _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)), a[g]);
