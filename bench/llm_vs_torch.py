@@ -9,7 +9,10 @@ tests/llm/hf_reference.py), one and two threads, interleaved, best of N. Prefill
   /usr/bin/python3 bench/llm_vs_torch.py [--pact build/release/bin/pact] [--repeat 3] [--keep DIR]
 
 Goals (issue 23): Pact f32 decode at least as fast as PyTorch's, bf16 >= 1.7x and int8 >= 2.5x Pact's f32
-tokens/s, prefill of 512 tokens at least as fast as PyTorch's.
+tokens/s, prefill of 512 tokens at least as fast as PyTorch's. Each row carries a verdict per goal: the two
+against PyTorch follow bench/torch_peer.py (PyTorch held to the thread count, OpenBLAS included; "proxy" on
+a matched forced level such as PACT_ISA=avx512 OPENBLAS_CORETYPE=Cooperlake, "invalid" on an unmatched one
+or where PyTorch's OpenBLAS chose a kernel below the CPU's level); the two within Pact are pass or fail.
 """
 import argparse
 import json
@@ -17,6 +20,8 @@ import os
 import subprocess
 import sys
 import tempfile
+
+from torch_peer import forced_level, verdict
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REFERENCE = os.path.join(HERE, "..", "tests", "llm", "hf_reference.py")
@@ -44,6 +49,7 @@ def main():
     ap.add_argument("--steps", type=int, default=64)
     ap.add_argument("--keep", help="make the checkpoint here (or reuse it) instead of a temporary folder")
     args = ap.parse_args()
+    forced, proxy = forced_level()  # sets the environment the PyTorch reference runs under
     folder = args.keep or tempfile.mkdtemp(prefix="pact-llm-bench-")
     if not os.path.exists(os.path.join(folder, "model.safetensors")):
         subprocess.run(["/usr/bin/python3", REFERENCE, "make", folder, "--family", "llama", "--hidden", "768",
@@ -55,7 +61,7 @@ def main():
     isa = "avx512" if "avx512f" in flags else "avx2" if "avx2" in flags else "sse"
     report = {"cpu": model, "isa": isa, "results": []}
     for threads in (1, 2):
-        best = {}
+        best, degraded = {}, False
         for _ in range(args.repeat):
             for dtype in ("f32", "bf16", "int8"):
                 r = pact_run(args.pact, folder, 8, args.steps + 1, dtype, threads)
@@ -63,6 +69,9 @@ def main():
                 best[dtype] = max(best.get(dtype, 0), rate)
             t = torch_run(folder, 8, args.steps, threads)
             best["torch"] = max(best.get("torch", 0), t["decode_tokens_per_second"])
+            if t["baseline_degraded"] and not degraded:
+                degraded = True
+                print(t["degraded_note"], file=sys.stderr)
             p = pact_run(args.pact, folder, 512, 1, "f32", threads)
             best["pact_prefill"] = min(best.get("pact_prefill", 1e30), p["prefill_seconds"])
             t = torch_run(folder, 512, 1, threads)
@@ -72,6 +81,11 @@ def main():
                "bf16_vs_f32": round(best["bf16"] / best["f32"], 2), "int8_vs_f32": round(best["int8"] / best["f32"], 2),
                "prefill512_seconds": {"pact": round(best["pact_prefill"], 3), "torch": round(best["torch_prefill"], 3)},
                "prefill_torch_over_pact": round(best["torch_prefill"] / best["pact_prefill"], 2)}
+        row["verdicts"] = {
+            "f32_vs_torch": verdict(best["f32"] >= best["torch"], forced, proxy, degraded),
+            "prefill": verdict(best["torch_prefill"] >= best["pact_prefill"], forced, proxy, degraded),
+            "bf16_vs_f32": verdict(best["bf16"] >= 1.7 * best["f32"], False, False),
+            "int8_vs_f32": verdict(best["int8"] >= 2.5 * best["f32"], False, False)}
         report["results"].append(row)
         print(json.dumps(row), flush=True)
     print(json.dumps(report, indent=1))

@@ -16,6 +16,7 @@ SwiGLU; GPT-2's Conv1D (y = x W + b with W stored [in, out]), fused c_attn, gelu
 import argparse
 import json
 import math
+import os
 import sys
 import time
 
@@ -284,8 +285,13 @@ def expect(args):
 
 
 def bench(args):
+    # Held as every PyTorch peer is (bench/torch_peer.py): torch.set_num_threads does not reach the OpenBLAS
+    # that runs Debian torch's matrix products, which would otherwise use every core at "one thread".
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
+    from torch_peer import degraded_baseline, hold_torch_to
     torch.set_grad_enabled(False)
-    torch.set_num_threads(args.threads)
+    hold_torch_to(args.threads)
+    degraded, note = degraded_baseline()
     model, layers = load(args.dir, torch.float32)
     prompt = torch.arange(args.prompt_len).remainder(model.c["vocab_size"]).unsqueeze(0)
     best = {}
@@ -303,7 +309,7 @@ def bench(args):
         best["prefill_seconds"] = min(best.get("prefill_seconds", 1e30), prefill)
         best["decode_tokens_per_second"] = max(best.get("decode_tokens_per_second", 0), args.steps / decode)
     best.update({"torch": torch.__version__, "threads": args.threads, "prompt_len": args.prompt_len,
-                 "steps": args.steps})
+                 "steps": args.steps, "baseline_degraded": degraded, "degraded_note": note})
     print(json.dumps(best))
 
 
