@@ -143,6 +143,46 @@ TEST_P(EveryLevel, NativeBatchedMatmulIsTheSameAtEveryThreadCount) {
   omp_set_num_threads(threads_before);
 }
 
+// A grouped convolution whose groups take the implicit path (patches of 64 or more) is shared among the
+// threads by whole groups (gemm_ops.inc): one thread's result bit for bit at two and three threads, and the
+// reference's within the op's tolerance; with a bias, a residual and relu (conv2d_activation, the residual
+// offset to each group's part of the output), and plain at stride 2, on two images.
+TEST_P(EveryLevel, NativeGroupedConvolutionIsTheSameAtEveryThreadCount) {
+  const ForcedLevel forced(GetParam());
+  if (!forced.active()) GTEST_SKIP() << forced.why();
+  std::mt19937 rng(29);
+  const int threads_before = omp_get_max_threads();
+  struct Case {
+    ops::OpTag op;
+    std::int64_t stride;
+    bool residual;
+  };
+  for (const Case& k : {Case{ops::OpTag::conv2d_activation, 1, true}, Case{ops::OpTag::conv2d, 2, false}}) {
+    SCOPED_TRACE(std::string(ops::op_kind(k.op)));
+    const kernels::Handler& native = *kernels::find_handler(kernels::native_handlers(), k.op);
+    const kernels::Handler& ref = *kernels::find_handler(kernels::reference_handlers(), k.op);
+    ops::Attributes a{{"stride", std::vector<std::int64_t>{k.stride}},
+                      {"padding", std::vector<std::int64_t>{1}},
+                      {"groups", std::int64_t{3}}};
+    if (k.op == ops::OpTag::conv2d_activation) a.set("activation", std::string("relu"));
+    std::vector<Tensor> ins;
+    ins.push_back(make_input(N({2, 24, 11, 13}), DType::f32, rng));
+    ins.push_back(make_input(N({30, 8, 3, 3}), DType::f32, rng));  // 10 filters a group, patches of 72
+    ins.push_back(make_input(N({30}), DType::f32, rng));
+    if (k.residual) ins.push_back(make_input(N({2, 30, 11, 13}), DType::f32, rng));
+    const std::vector<TensorView> in = views_of(ins);
+    const auto want = values_of(kernels::run_forward(ref, in, a).as_view());
+    omp_set_num_threads(1);
+    const auto one = values_of(kernels::run_forward(native, in, a).as_view());
+    EXPECT_TRUE(close(one, want, ops::op_info(k.op).tolerance()));
+    for (int threads : {2, 3}) {
+      omp_set_num_threads(threads);
+      EXPECT_EQ(values_of(kernels::run_forward(native, in, a).as_view()), one) << threads << " threads";
+    }
+  }
+  omp_set_num_threads(threads_before);
+}
+
 TEST(Providers, BlasMatchesReference) { compare_provider(kernels::blas_handlers(), "blas"); }
 
 // On 16-bit operands an add is correctly rounded (Note [16-bit tolerances]): the sweep holds the half
