@@ -223,6 +223,43 @@ TEST(Providers, SharedGatherOfLargeViewsMatchesCheckedGet) {
   EXPECT_GE(large, 20);  // most views are large enough to be shared
 }
 
+// Large copies shared among the threads: native concat by ranges of its output (inputs contiguous and
+// permuted, along the first, a middle and the last dimension) and a materialised view (permute, slice)
+// give the reference provider's result bit for bit at one, two and three threads.
+TEST(Providers, SharedCopiesAreTheReferencesAtEveryThreadCount) {
+  std::mt19937 rng(37);
+  const int threads_before = omp_get_max_threads();
+  const Tensor a = make_input(N({3, 40, 25, 27}), DType::f32, rng);
+  const Tensor b = make_input(N({3, 27, 25, 40}), DType::f32, rng);  // permuted to [3, 40, 25, 27] below
+  const Tensor c = make_input(N({3, 40, 25, 27}), DType::f32, rng);
+  const TensorView bt = b.as_view().transpose(1, 3);
+  auto run = [](ops::OpTag op, std::span<const TensorView> in, const ops::Attributes& attrs, bool native) {
+    const auto& handlers = native ? kernels::native_handlers() : kernels::reference_handlers();
+    return values_of(kernels::run_forward(*kernels::find_handler(handlers, op), in, attrs).as_view());
+  };
+  struct Case {
+    ops::OpTag op;
+    std::vector<TensorView> in;
+    ops::Attributes attrs;
+  };
+  const std::vector<Case> cases{
+      {ops::OpTag::concat, {a.as_view(), bt, c.as_view()}, {{"dim", std::int64_t{1}}}},
+      {ops::OpTag::concat, {a.as_view(), bt}, {{"dim", std::int64_t{0}}}},
+      {ops::OpTag::concat, {bt, c.as_view(), a.as_view()}, {{"dim", std::int64_t{-1}}}},
+      {ops::OpTag::permute, {a.as_view()}, {{"dims", std::vector<std::int64_t>{0, 2, 3, 1}}}},
+      {ops::OpTag::slice, {bt}, {{"dim", std::int64_t{2}}, {"start", std::int64_t{1}}, {"end", std::int64_t{25}}}}};
+  for (const Case& k : cases) {
+    SCOPED_TRACE(std::string(ops::op_kind(k.op)));
+    const auto want = run(k.op, k.in, k.attrs, false);
+    ASSERT_GE(want.size(), std::size_t{1} << 16);  // large enough to be shared
+    for (int threads : {1, 2, 3}) {
+      omp_set_num_threads(threads);
+      EXPECT_EQ(run(k.op, k.in, k.attrs, true), want) << threads << " threads";
+    }
+  }
+  omp_set_num_threads(threads_before);
+}
+
 TEST(Providers, BlasMatchesReference) { compare_provider(kernels::blas_handlers(), "blas"); }
 
 // On 16-bit operands an add is correctly rounded (Note [16-bit tolerances]): the sweep holds the half

@@ -38,6 +38,54 @@ PreparedHostRead<T> prepare_read(const TensorView& view, std::string_view op, st
   return std::move(prepared).value();
 }
 
+/// Copies of at least this many elements are shared among the threads (gather_shared, copy_shared).
+inline constexpr std::int64_t kShareCopyElements = std::int64_t{1} << 16;
+
+/// The elements of a strided view, in logical order, into dst: a large view (64K elements or more) gathered
+/// by the threads together, by ranges of its outermost plan dimension longer than one (those before it
+/// have one index), each range a plan of its own (the same dimensions, that one shortened) gathered into
+/// its part of dst: the elements of indices [b, e) there are elements [b inner, e inner) of the logical
+/// order. A permuted activation (ConvNeXt's channels-last layer norms read NCHW as NHWC, 1.2 MB) took
+/// 0.32-0.35 ms a call on one thread and as long on two; shared, 0.23-0.24 on two (its layer scales, a
+/// product with such a view, 0.29-0.30 -> 0.23-0.26; Intel Xeon, minimum per node over four interleaved
+/// runs). A copy, so the result does not depend on the thread count.
+template <class T>
+void gather_shared(const PreparedStridedRead<T>& strided, T* dst) {
+  const StridedPlan& plan = strided.plan();
+  int d = 0;
+  while (d + 1 < plan.rank && plan.extent[static_cast<std::size_t>(d)] == 1) ++d;
+  const auto k = static_cast<std::size_t>(d);
+  const std::int64_t outer = plan.rank > 0 ? plan.extent[k] : 0;
+  parallel_ranges(outer, plan.count >= kShareCopyElements, [&](std::int64_t b, std::int64_t e) {
+    if (b == 0 && e == outer) {
+      strided.gather(dst);
+      return;
+    }
+    StridedPlan part = plan;
+    const std::int64_t inner = plan.count / outer;
+    part.extent[k] = e - b;
+    part.wrap[k] = part.extent[k] * part.stride[k];
+    part.count = (e - b) * inner;
+    gather_strided(strided.unsafe_base() + b * plan.stride[k], part, dst + b * inner);
+  });
+}
+
+/// n contiguous elements from src to dst, shared among the threads from kShareCopyElements on.
+template <class T>
+void copy_shared(const T* src, std::int64_t n, T* dst) {
+  parallel_ranges(n, n >= kShareCopyElements,
+                  [&](std::int64_t b, std::int64_t e) { std::copy(src + b, src + e, dst + b); });
+}
+
+/// Every element of prepared read access, in logical order, into dst (gather_shared or copy_shared).
+template <class T>
+void read_shared(const PreparedHostRead<T>& prepared, T* dst) {
+  if (const auto* c = std::get_if<PreparedContiguousRead<T>>(&prepared))
+    copy_shared(c->begin(), static_cast<std::int64_t>(c->as_span().size()), dst);
+  else
+    gather_shared(std::get<PreparedStridedRead<T>>(prepared), dst);
+}
+
 /// A row-major read of a view: the prepared span when the view is contiguous, otherwise one gather
 /// through the prepared strided cursor into kernel scratch (not a tensor: no ledger event).
 template <class T>
@@ -64,33 +112,6 @@ class Dense {
   std::int64_t size() const noexcept { return static_cast<std::int64_t>(data_.size()); }
 
  private:
-  // The gather of a large view shared among the threads by ranges of its outermost plan dimension longer
-  // than one (those before it have one index), each range a plan of its own (the same dimensions, that one
-  // shortened) gathered into its part of dst: the elements of indices [b, e) there are elements
-  // [b inner, e inner) of the logical order. A permuted activation (ConvNeXt's channels-last layer norms
-  // read NCHW as NHWC, 1.2 MB) took 0.32-0.35 ms a call on one thread and as long on two; shared, 0.23-0.24
-  // on two (its layer scales, a product with such a view, 0.29-0.30 -> 0.23-0.26; Intel Xeon, minimum per
-  // node over four interleaved runs).
-  static void gather_shared(const PreparedStridedRead<T>& strided, T* dst) {
-    const StridedPlan& plan = strided.plan();
-    int d = 0;
-    while (d + 1 < plan.rank && plan.extent[static_cast<std::size_t>(d)] == 1) ++d;
-    const auto k = static_cast<std::size_t>(d);
-    const std::int64_t outer = plan.rank > 0 ? plan.extent[k] : 0;
-    parallel_ranges(outer, plan.count >= (std::int64_t{1} << 16), [&](std::int64_t b, std::int64_t e) {
-      if (b == 0 && e == outer) {
-        strided.gather(dst);
-        return;
-      }
-      StridedPlan part = plan;
-      const std::int64_t inner = plan.count / outer;
-      part.extent[k] = e - b;
-      part.wrap[k] = part.extent[k] * part.stride[k];
-      part.count = (e - b) * inner;
-      gather_strided(strided.unsafe_base() + b * plan.stride[k], part, dst + b * inner);
-    });
-  }
-
   Dims shape_;
   std::span<const T> data_;
   std::unique_ptr<T[]> scratch_;
