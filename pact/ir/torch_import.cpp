@@ -156,6 +156,28 @@ class Args {
     }
     bad(fmt::format("argument '{}' is {}, expected a tensor list", name, a.begin().key()));
   }
+  /// A tensor list whose entries may be None (aten.index's indices): as_tensors, or as_optional_tensors of
+  /// {"as_tensor"} and {"as_none"} entries.
+  std::vector<std::optional<std::string>> optional_tensors(std::string_view name) const {
+    const Json& a = raw(name);
+    std::vector<std::optional<std::string>> out;
+    if (a.contains("as_tensors")) {
+      for (const auto& t : tensors(name)) out.emplace_back(t);
+      return out;
+    }
+    const Json& list = payload(name, "as_optional_tensors");
+    if (!list.is_array()) bad(fmt::format("argument '{}' is not a list", name));
+    for (const auto& t : list) {
+      if (t.is_object() && t.size() == 1 && t.contains("as_none")) {
+        out.emplace_back(std::nullopt);
+      } else if (t.is_object() && t.size() == 1 && t.contains("as_tensor")) {
+        out.emplace_back(tensor_ref(t["as_tensor"], name));
+      } else {
+        bad(fmt::format("argument '{}' holds an entry that is neither a tensor nor None", name));
+      }
+    }
+    return out;
+  }
   std::int64_t integer(std::string_view name) const {
     const Json& v = payload(name, "as_int");
     const auto x = json_int64(v);

@@ -80,6 +80,14 @@ try:
 except ImportError:  # pragma: no cover - every torch with fx has it since 1.12
     make_fx = None
 
+try:
+    from torch.func import functionalize  # torch >= 2.0
+except ImportError:
+    try:
+        from functorch import functionalize  # torch 1.13
+    except ImportError:  # pragma: no cover
+        functionalize = None
+
 PACT_DTYPE_TO_TORCH = {"f32": torch.float32, "f64": torch.float64, "f16": torch.float16, "bf16": torch.bfloat16,
                        "i64": torch.int64, "i32": torch.int32}
 
@@ -275,7 +283,8 @@ class Emitter:
         # Note [Undefined constants]: aten.empty's values are undefined. A constant made by it may only be
         # overwritten whole (fill_, zero_, copy_: how make_fx records repeat_interleave's repeat counts);
         # anything else that reads it is refused, naming the node.
-        overwrites = in_place and packet in ("fill_", "zero_", "copy_")
+        # Functionalization (Note [In-place writes]) records these writes as fill, zero and copy.
+        overwrites = packet in ("fill_", "zero_", "copy_", "fill", "zero", "copy")
         refs = []
         fx.node.map_arg((node.args, node.kwargs), lambda n: refs.append(n))
         for r in refs:
@@ -302,6 +311,13 @@ class Emitter:
                     self.undefined.add(names[node])
             else:
                 names[node] = [self.name(v) for v in value]
+            return
+        if packet == "copy_" and len(node.args) > 1 and isinstance(node.args[1], fx.Node) \
+                and isinstance(names.get(node.args[1]), str) and isinstance(env[node.args[1]], torch.Tensor) \
+                and env[node.args[1]].shape == value.shape and env[node.args[1]].dtype == value.dtype:
+            # copy_(dst, src) of the same shape and dtype (how functionalization writes an argument's new
+            # value back): dst is src from here on; nothing to emit.
+            names[node] = names[node.args[0]] = names[node.args[1]]
             return
         overload = target._overloadname
         mutated = None
@@ -355,12 +371,18 @@ class Emitter:
 
     NONDETERMINISTIC = ("rand", "normal", "bernoulli", "dropout", "uniform", "multinomial", "poisson")
 
+    # Factories that read only their tensor argument's dtype and device (its values never): a constant
+    # whatever that argument is, since every shape in a capture is static.
+    METADATA_ONLY = ("new_zeros", "new_ones", "new_full", "new_empty", "new_empty_strided")
+
     def _foldable(self, node, names, packet, value):
         if any(word in packet for word in self.NONDETERMINISTIC):
             return False
         values = list(value) if isinstance(value, (tuple, list)) else [value]
         if not values or not all(isinstance(v, torch.Tensor) for v in values):
             return False
+        if packet in self.METADATA_ONLY:
+            return True
         refs = []
         fx.node.map_arg((node.args, node.kwargs), lambda n: refs.append(n))
         for r in refs:
@@ -440,10 +462,49 @@ def _clone(x):
     return x.detach().clone() if isinstance(x, torch.Tensor) else x
 
 
+def _same_values(a, b):
+    """Equal shapes and elements, NaN equal to NaN."""
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if torch.equal(a, b):
+        return True
+    return a.is_floating_point() and torch.equal(torch.nan_to_num(a, nan=0.5), torch.nan_to_num(b, nan=0.5))
+
+
+def _writes_in_place(gm):
+    """True when an ATen node of `gm` writes its first argument (add_, fill_, copy_, setitem's fill_)."""
+    for n in gm.graph.nodes:
+        if n.op == "call_function" and isinstance(n.target, torch._ops.OpOverload):
+            args = n.target._schema.arguments
+            if args and args[0].alias_info is not None and args[0].alias_info.is_write:
+                return True
+    return False
+
+
 def _trace_aten(fn, example_args):
-    """make_fx of fn with grad enabled (so PyTorch's fused inference fast paths stay off)."""
+    """make_fx of fn with grad enabled (so PyTorch's fused inference fast paths stay off).
+
+    Note [In-place writes]: the emitter records an in-place op as its functional form and renames the
+    tensor it wrote. That is exact only while no other tensor shares the written memory: a write through a
+    view (mask[0:2, 3:5] = 1, as Swin's attention mask is built) changes the view's base too, which the
+    renaming cannot see. So a trace that writes in place is traced again under functionalization, which
+    rewrites every such write as a functional op plus the *_scatter ops that rebuild each base, and ends
+    with copy_(input, new value) for every input the function wrote.
+    """
+    # The trace runs the ops for real; the retrace needs the arguments as they were (requires_grad kept, so
+    # that the same fast paths stay off).
+    originals = [(x.detach().clone(), x.requires_grad) for x in example_args]
+
+    def fresh():
+        return [x.clone().requires_grad_(grad) for x, grad in originals]
+
     with torch.enable_grad():
-        return make_fx(fn)(*example_args)
+        gm = make_fx(fn)(*example_args)
+        if not _writes_in_place(gm):
+            return gm
+        if functionalize is None:
+            raise ExportError("the module writes tensors in place and this torch has no functionalize")
+        return make_fx(functionalize(fn))(*fresh())
 
 
 def capture_make_fx(model, inputs, em, stack):
@@ -517,15 +578,24 @@ def capture_fx(model, inputs, em, stack):
         leaves, spec = tree_flatten((args, kwargs))
         tensor_pos = [i for i, v in enumerate(leaves) if isinstance(v, torch.Tensor)]
         # Run first on clones (the make_fx lowering), then for real (in-place ops mutate their inputs).
+        probe_leaves = [_clone(v) for v in leaves]
         with torch.no_grad():
-            probe = call(*tree_unflatten([_clone(v) for v in leaves], spec)[0],
-                         **tree_unflatten([_clone(v) for v in leaves], spec)[1])
+            probe_args, probe_kwargs = tree_unflatten(probe_leaves, spec)
+            probe = call(*probe_args, **probe_kwargs)
         produces_tensor = any(isinstance(v, torch.Tensor) for v in tree_flatten(probe)[0])
-        if produces_tensor:
-            lowered = _lower_node(node, call, leaves, spec, tensor_pos, em, stack, frames)
+        # A call that returns nothing may still write a tensor argument (x[i] = v): lowered too, so that the
+        # write is recorded (Note [In-place writes]).
+        writes = call is operator.setitem or any(not _same_values(probe_leaves[i], leaves[i]) for i in tensor_pos)
+        written = []
+        if produces_tensor or (tensor_pos and writes):
+            lowered, written = _lower_node(node, call, leaves, spec, tensor_pos, em, stack, frames)
+            for pos, _name in written:
+                _refuse_aliased_write(gm, node, leaves[pos], env)
         with torch.no_grad():
             value = call(*args, **kwargs)
         env[node] = value
+        for pos, name in written:
+            em.bind(leaves[pos], name)  # later reads of the written tensor read its new value
         if produces_tensor:
             out_leaves, _ = tree_flatten(value)
             name_leaves, _ = tree_flatten(lowered)
@@ -552,8 +622,12 @@ def _lower_node(node, call, leaves, spec, tensor_pos, em, stack, frames):
             vals[pos] = v
         a, k = tree_unflatten(vals, spec)
         if mod is not None:
-            return functional_call(mod, state, tuple(a), k)
-        return call(*a, **k)
+            out = functional_call(mod, state, tuple(a), k)
+        else:
+            out = call(*a, **k)
+        # The tensor arguments are returned too: under functionalization an argument the call wrote comes
+        # back as its new value (Note [In-place writes]).
+        return out, tuple(flat[len(pnames):])
 
     example = [params[n] for n in pnames] + [leaves[i].detach().clone() for i in tensor_pos]
     if mod is not None:
@@ -567,7 +641,37 @@ def _lower_node(node, call, leaves, spec, tensor_pos, em, stack, frames):
     def stack_of(n):
         return frames + [f for f in n.meta.get("pact_stack", []) if not frames or f["path"] != frames[-1]["path"]]
 
-    return em.splice(gm, placeholders, stack_of, node.name)
+    out, args_after = em.splice(gm, placeholders, stack_of, node.name)
+    written = [(pos, after) for pos, (before, _), after in zip(tensor_pos, placeholders[len(pnames):], args_after)
+               if after != before]
+    return out, written
+
+
+class AliasedWrite(Exception):
+    """Not an ExportError: the whole-module make_fx trace, functionalized, follows such writes."""
+
+
+def _storage_ptr(t):
+    storage = t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage()
+    return storage.data_ptr()
+
+
+def _refuse_aliased_write(gm, node, t, env):
+    """Note [In-place writes]: a write to `t` reaches every tensor that shares its memory, but the capture
+    renames `t` alone. Refused when a value computed before `node` shares t's memory and is read after it."""
+    if t.numel() == 0:
+        return
+    ptr, order = _storage_ptr(t), {n: i for i, n in enumerate(gm.graph.nodes)}
+    for prior, value in env.items():
+        later_reads = [u for u in prior.users if order[u] > order[node]]
+        if not later_reads:
+            continue
+        for v in tree_flatten(value)[0]:
+            if isinstance(v, torch.Tensor) and v is not t and v.numel() > 0 and _storage_ptr(v) == ptr:
+                raise AliasedWrite(
+                    f"node {node.name} writes a tensor in place that shares memory with '{prior.name}', which "
+                    f"'{later_reads[0].name}' reads afterwards; node-by-node capture cannot follow a write "
+                    "through an alias")
 
 
 @contextlib.contextmanager
@@ -740,8 +844,7 @@ def export_module(model, inputs, out_dir, method="auto", structure_only=False, l
     # the tracers drop the write or bake the written value in, so the graph would be silently wrong.
     for n, b in model.named_buffers():
         old = before.get(n)
-        if old is not None and old.shape == b.shape and not torch.equal(old, b) and \
-                not (old.is_floating_point() and torch.equal(torch.nan_to_num(old, nan=0.5), torch.nan_to_num(b, nan=0.5))):
+        if old is not None and old.shape == b.shape and not _same_values(old, b):
             raise ExportError(f"{target} writes its buffer {n!r} in place during forward; a capture "
                              "cannot hold that state. Return the new value instead (cache = cache.index_copy(dim, "
                              "positions, x), or torch.slice_scatter) and pass it back in as an input")

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <functional>
 #include <set>
 
 #include "pact/core/cpu.hpp"
@@ -142,6 +143,65 @@ TEST(TorchImport, EveryUnsupportedOperatorIsListedAtOnce) {
   EXPECT_TRUE(mentions(msg, "and 2 more")) << msg;  // the three linear layers share one target
   EXPECT_TRUE(mentions(msg, "(4 nodes)")) << msg;
   EXPECT_EQ(code_of([&] { ir::import_torch_graph(doc.dump()); }), ErrorCode::unsupported);
+}
+
+// The lowerings Swin and MaxViT brought (index.Tensor, constant_pad_nd, roll) refuse what they cannot express,
+// typed and naming the node: several index tensors or a boolean mask, pad amounts that do not pair up or
+// crop below zero, shifts that do not match their dims.
+TEST(TorchImport, IndexPadAndRollRefuseWhatTheyCannotExpress) {
+  auto refused = [](const std::function<void(Json&, const std::string&)>& edit, ErrorCode code, const char* why) {
+    Json doc = mlp_doc();
+    Json& n = node_named(doc, "aten.relu");
+    const std::string x = n["inputs"][0]["arg"]["as_tensor"]["name"];
+    edit(n, x);
+    doc["graph"]["tensor_values"]["mask"] =
+        Json{{"dtype", "bool"}, {"sizes", Json::array({2})}, {"strides", Json::array({1})}};
+    const auto msg = message_of([&] { ir::import_torch_graph(doc.dump()); });
+    EXPECT_TRUE(mentions(msg, why)) << msg;
+    EXPECT_TRUE(mentions(msg, n["name"].get<std::string>())) << msg;
+    EXPECT_EQ(code_of([&] { ir::import_torch_graph(doc.dump()); }), code) << msg;
+  };
+  auto tensor = [](const std::string& name) { return Json{{"as_tensor", Json{{"name", name}}}}; };
+  refused(
+      [&](Json& n, const std::string& x) {
+        n["target"] = "aten.index.Tensor";
+        n["inputs"] = Json::array(
+            {Json{{"name", "self"}, {"arg", tensor(x)}},
+             Json{{"name", "indices"},
+                  {"arg",
+                   Json{{"as_optional_tensors", Json::array({Json{{"as_none", nullptr}}, tensor(x), tensor(x)})}}}}});
+      },
+      ErrorCode::unsupported, "more than one index tensor");
+  refused(
+      [&](Json& n, const std::string& x) {
+        n["target"] = "aten.index.Tensor";
+        n["inputs"] = Json::array(
+            {Json{{"name", "self"}, {"arg", tensor(x)}},
+             Json{{"name", "indices"}, {"arg", Json{{"as_tensors", Json::array({Json{{"name", "mask"}}})}}}}});
+      },
+      ErrorCode::unsupported, "boolean mask");
+  refused(
+      [&](Json& n, const std::string& x) {
+        n["target"] = "aten.constant_pad_nd.default";
+        n["inputs"] = Json::array({Json{{"name", "self"}, {"arg", tensor(x)}},
+                                   Json{{"name", "pad"}, {"arg", Json{{"as_ints", Json::array({1, 2, 3})}}}}});
+      },
+      ErrorCode::invalid_argument, "3 pad amounts");
+  refused(
+      [&](Json& n, const std::string& x) {
+        n["target"] = "aten.constant_pad_nd.default";
+        n["inputs"] = Json::array({Json{{"name", "self"}, {"arg", tensor(x)}},
+                                   Json{{"name", "pad"}, {"arg", Json{{"as_ints", Json::array({-100, -100})}}}}});
+      },
+      ErrorCode::invalid_argument, "below zero");
+  refused(
+      [&](Json& n, const std::string& x) {
+        n["target"] = "aten.roll.default";
+        n["inputs"] = Json::array({Json{{"name", "self"}, {"arg", tensor(x)}},
+                                   Json{{"name", "shifts"}, {"arg", Json{{"as_ints", Json::array({1, 2})}}}},
+                                   Json{{"name", "dims"}, {"arg", Json{{"as_ints", Json::array({0})}}}}});
+      },
+      ErrorCode::invalid_argument, "2 shifts for 1 dims");
 }
 
 TEST(TorchImport, MetadataThatDisagreesWithTheLoweringIsRejected) {

@@ -93,6 +93,36 @@ TEST(TorchReexport, SelectionRotaryResamplingAndRecurrentModelsMatchPyTorch) {
   }
 }
 
+// Note [In-place writes] in python/pact/torch_export.py: writes through views (Swin's mask, Swin V2's bias
+// zeroed in place, a row of an activation), by both capture methods, and the ops Swin and MaxViT need (roll,
+// constant_pad_nd, index.Tensor, norms), each against PyTorch's own output. Without the functionalized
+// retrace the mask stays zero and the outputs differ by far more than the tolerance (checked once by hand).
+TEST(TorchReexport, WritesThroughViewsAndSwinOpsMatchPyTorch) {
+  REQUIRE_TORCH();
+  for (const char* method : {"fx", "make_fx"}) {
+    const auto dir = export_model("tests.fixtures.torch.models:window_writes", "2,6,6",
+                                  std::string("--random-weights --method ") + method, std::string("writes-") + method);
+    if (dir.empty()) continue;
+    EXPECT_EQ(ir::load_torch_export(dir).model.capture_method,
+              std::string(method) == "fx" ? "fx.symbolic_trace" : "make_fx");
+    EXPECT_LE(test::worst_relative_error(dir), 1e-4) << method;
+    std::filesystem::remove_all(dir);
+  }
+}
+
+// A write through a view whose base is read later: the node-by-node capture says why it cannot follow it
+// and the whole-module functionalized trace captures it.
+TEST(TorchReexport, AWriteThroughAnAliasFallsBackToTheWholeModuleTrace) {
+  REQUIRE_TORCH();
+  const auto dir = export_model("tests.fixtures.torch.models:aliased_write", "3,4", "", "aliased_write");
+  if (dir.empty()) return;
+  EXPECT_EQ(ir::load_torch_export(dir).model.capture_method, "make_fx");
+  EXPECT_TRUE(test::mentions(test::read_text(dir + ".log"), "cannot follow a write")) << test::read_text(dir + ".log");
+  EXPECT_LE(test::worst_relative_error(dir), 1e-4);
+  std::filesystem::remove_all(dir);
+  std::filesystem::remove(dir + ".log");
+}
+
 // Issue 22 item 3: a capture made at one batch size runs at another. The same model (the same seeded random
 // weights) exported at two batch sizes: the first capture, fitted to the second's example input, must give
 // the second capture's PyTorch outputs. Covers batch axes that move (the transformer's and the recurrent
