@@ -14,6 +14,7 @@
 #include <random>
 
 #include "bench_main.hpp"
+#include "pact/kernels/cpu/gemm.hpp"
 #include "pact/kernels/kernel.hpp"
 
 namespace {
@@ -104,6 +105,63 @@ void linear_int8(benchmark::State& state, std::int64_t rows, std::int64_t featur
   for (auto _ : state) benchmark::DoNotOptimize(h.forward(std::vector{x.as_view(), w.as_view(), s.as_view()}, {}, {}));
   state.counters["items"] = 1;
 }
+
+// The char transformer training step's linear products (bench/train_step_bench.cpp: 1024 tokens, d 128,
+// ffn 512), native sgemm beside OpenBLAS in the same run, in the operand layouts a linear layer uses:
+// forward x W^T (B read transposed), input gradient dY W, weight gradient dY^T X (A read transposed).
+enum class Layout { forward, input_grad, weight_grad };
+void sgemm_shape(benchmark::State& state, bool native, Layout layout, std::int64_t in, std::int64_t out) {
+  constexpr std::int64_t tokens = 1024;
+  auto random = [](std::int64_t n, std::uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> nd;
+    std::vector<float> v(static_cast<std::size_t>(n));
+    for (auto& e : v) e = nd(rng);
+    return v;
+  };
+  const auto x = random(tokens * in, 14), w = random(out * in, 15), dy = random(tokens * out, 16);
+  const float* xp = x.data();
+  const float* wp = w.data();
+  const float* dyp = dy.data();
+  auto gemm = [native](std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t ar, std::int64_t ac,
+                       const float* b, std::int64_t br, std::int64_t bc, float* c, std::int64_t ldc) {
+    if (native) {
+      kernels::cpu::sgemm(m, n, k, a, ar, ac, b, br, bc, c, ldc, false);
+    } else {
+      kernels::cpu::openblas_sgemm(m, n, k, a, ar, ac, b, br, bc, c, ldc, false);
+    }
+  };
+  std::vector<float> c(static_cast<std::size_t>(std::max(tokens, out) * std::max(in, out)));
+  for (auto _ : state) {
+    if (layout == Layout::forward) {
+      gemm(tokens, out, in, xp, in, 1, wp, 1, in, c.data(), out);
+    } else if (layout == Layout::input_grad) {
+      gemm(tokens, in, out, dyp, out, 1, wp, in, 1, c.data(), in);
+    } else {
+      gemm(out, in, tokens, dyp, 1, out, xp, in, 1, c.data(), in);
+    }
+    benchmark::ClobberMemory();
+  }
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(2.0 * static_cast<double>(tokens * in * out), benchmark::Counter::kIsIterationInvariantRate);
+}
+
+// sgemm_shape/{native,openblas}/{forward,input_grad,weight_grad}/INxOUT, for each of the step's layers.
+const bool kSgemmShapes = [] {
+  const std::pair<std::int64_t, std::int64_t> layers[] = {{128, 128}, {128, 512}, {512, 128}, {128, 96}};
+  const std::pair<Layout, const char*> layouts[] = {
+      {Layout::forward, "forward"}, {Layout::input_grad, "input_grad"}, {Layout::weight_grad, "weight_grad"}};
+  for (const auto& [in, out] : layers) {
+    for (const auto& [layout, name] : layouts) {
+      for (const bool native : {true, false}) {
+        const std::string id = "sgemm_shape/" + std::string(native ? "native/" : "openblas/") + name + "/" +
+                               std::to_string(in) + "x" + std::to_string(out);
+        benchmark::RegisterBenchmark(id.c_str(), sgemm_shape, native, layout, in, out)->Unit(benchmark::kMicrosecond);
+      }
+    }
+  }
+  return true;
+}();
 
 BENCHMARK_CAPTURE(linear, decode_f32, DType::f32, 1, 4096)->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(linear, decode_bf16, DType::bf16, 1, 4096)->Unit(benchmark::kMicrosecond);

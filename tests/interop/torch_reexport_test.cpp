@@ -110,6 +110,18 @@ TEST(TorchReexport, WritesThroughViewsAndSwinOpsMatchPyTorch) {
   }
 }
 
+// Operators lowered to sequences of table ops (tests/fixtures/torch/models.py, Compositions): erf, log1p, sign,
+// maximum, clamp by tensors, logical ops, amin, max and min with indices, var, std, logsumexp, any, flip, unfold,
+// sort, reflection and replication padding, instance norm, PReLU, GLU, CELU, adaptive max pooling, linear
+// upsampling; all three outputs against PyTorch's.
+TEST(TorchReexport, CompositionsOfTableOpsMatchPyTorch) {
+  REQUIRE_TORCH();
+  const auto dir = export_model("tests.fixtures.torch.models:compositions", "3,4,6", "--random-weights", "compositions");
+  if (dir.empty()) return;
+  EXPECT_LE(test::worst_relative_error(dir), 1e-4);
+  std::filesystem::remove_all(dir);
+}
+
 // A write through a view whose base is read later: the node-by-node capture says why it cannot follow it
 // and the whole-module functionalized trace captures it.
 TEST(TorchReexport, AWriteThroughAnAliasFallsBackToTheWholeModuleTrace) {
