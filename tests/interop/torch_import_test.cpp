@@ -202,6 +202,31 @@ TEST(TorchImport, IndexPadAndRollRefuseWhatTheyCannotExpress) {
                                    Json{{"name", "dims"}, {"arg", Json{{"as_ints", Json::array({0})}}}}});
       },
       ErrorCode::invalid_argument, "2 shifts for 1 dims");
+  // Metadata may claim any extent: a constant index for it (flip, unfold, reflection padding) is refused
+  // before it is built.
+  auto huge = [&](const Json& target_and_args) {
+    Json doc = mlp_doc();
+    doc["signature"]["input_specs"].push_back(Json{{"kind", "user_input"}, {"name", "huge"}});
+    doc["graph"]["tensor_values"]["huge"] =
+        Json{{"dtype", "f32"}, {"sizes", Json::array({std::int64_t{1} << 40})}, {"strides", Json::array({1})}};
+    Json& n = node_named(doc, "aten.relu");
+    n["target"] = target_and_args["target"];
+    n["inputs"] = target_and_args["inputs"];
+    const auto msg = message_of([&] { ir::import_torch_graph(doc.dump()); });
+    EXPECT_TRUE(mentions(msg, "a constant index of")) << msg;
+    EXPECT_EQ(code_of([&] { ir::import_torch_graph(doc.dump()); }), ErrorCode::unsupported) << msg;
+  };
+  huge(Json{{"target", "aten.flip.default"},
+            {"inputs", Json::array({Json{{"name", "self"}, {"arg", tensor("huge")}},
+                                    Json{{"name", "dims"}, {"arg", Json{{"as_ints", Json::array({0})}}}}})}});
+  huge(Json{{"target", "aten.unfold.default"},
+            {"inputs", Json::array({Json{{"name", "self"}, {"arg", tensor("huge")}},
+                                    Json{{"name", "dimension"}, {"arg", Json{{"as_int", 0}}}},
+                                    Json{{"name", "size"}, {"arg", Json{{"as_int", 2}}}},
+                                    Json{{"name", "step"}, {"arg", Json{{"as_int", 1}}}}})}});
+  huge(Json{{"target", "aten.reflection_pad1d.default"},
+            {"inputs", Json::array({Json{{"name", "self"}, {"arg", tensor("huge")}},
+                                    Json{{"name", "padding"}, {"arg", Json{{"as_ints", Json::array({1, 1})}}}}})}});
 }
 
 TEST(TorchImport, MetadataThatDisagreesWithTheLoweringIsRejected) {

@@ -116,7 +116,8 @@ TEST(TorchReexport, WritesThroughViewsAndSwinOpsMatchPyTorch) {
 // upsampling; all three outputs against PyTorch's.
 TEST(TorchReexport, CompositionsOfTableOpsMatchPyTorch) {
   REQUIRE_TORCH();
-  const auto dir = export_model("tests.fixtures.torch.models:compositions", "3,4,6", "--random-weights", "compositions");
+  const auto dir =
+      export_model("tests.fixtures.torch.models:compositions", "3,4,6", "--random-weights", "compositions");
   if (dir.empty()) return;
   EXPECT_LE(test::worst_relative_error(dir), 1e-4);
   std::filesystem::remove_all(dir);
