@@ -59,6 +59,22 @@ void cross_entropy_step(benchmark::State& state, bool native) {
   state.counters["items"] = 1;
 }
 
+// gelu (exact) forward and backward on the char transformer step's [1024, 512] activation.
+void gelu(benchmark::State& state, bool native, bool backward) {
+  Tensor x = random_tensor(Dims{1024, 512}, 17), g = random_tensor(Dims{1024, 512}, 18);
+  const auto& h = handler(native, ops::OpTag::gelu);
+  const std::vector<TensorView> in{x.as_view()};
+  Tensor y = h.forward(in, {}, {});
+  for (auto _ : state) {
+    if (backward) {
+      benchmark::DoNotOptimize(h.vjp(in, y.as_view(), g.as_view(), {}, {}));
+    } else {
+      benchmark::DoNotOptimize(h.forward(in, {}, {}));
+    }
+  }
+  state.counters["items"] = 1;
+}
+
 void layer_norm(benchmark::State& state, bool native) {
   Tensor x = random_tensor(Dims{256, 1024}, 3), w = random_tensor(Dims{1024}, 4), b = random_tensor(Dims{1024}, 5);
   const ops::Attributes a{{"normalized_shape", std::vector<std::int64_t>{1024}}};
@@ -174,6 +190,9 @@ BENCHMARK_CAPTURE(softmax, native, true)->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(softmax, reference, false)->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(cross_entropy_step, native, true)->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(cross_entropy_step, reference, false)->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(gelu, native, true, false)->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(gelu, reference, false, false)->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(gelu, native_backward, true, true)->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(layer_norm, native, true)->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(layer_norm, reference, false)->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(conv2d_stem, native, true)->Unit(benchmark::kMicrosecond);

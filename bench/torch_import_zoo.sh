@@ -19,9 +19,9 @@ out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 printf "%-20s %-18s %12s %10s\n" model capture relative ms
 for arch in resnet18 mobilenet_v2 squeezenet1_0 mobilenet_v3_small shufflenet_v2_x0_5 efficientnet_b0 \
-            densenet121 convnext_tiny vit_b_16; do
+            densenet121 convnext_tiny vit_b_16 swin_t swin_v2_t maxvit_t; do
   s=$shape
-  [ "$arch" = vit_b_16 ] && s=1,3,224,224
+  case "$arch" in vit_b_16 | maxvit_t) s=1,3,224,224 ;; esac
   PYTHONPATH=bench/models /usr/bin/python3 tools/torch_export.py "torchvision_zoo:$arch" --random-weights \
     --input-shape "$s" -o "$out/$arch" >/dev/null
   "$pact" run "$out/$arch" --profile "$profile" --json >"$out/$arch.json" || true

@@ -491,20 +491,14 @@ def _trace_aten(fn, example_args):
     rewrites every such write as a functional op plus the *_scatter ops that rebuild each base, and ends
     with copy_(input, new value) for every input the function wrote.
     """
-    # The trace runs the ops for real; the retrace needs the arguments as they were (requires_grad kept, so
-    # that the same fast paths stay off).
-    originals = [(x.detach().clone(), x.requires_grad) for x in example_args]
-
-    def fresh():
-        return [x.clone().requires_grad_(grad) for x, grad in originals]
-
     with torch.enable_grad():
         gm = make_fx(fn)(*example_args)
         if not _writes_in_place(gm):
             return gm
         if functionalize is None:
             raise ExportError("the module writes tensors in place and this torch has no functionalize")
-        return make_fx(functionalize(fn))(*fresh())
+        # The first trace ran the writes on the arguments; their shapes, and so the graph, are unchanged.
+        return make_fx(functionalize(fn))(*example_args)
 
 
 def capture_make_fx(model, inputs, em, stack):
