@@ -471,14 +471,59 @@ def _same_values(a, b):
     return a.is_floating_point() and torch.equal(torch.nan_to_num(a, nan=0.5), torch.nan_to_num(b, nan=0.5))
 
 
-def _writes_in_place(gm):
-    """True when an ATen node of `gm` writes its first argument (add_, fill_, copy_, setitem's fill_)."""
+def _writes(n):
+    """True when fx node `n` is an ATen op that writes its first argument (add_, fill_, copy_, index_put_)."""
+    if n.op != "call_function" or not isinstance(n.target, torch._ops.OpOverload):
+        return False
+    args = n.target._schema.arguments
+    return bool(args) and args[0].alias_info is not None and args[0].alias_info.is_write
+
+
+def _is_view(n):
+    """True when fx node `n` returns a view of an argument (slice, select, view, transpose, ...)."""
+    return isinstance(n, fx.Node) and n.op == "call_function" and isinstance(n.target, torch._ops.OpOverload) \
+        and not _writes(n) and any(r.alias_info is not None for r in n.target._schema.returns)
+
+
+def _drop_identity_slices(gm):
+    """Replaces every slice of a whole dim (x[:, i] = v traces as index_put_ on slice(x, 0, 0, 2^63 - 1)) by
+    its input: the same tensor, so a write to it is a write to the input itself."""
+    changed = False
+    for n in list(gm.graph.nodes):
+        if n.op == "call_function" and n.target is torch.ops.aten.slice.Tensor:
+            args = list(n.args) + [None] * (5 - len(n.args))
+            start = n.kwargs.get("start", args[2])
+            end = n.kwargs.get("end", args[3])
+            step = n.kwargs.get("step", args[4])
+            if start in (None, 0) and (end is None or (isinstance(end, int) and end >= 2 ** 62)) and step in (None, 1):
+                n.replace_all_uses_with(n.args[0])
+                gm.graph.erase_node(n)
+                changed = True
+    if changed:
+        gm.recompile()
+    return gm
+
+
+def _renaming_is_exact(gm):
+    """Note [In-place writes]: True when no in-place op of `gm` writes through a view, or writes a tensor a
+    view of which, taken before the write, is read after it; then renaming the written tensor is the whole
+    effect (a view taken after the write reads the new name)."""
+    order = {n: i for i, n in enumerate(gm.graph.nodes)}
     for n in gm.graph.nodes:
-        if n.op == "call_function" and isinstance(n.target, torch._ops.OpOverload):
-            args = n.target._schema.arguments
-            if args and args[0].alias_info is not None and args[0].alias_info.is_write:
-                return True
-    return False
+        if not _writes(n):
+            continue
+        target = n.args[0]
+        if _is_view(target):
+            return False
+        pending = [target]
+        while pending:  # every view of the written tensor, and views of those
+            base = pending.pop()
+            for v in base.users:
+                if _is_view(v) and v.args and v.args[0] is base and order[v] < order[n]:
+                    if any(order[u] > order[n] for u in v.users):
+                        return False
+                    pending.append(v)
+    return True
 
 
 def _trace_aten(fn, example_args):
@@ -487,13 +532,15 @@ def _trace_aten(fn, example_args):
     Note [In-place writes]: the emitter records an in-place op as its functional form and renames the
     tensor it wrote. That is exact only while no other tensor shares the written memory: a write through a
     view (mask[0:2, 3:5] = 1, as Swin's attention mask is built) changes the view's base too, which the
-    renaming cannot see. So a trace that writes in place is traced again under functionalization, which
-    rewrites every such write as a functional op plus the *_scatter ops that rebuild each base, and ends
-    with copy_(input, new value) for every input the function wrote.
+    renaming cannot see. So a trace with such a write (_renaming_is_exact) is traced again under
+    functionalization, which rewrites every write as a functional op plus the *_scatter ops that rebuild
+    each base, and ends with copy_(input, new value) for every input the function wrote. Other traces keep
+    their in-place ops (relu_, index_put_ on a fresh tensor), renamed as before: PyTorch 1.13's
+    functionalization fails on some of them (index_put_).
     """
     with torch.enable_grad():
-        gm = make_fx(fn)(*example_args)
-        if not _writes_in_place(gm):
+        gm = _drop_identity_slices(make_fx(fn)(*example_args))
+        if _renaming_is_exact(gm):
             return gm
         if functionalize is None:
             raise ExportError("the module writes tensors in place and this torch has no functionalize")

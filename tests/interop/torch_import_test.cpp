@@ -145,9 +145,9 @@ TEST(TorchImport, EveryUnsupportedOperatorIsListedAtOnce) {
   EXPECT_EQ(code_of([&] { ir::import_torch_graph(doc.dump()); }), ErrorCode::unsupported);
 }
 
-// The lowerings Swin and MaxViT brought (index.Tensor, constant_pad_nd, roll) refuse what they cannot express,
-// typed and naming the node: several index tensors or a boolean mask, pad amounts that do not pair up or
-// crop below zero, shifts that do not match their dims.
+// The lowerings Swin and MaxViT brought (index.Tensor, constant_pad_nd, roll) and index_put refuse what they
+// cannot express, typed and naming the node: several index tensors or a boolean mask, an accumulating write,
+// pad amounts that do not pair up or crop below zero, shifts that do not match their dims.
 TEST(TorchImport, IndexPadAndRollRefuseWhatTheyCannotExpress) {
   auto refused = [](const std::function<void(Json&, const std::string&)>& edit, ErrorCode code, const char* why) {
     Json doc = mlp_doc();
@@ -202,6 +202,25 @@ TEST(TorchImport, IndexPadAndRollRefuseWhatTheyCannotExpress) {
                                    Json{{"name", "dims"}, {"arg", Json{{"as_ints", Json::array({0})}}}}});
       },
       ErrorCode::invalid_argument, "2 shifts for 1 dims");
+  refused(
+      [&](Json& n, const std::string& x) {
+        n["target"] = "aten.index_put.default";
+        n["inputs"] = Json::array(
+            {Json{{"name", "self"}, {"arg", tensor(x)}},
+             Json{{"name", "indices"}, {"arg", Json{{"as_tensors", Json::array({Json{{"name", "mask"}}})}}}},
+             Json{{"name", "values"}, {"arg", tensor(x)}},
+             Json{{"name", "accumulate"}, {"arg", Json{{"as_bool", true}}}}});
+      },
+      ErrorCode::unsupported, "index_put with accumulate");
+  refused(
+      [&](Json& n, const std::string& x) {
+        n["target"] = "aten.index_put.default";
+        n["inputs"] = Json::array(
+            {Json{{"name", "self"}, {"arg", tensor(x)}},
+             Json{{"name", "indices"}, {"arg", Json{{"as_tensors", Json::array({Json{{"name", "mask"}}})}}}},
+             Json{{"name", "values"}, {"arg", tensor(x)}}});
+      },
+      ErrorCode::unsupported, "boolean mask");
   // Metadata may claim any extent: a constant index for it (flip, unfold, reflection padding) is refused
   // before it is built.
   auto huge = [&](const Json& target_and_args) {

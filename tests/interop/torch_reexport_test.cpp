@@ -111,9 +111,10 @@ TEST(TorchReexport, WritesThroughViewsAndSwinOpsMatchPyTorch) {
 }
 
 // Operators lowered to sequences of table ops (tests/fixtures/torch/models.py, Compositions): erf, log1p, sign,
-// maximum, clamp by tensors, logical ops, amin, max and min with indices, var, std, logsumexp, any, flip, unfold,
-// sort, reflection and replication padding, instance norm, PReLU, GLU, CELU, adaptive max pooling, linear
-// upsampling; all three outputs against PyTorch's.
+// maximum, clamp by tensors, logical ops, floor, ceil, trunc, frac, div with rounding modes, amin, max and min
+// with indices, var, std, logsumexp, any, flip, unfold, sort, reflection and replication padding, instance
+// norm, PReLU, GLU, CELU, adaptive max pooling, linear upsampling, index_put (x[:, idx] = v on a copy, kept as
+// an in-place op); all three outputs against PyTorch's.
 TEST(TorchReexport, CompositionsOfTableOpsMatchPyTorch) {
   REQUIRE_TORCH();
   const auto dir =
