@@ -115,13 +115,16 @@ TEST(TorchReexport, WritesThroughViewsAndSwinOpsMatchPyTorch) {
 // with indices, var, std, logsumexp, any, flip, unfold, sort, reflection and replication padding, instance
 // norm, PReLU, GLU, CELU, adaptive max pooling, linear upsampling, index_put (x[:, idx] = v on a copy, kept as
 // an in-place op); all three outputs against PyTorch's.
+// EdgeValues: the same compositions at infinities, signed zeros, NaN, halves and values beyond 2^23.
 TEST(TorchReexport, CompositionsOfTableOpsMatchPyTorch) {
   REQUIRE_TORCH();
-  const auto dir =
-      export_model("tests.fixtures.torch.models:compositions", "3,4,6", "--random-weights", "compositions");
-  if (dir.empty()) return;
-  EXPECT_LE(test::worst_relative_error(dir), 1e-4);
-  std::filesystem::remove_all(dir);
+  for (const auto& [model, shape] :
+       std::vector<std::pair<std::string, std::string>>{{"compositions", "3,4,6"}, {"edge_values", "2,3"}}) {
+    const auto dir = export_model("tests.fixtures.torch.models:" + model, shape, "--random-weights", model);
+    if (dir.empty()) continue;
+    EXPECT_LE(test::worst_relative_error(dir), 1e-4) << model;
+    std::filesystem::remove_all(dir);
+  }
 }
 
 // A write through a view whose base is read later: the node-by-node capture says why it cannot follow it
