@@ -1,6 +1,6 @@
 // Kernel benchmarks, each contender beside the reference provider in the same run: softmax,
-// cross_entropy (forward + backward), layer_norm, conv2d (the ResNet-18 stem) and attention; and 16-bit
-// linear layers (the half provider) beside the native f32 ones: a language model's decode step (one row
+// cross_entropy (forward + backward), layer_norm (and its backward), gelu, conv2d (the ResNet-18 stem) and attention;
+// and 16-bit linear layers (the half provider) beside the native f32 ones: a language model's decode step (one row
 // against a 4096 x 4096 weight) and a prefill (64 rows against 1024 x 1024).
 // Goals (issue 3): fused softmax / cross-entropy at least 3x faster than the reference provider; (issue 22)
 // a 16-bit decode step at most 0.75 of the f32 one's time (it reads half the bytes), a prefill at most 1.5;
@@ -80,6 +80,33 @@ void layer_norm(benchmark::State& state, bool native) {
   const ops::Attributes a{{"normalized_shape", std::vector<std::int64_t>{1024}}};
   const auto& h = handler(native, ops::OpTag::layer_norm);
   for (auto _ : state) benchmark::DoNotOptimize(h.forward(std::vector{x.as_view(), w.as_view(), b.as_view()}, a, {}));
+  state.counters["items"] = 1;
+}
+
+// layer_norm's backward on the char transformer step's [1024, 128] rows (three of them a step).
+void layer_norm_backward(benchmark::State& state, bool native) {
+  Tensor x = random_tensor(Dims{1024, 128}, 19), w = random_tensor(Dims{128}, 20), b = random_tensor(Dims{128}, 21),
+         g = random_tensor(Dims{1024, 128}, 22);
+  const ops::Attributes a{{"normalized_shape", std::vector<std::int64_t>{128}}};
+  const auto& h = handler(native, ops::OpTag::layer_norm);
+  const std::vector<TensorView> in{x.as_view(), w.as_view(), b.as_view()};
+  Tensor y = h.forward(in, a, {});
+  for (auto _ : state) benchmark::DoNotOptimize(h.vjp(in, y.as_view(), g.as_view(), a, {}));
+  state.counters["items"] = 1;
+}
+
+// The char transformer step's attention (batch 16, 4 heads, 64 tokens, head width 32, causal): forward
+// and VJP, as a step runs them.
+void attention_step(benchmark::State& state, bool native) {
+  Tensor q = random_tensor(Dims{16, 4, 64, 32}, 23), k = random_tensor(Dims{16, 4, 64, 32}, 24),
+         v = random_tensor(Dims{16, 4, 64, 32}, 25), g = random_tensor(Dims{16, 4, 64, 32}, 26);
+  const ops::Attributes a{{"is_causal", true}};
+  const auto& h = handler(native, ops::OpTag::scaled_dot_product_attention);
+  const std::vector<TensorView> in{q.as_view(), k.as_view(), v.as_view()};
+  for (auto _ : state) {
+    Tensor y = h.forward(in, a, {});
+    benchmark::DoNotOptimize(h.vjp(in, y.as_view(), g.as_view(), a, {}));
+  }
   state.counters["items"] = 1;
 }
 
@@ -195,6 +222,10 @@ BENCHMARK_CAPTURE(gelu, reference, false, false)->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(gelu, native_backward, true, true)->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(layer_norm, native, true)->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(layer_norm, reference, false)->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(layer_norm_backward, native, true)->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(layer_norm_backward, reference, false)->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(attention_step, native, true)->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(attention_step, reference, false)->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(conv2d_stem, native, true)->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(conv2d_stem, reference, false)->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(attention, native, true)->Unit(benchmark::kMicrosecond);

@@ -519,7 +519,7 @@ void blocked_sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* 
           const std::int64_t* boff = b_in_place ? offsets : nullptr;
           for (std::int64_t i = 0; i < mc; i += v.mr) {
             const std::int64_t rows = std::min<std::int64_t>(v.mr, mc - i);
-            const float* ap = apack + (i / v.mr) * v.mr * kc;
+            const float* ap = apack + i * kc;  // i is a whole number of MR-row micro-panels (no division)
             const float* ad = a + (i0 + i) * a_row + p0 * a_col;
             const bool in_place = direct && rows == v.mr;
             float* cij = c + (i0 + i) * ldc + j0 + j;
@@ -545,10 +545,11 @@ void blocked_sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* 
               v.direct(kc, ap, 1, v.mr, bp, bs, boff, tile, v.nr, false, nullptr, nullptr, nullptr);
             else
               v.kernel(kc, ap, bp, tile, v.nr, false, nullptr, nullptr, nullptr);
-            // The edge tile's rows into C, each step a loop of its own so each vectorises.
+            // The edge tile's rows into C, each step a loop of its own so each vectorises (the tile is
+            // this frame's, never C: __restrict lets the copies vectorise without overlap checks).
             for (std::int64_t r = 0; r < rows; ++r) {
-              float* crow = cij + r * ldc;
-              const float* trow = tile + r * v.nr;
+              float* __restrict crow = cij + r * ldc;
+              const float* __restrict trow = tile + r * v.nr;
               if (add) {
                 for (std::int64_t x = 0; x < cols; ++x) crow[x] += trow[x];
               } else {
