@@ -65,6 +65,16 @@ __attribute__((always_inline)) inline void fold_lanes(float* acc) {
   }
 }
 
+// acc[0] = max(acc[0], ..., acc[L - 1]) in fold_lanes' pairing (std::max's rule: a NaN lane is skipped).
+template <int L>
+__attribute__((always_inline)) inline void fold_lanes_max(float* acc) {
+  static_assert(L > 0 && (L & (L - 1)) == 0, "a power of two");
+  if constexpr (L > 1) {
+    for (int l = 0; l < L / 2; ++l) acc[l] = std::max(acc[l], acc[l + L / 2]);
+    fold_lanes_max<L / 2>(acc);
+  }
+}
+
 // A sum over k in [0, n) with 32 independent accumulators: vectorisable without -ffast-math (the
 // summation order is fixed, so results are reproducible run to run). 32 lanes are two AVX-512 or four
 // AVX2 registers, so a 128-wide row is four dependent adds per register instead of sixteen: with eight

@@ -98,7 +98,8 @@ Tensor linear_bf16_forward(std::span<const TensorView> in, const Attributes& a, 
 
 // y[k] = exp(x[k] - shift); returns the sum of y. `shift` is the row's maximum (row_max), so no argument
 // is positive (fast_exp_no_overflow). Compiled per ISA level (the dispatch table). The sum runs in 16
-// independent lanes (an implementationDefined order), so the loops vectorise.
+// independent lanes folded pairwise (an implementationDefined order), so the loops vectorise and the fold
+// is four dependent steps, not sixteen.
 PACT_SIMD_INLINE float exp_shifted_body(const float* x, float* y, std::int64_t n, float shift) {
   for (std::int64_t k = 0; k < n; ++k) y[k] = fast_exp_no_overflow(x[k] - shift);
   float lanes[16] = {};
@@ -107,8 +108,8 @@ PACT_SIMD_INLINE float exp_shifted_body(const float* x, float* y, std::int64_t n
     for (int l = 0; l < 16; ++l) lanes[l] += y[k + l];
   float sum = 0.0f;
   for (; k < n; ++k) sum += y[k];
-  for (float l : lanes) sum += l;
-  return sum;
+  fold_lanes<16>(lanes);
+  return sum + lanes[0];
 }
 PACT_SIMD_VARIANTS(exp_shifted, exp_shifted_body);
 
@@ -121,8 +122,8 @@ PACT_SIMD_INLINE float row_max_body(const float* x, std::int64_t n) {
     for (int l = 0; l < 16; ++l) lanes[l] = std::max(lanes[l], x[k + l]);
   float mx = -std::numeric_limits<float>::infinity();
   for (; k < n; ++k) mx = std::max(mx, x[k]);
-  for (float l : lanes) mx = std::max(mx, l);
-  return mx;
+  fold_lanes_max<16>(lanes);  // pairwise, as exp_shifted's sum
+  return std::max(mx, lanes[0]);
 }
 PACT_SIMD_VARIANTS(row_max, row_max_body);
 
