@@ -149,103 +149,89 @@ TEST(TorchImport, EveryUnsupportedOperatorIsListedAtOnce) {
 // cannot express, typed and naming the node: several index tensors or a boolean mask, an accumulating write,
 // pad amounts that do not pair up or crop below zero, shifts that do not match their dims.
 TEST(TorchImport, IndexPadAndRollRefuseWhatTheyCannotExpress) {
-  auto refused = [](const std::function<void(Json&, const std::string&)>& edit, ErrorCode code, const char* why) {
+  auto tensor = [](const std::string& name) { return Json{{"as_tensor", Json{{"name", name}}}}; };
+  auto arg = [](const char* name, Json value) { return Json{{"name", name}, {"arg", std::move(value)}}; };
+  auto ints = [](std::vector<std::int64_t> v) { return Json{{"as_ints", v}}; };
+  const Json mask = Json{{"as_tensors", Json::array({Json{{"name", "mask"}}})}};
+  struct Case {
+    const char* target;
+    std::function<Json(const std::string& x)> inputs;  // the node's inputs, x its tensor operand
+    ErrorCode code;
+    const char* why;
+  };
+  const Case cases[] = {
+      {"aten.index.Tensor",
+       [&](const std::string& x) {
+         const Json three = Json::array({Json{{"as_none", nullptr}}, tensor(x), tensor(x)});
+         return Json::array({arg("self", tensor(x)), arg("indices", Json{{"as_optional_tensors", three}})});
+       },
+       ErrorCode::unsupported, "more than one index tensor"},
+      {"aten.index.Tensor",
+       [&](const std::string& x) {
+         return Json::array({arg("self", tensor(x)), arg("indices", mask)});
+       },
+       ErrorCode::unsupported, "boolean mask"},
+      {"aten.constant_pad_nd.default",
+       [&](const std::string& x) {
+         return Json::array({arg("self", tensor(x)), arg("pad", ints({1, 2, 3}))});
+       },
+       ErrorCode::invalid_argument, "3 pad amounts"},
+      {"aten.constant_pad_nd.default",
+       [&](const std::string& x) {
+         return Json::array({arg("self", tensor(x)), arg("pad", ints({-100, -100}))});
+       },
+       ErrorCode::invalid_argument, "below zero"},
+      {"aten.roll.default",
+       [&](const std::string& x) {
+         return Json::array({arg("self", tensor(x)), arg("shifts", ints({1, 2})), arg("dims", ints({0}))});
+       },
+       ErrorCode::invalid_argument, "2 shifts for 1 dims"},
+      {"aten.index_put.default",
+       [&](const std::string& x) {
+         return Json::array({arg("self", tensor(x)), arg("indices", mask), arg("values", tensor(x)),
+                             arg("accumulate", Json{{"as_bool", true}})});
+       },
+       ErrorCode::unsupported, "index_put with accumulate"},
+      {"aten.index_put.default",
+       [&](const std::string& x) {
+         return Json::array({arg("self", tensor(x)), arg("indices", mask), arg("values", tensor(x))});
+       },
+       ErrorCode::unsupported, "boolean mask"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(std::string(c.target) + ": " + c.why);
     Json doc = mlp_doc();
     Json& n = node_named(doc, "aten.relu");
     const std::string x = n["inputs"][0]["arg"]["as_tensor"]["name"];
-    edit(n, x);
+    n["target"] = c.target;
+    n["inputs"] = c.inputs(x);
     doc["graph"]["tensor_values"]["mask"] =
         Json{{"dtype", "bool"}, {"sizes", Json::array({2})}, {"strides", Json::array({1})}};
     const auto msg = message_of([&] { ir::import_torch_graph(doc.dump()); });
-    EXPECT_TRUE(mentions(msg, why)) << msg;
+    EXPECT_TRUE(mentions(msg, c.why)) << msg;
     EXPECT_TRUE(mentions(msg, n["name"].get<std::string>())) << msg;
-    EXPECT_EQ(code_of([&] { ir::import_torch_graph(doc.dump()); }), code) << msg;
-  };
-  auto tensor = [](const std::string& name) { return Json{{"as_tensor", Json{{"name", name}}}}; };
-  refused(
-      [&](Json& n, const std::string& x) {
-        n["target"] = "aten.index.Tensor";
-        n["inputs"] = Json::array(
-            {Json{{"name", "self"}, {"arg", tensor(x)}},
-             Json{{"name", "indices"},
-                  {"arg",
-                   Json{{"as_optional_tensors", Json::array({Json{{"as_none", nullptr}}, tensor(x), tensor(x)})}}}}});
-      },
-      ErrorCode::unsupported, "more than one index tensor");
-  refused(
-      [&](Json& n, const std::string& x) {
-        n["target"] = "aten.index.Tensor";
-        n["inputs"] = Json::array(
-            {Json{{"name", "self"}, {"arg", tensor(x)}},
-             Json{{"name", "indices"}, {"arg", Json{{"as_tensors", Json::array({Json{{"name", "mask"}}})}}}}});
-      },
-      ErrorCode::unsupported, "boolean mask");
-  refused(
-      [&](Json& n, const std::string& x) {
-        n["target"] = "aten.constant_pad_nd.default";
-        n["inputs"] = Json::array({Json{{"name", "self"}, {"arg", tensor(x)}},
-                                   Json{{"name", "pad"}, {"arg", Json{{"as_ints", Json::array({1, 2, 3})}}}}});
-      },
-      ErrorCode::invalid_argument, "3 pad amounts");
-  refused(
-      [&](Json& n, const std::string& x) {
-        n["target"] = "aten.constant_pad_nd.default";
-        n["inputs"] = Json::array({Json{{"name", "self"}, {"arg", tensor(x)}},
-                                   Json{{"name", "pad"}, {"arg", Json{{"as_ints", Json::array({-100, -100})}}}}});
-      },
-      ErrorCode::invalid_argument, "below zero");
-  refused(
-      [&](Json& n, const std::string& x) {
-        n["target"] = "aten.roll.default";
-        n["inputs"] = Json::array({Json{{"name", "self"}, {"arg", tensor(x)}},
-                                   Json{{"name", "shifts"}, {"arg", Json{{"as_ints", Json::array({1, 2})}}}},
-                                   Json{{"name", "dims"}, {"arg", Json{{"as_ints", Json::array({0})}}}}});
-      },
-      ErrorCode::invalid_argument, "2 shifts for 1 dims");
-  refused(
-      [&](Json& n, const std::string& x) {
-        n["target"] = "aten.index_put.default";
-        n["inputs"] = Json::array(
-            {Json{{"name", "self"}, {"arg", tensor(x)}},
-             Json{{"name", "indices"}, {"arg", Json{{"as_tensors", Json::array({Json{{"name", "mask"}}})}}}},
-             Json{{"name", "values"}, {"arg", tensor(x)}},
-             Json{{"name", "accumulate"}, {"arg", Json{{"as_bool", true}}}}});
-      },
-      ErrorCode::unsupported, "index_put with accumulate");
-  refused(
-      [&](Json& n, const std::string& x) {
-        n["target"] = "aten.index_put.default";
-        n["inputs"] = Json::array(
-            {Json{{"name", "self"}, {"arg", tensor(x)}},
-             Json{{"name", "indices"}, {"arg", Json{{"as_tensors", Json::array({Json{{"name", "mask"}}})}}}},
-             Json{{"name", "values"}, {"arg", tensor(x)}}});
-      },
-      ErrorCode::unsupported, "boolean mask");
+    EXPECT_EQ(code_of([&] { ir::import_torch_graph(doc.dump()); }), c.code) << msg;
+  }
   // Metadata may claim any extent: a constant index for it (flip, unfold, reflection padding) is refused
   // before it is built.
-  auto huge = [&](const Json& target_and_args) {
+  auto huge = [&](const char* target, Json inputs) {
+    SCOPED_TRACE(target);
     Json doc = mlp_doc();
     doc["signature"]["input_specs"].push_back(Json{{"kind", "user_input"}, {"name", "huge"}});
     doc["graph"]["tensor_values"]["huge"] =
         Json{{"dtype", "f32"}, {"sizes", Json::array({std::int64_t{1} << 40})}, {"strides", Json::array({1})}};
     Json& n = node_named(doc, "aten.relu");
-    n["target"] = target_and_args["target"];
-    n["inputs"] = target_and_args["inputs"];
+    n["target"] = target;
+    n["inputs"] = std::move(inputs);
     const auto msg = message_of([&] { ir::import_torch_graph(doc.dump()); });
     EXPECT_TRUE(mentions(msg, "a constant index of")) << msg;
     EXPECT_EQ(code_of([&] { ir::import_torch_graph(doc.dump()); }), ErrorCode::unsupported) << msg;
   };
-  huge(Json{{"target", "aten.flip.default"},
-            {"inputs", Json::array({Json{{"name", "self"}, {"arg", tensor("huge")}},
-                                    Json{{"name", "dims"}, {"arg", Json{{"as_ints", Json::array({0})}}}}})}});
-  huge(Json{{"target", "aten.unfold.default"},
-            {"inputs", Json::array({Json{{"name", "self"}, {"arg", tensor("huge")}},
-                                    Json{{"name", "dimension"}, {"arg", Json{{"as_int", 0}}}},
-                                    Json{{"name", "size"}, {"arg", Json{{"as_int", 2}}}},
-                                    Json{{"name", "step"}, {"arg", Json{{"as_int", 1}}}}})}});
-  huge(Json{{"target", "aten.reflection_pad1d.default"},
-            {"inputs", Json::array({Json{{"name", "self"}, {"arg", tensor("huge")}},
-                                    Json{{"name", "padding"}, {"arg", Json{{"as_ints", Json::array({1, 1})}}}}})}});
+  const Json self = arg("self", tensor("huge"));
+  huge("aten.flip.default", Json::array({self, arg("dims", ints({0}))}));
+  huge("aten.unfold.default", Json::array({self, arg("dimension", Json{{"as_int", 0}}),
+                                           arg("size", Json{{"as_int", 2}}), arg("step", Json{{"as_int", 1}})}));
+  huge("aten.reflection_pad1d.default", Json::array({self, arg("padding", ints({1, 1}))}));
 }
 
 TEST(TorchImport, MetadataThatDisagreesWithTheLoweringIsRejected) {

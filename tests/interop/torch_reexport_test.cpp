@@ -7,6 +7,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <tuple>
 
 #include "pact/capture/capture.hpp"
@@ -44,6 +45,25 @@ std::string export_model(const std::string& target, const std::string& shape, co
   return dir;
 }
 
+/// Exports `target` and expects Pact's run of the capture within 1e-4 of PyTorch's own output; `check`, where
+/// given, inspects the capture directory first. The capture and its log are removed afterwards.
+void expect_reexport_matches(const std::string& target, const std::string& shape, const std::string& extra,
+                             const std::string& name, const std::function<void(const std::string&)>& check = {}) {
+  SCOPED_TRACE(target + " " + extra);
+  const auto dir = export_model(target, shape, extra, name);
+  if (dir.empty()) return;
+  if (check) check(dir);
+  EXPECT_LE(test::worst_relative_error(dir), 1e-4);
+  std::filesystem::remove_all(dir);
+  std::filesystem::remove(dir + ".log");
+}
+
+/// The capture method a capture directory records, as `--method` names it.
+std::string recorded_method(const std::string& dir) {
+  const std::string m = ir::load_torch_export(dir).model.capture_method;
+  return m == "fx.symbolic_trace" ? "fx" : m;
+}
+
 #define REQUIRE_TORCH()                                                             \
   if (!python_has("torch"))                                                         \
   GTEST_SKIP() << "no torch in /usr/bin/python3 (Debian python3-torch): re-export " \
@@ -51,16 +71,11 @@ std::string export_model(const std::string& target, const std::string& shape, co
 
 TEST(TorchReexport, EveryCaptureMethodMatchesPyTorch) {
   REQUIRE_TORCH();
-  for (const char* method : {"fx", "make_fx"}) {
+  for (const std::string method : {"fx", "make_fx"}) {
     for (const auto& [model, shape] :
          std::vector<std::pair<std::string, std::string>>{{"small_cnn", "2,3,16,16"}, {"tiny_transformer", "2,6,16"}}) {
-      const auto dir = export_model("tests.fixtures.torch.models:" + model, shape, std::string("--method ") + method,
-                                    model + "-" + method);
-      if (dir.empty()) continue;
-      const auto bundle = ir::load_torch_export(dir);
-      EXPECT_EQ(bundle.model.capture_method, std::string(method) == "fx" ? "fx.symbolic_trace" : "make_fx");
-      EXPECT_LE(test::worst_relative_error(dir), 1e-4) << model << " via " << method;
-      std::filesystem::remove_all(dir);
+      expect_reexport_matches("tests.fixtures.torch.models:" + model, shape, "--method " + method, model + "-" + method,
+                              [&](const std::string& dir) { EXPECT_EQ(recorded_method(dir), method); });
     }
   }
 }
@@ -68,11 +83,7 @@ TEST(TorchReexport, EveryCaptureMethodMatchesPyTorch) {
 TEST(TorchReexport, ActivationsAndGroupNormMatchPyTorch) {
   REQUIRE_TORCH();
   // LeakyReLU, GroupNorm, ELU, Softplus, Mish, abs, PixelShuffle: each lowered to a sequence of table ops.
-  const auto dir =
-      export_model("tests.fixtures.torch.models:activations", "2,4,4,4", "--random-weights", "activations");
-  if (dir.empty()) return;
-  EXPECT_LE(test::worst_relative_error(dir), 1e-4);
-  std::filesystem::remove_all(dir);
+  expect_reexport_matches("tests.fixtures.torch.models:activations", "2,4,4,4", "--random-weights", "activations");
 }
 
 // Issue 22's ops through the importer, each model against PyTorch's own output: selection, comparison,
@@ -86,10 +97,7 @@ TEST(TorchReexport, SelectionRotaryResamplingAndRecurrentModelsMatchPyTorch) {
                                                         {"resample", "1,2,4,5"},
                                                         {"recurrent", "2,5,8"},
                                                         {"repeat_interleave", "2,2,5,8"}}) {
-    const auto dir = export_model("tests.fixtures.torch.models:" + model, shape, "", model);
-    if (dir.empty()) continue;
-    EXPECT_LE(test::worst_relative_error(dir), 1e-4) << model;
-    std::filesystem::remove_all(dir);
+    expect_reexport_matches("tests.fixtures.torch.models:" + model, shape, "", model);
   }
 }
 
@@ -99,14 +107,10 @@ TEST(TorchReexport, SelectionRotaryResamplingAndRecurrentModelsMatchPyTorch) {
 // retrace the mask stays zero and the outputs differ by far more than the tolerance (checked once by hand).
 TEST(TorchReexport, WritesThroughViewsAndSwinOpsMatchPyTorch) {
   REQUIRE_TORCH();
-  for (const char* method : {"fx", "make_fx"}) {
-    const auto dir = export_model("tests.fixtures.torch.models:window_writes", "2,6,6",
-                                  std::string("--random-weights --method ") + method, std::string("writes-") + method);
-    if (dir.empty()) continue;
-    EXPECT_EQ(ir::load_torch_export(dir).model.capture_method,
-              std::string(method) == "fx" ? "fx.symbolic_trace" : "make_fx");
-    EXPECT_LE(test::worst_relative_error(dir), 1e-4) << method;
-    std::filesystem::remove_all(dir);
+  for (const std::string method : {"fx", "make_fx"}) {
+    expect_reexport_matches("tests.fixtures.torch.models:window_writes", "2,6,6", "--random-weights --method " + method,
+                            "writes-" + method,
+                            [&](const std::string& dir) { EXPECT_EQ(recorded_method(dir), method); });
   }
 }
 
@@ -120,10 +124,7 @@ TEST(TorchReexport, CompositionsOfTableOpsMatchPyTorch) {
   REQUIRE_TORCH();
   for (const auto& [model, shape] :
        std::vector<std::pair<std::string, std::string>>{{"compositions", "3,4,6"}, {"edge_values", "2,3"}}) {
-    const auto dir = export_model("tests.fixtures.torch.models:" + model, shape, "--random-weights", model);
-    if (dir.empty()) continue;
-    EXPECT_LE(test::worst_relative_error(dir), 1e-4) << model;
-    std::filesystem::remove_all(dir);
+    expect_reexport_matches("tests.fixtures.torch.models:" + model, shape, "--random-weights", model);
   }
 }
 
@@ -131,13 +132,12 @@ TEST(TorchReexport, CompositionsOfTableOpsMatchPyTorch) {
 // and the whole-module functionalized trace captures it.
 TEST(TorchReexport, AWriteThroughAnAliasFallsBackToTheWholeModuleTrace) {
   REQUIRE_TORCH();
-  const auto dir = export_model("tests.fixtures.torch.models:aliased_write", "3,4", "", "aliased_write");
-  if (dir.empty()) return;
-  EXPECT_EQ(ir::load_torch_export(dir).model.capture_method, "make_fx");
-  EXPECT_TRUE(test::mentions(test::read_text(dir + ".log"), "cannot follow a write")) << test::read_text(dir + ".log");
-  EXPECT_LE(test::worst_relative_error(dir), 1e-4);
-  std::filesystem::remove_all(dir);
-  std::filesystem::remove(dir + ".log");
+  expect_reexport_matches("tests.fixtures.torch.models:aliased_write", "3,4", "", "aliased_write",
+                          [](const std::string& dir) {
+                            EXPECT_EQ(recorded_method(dir), "make_fx");
+                            const std::string log = test::read_text(dir + ".log");
+                            EXPECT_TRUE(test::mentions(log, "cannot follow a write")) << log;
+                          });
 }
 
 // Issue 22 item 3: a capture made at one batch size runs at another. The same model (the same seeded random
@@ -235,11 +235,8 @@ TEST(TorchReexport, TorchvisionArchitecturesWithRandomWeightsMatchPyTorch) {
   if (!python_has("torchvision")) GTEST_SKIP() << "no torchvision in /usr/bin/python3 (Debian python3-torchvision)";
   // swin_t: its shifted-window mask is written through views (Note [In-place writes]), with roll, pad and a
   // relative-position table indexed by a buffer.
-  for (const char* arch : {"resnet18", "mobilenet_v2", "squeezenet1_0", "swin_t"}) {
-    const auto dir = export_model(std::string("torchvision_zoo:") + arch, "1,3,64,64", "--random-weights", arch);
-    if (dir.empty()) continue;
-    EXPECT_LE(test::worst_relative_error(dir), 1e-4) << arch;
-    std::filesystem::remove_all(dir);
+  for (const std::string arch : {"resnet18", "mobilenet_v2", "squeezenet1_0", "swin_t"}) {
+    expect_reexport_matches("torchvision_zoo:" + arch, "1,3,64,64", "--random-weights", arch);
   }
 }
 

@@ -284,6 +284,19 @@ GradList cross_entropy_vjp(std::span<const TensorView> in, const TensorView& y, 
 // (bench/kernels_bench.cpp layer_norm_backward).
 constexpr std::int64_t kNormBlock = 16;
 
+// The statistics of rows [r0, r0 + block) of n (block <= kNormBlock): mean[i] (0 for rms) and
+// inv[i] = 1 / sqrt(variance + eps), the variance (rms: the mean square) over n.
+PACT_SIMD_INLINE void norm_row_stats(const float* __restrict x, std::int64_t r0, std::int64_t block, std::int64_t n,
+                                     float eps, bool rms, float* __restrict mean, float* __restrict inv) {
+  for (std::int64_t i = 0; i < block; ++i) {
+    const float* __restrict xr = x + (r0 + i) * n;
+    const float m = rms ? 0.0f : lanes_sum(n, [xr](std::int64_t k) { return xr[k]; }) / static_cast<float>(n);
+    const float var = lanes_sum(n, [xr, m](std::int64_t k) { return (xr[k] - m) * (xr[k] - m); });
+    mean[i] = m;
+    inv[i] = 1.0f / std::sqrt(var / static_cast<float>(n) + eps);
+  }
+}
+
 // Rows of n normalised (mean removed unless rms, scaled to unit variance), then weighted and biased where
 // w and b are given.
 PACT_SIMD_INLINE void norm_forward_rows_body(const float* __restrict x, const float* __restrict w,
@@ -295,13 +308,7 @@ PACT_SIMD_INLINE void norm_forward_rows_body(const float* __restrict x, const fl
   float mean[kNormBlock], inv[kNormBlock];
   for (std::int64_t r0 = 0; r0 < rows; r0 += kNormBlock) {
     const std::int64_t block = std::min(kNormBlock, rows - r0);
-    for (std::int64_t i = 0; i < block; ++i) {
-      const float* __restrict xr = x + (r0 + i) * n;
-      const float m = rms ? 0.0f : lanes_sum(n, [xr](std::int64_t k) { return xr[k]; }) / static_cast<float>(n);
-      const float var = lanes_sum(n, [xr, m](std::int64_t k) { return (xr[k] - m) * (xr[k] - m); });
-      mean[i] = m;
-      inv[i] = 1.0f / std::sqrt(var / static_cast<float>(n) + eps);
-    }
+    norm_row_stats(x, r0, block, n, eps, rms, mean, inv);
     for (std::int64_t i = 0; i < block; ++i) {
       const float* __restrict xr = x + (r0 + i) * n;
       float* __restrict o = out + (r0 + i) * n;
@@ -355,14 +362,7 @@ PACT_SIMD_INLINE void norm_backward_rows_body(const float* __restrict x, const f
   float mean[kNormBlock], inv[kNormBlock];
   for (std::int64_t r0 = 0; r0 < rows; r0 += kNormBlock) {
     const std::int64_t block = std::min(kNormBlock, rows - r0);
-    for (std::int64_t i = 0; i < block; ++i) {
-      const float* __restrict xr = x + (r0 + i) * n;
-      const float m = rms ? 0.0f : lanes_sum(n, [xr](std::int64_t k) { return xr[k]; }) / static_cast<float>(n);
-      const float var =
-          lanes_sum(n, [xr, m](std::int64_t k) { return (xr[k] - m) * (xr[k] - m); }) / static_cast<float>(n);
-      mean[i] = m;
-      inv[i] = 1.0f / std::sqrt(var + eps);
-    }
+    norm_row_stats(x, r0, block, n, eps, rms, mean, inv);
     for (std::int64_t i = 0; i < block; ++i) {
       const float* __restrict xr = x + (r0 + i) * n;
       const float* __restrict gr = g + (r0 + i) * n;
