@@ -302,9 +302,7 @@ PACT_SIMD_INLINE void norm_row_stats(const float* __restrict x, std::int64_t r0,
 PACT_SIMD_INLINE void norm_forward_rows_body(const float* __restrict x, const float* __restrict w,
                                              const float* __restrict b, std::int64_t rows, std::int64_t n, float eps,
                                              bool rms, float* __restrict out) {
-  // The statistics of a block of rows first, then their outputs: each row's statistics are a chain of two
-  // folded sums and a square root, which overlap when the block's rows run them in one loop (Note
-  // [Norm row blocks]).
+  // The statistics of a block of rows first (Note [Norm row blocks]), then their outputs.
   float mean[kNormBlock], inv[kNormBlock];
   for (std::int64_t r0 = 0; r0 < rows; r0 += kNormBlock) {
     const std::int64_t block = std::min(kNormBlock, rows - r0);
