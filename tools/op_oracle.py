@@ -180,6 +180,14 @@ def _conv_activation(x, a):
     return y if a["activation"] == "none" else _ACTIVATIONS[a["activation"]](y)
 
 
+def _conv_nhwc(x, a):
+    """conv2d_activation on channels-last tensors: input [N, H, W, C], weight [KH, KW, C / groups, O]."""
+    nchw = [x[0].permute(0, 3, 1, 2), x[1].permute(3, 2, 0, 1)] + list(x[2:3])
+    if len(x) > 3:
+        nchw.append(x[3].permute(0, 3, 1, 2))
+    return _conv_activation(nchw, a).permute(0, 2, 3, 1).contiguous()
+
+
 def _conv(x, w, b, a):
     return F.conv2d(x, w, b, stride=_pair(a, "stride", 1), padding=_pair(a, "padding", 0),
                     dilation=_pair(a, "dilation", 1), groups=a.get("groups", 1))
@@ -305,6 +313,7 @@ FORWARD = {
     "scaled_dot_product_attention": lambda x, a, t: _attention(x[0], x[1], x[2], _opt(x, 3), a),
     "conv2d": lambda x, a, t: _conv(x[0], x[1], _opt(x, 2), a),
     "conv2d_activation": lambda x, a, t: _conv_activation(x, a),
+    "conv2d_nhwc": lambda x, a, t: _conv_nhwc(x, a),
     "max_pool2d": lambda x, a, t: F.max_pool2d(x[0], _pair(a, "kernel_size", 1), _pair(a, "stride", a["kernel_size"]),
                                                _pair(a, "padding", 0), _pair(a, "dilation", 1),
                                                ceil_mode=a.get("ceil_mode", False)),
@@ -580,6 +589,22 @@ CASES = [
          {"padding": [1], "activation": "hardswish"}, label="residual hardswish, im2col"),
     case("conv2d_activation", [N(1, 8, 20, 37), N(8, 1, 3, 3), N(8), N(1, 8, 10, 19)],
          {"groups": 8, "stride": [2], "padding": [1], "activation": "silu"}, label="residual silu, depthwise"),
+    # channels-last (the plan-time layout choice): input [N, H, W, C], weight [KH, KW, C / groups, O]
+    case("conv2d_nhwc", [N(2, 6, 5, 3), N(3, 3, 3, 4), N(4)], {"padding": [1], "activation": "relu"},
+         label="3 x 3 im2col"),
+    case("conv2d_nhwc", [N(1, 20, 37, 40), N(3, 3, 1, 40), N(40)],
+         {"groups": 40, "stride": [2], "padding": [1], "activation": "relu6"}, label="depthwise relu6 at stride 2"),
+    case("conv2d_nhwc", [N(1, 9, 7, 70), N(5, 5, 1, 70)], {"groups": 70, "padding": [2], "activation": "silu"},
+         label="depthwise silu, 70 channels (a vector block and a tail)"),
+    case("conv2d_nhwc", [N(2, 5, 7, 8), N(1, 1, 8, 6)], {"activation": "none"}, label="pointwise, no bias"),
+    case("conv2d_nhwc", [N(1, 7, 7, 96), N(1, 1, 96, 40), N(40), N(1, 7, 7, 40)], {"activation": "relu"},
+         label="pointwise residual relu"),
+    case("conv2d_nhwc", [N(1, 9, 11, 8), N(3, 3, 8, 12), N(12), N(1, 9, 11, 12)], {"padding": [1], "activation": "none"},
+         label="3 x 3 residual alone"),
+    case("conv2d_nhwc", [N(2, 9, 14, 16), N(3, 3, 8, 6), N(6)],
+         {"groups": 2, "stride": [2], "padding": [1], "activation": "hardswish"}, label="grouped hardswish at stride 2"),
+    case("conv2d_nhwc", [N(1, 8, 8, 24), N(3, 3, 1, 24), N(24), N(1, 8, 8, 24)],
+         {"groups": 24, "padding": [2], "dilation": [2], "activation": "silu"}, label="depthwise dilated, residual silu"),
     # pooling
     case("max_pool2d", [N(2, 2, 5, 5)], {"kernel_size": [2], "ceil_mode": True}),
     case("max_pool2d", [N(1, 2, 7, 7)], {"kernel_size": [3], "stride": [2], "padding": [1]}, label="padded"),
@@ -737,7 +762,7 @@ def run_case(index, c, tensors):
     y = FORWARD[c["op"]](leaves, c["attrs"], c["training"])
     tensors.append((f"{name}.out", y.detach()))
     wanted = [k for k, inp in enumerate(c["inputs"]) if inp.differentiable]
-    if c["op"] in ("conv2d_activation", "linear_int8", "linear_bf16") or not wanted or not y.requires_grad:
+    if c["op"] in ("conv2d_activation", "conv2d_nhwc", "linear_int8", "linear_bf16") or not wanted or not y.requires_grad:
         return entry  # an inference-only op, or one no gradient flows through (argmax, comparisons): no VJP
     cot = torch.randn(y.shape, generator=gen, dtype=torch.float64).to(torch.float32).to(torch.float64)
     if c.get("half"):

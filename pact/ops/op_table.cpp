@@ -266,6 +266,13 @@ std::int64_t flops_conv2d(std::span<const TensorType> in, const TensorType& out,
 std::int64_t flops_conv2d_activation(std::span<const TensorType> in, const TensorType& out, const Attributes& a) {
   return sat_add(flops_conv2d(in, out, a), sat_mul(in.size() == 4 ? 2 : 1, numel(out.shape)));
 }
+// conv2d_nhwc: the same work with the weight [KH, KW, Cg, O] (its patch is the first three extents).
+std::int64_t flops_conv2d_nhwc(std::span<const TensorType> in, const TensorType& out, const Attributes&) {
+  const Dims& w = in[1].shape;
+  const std::int64_t patch = sat_mul(sat_mul(w[0], w[1]), w[2]);
+  const std::int64_t n = numel(out.shape);
+  return sat_add(sat_add(sat_mul(sat_mul(2, n), patch), in.size() >= 3 ? n : 0), sat_mul(in.size() == 4 ? 2 : 1, n));
+}
 std::int64_t flops_pool(std::span<const TensorType>, const TensorType& out, const Attributes& a) {
   auto k = a.get_ints("pool", "kernel_size");
   const std::int64_t window = k.size() == 1 ? sat_mul(k[0], k[0]) : k.size() == 2 ? sat_mul(k[0], k[1]) : 1;
@@ -377,6 +384,7 @@ constexpr std::span<const AttrSpec> kEmpty{};
 #define attrs_scaled_dot_product_attention span_of(kAttentionAttrs)
 #define attrs_conv2d span_of(kConvAttrs)
 #define attrs_conv2d_activation span_of(kConvActivationAttrs)
+#define attrs_conv2d_nhwc span_of(kConvActivationAttrs)
 #define attrs_max_pool2d span_of(kMaxPoolAttrs)
 #define attrs_avg_pool2d span_of(kAvgPoolAttrs)
 #define attrs_adaptive_avg_pool2d span_of(kAdaptiveAttrs)

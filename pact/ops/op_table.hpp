@@ -102,6 +102,7 @@ namespace pact::ops {
     in0 | in1 | in2 | in3, none, "dddm")                                                                      \
   X(conv2d, "conv2d", 2, 3, true, false, kernel, contraction, in0 | in1, none, "dwb")                         \
   X(conv2d_activation, "conv2d_activation", 2, 4, false, false, kernel, contraction, none, none, "dwbd")      \
+  X(conv2d_nhwc, "conv2d_nhwc", 2, 4, false, false, kernel, contraction, none, none, "dwbd")                  \
   X(max_pool2d, "max_pool2d", 1, 1, true, false, kernel, exact, in0, none, "d")                               \
   X(avg_pool2d, "avg_pool2d", 1, 1, true, false, kernel, reduction, in0, none, "d")                           \
   X(adaptive_avg_pool2d, "adaptive_avg_pool2d", 1, 1, true, false, kernel, reduction, none, none, "d")        \
@@ -130,7 +131,7 @@ enum class OpTag : std::uint8_t {
 #define PACT_OP_COUNT_ONE(...) +1
 inline constexpr int kOpCount = 0 PACT_OPS(PACT_OP_COUNT_ONE);
 #undef PACT_OP_COUNT_ONE
-static_assert(kOpCount == 78, "op list changed: update docs/ops.md (pact ops --markdown) and the op sweep");
+static_assert(kOpCount == 79, "op list changed: update docs/ops.md (pact ops --markdown) and the op sweep");
 
 /// What executing a node of the op does.
 enum class OpRole : std::uint8_t { source, view, kernel, sink, update, collective };

@@ -16,13 +16,24 @@
 ///    is the add's only reader, becomes one conv2d_activation node with the tensor as its fourth input
 ///    (activation "none" where no activation follows); the kernel adds it to each chunk as it is stored.
 ///    Run after fold_batch_norm (which gives the convolution its bias) and before conv2d_activation.
+///  - conv2d_nhwc (the plan-time layout choice): a convolution (conv2d or conv2d_activation, f32, its weight
+///    a bound parameter) that choose_channels_last picks runs on channels-last activations: one conv2d_nhwc
+///    node "<conv>.nhwc" reading its input (and residual) as [N, H, W, C], with its weight re-packed once,
+///    here, to [KH, KW, C / groups, O] (a new parameter node "<weight>.nhwc"). The node with the
+///    convolution's id becomes a permute of "<conv>.nhwc" back to [N, C, H, W] for any reader that is not a
+///    chosen convolution (and is dropped where there is none); a chosen convolution whose input comes from
+///    elsewhere reads a permute "<input>.to_nhwc" of it. So a chain of chosen convolutions passes
+///    channels-last tensors from one to the next, and the layout changes only at the chain's ends. Run
+///    last, after the other fusions.
 ///
 /// Each rewrite keeps the id of the node it replaces last, so every consumer and graph output is
 /// untouched. Training plans are never rewritten (batch norm trains on batch statistics, and
 /// conv2d_activation has no VJP).
 
 #include <map>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "pact/core/tensor.hpp"
@@ -32,7 +43,7 @@ namespace pact::plan {
 
 /// One rewrite: its kind, the nodes it replaced (in graph order) and the node that now computes them.
 struct Rewrite {
-  std::string kind;  ///< "fold_batch_norm", "conv2d_residual" or "conv2d_activation"
+  std::string kind;  ///< "fold_batch_norm", "conv2d_residual", "conv2d_activation" or "conv2d_nhwc"
   std::vector<std::string> nodes;
   std::string into;
   std::string evidence;  ///< the test that holds the rewrite to the unfused graph's values
@@ -51,5 +62,19 @@ std::vector<Rewrite> fuse_conv_residuals(ir::Graph& graph);
 
 /// Fuses every relu, relu6, silu or hardswish of a convolution read by nothing else into conv2d_activation.
 std::vector<Rewrite> fuse_conv_activations(ir::Graph& graph);
+
+/// Which convolutions choose_channels_last moves to channels-last activations: those where it pays
+/// (automatic: Note [Where channels-last pays] in fusion.cpp), none, or every one it can.
+enum class Layout { automatic, nchw, nhwc };
+
+/// The layout's name as `pact run --layout` spells it ("auto", "nchw", "nhwc"), and back (nullopt for any
+/// other name).
+std::string_view layout_name(Layout layout) noexcept;
+std::optional<Layout> parse_layout(std::string_view name) noexcept;
+
+/// Moves the convolutions `layout` picks to channels-last activations (conv2d_nhwc, weights re-packed
+/// into `values`), removes the parameters and permutes nothing reads any more, and returns one rewrite
+/// per convolution moved.
+std::vector<Rewrite> choose_channels_last(ir::Graph& graph, SourceValues& values, Layout layout);
 
 }  // namespace pact::plan

@@ -152,6 +152,7 @@ std::optional<BatchAxis> output_batch_axis(const ir::Node& n, const std::vector<
       return a < r - 2 ? first : std::nullopt;
     case OpTag::conv2d:
     case OpTag::conv2d_activation:
+    case OpTag::conv2d_nhwc:
     case OpTag::max_pool2d:
     case OpTag::avg_pool2d:
     case OpTag::adaptive_avg_pool2d:
@@ -369,7 +370,7 @@ void fit_inputs(ir::TorchBundle& bundle, ir::SafetensorsFile& inputs, std::strin
 }
 
 ImportedModel::ImportedModel(ir::TorchBundle&& bundle, const contract::BackendProfile& profile,
-                             const contract::EvidenceResolver& resolver, bool fuse) {
+                             const contract::EvidenceResolver& resolver, bool fuse, plan::Layout layout) {
   ir::require_weights(bundle.model, "the capture", "torch.run");
   capture_method_ = bundle.model.capture_method;
   outputs_ = bundle.model.outputs;
@@ -386,6 +387,7 @@ ImportedModel::ImportedModel(ir::TorchBundle&& bundle, const contract::BackendPr
     rewrites = plan::fold_batch_norms(graph, values);
     for (auto& r : plan::fuse_conv_residuals(graph)) rewrites.push_back(std::move(r));
     for (auto& r : plan::fuse_conv_activations(graph)) rewrites.push_back(std::move(r));
+    for (auto& r : plan::choose_channels_last(graph, values, layout)) rewrites.push_back(std::move(r));
   }
   module_of_ = std::move(bundle.model.module_of);
   module_type_ = std::move(bundle.model.module_type);
@@ -445,7 +447,7 @@ TorchRunResult run_imported(ir::TorchBundle&& bundle, ir::SafetensorsFile&& inpu
                             const RunTimingOptions& timing) {
   if (timing.repeat < 0)
     throw_error(ErrorCode::invalid_argument, "torch.run", fmt::format("repeat {} must not be negative", timing.repeat));
-  const ImportedModel model(std::move(bundle), profile, resolver, timing.fuse);
+  const ImportedModel model(std::move(bundle), profile, resolver, timing.fuse, timing.layout);
   TorchRunResult result;
   result.audit = model.audit();
   result.graph = model.graph();

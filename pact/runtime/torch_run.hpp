@@ -10,6 +10,7 @@
 
 #include "pact/contract/check.hpp"
 #include "pact/ir/torch_import.hpp"
+#include "pact/plan/fusion.hpp"
 #include "pact/plan/planner.hpp"
 #include "pact/runtime/executor.hpp"
 #include "pact/runtime/retention.hpp"
@@ -36,6 +37,8 @@ struct RunTimingOptions {
   int repeat = 0;
   bool time_nodes = false;
   bool fuse = true;
+  /// With `fuse`: which convolutions run on channels-last activations (plan::choose_channels_last).
+  plan::Layout layout = plan::Layout::automatic;
 };
 
 /// One planned node's warm time (the median over the warm runs) and what ran it.
@@ -69,7 +72,8 @@ struct TorchRunResult {
 class ImportedModel {
  public:
   ImportedModel(ir::TorchBundle&& bundle, const contract::BackendProfile& profile,
-                const contract::EvidenceResolver& resolver, bool fuse = true);
+                const contract::EvidenceResolver& resolver, bool fuse = true,
+                plan::Layout layout = plan::Layout::automatic);
 
   bool accepted() const noexcept { return plan_.has_value(); }
   /// The plan audit (with the fusions made, audit().rewrites), accepted or not.

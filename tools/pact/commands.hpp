@@ -122,6 +122,7 @@ struct RunTiming {
   int threads = 0;
   bool time_nodes = false;
   bool fuse = true;    ///< the inference fusions (pact/plan/fusion.hpp); --no-fuse turns them off
+  std::string layout = "auto";  ///< --layout: which convolutions run channels-last (plan::choose_channels_last)
   bool audit = false;  ///< --audit: the plan beside the run (Note [Run audit] in torch.cpp)
 };
 int run_torch(const std::string& dir, const std::string& profile, bool json, double tolerance,

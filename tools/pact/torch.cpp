@@ -217,7 +217,8 @@ int run_torch(const std::string& dir, const std::string& profile_name, bool json
   const contract::DefaultEvidenceResolver resolver;
   const auto start = std::chrono::steady_clock::now();
   auto result = runtime::run_imported(std::move(bundle), std::move(inputs), profile, resolver,
-                                      {timing.repeat, timing.time_nodes, timing.fuse});
+                                      {timing.repeat, timing.time_nodes, timing.fuse,
+                                       plan::parse_layout(timing.layout).value_or(plan::Layout::automatic)});
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   auto drawing = picture::from_graph(result.graph, dir + " under " + profile_name, &result.audit, &result.module_of);
   drawing.module_types = result.module_type;
@@ -274,15 +275,17 @@ int run_torch(const std::string& dir, const std::string& profile_name, bool json
                 dir.c_str(), method.c_str(), profile_name.c_str(), result.audit.kernels.size(), ms,
                 static_cast<double>(result.peak_bytes) / (1024.0 * 1024.0));
     if (!result.audit.rewrites.empty()) {
-      std::size_t folded = 0, residual = 0;
+      std::size_t folded = 0, residual = 0, channels_last = 0;
       for (const auto& r : result.audit.rewrites) {
         folded += r.kind == "fold_batch_norm" ? 1 : 0;
         residual += r.kind == "conv2d_residual" ? 1 : 0;
+        channels_last += r.kind == "conv2d_nhwc" ? 1 : 0;
       }
       std::printf(
           "fused for inference: %zu batch norm(s) folded into their convolutions, %zu residual add(s) and %zu "
-          "activation(s) into conv2d_activation (--no-fuse to run the graph as captured)\n",
-          folded, residual, result.audit.rewrites.size() - folded - residual);
+          "activation(s) into conv2d_activation, %zu convolution(s) channels-last (--no-fuse to run the graph as "
+          "captured)\n",
+          folded, residual, result.audit.rewrites.size() - folded - residual - channels_last, channels_last);
     }
     std::printf("%-16s %-18s %14s %14s %14s\n", "output", "shape", "max|pact-torch|", "max|torch|", "relative");
     for (const auto& a : agreement) {
@@ -455,6 +458,11 @@ const bool run_registered = register_command("run", [](CLI::App& app) {
                     "(and warm time with --time-nodes)");
   run_cmd->add_flag("--no-fuse{false}", a->timing.fuse,
                     "run the graph as captured: no batch norm folding, no conv2d_activation fusion");
+  run_cmd
+      ->add_option("--layout", a->timing.layout,
+                   "which convolutions run on channels-last activations, their weights re-packed at plan time: "
+                   "auto (where it pays), nchw (none) or nhwc (every one it can); with the fusions only")
+      ->check(CLI::IsMember({"auto", "nchw", "nhwc"}));
   add_picture_options(run_cmd, a->picture);
   return std::vector<Runner>{
       {run_cmd, [a] {

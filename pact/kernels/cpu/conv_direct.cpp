@@ -355,7 +355,132 @@ PACT_SIMD_INLINE void max_pool_plane_body(const float* __restrict x, const Direc
 }
 PACT_SIMD_VARIANTS(max_pool_plane, max_pool_plane_body);
 
+// Note [Depthwise channels-last]
+// With channels-last activations (conv2d_nhwc) a depthwise convolution's channels are the contiguous axis
+// of the input, the weight ([kh, kw, 1, c]) and the output alike, so an output pixel is kh kw multiply-adds
+// of whole channel vectors: no padded copy, no lane idle at a row's end (the planes of mobilenet's and
+// efficientnet's late layers are 7 or 14 pixels wide), and every load is a full vector when the channel
+// count is a multiple of the width. A block of four vectors of channels accumulates in registers over the
+// window's taps (the taps outside the input skipped, not multiplied by zero; the columns' ranges computed
+// once per call, not divided out per pixel), then takes the bias, as the reference does after its fold over
+// the taps; the channels left over take a block of two vectors, then one, then a scalar tail.
+// V vectors of channels [k, k + V W) of output pixel z, accumulated in registers over the taps whose kernel
+// rows are [i0, i1) and columns [j0, j1), then the bias and the clamp.
+template <int W, int V>
+PACT_SIMD_INLINE void depthwise_nhwc_block(const float* __restrict x, const float* __restrict w,
+                                           const float* __restrict bias, const DirectConvGeometry& g,
+                                           std::int64_t y, std::int64_t z, std::int64_t k, std::int64_t i0,
+                                           std::int64_t i1, std::int64_t j0, std::int64_t j1, float* __restrict o,
+                                           const float* clamp, const Vec<W>* lo, const Vec<W>* hi) {
+  const std::int64_t c = g.c;
+  Vec<W> a[V] = {};
+  for (std::int64_t i = i0; i < i1; ++i)
+    for (std::int64_t j = j0; j < j1; ++j) {
+      const float* xp = x + ((y * g.sh - g.ph + i * g.dh) * g.w + (z * g.sw - g.pw + j * g.dw)) * c + k;
+      const float* wp = w + (i * g.kw + j) * c + k;
+      for (int v = 0; v < V; ++v) {
+        Vec<W> xv, wv;
+        load<W>(&xv, xp + v * W);
+        load<W>(&wv, wp + v * W);
+        a[v] += xv * wv;
+      }
+    }
+  for (int v = 0; v < V; ++v) {
+    if (bias != nullptr) {
+      Vec<W> bv;
+      load<W>(&bv, bias + k + v * W);
+      a[v] += bv;
+    }
+    store_block<W>(&a[v], o + k + v * W, W, clamp != nullptr, lo, hi);
+  }
+}
+
+template <int W>
+PACT_SIMD_INLINE void depthwise_nhwc_row_impl(const float* __restrict x, const float* __restrict w,
+                                              const float* __restrict bias, const DirectConvGeometry* gp,
+                                              std::int64_t y, const std::int64_t* __restrict taps_j,
+                                              float* __restrict out, const float* clamp) {
+  const DirectConvGeometry& g = *gp;
+  const std::int64_t c = g.c;
+  Vec<W> lo{}, hi{};
+  if (clamp != nullptr) {
+    lo = lo + clamp[0];
+    hi = hi + clamp[1];
+  }
+  const std::int64_t i0 = std::max<std::int64_t>(0, (g.ph - y * g.sh + g.dh - 1) / g.dh);
+  const std::int64_t i1 = std::min(g.kh, (g.h - y * g.sh + g.ph + g.dh - 1) / g.dh);
+  for (std::int64_t z = 0; z < g.ow; ++z) {
+    const std::int64_t j0 = taps_j[2 * z], j1 = taps_j[2 * z + 1];
+    float* __restrict o = out + z * c;
+    std::int64_t k = 0;
+    for (; k + 4 * W <= c; k += 4 * W)
+      depthwise_nhwc_block<W, 4>(x, w, bias, g, y, z, k, i0, i1, j0, j1, o, clamp, &lo, &hi);
+    if (k + 2 * W <= c) {
+      depthwise_nhwc_block<W, 2>(x, w, bias, g, y, z, k, i0, i1, j0, j1, o, clamp, &lo, &hi);
+      k += 2 * W;
+    }
+    if (k + W <= c) {
+      depthwise_nhwc_block<W, 1>(x, w, bias, g, y, z, k, i0, i1, j0, j1, o, clamp, &lo, &hi);
+      k += W;
+    }
+    for (; k < c; ++k) {  // the scalar tail, in the same order
+      float a = 0.0f;
+      for (std::int64_t i = i0; i < i1; ++i)
+        for (std::int64_t j = j0; j < j1; ++j)
+          a += x[((y * g.sh - g.ph + i * g.dh) * g.w + (z * g.sw - g.pw + j * g.dw)) * c + k] *
+               w[(i * g.kw + j) * c + k];
+      if (bias != nullptr) a += bias[k];
+      if (clamp != nullptr) a = a < clamp[0] ? clamp[0] : (a > clamp[1] ? clamp[1] : a);
+      o[k] = a;
+    }
+  }
+}
+
+void depthwise_nhwc_row_portable(const float* x, const float* w, const float* bias, const DirectConvGeometry* g,
+                                 std::int64_t y, const std::int64_t* taps_j, float* out, const float* clamp) {
+  depthwise_nhwc_row_impl<4>(x, w, bias, g, y, taps_j, out, clamp);
+}
+PACT_TARGET_AVX2 void depthwise_nhwc_row_avx2(const float* x, const float* w, const float* bias,
+                                              const DirectConvGeometry* g, std::int64_t y,
+                                              const std::int64_t* taps_j, float* out, const float* clamp) {
+  depthwise_nhwc_row_impl<8>(x, w, bias, g, y, taps_j, out, clamp);
+}
+PACT_TARGET_AVX512 void depthwise_nhwc_row_avx512(const float* x, const float* w, const float* bias,
+                                                  const DirectConvGeometry* g, std::int64_t y,
+                                                  const std::int64_t* taps_j, float* out, const float* clamp) {
+  depthwise_nhwc_row_impl<16>(x, w, bias, g, y, taps_j, out, clamp);
+}
+const simd::Table<decltype(&depthwise_nhwc_row_portable)> depthwise_nhwc_row{
+    "depthwise_nhwc_row",
+    {&depthwise_nhwc_row_portable, "depthwise_nhwc_row_portable"},
+    {&depthwise_nhwc_row_avx2, "depthwise_nhwc_row_avx2"},
+    {&depthwise_nhwc_row_avx512, "depthwise_nhwc_row_avx512"}};
+
 }  // namespace
+
+void depthwise_conv2d_nhwc(const float* x, const float* w, const float* bias, const DirectConvGeometry& g, float* out,
+                           const float* clamp, const std::function<void(float*, std::int64_t, std::int64_t)>& store) {
+  const std::int64_t rows = g.n * g.oh, row = g.ow * g.c, taps = g.kh * g.kw;
+  count_macs(rows * row * taps);
+  if (rows == 0 || row == 0) return;
+  // The kernel columns [j0, j1) whose taps fall inside the input, per output column: the same for every row.
+  std::vector<std::int64_t> taps_j(static_cast<std::size_t>(2 * g.ow));
+  for (std::int64_t z = 0; z < g.ow; ++z) {
+    std::int64_t j0 = 0, j1 = 0;
+    while (j0 < g.kw && z * g.sw - g.pw + j0 * g.dw < 0) ++j0;
+    for (j1 = j0; j1 < g.kw && z * g.sw - g.pw + j1 * g.dw < g.w;) ++j1;
+    taps_j[static_cast<std::size_t>(2 * z)] = j0;
+    taps_j[static_cast<std::size_t>(2 * z + 1)] = j1;
+  }
+  const auto f = depthwise_nhwc_row.get();
+  parallel_ranges(rows, rows * row * taps >= (std::int64_t{1} << 16), [&](std::int64_t r0, std::int64_t r1) {
+    for (std::int64_t r = r0; r < r1; ++r) {
+      const std::int64_t n = r / g.oh, y = r % g.oh;
+      f(x + n * g.h * g.w * g.c, w, bias, &g, y, taps_j.data(), out + r * row, clamp);
+      if (store) store(out + r * row, r * row, row);
+    }
+  });
+}
 
 void depthwise_conv2d(const float* x, const float* w, const float* bias, const DirectConvGeometry& g, float* out,
                       const float* clamp, const std::function<void(float*, std::int64_t)>& store) {

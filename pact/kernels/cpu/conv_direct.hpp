@@ -2,7 +2,7 @@
 /// Direct (not GEMM) f32 window kernels of the native provider: depthwise convolution, where each group
 /// has one input channel, so im2col + GEMM would multiply a 1 x (kh kw) patch per output pixel, and max
 /// pooling. Families of the SIMD dispatch table (pact/core/simd_dispatch.hpp): depthwise,
-/// max_pool_plane.
+/// depthwise_nhwc_row, max_pool_plane.
 
 #include <cstdint>
 #include <functional>
@@ -24,6 +24,16 @@ inline bool is_depthwise(const DirectConvGeometry& g) noexcept { return g.groups
 /// while it is in cache (conv2d_activation's other activations), on the thread that wrote it.
 void depthwise_conv2d(const float* x, const float* w, const float* bias, const DirectConvGeometry& g, float* out,
                       const float* clamp = nullptr, const std::function<void(float*, std::int64_t)>& store = {});
+
+/// The channels-last depthwise convolution (conv2d_nhwc with groups = c = o; Note [Depthwise channels-last]
+/// in conv_direct.cpp): out[n, y, z, k] = bias[k] + sum_{i, j} w[i, j, 0, k] x[n, y sh - ph + i dh,
+/// z sw - pw + j dw, k], taps outside the input skipped. x is [n, h, w, c], w [kh, kw, 1, c], out
+/// [n, oh, ow, c]; bias may be null; `clamp` as depthwise_conv2d's. `store`, when set, is called on each
+/// output row (pointer, its offset in the output, element count) right after it is written, on the thread
+/// that wrote it. A family of the dispatch table: depthwise_nhwc_row.
+void depthwise_conv2d_nhwc(const float* x, const float* w, const float* bias, const DirectConvGeometry& g, float* out,
+                           const float* clamp = nullptr,
+                           const std::function<void(float*, std::int64_t, std::int64_t)>& store = {});
 
 /// out[p, y, z] = max over the window of x[p] (NaN if any tap is NaN), for the g.c = g.o planes of g
 /// (n = 1, groups = c; padding is never the maximum of a window that has an input element).

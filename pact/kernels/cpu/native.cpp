@@ -712,6 +712,7 @@ bool native_dispatches_simd(ops::OpTag op) noexcept {
     case OpTag::linear_bf16:        // gemv_bf16, widen_bf16 and sgemm
     case OpTag::conv2d:             // sgemm, strided_copy, depthwise
     case OpTag::conv2d_activation:  // and map_rows, map_tile in place
+    case OpTag::conv2d_nhwc:        // sgemm, depthwise_nhwc_row, map_rows
     case OpTag::max_pool2d:         // max_pool_plane
     case OpTag::avg_pool2d:         // depthwise (window sums)
     case OpTag::add:
