@@ -390,6 +390,10 @@ ImportedModel::ImportedModel(ir::TorchBundle&& bundle, const contract::BackendPr
     for (auto& r : plan::choose_channels_last(graph, values, layout)) rewrites.push_back(std::move(r));
   }
   module_of_ = std::move(bundle.model.module_of);
+  for (const auto& r : rewrites) {  // a channels-last convolution comes from its NCHW node's module
+    if (r.kind != "conv2d_nhwc") continue;
+    if (auto it = module_of_.find(r.nodes.front()); it != module_of_.end()) module_of_[r.into] = it->second;
+  }
   module_type_ = std::move(bundle.model.module_type);
   auto planned = plan::plan_graph(graph, profile, resolver, contract::VjpMode::forward_only);
   graph_ = std::move(graph);

@@ -307,6 +307,40 @@ TEST(ShapeRules, ConvActivationTakesAResidualOfTheOutputsType) {
       2LL * 2 * 4 * 64 * 27 + 3LL * 2 * 4 * 64);
 }
 
+// conv2d_nhwc: channels-last input [N, H, W, C], weight [KH, KW, C / groups, O], output [N, OH, OW, O];
+// activation "none" needs no residual; each wrong operand is refused naming it.
+TEST(ShapeRules, ChannelsLastConvolution) {
+  const Attributes none{{"padding", std::vector<std::int64_t>{1}},
+                        {"stride", std::vector<std::int64_t>{2}},
+                        {"activation", std::string("none")}};
+  const auto x = f32({2, 9, 8, 6}), w = f32({3, 3, 6, 4}), b = f32({4}), r = f32({2, 5, 4, 4});
+  EXPECT_EQ(infer_type(OpTag::conv2d_nhwc, std::vector{x, w}, none).shape, (Dims{2, 5, 4, 4}));
+  EXPECT_EQ(infer_type(OpTag::conv2d_nhwc, std::vector{x, w, b, r}, none).shape, (Dims{2, 5, 4, 4}));
+  Attributes depthwise = none;
+  depthwise.set("groups", std::int64_t{6});
+  EXPECT_EQ(infer_type(OpTag::conv2d_nhwc, std::vector{x, f32({3, 3, 1, 6})}, depthwise).shape, (Dims{2, 5, 4, 6}));
+  auto refusal = [](const std::vector<TensorType>& in, const Attributes& a) -> std::string {
+    try {
+      infer_type(OpTag::conv2d_nhwc, in, a);
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::invalid_argument) << e.what();
+      return e.what();
+    }
+    return "";
+  };
+  EXPECT_NE(refusal({x, f32({4, 6, 3, 3})}, none).find("input channels per group"), std::string::npos);
+  EXPECT_NE(refusal({x, w, f32({6})}, none).find("operand 'bias'"), std::string::npos);
+  EXPECT_NE(refusal({x, w, b, f32({2, 4, 5, 4})}, none).find("operand 'residual'"), std::string::npos);
+  EXPECT_NE(refusal({x, f32({3, 3, 3, 4})}, depthwise).find("groups 6"), std::string::npos);
+  Attributes gelu = none;
+  gelu.set("activation", std::string("gelu"));
+  EXPECT_NE(refusal({x, w}, gelu).find("activation 'gelu'"), std::string::npos);
+  EXPECT_NE(refusal({f32({2, 9, 8}), f32({3, 3, 8, 4})}, none).find("conv2d_nhwc"), std::string::npos);
+  // The flops: the convolution's (patch KH KW C / groups), its bias and the activation's pass.
+  EXPECT_EQ(estimate_flops(OpTag::conv2d_nhwc, std::vector{x, w, b}, TensorType{DType::f32, {2, 5, 4, 4}}, none),
+            2LL * 160 * 54 + 160 + 160);
+}
+
 TEST(ShapeRules, LossesNormsAttentionEmbedding) {
   EXPECT_EQ(infer_type(OpTag::cross_entropy, std::vector{f32({8, 10}), i64({8})}, {}).shape, (Dims{}));
   EXPECT_EQ(infer_type(OpTag::cross_entropy, std::vector{f32({8, 10}), i64({8})},

@@ -3,10 +3,13 @@
 
 #include "pact/plan/fusion.hpp"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <gtest/gtest.h>
 
 #include <optional>
 #include <random>
+#include <set>
 
 #include "pact/plan/planner.hpp"
 #include "pact/runtime/executor.hpp"
@@ -234,6 +237,127 @@ TEST(Fusion, ResidualFusionLeavesAloneWhatItCannotFuse) {
     EXPECT_TRUE(plan::fuse_conv_residuals(g).empty());
     EXPECT_NE(g.find("sum"), nullptr);
   }
+}
+
+// Inverted-residual blocks as mobilenet_v2 has them: a 1 x 1 expansion with relu6, a 3 x 3 depthwise with
+// relu6, a 1 x 1 projection (the second block's adds the first block's output), and after them a 5 x 5
+// depthwise at stride 2 with silu: `blocks` of them on x [2, 16, 9, 10].
+ConvBnModel inverted_residuals(int blocks) {
+  std::mt19937 rng(5);
+  ir::GraphBuilder b;
+  ConvBnModel m;
+  auto param = [&](const std::string& id, const Dims& shape) {
+    b.parameter(id, shape);
+    m.values.emplace(id, random_tensor(shape, rng));
+  };
+  const ops::Attributes relu6{{"min", 0.0}, {"max", 6.0}};
+  b.input("x", Dims{2, 16, 9, 10});
+  m.values.emplace("x", random_tensor(Dims{2, 16, 9, 10}, rng));
+  std::string at = "x";
+  for (int k = 0; k < blocks; ++k) {
+    const std::string s = std::to_string(k);
+    param("we" + s, Dims{48, 16, 1, 1});
+    param("be" + s, Dims{48});
+    param("wd" + s, Dims{48, 1, 3, 3});
+    param("bd" + s, Dims{48});
+    param("wp" + s, Dims{16, 48, 1, 1});
+    param("bp" + s, Dims{16});
+    b.op("e" + s, ops::OpTag::conv2d, {at, "we" + s, "be" + s});
+    b.op("e6" + s, ops::OpTag::clamp, {"e" + s}, relu6);
+    b.op("d" + s, ops::OpTag::conv2d, {"e6" + s, "wd" + s, "bd" + s},
+         ops::Attributes{{"groups", std::int64_t{48}}, {"padding", std::vector<std::int64_t>{1}}});
+    b.op("d6" + s, ops::OpTag::clamp, {"d" + s}, relu6);
+    b.op("p" + s, ops::OpTag::conv2d, {"d6" + s, "wp" + s, "bp" + s});
+    b.op("sum" + s, ops::OpTag::add, {"p" + s, at});
+    at = "sum" + s;
+  }
+  param("ws", Dims{16, 1, 5, 5});
+  b.op("s", ops::OpTag::conv2d, {at, "ws"},
+       ops::Attributes{{"groups", std::int64_t{16}},
+                       {"stride", std::vector<std::int64_t>{2}},
+                       {"padding", std::vector<std::int64_t>{2}}});
+  b.op("y", ops::OpTag::silu, {"s"});
+  b.output("y");
+  m.graph = b.build();
+  return m;
+}
+
+// The graph after every inference fusion, the layout chosen by `layout`.
+std::vector<plan::Rewrite> fuse_all(ir::Graph& g, plan::SourceValues& values, plan::Layout layout) {
+  auto rewrites = plan::fold_batch_norms(g, values);
+  for (auto& r : plan::fuse_conv_residuals(g)) rewrites.push_back(std::move(r));
+  for (auto& r : plan::fuse_conv_activations(g)) rewrites.push_back(std::move(r));
+  for (auto& r : plan::choose_channels_last(g, values, layout)) rewrites.push_back(std::move(r));
+  return rewrites;
+}
+
+// Moving convolutions to channels-last keeps the model's values: the re-packed weights, the permutes at the
+// run's ends and the conv2d_nhwc kernels together give the NCHW graph's output; and the check fails on a
+// weight re-packed wrong (its kernel rows and columns exchanged).
+TEST(Fusion, ChannelsLastKeepsTheModelsValues) {
+  ConvBnModel m = inverted_residuals(2);
+  const Tensor unfused = run_graph(m.graph, m.values);
+  ir::Graph g = m.graph;
+  plan::SourceValues values = copy_of(m.values);
+  std::size_t moved = 0;
+  for (const auto& r : fuse_all(g, values, plan::Layout::nhwc)) {
+    if (r.kind != "conv2d_nhwc") continue;
+    ++moved;
+    EXPECT_EQ(r.into, r.nodes.front() + ".nhwc");
+    EXPECT_EQ(r.evidence, "Fusion.ChannelsLastKeepsTheModelsValues");
+    const ir::Node* n = g.find(r.into);
+    ASSERT_NE(n, nullptr) << r.into;
+    EXPECT_EQ(n->op, ops::OpTag::conv2d_nhwc);
+  }
+  EXPECT_EQ(moved, 7u);  // three per block and the stride-2 depthwise
+  // The weights are re-packed once ([O, C / groups, KH, KW] -> [KH, KW, C / groups, O]); the old ones are gone.
+  ASSERT_TRUE(values.contains("wd0.nhwc"));
+  EXPECT_EQ(values.at("wd0.nhwc").shape(), (Dims{3, 3, 1, 48}));
+  EXPECT_EQ(values.at("we1.nhwc").shape(), (Dims{1, 1, 16, 48}));
+  EXPECT_FALSE(values.contains("wd0"));
+  EXPECT_EQ(g.find("wd0"), nullptr);
+  // The layout changes only at the run's ends: x in, the last convolution's output (its silu fused, so
+  // the node "y") out;
+  // between two moved convolutions nothing is permuted.
+  std::vector<std::string> permutes;
+  for (const auto& n : g.nodes)
+    if (n.op == ops::OpTag::permute) permutes.push_back(n.id);
+  EXPECT_EQ(permutes, (std::vector<std::string>{"x.to_nhwc", "y"})) << fmt::format("{}", fmt::join(permutes, ", "));
+  EXPECT_LT(relative_error(run_graph(g, values), unfused), 1e-5);
+
+  // The evidence can fail: the depthwise weight's kernel rows and columns exchanged.
+  plan::SourceValues wrong = copy_of(values);
+  const std::vector<double> w = wrong.at("wd0.nhwc").to_doubles();
+  std::vector<float> swapped(w.size());
+  for (std::size_t i = 0; i < 3; ++i)
+    for (std::size_t j = 0; j < 3; ++j)
+      for (std::size_t c = 0; c < 48; ++c) swapped[(j * 3 + i) * 48 + c] = static_cast<float>(w[(i * 3 + j) * 48 + c]);
+  wrong.insert_or_assign("wd0.nhwc", Tensor::from_values<float>(Dims{3, 3, 1, 48}, swapped));
+  EXPECT_GT(relative_error(run_graph(g, wrong), unfused), 1e-4);
+}
+
+// The automatic choice (Note [Where channels-last pays]) moves a run of depthwise and 1 x 1 convolutions
+// that passes at least twice as many tensors inside as across its ends, and nothing else; nchw moves none.
+TEST(Fusion, ChannelsLastMovesOnlyRunsThatPay) {
+  auto moved = [](ConvBnModel m, plan::Layout layout) {
+    std::set<std::string> ids;
+    for (const auto& r : fuse_all(m.graph, m.values, layout))
+      if (r.kind == "conv2d_nhwc") ids.insert(r.nodes.front());
+    return ids;
+  };
+  // Two blocks: seven reads inside the run (e -> d -> p twice, p0 -> e1, p0 as p1's residual, p1 -> s),
+  // two tensors across its ends (x in, s's output out).
+  EXPECT_EQ(moved(inverted_residuals(2), plan::Layout::automatic).size(), 7u);
+  // One block: three inside (e -> d -> p -> s), two across: stays NCHW.
+  EXPECT_TRUE(moved(inverted_residuals(1), plan::Layout::automatic).empty());
+  EXPECT_TRUE(moved(inverted_residuals(2), plan::Layout::nchw).empty());
+  // A dense 3 x 3 convolution is no candidate, whatever the run: the conv_bn model moves under nhwc only.
+  EXPECT_TRUE(moved(conv_bn_model(ops::OpTag::relu), plan::Layout::automatic).empty());
+  EXPECT_EQ(moved(conv_bn_model(ops::OpTag::relu), plan::Layout::nhwc).size(), 1u);
+  // The names `pact run --layout` takes.
+  for (plan::Layout l : {plan::Layout::automatic, plan::Layout::nchw, plan::Layout::nhwc})
+    EXPECT_EQ(plan::parse_layout(plan::layout_name(l)), l);
+  EXPECT_EQ(plan::parse_layout("NHWC"), std::nullopt);
 }
 
 // Every committed PyTorch capture gives the same outputs fused and as captured, and both agree with

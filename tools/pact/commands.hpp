@@ -121,9 +121,9 @@ struct RunTiming {
   int repeat = 0;
   int threads = 0;
   bool time_nodes = false;
-  bool fuse = true;    ///< the inference fusions (pact/plan/fusion.hpp); --no-fuse turns them off
+  bool fuse = true;             ///< the inference fusions (pact/plan/fusion.hpp); --no-fuse turns them off
   std::string layout = "auto";  ///< --layout: which convolutions run channels-last (plan::choose_channels_last)
-  bool audit = false;  ///< --audit: the plan beside the run (Note [Run audit] in torch.cpp)
+  bool audit = false;           ///< --audit: the plan beside the run (Note [Run audit] in torch.cpp)
 };
 int run_torch(const std::string& dir, const std::string& profile, bool json, double tolerance,
               const RunTiming& timing = {}, const PictureArgs& picture = {});

@@ -368,10 +368,10 @@ PACT_SIMD_VARIANTS(max_pool_plane, max_pool_plane_body);
 // rows are [i0, i1) and columns [j0, j1), then the bias and the clamp.
 template <int W, int V>
 PACT_SIMD_INLINE void depthwise_nhwc_block(const float* __restrict x, const float* __restrict w,
-                                           const float* __restrict bias, const DirectConvGeometry& g,
-                                           std::int64_t y, std::int64_t z, std::int64_t k, std::int64_t i0,
-                                           std::int64_t i1, std::int64_t j0, std::int64_t j1, float* __restrict o,
-                                           const float* clamp, const Vec<W>* lo, const Vec<W>* hi) {
+                                           const float* __restrict bias, const DirectConvGeometry& g, std::int64_t y,
+                                           std::int64_t z, std::int64_t k, std::int64_t i0, std::int64_t i1,
+                                           std::int64_t j0, std::int64_t j1, float* __restrict o, const float* clamp,
+                                           const Vec<W>* lo, const Vec<W>* hi) {
   const std::int64_t c = g.c;
   Vec<W> a[V] = {};
   for (std::int64_t i = i0; i < i1; ++i)
@@ -441,8 +441,8 @@ void depthwise_nhwc_row_portable(const float* x, const float* w, const float* bi
   depthwise_nhwc_row_impl<4>(x, w, bias, g, y, taps_j, out, clamp);
 }
 PACT_TARGET_AVX2 void depthwise_nhwc_row_avx2(const float* x, const float* w, const float* bias,
-                                              const DirectConvGeometry* g, std::int64_t y,
-                                              const std::int64_t* taps_j, float* out, const float* clamp) {
+                                              const DirectConvGeometry* g, std::int64_t y, const std::int64_t* taps_j,
+                                              float* out, const float* clamp) {
   depthwise_nhwc_row_impl<8>(x, w, bias, g, y, taps_j, out, clamp);
 }
 PACT_TARGET_AVX512 void depthwise_nhwc_row_avx512(const float* x, const float* w, const float* bias,
