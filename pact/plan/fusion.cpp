@@ -215,31 +215,38 @@ std::optional<Layout> parse_layout(std::string_view name) noexcept {
 namespace {
 
 // Note [Where channels-last pays]
-// Measured on resnet18, mobilenet_v2 and efficientnet_b0 (Intel Xeon, AVX-512, one thread; per node, every
-// convolution forced channels-last against none, docs/performance.md):
-//  - depthwise convolutions (one input and one output channel per group) run 0.2-0.9 of their NCHW time
-//    channels-last (Note [Depthwise channels-last]): every lane busy however narrow the plane;
-//  - pointwise ones 0.55-0.95 on planes of 14 x 14 and more, 0.95-1.3 on 7 x 7 planes and under 24 output
-//    channels: level, taken together;
+// Measured per node on mobilenet_v2, mnasnet, mobilenet_v3_small, resnet18 and efficientnet_b0 (Intel Xeon,
+// one thread, every convolution forced channels-last against none; docs/performance.md):
+//  - depthwise convolutions of 32 channels or more run 0.3-0.9 of their NCHW time channels-last at AVX-512
+//    (Note [Depthwise channels-last]); at AVX2 the 3 x 3 ones 0.4-0.8, the 5 x 5 ones on planes of 28 or
+//    less 1.1-1.8 (few pixels of such a row have every tap inside, and the kernel takes four at a time
+//    only there); of 16 channels 1.2-2.2;
+//  - 1 x 1 ones 0.45-0.9 with 24 output channels or more and 16 input channels or more, at both levels,
+//    the 7 x 7 planes of the last layers about level (0.8-1.1); with 8 or 16 output channels 1.3-2.5
+//    (the product's columns are the output channels: a 32-wide panel a quarter or half full);
 //  - a dense 3 x 3 convolution 0.74-0.93 at 28 x 28 or stride 2 but 1.1-1.2 at 56 x 56, 14 x 14 and 7 x 7,
 //    where NCHW reads its input in place (Note [Implicit convolution]) and the channels-last im2col copies
-//    it nine times; a stem on three channels 2.2 (three-float runs); grouped ones were not measured.
+//    it nine times; a stem on three channels 1.6-4 (runs of three floats); grouped ones were not measured.
 // And a change of layout is not free: a reader of the other layout gathers the permuted view, a pass over
 // the tensor (efficientnet_b0 with every convolution moved took 25.9 ms against 16.6: its squeeze-and-
-// excitation blocks read each depthwise output in NCHW twice, and their products feed the projections).
-// So the candidates are the depthwise and 1 x 1 convolutions, and a connected run of them (one reading
-// another's output as its input or residual) moves only where it passes at least twice as many tensors
-// inside the run as across its ends (each input from outside, each output read outside): mobilenet_v2's
-// inverted residual chain moves whole; efficientnet_b0's blocks, cut by their squeeze-and-excitation, and
-// resnet18's 1 x 1 downsamples, alone between 3 x 3 layers, stay NCHW.
+// excitation blocks read each depthwise output in NCHW twice, and their products feed the projections;
+// excluding the 16 -> 96 expansion of mobilenet_v2 from its run cut it in two and the model went from
+// 0.88 to 1.04 of NCHW). So the candidates are depthwise convolutions of 32 channels or more and 1 x 1
+// ones of 24 outputs or more from 16 inputs or more, and a connected run of them (one reading another's
+// output as its input or residual) moves only where it passes at least twice as many tensors inside the
+// run as across its ends (each input from outside, each output read outside): mobilenet_v2's and mnasnet's
+// inverted residual chains move; efficientnet_b0's blocks, cut by their squeeze-and-excitation, and
+// resnet18's 1 x 1 downsamples, alone between 3 x 3 layers, stay NCHW. Whole models, interleaved, best
+// warm time (auto / nchw): mobilenet_v2 0.87-0.89 at one thread, 0.82 / 0.93 at two (AVX-512 / AVX2);
+// mnasnet1_0 and mnasnet0_5 0.95-1.04; mobilenet_v3_small 0.97-1.04.
 bool channels_last_candidate(const ir::Graph& g, const ir::Node& conv) {
   const ir::Node* w = g.find(conv.inputs[1]);
   const ir::Node* x = g.find(conv.inputs[0]);
   if (w == nullptr || x == nullptr || w->type.shape.size() != 4 || x->type.shape.size() != 4) return false;
   const Dims& wd = w->type.shape;  // [O, C / groups, KH, KW]
   const std::int64_t groups = conv.attrs.get_int("conv2d", "groups", 1);
-  const bool depthwise = wd[1] == 1 && groups == wd[0];
-  const bool pointwise = wd[2] == 1 && wd[3] == 1 && groups == 1;
+  const bool depthwise = wd[1] == 1 && groups == wd[0] && wd[0] >= 32;
+  const bool pointwise = wd[2] == 1 && wd[3] == 1 && groups == 1 && wd[0] >= 24 && wd[1] >= 16;
   return depthwise || pointwise;
 }
 

@@ -241,7 +241,7 @@ TEST(Fusion, ResidualFusionLeavesAloneWhatItCannotFuse) {
 
 // Inverted-residual blocks as mobilenet_v2 has them: a 1 x 1 expansion with relu6, a 3 x 3 depthwise with
 // relu6, a 1 x 1 projection (the second block's adds the first block's output), and after them a 5 x 5
-// depthwise at stride 2 with silu: `blocks` of them on x [2, 16, 9, 10].
+// depthwise at stride 2 with silu: `blocks` of them on x [2, 32, 9, 10].
 ConvBnModel inverted_residuals(int blocks) {
   std::mt19937 rng(5);
   ir::GraphBuilder b;
@@ -251,17 +251,17 @@ ConvBnModel inverted_residuals(int blocks) {
     m.values.emplace(id, random_tensor(shape, rng));
   };
   const ops::Attributes relu6{{"min", 0.0}, {"max", 6.0}};
-  b.input("x", Dims{2, 16, 9, 10});
-  m.values.emplace("x", random_tensor(Dims{2, 16, 9, 10}, rng));
+  b.input("x", Dims{2, 32, 9, 10});
+  m.values.emplace("x", random_tensor(Dims{2, 32, 9, 10}, rng));
   std::string at = "x";
   for (int k = 0; k < blocks; ++k) {
     const std::string s = std::to_string(k);
-    param("we" + s, Dims{48, 16, 1, 1});
+    param("we" + s, Dims{48, 32, 1, 1});
     param("be" + s, Dims{48});
     param("wd" + s, Dims{48, 1, 3, 3});
     param("bd" + s, Dims{48});
-    param("wp" + s, Dims{16, 48, 1, 1});
-    param("bp" + s, Dims{16});
+    param("wp" + s, Dims{32, 48, 1, 1});
+    param("bp" + s, Dims{32});
     b.op("e" + s, ops::OpTag::conv2d, {at, "we" + s, "be" + s});
     b.op("e6" + s, ops::OpTag::clamp, {"e" + s}, relu6);
     b.op("d" + s, ops::OpTag::conv2d, {"e6" + s, "wd" + s, "bd" + s},
@@ -271,9 +271,9 @@ ConvBnModel inverted_residuals(int blocks) {
     b.op("sum" + s, ops::OpTag::add, {"p" + s, at});
     at = "sum" + s;
   }
-  param("ws", Dims{16, 1, 5, 5});
+  param("ws", Dims{32, 1, 5, 5});
   b.op("s", ops::OpTag::conv2d, {at, "ws"},
-       ops::Attributes{{"groups", std::int64_t{16}},
+       ops::Attributes{{"groups", std::int64_t{32}},
                        {"stride", std::vector<std::int64_t>{2}},
                        {"padding", std::vector<std::int64_t>{2}}});
   b.op("y", ops::OpTag::silu, {"s"});
@@ -313,7 +313,7 @@ TEST(Fusion, ChannelsLastKeepsTheModelsValues) {
   // The weights are re-packed once ([O, C / groups, KH, KW] -> [KH, KW, C / groups, O]); the old ones are gone.
   ASSERT_TRUE(values.contains("wd0.nhwc"));
   EXPECT_EQ(values.at("wd0.nhwc").shape(), (Dims{3, 3, 1, 48}));
-  EXPECT_EQ(values.at("we1.nhwc").shape(), (Dims{1, 1, 16, 48}));
+  EXPECT_EQ(values.at("we1.nhwc").shape(), (Dims{1, 1, 32, 48}));
   EXPECT_FALSE(values.contains("wd0"));
   EXPECT_EQ(g.find("wd0"), nullptr);
   // The layout changes only at the run's ends: x in, the last convolution's output (its silu fused, so

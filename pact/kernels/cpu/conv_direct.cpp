@@ -363,36 +363,42 @@ PACT_SIMD_VARIANTS(max_pool_plane, max_pool_plane_body);
 // count is a multiple of the width. A block of four vectors of channels accumulates in registers over the
 // window's taps (the taps outside the input skipped, not multiplied by zero; the columns' ranges computed
 // once per call, not divided out per pixel), then takes the bias, as the reference does after its fold over
-// the taps; the channels left over take a block of two vectors, then one, then a scalar tail.
-// V vectors of channels [k, k + V W) of output pixel z, accumulated in registers over the taps whose kernel
-// rows are [i0, i1) and columns [j0, j1), then the bias and the clamp.
-template <int W, int V>
+// the taps; the channels left over take a block of two vectors, then one, then half a vector, then a
+// scalar tail. Four pixels of a row's interior go together, each tap's weights loaded once for the four
+// (a plane of 16 or 48 channels otherwise spends its time on each pixel's loop over the taps).
+// V vectors of channels [k, k + V W) of P consecutive output pixels z, z + 1, ... (whose taps inside the
+// input are the same: kernel rows [i0, i1), columns [j0, j1)), accumulated in registers over those taps,
+// each tap's weights loaded once for the P pixels; then the bias and the clamp.
+template <int W, int V, int P>
 PACT_SIMD_INLINE void depthwise_nhwc_block(const float* __restrict x, const float* __restrict w,
                                            const float* __restrict bias, const DirectConvGeometry& g, std::int64_t y,
                                            std::int64_t z, std::int64_t k, std::int64_t i0, std::int64_t i1,
                                            std::int64_t j0, std::int64_t j1, float* __restrict o, const float* clamp,
                                            const Vec<W>* lo, const Vec<W>* hi) {
-  const std::int64_t c = g.c;
-  Vec<W> a[V] = {};
+  const std::int64_t c = g.c, step = g.sw * c;
+  Vec<W> a[P][V] = {};
   for (std::int64_t i = i0; i < i1; ++i)
     for (std::int64_t j = j0; j < j1; ++j) {
       const float* xp = x + ((y * g.sh - g.ph + i * g.dh) * g.w + (z * g.sw - g.pw + j * g.dw)) * c + k;
       const float* wp = w + (i * g.kw + j) * c + k;
-      for (int v = 0; v < V; ++v) {
-        Vec<W> xv, wv;
-        load<W>(&xv, xp + v * W);
-        load<W>(&wv, wp + v * W);
-        a[v] += xv * wv;
+      Vec<W> wv[V];
+      for (int v = 0; v < V; ++v) load<W>(&wv[v], wp + v * W);
+      for (int p = 0; p < P; ++p)
+        for (int v = 0; v < V; ++v) {
+          Vec<W> xv;
+          load<W>(&xv, xp + p * step + v * W);
+          a[p][v] += xv * wv[v];
+        }
+    }
+  for (int p = 0; p < P; ++p)
+    for (int v = 0; v < V; ++v) {
+      if (bias != nullptr) {
+        Vec<W> bv;
+        load<W>(&bv, bias + k + v * W);
+        a[p][v] += bv;
       }
+      store_block<W>(&a[p][v], o + p * c + k + v * W, W, clamp != nullptr, lo, hi);
     }
-  for (int v = 0; v < V; ++v) {
-    if (bias != nullptr) {
-      Vec<W> bv;
-      load<W>(&bv, bias + k + v * W);
-      a[v] += bv;
-    }
-    store_block<W>(&a[v], o + k + v * W, W, clamp != nullptr, lo, hi);
-  }
 }
 
 template <int W>
@@ -402,37 +408,66 @@ PACT_SIMD_INLINE void depthwise_nhwc_row_impl(const float* __restrict x, const f
                                               float* __restrict out, const float* clamp) {
   const DirectConvGeometry& g = *gp;
   const std::int64_t c = g.c;
+  constexpr int H = W >= 8 ? W / 2 : W;  // half a register (24 or 72 channels at AVX-512 end in 8)
   Vec<W> lo{}, hi{};
+  Vec<H> half_lo{}, half_hi{};
   if (clamp != nullptr) {
     lo = lo + clamp[0];
     hi = hi + clamp[1];
+    half_lo = half_lo + clamp[0];
+    half_hi = half_hi + clamp[1];
   }
   const std::int64_t i0 = std::max<std::int64_t>(0, (g.ph - y * g.sh + g.dh - 1) / g.dh);
   const std::int64_t i1 = std::min(g.kh, (g.h - y * g.sh + g.ph + g.dh - 1) / g.dh);
-  for (std::int64_t z = 0; z < g.ow; ++z) {
+  // Four pixels at a time where their taps' columns are the same (every column inside the input: all but
+  // the row's ends); the first and last column of a range bound it, the ranges being monotone in z.
+  auto same = [&](std::int64_t a, std::int64_t b) {
+    return b < g.ow && taps_j[2 * a] == taps_j[2 * b] && taps_j[2 * a + 1] == taps_j[2 * b + 1];
+  };
+  for (std::int64_t z = 0; z < g.ow;) {
     const std::int64_t j0 = taps_j[2 * z], j1 = taps_j[2 * z + 1];
     float* __restrict o = out + z * c;
     std::int64_t k = 0;
-    for (; k + 4 * W <= c; k += 4 * W)
-      depthwise_nhwc_block<W, 4>(x, w, bias, g, y, z, k, i0, i1, j0, j1, o, clamp, &lo, &hi);
-    if (k + 2 * W <= c) {
-      depthwise_nhwc_block<W, 2>(x, w, bias, g, y, z, k, i0, i1, j0, j1, o, clamp, &lo, &hi);
-      k += 2 * W;
+    const std::int64_t pixels = same(z, z + 3) ? 4 : 1;
+    if (pixels == 4) {
+      for (; k + 2 * W <= c; k += 2 * W)
+        depthwise_nhwc_block<W, 2, 4>(x, w, bias, g, y, z, k, i0, i1, j0, j1, o, clamp, &lo, &hi);
+      if (k + W <= c) {
+        depthwise_nhwc_block<W, 1, 4>(x, w, bias, g, y, z, k, i0, i1, j0, j1, o, clamp, &lo, &hi);
+        k += W;
+      }
+      if (H < W && k + H <= c) {
+        depthwise_nhwc_block<H, 1, 4>(x, w, bias, g, y, z, k, i0, i1, j0, j1, o, clamp, &half_lo, &half_hi);
+        k += H;
+      }
+    } else {
+      for (; k + 4 * W <= c; k += 4 * W)
+        depthwise_nhwc_block<W, 4, 1>(x, w, bias, g, y, z, k, i0, i1, j0, j1, o, clamp, &lo, &hi);
+      if (k + 2 * W <= c) {
+        depthwise_nhwc_block<W, 2, 1>(x, w, bias, g, y, z, k, i0, i1, j0, j1, o, clamp, &lo, &hi);
+        k += 2 * W;
+      }
+      if (k + W <= c) {
+        depthwise_nhwc_block<W, 1, 1>(x, w, bias, g, y, z, k, i0, i1, j0, j1, o, clamp, &lo, &hi);
+        k += W;
+      }
+      if (H < W && k + H <= c) {
+        depthwise_nhwc_block<H, 1, 1>(x, w, bias, g, y, z, k, i0, i1, j0, j1, o, clamp, &half_lo, &half_hi);
+        k += H;
+      }
     }
-    if (k + W <= c) {
-      depthwise_nhwc_block<W, 1>(x, w, bias, g, y, z, k, i0, i1, j0, j1, o, clamp, &lo, &hi);
-      k += W;
-    }
-    for (; k < c; ++k) {  // the scalar tail, in the same order
-      float a = 0.0f;
-      for (std::int64_t i = i0; i < i1; ++i)
-        for (std::int64_t j = j0; j < j1; ++j)
-          a += x[((y * g.sh - g.ph + i * g.dh) * g.w + (z * g.sw - g.pw + j * g.dw)) * c + k] *
-               w[(i * g.kw + j) * c + k];
-      if (bias != nullptr) a += bias[k];
-      if (clamp != nullptr) a = a < clamp[0] ? clamp[0] : (a > clamp[1] ? clamp[1] : a);
-      o[k] = a;
-    }
+    for (std::int64_t p = 0; p < pixels; ++p)
+      for (std::int64_t kk = k; kk < c; ++kk) {  // the scalar tail, in the same order
+        float a = 0.0f;
+        for (std::int64_t i = i0; i < i1; ++i)
+          for (std::int64_t j = j0; j < j1; ++j)
+            a += x[((y * g.sh - g.ph + i * g.dh) * g.w + ((z + p) * g.sw - g.pw + j * g.dw)) * c + kk] *
+                 w[(i * g.kw + j) * c + kk];
+        if (bias != nullptr) a += bias[kk];
+        if (clamp != nullptr) a = a < clamp[0] ? clamp[0] : (a > clamp[1] ? clamp[1] : a);
+        o[p * c + kk] = a;
+      }
+    z += pixels;
   }
 }
 
