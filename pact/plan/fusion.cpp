@@ -320,18 +320,34 @@ std::vector<Rewrite> choose_channels_last(ir::Graph& g, SourceValues& values, La
   if (layout == Layout::automatic) chosen = channels_last_runs(g, chosen);
   if (chosen.empty()) return out;
   std::vector<ir::Node> added;
-  std::set<std::string> made;  // the permutes and re-packed weights added so far
+  // The ids of the new nodes: "<id>.nhwc", "<id>.to_nhwc", "<weight>.nhwc", or with ".2", ".3", ... after
+  // them where the graph already has that id.
+  std::set<std::string> taken;
+  for (const auto& n : g.nodes) taken.insert(n.id);
+  auto fresh = [&](const std::string& base) {
+    std::string id = base;
+    for (int k = 2; taken.contains(id); ++k) id = fmt::format("{}.{}", base, k);
+    taken.insert(id);
+    return id;
+  };
+  std::map<std::string, std::string> moved_as, permuted_as, repacked_as;  // by the original id
+  for (const auto& id : chosen) moved_as[id] = fresh(id + ".nhwc");
   // The channels-last form of node `id`: a chosen convolution's own, or a permute of it made once.
   auto channels_last = [&](const std::string& id) {
-    if (chosen.contains(id)) return id + ".nhwc";
-    std::string p = id + ".to_nhwc";
-    if (made.insert(p).second) added.push_back(permute_node(p, id, {0, 2, 3, 1}));
-    return p;
+    if (chosen.contains(id)) return moved_as.at(id);
+    auto [it, first] = permuted_as.try_emplace(id, "");
+    if (first) {
+      it->second = fresh(id + ".to_nhwc");
+      added.push_back(permute_node(it->second, id, {0, 2, 3, 1}));
+    }
+    return it->second;
   };
   for (auto& n : g.nodes) {
     if (!chosen.contains(n.id)) continue;
-    const std::string wid = n.inputs[1] + ".nhwc";
-    if (made.insert(wid).second) {
+    auto [wit, first_use] = repacked_as.try_emplace(n.inputs[1], "");
+    if (first_use) wit->second = fresh(n.inputs[1] + ".nhwc");
+    const std::string wid = wit->second;
+    if (first_use) {
       // [O, C / groups, KH, KW] -> [KH, KW, C / groups, O], once, here.
       const Tensor& w = *parameter_value(g, values, n.inputs[1]);
       const Dims& d = w.shape();
@@ -348,7 +364,7 @@ std::vector<Rewrite> choose_channels_last(ir::Graph& g, SourceValues& values, La
       added.push_back(ir::parameter_node(wid, Dims{kh, kw, cg, o}, DType::f32, false));
     }
     ir::Node conv;
-    conv.id = n.id + ".nhwc";
+    conv.id = moved_as.at(n.id);
     conv.op = ops::OpTag::conv2d_nhwc;
     conv.inputs = {channels_last(n.inputs[0]), wid};
     if (n.inputs.size() >= 3) conv.inputs.push_back(n.inputs[2]);
@@ -358,7 +374,7 @@ std::vector<Rewrite> choose_channels_last(ir::Graph& g, SourceValues& values, La
     out.push_back(Rewrite{"conv2d_nhwc", {n.id}, conv.id, kLayoutEvidence});
     added.push_back(std::move(conv));
     // The convolution's id now names its output back in [N, C, H, W], for the readers that are not chosen.
-    n = permute_node(n.id, n.id + ".nhwc", {0, 3, 1, 2});
+    n = permute_node(n.id, moved_as.at(n.id), {0, 3, 1, 2});
   }
   rebuild(g, {}, std::move(added));
   // What nothing reads any more: the permutes back between two chosen convolutions, the old weights.

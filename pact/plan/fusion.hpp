@@ -22,7 +22,8 @@
 ///    here, to [KH, KW, C / groups, O] (a new parameter node "<weight>.nhwc"). The node with the
 ///    convolution's id becomes a permute of "<conv>.nhwc" back to [N, C, H, W] for any reader that is not a
 ///    chosen convolution (and is dropped where there is none); a chosen convolution whose input comes from
-///    elsewhere reads a permute "<input>.to_nhwc" of it. So a chain of chosen convolutions passes
+///    elsewhere reads a permute "<input>.to_nhwc" of it (each new id gets ".2", ".3", ... after it where the
+///    graph already has that id). So a chain of chosen convolutions passes
 ///    channels-last tensors from one to the next, and the layout changes only at the chain's ends. Run
 ///    last, after the other fusions.
 ///

@@ -336,6 +336,36 @@ TEST(Fusion, ChannelsLastKeepsTheModelsValues) {
   EXPECT_GT(relative_error(run_graph(g, wrong), unfused), 1e-4);
 }
 
+// A graph that already has the ids the layout choice would make gets others: its own node keeps its id and
+// its value, the moved convolution takes "<id>.nhwc.2".
+TEST(Fusion, ChannelsLastIdsDoNotCollide) {
+  ConvBnModel m = conv_bn_model(ops::OpTag::relu);
+  ir::GraphBuilder b;
+  for (const auto& n : m.graph.nodes) {
+    if (n.op == ops::OpTag::input)
+      b.input(n.id, n.type.shape);
+    else if (n.op == ops::OpTag::parameter)
+      b.parameter(n.id, n.type.shape);
+    else
+      b.op(n.id, n.op, n.inputs, n.attrs);
+  }
+  b.input("act.nhwc", Dims{2, 4, 9, 8});
+  b.op("sum", ops::OpTag::add, {"act", "act.nhwc"});
+  b.output("sum");
+  m.graph = b.build();
+  std::mt19937 rng(3);
+  m.values.emplace("act.nhwc", random_tensor(Dims{2, 4, 9, 8}, rng));
+  const Tensor unfused = run_graph(m.graph, m.values);
+  ir::Graph g = m.graph;
+  plan::SourceValues values = copy_of(m.values);
+  const auto rewrites = fuse_all(g, values, plan::Layout::nhwc);
+  ASSERT_FALSE(rewrites.empty());
+  EXPECT_EQ(rewrites.back().into, "act.nhwc.2");
+  ASSERT_NE(g.find("act.nhwc"), nullptr);
+  EXPECT_EQ(g.find("act.nhwc")->op, ops::OpTag::input);
+  EXPECT_LT(relative_error(run_graph(g, values), unfused), 1e-5);
+}
+
 // The automatic choice (Note [Where channels-last pays]) moves a run of depthwise and 1 x 1 convolutions
 // that passes at least twice as many tensors inside as across its ends, and nothing else; nchw moves none.
 TEST(Fusion, ChannelsLastMovesOnlyRunsThatPay) {
