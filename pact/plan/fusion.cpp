@@ -377,17 +377,17 @@ std::vector<Rewrite> choose_channels_last(ir::Graph& g, SourceValues& values, La
     n = permute_node(n.id, moved_as.at(n.id), {0, 3, 1, 2});
   }
   rebuild(g, {}, std::move(added));
-  // What nothing reads any more: the permutes back between two chosen convolutions, the old weights.
+  // What nothing reads any more: the permutes back between two chosen convolutions, the weights re-packed
+  // (a weight a convolution left NCHW also reads stays).
   const auto reads = readers(g);
+  auto unread = [&](const std::string& id) { return !reads.contains(id) || reads.at(id) == 0; };
   std::set<std::string> dropped;
-  for (const auto& n : g.nodes) {
-    const bool unread = !reads.contains(n.id) || reads.at(n.id) == 0;
-    if (!unread) continue;
-    if (n.op == ops::OpTag::permute && chosen.contains(n.id)) dropped.insert(n.id);
-    if (n.op == ops::OpTag::parameter) {
-      dropped.insert(n.id);
-      values.erase(n.id);
-    }
+  for (const auto& id : chosen)
+    if (unread(id)) dropped.insert(id);
+  for (const auto& [id, repacked] : repacked_as) {
+    if (!unread(id)) continue;
+    dropped.insert(id);
+    values.erase(id);
   }
   if (!dropped.empty()) rebuild(g, dropped, {});
   return out;
