@@ -401,14 +401,17 @@ PACT_SIMD_INLINE void depthwise_nhwc_block(const float* __restrict x, const floa
     }
 }
 
-template <int W>
-PACT_SIMD_INLINE void depthwise_nhwc_row_impl(const float* __restrict x, const float* __restrict w,
-                                              const float* __restrict bias, const DirectConvGeometry* gp,
-                                              std::int64_t y, const std::int64_t* __restrict taps_j,
-                                              float* __restrict out, const float* clamp) {
-  const DirectConvGeometry& g = *gp;
-  const std::int64_t c = g.c;
-  constexpr int H = W >= 8 ? W / 2 : W;  // half a register (24 or 72 channels at AVX-512 end in 8)
+// The vector blocks of P pixels' channels (P = 4: two vectors at a time; P = 1: four, then two), then one
+// vector, then half a register (24 or 72 channels at AVX-512 end in 8). Returns the first channel left to
+// the scalar tail.
+template <int W, int P>
+PACT_SIMD_INLINE std::int64_t depthwise_nhwc_pixels(const float* __restrict x, const float* __restrict w,
+                                                    const float* __restrict bias, const DirectConvGeometry& g,
+                                                    std::int64_t y, std::int64_t z, std::int64_t i0, std::int64_t i1,
+                                                    std::int64_t j0, std::int64_t j1, float* __restrict o,
+                                                    const float* clamp) {
+  constexpr int H = W >= 8 ? W / 2 : W;
+  constexpr int V = P == 1 ? 4 : 2;  // four vectors by four pixels spill at AVX2
   Vec<W> lo{}, hi{};
   Vec<H> half_lo{}, half_hi{};
   if (clamp != nullptr) {
@@ -417,6 +420,32 @@ PACT_SIMD_INLINE void depthwise_nhwc_row_impl(const float* __restrict x, const f
     half_lo = half_lo + clamp[0];
     half_hi = half_hi + clamp[1];
   }
+  const std::int64_t c = g.c;
+  std::int64_t k = 0;
+  for (; k + V * W <= c; k += V * W)
+    depthwise_nhwc_block<W, V, P>(x, w, bias, g, y, z, k, i0, i1, j0, j1, o, clamp, &lo, &hi);
+  if (V > 2 && k + 2 * W <= c) {
+    depthwise_nhwc_block<W, 2, P>(x, w, bias, g, y, z, k, i0, i1, j0, j1, o, clamp, &lo, &hi);
+    k += 2 * W;
+  }
+  if (k + W <= c) {
+    depthwise_nhwc_block<W, 1, P>(x, w, bias, g, y, z, k, i0, i1, j0, j1, o, clamp, &lo, &hi);
+    k += W;
+  }
+  if (H < W && k + H <= c) {
+    depthwise_nhwc_block<H, 1, P>(x, w, bias, g, y, z, k, i0, i1, j0, j1, o, clamp, &half_lo, &half_hi);
+    k += H;
+  }
+  return k;
+}
+
+template <int W>
+PACT_SIMD_INLINE void depthwise_nhwc_row_impl(const float* __restrict x, const float* __restrict w,
+                                              const float* __restrict bias, const DirectConvGeometry* gp,
+                                              std::int64_t y, const std::int64_t* __restrict taps_j,
+                                              float* __restrict out, const float* clamp) {
+  const DirectConvGeometry& g = *gp;
+  const std::int64_t c = g.c;
   const std::int64_t i0 = std::max<std::int64_t>(0, (g.ph - y * g.sh + g.dh - 1) / g.dh);
   const std::int64_t i1 = std::min(g.kh, (g.h - y * g.sh + g.ph + g.dh - 1) / g.dh);
   // Four pixels at a time where their taps' columns are the same (every column inside the input: all but
@@ -427,35 +456,9 @@ PACT_SIMD_INLINE void depthwise_nhwc_row_impl(const float* __restrict x, const f
   for (std::int64_t z = 0; z < g.ow;) {
     const std::int64_t j0 = taps_j[2 * z], j1 = taps_j[2 * z + 1];
     float* __restrict o = out + z * c;
-    std::int64_t k = 0;
     const std::int64_t pixels = same(z, z + 3) ? 4 : 1;
-    if (pixels == 4) {
-      for (; k + 2 * W <= c; k += 2 * W)
-        depthwise_nhwc_block<W, 2, 4>(x, w, bias, g, y, z, k, i0, i1, j0, j1, o, clamp, &lo, &hi);
-      if (k + W <= c) {
-        depthwise_nhwc_block<W, 1, 4>(x, w, bias, g, y, z, k, i0, i1, j0, j1, o, clamp, &lo, &hi);
-        k += W;
-      }
-      if (H < W && k + H <= c) {
-        depthwise_nhwc_block<H, 1, 4>(x, w, bias, g, y, z, k, i0, i1, j0, j1, o, clamp, &half_lo, &half_hi);
-        k += H;
-      }
-    } else {
-      for (; k + 4 * W <= c; k += 4 * W)
-        depthwise_nhwc_block<W, 4, 1>(x, w, bias, g, y, z, k, i0, i1, j0, j1, o, clamp, &lo, &hi);
-      if (k + 2 * W <= c) {
-        depthwise_nhwc_block<W, 2, 1>(x, w, bias, g, y, z, k, i0, i1, j0, j1, o, clamp, &lo, &hi);
-        k += 2 * W;
-      }
-      if (k + W <= c) {
-        depthwise_nhwc_block<W, 1, 1>(x, w, bias, g, y, z, k, i0, i1, j0, j1, o, clamp, &lo, &hi);
-        k += W;
-      }
-      if (H < W && k + H <= c) {
-        depthwise_nhwc_block<H, 1, 1>(x, w, bias, g, y, z, k, i0, i1, j0, j1, o, clamp, &half_lo, &half_hi);
-        k += H;
-      }
-    }
+    const std::int64_t k = pixels == 4 ? depthwise_nhwc_pixels<W, 4>(x, w, bias, g, y, z, i0, i1, j0, j1, o, clamp)
+                                       : depthwise_nhwc_pixels<W, 1>(x, w, bias, g, y, z, i0, i1, j0, j1, o, clamp);
     for (std::int64_t p = 0; p < pixels; ++p)
       for (std::int64_t kk = k; kk < c; ++kk) {  // the scalar tail, in the same order
         float a = 0.0f;
