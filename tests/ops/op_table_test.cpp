@@ -279,6 +279,17 @@ TEST(ShapeRules, ConvAndPoolingMatchPyTorch) {
   EXPECT_EQ(infer_type(OpTag::adaptive_avg_pool2d, std::vector{f32({2, 512, 7, 7})}, ad).shape, (Dims{2, 512, 1, 1}));
 }
 
+// The message of the shape rule's refusal (an invalid_argument), or "" when the rule accepts.
+std::string shape_refusal(OpTag op, const std::vector<TensorType>& in, const Attributes& a) {
+  try {
+    infer_type(op, in, a);
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::invalid_argument) << e.what();
+    return e.what();
+  }
+  return "";
+}
+
 // conv2d_activation's fourth input, the residual, has the output's type; activation "none" needs it.
 TEST(ShapeRules, ConvActivationTakesAResidualOfTheOutputsType) {
   const Attributes relu{{"padding", std::vector<std::int64_t>{1}}, {"activation", std::string("relu")}};
@@ -287,15 +298,8 @@ TEST(ShapeRules, ConvActivationTakesAResidualOfTheOutputsType) {
   const auto x = f32({2, 3, 8, 8}), w = f32({4, 3, 3, 3}), b = f32({4}), r = f32({2, 4, 8, 8});
   EXPECT_EQ(infer_type(OpTag::conv2d_activation, std::vector{x, w, b, r}, relu).shape, (Dims{2, 4, 8, 8}));
   EXPECT_EQ(infer_type(OpTag::conv2d_activation, std::vector{x, w, b, r}, none).shape, (Dims{2, 4, 8, 8}));
-  // The message of the refusal, or "" when the rule accepts.
-  auto refusal = [](const std::vector<TensorType>& in, const Attributes& a) -> std::string {
-    try {
-      infer_type(OpTag::conv2d_activation, in, a);
-    } catch (const Error& e) {
-      EXPECT_EQ(e.code(), ErrorCode::invalid_argument) << e.what();
-      return e.what();
-    }
-    return "";
+  auto refusal = [](const std::vector<TensorType>& in, const Attributes& a) {
+    return shape_refusal(OpTag::conv2d_activation, in, a);
   };
   for (const auto& wrong : {f32({2, 4, 8, 7}), f32({1, 4, 8, 8}), f32({4, 8, 8}), TensorType{DType::f64, {2, 4, 8, 8}}})
     EXPECT_NE(refusal({x, w, b, wrong}, relu).find("operand 'residual'"), std::string::npos) << wrong.shape.to_string();
@@ -319,14 +323,8 @@ TEST(ShapeRules, ChannelsLastConvolution) {
   Attributes depthwise = none;
   depthwise.set("groups", std::int64_t{6});
   EXPECT_EQ(infer_type(OpTag::conv2d_nhwc, std::vector{x, f32({3, 3, 1, 6})}, depthwise).shape, (Dims{2, 5, 4, 6}));
-  auto refusal = [](const std::vector<TensorType>& in, const Attributes& a) -> std::string {
-    try {
-      infer_type(OpTag::conv2d_nhwc, in, a);
-    } catch (const Error& e) {
-      EXPECT_EQ(e.code(), ErrorCode::invalid_argument) << e.what();
-      return e.what();
-    }
-    return "";
+  auto refusal = [](const std::vector<TensorType>& in, const Attributes& a) {
+    return shape_refusal(OpTag::conv2d_nhwc, in, a);
   };
   EXPECT_NE(refusal({x, f32({4, 6, 3, 3})}, none).find("input channels per group"), std::string::npos);
   EXPECT_NE(refusal({x, w, f32({6})}, none).find("operand 'bias'"), std::string::npos);
