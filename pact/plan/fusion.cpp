@@ -232,13 +232,15 @@ namespace {
 // excitation blocks read each depthwise output in NCHW twice, and their products feed the projections;
 // excluding the 16 -> 96 expansion of mobilenet_v2 from its run cut it in two and the model went from
 // 0.88 to 1.04 of NCHW). So the candidates are depthwise convolutions of 32 channels or more and 1 x 1
-// ones of 24 outputs or more from 16 inputs or more, and a connected run of them (one reading another's
-// output as its input or residual) moves only where it passes at least twice as many tensors inside the
-// run as across its ends (each input from outside, each output read outside): mobilenet_v2's and mnasnet's
-// inverted residual chains move; efficientnet_b0's blocks, cut by their squeeze-and-excitation, and
-// resnet18's 1 x 1 downsamples, alone between 3 x 3 layers, stay NCHW. Whole models, interleaved, best
-// warm time (auto / nchw): mobilenet_v2 0.87-0.89 at one thread, 0.82 / 0.93 at two (AVX-512 / AVX2);
-// mnasnet1_0 and mnasnet0_5 0.95-1.04; mobilenet_v3_small 0.97-1.04.
+// ones of 24 outputs or more from 16 inputs or more; with the elementwise ops and means between them (Note
+// [Carrying channels-last through elementwise ops and means]) they form runs, linked by the images one
+// passes another, and a run moves only where it holds a convolution and passes at least twice as many
+// images inside as across its ends (each image from outside, each read outside): mobilenet_v2's and
+// mnasnet's inverted residual chains move, and efficientnet_b0's and mobilenet_v3's blocks through their
+// squeeze-and-excitation, each model one run from its stem to its global mean; resnet18's 1 x 1
+// downsamples, alone between 3 x 3 layers, stay NCHW. Whole models, interleaved, best warm time (auto /
+// nchw, one thread): mobilenet_v2 0.82-0.89; efficientnet_b0 0.93 at AVX-512, 0.96 at AVX2;
+// mobilenet_v3_small 0.90 at AVX-512, level (1.01-1.04) at AVX2; mnasnet1_0 and mnasnet0_5 0.94-1.04.
 bool channels_last_candidate(const ir::Graph& g, const ir::Node& conv) {
   const ir::Node* w = g.find(conv.inputs[1]);
   const ir::Node* x = g.find(conv.inputs[0]);
@@ -250,48 +252,136 @@ bool channels_last_candidate(const ir::Graph& g, const ir::Node& conv) {
   return depthwise || pointwise;
 }
 
-// The runs of candidates `layout` moves (automatic: Note [Where channels-last pays]).
-std::set<std::string> channels_last_runs(const ir::Graph& g, const std::set<std::string>& candidates) {
+// Note [Carrying channels-last through elementwise ops and means]
+// A convolution's output is read by more than convolutions: efficientnet_b0's and mobilenet_v3's
+// squeeze-and-excitation blocks take the mean of a depthwise output over H and W, and multiply that output
+// by a per-channel gate ([N, C, 1, 1]) before the projection reads it; models end in a global mean. Such a
+// reader acts on each element alone (an elementwise op), or reduces H and W together (a mean or sum over
+// them), so it runs on the channels-last tensor as well: an elementwise op unchanged, with an operand of
+// [a, C, 1, 1] (or [C, 1, 1]) reshaped to [a, 1, 1, C] (the same memory) and a single value as it is; a mean
+// over H and W as a mean over the middle dimensions of [N, H, W, C] (column sums, vectorised along C),
+// whose [N, C] result is the NCHW one. So they join the runs of chosen convolutions, which then pass
+// through a squeeze-and-excitation block instead of ending at it, and the layout changes only where an
+// image (a 4-d tensor of more than one pixel) enters or leaves a run: what a change of layout costs is a
+// pass over an image, and a tensor of one pixel per channel is the same memory in both layouts.
+
+enum class Carries { no, convolution, elementwise, pooling };
+
+bool one_pixel(const Dims& d) { return d.size() == 4 && d[2] * d[3] == 1; }
+bool is_image(const ir::Node* n) {
+  return n != nullptr && n->type.dtype == DType::f32 && n->type.shape.size() == 4 && !one_pixel(n->type.shape);
+}
+
+// How an operand of an elementwise member reads channels-last: the image itself (the op's own shape), a
+// value per channel or per image and channel (reshaped), or a single value (as it is).
+enum class Operand { image, per_channel, single, other };
+Operand operand_kind(const Dims& operand, const Dims& out) {
+  if (operand == out) return Operand::image;
+  if (ops::numel(operand) == 1) return Operand::single;
+  if (operand.size() < 3 || operand.size() > 4) return Operand::other;
+  const std::int64_t a = operand.size() == 4 ? operand[0] : 1;
+  const std::int64_t c = operand[operand.size() - 3];
+  const bool pixel = operand[operand.size() - 2] == 1 && operand[operand.size() - 1] == 1;
+  return pixel && (a == 1 || a == out[0]) && (c == 1 || c == out[1]) ? Operand::per_channel : Operand::other;
+}
+
+// Whether node n can run channels-last, and how (convolutions: those `layout` picks, chosen by the caller).
+Carries carries(const ir::Graph& g, const ir::Node& n) {
+  using ops::OpTag;
+  if (!is_image(&n) && n.op != OpTag::mean && n.op != OpTag::sum) return Carries::no;
+  switch (n.op) {
+    case OpTag::neg:
+    case OpTag::relu:
+    case OpTag::gelu:
+    case OpTag::silu:
+    case OpTag::tanh:
+    case OpTag::sigmoid:
+    case OpTag::hardswish:
+    case OpTag::hardsigmoid:
+    case OpTag::clamp:
+    case OpTag::exp:
+      return is_image(g.find(n.inputs[0])) ? Carries::elementwise : Carries::no;
+    case OpTag::add:
+    case OpTag::sub:
+    case OpTag::mul:
+    case OpTag::div: {
+      int images = 0;
+      for (const auto& id : n.inputs) {
+        const ir::Node* x = g.find(id);
+        if (x == nullptr || x->type.dtype != DType::f32) return Carries::no;
+        const Operand k = operand_kind(x->type.shape, n.type.shape);
+        if (k == Operand::other) return Carries::no;
+        images += k == Operand::image ? 1 : 0;
+      }
+      return images > 0 ? Carries::elementwise : Carries::no;
+    }
+    case OpTag::mean:
+    case OpTag::sum: {
+      const ir::Node* x = g.find(n.inputs[0]);
+      if (!is_image(x)) return Carries::no;
+      std::set<std::int64_t> dims;
+      for (auto d : n.attrs.get_ints("mean", "dims", std::vector<std::int64_t>{})) dims.insert(d < 0 ? d + 4 : d);
+      return dims == std::set<std::int64_t>{2, 3} ? Carries::pooling : Carries::no;
+    }
+    default:
+      return Carries::no;
+  }
+}
+
+// The inputs of member n that carry its activations (a convolution's input and residual; every input of
+// the others).
+std::vector<std::size_t> activation_inputs(const ir::Node& n) {
+  if (n.op == ops::OpTag::conv2d || n.op == ops::OpTag::conv2d_activation)
+    return n.inputs.size() == 4 ? std::vector<std::size_t>{0, 3} : std::vector<std::size_t>{0};
+  std::vector<std::size_t> ks(n.inputs.size());
+  for (std::size_t k = 0; k < ks.size(); ++k) ks[k] = k;
+  return ks;
+}
+
+// The runs of members that move (Note [Where channels-last pays]): members linked by the images they pass
+// one another; a run moves when it holds a convolution and, for the automatic choice, passes at least twice
+// as many images inside as across its ends.
+std::set<std::string> channels_last_runs(const ir::Graph& g, const std::map<std::string, Carries>& members,
+                                         bool automatic) {
   std::map<std::string, std::string> parent;
-  for (const auto& id : candidates) parent[id] = id;
+  for (const auto& [id, how] : members) parent[id] = id;
   auto root = [&](std::string id) {
     while (parent[id] != id) id = parent[id] = parent[parent[id]];
     return id;
   };
-  auto linked = [&](const ir::Node& n, std::size_t k) {
-    return n.inputs.size() > k && candidates.contains(n.inputs[k]) && (k == 0 || k == 3);
-  };
+  auto inside_edge = [&](const std::string& input) { return members.contains(input) && is_image(g.find(input)); };
   for (const auto& n : g.nodes) {
-    if (!candidates.contains(n.id)) continue;
-    for (std::size_t k : {std::size_t{0}, std::size_t{3}})
-      if (linked(n, k)) parent[root(n.inputs[k])] = root(n.id);
+    if (!members.contains(n.id)) continue;
+    for (std::size_t k : activation_inputs(n))
+      if (inside_edge(n.inputs[k])) parent[root(n.inputs[k])] = root(n.id);
   }
   std::map<std::string, int> inside, across;  // by run
   std::map<std::string, std::set<std::string>> entries;
+  std::set<std::string> read_outside, with_convolution;
   for (const auto& n : g.nodes) {
-    if (candidates.contains(n.id)) {
-      for (std::size_t k : {std::size_t{0}, std::size_t{3}}) {
-        if (n.inputs.size() <= k) continue;
-        if (linked(n, k)) {
+    if (members.contains(n.id)) {
+      if (members.at(n.id) == Carries::convolution) with_convolution.insert(root(n.id));
+      for (std::size_t k : activation_inputs(n)) {
+        if (inside_edge(n.inputs[k])) {
           ++inside[root(n.id)];
-        } else {
+        } else if (is_image(g.find(n.inputs[k]))) {
           entries[root(n.id)].insert(n.inputs[k]);
         }
       }
+      continue;
     }
+    for (const auto& in : n.inputs)
+      if (members.contains(in) && is_image(g.find(in))) read_outside.insert(in);
   }
-  for (const auto& [run, ins] : entries) across[run] += static_cast<int>(ins.size());
-  std::set<std::string> read_outside;
-  for (const auto& n : g.nodes)
-    for (std::size_t k = 0; k < n.inputs.size(); ++k)
-      if (candidates.contains(n.inputs[k]) && !(candidates.contains(n.id) && (k == 0 || k == 3)))
-        read_outside.insert(n.inputs[k]);
   for (const auto& o : g.outputs)
-    if (candidates.contains(o)) read_outside.insert(o);
+    if (members.contains(o) && is_image(g.find(o))) read_outside.insert(o);
+  for (const auto& [run, ins] : entries) across[run] += static_cast<int>(ins.size());
   for (const auto& id : read_outside) ++across[root(id)];
   std::set<std::string> moved;
-  for (const auto& id : candidates)
-    if (inside[root(id)] >= 2 * across[root(id)]) moved.insert(id);
+  for (const auto& [id, how] : members) {
+    const std::string run = root(id);
+    if (with_convolution.contains(run) && (!automatic || inside[run] >= 2 * across[run])) moved.insert(id);
+  }
   return moved;
 }
 
@@ -304,20 +394,47 @@ ir::Node permute_node(std::string id, std::string input, std::vector<std::int64_
   return n;
 }
 
+ir::Node reshape_node(std::string id, std::string input, const Dims& shape) {
+  ir::Node n;
+  n.id = std::move(id);
+  n.op = ops::OpTag::reshape;
+  n.inputs = {std::move(input)};
+  n.attrs.set("shape", std::vector<std::int64_t>(shape.begin(), shape.end()));
+  return n;
+}
+
+// [O, C / groups, KH, KW] -> [KH, KW, C / groups, O].
+Tensor repacked_weight(const Tensor& w) {
+  const Dims& d = w.shape();
+  const std::int64_t o = d[0], cg = d[1], kh = d[2], kw = d[3];
+  const std::vector<double> src = w.to_doubles();
+  std::vector<float> dst(src.size());
+  for (std::int64_t oc = 0; oc < o; ++oc)
+    for (std::int64_t c = 0; c < cg; ++c)
+      for (std::int64_t i = 0; i < kh; ++i)
+        for (std::int64_t j = 0; j < kw; ++j)
+          dst[static_cast<std::size_t>(((i * kw + j) * cg + c) * o + oc)] =
+              static_cast<float>(src[static_cast<std::size_t>(((oc * cg + c) * kh + i) * kw + j)]);
+  return Tensor::from_values<float>(Dims{kh, kw, cg, o}, dst);
+}
+
 }  // namespace
 
 std::vector<Rewrite> choose_channels_last(ir::Graph& g, SourceValues& values, Layout layout) {
   std::vector<Rewrite> out;
   if (layout == Layout::nchw) return out;
-  std::set<std::string> chosen;
+  std::map<std::string, Carries> members;
   for (const auto& n : g.nodes) {
-    if (n.op != ops::OpTag::conv2d && n.op != ops::OpTag::conv2d_activation) continue;
-    const Tensor* w = parameter_value(g, values, n.inputs[1]);
-    if (n.type.dtype != DType::f32 || n.type.shape.size() != 4 || w == nullptr || w->shape().size() != 4) continue;
-    if (layout == Layout::automatic && !channels_last_candidate(g, n)) continue;
-    chosen.insert(n.id);
+    if (n.op == ops::OpTag::conv2d || n.op == ops::OpTag::conv2d_activation) {
+      const Tensor* w = parameter_value(g, values, n.inputs[1]);
+      if (n.type.dtype != DType::f32 || n.type.shape.size() != 4 || w == nullptr || w->shape().size() != 4) continue;
+      if (layout == Layout::automatic && !channels_last_candidate(g, n)) continue;
+      members.emplace(n.id, Carries::convolution);
+    } else if (const Carries how = carries(g, n); how != Carries::no) {
+      members.emplace(n.id, how);
+    }
   }
-  if (layout == Layout::automatic) chosen = channels_last_runs(g, chosen);
+  const std::set<std::string> chosen = channels_last_runs(g, members, layout == Layout::automatic);
   if (chosen.empty()) return out;
   std::vector<ir::Node> added;
   // The ids of the new nodes: "<id>.nhwc", "<id>.to_nhwc", "<weight>.nhwc", or with ".2", ".3", ... after
@@ -330,55 +447,64 @@ std::vector<Rewrite> choose_channels_last(ir::Graph& g, SourceValues& values, La
     taken.insert(id);
     return id;
   };
-  std::map<std::string, std::string> moved_as, permuted_as, repacked_as;  // by the original id
+  std::map<std::string, Dims> shape_of;  // before the rewrite, which replaces the chosen nodes as it goes
+  for (const auto& n : g.nodes) shape_of.emplace(n.id, n.type.shape);
+  std::map<std::string, std::string> moved_as, converted_as, repacked_as;  // by the original id
   for (const auto& id : chosen) moved_as[id] = fresh(id + ".nhwc");
-  // The channels-last form of node `id`: a chosen convolution's own, or a permute of it made once.
+  // The channels-last form of node `id`: a chosen node's own (but a mean's, [N, C]); else, made once, a
+  // permute of an image to [N, H, W, C], a reshape of one pixel per channel to [a, 1, 1, C], or the node
+  // itself for one value.
   auto channels_last = [&](const std::string& id) {
-    if (chosen.contains(id)) return moved_as.at(id);
-    auto [it, first] = permuted_as.try_emplace(id, "");
+    if (chosen.contains(id) && members.at(id) != Carries::pooling) return moved_as.at(id);
+    const Dims& d = shape_of.at(id);
+    if (ops::numel(d) == 1 && d.size() != 4) return id;
+    auto [it, first] = converted_as.try_emplace(id, "");
     if (first) {
       it->second = fresh(id + ".to_nhwc");
-      added.push_back(permute_node(it->second, id, {0, 2, 3, 1}));
+      if (d.size() == 4 && !one_pixel(d)) {
+        added.push_back(permute_node(it->second, id, {0, 2, 3, 1}));
+      } else {
+        const std::int64_t a = d.size() == 4 ? d[0] : 1, c = d[d.size() - 3];
+        added.push_back(reshape_node(it->second, id, Dims{a, 1, 1, c}));
+      }
     }
     return it->second;
   };
   for (auto& n : g.nodes) {
     if (!chosen.contains(n.id)) continue;
-    auto [wit, first_use] = repacked_as.try_emplace(n.inputs[1], "");
-    if (first_use) wit->second = fresh(n.inputs[1] + ".nhwc");
-    const std::string wid = wit->second;
-    if (first_use) {
-      // [O, C / groups, KH, KW] -> [KH, KW, C / groups, O], once, here.
-      const Tensor& w = *parameter_value(g, values, n.inputs[1]);
-      const Dims& d = w.shape();
-      const std::int64_t o = d[0], cg = d[1], kh = d[2], kw = d[3];
-      const std::vector<double> src = w.to_doubles();
-      std::vector<float> dst(src.size());
-      for (std::int64_t oc = 0; oc < o; ++oc)
-        for (std::int64_t c = 0; c < cg; ++c)
-          for (std::int64_t i = 0; i < kh; ++i)
-            for (std::int64_t j = 0; j < kw; ++j)
-              dst[static_cast<std::size_t>(((i * kw + j) * cg + c) * o + oc)] =
-                  static_cast<float>(src[static_cast<std::size_t>(((oc * cg + c) * kh + i) * kw + j)]);
-      values.insert_or_assign(wid, Tensor::from_values<float>(Dims{kh, kw, cg, o}, dst));
-      added.push_back(ir::parameter_node(wid, Dims{kh, kw, cg, o}, DType::f32, false));
+    ir::Node moved = n;
+    moved.id = moved_as.at(n.id);
+    moved.type_declared = false;
+    const Carries how = members.at(n.id);
+    std::string kind = "channels_last";
+    if (how == Carries::convolution) {
+      kind = "conv2d_nhwc";
+      auto [wit, first_use] = repacked_as.try_emplace(n.inputs[1], "");
+      if (first_use) {
+        wit->second = fresh(n.inputs[1] + ".nhwc");
+        Tensor w = repacked_weight(*parameter_value(g, values, n.inputs[1]));
+        added.push_back(ir::parameter_node(wit->second, w.shape(), DType::f32, false));
+        values.insert_or_assign(wit->second, std::move(w));
+      }
+      moved.op = ops::OpTag::conv2d_nhwc;
+      moved.inputs[1] = wit->second;
+      if (!moved.attrs.has("activation")) moved.attrs.set("activation", std::string("none"));
+    } else if (how == Carries::pooling) {
+      moved.attrs.set("dims", std::vector<std::int64_t>{1, 2});
+      moved.attrs.set("keepdim", false);
     }
-    ir::Node conv;
-    conv.id = moved_as.at(n.id);
-    conv.op = ops::OpTag::conv2d_nhwc;
-    conv.inputs = {channels_last(n.inputs[0]), wid};
-    if (n.inputs.size() >= 3) conv.inputs.push_back(n.inputs[2]);
-    if (n.inputs.size() == 4) conv.inputs.push_back(channels_last(n.inputs[3]));
-    conv.attrs = n.attrs;
-    if (!conv.attrs.has("activation")) conv.attrs.set("activation", std::string("none"));
-    out.push_back(Rewrite{"conv2d_nhwc", {n.id}, conv.id, kLayoutEvidence});
-    added.push_back(std::move(conv));
-    // The convolution's id now names its output back in [N, C, H, W], for the readers that are not chosen.
-    n = permute_node(n.id, moved_as.at(n.id), {0, 3, 1, 2});
+    for (std::size_t k : activation_inputs(n)) moved.inputs[k] = channels_last(n.inputs[k]);
+    out.push_back(Rewrite{kind, {n.id}, moved.id, kLayoutEvidence});
+    // The node's id now names its output back in [N, C, H, W] (or as the mean's [N, C] or [N, C, 1, 1]), for
+    // the readers that did not move.
+    ir::Node back = how == Carries::pooling || one_pixel(n.type.shape) ? reshape_node(n.id, moved.id, n.type.shape)
+                                                                       : permute_node(n.id, moved.id, {0, 3, 1, 2});
+    added.push_back(std::move(moved));
+    n = std::move(back);
   }
   rebuild(g, {}, std::move(added));
-  // What nothing reads any more: the permutes back between two chosen convolutions, the weights re-packed
-  // (a weight a convolution left NCHW also reads stays).
+  // What nothing reads any more: the nodes back to NCHW between two chosen ones, the weights re-packed (a
+  // weight a convolution left NCHW also reads stays).
   const auto reads = readers(g);
   auto unread = [&](const std::string& id) { return !reads.contains(id) || reads.at(id) == 0; };
   std::set<std::string> dropped;

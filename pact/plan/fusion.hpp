@@ -26,6 +26,10 @@
 ///    graph already has that id). So a chain of chosen convolutions passes
 ///    channels-last tensors from one to the next, and the layout changes only at the chain's ends. Run
 ///    last, after the other fusions.
+///  - channels_last: an elementwise op or a mean over H and W between chosen convolutions moves with them
+///    (Note [Carrying channels-last through elementwise ops and means], fusion.cpp): the same op "<id>.nhwc"
+///    on the channels-last operands (an operand of one pixel per channel reshaped to [a, 1, 1, C]; a mean
+///    over the middle dimensions, its [N, C] reshaped back), and the node's id a permute (or reshape) back.
 ///
 /// Each rewrite keeps the id of the node it replaces last, so every consumer and graph output is
 /// untouched. Training plans are never rewritten (batch norm trains on batch statistics, and
@@ -44,7 +48,7 @@ namespace pact::plan {
 
 /// One rewrite: its kind, the nodes it replaced (in graph order) and the node that now computes them.
 struct Rewrite {
-  std::string kind;  ///< "fold_batch_norm", "conv2d_residual", "conv2d_activation" or "conv2d_nhwc"
+  std::string kind;  ///< "fold_batch_norm", "conv2d_residual", "conv2d_activation", "conv2d_nhwc", "channels_last"
   std::vector<std::string> nodes;
   std::string into;
   std::string evidence;  ///< the test that holds the rewrite to the unfused graph's values
@@ -74,8 +78,8 @@ std::string_view layout_name(Layout layout) noexcept;
 std::optional<Layout> parse_layout(std::string_view name) noexcept;
 
 /// Moves the convolutions `layout` picks to channels-last activations (conv2d_nhwc, weights re-packed
-/// into `values`), removes the parameters and permutes nothing reads any more, and returns one rewrite
-/// per convolution moved.
+/// into `values`) with the elementwise ops and means between them, removes the parameters and permutes
+/// nothing reads any more, and returns one rewrite per node moved.
 std::vector<Rewrite> choose_channels_last(ir::Graph& graph, SourceValues& values, Layout layout);
 
 }  // namespace pact::plan

@@ -390,8 +390,8 @@ ImportedModel::ImportedModel(ir::TorchBundle&& bundle, const contract::BackendPr
     for (auto& r : plan::choose_channels_last(graph, values, layout)) rewrites.push_back(std::move(r));
   }
   module_of_ = std::move(bundle.model.module_of);
-  for (const auto& r : rewrites) {  // a channels-last convolution comes from its NCHW node's module
-    if (r.kind != "conv2d_nhwc") continue;
+  for (const auto& r : rewrites) {  // a node moved channels-last comes from its NCHW node's module
+    if (r.kind != "conv2d_nhwc" && r.kind != "channels_last") continue;
     if (auto it = module_of_.find(r.nodes.front()); it != module_of_.end()) module_of_[r.into] = it->second;
   }
   module_type_ = std::move(bundle.model.module_type);

@@ -564,6 +564,14 @@ std::vector<Sample> samples() {
        false,
        "bilinear, align_corners, to 1 x 2"},
       {OpTag::mul, {N({2, 3, 4, 5}), N({2, 3, 1, 1})}, {}, false, "per channel"},
+      // A channels-last image against its per-image, per-channel gate (Note [Carrying channels-last through
+      // elementwise ops and means]): N blocks of H W rows.
+      {OpTag::mul, {N({2, 4, 5, 19}), N({2, 1, 1, 19})}, {}, false, "per image and channel, channels-last"},
+      {OpTag::sub, {N({3, 1, 1, 7}), N({3, 2, 5, 7})}, {}, false, "per image and channel first, channels-last"},
+      {OpTag::div, {N({2, 3, 1, 4, 5}), P({2, 1, 1, 1, 5})}, {}, false, "leading and trailing blocks"},
+      {OpTag::mul, {N({2, 1, 5}), N({2, 3, 1})}, {}, false, "two-sided broadcast of one rank"},
+      {OpTag::add, {N({2, 3, 4, 5}), N({2, 1, 4, 1})}, {}, false, "ones between and after"},
+      {OpTag::add, {N({2, 1, 4, 1}), N({2, 3, 4, 5})}, {}, false, "ones between and after first"},
       {OpTag::sub, {N({2, 3, 1, 1}), N({2, 3, 4, 5})}, {}, false, "per channel first"},
       {OpTag::div, {N({2, 3, 4, 5}), P({2, 3, 1, 1})}, {}, false, "per channel"},
       {OpTag::add, {N({3, 1}), N({3, 40})}, {}, false, "per row first"},
@@ -606,6 +614,11 @@ std::vector<Sample> samples() {
        "dilated"},
       {OpTag::sum, {N({3, 41})}, A{{"dims", L{-1}}}, false, "long rows"},
       {OpTag::mean, {N({2, 5, 3})}, A{{"dims", L{1}}}, false, "inner dimension"},
+      // Column sums: a channels-last image's H and W (the chunk of 64 columns and a tail; more rows than
+      // one block of 64), and the first dimensions.
+      {OpTag::mean, {N({2, 7, 9, 70})}, A{{"dims", L{1, 2}}}, false, "channels-last global pool"},
+      {OpTag::sum, {N({1, 13, 11, 5})}, A{{"dims", L{2, 1}}, {"keepdim", true}}, false, "many rows, few columns"},
+      {OpTag::sum, {N({3, 4, 6})}, A{{"dims", L{0, 1}}}, false, "leading dimensions"},
       {OpTag::max_pool2d, {N({2, 2, 5, 5})}, A{{"kernel_size", L{2}}, {"ceil_mode", true}}},
       {OpTag::max_pool2d,
        {N({1, 2, 7, 7})},

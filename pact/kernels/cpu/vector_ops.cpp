@@ -259,6 +259,27 @@ PACT_SIMD_INLINE void row_sums_body(const float* __restrict x, std::int64_t r0, 
 }
 PACT_SIMD_VARIANTS(row_sums, row_sums_body);
 
+// Columns [k0, k1) (at most kColumnChunk of them) of one [mid, inner] block summed into out: a stack
+// block of partial sums over kColumnBlock rows at a time, added to the total in order.
+constexpr std::int64_t kColumnChunk = 64, kColumnBlock = 64;
+PACT_SIMD_INLINE void column_sums_body(const float* __restrict x, std::int64_t mid, std::int64_t inner, std::int64_t k0,
+                                       std::int64_t k1, float scale, float* __restrict out) {
+  float total[kColumnChunk], part[kColumnChunk];
+  const std::int64_t w = k1 - k0;
+  for (std::int64_t k = 0; k < w; ++k) total[k] = 0.0f;
+  for (std::int64_t m0 = 0; m0 < mid; m0 += kColumnBlock) {
+    const std::int64_t m1 = std::min(mid, m0 + kColumnBlock);
+    for (std::int64_t k = 0; k < w; ++k) part[k] = 0.0f;
+    for (std::int64_t m = m0; m < m1; ++m) {
+      const float* __restrict row = x + m * inner + k0;
+      for (std::int64_t k = 0; k < w; ++k) part[k] += row[k];
+    }
+    for (std::int64_t k = 0; k < w; ++k) total[k] += part[k];
+  }
+  for (std::int64_t k = 0; k < w; ++k) out[k0 + k] = total[k] * scale;
+}
+PACT_SIMD_VARIANTS(column_sums, column_sums_body);
+
 // Rows [j0, j1) of y = x W^T + bias: lanes_sum's 32 lanes and pairing at every level. The AVX2 and AVX-512
 // variants keep the lanes in registers and fold them as a tree of vector adds, whatever GCC makes of the
 // plain loop: with the fold's widths as compile-time constants it emitted a chain of about thirty dependent
@@ -455,6 +476,18 @@ void row_sums_f32(const float* x, std::int64_t rows, std::int64_t inner, float s
   const auto f = row_sums.get();
   parallel_ranges(rows, rows * inner >= kShareElements,
                   [&](std::int64_t r0, std::int64_t r1) { f(x, r0, r1, inner, scale, out); });
+}
+
+void column_sums_f32(const float* x, std::int64_t outer, std::int64_t mid, std::int64_t inner, float scale,
+                     float* out) {
+  const auto f = column_sums.get();
+  const std::int64_t chunks = (inner + kColumnChunk - 1) / kColumnChunk;
+  parallel_ranges(outer * chunks, outer * mid * inner >= kShareElements, [&](std::int64_t j0, std::int64_t j1) {
+    for (std::int64_t j = j0; j < j1; ++j) {
+      const std::int64_t o = j / chunks, k0 = (j % chunks) * kColumnChunk;
+      f(x + o * mid * inner, mid, inner, k0, std::min(inner, k0 + kColumnChunk), scale, out + o * inner);
+    }
+  });
 }
 
 void map_f32(MapOp op, const float* x, float* y, std::int64_t n, float lo, float hi) {

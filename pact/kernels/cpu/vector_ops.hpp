@@ -42,6 +42,11 @@ void row_scalar_f32(BinaryKind op, const float* a, const float* s, bool scalar_f
 /// trailing block of dimensions (summed by lanes_sum, fast_math.hpp).
 void row_sums_f32(const float* x, std::int64_t rows, std::int64_t inner, float scale, float* out);
 
+/// out[(o, k)] = scale * (x[(o, 0, k)] + ... + x[(o, mid - 1, k)]) for x of [outer, mid, inner]: sum and mean
+/// over a middle block of dimensions (a channels-last image's H and W), vectorised along `inner`; each
+/// element is summed in blocks of kColumnBlock rows, the blocks' sums added in order.
+void column_sums_f32(const float* x, std::int64_t outer, std::int64_t mid, std::int64_t inner, float scale, float* out);
+
 /// Note [Weight stream prefetch]: a GEMV reads its weight once, front to back (row after row), from memory:
 /// the decode step of a language model, whose weights do not fit any cache. A core's hardware prefetchers
 /// alone keep too few lines in flight for a loop that does more work per byte than a plain sum: on an Intel
