@@ -255,15 +255,19 @@ bool channels_last_candidate(const ir::Graph& g, const ir::Node& conv) {
 // Note [Carrying channels-last through elementwise ops and means]
 // A convolution's output is read by more than convolutions: efficientnet_b0's and mobilenet_v3's
 // squeeze-and-excitation blocks take the mean of a depthwise output over H and W, and multiply that output
-// by a per-channel gate ([N, C, 1, 1]) before the projection reads it; models end in a global mean. Such a
+// by a per-channel gate ([1, C, 1, 1]) before the projection reads it; models end in a global mean. Such a
 // reader acts on each element alone (an elementwise op), or reduces H and W together (a mean or sum over
 // them), so it runs on the channels-last tensor as well: an elementwise op unchanged, with an operand of
-// [a, C, 1, 1] (or [C, 1, 1]) reshaped to [a, 1, 1, C] (the same memory) and a single value as it is; a mean
+// [1, C, 1, 1] (or [C, 1, 1]) reshaped to [1, 1, 1, C] (the same memory) and a single value as it is; a mean
 // over H and W as a mean over the middle dimensions of [N, H, W, C] (column sums, vectorised along C),
 // whose [N, C] result is the NCHW one. So they join the runs of chosen convolutions, which then pass
 // through a squeeze-and-excitation block instead of ending at it, and the layout changes only where an
 // image (a 4-d tensor of more than one pixel) enters or leaves a run: what a change of layout costs is a
 // pass over an image, and a tensor of one pixel per channel is the same memory in both layouts.
+// A gate per image as well as per channel ([N, C, 1, 1] with N > 1) stays out: channels-last it would be
+// [N, 1, 1, C], no trailing block of [N, H, W, C], which the native kernels take only in their generic
+// broadcasting loop; [1, 1, 1, C] they repeat along the image's rows (a batch of images keeps its squeeze-
+// and-excitation blocks NCHW, as before).
 
 enum class Carries { no, convolution, elementwise, pooling };
 
@@ -273,16 +277,18 @@ bool is_image(const ir::Node* n) {
 }
 
 // How an operand of an elementwise member reads channels-last: the image itself (the op's own shape), a
-// value per channel or per image and channel (reshaped), or a single value (as it is).
+// value per channel (reshaped), or a single value (as it is).
 enum class Operand { image, per_channel, single, other };
 Operand operand_kind(const Dims& operand, const Dims& out) {
   if (operand == out) return Operand::image;
   if (ops::numel(operand) == 1) return Operand::single;
   if (operand.size() < 3 || operand.size() > 4) return Operand::other;
+  // One value per channel for every image, not per image as well (Note [Carrying channels-last through
+  // elementwise ops and means]).
   const std::int64_t a = operand.size() == 4 ? operand[0] : 1;
   const std::int64_t c = operand[operand.size() - 3];
   const bool pixel = operand[operand.size() - 2] == 1 && operand[operand.size() - 1] == 1;
-  return pixel && (a == 1 || a == out[0]) && (c == 1 || c == out[1]) ? Operand::per_channel : Operand::other;
+  return pixel && a == 1 && (c == 1 || c == out[1]) ? Operand::per_channel : Operand::other;
 }
 
 // Whether node n can run channels-last, and how (convolutions: those `layout` picks, chosen by the caller).
@@ -452,7 +458,7 @@ std::vector<Rewrite> choose_channels_last(ir::Graph& g, SourceValues& values, La
   std::map<std::string, std::string> moved_as, converted_as, repacked_as;  // by the original id
   for (const auto& id : chosen) moved_as[id] = fresh(id + ".nhwc");
   // The channels-last form of node `id`: a chosen node's own (but a mean's, [N, C]); else, made once, a
-  // permute of an image to [N, H, W, C], a reshape of one pixel per channel to [a, 1, 1, C], or the node
+  // permute of an image to [N, H, W, C], a reshape of one pixel per channel to [N or 1, 1, 1, C], or the node
   // itself for one value.
   auto channels_last = [&](const std::string& id) {
     if (chosen.contains(id) && members.at(id) != Carries::pooling) return moved_as.at(id);

@@ -28,7 +28,7 @@
 ///    last, after the other fusions.
 ///  - channels_last: an elementwise op or a mean over H and W between chosen convolutions moves with them
 ///    (Note [Carrying channels-last through elementwise ops and means], fusion.cpp): the same op "<id>.nhwc"
-///    on the channels-last operands (an operand of one pixel per channel reshaped to [a, 1, 1, C]; a mean
+///    on the channels-last operands (an operand of one pixel per channel reshaped to [1, 1, 1, C]; a mean
 ///    over the middle dimensions, its [N, C] reshaped back), and the node's id a permute (or reshape) back.
 ///
 /// Each rewrite keeps the id of the node it replaces last, so every consumer and graph output is

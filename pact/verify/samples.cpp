@@ -564,8 +564,8 @@ std::vector<Sample> samples() {
        false,
        "bilinear, align_corners, to 1 x 2"},
       {OpTag::mul, {N({2, 3, 4, 5}), N({2, 3, 1, 1})}, {}, false, "per channel"},
-      // A channels-last image against its per-image, per-channel gate (Note [Carrying channels-last through
-      // elementwise ops and means]): N blocks of H W rows.
+      // Broadcasts the native flat loops must refuse (to the generic loop): a per-image, per-channel gate
+      // against a channels-last image, ones between two equal blocks, two-sided ones of one rank.
       {OpTag::mul, {N({2, 4, 5, 19}), N({2, 1, 1, 19})}, {}, false, "per image and channel, channels-last"},
       {OpTag::sub, {N({3, 1, 1, 7}), N({3, 2, 5, 7})}, {}, false, "per image and channel first, channels-last"},
       {OpTag::div, {N({2, 3, 1, 4, 5}), P({2, 1, 1, 1, 5})}, {}, false, "leading and trailing blocks"},

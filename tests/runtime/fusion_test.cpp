@@ -392,12 +392,12 @@ TEST(Fusion, ChannelsLastMovesOnlyRunsThatPay) {
   EXPECT_EQ(plan::parse_layout("NHWC"), std::nullopt);
 }
 
-// Blocks as efficientnet_b0 has them, on x [2, 32, 9, 10]: a 1 x 1 expansion with silu, a 3 x 3 depthwise
+// Blocks as efficientnet_b0 has them, on x [batch, 32, 9, 10]: a 1 x 1 expansion with silu, a 3 x 3 depthwise
 // with silu, squeeze-and-excitation (the mean over H and W keeping them, a 1 x 1 squeeze to 12 with silu, an
-// excitation to 48, sigmoid: a gate [2, 48, 1, 1] that multiplies the depthwise output), a 1 x 1 projection,
+// excitation to 48, sigmoid: a gate [batch, 48, 1, 1] that multiplies the depthwise output), a 1 x 1 projection,
 // a layer scale of [32, 1, 1] and a residual add; then hardswish, times a single value, and the mean over H
-// and W (not keeping them): y [2, 32].
-ConvBnModel squeeze_excitation(int blocks) {
+// and W (not keeping them): y [batch, 32].
+ConvBnModel squeeze_excitation(int blocks, std::int64_t batch) {
   std::mt19937 rng(11);
   ir::GraphBuilder b;
   ConvBnModel m;
@@ -406,8 +406,8 @@ ConvBnModel squeeze_excitation(int blocks) {
     m.values.emplace(id, random_tensor(shape, rng));
   };
   const ops::Attributes pool_keep{{"dims", std::vector<std::int64_t>{-1, -2}}, {"keepdim", true}};
-  b.input("x", Dims{2, 32, 9, 10});
-  m.values.emplace("x", random_tensor(Dims{2, 32, 9, 10}, rng));
+  b.input("x", Dims{batch, 32, 9, 10});
+  m.values.emplace("x", random_tensor(Dims{batch, 32, 9, 10}, rng));
   std::string at = "x";
   for (int k = 0; k < blocks; ++k) {
     const std::string s = std::to_string(k);
@@ -448,10 +448,10 @@ ConvBnModel squeeze_excitation(int blocks) {
 // Channels-last passes through the squeeze-and-excitation blocks (Note [Carrying channels-last through
 // elementwise ops and means]): the means, the gated and scaled products, the residual adds and the last
 // elementwise ops move with the convolutions, one permute takes x in and nothing permutes back (the last
-// mean's [2, 32] is the NCHW one); the values stay the NCHW graph's. And the check fails on a wrong
+// mean's [1, 32] is the NCHW one); the values stay the NCHW graph's. And the check fails on a wrong
 // permute in (H and W exchanged: the depthwise kernel then runs transposed).
 TEST(Fusion, ChannelsLastPassesThroughSqueezeAndExcitation) {
-  ConvBnModel m = squeeze_excitation(2);
+  ConvBnModel m = squeeze_excitation(2, 1);
   const Tensor unfused = run_graph(m.graph, m.values);
   for (plan::Layout layout : {plan::Layout::automatic, plan::Layout::nhwc}) {
     SCOPED_TRACE(plan::layout_name(layout));
@@ -479,9 +479,9 @@ TEST(Fusion, ChannelsLastPassesThroughSqueezeAndExcitation) {
       if (n.op == ops::OpTag::permute) permutes.push_back(n.id);
     EXPECT_EQ(permutes, std::vector<std::string>{"x.to_nhwc"}) << fmt::format("{}", fmt::join(permutes, ", "));
     ASSERT_NE(g.find("squeeze0.nhwc"), nullptr);
-    EXPECT_EQ(g.find("squeeze0.nhwc")->type.shape, (Dims{2, 48}));
+    EXPECT_EQ(g.find("squeeze0.nhwc")->type.shape, (Dims{1, 48}));
     ASSERT_NE(g.find("gate0.to_nhwc"), nullptr);
-    EXPECT_EQ(g.find("gate0.to_nhwc")->type.shape, (Dims{2, 1, 1, 48}));
+    EXPECT_EQ(g.find("gate0.to_nhwc")->type.shape, (Dims{1, 1, 1, 48}));
     EXPECT_LT(relative_error(run_graph(g, values), unfused), 1e-5);
 
     std::vector<ir::Node> nodes = g.nodes;
@@ -491,6 +491,23 @@ TEST(Fusion, ChannelsLastPassesThroughSqueezeAndExcitation) {
     const ir::Graph wrong = ir::validate(nodes, g.outputs);
     EXPECT_GT(relative_error(run_graph(wrong, values), unfused), 1e-3);
   }
+}
+
+// A batch of images: the gate is per image ([2, 48, 1, 1]), so the gated products stay NCHW (Note [Carrying
+// channels-last through elementwise ops and means]) and cut the run; the values stay the NCHW graph's.
+TEST(Fusion, ChannelsLastLeavesAPerImageGateNchw) {
+  ConvBnModel m = squeeze_excitation(2, 2);
+  const Tensor unfused = run_graph(m.graph, m.values);
+  ir::Graph g = m.graph;
+  plan::SourceValues values = copy_of(m.values);
+  std::set<std::string> moved;
+  for (const auto& r : fuse_all(g, values, plan::Layout::nhwc))
+    if (r.kind == "conv2d_nhwc" || r.kind == "channels_last") moved.insert(r.nodes.front());
+  EXPECT_FALSE(moved.contains("excited0"));
+  EXPECT_FALSE(moved.contains("excited1"));
+  EXPECT_TRUE(moved.contains("squeeze0"));
+  EXPECT_TRUE(moved.contains("p0"));
+  EXPECT_LT(relative_error(run_graph(g, values), unfused), 1e-5);
 }
 
 // Every committed PyTorch capture gives the same outputs fused and as captured, and both agree with

@@ -427,13 +427,12 @@ GradList rms_norm_vjp(std::span<const TensorView> in, const TensorView& y, const
 // ---- add, sub, mul, div: f32 operands of the same shape, or one repeating along the other's leading
 // dimensions (a bias, a positional table), in flat loops; other broadcasts go to the generic kernel.
 
-// How the operands of an elementwise f32 binary op line up: `outer` blocks of `rows` x `inner` elements in
-// the output; an operand that is `repeated` has `inner` elements per block, reused for each of its rows (a
-// channels-last image's [N, 1, 1, C] gate against [N, H, W, C]: N blocks of H W rows of C).
+// How the operands of an elementwise f32 binary op line up: `rows` x `inner` elements in the output; an
+// operand that is `repeated` has `inner` elements, reused for every row.
 struct RowBroadcast {
   bool ok = false;
   bool a_repeated = false, b_repeated = false;
-  std::int64_t rows = 0, inner = 0, outer = 1;
+  std::int64_t rows = 0, inner = 0;
 };
 
 // A shape without its leading 1s.
@@ -465,20 +464,6 @@ RowBroadcast row_broadcast(std::span<const TensorView> in) {
     r = {true, false, true, na / nb, nb};
   } else if (nb > na && na > 0 && trailing_block(b, a)) {
     r = {true, true, false, nb / na, na};
-  } else if (a.size() == b.size() && na > 0 && nb > 0) {
-    // Equal on a leading and a trailing block, the smaller operand 1 between them.
-    const bool a_small = na < nb;
-    const Dims& big = a_small ? b : a;
-    const Dims& small = a_small ? a : b;
-    int p = 0, q = big.size();  // the first and one past the last dimension where they differ
-    while (small[p] == big[p]) ++p;
-    while (small[q - 1] == big[q - 1]) --q;
-    std::int64_t outer = 1, rows = 1, inner = 1;
-    for (int d = 0; d < big.size(); ++d) {
-      if (d >= p && d < q && small[d] != 1) return r;
-      (d < p ? outer : d < q ? rows : inner) *= big[d];
-    }
-    if (p > 0 && q < big.size()) r = {true, a_small, !a_small, rows, inner, outer};
   }
   return r;
 }
@@ -490,11 +475,7 @@ RowBroadcast row_broadcast(std::span<const TensorView> in) {
 Tensor binary_rows_forward(std::span<const TensorView> in, const RowBroadcast& rb, const char* op, BinaryKind kind) {
   Dense<float> xa(in[0], op, "a"), xb(in[1], op, "b");
   Out<float> out(ops::broadcast_shapes(op, xa.shape(), xb.shape()));
-  const std::int64_t block = rb.rows * rb.inner;
-  for (std::int64_t o = 0; o < rb.outer; ++o)
-    rows_f32(kind, xa.data() + o * (rb.a_repeated ? rb.inner : block),
-             xb.data() + o * (rb.b_repeated ? rb.inner : block), rb.a_repeated, rb.b_repeated, rb.rows, rb.inner,
-             out.data() + o * block);
+  rows_f32(kind, xa.data(), xb.data(), rb.a_repeated, rb.b_repeated, rb.rows, rb.inner, out.data());
   return std::move(out).finish();
 }
 
@@ -557,7 +538,7 @@ GradList binary_rows_vjp(std::span<const TensorView> in, const TensorView& grad,
   GradList opname##_vjp(std::span<const TensorView> in, const TensorView& yv, const TensorView& g,                    \
                         const Attributes& a, const KernelContext& c) {                                                \
     const RowBroadcast rb = row_broadcast(in);                                                                        \
-    if (!rb.ok || rb.outer != 1 || g.dtype() != DType::f32) return generic::opname##_vjp(in, yv, g, a, c);            \
+    if (!rb.ok || g.dtype() != DType::f32) return generic::opname##_vjp(in, yv, g, a, c);                             \
     return binary_rows_vjp(                                                                                           \
         in, g, rb, c, #opname, reads_operands,                                                                        \
         [](float gi, float x, float y) {                                                                              \
