@@ -326,7 +326,8 @@ Carries carries(const ir::Graph& g, const ir::Node& n) {
       const ir::Node* x = g.find(n.inputs[0]);
       if (!is_image(x)) return Carries::no;
       std::set<std::int64_t> dims;
-      for (auto d : n.attrs.get_ints("mean", "dims", std::vector<std::int64_t>{})) dims.insert(d < 0 ? d + 4 : d);
+      const char* op = n.op == OpTag::sum ? "sum" : "mean";
+      for (auto d : n.attrs.get_ints(op, "dims", std::vector<std::int64_t>{})) dims.insert(d < 0 ? d + 4 : d);
       return dims == std::set<std::int64_t>{2, 3} ? Carries::pooling : Carries::no;
     }
     default:
