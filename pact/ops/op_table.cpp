@@ -578,6 +578,29 @@ const OpInfo& op_info(OpTag tag) noexcept { return kTable[static_cast<std::size_
 
 std::string_view op_kind(OpTag tag) noexcept { return op_info(tag).kind; }
 
+bool elementwise_map(OpTag tag) noexcept {
+  switch (tag) {
+    case OpTag::neg:
+    case OpTag::relu:
+    case OpTag::gelu:
+    case OpTag::silu:
+    case OpTag::tanh:
+    case OpTag::sigmoid:
+    case OpTag::hardswish:
+    case OpTag::hardsigmoid:
+    case OpTag::clamp:
+    case OpTag::exp:
+    case OpTag::log:
+    case OpTag::sqrt:
+    case OpTag::sin:
+    case OpTag::cos:
+    case OpTag::tan:
+      return true;
+    default:
+      return false;
+  }
+}
+
 OpTag parse_op_kind(std::string_view kind) {
   for (const auto& row : kTable) {
     if (row.kind == kind) return row.tag;

@@ -219,6 +219,10 @@ const OpInfo& op_info(OpTag tag) noexcept;
 std::string_view op_kind(OpTag tag) noexcept;
 /// Parses a v1 wire kind; an unknown string throws pact::Error(parse_error) naming it.
 OpTag parse_op_kind(std::string_view kind);
+/// True for the maps: ops of one operand that compute each output element from the input element at its
+/// index alone, with no dimension or shape attribute (relu, silu, exp, clamp, ...). What moves an input's
+/// axes moves the output's the same way (a batch axis, a channels-last layout).
+bool elementwise_map(OpTag tag) noexcept;
 
 /// Checks arity and the attribute schema (required present, types match, no unknown names), then runs
 /// the shape rule. Throws pact::Error naming the op.

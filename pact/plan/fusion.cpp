@@ -295,18 +295,8 @@ Operand operand_kind(const Dims& operand, const Dims& out) {
 Carries carries(const ir::Graph& g, const ir::Node& n) {
   using ops::OpTag;
   if (!is_image(&n) && n.op != OpTag::mean && n.op != OpTag::sum) return Carries::no;
+  if (ops::elementwise_map(n.op)) return is_image(g.find(n.inputs[0])) ? Carries::elementwise : Carries::no;
   switch (n.op) {
-    case OpTag::neg:
-    case OpTag::relu:
-    case OpTag::gelu:
-    case OpTag::silu:
-    case OpTag::tanh:
-    case OpTag::sigmoid:
-    case OpTag::hardswish:
-    case OpTag::hardsigmoid:
-    case OpTag::clamp:
-    case OpTag::exp:
-      return is_image(g.find(n.inputs[0])) ? Carries::elementwise : Carries::no;
     case OpTag::add:
     case OpTag::sub:
     case OpTag::mul:

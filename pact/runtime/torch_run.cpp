@@ -91,6 +91,7 @@ std::optional<BatchAxis> output_batch_axis(const ir::Node& n, const std::vector<
     return static_cast<int>(d < 0 ? d + r : d);
   };
   auto keep_unless_along = [&](int d) { return d == a ? std::nullopt : std::optional<BatchAxis>(*at[k]); };
+  if (ops::elementwise_map(n.op)) return first;
   switch (n.op) {
     case OpTag::transpose: {
       const int d0 = dim_of("dim0", 0), d1 = dim_of("dim1", 0);
@@ -185,21 +186,6 @@ std::optional<BatchAxis> output_batch_axis(const ir::Node& n, const std::vector<
       }
       return first;
     }
-    case OpTag::neg:
-    case OpTag::relu:
-    case OpTag::gelu:
-    case OpTag::silu:
-    case OpTag::tanh:
-    case OpTag::sigmoid:
-    case OpTag::hardswish:
-    case OpTag::hardsigmoid:
-    case OpTag::clamp:
-    case OpTag::exp:
-    case OpTag::log:
-    case OpTag::sqrt:
-    case OpTag::sin:
-    case OpTag::cos:
-    case OpTag::tan:
     case OpTag::dropout:
     case OpTag::cast:
     case OpTag::full_like:

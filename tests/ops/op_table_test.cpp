@@ -77,6 +77,27 @@ TEST(ShapeRules, OverflowFromAModelFileIsATypedError) {
   EXPECT_EQ(estimate_flops(OpTag::matmul, pair, out, {}), std::numeric_limits<std::int64_t>::max());
 }
 
+// The maps (what a batch axis and the channels-last layout pass through) take one operand and give its
+// shape back; ops with a dimension, a shape or a second operand are none (the layout choice's own evidence,
+// Fusion.ChannelsLastPassesThroughSqueezeAndExcitation, holds a moved map's values to the NCHW graph's).
+TEST(OpTable, ElementwiseMapsActOnEachElementAlone) {
+  int maps = 0;
+  const Dims shape{2, 3, 4};
+  for (const auto& row : op_table()) {
+    if (!elementwise_map(row.tag)) continue;
+    SCOPED_TRACE(row.kind);
+    ++maps;
+    EXPECT_EQ(row.min_arity, 1);
+    EXPECT_EQ(row.max_arity, 1);
+    const Attributes attrs = row.tag == OpTag::clamp ? Attributes{{"min", 0.5}} : Attributes{};
+    EXPECT_EQ(infer_type(row.tag, std::vector<TensorType>{{DType::f32, shape}}, attrs).shape, shape);
+  }
+  EXPECT_EQ(maps, 15);
+  for (OpTag op : {OpTag::softmax, OpTag::mean, OpTag::add, OpTag::reshape, OpTag::permute, OpTag::dropout,
+                   OpTag::cumsum, OpTag::conv2d})
+    EXPECT_FALSE(elementwise_map(op)) << op_kind(op);
+}
+
 TEST(OpTable, SpecOpListIsPresent) {
   for (const char* kind : {"input",
                            "parameter",
