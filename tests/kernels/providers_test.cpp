@@ -6,6 +6,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -648,6 +649,58 @@ TEST_P(EveryLevel, GemmClampsTheFinishedSumOnce) {
         }
     }
   }
+}
+
+// A product whose width is no multiple of the micro-kernel's panels ends in edge tiles (AVX-512 and AVX2:
+// stored masked straight into C, in as few vectors as cover the columns): every width from 1 to 50 and two
+// on the wide AVX-512 kernel, full and short row tiles, with a column bias, a clamp and an accumulation, A
+// read in place and packed, on one and two threads. C's rows are wider than the product (ldc > n): the
+// columns past it, and the rows past m, must keep what they held.
+TEST_P(EveryLevel, GemmStoresEdgeTilesWithinTheirColumns) {
+  std::mt19937 rng(12);
+  std::normal_distribution<float> nd;
+  std::vector<std::array<std::int64_t, 3>> sizes;
+  for (std::int64_t n = 1; n <= 50; ++n) sizes.push_back({n % 3 == 0 ? 13 : 48, n, n % 2 == 0 ? 7 : 40});
+  sizes.push_back({16, 1030, 9});   // the wide kernel: 21 panels of 48 and 22 columns
+  sizes.push_back({17, 1071, 33});  // 22 panels of 48 and 15 columns, a short row tile
+  const int threads_before = omp_get_max_threads();
+  constexpr float kUntouched = 12345.0f;
+  for (int threads : {1, 2}) {
+    const ForcedLevel forced(GetParam());
+    if (!forced.active()) GTEST_SKIP() << forced.why();  // before the thread count changes: nothing to restore
+    omp_set_num_threads(threads);
+    for (const auto& [m, n, k] : sizes)
+      for (int trans = 0; trans < 2; ++trans)
+        for (bool accumulate : {false, true}) {
+          SCOPED_TRACE(std::string(isa_name(GetParam())) + " " + std::to_string(m) + "x" + std::to_string(n) + "x" +
+                       std::to_string(k) + (trans ? " A transposed" : "") + (accumulate ? " accumulate" : "") +
+                       ", " + std::to_string(threads) + " thread(s)");
+          const std::int64_t ldc = n + 21, ar = trans ? 1 : k, ac = trans ? m : 1;
+          std::vector<float> a(static_cast<std::size_t>(m * k)), b(static_cast<std::size_t>(k * n)),
+              bias(static_cast<std::size_t>(n));
+          for (auto* v : {&a, &b, &bias})
+            for (auto& x : *v) x = nd(rng);
+          // Rows m and m + 1 of C lie past the product as well.
+          std::vector<float> c(static_cast<std::size_t>((m + 2) * ldc), kUntouched);
+          for (std::int64_t i = 0; i < m; ++i)
+            for (std::int64_t j = 0; j < n; ++j) c[static_cast<std::size_t>(i * ldc + j)] = 0.25f;
+          const kernels::cpu::GemmEpilogue store{bias.data(), false, true, -1.5f, 2.0f};
+          kernels::cpu::sgemm(m, n, k, a.data(), ar, ac, b.data(), n, 1, c.data(), ldc, accumulate, store);
+          for (std::int64_t i = 0; i < m + 2; ++i)
+            for (std::int64_t j = 0; j < ldc; ++j) {
+              const float got = c[static_cast<std::size_t>(i * ldc + j)];
+              if (i >= m || j >= n) {
+                ASSERT_EQ(got, kUntouched) << "wrote outside the product at " << i << "," << j;
+                continue;
+              }
+              double sum = (accumulate ? 0.25 : 0.0) + bias[static_cast<std::size_t>(j)];
+              for (std::int64_t p = 0; p < k; ++p)
+                sum += double(a[static_cast<std::size_t>(i * ar + p * ac)]) * b[static_cast<std::size_t>(p * n + j)];
+              ASSERT_NEAR(got, std::min(std::max(sum, -1.5), 2.0), 1e-4 * (1 + std::sqrt(double(k)))) << i << "," << j;
+            }
+        }
+  }
+  omp_set_num_threads(threads_before);
 }
 
 // The map of the epilogue (a fused silu, sigmoid or hardswish; GemmEpilogue::mapped) applies once, to each

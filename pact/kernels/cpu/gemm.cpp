@@ -71,6 +71,13 @@ struct Variant {
   void (*direct)(std::int64_t kc, const float* a, std::int64_t ar, std::int64_t ac, const float* b, std::int64_t bs,
                  const std::int64_t* boff, float* c, std::int64_t ldc, bool add, const float* rbias, const float* cbias,
                  const float* clamp);
+  // The product of a packed MR x kc panel of A, or MR rows read in place as for `direct`, by the first
+  // `cols` (< NR) columns of a packed panel of B (row stride bs) into an MR x cols block of C: the edge of
+  // a product whose width is no multiple of NR, in as few vectors as cover `cols`, stored masked straight
+  // into C (no copy through a full tile); null where the variant has none.
+  void (*edge)(std::int64_t kc, const float* a, std::int64_t ar, std::int64_t ac, const float* b, std::int64_t bs,
+               float* c, std::int64_t ldc, bool add, const float* rbias, const float* cbias, const float* clamp,
+               std::int64_t cols);
 };
 
 // Row p of B for a direct kernel, with the row 8 depths ahead prefetched: b + boff[p] (Offsets), or b itself,
@@ -94,11 +101,13 @@ PACT_SIMD_INLINE const float* b_row_at(const float* b, std::int64_t bs, const st
 // ar == 1). A packed A panel is the column-major case with ar = 1, ac = 8; reading an unpacked A in place
 // saves a full read and write of it, which for the short depths of a training step's GEMMs (k of 64 to
 // 1024) costs as much as a large part of the arithmetic.
-template <bool RowMajor, int NV, bool Offsets = false>
+// With Edge set, the block is MR x (16 (NV - 1) + the set bits of `last`): C's last vector of each row, the
+// addend read from it and the column bias are masked by `last` (B is a packed, zero-padded panel there).
+template <bool RowMajor, int NV, bool Offsets = false, bool Edge = false>
 PACT_TARGET_AVX512 void kernel_avx512_impl(std::int64_t kc, const float* a, std::int64_t ar, std::int64_t ac,
                                            const float* b, std::int64_t bs, const std::int64_t* boff, float* t,
                                            std::int64_t ldc, bool add, const float* rbias, const float* cbias,
-                                           const float* clamp) {
+                                           const float* clamp, __mmask16 last = 0xFFFF) {
   constexpr int MR = 8;
   __m512 c[MR][NV];
   for (int i = 0; i < MR; ++i)
@@ -129,12 +138,16 @@ PACT_TARGET_AVX512 void kernel_avx512_impl(std::int64_t kc, const float* a, std:
   for (int i = 0; i < MR; ++i) {
     float* row = t + i * ldc;
     for (int v = 0; v < NV; ++v) {
+      const __mmask16 m = Edge && v == NV - 1 ? last : static_cast<__mmask16>(0xFFFF);
       __m512 x = c[i][v];
-      if (add) x = _mm512_add_ps(x, _mm512_loadu_ps(row + 16 * v));
-      if (cbias != nullptr) x = _mm512_add_ps(x, _mm512_loadu_ps(cbias + 16 * v));
+      if (add) x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(m, row + 16 * v));
+      if (cbias != nullptr) x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(m, cbias + 16 * v));
       if (rbias != nullptr) x = _mm512_add_ps(x, _mm512_set1_ps(rbias[i]));
       if (clamp != nullptr) x = _mm512_min_ps(_mm512_set1_ps(clamp[1]), _mm512_max_ps(_mm512_set1_ps(clamp[0]), x));
-      _mm512_storeu_ps(row + 16 * v, x);
+      if constexpr (Edge)
+        _mm512_mask_storeu_ps(row + 16 * v, m, x);
+      else
+        _mm512_storeu_ps(row + 16 * v, x);
     }
   }
 }
@@ -164,17 +177,40 @@ void kernel_avx512_direct(std::int64_t kc, const float* a, std::int64_t ar, std:
   }
 }
 
+template <bool RowMajor>
+void kernel_avx512_edge_as(std::int64_t kc, const float* a, std::int64_t ar, std::int64_t ac, const float* b,
+                           std::int64_t bs, float* t, std::int64_t ldc, bool add, const float* rbias,
+                           const float* cbias, const float* clamp, std::int64_t cols) {
+  const auto last = static_cast<__mmask16>(cols % 16 == 0 ? 0xFFFF : (1u << (cols % 16)) - 1);
+  if (cols <= 16)
+    kernel_avx512_impl<RowMajor, 1, false, true>(kc, a, ar, ac, b, bs, nullptr, t, ldc, add, rbias, cbias, clamp, last);
+  else if (cols <= 32)
+    kernel_avx512_impl<RowMajor, 2, false, true>(kc, a, ar, ac, b, bs, nullptr, t, ldc, add, rbias, cbias, clamp, last);
+  else
+    kernel_avx512_impl<RowMajor, 3, false, true>(kc, a, ar, ac, b, bs, nullptr, t, ldc, add, rbias, cbias, clamp, last);
+}
+
+void kernel_avx512_edge(std::int64_t kc, const float* a, std::int64_t ar, std::int64_t ac, const float* b,
+                        std::int64_t bs, float* t, std::int64_t ldc, bool add, const float* rbias, const float* cbias,
+                        const float* clamp, std::int64_t cols) {
+  if (ac == 1)
+    kernel_avx512_edge_as<true>(kc, a, ar, ac, b, bs, t, ldc, add, rbias, cbias, clamp, cols);
+  else
+    kernel_avx512_edge_as<false>(kc, a, ar, ac, b, bs, t, ldc, add, rbias, cbias, clamp, cols);
+}
+
 // The AVX2 + FMA micro-kernel: a 6 x 16 block of C in 12 accumulators (with the two B vectors and a
 // broadcast, 15 of the 16 ymm registers), A read packed or in place exactly as the AVX-512 kernel above.
 // The accumulators are never written back into an array (the store below reads them once): a kernel that
 // updated them in place in its store loop kept them in memory, and paid a store per accumulator per depth
 // step (0.45 of OpenBLAS's Haswell kernel before, on Zen 4 with PACT_ISA=avx2).
-template <bool RowMajor, bool Offsets = false>
+// With Edge set, the block is 6 x (8 (NV - 1) + `last`) as in the AVX-512 kernel's edge.
+template <bool RowMajor, bool Offsets = false, int NV = 2, bool Edge = false>
 PACT_TARGET_AVX2 void kernel_avx2_impl(std::int64_t kc, const float* a, std::int64_t ar, std::int64_t ac,
                                        const float* b, std::int64_t bs, const std::int64_t* boff, float* t,
                                        std::int64_t ldc, bool add, const float* rbias, const float* cbias,
-                                       const float* clamp) {
-  constexpr int MR = 6, NV = 2;
+                                       const float* clamp, int last = 8) {
+  constexpr int MR = 6;
   __m256 c[MR][NV];
   for (int i = 0; i < MR; ++i)
     for (int v = 0; v < NV; ++v) c[i][v] = _mm256_setzero_ps();
@@ -198,15 +234,21 @@ PACT_TARGET_AVX2 void kernel_avx2_impl(std::int64_t kc, const float* a, std::int
     }
     if constexpr (!Offsets) b += bs;
   }
+  const __m256i tail = _mm256_cmpgt_epi32(_mm256_set1_epi32(last), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
   for (int i = 0; i < MR; ++i) {
     float* row = t + i * ldc;
     for (int v = 0; v < NV; ++v) {
+      const bool edge = Edge && v == NV - 1;
       __m256 x = c[i][v];
-      if (add) x = _mm256_add_ps(x, _mm256_loadu_ps(row + 8 * v));
-      if (cbias != nullptr) x = _mm256_add_ps(x, _mm256_loadu_ps(cbias + 8 * v));
+      if (add) x = _mm256_add_ps(x, edge ? _mm256_maskload_ps(row + 8 * v, tail) : _mm256_loadu_ps(row + 8 * v));
+      if (cbias != nullptr)
+        x = _mm256_add_ps(x, edge ? _mm256_maskload_ps(cbias + 8 * v, tail) : _mm256_loadu_ps(cbias + 8 * v));
       if (rbias != nullptr) x = _mm256_add_ps(x, _mm256_set1_ps(rbias[i]));
       if (clamp != nullptr) x = _mm256_min_ps(_mm256_set1_ps(clamp[1]), _mm256_max_ps(_mm256_set1_ps(clamp[0]), x));
-      _mm256_storeu_ps(row + 8 * v, x);
+      if (edge)
+        _mm256_maskstore_ps(row + 8 * v, tail, x);
+      else
+        _mm256_storeu_ps(row + 8 * v, x);
     }
   }
 }
@@ -231,6 +273,20 @@ void kernel_avx2_direct(std::int64_t kc, const float* a, std::int64_t ar, std::i
   }
 }
 
+void kernel_avx2_edge(std::int64_t kc, const float* a, std::int64_t ar, std::int64_t ac, const float* b,
+                      std::int64_t bs, float* t, std::int64_t ldc, bool add, const float* rbias, const float* cbias,
+                      const float* clamp, std::int64_t cols) {
+  const int last = static_cast<int>(cols % 8 == 0 ? 8 : cols % 8);
+  if (ac == 1 && cols <= 8)
+    kernel_avx2_impl<true, false, 1, true>(kc, a, ar, ac, b, bs, nullptr, t, ldc, add, rbias, cbias, clamp, last);
+  else if (ac == 1)
+    kernel_avx2_impl<true, false, 2, true>(kc, a, ar, ac, b, bs, nullptr, t, ldc, add, rbias, cbias, clamp, last);
+  else if (cols <= 8)
+    kernel_avx2_impl<false, false, 1, true>(kc, a, ar, ac, b, bs, nullptr, t, ldc, add, rbias, cbias, clamp, last);
+  else
+    kernel_avx2_impl<false, false, 2, true>(kc, a, ar, ac, b, bs, nullptr, t, ldc, add, rbias, cbias, clamp, last);
+}
+
 void kernel_portable(std::int64_t kc, const float* a, const float* b, float* t, std::int64_t ldc, bool add,
                      const float* rbias, const float* cbias, const float* clamp) {
   constexpr int MR = 4, NR = 16;
@@ -249,10 +305,10 @@ void kernel_portable(std::int64_t kc, const float* a, const float* b, float* t, 
     }
 }
 
-constexpr Variant kAvx512{"avx512", 8, 32, &kernel_avx512, &kernel_avx512_direct};
-constexpr Variant kAvx512Wide{"avx512", 8, 48, &kernel_avx512_wide, nullptr};
-constexpr Variant kAvx2{"avx2", 6, 16, &kernel_avx2, &kernel_avx2_direct};
-constexpr Variant kPortable{"portable", 4, 16, &kernel_portable, nullptr};
+constexpr Variant kAvx512{"avx512", 8, 32, &kernel_avx512, &kernel_avx512_direct, &kernel_avx512_edge};
+constexpr Variant kAvx512Wide{"avx512", 8, 48, &kernel_avx512_wide, nullptr, &kernel_avx512_edge};
+constexpr Variant kAvx2{"avx2", 6, 16, &kernel_avx2, &kernel_avx2_direct, &kernel_avx2_edge};
+constexpr Variant kPortable{"portable", 4, 16, &kernel_portable, nullptr, nullptr};
 
 // The micro-kernels per ISA level (the dispatch table; pact/core/simd_dispatch.hpp). The AVX2 and AVX-512
 // variants share the AVX packing routines.
@@ -527,10 +583,16 @@ void blocked_sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* 
             // or the map with the last.
             const bool biased = store.bias != nullptr && p0 == 0;
             const float* clamp = store.clamp && p0 + kc >= k ? clamp_range : nullptr;
-            if (rows == v.mr && cols == v.nr) {  // full tile: straight into C
+            // A full tile straight into C; one of full height short of columns masked into C where the
+            // variant has an edge kernel.
+            if (rows == v.mr && (cols == v.nr || v.edge != nullptr)) {
               const float* rb = biased && store.per_row ? store.bias + i0 + i : nullptr;
               const float* cb = biased && !store.per_row ? store.bias + j0 + j : nullptr;
-              if (in_place)
+              if (cols < v.nr && in_place)
+                v.edge(kc, ad, a_row, a_col, bp, bs, cij, ldc, add, rb, cb, clamp, cols);
+              else if (cols < v.nr)
+                v.edge(kc, ap, 1, v.mr, bp, bs, cij, ldc, add, rb, cb, clamp, cols);
+              else if (in_place)
                 v.direct(kc, ad, a_row, a_col, bp, bs, boff, cij, ldc, add, rb, cb, clamp);
               else if (b_in_place)
                 v.direct(kc, ap, 1, v.mr, bp, bs, boff, cij, ldc, add, rb, cb, clamp);
