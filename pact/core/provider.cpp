@@ -38,13 +38,16 @@ class HostArena {
     std::uint64_t rounded = ((bytes + alignment - 1) / alignment) * alignment;
     if (rounded == 0) rounded = alignment;
     if (guarded()) return allocate_guarded(who, bytes, alignment, rounded);
-    void* p = rounded < bytes ? nullptr : take_cached(rounded);
-    if (p == nullptr && rounded >= bytes) p = std::aligned_alloc(alignment, rounded);
+    auto [p, capacity] = rounded < bytes ? Cached{} : take_cached(rounded);
+    if (p == nullptr && rounded >= bytes) {
+      p = std::aligned_alloc(alignment, rounded);
+      capacity = rounded;
+    }
     if (p == nullptr) {
       throw_error(ErrorCode::out_of_memory, fmt::format("{}.allocate", who),
                   fmt::format("the host could not allocate {} bytes", bytes));
     }
-    return ProviderAllocation{next_.fetch_add(1, std::memory_order_relaxed) + 1, bytes, p, rounded};
+    return ProviderAllocation{next_.fetch_add(1, std::memory_order_relaxed) + 1, bytes, p, capacity};
   }
   void deallocate(const ProviderAllocation& allocation, std::uint64_t alignment) noexcept {
     if (guarded()) return deallocate_guarded(allocation, alignment);
@@ -55,7 +58,7 @@ class HostArena {
     if (allocation.capacity >= kCacheFrom) {
       std::lock_guard lock(mutex_);
       if (cached_bytes_ + allocation.capacity <= kCacheLimit) {
-        cache_.emplace(allocation.capacity, allocation.opaque);
+        cache_.emplace(allocation.capacity, Kept{allocation.opaque, ++released_});
         cached_bytes_ += allocation.capacity;
         return;
       }
@@ -66,7 +69,7 @@ class HostArena {
     return static_cast<std::byte*>(allocation.opaque);
   }
   ~HostArena() {
-    for (auto& [size, p] : cache_) std::free(p);
+    for (auto& [size, kept] : cache_) std::free(kept.block);
   }
 
   // Note [Guard bands]: with PACT_HOST_GUARD=1 in the environment (read once, at the first host
@@ -128,20 +131,36 @@ class HostArena {
   }
   static constexpr std::uint64_t kCacheFrom = 4 * 1024;
   static constexpr std::uint64_t kCacheLimit = 256ULL * 1024 * 1024;
-  void* take_cached(std::uint64_t rounded) {
-    if (rounded < kCacheFrom) return nullptr;
+  // Note [Reusing the block released last]: a request takes, of the kept blocks that hold it and are at
+  // most twice its size, the one released last: the memory most likely still in the caches. An inference
+  // allocates every node's output and releases its inputs as it goes; with blocks reused only at their exact
+  // size, each size kept a block of its own, a run touched the sum of all its activations (mobilenet_v2:
+  // far more than its 19 MiB live at most), and each layer's output came from DRAM, not the L3 (the
+  // 16 -> 96 expansion on a 112 x 112 plane: 1.6 ms in the model, 0.5 ms into a buffer in cache).
+  struct Cached {
+    void* block = nullptr;
+    std::uint64_t capacity = 0;
+  };
+  Cached take_cached(std::uint64_t rounded) {
+    if (rounded < kCacheFrom) return {};
     std::lock_guard lock(mutex_);
-    auto it = cache_.find(rounded);
-    if (it == cache_.end()) return nullptr;
-    void* p = it->second;
-    cache_.erase(it);
-    cached_bytes_ -= rounded;
-    return p;
+    auto best = cache_.end();
+    for (auto it = cache_.lower_bound(rounded); it != cache_.end() && it->first / 2 <= rounded; ++it)
+      if (best == cache_.end() || it->second.released > best->second.released) best = it;
+    if (best == cache_.end()) return {};
+    const Cached taken{best->second.block, best->first};
+    cache_.erase(best);
+    cached_bytes_ -= taken.capacity;
+    return taken;
   }
   std::atomic<std::uint64_t> next_{0};
   std::mutex mutex_;
-  std::multimap<std::uint64_t, void*> cache_;
-  std::uint64_t cached_bytes_ = 0;
+  struct Kept {
+    void* block;
+    std::uint64_t released;  // the order of release, for Note [Reusing the block released last]
+  };
+  std::multimap<std::uint64_t, Kept> cache_;  // by capacity
+  std::uint64_t cached_bytes_ = 0, released_ = 0;
 };
 
 // Host memory through the arena: allocation, release, copy base and counters shared by the cpu provider,

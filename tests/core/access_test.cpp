@@ -183,6 +183,32 @@ TEST(Access, MetaStorageRefusesHostAccessTyped) {
   EXPECT_EQ(m.transpose(0, 1).slice(0, 0, 10).shape(), (Dims{10, 1024}));
 }
 
+// Note [Reusing the block released last] (provider.cpp): a request takes the kept block released last among
+// those that hold it and are at most twice its size, with that block's capacity; a larger block, or one too
+// small, is left. The sizes are odd enough that no other test's blocks fit them, and ours are the latest.
+TEST(HostProvider, ReusesTheFittingBlockReleasedLast) {
+  auto cpu = cpu_provider();
+  const ProviderAllocation a = cpu->allocate(300'001), b = cpu->allocate(400'003), c = cpu->allocate(700'007);
+  void* const pa = cpu->unsafe_copy_base(a);
+  void* const pb = cpu->unsafe_copy_base(b);
+  void* const pc = cpu->unsafe_copy_base(c);
+  cpu->deallocate(a);
+  cpu->deallocate(c);
+  cpu->deallocate(b);
+  // 290'005 fits a and b (c is over twice its size): b, released last.
+  const ProviderAllocation x = cpu->allocate(290'005);
+  EXPECT_EQ(cpu->unsafe_copy_base(x), pb);
+  EXPECT_EQ(x.capacity, b.capacity);
+  EXPECT_EQ(x.bytes, 290'005u);
+  const ProviderAllocation y = cpu->allocate(290'005);
+  EXPECT_EQ(cpu->unsafe_copy_base(y), pa);
+  // 360'011 fits c only (a is too small).
+  const ProviderAllocation z = cpu->allocate(360'011);
+  EXPECT_EQ(cpu->unsafe_copy_base(z), pc);
+  EXPECT_EQ(z.capacity, c.capacity);
+  for (const auto* held : {&x, &y, &z}) cpu->deallocate(*held);
+}
+
 TEST(Access, CudaStubIsDeviceOnly) {
   Tensor host = iota_tensor(Dims{4});
   Tensor dev = host.transfer_to(cuda_provider());
