@@ -1,6 +1,7 @@
 #include "pact/core/provider.hpp"
 
 #include <fmt/format.h>
+#include <sys/mman.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -29,6 +30,96 @@ std::string_view device_name(DeviceKind device) noexcept {
 
 namespace {
 
+// Note [One region for the blocks a run passes along]
+// An inference allocates each node's output and releases its inputs as it goes, and what it costs on a
+// machine whose caches are shared is mostly where those blocks lie: an output written over memory the
+// last few nodes just released is still in the cache; one written over memory last touched a whole run
+// ago comes from DRAM. Separate blocks, kept for reuse by size, cannot be joined: mobilenet_v2 touched
+// 28 MB of distinct activation blocks a run for a 5 MB live peak, and on a shared Zen 4 VM whose copies
+// fall from 60-75 GB/s to 10-16 GB/s past about 8 MB, its 16 -> 96 expansion on a 112 x 112 plane took
+// 1.3-1.6 ms in the model against 0.5 ms into a buffer in cache (ONNX Runtime, which plans one arena:
+// 0.54 ms), and a depthwise layer reading 1.8 MB 0.41 ms against ONNX Runtime's 0.16. So blocks of a page
+// or more are carved from one reserved region, the lowest free range that holds them, and released
+// ranges join their free neighbours: the next output lands on what was just released, and a run touches
+// little more than its live peak (those two layers: 0.93-1.05 and 0.18 ms). Pages, once touched, stay,
+// so a training step that releases and re-allocates the same shapes faults no fresh pages (glibc unmaps
+// large blocks and trims its heap's top: a small MLP's steps once faulted about 12 pages each, 10-150 us);
+// only a free range past kKept has its further pages returned to the system. The region is address space
+// until used; a block it cannot hold, or every block where the reservation fails or under a sanitizer
+// (whose checks need each block to be an allocation of its own), comes from aligned_alloc.
+class Region {
+ public:
+  static constexpr std::uint64_t kGrain = 64;  // offsets and sizes: whole cache lines
+  static constexpr std::uint64_t kKept = std::uint64_t{256} << 20;
+  ~Region() {
+    if (base_ != nullptr) munmap(base_, size_);
+  }
+  // The lowest free range of at least `bytes` (a multiple of kGrain), or null.
+  std::byte* take(std::uint64_t bytes) {
+    if (!reserved()) return nullptr;
+    for (auto it = free_.begin(); it != free_.end(); ++it) {
+      if (it->second < bytes) continue;
+      const auto [offset, length] = *it;
+      free_.erase(it);
+      if (length > bytes) free_.emplace(offset + bytes, length - bytes);
+      top_ = std::max(top_, offset + bytes);
+      return base_ + offset;
+    }
+    return nullptr;
+  }
+  bool holds(const void* p) const noexcept {
+    const auto* b = static_cast<const std::byte*>(p);
+    return base_ != nullptr && b >= base_ && b < base_ + size_;
+  }
+  // Returns [p, p + bytes) to the free ranges, joined with the ranges either side of it.
+  void give(const void* p, std::uint64_t bytes) {
+    std::uint64_t offset = static_cast<std::uint64_t>(static_cast<const std::byte*>(p) - base_), length = bytes;
+    auto next = free_.lower_bound(offset);
+    if (next != free_.end() && offset + length == next->first) {
+      length += next->second;
+      next = free_.erase(next);
+    }
+    if (next != free_.begin()) {
+      if (auto before = std::prev(next); before->first + before->second == offset) {
+        offset = before->first;
+        length += before->second;
+        free_.erase(before);
+      }
+    }
+    free_.emplace(offset, length);
+    // The whole pages of the range past its first kKept bytes, below the highest end ever handed out (above
+    // it nothing was touched, or it was returned already).
+    constexpr std::uint64_t kPage = 4096;
+    const std::uint64_t from = (offset + kKept + kPage - 1) / kPage * kPage;
+    const std::uint64_t to = std::min(offset + length, top_) / kPage * kPage;
+    if (length <= kKept || to <= from) return;
+    madvise(base_ + from, to - from, MADV_DONTNEED);
+    if (offset + length >= top_) top_ = from;
+  }
+
+ private:
+  bool reserved() {
+    if (tried_) return base_ != nullptr;
+    tried_ = true;
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+    // Address space only: the largest of these the process may map.
+    for (std::uint64_t size : {std::uint64_t{16} << 30, std::uint64_t{2} << 30, std::uint64_t{256} << 20}) {
+      void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+      if (p == MAP_FAILED) continue;
+      base_ = static_cast<std::byte*>(p);
+      size_ = size;
+      free_.emplace(0, size);
+      return true;
+    }
+#endif
+    return false;
+  }
+  std::byte* base_ = nullptr;
+  std::uint64_t size_ = 0, top_ = 0;  // top_: the highest end handed out since its pages were last returned
+  bool tried_ = false;
+  std::map<std::uint64_t, std::uint64_t> free_;  // offset -> length, no two adjacent
+};
+
 // Host memory behind an opaque record: the provider keeps the block in ProviderAllocation::opaque,
 // which nothing outside the provider reads. Shared by cpu, cuda-stub and fake.
 class HostArena {
@@ -38,7 +129,14 @@ class HostArena {
     std::uint64_t rounded = ((bytes + alignment - 1) / alignment) * alignment;
     if (rounded == 0) rounded = alignment;
     if (guarded()) return allocate_guarded(who, bytes, alignment, rounded);
-    auto [p, capacity] = rounded < bytes ? Cached{} : take_cached(rounded);
+    // Note [One region for the blocks a run passes along]: a page or more from the region, where it has room.
+    std::uint64_t capacity = rounded;
+    void* p = nullptr;
+    if (rounded >= bytes && rounded >= kRegionFrom && rounded <= kRegionTo && Region::kGrain % alignment == 0) {
+      capacity = (rounded + Region::kGrain - 1) / Region::kGrain * Region::kGrain;
+      std::lock_guard lock(mutex_);
+      p = region_.take(capacity);
+    }
     if (p == nullptr && rounded >= bytes) {
       p = std::aligned_alloc(alignment, rounded);
       capacity = rounded;
@@ -51,25 +149,15 @@ class HostArena {
   }
   void deallocate(const ProviderAllocation& allocation, std::uint64_t alignment) noexcept {
     if (guarded()) return deallocate_guarded(allocation, alignment);
-    // Blocks of a page or more are kept for reuse by size (bounded), so a training loop that frees and
-    // re-allocates the same shapes every step does not fault fresh pages each time: large blocks would be
-    // unmapped, and glibc trims the freed top of its heap, so even a small MLP's 32 KiB activations
-    // faulted again every step (about 12 faults, 10-150 us a step on this VM).
-    if (allocation.capacity >= kCacheFrom) {
+    if (region_.holds(allocation.opaque)) {
       std::lock_guard lock(mutex_);
-      if (cached_bytes_ + allocation.capacity <= kCacheLimit) {
-        cache_.emplace(allocation.capacity, Kept{allocation.opaque, ++released_});
-        cached_bytes_ += allocation.capacity;
-        return;
-      }
+      region_.give(allocation.opaque, allocation.capacity);
+      return;
     }
     std::free(allocation.opaque);
   }
   static std::byte* base(const ProviderAllocation& allocation) noexcept {
     return static_cast<std::byte*>(allocation.opaque);
-  }
-  ~HostArena() {
-    for (auto& [size, kept] : cache_) std::free(kept.block);
   }
 
   // Note [Guard bands]: with PACT_HOST_GUARD=1 in the environment (read once, at the first host
@@ -129,38 +217,10 @@ class HostArena {
     }
     std::free(base);
   }
-  static constexpr std::uint64_t kCacheFrom = 4 * 1024;
-  static constexpr std::uint64_t kCacheLimit = 256ULL * 1024 * 1024;
-  // Note [Reusing the block released last]: a request takes, of the kept blocks that hold it and are at
-  // most twice its size, the one released last: the memory most likely still in the caches. An inference
-  // allocates every node's output and releases its inputs as it goes; with blocks reused only at their exact
-  // size, each size kept a block of its own, a run touched the sum of all its activations (mobilenet_v2:
-  // far more than its 19 MiB live at most), and each layer's output came from DRAM, not the L3 (the
-  // 16 -> 96 expansion on a 112 x 112 plane: 1.6 ms in the model, 0.5 ms into a buffer in cache).
-  struct Cached {
-    void* block = nullptr;
-    std::uint64_t capacity = 0;
-  };
-  Cached take_cached(std::uint64_t rounded) {
-    if (rounded < kCacheFrom) return {};
-    std::lock_guard lock(mutex_);
-    auto best = cache_.end();
-    for (auto it = cache_.lower_bound(rounded); it != cache_.end() && it->first / 2 <= rounded; ++it)
-      if (best == cache_.end() || it->second.released > best->second.released) best = it;
-    if (best == cache_.end()) return {};
-    const Cached taken{best->second.block, best->first};
-    cache_.erase(best);
-    cached_bytes_ -= taken.capacity;
-    return taken;
-  }
+  static constexpr std::uint64_t kRegionFrom = 4 * 1024, kRegionTo = std::uint64_t{1} << 40;
   std::atomic<std::uint64_t> next_{0};
-  std::mutex mutex_;
-  struct Kept {
-    void* block;
-    std::uint64_t released;  // the order of release, for Note [Reusing the block released last]
-  };
-  std::multimap<std::uint64_t, Kept> cache_;  // by capacity
-  std::uint64_t cached_bytes_ = 0, released_ = 0;
+  std::mutex mutex_;  // guards region_
+  Region region_;
 };
 
 // Host memory through the arena: allocation, release, copy base and counters shared by the cpu provider,

@@ -673,8 +673,8 @@ TEST_P(EveryLevel, GemmStoresEdgeTilesWithinTheirColumns) {
       for (int trans = 0; trans < 2; ++trans)
         for (bool accumulate : {false, true}) {
           SCOPED_TRACE(std::string(isa_name(GetParam())) + " " + std::to_string(m) + "x" + std::to_string(n) + "x" +
-                       std::to_string(k) + (trans ? " A transposed" : "") + (accumulate ? " accumulate" : "") +
-                       ", " + std::to_string(threads) + " thread(s)");
+                       std::to_string(k) + (trans ? " A transposed" : "") + (accumulate ? " accumulate" : "") + ", " +
+                       std::to_string(threads) + " thread(s)");
           const std::int64_t ldc = n + 21, ar = trans ? 1 : k, ac = trans ? m : 1;
           std::vector<float> a(static_cast<std::size_t>(m * k)), b(static_cast<std::size_t>(k * n)),
               bias(static_cast<std::size_t>(n));
