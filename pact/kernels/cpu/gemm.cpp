@@ -501,15 +501,33 @@ std::int64_t sgemm_tile_height() noexcept { return kSgemm.get()->mr; }
 
 namespace {
 
+// A row-major B is read in place, full panels only, when few row tiles (m up to 8 MR) reuse each panel:
+// then packing it costs more than the strided rows do (conv2d's im2col columns against 64 filters, 6% on
+// the ResNet stem). With many row tiles the contiguous packed panel wins (5-15% at 512 x 512). From 1024
+// columns on, only for two row tiles or more and under 4096 columns: efficientnet_b0's 192 -> 1152 and
+// 320 -> 1280 pointwise layers on a 7 x 7 plane (49 rows against a 0.9 or 1.6 MB weight, packed whole for
+// 11 or 20 M multiply-adds) took 0.39 -> 0.36 and 0.71 -> 0.63 ms read in place (one thread, Zen 4 VM),
+// but its one-row squeeze-and-excitation expansions (48 -> 1152) 0.034 -> 0.046 ms, and its 3 x 3 stem
+// (32 filters against the 27 x 12544 im2col matrix, whose rows, 49 KiB apart, share few cache sets)
+// 0.79 -> 0.97 ms.
+bool b_in_place_pays(std::int64_t m, std::int64_t n, std::int64_t b_col, const Variant& v) {
+  return v.direct != nullptr && b_col == 1 && m <= 8 * v.mr && (n < 1024 || (m > v.mr && n < 4096));
+}
+
+// Products with 1024 columns or more, which pack A anyway, take the wide AVX-512 kernel: fewer loads per
+// multiply-add (2048^2 on one thread: 0.95-0.97 of OpenBLAS with 8 x 32, 1.02-1.03 with 8 x 48), unless B
+// is read in place (the wide kernel has no such path). Narrower products keep 8 x 32, whose 32-wide panels
+// fit the step's 32- to 512-wide operands.
+const Variant& variant_for(std::int64_t m, std::int64_t n, std::int64_t b_col) {
+  const Variant* chosen = kSgemm.get();
+  return chosen == &kAvx512 && n >= 1024 && !b_in_place_pays(m, n, b_col, kAvx512) ? kAvx512Wide : *chosen;
+}
+
 // sgemm for m, n, k > 0 on the calling thread, its multiply-adds counted by the caller.
 void blocked_sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t a_row,
                    std::int64_t a_col, const float* b, std::int64_t b_row, std::int64_t b_col, float* c,
                    std::int64_t ldc, bool accumulate, GemmEpilogue store, const std::int64_t* b_rows) {
-  // Products with 1024 columns or more, which pack A anyway, take the wide AVX-512 kernel: fewer loads per
-  // multiply-add (2048^2 on one thread: 0.95-0.97 of OpenBLAS with 8 x 32, 1.02-1.03 with 8 x 48).
-  // Narrower products keep 8 x 32, whose 32-wide panels fit the step's 32- to 512-wide operands.
-  const Variant* chosen = kSgemm.get();
-  const Variant& v = n >= 1024 && chosen == &kAvx512 ? kAvx512Wide : *chosen;
+  const Variant& v = variant_for(m, n, b_col);
   static const Blocking blocking[] = {blocking_for(kPortable.mr, kPortable.nr), blocking_for(kAvx2.mr, kAvx2.nr),
                                       blocking_for(kAvx512.mr, kAvx512.nr),
                                       blocking_for(kAvx512Wide.mr, kAvx512Wide.nr)};
@@ -531,10 +549,7 @@ void blocked_sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* 
   const std::int64_t a_block = ((kMC + v.mr - 1) / v.mr) * v.mr * kc_max;  // floats per packed A block
   float* bpack = scratch(0, static_cast<std::size_t>(nc_max * kc_max));
   float* apack = scratch(1, static_cast<std::size_t>(a_block));
-  // A row-major B is read in place, full panels only, when few row tiles (m up to 8 MR) reuse each panel:
-  // then packing it costs more than the strided rows do (conv2d's im2col columns against 64 filters, 6%
-  // on the ResNet stem). With many row tiles the contiguous packed panel wins (5-15% at 512 x 512).
-  const bool b_direct = v.direct != nullptr && b_col == 1 && n < 1024 && m <= 8 * v.mr;
+  const bool b_direct = b_in_place_pays(m, n, b_col, v);
   const float clamp_range[2] = {store.lo, store.hi};
   const auto map_block_floats = static_cast<std::int64_t>(cpu_facts().l2 / 4 / sizeof(float));
   for (std::int64_t j0 = 0; j0 < n; j0 += kNC) {
@@ -660,8 +675,7 @@ void sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::
   constexpr std::int64_t kParallelMacs = std::int64_t{1} << 20;
   const int threads = omp_in_parallel() || m * n < kParallelMacs / k ? 1 : omp_get_max_threads();
   // Whole micro-tiles of the kernel each part will run (the wide one where a part keeps 1024 columns).
-  const Variant* chosen = kSgemm.get();
-  const std::int64_t mr = chosen->mr, nr = chosen == &kAvx512 && n / threads >= 1024 ? kAvx512Wide.nr : chosen->nr;
+  const std::int64_t mr = kSgemm.get()->mr, nr = variant_for(m, n / threads, b_col).nr;
   const std::int64_t panels = (n + nr - 1) / nr, tiles = (m + mr - 1) / mr;
   if (threads == 1 || (panels < 2 && tiles < 2)) {
     blocked_sgemm(m, n, k, a, a_row, a_col, b, b_row, b_col, c, ldc, accumulate, store, b_rows);
