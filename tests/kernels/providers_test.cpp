@@ -117,6 +117,43 @@ TEST_P(EveryLevel, NativeLinearOnFewRowsAgainstAWideWeight) {
   }
 }
 
+// Max pooling takes the maximum exactly, and a NaN anywhere in a window wins, at every level: rows of 41
+// columns (AVX-512: two 16-float steps and a masked tail), column strides 1, 2 (the even columns of two
+// loads) and 3 (the separable body), padded, the NaNs at row ends and in the middle.
+TEST_P(EveryLevel, NativeMaxPoolingMatchesTheReferenceWithNaNs) {
+  const ForcedLevel forced(GetParam());
+  if (!forced.active()) GTEST_SKIP() << forced.why();
+  std::mt19937 rng(29);
+  std::normal_distribution<float> nd;
+  std::vector<float> v(2 * 9 * 41);
+  for (auto& x : v) x = nd(rng);
+  for (const std::size_t at : {std::size_t{0}, std::size_t{40}, std::size_t{41 * 4 + 17}, std::size_t{41 * 9 + 33}})
+    v[at] = std::numeric_limits<float>::quiet_NaN();
+  const Tensor x = Tensor::from_values<float>(Dims{1, 2, 9, 41}, v);
+  const kernels::Handler& native = *kernels::find_handler(kernels::native_handlers(), ops::OpTag::max_pool2d);
+  const kernels::Handler& ref = *kernels::find_handler(kernels::reference_handlers(), ops::OpTag::max_pool2d);
+  for (const std::int64_t stride : {1, 2, 3}) {
+    SCOPED_TRACE("stride " + std::to_string(stride));
+    ops::Attributes a;
+    a.set("kernel_size", std::vector<std::int64_t>{3});
+    a.set("stride", std::vector<std::int64_t>{stride});
+    a.set("padding", std::vector<std::int64_t>{1});
+    const std::vector<TensorView> in{x.as_view()};
+    const auto want = values_of(kernels::run_forward(ref, in, a).as_view());
+    const auto got = values_of(kernels::run_forward(native, in, a).as_view());
+    ASSERT_EQ(got.size(), want.size());
+    int nans = 0;
+    for (std::size_t i = 0; i < want.size(); ++i) {
+      nans += std::isnan(want[i]) ? 1 : 0;
+      if (std::isnan(want[i]))
+        EXPECT_TRUE(std::isnan(got[i])) << "output " << i;
+      else
+        EXPECT_EQ(got[i], want[i]) << "output " << i;
+    }
+    EXPECT_GT(nans, 3);  // the NaNs reached the outputs whose windows hold them
+  }
+}
+
 // A batch of products shared among threads whole (each a one-thread sgemm) gives one thread's result bit
 // for bit, and the reference's within the op's tolerance: batches that divide among the threads, batches
 // that do not (one region per product instead), and a batch broadcast over a leading dimension.
