@@ -149,10 +149,12 @@ class HostArena {
   }
   void deallocate(const ProviderAllocation& allocation, std::uint64_t alignment) noexcept {
     if (guarded()) return deallocate_guarded(allocation, alignment);
-    if (region_.holds(allocation.opaque)) {
-      std::lock_guard lock(mutex_);
-      region_.give(allocation.opaque, allocation.capacity);
-      return;
+    {
+      std::lock_guard lock(mutex_);  // the region's first block may be reserved on another thread meanwhile
+      if (region_.holds(allocation.opaque)) {
+        region_.give(allocation.opaque, allocation.capacity);
+        return;
+      }
     }
     std::free(allocation.opaque);
   }
