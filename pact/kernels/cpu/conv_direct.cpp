@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "pact/core/simd_dispatch.hpp"
+#include "pact/kernels/cpu/avx512_lanes.hpp"
 #include "pact/kernels/cpu/parallel.hpp"
 #include "pact/kernels/kernel.hpp"
 
@@ -363,10 +364,6 @@ PACT_TARGET_AVX512 PACT_SIMD_INLINE __m512 take_max(__m512 tap, __m512 max) {
   return _mm512_mask_blend_ps(wins, max, tap);
 }
 
-PACT_TARGET_AVX512 PACT_SIMD_INLINE __mmask16 first_lanes(std::int64_t count) {
-  return count >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << count) - 1);
-}
-
 PACT_TARGET_AVX512 void max_pool_plane_avx512(const float* __restrict x, const DirectConvGeometry* gp,
                                               float* __restrict rowmax, std::int64_t wp, float* __restrict out) {
   const DirectConvGeometry& g = *gp;
@@ -375,7 +372,6 @@ PACT_TARGET_AVX512 void max_pool_plane_avx512(const float* __restrict x, const D
     return;
   }
   const __m512 low = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
-  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
   for (std::int64_t y = 0; y < g.oh; ++y) {
     for (std::int64_t k = 0; k < wp; k += 16) _mm512_mask_storeu_ps(rowmax + k, first_lanes(wp - k), low);
     for (std::int64_t i = 0; i < g.kh; ++i) {
@@ -395,14 +391,9 @@ PACT_TARGET_AVX512 void max_pool_plane_avx512(const float* __restrict x, const D
       __m512 max = low;
       for (std::int64_t j = 0; j < g.kw; ++j) {
         const float* m = rowmax + j * g.dw;
-        if (g.sw == 1) {
-          max = take_max(_mm512_maskz_loadu_ps(first_lanes(count), m + z), max);
-        } else {  // m[2 z .. 2 (z + count - 1)]: 2 count - 1 floats, all inside the padded row
-          const std::int64_t need = 2 * count - 1;
-          const __m512 lo = _mm512_maskz_loadu_ps(first_lanes(need), m + 2 * z);
-          const __m512 hi = _mm512_maskz_loadu_ps(need > 16 ? first_lanes(need - 16) : 0, m + 2 * z + 16);
-          max = take_max(_mm512_permutex2var_ps(lo, even, hi), max);
-        }
+        // m[2 z .. 2 (z + count - 1)] for stride 2: 2 count - 1 floats, all inside the padded row
+        max =
+            take_max(g.sw == 1 ? _mm512_maskz_loadu_ps(first_lanes(count), m + z) : even_floats(m + 2 * z, count), max);
       }
       _mm512_mask_storeu_ps(o + z, first_lanes(count), max);
     }
@@ -413,7 +404,7 @@ const simd::Table<void (*)(const float*, const DirectConvGeometry*, float*, std:
     "max_pool_plane",
     {&simd::Variants<&max_pool_plane_body>::portable, "max_pool_plane_body"},
     {&simd::Variants<&max_pool_plane_body>::avx2, "max_pool_plane_body"},
-    {&max_pool_plane_avx512, "max_pool_plane_avx512 max_pool_plane_body take_max first_lanes"}};
+    {&max_pool_plane_avx512, "max_pool_plane_avx512 max_pool_plane_body take_max first_lanes even_floats"}};
 
 // Note [Depthwise channels-last]
 // With channels-last activations (conv2d_nhwc) a depthwise convolution's channels are the contiguous axis

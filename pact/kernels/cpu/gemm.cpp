@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "pact/core/simd_dispatch.hpp"
+#include "pact/kernels/cpu/avx512_lanes.hpp"
 #include "pact/kernels/kernel.hpp"
 
 namespace pact::kernels::cpu {
@@ -449,23 +450,9 @@ void pack_b(const Variant& v, std::int64_t kc, std::int64_t nc, const float* b, 
 namespace {
 
 PACT_TARGET_AVX512 void stride2_copy_avx512(const float* src, float* dst, std::int64_t count) {
-  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-  std::int64_t z = 0;
-  // Each step reads src[2z .. 2z + 31]; the last element needed is src[2 (count - 1)], hence z + 17 <= count.
-  for (; z + 17 <= count; z += 16) {
-    const __m512 lo = _mm512_loadu_ps(src + 2 * z), hi = _mm512_loadu_ps(src + 2 * z + 16);
-    _mm512_storeu_ps(dst + z, _mm512_permutex2var_ps(lo, even, hi));
-  }
-  // The last 1 to 16 outputs with masked loads and store: the source elements needed are
-  // src[2z .. 2 (count - 1)], 2 (count - z) - 1 of them; masked-off lanes are never read.
-  if (z < count) {
-    const std::int64_t need = 2 * (count - z) - 1;
-    const auto lo_mask = static_cast<__mmask16>(need >= 16 ? 0xFFFF : (1u << need) - 1);
-    const auto hi_mask = static_cast<__mmask16>(need <= 16 ? 0 : (1u << (need - 16)) - 1);
-    const __m512 lo = _mm512_maskz_loadu_ps(lo_mask, src + 2 * z),
-                 hi = _mm512_maskz_loadu_ps(hi_mask, src + 2 * z + 16);
-    _mm512_mask_storeu_ps(dst + z, static_cast<__mmask16>((1u << (count - z)) - 1),
-                          _mm512_permutex2var_ps(lo, even, hi));
+  for (std::int64_t z = 0; z < count; z += 16) {
+    const std::int64_t n = std::min<std::int64_t>(16, count - z);
+    _mm512_mask_storeu_ps(dst + z, first_lanes(n), even_floats(src + 2 * z, n));
   }
 }
 
