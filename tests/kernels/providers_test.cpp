@@ -4,14 +4,17 @@
 
 #include <gtest/gtest.h>
 #include <omp.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <array>
 #include <bit>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <map>
+#include <thread>
 
 #include "pact/core/cpu.hpp"
 #include "pact/core/simd_dispatch.hpp"
@@ -951,6 +954,54 @@ TEST(Gemm, AccumulateAddsIntoC) {
   std::vector<float> a{1, 2, 3, 4}, b{1, 0, 0, 1}, c{10, 10, 10, 10};
   kernels::cpu::sgemm(2, 2, 2, a.data(), 2, 1, b.data(), 2, 1, c.data(), 2, true);
   EXPECT_EQ(c, (std::vector<float>{11, 12, 13, 14}));
+}
+
+// Note [OpenBLAS's idle threads]: after a threaded OpenBLAS call its workers spin for about 0.1 s; parked
+// (by openblas_threads too, whose count change starts them), they use no CPU while the caller sleeps, and the
+// next threaded call starts them again with the same result.
+TEST(Openblas, ParkedWorkersSpinNoMoreAndComeBackForTheNextCall) {
+  const int threads_before = omp_get_max_threads();
+  kernels::cpu::openblas_threads(1);
+  const std::int64_t n = 192;
+  std::vector<float> a(static_cast<std::size_t>(n * n)), b(a.size()), c(a.size()), want(a.size());
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    a[i] = static_cast<float>(i % 7) - 3.0f;
+    b[i] = static_cast<float>(i % 5) * 0.5f;
+  }
+  kernels::cpu::sgemm(n, n, n, a.data(), n, 1, b.data(), n, 1, want.data(), n, false);
+  auto threaded_call = [&] {
+    std::fill(c.begin(), c.end(), 0.0f);
+    kernels::cpu::openblas_sgemm(n, n, n, a.data(), n, 1, b.data(), n, 1, c.data(), n, false);
+  };
+  // The process's CPU time while this thread sleeps 120 ms: what other threads spent meanwhile.
+  auto cpu_ms_while_asleep = [] {
+    auto cpu_ms = [] {
+      rusage u{};
+      getrusage(RUSAGE_SELF, &u);
+      return (u.ru_utime.tv_sec + u.ru_stime.tv_sec) * 1e3 + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e3;
+    };
+    const double before = cpu_ms();
+    std::this_thread::sleep_for(std::chrono::milliseconds(120));
+    return cpu_ms() - before;
+  };
+  kernels::cpu::openblas_threads(2);
+  const double counted = cpu_ms_while_asleep();
+  threaded_call();
+  const double spinning = cpu_ms_while_asleep();
+  threaded_call();
+  kernels::cpu::park_openblas_threads();
+  const double parked = cpu_ms_while_asleep();
+  threaded_call();
+  for (std::size_t i = 0; i < c.size(); ++i) ASSERT_NEAR(c[i], want[i], 1e-3f) << i;
+  kernels::cpu::openblas_threads(threads_before);
+  if (spinning < 30.0)
+    GTEST_SKIP() << "OpenBLAS's workers spent " << spinning
+                 << " ms of CPU after a threaded call (a serial OpenBLAS, one core, or a busy machine): "
+                    "nothing to park here";
+  EXPECT_LT(counted, 15.0) << "OpenBLAS's workers spent " << counted << " ms of CPU after its thread count was set ("
+                           << spinning << " ms unparked)";
+  EXPECT_LT(parked, 15.0) << "OpenBLAS's workers still spent " << parked << " ms of CPU after parking (" << spinning
+                          << " ms unparked)";
 }
 
 TEST(Determinism, ReferenceIsBitwiseIdenticalAcrossThreadCounts) {

@@ -67,7 +67,11 @@ void openblas_sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float*
                     std::int64_t ldc, bool accumulate, GemmEpilogue store = {});
 /// The kernel OpenBLAS chose for this CPU (openblas_get_corename), e.g. "Cooperlake" or "Haswell".
 std::string_view openblas_corename() noexcept;
-/// Sets OpenBLAS's thread count.
+/// Sets OpenBLAS's thread count, its workers left parked.
 void openblas_threads(int threads) noexcept;
+/// Ends OpenBLAS's idle worker threads, which spin for about 0.1 s after it loads, after each threaded call
+/// and after a change of its thread count (Note [OpenBLAS's idle threads] in blas.cpp); its next threaded
+/// call starts them again. Done as Pact's kernels load and by openblas_threads.
+void park_openblas_threads() noexcept;
 
 }  // namespace pact::kernels::cpu
