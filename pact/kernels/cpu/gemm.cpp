@@ -514,17 +514,20 @@ std::int64_t sgemm_tile_height() noexcept { return kSgemm.get()->mr; }
 
 namespace {
 
-// A row-major B is read in place, full panels only, when few row tiles (m up to 8 MR) reuse each panel:
-// then packing it costs more than the strided rows do (conv2d's im2col columns against 64 filters, 6% on
-// the ResNet stem). With many row tiles the contiguous packed panel wins (5-15% at 512 x 512). From 1024
-// columns on, only for two row tiles or more and under 4096 columns: efficientnet_b0's 192 -> 1152 and
-// 320 -> 1280 pointwise layers on a 7 x 7 plane (49 rows against a 0.9 or 1.6 MB weight, packed whole for
-// 11 or 20 M multiply-adds) took 0.39 -> 0.36 and 0.71 -> 0.63 ms read in place (one thread, Zen 4 VM),
-// but its one-row squeeze-and-excitation expansions (48 -> 1152) 0.034 -> 0.046 ms, and its 3 x 3 stem
-// (32 filters against the 27 x 12544 im2col matrix, whose rows, 49 KiB apart, share few cache sets)
-// 0.79 -> 0.97 ms.
+// A row-major B is read in place, full panels only, when few row tiles (m up to 64 rows: 8 of the AVX-512
+// kernel's, 11 of the AVX2 one's) reuse each panel: then packing it costs more than the strided rows do
+// (conv2d's im2col columns against 64 filters, 6% on the ResNet stem; at AVX2, where the limit was 8 MR =
+// 48 rows, resnet18's 64 -> 64 layers on 56 x 56 packed their 576 x 3248 implicit B on every call: 2.67-2.77
+// -> 2.49-2.59 ms read in place, Zen 4 VM). With many row tiles the contiguous packed panel wins (5-15% at
+// 512 x 512). From 1024 columns on, only for two row tiles or more and under 4096 columns: efficientnet_b0's
+// 192 -> 1152 and 320 -> 1280 pointwise layers on a 7 x 7 plane (49 rows against a 0.9 or 1.6 MB weight,
+// packed whole for 11 or 20 M multiply-adds) took 0.39 -> 0.36 and 0.71 -> 0.63 ms read in place (one
+// thread, Zen 4 VM), but its one-row squeeze-and-excitation expansions (48 -> 1152) 0.034 -> 0.046 ms, and
+// its 3 x 3 stem (32 filters against the 27 x 12544 im2col matrix, whose rows, 49 KiB apart, share few
+// cache sets) 0.79 -> 0.97 ms.
 bool b_in_place_pays(std::int64_t m, std::int64_t n, std::int64_t b_col, const Variant& v) {
-  return v.direct != nullptr && b_col == 1 && m <= 8 * v.mr && (n < 1024 || (m > v.mr && n < 4096));
+  return v.direct != nullptr && b_col == 1 && m <= std::max<std::int64_t>(8 * v.mr, 64) &&
+         (n < 1024 || (m > v.mr && n < 4096));
 }
 
 // Products with 1024 columns or more, which pack A anyway, take the wide AVX-512 kernel: fewer loads per
