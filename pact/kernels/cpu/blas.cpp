@@ -63,16 +63,17 @@ void openblas_sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float*
 std::string_view openblas_corename() noexcept { return openblas_get_corename(); }
 
 // Note [OpenBLAS's idle threads]
-// OpenBLAS (the pthread build Debian installs) starts its worker threads when it is loaded, and a worker
-// with nothing to do spins, calling sched_yield, for 2^28 cycles (about 0.1 s) before it sleeps; it spins
-// so again after each threaded call. Pact links OpenBLAS (the blas provider, and the baseline of `pact
-// bench`) but its own kernels run on OpenMP's threads, so that spin only takes a core from them: `pact run
-// --threads 2` ran its first two or three warm passes of efficientnet_b0 at twice its later time (a
-// quarter of a run's `--repeat 10` passes), and a one-thread run shared its core's neighbour with a thread
-// that did nothing. blas_thread_shutdown_ (exported by OpenBLAS, not in cblas.h: declared weak here, so a
-// BLAS without it links and is left alone) joins the workers; OpenBLAS starts them again at its next
-// threaded call. Called as Pact's kernels are loaded (below), after OpenBLAS's own initialisation, and
-// after each change of OpenBLAS's thread count (`pact run --threads`, `pact bench`), which starts them.
+// OpenBLAS (the pthread build Debian installs) starts its worker threads when it is loaded, and a worker with
+// nothing to do spins, calling sched_yield, for 2^28 cycles (about 0.1 s) before it sleeps; it spins so again
+// after each threaded call and after openblas_set_num_threads. Pact links OpenBLAS (the blas provider, and
+// the baseline of `pact bench`) but its own kernels run on OpenMP's threads, so that spin only takes CPU from
+// them and from the rest of the machine: `perf` of a one-thread `pact run` of efficientnet_b0 found a second
+// thread, OpenBLAS's, in sched_yield for 9% of the run's samples (its warm median did not move measurably:
+// the spin ends before most warm passes). blas_thread_shutdown_ (exported by OpenBLAS, not in cblas.h:
+// declared weak here, so a BLAS without it links and is left alone) joins the workers; OpenBLAS starts them
+// again at its next threaded call. Called as Pact's kernels are loaded (below), after OpenBLAS's own
+// initialisation, and after each change of OpenBLAS's thread count (`pact run --threads`, `pact bench`),
+// which starts them.
 extern "C" int blas_thread_shutdown_(void) __attribute__((weak));
 
 void park_openblas_threads() noexcept {
