@@ -153,17 +153,18 @@ PACT_TARGET_AVX512 void kernel_avx512_impl(std::int64_t kc, const float* a, std:
   // The store, unrolled whole so the accumulators stay in registers (a loop over the rows spilled all of them
   // to the stack and read them back, a cost a shallow product's tile pays as often as its multiply-adds:
   // 12544 x 96 x 16, 16 depth steps a tile).
+  __mmask16 mask[NV];
   __m512 cb[NV];
-  for (int v = 0; v < NV; ++v)
-    cb[v] = cbias != nullptr
-                ? _mm512_maskz_loadu_ps(Edge && v == NV - 1 ? last : static_cast<__mmask16>(0xFFFF), cbias + 16 * v)
-                : _mm512_setzero_ps();
+  for (int v = 0; v < NV; ++v) {
+    mask[v] = Edge && v == NV - 1 ? last : static_cast<__mmask16>(0xFFFF);
+    cb[v] = cbias != nullptr ? _mm512_maskz_loadu_ps(mask[v], cbias + 16 * v) : _mm512_setzero_ps();
+  }
 #pragma GCC unroll 8
   for (int i = 0; i < MR; ++i) {
     float* row = t + i * ldc;
 #pragma GCC unroll 3
     for (int v = 0; v < NV; ++v) {
-      const __mmask16 m = Edge && v == NV - 1 ? last : static_cast<__mmask16>(0xFFFF);
+      const __mmask16 m = mask[v];
       __m512 x = _mm512_add_ps(c[i][v], cb[v]);
       if (add) x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(m, row + 16 * v));
       if (rbias != nullptr) x = _mm512_add_ps(x, _mm512_set1_ps(rbias[i]));
