@@ -67,6 +67,9 @@ class CudaDevice {
   /// Checks a driver result: a failure poisons the device and throws poisoned naming `what` and the result.
   void check(int result, std::string_view what) const;
   bool poisoned() const noexcept { return poisoned_.load(); }
+  /// Poisons the device from outside: work on its storage ran where its completion could not be proven (a
+  /// sealed launch whose wait failed), so nothing further is authorized and every later release is retained.
+  void poison() const noexcept { poisoned_.store(true); }
 
   /// Stream-ordered allocation from the device's pool; out_of_memory when the device has no room.
   std::uint64_t allocate(std::uint64_t bytes);

@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <array>
@@ -9,6 +10,7 @@
 #include <filesystem>
 #include <mutex>
 
+#include "pact/core/cuda_device.hpp"
 #include "pact/core/cuda_probe.hpp"
 #include "pact/core/file.hpp"
 #include "pact/ops/op_table.hpp"
@@ -76,7 +78,27 @@ SealedRuntime::SealedRuntime(const CudaDriver& driver, int device_ordinal) : dri
 
 SealedRuntime::~SealedRuntime() { release_all(); }
 
+// Note [Sealed completion]
+// Storage may be freed, and a module unloaded, only after the work that used it is proven complete: a
+// kernel still running would otherwise write memory the pool has handed to someone else. So the runtime
+// frees call storage in synchronize() only after every stream it used was waited on, and on teardown it
+// first waits for launches nobody synchronized. When no completion can be proven (a launch or a wait
+// failed, the context cannot be made current: the runtime is poisoned), everything it holds is retained:
+// no cuMemFree, no module unload, no context release. A launch over Pact tensors waits for its own
+// completion before its bindings end, and an unproven one poisons the CUDA device that owns the tensors
+// too (CudaDevice::poison), whose releases are then retained as well.
 void SealedRuntime::release_all() noexcept {
+  if (context_ == nullptr) return;
+  if (driver_.ctx_set_current(context_) != kCudaSuccess) poisoned_ = true;
+  if (!poisoned_) {
+    std::set<void*> streams;
+    for (const auto& p : pending_) streams.insert(p.streams.begin(), p.streams.end());
+    for (void* stream : streams) {
+      if (driver_.stream_synchronize(stream) != kCudaSuccess) poisoned_ = true;
+    }
+  }
+  if (poisoned_) return;  // no proven completion: keep everything
+  pending_.clear();
   for (auto& [key, pointer] : resources_) {
     if (driver_.mem_free(pointer) != kCudaSuccess) poisoned_ = true;
   }
@@ -85,7 +107,7 @@ void SealedRuntime::release_all() noexcept {
     if (a.module != nullptr && driver_.module_unload(a.module) != kCudaSuccess) poisoned_ = true;
     a.module = nullptr;
   }
-  if (context_ != nullptr && driver_.primary_ctx_release(device_) != kCudaSuccess) poisoned_ = true;
+  if (driver_.primary_ctx_release(device_) != kCudaSuccess) poisoned_ = true;
   context_ = nullptr;
 }
 
@@ -93,6 +115,12 @@ void SealedRuntime::require_healthy() const {
   if (poisoned_)
     throw_error(ErrorCode::poisoned, "seal.cuda",
                 "the provider context is poisoned by an earlier launch or cleanup failure; no result is authorized");
+}
+
+void SealedRuntime::make_current() const {
+  if (const int r = driver_.ctx_set_current(context_); r != kCudaSuccess)
+    throw_error(ErrorCode::no_device, "seal.cuda",
+                fmt::format("cannot make the sealed runtime's context current on this thread (CUresult {})", r));
 }
 
 void SealedRuntime::poison(const std::string& what, int result) {
@@ -113,6 +141,7 @@ const DriverInventory& SealedRuntime::inventory(const std::string& export_name) 
 void SealedRuntime::admit(const std::string& publication_dir, const Manifest& manifest,
                           const CompileProfile& launch_profile) {
   require_healthy();
+  make_current();
   const std::string identity = execution_identity(manifest);
   if (!authority_.empty()) {
     reject(authority_ == identity ? "this publication is already admitted"
@@ -209,28 +238,9 @@ void SealedRuntime::admit(const std::string& publication_dir, const Manifest& ma
 std::string SealedRuntime::launch(const std::string& op_name, const CallData& call,
                                   const std::map<std::string, std::uint64_t, std::less<>>& pointers, Role role) {
   require_healthy();
-  if (!manifest_)
-    throw_error(ErrorCode::invalid_argument, "seal.launch",
-                "nothing is admitted: an invocation without a load is invalid");
+  make_current();
   const ManifestOp* op = nullptr;
-  for (const auto& o : manifest_->ops) {
-    if (o.name == op_name) op = &o;
-  }
-  if (op == nullptr)
-    throw_error(ErrorCode::invalid_argument, "seal.launch", fmt::format("no admitted op '{}'", op_name));
-  // The unique most-specific export of this role for the call.
-  std::vector<Specialization> variants;
-  std::map<std::string, const AotExport*> by_variant;
-  for (const auto& e : op->exports) {
-    if (e.role != role) continue;
-    variants.push_back({e.plan + "/" + e.name, e.specializes});
-    by_variant[e.plan + "/" + e.name] = &e;
-  }
-  if (variants.empty()) {
-    throw_error(ErrorCode::invalid_argument, "seal.launch",
-                fmt::format("op '{}' has no {} export", op_name, role_name(role)));
-  }
-  const AotExport& e = *by_variant.at(select_specialization(variants, call).plan);
+  const AotExport& e = select_export(op_name, call, role, op);
   Admitted& a = exports_.at(e.name);
   Pending pending{e.name, role, {}, {}};
 
@@ -418,6 +428,136 @@ std::string SealedRuntime::submit(const AotExport& e, Admitted& a, const CallDat
   return e.name;
 }
 
+const AotExport& SealedRuntime::select_export(const std::string& op_name, const CallData& call, Role role,
+                                              const ManifestOp*& op) const {
+  if (!manifest_)
+    throw_error(ErrorCode::invalid_argument, "seal.launch",
+                "nothing is admitted: an invocation without a load is invalid");
+  op = nullptr;
+  for (const auto& o : manifest_->ops) {
+    if (o.name == op_name) op = &o;
+  }
+  if (op == nullptr)
+    throw_error(ErrorCode::invalid_argument, "seal.launch", fmt::format("no admitted op '{}'", op_name));
+  // The unique most-specific export of this role for the call.
+  std::vector<Specialization> variants;
+  std::map<std::string, const AotExport*> by_variant;
+  for (const auto& e : op->exports) {
+    if (e.role != role) continue;
+    variants.push_back({e.plan + "/" + e.name, e.specializes});
+    by_variant[e.plan + "/" + e.name] = &e;
+  }
+  if (variants.empty()) {
+    throw_error(ErrorCode::invalid_argument, "seal.launch",
+                fmt::format("op '{}' has no {} export", op_name, role_name(role)));
+  }
+  return *by_variant.at(select_specialization(variants, call).plan);
+}
+
+std::string SealedRuntime::launch(const std::string& op_name, SealedCall call, Role role) {
+  require_healthy();
+  // The call data is the tensors' own geometry: no shape is supplied beside a tensor.
+  CallData data;
+  data.scalars = call.scalars;
+  auto check = [&](const std::string& name, const auto& tensor, const ops::TensorType& admitted) {
+    if (tensor.device() != DeviceKind::cuda) {
+      throw_error(ErrorCode::provider_mismatch, "seal.launch",
+                  fmt::format("tensor '{}' is in {} storage; a sealed kernel reads device memory", printable(name),
+                              tensor.provider_name()));
+    }
+    if (tensor.dtype() != admitted.dtype) {
+      throw_error(ErrorCode::dtype_mismatch, "seal.launch",
+                  fmt::format("tensor '{}' is {}; the plan admitted {} for it", printable(name),
+                              dtype_name(tensor.dtype()), dtype_name(admitted.dtype)));
+    }
+    if (tensor.shape() != admitted.shape) {
+      throw_error(ErrorCode::invalid_argument, "seal.launch",
+                  fmt::format("tensor '{}' has shape {}; the plan admitted {} for it", printable(name),
+                              tensor.shape().to_string(), admitted.shape.to_string()));
+    }
+    if (!tensor.is_contiguous()) {
+      throw_error(ErrorCode::invalid_argument, "seal.launch",
+                  fmt::format("tensor '{}' is strided (strides {}); a sealed kernel is bound to contiguous tensors",
+                              printable(name), tensor.strides().to_string()));
+    }
+    data.tensors[name] = TensorGeometry{tensor.shape(), tensor.strides()};
+  };
+  for (const auto& [name, r] : call.reads) {
+    if (call.writes.count(name) != 0) {
+      throw_error(ErrorCode::invalid_argument, "seal.launch",
+                  fmt::format("binding '{}' is given as both a read and a write", printable(name)));
+    }
+    check(name, r.tensor, r.admitted);
+  }
+  for (const auto& [name, w] : call.writes) check(name, w.tensor, w.admitted);
+
+  const ManifestOp* op = nullptr;
+  const AotExport& e = select_export(op_name, data, role, op);
+  // Every tensor binding of the export is given, and nothing else: artifact resources are the runtime's.
+  std::set<std::string> streams;
+  for (const auto& l : e.device_plan.launches) {
+    if (l.stream != "default") streams.insert(l.stream);
+  }
+  std::set<std::string, std::less<>> expected;
+  for (const auto& b : e.bindings) {
+    const bool resource =
+        std::any_of(op->resources.begin(), op->resources.end(), [&](const ArtifactResource& r) { return r.name == b; });
+    if (resource) continue;
+    if (streams.count(b) != 0) {
+      throw_error(ErrorCode::invalid_argument, "seal.launch",
+                  fmt::format("export '{}' launches on its declared stream '{}'; a launch over Pact tensors runs on "
+                              "the default stream, ordered after Pact's own",
+                              e.name, b));
+    }
+    if (data.tensors.count(b) == 0) {
+      throw_error(ErrorCode::invalid_argument, "seal.launch",
+                  fmt::format("export '{}' binds tensor '{}', which the call does not give", e.name, b));
+    }
+    expected.insert(b);
+  }
+  for (const auto& [name, geometry] : data.tensors) {
+    if (expected.count(name) == 0) {
+      throw_error(ErrorCode::invalid_argument, "seal.launch",
+                  fmt::format("export '{}' has no binding '{}' (its bindings: {})", e.name, printable(name),
+                              fmt::join(e.bindings, ", ")));
+    }
+  }
+
+  // Device access: shared for reads, exclusive for writes (the borrow rules refuse a write that aliases
+  // another operand). The bindings live until the launch's completion is proven.
+  std::vector<DeviceBinding> bindings;
+  std::map<std::string, std::uint64_t, std::less<>> pointers;
+  bool pact_device = false;
+  auto bind = [&](const std::string& name, auto prepared) {
+    if (!prepared) throw std::move(prepared).error().error;
+    auto bound = DeviceBinding::bind(std::move(prepared).value());
+    if (!bound) throw std::move(bound).error().error;
+    bindings.push_back(std::move(bound).value());
+    pact_device = pact_device || bindings.back().provider_name() == "cuda";
+    pointers[name] = bindings.back().unsafe_device_address();
+  };
+  for (auto& [name, r] : call.reads) bind(name, TensorView(r.tensor).prepare_device());
+  for (auto& [name, w] : call.writes) bind(name, std::move(w.tensor).prepare_device_mut());
+
+  // Note [Sealed completion]: Pact's own device work on these tensors finishes first (it runs on Pact's
+  // stream, which does not order against the default stream), and the launch is waited for before the
+  // bindings end.
+  CudaDevice* device = pact_device ? CudaDevice::get() : nullptr;
+  if (pact_device && device == nullptr)
+    throw_error(ErrorCode::no_device, "seal.launch", CudaDevice::unavailable_reason());
+  if (device != nullptr) device->synchronize();
+  std::string launched;
+  try {
+    launched = launch(op_name, data, pointers, role);
+    synchronize();
+  } catch (const Error& err) {
+    if (err.code() == ErrorCode::poisoned && device != nullptr) device->poison();
+    throw;
+  }
+  for (const auto& b : bindings) b.dispatch();
+  return launched;
+}
+
 void SealedRuntime::free_resource(const std::string& key) {
   auto it = resources_.find(key);
   if (it == resources_.end()) return;
@@ -437,6 +577,7 @@ std::vector<std::string> SealedRuntime::live_resources() const {
 
 void SealedRuntime::synchronize() {
   require_healthy();
+  make_current();
   std::set<void*> streams;
   for (const auto& p : pending_) streams.insert(p.streams.begin(), p.streams.end());
   for (void* stream : streams) {

@@ -24,6 +24,18 @@
 /// synchronize() waits and records completion. A launch, synchronize or cleanup failure poisons the runtime: from then
 /// on every call fails with ErrorCode::poisoned, nothing further is authorized, and nothing aborts.
 ///
+/// A launch over Pact tensors (launch(op, SealedCall)) takes its call data from the tensors themselves, and
+/// refuses before anything launches unless each tensor is what the plan admitted for its binding (dtype and
+/// shape), lies in device storage, is contiguous, and every tensor binding of the export is given exactly
+/// once. Reads and writes are distinct types (SealedRead, SealedWrite): a read is a shared device access, a
+/// write an exclusive one, so the borrow rules refuse a write that aliases another operand. That launch
+/// returns when its completion is proven (see Note [Sealed completion] in admission.cpp).
+///
+/// Every driver call is made with the runtime's context current on the calling thread (made current at each
+/// entry point), so admission, launches and completion may come from any thread, a submission worker
+/// included. Storage whose last use has no proven completion (a failed wait, a poisoned runtime) is
+/// retained, never freed: a kernel may still be writing it.
+///
 /// An admitted export can be offered to the planner as a trustedExternal capsule (sealed_capsule): its
 /// evidence is a trusted boundary naming the artifact's execution identity, so only an external profile
 /// accepts it.
@@ -39,6 +51,8 @@
 #include "pact/contract/capsule.hpp"
 #include "pact/contract/check.hpp"
 #include "pact/core/cuda_driver.hpp"
+#include "pact/core/tensor.hpp"
+#include "pact/ops/op_table.hpp"
 #include "pact/seal/evidence.hpp"
 #include "pact/seal/manifest.hpp"
 #include "pact/seal/profile.hpp"
@@ -54,6 +68,23 @@ struct DriverInventory {
   std::vector<std::string> names;                                        ///< physical, per ordinal
   std::vector<std::vector<std::pair<std::size_t, std::size_t>>> params;  ///< (offset, size) per ordinal
   std::string abi_digest;                                                ///< over names, offsets and sizes
+};
+
+/// A tensor a sealed launch reads (shared device access) and the type the plan admitted for its binding.
+struct SealedRead {
+  TensorView tensor;
+  ops::TensorType admitted;
+};
+/// A tensor a sealed launch writes (exclusive device access) and the type the plan admitted for its binding.
+struct SealedWrite {
+  TensorViewMut tensor;
+  ops::TensorType admitted;
+};
+/// The live call of a launch over Pact tensors: its tensors by binding name, and admitted integer scalars.
+struct SealedCall {
+  std::map<std::string, SealedRead, std::less<>> reads;
+  std::map<std::string, SealedWrite, std::less<>> writes;
+  std::map<std::string, std::int64_t, std::less<>> scalars;
 };
 
 class SealedRuntime {
@@ -80,6 +111,12 @@ class SealedRuntime {
   /// completes. The allow-listed launch attributes become CUDA launch attributes. Returns the export.
   std::string launch(const std::string& op, const CallData& call,
                      const std::map<std::string, std::uint64_t, std::less<>>& pointers, Role role = Role::run);
+  /// Launches op `op`'s export of `role` over Pact tensors (see above) and waits for its completion.
+  /// dtype_mismatch naming the binding when a tensor is not of the admitted dtype; provider_mismatch for a
+  /// tensor outside device storage; invalid_argument for a shape other than the admitted one, a strided
+  /// tensor, a binding missing, given twice or not the export's, or a launch on a declared stream (only the
+  /// default stream is ordered against Pact's own here). Returns the export.
+  std::string launch(const std::string& op, SealedCall call, Role role = Role::run);
   /// Waits for every stream the pending launches used; records their completion and applies the
   /// lifetimes above (workspace freed, prepared marked produced, destroyed storage freed).
   void synchronize();
@@ -101,7 +138,12 @@ class SealedRuntime {
     DriverInventory inventory;
   };
   void require_healthy() const;
+  /// Makes this runtime's context current on the calling thread; no_device when the driver refuses.
+  void make_current() const;
   void poison(const std::string& what, int result);
+  /// The unique most-specific export of `role` of op `op_name` for the call; `op` is set to its op.
+  const AotExport& select_export(const std::string& op_name, const CallData& call, Role role,
+                                 const ManifestOp*& op) const;
   void release_all() noexcept;
 
   const CudaDriver& driver_;

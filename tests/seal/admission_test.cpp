@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <sstream>
+#include <thread>
 #include <tuple>
 
 #include "../support/expect_error.hpp"
@@ -58,8 +59,13 @@ struct FakeDriver {
   std::vector<Launched> launches;
   std::vector<std::pair<std::uint64_t, std::size_t>> allocations;
   std::vector<std::tuple<std::uint64_t, unsigned, std::size_t>> fills;
+  int ctx_result = 0;                  ///< what cuCtxSetCurrent returns
+  std::vector<void*> launch_contexts;  ///< the context current on the launching thread, per launch
+  std::vector<std::uint64_t> frees;
+  std::vector<std::string> calls;  ///< "sync", "free", "unload" in the order they were made
 };
 FakeDriver g;
+thread_local void* current_context = nullptr;  // the driver's per-thread current context
 
 // The image's extent from its own ELF header (the section and program header tables end it), as the
 // driver reads it.
@@ -125,7 +131,11 @@ CudaDriver fake_driver() {
     ++g.releases;
     return 0;
   };
-  d.ctx_set_current = [](void*) { return 0; };
+  d.ctx_set_current = [](void* ctx) {
+    if (g.ctx_result != 0) return g.ctx_result;
+    current_context = ctx;
+    return 0;
+  };
   d.module_load_data = [](void** module, const void* image) {
     const auto known = toolkit_inventory().find(sha256_digest(elf_image(image)));
     if (known == toolkit_inventory().end()) return 200;  // CUDA_ERROR_INVALID_IMAGE: no fixture has this image
@@ -141,6 +151,7 @@ CudaDriver fake_driver() {
   d.module_unload = [](void* module) {
     delete static_cast<FakeModule*>(module);
     ++g.unloads;
+    g.calls.emplace_back("unload");
     return 0;
   };
   d.module_get_function_count = [](unsigned* n, void* module) {
@@ -177,10 +188,12 @@ CudaDriver fake_driver() {
       }
     }
     g.launches.push_back(std::move(l));
+    g.launch_contexts.push_back(current_context);
     return g.launch_result;
   };
   d.stream_synchronize = [](void* stream) {
     g.synced.push_back(stream);
+    g.calls.emplace_back("sync");
     return g.sync_result;
   };
   d.mem_alloc = [](std::uint64_t* p, std::size_t bytes) {
@@ -188,7 +201,11 @@ CudaDriver fake_driver() {
     g.allocations.emplace_back(*p, bytes);
     return 0;
   };
-  d.mem_free = [](std::uint64_t) { return 0; };
+  d.mem_free = [](std::uint64_t p) {
+    g.frees.push_back(p);
+    g.calls.emplace_back("free");
+    return 0;
+  };
   d.memcpy_htod = [](std::uint64_t, const void*, std::size_t) { return 0; };
   d.memcpy_dtoh = [](void*, std::uint64_t, std::size_t) { return 0; };
   d.memset_d8 = [](std::uint64_t p, unsigned char v, std::size_t n) {
@@ -207,7 +224,10 @@ struct Admission : ::testing::Test {
       parse_manifest(read_file(kSource + "/examples/seal/vector_add/manifest.toml", "test"), "manifest.toml");
   CompileProfile profile =
       parse_compile_profile(read_file(kSource + "/examples/seal/profiles/h100-sm90a.json", "test"), "profile");
-  void SetUp() override { g = FakeDriver{}; }
+  void SetUp() override {
+    g = FakeDriver{};
+    current_context = nullptr;
+  }
   static CallData call(std::int64_t n) {
     CallData c;
     for (const char* t : {"a", "b", "out"}) c.tensors[t] = {Dims{n}, Dims{1}};
@@ -490,6 +510,19 @@ TEST_F(Admission, DeclaredStreamsAttributesAndClustersReachTheLaunch) {
   rt.admit(dir, m, profile);
   auto ptrs = pointers();
   EXPECT_TRUE(mentions(message_of([&] { rt.launch("add", call(100), ptrs); }), "binding 's'"));  // no stream captured
+  {  // Over Pact tensors only the default stream is ordered against Pact's own: a declared one is refused.
+    const auto dev = make_fake_device_provider();
+    Tensor a = Tensor::zeros(Dims{100}, DType::f32, dev), b = Tensor::zeros(Dims{100}, DType::f32, dev);
+    Tensor out = Tensor::zeros(Dims{100}, DType::f32, dev);
+    const ops::TensorType type{DType::f32, Dims{100}};
+    SealedCall c;
+    c.reads.emplace("a", SealedRead{a.as_view(), type});
+    c.reads.emplace("b", SealedRead{b.as_view(), type});
+    c.writes.emplace("out", SealedWrite{out.as_view_mut(), type});
+    const std::string msg = message_of([&] { rt.launch("add", std::move(c)); });
+    EXPECT_TRUE(mentions(msg, "declared stream 's'")) << msg;
+    EXPECT_TRUE(g.launches.empty());
+  }
   ptrs["s"] = 0x5000;
   rt.launch("add", call(100), ptrs);
   ASSERT_EQ(g.launches.size(), 1u);
@@ -510,6 +543,183 @@ TEST_F(Admission, DeclaredStreamsAttributesAndClustersReachTheLaunch) {
   twice.replace(twice.find("\"cooperative\""), 13, "\"cooperative\", \"cooperative\"");
   EXPECT_EQ(code_of([&] { parse_manifest(twice, "twice.toml"); }), ErrorCode::invalid_argument);
   std::filesystem::remove_all(std::filesystem::path(dir).parent_path());
+}
+
+// ---- launches over Pact tensors (issue 26 item 5) -------------------------------------------------------
+
+// Device tensors without a GPU: the fake device provider's storage is placed on cuda and bound by address.
+struct TensorLaunch : Admission {
+  std::shared_ptr<Provider> dev = make_fake_device_provider();
+  ops::TensorType f32(std::int64_t n) const { return {DType::f32, Dims{n}}; }
+  Tensor device_tensor(std::int64_t n, DType dtype = DType::f32) { return Tensor::zeros(Dims{n}, dtype, dev); }
+  // The device address a fresh binding of `t` reports (the address a launch must have passed).
+  static std::uint64_t address_of(const Tensor& t) {
+    auto prepared = t.prepare_device();
+    auto bound = DeviceBinding::bind(std::move(prepared).value());
+    return bound.value().unsafe_device_address();
+  }
+};
+
+TEST_F(TensorLaunch, TheCallIsTheTensorsOwnGeometryAndTheLaunchCompletes) {
+  SealedRuntime rt(driver);
+  rt.admit(publication, manifest, profile);
+  Tensor a = device_tensor(1000), b = device_tensor(1000), out = device_tensor(1000);
+  {
+    SealedCall c;
+    c.reads.emplace("a", SealedRead{a.as_view(), f32(1000)});
+    c.reads.emplace("b", SealedRead{b.as_view(), f32(1000)});
+    c.writes.emplace("out", SealedWrite{out.as_view_mut(), f32(1000)});
+    EXPECT_EQ(rt.launch("add", std::move(c)), "vadd_run");
+  }
+  ASSERT_EQ(g.launches.size(), 1u);
+  const auto& l = g.launches[0];
+  EXPECT_EQ(l.config.grid_x, 4u);  // ceil_div(numel(a), 256), numel from the tensor itself
+  EXPECT_EQ(read_as<std::uint64_t>(l.params[0]), address_of(a));
+  EXPECT_EQ(read_as<std::uint64_t>(l.params[1]), address_of(b));
+  EXPECT_EQ(read_as<std::uint64_t>(l.params[2]), address_of(out));
+  EXPECT_EQ(read_as<std::int32_t>(l.params[3]), 1000);
+  // It returned completed: waited for, its evidence complete, its call storage freed after the wait.
+  EXPECT_TRUE(rt.evidence().gate({rt.artifact_key("vadd_run")}).passed);
+  EXPECT_TRUE(rt.live_resources().empty());
+  EXPECT_EQ(g.calls, (std::vector<std::string>{"sync", "free"}));
+  // The bindings ended with the launch: the output is writable again.
+  EXPECT_NO_THROW(out.as_view_mut());
+}
+
+TEST_F(TensorLaunch, WhatThePlanDidNotAdmitIsRefusedBeforeAnythingLaunches) {
+  SealedRuntime rt(driver);
+  rt.admit(publication, manifest, profile);
+  Tensor a = device_tensor(64), b = device_tensor(64), out = device_tensor(64);
+  Tensor wide = device_tensor(64, DType::f64), host = Tensor::zeros(Dims{64}, DType::f32);
+  Tensor square = Tensor::zeros(Dims{8, 8}, DType::f32, dev);
+  // The vector add's call, with one entry changed.
+  auto refused = [&](const std::function<void(SealedCall&)>& change) {
+    SealedCall c;
+    c.reads.emplace("a", SealedRead{a.as_view(), f32(64)});
+    c.reads.emplace("b", SealedRead{b.as_view(), f32(64)});
+    change(c);
+    if (c.writes.empty() && c.reads.count("out") == 0) c.writes.emplace("out", SealedWrite{out.as_view_mut(), f32(64)});
+    Error e(ErrorCode::internal, "", "");
+    try {
+      rt.launch("add", std::move(c));
+      ADD_FAILURE() << "launched";
+    } catch (const Error& err) {
+      e = err;
+    }
+    return e;
+  };
+  auto expect = [&](const Error& e, ErrorCode code, const std::string& words) {
+    EXPECT_EQ(e.code(), code) << e.what();
+    EXPECT_TRUE(mentions(e.what(), words)) << e.what();
+  };
+  expect(refused([&](SealedCall& c) {
+           c.reads.at("b").admitted = {DType::f64, Dims{64}};
+         }),
+         ErrorCode::dtype_mismatch, "tensor 'b' is f32; the plan admitted f64");
+  expect(refused([&](SealedCall& c) {
+           c.reads.at("b") = SealedRead{wide.as_view(), f32(64)};
+         }),
+         ErrorCode::dtype_mismatch, "tensor 'b' is f64");
+  expect(refused([&](SealedCall& c) { c.reads.at("a").admitted = f32(65); }), ErrorCode::invalid_argument,
+         "tensor 'a' has shape [64]; the plan admitted [65]");
+  expect(refused([&](SealedCall& c) {
+           c.reads.at("a") = SealedRead{host.as_view(), f32(64)};
+         }),
+         ErrorCode::provider_mismatch, "tensor 'a' is in cpu storage");
+  expect(refused([&](SealedCall& c) {
+           c.reads.at("a") = SealedRead{square.transpose(0, 1), {DType::f32, Dims{8, 8}}};
+         }),
+         ErrorCode::invalid_argument, "tensor 'a' is strided");
+  expect(refused([&](SealedCall& c) { c.reads.erase("b"); }), ErrorCode::invalid_argument,
+         "binds tensor 'b', which the call does not give");
+  expect(refused([&](SealedCall& c) {
+           c.reads.emplace("c", SealedRead{wide.as_view(), {DType::f64, Dims{64}}});
+         }),
+         ErrorCode::invalid_argument, "has no binding 'c'");
+  expect(refused([&](SealedCall& c) {
+           c.reads.emplace("out", SealedRead{wide.as_view(), {DType::f64, Dims{64}}});
+           c.writes.emplace("out", SealedWrite{out.as_view_mut(), f32(64)});
+         }),
+         ErrorCode::invalid_argument, "'out' is given as both a read and a write");
+  // The runtime's own storage cannot be bound from outside.
+  expect(refused([&](SealedCall& c) {
+           c.reads.emplace("workspace.partials", SealedRead{wide.as_view(), {DType::f64, Dims{64}}});
+         }),
+         ErrorCode::invalid_argument, "has no binding 'workspace.partials'");
+  EXPECT_TRUE(g.launches.empty());
+  EXPECT_TRUE(g.allocations.empty());
+  // A write is exclusive: an output aliasing an input cannot even be bound alongside it.
+  EXPECT_EQ(code_of([&] {
+              const TensorView read = a.as_view();
+              TensorViewMut write = a.as_view_mut();
+            }),
+            ErrorCode::borrow_conflict);
+}
+
+// Every driver call is made with the runtime's context current on the calling thread: a launch and a wait
+// from a thread that never saw the context (a submission worker) make it current first.
+TEST_F(TensorLaunch, DriverCallsMakeTheContextCurrentOnTheCallingThread) {
+  SealedRuntime rt(driver);
+  rt.admit(publication, manifest, profile);
+  void* const admitted_context = current_context;
+  ASSERT_NE(admitted_context, nullptr);
+  Tensor a = device_tensor(64), b = device_tensor(64), out = device_tensor(64);
+  std::thread worker([&] {
+    EXPECT_EQ(current_context, nullptr);  // a new thread has no current context
+    rt.launch("add", call(64), pointers());
+    rt.synchronize();
+    SealedCall c;
+    c.reads.emplace("a", SealedRead{a.as_view(), f32(64)});
+    c.reads.emplace("b", SealedRead{b.as_view(), f32(64)});
+    c.writes.emplace("out", SealedWrite{out.as_view_mut(), f32(64)});
+    rt.launch("add", std::move(c));
+  });
+  worker.join();
+  EXPECT_EQ(g.launch_contexts, (std::vector<void*>{admitted_context, admitted_context}));
+  // A driver that cannot make the context current refuses typed, and nothing launches.
+  g.ctx_result = 201;  // CUDA_ERROR_INVALID_CONTEXT
+  std::thread refused(
+      [&] { EXPECT_EQ(code_of([&] { rt.launch("add", call(64), pointers()); }), ErrorCode::no_device); });
+  refused.join();
+  EXPECT_EQ(g.launches.size(), 2u);
+  g.ctx_result = 0;
+}
+
+// Note [Sealed completion]: storage whose last use has no proven completion is retained, never freed.
+TEST_F(TensorLaunch, AnUnprovenCompletionRetainsAndNeverFrees) {
+  {
+    SealedRuntime rt(driver);
+    rt.admit(publication, manifest, profile);
+    Tensor a = device_tensor(64), b = device_tensor(64), out = device_tensor(64);
+    SealedCall c;
+    c.reads.emplace("a", SealedRead{a.as_view(), f32(64)});
+    c.reads.emplace("b", SealedRead{b.as_view(), f32(64)});
+    c.writes.emplace("out", SealedWrite{out.as_view_mut(), f32(64)});
+    g.sync_result = 700;  // CUDA_ERROR_ILLEGAL_ADDRESS: the wait cannot prove the launch finished
+    EXPECT_EQ(code_of([&] { rt.launch("add", std::move(c)); }), ErrorCode::poisoned);
+    EXPECT_TRUE(rt.poisoned());
+    EXPECT_FALSE(rt.evidence().gate({rt.artifact_key("vadd_run")}).passed);
+  }                              // teardown of a poisoned runtime
+  EXPECT_TRUE(g.frees.empty());  // the workspace the launch used is kept
+  EXPECT_EQ(g.unloads, 0);       // and the module its kernel may still be running from
+  EXPECT_EQ(g.releases, 0);
+  // A launch nobody waited for is waited for at teardown before its storage is freed ...
+  g = FakeDriver{};
+  {
+    SealedRuntime rt(driver);
+    rt.admit(publication, manifest, profile);
+    rt.launch("add", call(1000), pointers());
+  }
+  EXPECT_EQ(g.calls, (std::vector<std::string>{"sync", "free", "unload"}));
+  // ... and kept when that wait fails.
+  g = FakeDriver{};
+  {
+    SealedRuntime rt(driver);
+    rt.admit(publication, manifest, profile);
+    rt.launch("add", call(1000), pointers());
+    g.sync_result = 700;
+  }
+  EXPECT_EQ(g.calls, (std::vector<std::string>{"sync"}));
 }
 
 TEST_F(Admission, TheSealedCapsuleIsTrustedExternalAndNeedsTheLoadReceipt) {

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "pact/core/cuda_device.hpp"
 #include "pact/core/file.hpp"
 #include "pact/seal/admission.hpp"
 
@@ -72,6 +73,39 @@ TEST(SealGpu, TheSealedVectorAddRunsOnTheDevice) {
   EXPECT_TRUE(rt->evidence().gate({rt->artifact_key("vadd_run")}).passed);
   EXPECT_FALSE(rt->poisoned());
   for (auto p : {da, db, dout}) EXPECT_EQ(driver->mem_free(p), kCudaSuccess);
+}
+
+// Issue 26 item 5: the same kernel over Pact tensors in the CUDA provider's memory. The call data is the
+// tensors' own, Pact's stream is drained before the launch, and the launch returns completed, so the output
+// is read back through Pact's copy engine with no wait of the caller's.
+TEST(SealGpu, TheSealedVectorAddRunsOverPactDeviceTensors) {
+  if (CudaDevice::get() == nullptr) PACT_GPU_OR_SKIP("no CUDA device: " + CudaDevice::unavailable_reason());
+  SealedRuntime rt(CudaDevice::get()->driver());
+  const Manifest m =
+      parse_manifest(read_file(kSource + "/examples/seal/vector_add/manifest.toml", "test"), "manifest.toml");
+  const CompileProfile profile =
+      parse_compile_profile(read_file(kSource + "/examples/seal/profiles/h100-sm90a.json", "test"), "profile");
+  rt.admit(kSource + "/tests/fixtures/seal/vector_add", m, profile);
+  constexpr std::int64_t n = 70001;
+  std::vector<float> a(n), b(n);
+  for (std::int64_t i = 0; i < n; ++i) {
+    a[i] = static_cast<float>(i % 101) - 7.25f;
+    b[i] = static_cast<float>(i) * 0.125f;
+  }
+  const Tensor da = Tensor::from_values<float>(Dims{n}, a).transfer_to(cuda_provider());
+  const Tensor db = Tensor::from_values<float>(Dims{n}, b).transfer_to(cuda_provider());
+  Tensor out = Tensor::zeros(Dims{n}, DType::f32, cuda_provider());
+  const ops::TensorType type{DType::f32, Dims{n}};
+  SealedCall call;
+  call.reads.emplace("a", SealedRead{da.as_view(), type});
+  call.reads.emplace("b", SealedRead{db.as_view(), type});
+  call.writes.emplace("out", SealedWrite{out.as_view_mut(), type});
+  EXPECT_EQ(rt.launch("add", std::move(call)), "vadd_run");
+  EXPECT_TRUE(rt.evidence().gate({rt.artifact_key("vadd_run")}).passed);
+  const Tensor host = out.transfer_to(cpu_provider());
+  for (std::int64_t i = 0; i < n; ++i) ASSERT_EQ(host.get(Dims{i}).real, a[i] + b[i]) << "element " << i;
+  EXPECT_FALSE(rt.poisoned());
+  EXPECT_FALSE(CudaDevice::get()->poisoned());
 }
 
 }  // namespace
