@@ -3,7 +3,8 @@
 // (pact/seal/profile.hpp), the manifest (pact/seal/manifest.hpp, toml++ underneath; the collecting
 // scan must agree with the throwing parse), the publication index and the CUBIN reader
 // (pact/seal/publication.hpp: ELF header, section table, .nv.info records), a source's include directives
-// and the preprocessor's dependency rule (manifest.hpp, prebuild.hpp). Any input must parse or fail with a
+// and the preprocessor's dependency rule (manifest.hpp, prebuild.hpp), and the binding file of sealed
+// kernels in plans against the example manifest (sealed_kernels.hpp). Any input must parse or fail with a
 // typed pact::Error.
 
 #include <cstdint>
@@ -15,6 +16,7 @@
 #include "pact/seal/prebuild.hpp"
 #include "pact/seal/profile.hpp"
 #include "pact/seal/publication.hpp"
+#include "pact/seal/sealed_kernels.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
@@ -55,6 +57,35 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   try {
     (void)pact::seal::read_cubin_kernels(std::as_bytes(std::span(data, size)), "fuzz.cubin");
+  } catch (const pact::Error&) {
+  }
+  static const pact::seal::Manifest example = pact::seal::parse_manifest(R"toml(
+[[ops]]
+name = "add"
+entry = "e"
+[[ops.aot_exports]]
+provider = "nvcc.cubin.v1"
+name = "vadd_run"
+factory = "vadd.cu"
+profile_inputs = ["max_active_clusters.cluster_size_1"]
+bindings = ["a", "b", "out"]
+role = "run"
+[ops.aot_exports.device_plan]
+schema = "pact.device-launch-plan.v1"
+kernels = [ { name = "vadd", param_widths = [8, 8, 8, 4] } ]
+[[ops.aot_exports.device_plan.launches]]
+kernel = "vadd"
+grid = ["ceil_div(numel(a), 256)", 1, 1]
+block = [256, 1, 1]
+dynamic_smem = 0
+params = [ { kind = "pointer", binding = "a" }, { kind = "pointer", binding = "b" },
+           { kind = "pointer", binding = "out" }, { kind = "scalar", type = "i32", value = "numel(a)" } ]
+)toml",
+                                                                         "example.toml");
+  try {
+    for (const auto& b : pact::seal::parse_sealed_bindings(text, "fuzz-bindings.toml", example)) {
+      if (b.inputs.size() != 2 || b.output.empty()) __builtin_trap();  // add: two operands, one result
+    }
   } catch (const pact::Error&) {
   }
   const std::string source(text);

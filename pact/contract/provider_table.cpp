@@ -5,6 +5,8 @@
 #include <map>
 #include <mutex>
 
+#include "pact/kernels/sealed.hpp"
+
 namespace pact::contract {
 
 namespace {
@@ -253,6 +255,10 @@ const kernels::Handler* find_capsule_handler(const Capsule& capsule) noexcept {
     if (row.handlers == nullptr || row.provider != capsule.provider || row.device != capsule.device) continue;
     if (const auto* h = kernels::find_handler(row.handlers(), capsule.op)) return h;
   }
+  // The sealed provider has no row: its capsules are made from an admitted publication at run time
+  // (pact/kernels/sealed.hpp), and bind the handler of their op.
+  if (capsule.provider == "sealed" && capsule.device == DeviceKind::cuda)
+    return kernels::find_handler(kernels::sealed_handlers(), capsule.op);
   return nullptr;
 }
 

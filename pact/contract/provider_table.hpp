@@ -53,7 +53,7 @@ const ProviderRow* provider_row(std::string_view module) noexcept;
 /// The capsule module a row generates (built once).
 const CapsuleModule& capsule_module(std::string_view module);
 /// The handler a capsule binds to: the one with the capsule's op among the handlers of a row with the
-/// capsule's provider and device, or nullptr when there is none.
+/// capsule's provider and device (a sealed capsule: kernels::sealed_handlers()), or nullptr when there is none.
 const kernels::Handler* find_capsule_handler(const Capsule& capsule) noexcept;
 
 }  // namespace pact::contract

@@ -5,6 +5,7 @@
 ///
 /// Header-only: a target that includes it links tomlplusplus::tomlplusplus itself.
 
+#include <fmt/format.h>
 #include <toml++/toml.h>
 
 #include <algorithm>
@@ -13,6 +14,8 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "pact/core/error.hpp"
 
 namespace pact {
 
@@ -24,6 +27,32 @@ class TomlFaults {
   virtual void missing_field(const std::string& table, std::string_view field) = 0;
   virtual void wrong_type(const std::string& table, std::string_view field, std::string_view expected) = 0;
   virtual void too_many(const std::string& table, std::string_view field, std::size_t count, std::size_t max) = 0;
+};
+
+/// Faults that throw at the first one, naming the field path ("<table>.<field>: <why>") under `site`:
+/// parse_error for an unknown, missing or mistyped field, invalid_argument for too many entries.
+class ThrowingTomlFaults final : public TomlFaults {
+ public:
+  explicit ThrowingTomlFaults(std::string site) : site_(std::move(site)) {}
+  void unknown_field(const std::string& table, std::string_view field) override {
+    fail(ErrorCode::parse_error, table, field, "unknown field");
+  }
+  void missing_field(const std::string& table, std::string_view field) override {
+    fail(ErrorCode::parse_error, table, field, "missing");
+  }
+  void wrong_type(const std::string& table, std::string_view field, std::string_view expected) override {
+    fail(ErrorCode::parse_error, table, field, fmt::format("expected {}", expected));
+  }
+  void too_many(const std::string& table, std::string_view field, std::size_t count, std::size_t max) override {
+    fail(ErrorCode::invalid_argument, table, field, fmt::format("{} entries; at most {}", count, max));
+  }
+
+ private:
+  [[noreturn]] void fail(ErrorCode code, const std::string& table, std::string_view field,
+                         const std::string& why) const {
+    throw_error(code, site_, fmt::format("{}.{}: {}", table, field, why));
+  }
+  std::string site_;
 };
 
 /// One table. Accessors return nullopt (after reporting) when a value is absent or mistyped.

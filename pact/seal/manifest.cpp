@@ -37,27 +37,8 @@ namespace {
 }
 
 // Schema faults of the shared TOML reader: the first one throws, naming the field path.
-class SealFaults final : public TomlFaults {
- public:
-  void unknown_field(const std::string& table, std::string_view field) override {
-    fail(ErrorCode::parse_error, at(table, field), "unknown field");
-  }
-  void missing_field(const std::string& table, std::string_view field) override {
-    fail(ErrorCode::parse_error, at(table, field), "missing");
-  }
-  void wrong_type(const std::string& table, std::string_view field, std::string_view expected) override {
-    fail(ErrorCode::parse_error, at(table, field), fmt::format("expected {}", expected));
-  }
-  void too_many(const std::string& table, std::string_view field, std::size_t count, std::size_t max) override {
-    fail(ErrorCode::invalid_argument, at(table, field), fmt::format("{} entries; at most {}", count, max));
-  }
-
- private:
-  static std::string at(const std::string& table, std::string_view field) { return table + "." + std::string(field); }
-};
-
-SealFaults& seal_faults() {
-  static SealFaults faults;
+TomlFaults& seal_faults() {
+  static ThrowingTomlFaults faults("seal.manifest");
   return faults;
 }
 

@@ -21,7 +21,11 @@
 #include "../support/expect_error.hpp"
 #include "pact/core/file.hpp"
 #include "pact/core/json.hpp"
+#include "pact/ir/graph.hpp"
+#include "pact/plan/planner.hpp"
+#include "pact/runtime/executor.hpp"
 #include "pact/seal/publication.hpp"
+#include "pact/seal/sealed_kernels.hpp"
 #include "seal_support.hpp"
 
 namespace pact::seal {
@@ -720,6 +724,161 @@ TEST_F(TensorLaunch, AnUnprovenCompletionRetainsAndNeverFrees) {
     g.sync_result = 700;
   }
   EXPECT_EQ(g.calls, (std::vector<std::string>{"sync"}));
+}
+
+// ---- sealed kernels in plans (issue 26 item 5) ----------------------------------------------------------
+
+const std::string kBindings = R"(schema = "pact.sealed-bindings.v1"
+[[bind]]
+op = "add"
+inputs = ["a", "b"]
+output = "out"
+dtype = "f32"
+)";
+
+TEST_F(Admission, ABindingFileMapsOpsOntoTheManifestsExports) {
+  const auto bindings = parse_sealed_bindings(kBindings, "bindings.toml", manifest);
+  ASSERT_EQ(bindings.size(), 1u);
+  EXPECT_EQ(bindings[0].op, ops::OpTag::add);
+  EXPECT_EQ(bindings[0].inputs, (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(bindings[0].output, "out");
+  EXPECT_EQ(bindings[0].dtype, DType::f32);
+  // Each fault is typed and names the entry and field.
+  auto fault = [&](const std::string& from, const std::string& to, ErrorCode code, const std::string& words) {
+    std::string text = kBindings;
+    const auto at = text.find(from);
+    ASSERT_NE(at, std::string::npos) << from;
+    text.replace(at, from.size(), to);
+    Error e(ErrorCode::internal, "", "");
+    try {
+      parse_sealed_bindings(text, "bindings.toml", manifest);
+      ADD_FAILURE() << "accepted: " << text;
+      return;
+    } catch (const Error& err) {
+      e = err;
+    }
+    EXPECT_EQ(e.code(), code) << e.what();
+    EXPECT_TRUE(mentions(e.what(), words)) << e.what();
+  };
+  fault("v1\"", "v2\"", ErrorCode::unsupported, "'pact.sealed-bindings.v2' is not pact.sealed-bindings.v1");
+  fault("dtype = \"f32\"", "dtype = \"f32\"\nalpha = 1", ErrorCode::parse_error, "bind[0].alpha: unknown field");
+  fault("output = \"out\"\n", "", ErrorCode::parse_error, "bind[0].output: missing");
+  fault("inputs = [\"a\", \"b\"]", "inputs = \"a\"", ErrorCode::parse_error, "bind[0].inputs: expected");
+  fault("op = \"add\"", "op = \"vector_add\"", ErrorCode::unsupported, "'vector_add' is not an op of the op table");
+  fault("op = \"add\"", "op = \"reshape\"", ErrorCode::unsupported, "'reshape' is not a kernel op");
+  fault("op = \"add\"", "op = \"mul\"", ErrorCode::invalid_argument, "the manifest has no op 'mul'");
+  fault("[\"a\", \"b\"]", "[\"a\", \"b\", \"c\"]", ErrorCode::invalid_argument, "3 operands; 'add' takes 2");
+  fault("[\"a\", \"b\"]", "[\"a\", \"a\"]", ErrorCode::invalid_argument, "named twice");
+  fault("[\"a\", \"b\"]", "[\"b\", \"c\"]", ErrorCode::invalid_argument,
+        "run export 'vadd_run' binds the tensors [a, b, out]; the entry names [b, c, out]");
+  fault("output = \"out\"", "output = \"workspace.partials\"", ErrorCode::invalid_argument, "binds the tensors");
+  fault("dtype = \"f32\"", "dtype = \"float\"", ErrorCode::invalid_argument, "'float' is not a dtype");
+  fault("dtype = \"f32\"\n", "dtype = \"f32\"\n" + kBindings.substr(kBindings.find("[[bind]]")),
+        ErrorCode::invalid_argument, "'add' bound twice");
+  fault("[[bind]]", "[[bind", ErrorCode::parse_error, "bindings.toml:2");
+}
+
+// A one-node graph (x + y) planned under cuda-external with the sealed kernels: the sealed capsule is
+// selected, admitted on the runtime's load receipt, and its handler launches the export over the plan's
+// device tensors (the fake device provider: no GPU here).
+struct SealedPlan : TensorLaunch {
+  ir::Graph graph(DType dtype = DType::f32) const {
+    ir::GraphBuilder b;
+    b.input("x", Dims{1000}, dtype);
+    b.input("y", Dims{1000}, dtype);
+    b.op("sum", ops::OpTag::add, {"x", "y"});
+    b.output("sum");
+    return b.build();
+  }
+  std::shared_ptr<SealedKernels> sealed(const std::shared_ptr<SealedRuntime>& rt) const {
+    return std::make_shared<SealedKernels>(rt, manifest, parse_sealed_bindings(kBindings, "bindings.toml", manifest),
+                                           dev);
+  }
+  contract::BackendProfile external(const SealedKernels& k) const {
+    contract::BackendProfile p = k.profile(contract::builtin_profile("cuda-external"));
+    p.allow_cuda_stub = true;  // no GPU here: the cuda module's capsules plan, and fail their own evidence
+    return p;
+  }
+};
+
+TEST_F(SealedPlan, APlanSelectsTheSealedKernelAndRunsItOverDeviceTensors) {
+  auto rt = std::make_shared<SealedRuntime>(driver);
+  rt->admit(publication, manifest, profile);
+  const auto kernels = sealed(rt);
+  const contract::DefaultEvidenceResolver base;
+  const SealedEvidenceResolver resolver = kernels->resolver(base);
+  auto planned = plan::plan_graph(graph(), external(*kernels), resolver);
+  ASSERT_TRUE(planned.has_value()) << plan::render_audit_table(planned.error().audit);
+  ASSERT_EQ(planned->audit().kernels.size(), 1u);
+  EXPECT_EQ(planned->audit().kernels[0].capsule->name, "sealed.vadd_run");
+  EXPECT_EQ(planned->audit().kernels[0].capsule->trust, contract::Trust::trustedExternal);
+
+  Tensor x = device_tensor(1000), y = device_tensor(1000);
+  std::map<std::string, runtime::EagerTensor> bindings;
+  bindings.emplace("x", runtime::EagerTensor{runtime::retain(x.duplicate()), -1});
+  bindings.emplace("y", runtime::EagerTensor{runtime::retain(y.duplicate()), -1});
+  // Without the launcher installed the handler refuses typed, naming what is missing.
+  EXPECT_TRUE(mentions(message_of([&] { runtime::execute(*planned, bindings); }), "no sealed publication"));
+  EXPECT_TRUE(g.launches.empty());
+  const InstalledSealedKernels installed(kernels);
+  const runtime::ExecutionResult result = runtime::execute(*planned, bindings);
+  ASSERT_EQ(g.launches.size(), 1u);
+  const runtime::EagerTensor& sum = result.outputs.at("sum");
+  EXPECT_EQ(sum.view().provider_name(), "fake-device");
+  EXPECT_EQ(sum.view().shape(), Dims{1000});
+  // The launch read the two bound inputs and wrote the node's result: their device addresses, in the
+  // binding file's order (a, b, out), and the element count from the tensors.
+  const auto& l = g.launches[0];
+  const TensorView xv = bindings.at("x").view(), yv = bindings.at("y").view();
+  auto address = [](const TensorView& v) {
+    auto bound = DeviceBinding::bind(std::move(TensorView(v).prepare_device()).value());
+    return bound.value().unsafe_device_address();
+  };
+  EXPECT_EQ(read_as<std::uint64_t>(l.params[0]), address(xv));
+  EXPECT_EQ(read_as<std::uint64_t>(l.params[1]), address(yv));
+  EXPECT_EQ(read_as<std::uint64_t>(l.params[2]), address(sum.view()));
+  EXPECT_EQ(read_as<std::int32_t>(l.params[3]), 1000);
+  EXPECT_TRUE(rt->evidence().gate({rt->artifact_key("vadd_run")}).passed);  // launched and completed
+}
+
+TEST_F(SealedPlan, TheSealedCapsuleServesOnlyWhatItsBindingAndProfileAdmit) {
+  auto rt = std::make_shared<SealedRuntime>(driver);
+  const auto kernels = sealed(rt);
+  const contract::DefaultEvidenceResolver base;
+  const SealedEvidenceResolver resolver = kernels->resolver(base);
+  auto sealed_failure = [&](const Expected<plan::AcceptedGraphPlan, plan::PlanRejection>& r) {
+    std::string why;
+    if (r.has_value()) return why;
+    for (const auto& f : r.error().audit.check.failures())
+      if (f.capsule == "sealed.vadd_run") why += f.reason + "; ";
+    return why;
+  };
+  // Not admitted yet: no load receipt, so the plan is refused at the sealed capsule's boundary.
+  auto before = plan::plan_graph(graph(), external(*kernels), resolver);
+  ASSERT_FALSE(before.has_value());
+  EXPECT_TRUE(mentions(sealed_failure(before), "no aot_loaded receipt")) << sealed_failure(before);
+  rt->admit(publication, manifest, profile);
+  // A checked profile never accepts the trusted boundary.
+  contract::BackendProfile checked = kernels->profile(contract::builtin_profile("cuda-checked"));
+  checked.allow_cuda_stub = true;
+  auto refused = plan::plan_graph(graph(), checked, resolver);
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_FALSE(sealed_failure(refused).empty());
+  // f64 operands are not the binding's dtype: the sealed capsule is not selected for them.
+  auto wide = plan::plan_graph(graph(DType::f64), external(*kernels), resolver);
+  const plan::PlanAudit& audit = wide.has_value() ? wide->audit() : wide.error().audit;
+  ASSERT_EQ(audit.kernels.size(), 1u);
+  EXPECT_TRUE(audit.kernels[0].capsule == nullptr || audit.kernels[0].capsule->provider != "sealed");
+  // An op the publication does not bind has no sealed capsule, and the launcher refuses it typed.
+  EXPECT_EQ(kernels->module().capsules.size(), 1u);
+  Tensor a = device_tensor(4);
+  const std::vector<TensorView> in{a.as_view(), a.as_view()};
+  EXPECT_EQ(code_of([&] { kernels->forward(ops::OpTag::mul, in, {}); }), ErrorCode::unsupported);
+  EXPECT_EQ(code_of([&] {
+              kernels->forward(ops::OpTag::add, in, ops::Attributes{{"alpha", 2.0}});
+            }),
+            ErrorCode::unsupported);
+  EXPECT_TRUE(g.launches.empty());
 }
 
 TEST_F(Admission, TheSealedCapsuleIsTrustedExternalAndNeedsTheLoadReceipt) {

@@ -1,0 +1,160 @@
+#include "pact/seal/sealed_kernels.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <set>
+
+#include "pact/core/toml_table.hpp"
+
+namespace pact::seal {
+
+namespace {
+
+[[noreturn]] void refuse(ErrorCode code, const std::string& where, const std::string& why) {
+  throw_error(code, "seal.bindings", fmt::format("{}: {}", where, why));
+}
+
+TomlFaults& binding_faults() {
+  static ThrowingTomlFaults faults("seal.bindings");
+  return faults;
+}
+
+// The tensor bindings of an export: its bindings less the op's artifact resources and declared streams.
+std::set<std::string> tensor_bindings(const ManifestOp& op, const AotExport& e) {
+  std::set<std::string> names(e.bindings.begin(), e.bindings.end());
+  for (const auto& r : op.resources) names.erase(r.name);
+  for (const auto& l : e.device_plan.launches) names.erase(l.stream);
+  return names;
+}
+
+}  // namespace
+
+std::vector<SealedBinding> parse_sealed_bindings(std::string_view toml_text, std::string_view where,
+                                                 const Manifest& manifest) {
+  toml::table doc;
+  try {
+    doc = toml::parse(toml_text, where);
+  } catch (const toml::parse_error& e) {
+    refuse(ErrorCode::parse_error, fmt::format("{}:{}:{}", where, e.source().begin.line, e.source().begin.column),
+           std::string(e.description()));
+  }
+  const TomlTable top(doc, std::string(where), binding_faults());
+  top.keys({"schema", "bind"});
+  if (*top.str("schema") != kSealedBindingsSchema)
+    refuse(ErrorCode::unsupported, top.at("schema"),
+           fmt::format("'{}' is not {}", printable(*top.str("schema")), kSealedBindingsSchema));
+  std::vector<SealedBinding> out;
+  std::set<ops::OpTag> bound;
+  for (const TomlTable& t : top.tables("bind", true, kMaxSealedBindings)) {
+    t.keys({"op", "inputs", "output", "dtype"});
+    SealedBinding b;
+    const std::string op_name = *t.str("op");
+    try {
+      b.op = ops::parse_op_kind(op_name);
+    } catch (const Error&) {
+      refuse(ErrorCode::unsupported, t.at("op"), fmt::format("'{}' is not an op of the op table", printable(op_name)));
+    }
+    const ops::OpInfo& info = ops::op_info(b.op);
+    if (info.role != ops::OpRole::kernel)
+      refuse(ErrorCode::unsupported, t.at("op"), fmt::format("'{}' is not a kernel op", op_name));
+    if (!bound.insert(b.op).second) refuse(ErrorCode::invalid_argument, t.at("op"), fmt::format("'{}' bound twice", op_name));
+    b.inputs = *t.strings("inputs", true, kMaxBindings);
+    b.output = *t.str("output");
+    try {
+      b.dtype = parse_dtype(*t.str("dtype"));
+    } catch (const Error&) {
+      refuse(ErrorCode::invalid_argument, t.at("dtype"), fmt::format("'{}' is not a dtype", printable(*t.str("dtype"))));
+    }
+    const auto arity = static_cast<std::int64_t>(b.inputs.size());
+    if (arity < info.min_arity || (info.max_arity >= 0 && arity > info.max_arity)) {
+      refuse(ErrorCode::invalid_argument, t.at("inputs"),
+             fmt::format("{} operands; '{}' takes {}{}", arity, op_name, info.min_arity,
+                         info.max_arity == info.min_arity ? ""
+                         : info.max_arity < 0           ? " or more"
+                                                        : fmt::format(" to {}", info.max_arity)));
+    }
+    std::set<std::string> named(b.inputs.begin(), b.inputs.end());
+    if (named.size() != b.inputs.size() || !named.insert(b.output).second)
+      refuse(ErrorCode::invalid_argument, t.path(), "an export binding is named twice");
+    const ManifestOp* op = nullptr;
+    for (const auto& o : manifest.ops) {
+      if (o.name == op_name) op = &o;
+    }
+    if (op == nullptr) refuse(ErrorCode::invalid_argument, t.at("op"), fmt::format("the manifest has no op '{}'", op_name));
+    bool any = false;
+    for (const auto& e : op->exports) {
+      if (e.role != Role::run) continue;
+      any = true;
+      const std::set<std::string> tensors = tensor_bindings(*op, e);
+      if (tensors != named) {
+        refuse(ErrorCode::invalid_argument, t.path(),
+               fmt::format("run export '{}' binds the tensors [{}]; the entry names [{}]", e.name,
+                           fmt::join(tensors, ", "), fmt::join(named, ", ")));
+      }
+    }
+    if (!any) refuse(ErrorCode::invalid_argument, t.at("op"), fmt::format("op '{}' has no run export", op_name));
+    out.push_back(std::move(b));
+  }
+  return out;
+}
+
+SealedKernels::SealedKernels(std::shared_ptr<SealedRuntime> runtime, const Manifest& manifest,
+                             std::vector<SealedBinding> bindings, std::shared_ptr<Provider> device)
+    : runtime_(std::move(runtime)), bindings_(std::move(bindings)), device_(std::move(device)) {
+  module_.name = "sealed";
+  const std::string identity = execution_identity(manifest);
+  for (const auto& b : bindings_) {
+    const std::string name(ops::op_kind(b.op));
+    for (const auto& op : manifest.ops) {
+      if (op.name != name) continue;
+      // Admission loads a publication whole (one refused export admits none), so the receipt of the op's
+      // first run export stands for the others the runtime may select by specialization.
+      const auto first = std::find_if(op.exports.begin(), op.exports.end(),
+                                      [](const AotExport& e) { return e.role == Role::run; });
+      contract::Capsule c = sealed_capsule(op, *first, identity);
+      c.dtypes = DTypeSet{b.dtype};
+      module_.capsules.push_back(std::move(c));
+    }
+  }
+}
+
+contract::BackendProfile SealedKernels::profile(contract::BackendProfile base) const {
+  base.modules.push_back(&module_);
+  base.providers.emplace_back("sealed");
+  if (std::find(base.devices.begin(), base.devices.end(), DeviceKind::cuda) == base.devices.end())
+    base.devices.push_back(DeviceKind::cuda);
+  auto& preference = base.policy.provider_preference;
+  preference.insert(preference.begin(), "sealed");
+  return base;
+}
+
+Tensor SealedKernels::forward(ops::OpTag op, std::span<const TensorView> inputs, const ops::Attributes& attrs) {
+  const std::string name(ops::op_kind(op));
+  const auto b = std::find_if(bindings_.begin(), bindings_.end(), [&](const SealedBinding& x) { return x.op == op; });
+  if (b == bindings_.end())
+    throw_error(ErrorCode::unsupported, "sealed", fmt::format("the sealed publication does not bind '{}'", name));
+  if (!attrs.values().empty()) {
+    throw_error(ErrorCode::unsupported, "sealed",
+                fmt::format("this '{}' node has attributes; a sealed kernel takes none", name));
+  }
+  if (inputs.size() != b->inputs.size()) {
+    throw_error(ErrorCode::invalid_argument, "sealed",
+                fmt::format("'{}' has {} operands; the sealed binding names {}", name, inputs.size(), b->inputs.size()));
+  }
+  std::vector<ops::TensorType> types;
+  for (const auto& v : inputs) types.push_back({v.dtype(), v.shape()});
+  const ops::TensorType result = ops::infer_type(op, types, attrs);
+  Tensor out = Tensor::empty(result.shape, result.dtype, device_);
+  {
+    SealedCall call;
+    for (std::size_t i = 0; i < inputs.size(); ++i)
+      call.reads.emplace(b->inputs[i], SealedRead{inputs[i], {b->dtype, inputs[i].shape()}});
+    call.writes.emplace(b->output, SealedWrite{out.as_view_mut(), {b->dtype, result.shape}});
+    runtime_->launch(name, std::move(call));
+  }
+  return out;
+}
+
+}  // namespace pact::seal
