@@ -38,6 +38,8 @@ mkdir -p "$out/src/examples/seal" "$out/src/tests/fixtures"
 cp -r "$root/examples/seal/vector_add" "$root/examples/seal/profiles" "$out/src/examples/seal/"
 cp -r "$root/examples/models" "$out/src/examples/"
 cp -r "$root/tests/fixtures/seal" "$out/src/tests/fixtures/"
+mkdir -p "$out/src/tests/fixtures/torch"
+cp -r "$root/tests/fixtures/torch/mlp" "$out/src/tests/fixtures/torch/"
 cp "$root/scripts/gpu-check.sh" "$out/"
 { git -C "$root" rev-parse HEAD; git -C "$root" diff --quiet HEAD || echo "(with uncommitted changes)"; } > "$out/COMMIT" 2>/dev/null || echo unknown > "$out/COMMIT"
 # What travels is the compressed archive (OpenBLAS alone is 36 MiB unpacked, 4 compressed).

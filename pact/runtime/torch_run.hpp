@@ -69,6 +69,10 @@ struct TorchRunResult {
 /// the inference fusions (with `fuse`), then one plan under `profile`; the weights and lowering constants
 /// move in and are bound once. A rejected plan is not an error: accepted() is false, audit() says why and
 /// run refuses. Runs are read-only on the model, so several may share it.
+///
+/// Under a profile whose device is cuda the values live on the device (cuda_provider()): the weights move
+/// there once, each run's inputs as they arrive (one Transfer copy each), and run_imported brings the
+/// outputs back to host memory; run() leaves them where the kernels wrote them.
 class ImportedModel {
  public:
   ImportedModel(ir::TorchBundle&& bundle, const contract::BackendProfile& profile,
@@ -110,6 +114,7 @@ class ImportedModel {
   std::map<std::string, std::string> module_of_;
   std::map<std::string, std::string> module_type_;
   std::map<std::string, EagerTensor> weights_;  ///< every source node but the user inputs, bound once
+  std::shared_ptr<Provider> device_;            ///< where a cuda profile's values live; null on the host
 };
 
 /// Plans and runs `bundle` on `inputs` (safetensors tensors named by the user inputs); the audit lists the

@@ -4,8 +4,10 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <set>
 
+#include "pact/core/file.hpp"
 #include "pact/core/toml_table.hpp"
 
 namespace pact::seal {
@@ -41,7 +43,7 @@ std::vector<SealedBinding> parse_sealed_bindings(std::string_view toml_text, std
            std::string(e.description()));
   }
   const TomlTable top(doc, std::string(where), binding_faults());
-  top.keys({"schema", "bind"});
+  top.keys({"schema", "bind"}, {"publication", "manifest", "launch_profile"});
   if (*top.str("schema") != kSealedBindingsSchema)
     refuse(ErrorCode::unsupported, top.at("schema"),
            fmt::format("'{}' is not {}", printable(*top.str("schema")), kSealedBindingsSchema));
@@ -59,21 +61,23 @@ std::vector<SealedBinding> parse_sealed_bindings(std::string_view toml_text, std
     const ops::OpInfo& info = ops::op_info(b.op);
     if (info.role != ops::OpRole::kernel)
       refuse(ErrorCode::unsupported, t.at("op"), fmt::format("'{}' is not a kernel op", op_name));
-    if (!bound.insert(b.op).second) refuse(ErrorCode::invalid_argument, t.at("op"), fmt::format("'{}' bound twice", op_name));
+    if (!bound.insert(b.op).second)
+      refuse(ErrorCode::invalid_argument, t.at("op"), fmt::format("'{}' bound twice", op_name));
     b.inputs = *t.strings("inputs", true, kMaxBindings);
     b.output = *t.str("output");
     try {
       b.dtype = parse_dtype(*t.str("dtype"));
     } catch (const Error&) {
-      refuse(ErrorCode::invalid_argument, t.at("dtype"), fmt::format("'{}' is not a dtype", printable(*t.str("dtype"))));
+      refuse(ErrorCode::invalid_argument, t.at("dtype"),
+             fmt::format("'{}' is not a dtype", printable(*t.str("dtype"))));
     }
     const auto arity = static_cast<std::int64_t>(b.inputs.size());
     if (arity < info.min_arity || (info.max_arity >= 0 && arity > info.max_arity)) {
       refuse(ErrorCode::invalid_argument, t.at("inputs"),
              fmt::format("{} operands; '{}' takes {}{}", arity, op_name, info.min_arity,
                          info.max_arity == info.min_arity ? ""
-                         : info.max_arity < 0           ? " or more"
-                                                        : fmt::format(" to {}", info.max_arity)));
+                         : info.max_arity < 0             ? " or more"
+                                                          : fmt::format(" to {}", info.max_arity)));
     }
     std::set<std::string> named(b.inputs.begin(), b.inputs.end());
     if (named.size() != b.inputs.size() || !named.insert(b.output).second)
@@ -82,7 +86,8 @@ std::vector<SealedBinding> parse_sealed_bindings(std::string_view toml_text, std
     for (const auto& o : manifest.ops) {
       if (o.name == op_name) op = &o;
     }
-    if (op == nullptr) refuse(ErrorCode::invalid_argument, t.at("op"), fmt::format("the manifest has no op '{}'", op_name));
+    if (op == nullptr)
+      refuse(ErrorCode::invalid_argument, t.at("op"), fmt::format("the manifest has no op '{}'", op_name));
     bool any = false;
     for (const auto& e : op->exports) {
       if (e.role != Role::run) continue;
@@ -100,6 +105,35 @@ std::vector<SealedBinding> parse_sealed_bindings(std::string_view toml_text, std
   return out;
 }
 
+SealedDeployment parse_sealed_deployment(std::string_view toml_text, std::string_view where, const std::string& base) {
+  toml::table doc;
+  try {
+    doc = toml::parse(toml_text, where);
+  } catch (const toml::parse_error& e) {
+    refuse(ErrorCode::parse_error, fmt::format("{}:{}:{}", where, e.source().begin.line, e.source().begin.column),
+           std::string(e.description()));
+  }
+  const TomlTable top(doc, std::string(where), binding_faults());
+  top.keys({"schema", "bind", "publication", "manifest", "launch_profile"});
+  auto path = [&](std::string_view key) {
+    return (std::filesystem::path(base) / *top.str(key)).lexically_normal().string();
+  };
+  return {path("publication"), path("manifest"), path("launch_profile")};
+}
+
+std::shared_ptr<SealedKernels> load_sealed_kernels(const std::string& binding_file, std::shared_ptr<Provider> device,
+                                                   const CudaDriver* driver) {
+  const std::string text = read_file(binding_file, "seal.bindings");
+  const SealedDeployment d =
+      parse_sealed_deployment(text, binding_file, std::filesystem::path(binding_file).parent_path().string());
+  const Manifest manifest = parse_manifest(read_file(d.manifest, "seal.bindings"), d.manifest);
+  std::vector<SealedBinding> bindings = parse_sealed_bindings(text, binding_file, manifest);
+  const CompileProfile profile = parse_compile_profile(read_file(d.launch_profile, "seal.bindings"), d.launch_profile);
+  auto runtime = std::make_shared<SealedRuntime>(driver != nullptr ? *driver : load_cuda_driver());
+  runtime->admit(d.publication, manifest, profile);
+  return std::make_shared<SealedKernels>(std::move(runtime), manifest, std::move(bindings), std::move(device));
+}
+
 SealedKernels::SealedKernels(std::shared_ptr<SealedRuntime> runtime, const Manifest& manifest,
                              std::vector<SealedBinding> bindings, std::shared_ptr<Provider> device)
     : runtime_(std::move(runtime)), bindings_(std::move(bindings)), device_(std::move(device)) {
@@ -111,8 +145,8 @@ SealedKernels::SealedKernels(std::shared_ptr<SealedRuntime> runtime, const Manif
       if (op.name != name) continue;
       // Admission loads a publication whole (one refused export admits none), so the receipt of the op's
       // first run export stands for the others the runtime may select by specialization.
-      const auto first = std::find_if(op.exports.begin(), op.exports.end(),
-                                      [](const AotExport& e) { return e.role == Role::run; });
+      const auto first =
+          std::find_if(op.exports.begin(), op.exports.end(), [](const AotExport& e) { return e.role == Role::run; });
       contract::Capsule c = sealed_capsule(op, *first, identity);
       c.dtypes = DTypeSet{b.dtype};
       module_.capsules.push_back(std::move(c));
@@ -140,8 +174,9 @@ Tensor SealedKernels::forward(ops::OpTag op, std::span<const TensorView> inputs,
                 fmt::format("this '{}' node has attributes; a sealed kernel takes none", name));
   }
   if (inputs.size() != b->inputs.size()) {
-    throw_error(ErrorCode::invalid_argument, "sealed",
-                fmt::format("'{}' has {} operands; the sealed binding names {}", name, inputs.size(), b->inputs.size()));
+    throw_error(
+        ErrorCode::invalid_argument, "sealed",
+        fmt::format("'{}' has {} operands; the sealed binding names {}", name, inputs.size(), b->inputs.size()));
   }
   std::vector<ops::TensorType> types;
   for (const auto& v : inputs) types.push_back({v.dtype(), v.shape()});

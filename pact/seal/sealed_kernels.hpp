@@ -5,9 +5,13 @@
 /// SealedCall).
 ///
 /// A binding file (TOML, `schema = "pact.sealed-bindings.v1"`) says which op each export serves and how the
-/// op's operands meet the export's tensor bindings; nothing is inferred from binding order or names:
+/// op's operands meet the export's tensor bindings; nothing is inferred from binding order or names. For
+/// `pact run --sealed FILE` it also names the deployment, each path relative to the file:
 ///
 ///   schema = "pact.sealed-bindings.v1"
+///   publication = "out"                 # the sealed publication (pact seal build -o)
+///   manifest = "bundle/manifest.toml"   # the manifest it was built from
+///   launch_profile = "h100.json"        # this machine's measured compile profile
 ///   [[bind]]
 ///   op = "add"              # an op of the op table, and of the manifest (its run exports serve it)
 ///   inputs = ["a", "b"]     # the export binding of each operand, in the op table's order
@@ -44,6 +48,21 @@ struct SealedBinding {
 /// faults, invalid_argument or unsupported for a binding the manifest or the op table contradicts.
 std::vector<SealedBinding> parse_sealed_bindings(std::string_view toml_text, std::string_view where,
                                                  const Manifest& manifest);
+
+/// The deployment a binding file names (see above), as paths resolved against `base` (its directory).
+/// parse_error when one of the three is missing.
+struct SealedDeployment {
+  std::string publication, manifest, launch_profile;
+};
+SealedDeployment parse_sealed_deployment(std::string_view toml_text, std::string_view where, const std::string& base);
+
+class SealedKernels;
+/// `pact run --sealed FILE`: reads and checks the binding file, its manifest and launch profile, then admits
+/// the publication on device 0 of `driver` (the system's, load_cuda_driver(), when null) and returns its
+/// kernels, results allocated in `device`. Every refusal is typed: the files' first (io_error, the parsers'),
+/// then no_device without a driver or device, then admission's.
+std::shared_ptr<SealedKernels> load_sealed_kernels(const std::string& binding_file, std::shared_ptr<Provider> device,
+                                                   const CudaDriver* driver = nullptr);
 
 /// The sealed kernels of one admitted publication: their capsule module, the profile that prefers them,
 /// the evidence resolver that accepts their boundary only on the runtime's load receipt, and the launcher

@@ -20,6 +20,7 @@
 #include "pact/plan/planner.hpp"
 #include "pact/runtime/executor.hpp"
 #include "pact/runtime/session.hpp"
+#include "pact/runtime/torch_run.hpp"
 #include "pact/train/optim.hpp"
 #include "pact/verify/oracle.hpp"
 #include "pact/verify/samples.hpp"
@@ -336,6 +337,30 @@ TEST(CudaPlan, TheDigitsMlpTrainsThroughTheCudaPlanAsOnTheCpu) {
   EXPECT_NEAR(gpu.loss, cpu.loss, 1e-5 * std::max(1.0, std::abs(cpu.loss)));
   expect_close(gpu.grads, cpu.grads, 1e-4, "the first step's gradient");
   expect_close(gpu.params, cpu.params, 1e-4, "the value after three Adam steps");
+}
+
+// `pact run DIR --profile cuda-external`: an imported capture's weights move to the device once, its inputs
+// as they arrive, and run_imported brings the outputs back; they agree with PyTorch's as on the CPU.
+TEST(CudaRun, AnImportedMlpRunsUnderCudaExternalAsOnTheCpu) {
+  PACT_GPU_OR_SKIP();
+  const std::string dir = std::string(kSource) + "/tests/fixtures/torch/mlp";
+  auto run_under = [&](const char* profile) {
+    const contract::DefaultEvidenceResolver resolver;
+    return runtime::run_imported(ir::load_torch_export(dir), ir::read_safetensors(dir + "/example_input.safetensors"),
+                                 contract::builtin_profile(profile), resolver);
+  };
+  const runtime::TorchRunResult gpu = run_under("cuda-external"), cpu = run_under("cpu-checked");
+  ASSERT_TRUE(gpu.accepted) << plan::render_audit_table(gpu.audit);
+  for (const auto& k : gpu.audit.kernels) EXPECT_EQ(k.capsule->provider, "cuda") << k.node;
+  const ir::SafetensorsFile expected = ir::read_safetensors(dir + "/expected_output.safetensors");
+  ASSERT_FALSE(gpu.outputs.empty());
+  for (const auto& [name, value] : gpu.outputs) {
+    EXPECT_EQ(value.provider_name(), "cpu") << name;  // brought back to host memory
+    const auto agreement = runtime::compare_outputs(name, value.as_view(), expected.find(name)->as_view());
+    EXPECT_LT(agreement.relative_error, 1e-4) << name;
+    const auto same = runtime::compare_outputs(name, value.as_view(), cpu.outputs.at(name).as_view());
+    EXPECT_LT(same.relative_error, 1e-5) << name;
+  }
 }
 
 // A wrong kernel on the device: add computing a + a. The same comparison must refute it.

@@ -881,6 +881,33 @@ TEST_F(SealedPlan, TheSealedCapsuleServesOnlyWhatItsBindingAndProfileAdmit) {
   EXPECT_TRUE(g.launches.empty());
 }
 
+// `pact run --sealed FILE`: the example binding file names its publication, manifest and launch profile
+// relative to itself; loading it admits the publication (here on the stand-in driver).
+TEST_F(Admission, TheExampleBindingFileLoadsItsDeployment) {
+  const std::string file = kSource + "/examples/seal/vector_add/bindings.toml";
+  const SealedDeployment d =
+      parse_sealed_deployment(read_file(file, "test"), file, kSource + "/examples/seal/vector_add");
+  EXPECT_EQ(d.publication, kSource + "/tests/fixtures/seal/vector_add");
+  EXPECT_EQ(d.manifest, kSource + "/examples/seal/vector_add/manifest.toml");
+  EXPECT_EQ(d.launch_profile, kSource + "/examples/seal/profiles/h100-sm90a.json");
+  const auto kernels = load_sealed_kernels(file, make_fake_device_provider(), &driver);
+  ASSERT_EQ(kernels->module().capsules.size(), 1u);
+  EXPECT_EQ(kernels->module().capsules[0].name, "sealed.vadd_run");
+  EXPECT_TRUE(kernels->runtime().evidence().is_loaded(kernels->runtime().artifact_key("vadd_run")));
+  // A binding file without its deployment serves a manifest in code, not `pact run --sealed`.
+  EXPECT_TRUE(
+      mentions(message_of([&] { parse_sealed_deployment(kBindings, "b.toml", "/x"); }), "b.toml.publication: missing"));
+  // Files are read and checked before any driver is touched: a broken manifest path is io_error, no load.
+  test::ScratchBundle scratch;
+  std::string text = read_file(file, "test");
+  text.replace(text.find("manifest = \"manifest.toml\""), 26, "manifest = \"absent.toml\"");
+  scratch.write("bindings.toml", text);
+  EXPECT_EQ(
+      code_of([&] { load_sealed_kernels((scratch.dir / "bindings.toml").string(), make_fake_device_provider()); }),
+      ErrorCode::io_error);
+  EXPECT_EQ(g.loads, 1);
+}
+
 TEST_F(Admission, TheSealedCapsuleIsTrustedExternalAndNeedsTheLoadReceipt) {
   SealedRuntime rt(driver);
   const std::string identity = execution_identity(manifest);

@@ -11,7 +11,11 @@
 
 #include "pact/core/cuda_device.hpp"
 #include "pact/core/file.hpp"
+#include "pact/ir/graph.hpp"
+#include "pact/plan/planner.hpp"
+#include "pact/runtime/executor.hpp"
 #include "pact/seal/admission.hpp"
+#include "pact/seal/sealed_kernels.hpp"
 
 namespace pact::seal {
 namespace {
@@ -106,6 +110,39 @@ TEST(SealGpu, TheSealedVectorAddRunsOverPactDeviceTensors) {
   for (std::int64_t i = 0; i < n; ++i) ASSERT_EQ(host.get(Dims{i}).real, a[i] + b[i]) << "element " << i;
   EXPECT_FALSE(rt.poisoned());
   EXPECT_FALSE(CudaDevice::get()->poisoned());
+}
+
+// `pact run --sealed`: the example binding file's publication admitted on the device, and a plan of x + y
+// under cuda-external selecting its kernel for the add; the result, read back, is the sum.
+TEST(SealGpu, APlanRunsTheSealedAddOverDeviceTensors) {
+  if (CudaDevice::get() == nullptr) PACT_GPU_OR_SKIP("no CUDA device: " + CudaDevice::unavailable_reason());
+  const auto kernels = load_sealed_kernels(kSource + "/examples/seal/vector_add/bindings.toml", cuda_provider());
+  const InstalledSealedKernels installed(kernels);
+  constexpr std::int64_t n = 4099;
+  ir::GraphBuilder b;
+  b.input("x", Dims{n});
+  b.input("y", Dims{n});
+  b.op("sum", ops::OpTag::add, {"x", "y"});
+  b.output("sum");
+  const contract::DefaultEvidenceResolver base;
+  const SealedEvidenceResolver resolver = kernels->resolver(base);
+  auto planned = plan::plan_graph(b.build(), kernels->profile(contract::builtin_profile("cuda-external")), resolver);
+  ASSERT_TRUE(planned.has_value()) << plan::render_audit_table(planned.error().audit);
+  EXPECT_EQ(planned->audit().kernels[0].capsule->name, "sealed.vadd_run");
+  std::vector<float> x(n), y(n);
+  for (std::int64_t i = 0; i < n; ++i) {
+    x[i] = 0.75f * static_cast<float>(i);
+    y[i] = static_cast<float>(i % 13) - 6.0f;
+  }
+  std::map<std::string, runtime::EagerTensor> bindings;
+  bindings.emplace("x", runtime::EagerTensor{
+                            runtime::retain(Tensor::from_values<float>(Dims{n}, x).transfer_to(cuda_provider())), -1});
+  bindings.emplace("y", runtime::EagerTensor{
+                            runtime::retain(Tensor::from_values<float>(Dims{n}, y).transfer_to(cuda_provider())), -1});
+  const runtime::ExecutionResult result = runtime::execute(*planned, bindings);
+  const Tensor sum = result.outputs.at("sum").view().transfer_to(cpu_provider());
+  for (std::int64_t i = 0; i < n; ++i) ASSERT_EQ(sum.get(Dims{i}).real, x[i] + y[i]) << "element " << i;
+  EXPECT_TRUE(kernels->runtime().evidence().gate({kernels->runtime().artifact_key("vadd_run")}).passed);
 }
 
 }  // namespace

@@ -124,6 +124,9 @@ struct RunTiming {
   bool fuse = true;             ///< the inference fusions (pact/plan/fusion.hpp); --no-fuse turns them off
   std::string layout = "auto";  ///< --layout: which convolutions run channels-last (plan::choose_channels_last)
   bool audit = false;           ///< --audit: the plan beside the run (Note [Run audit] in torch.cpp)
+  /// --sealed FILE: a binding file whose sealed publication is admitted on this machine's GPU and preferred
+  /// for the ops it binds (pact/seal/sealed_kernels.hpp); needs a cuda profile.
+  std::string sealed;
 };
 int run_torch(const std::string& dir, const std::string& profile, bool json, double tolerance,
               const RunTiming& timing = {}, const PictureArgs& picture = {});
@@ -131,7 +134,7 @@ int run_torch(const std::string& dir, const std::string& profile, bool json, dou
 /// prints each output's shape, leading values and, for a classifier, the argmax per row; writes the outputs
 /// only after the whole run succeeded.
 int run_torch_on(const std::string& dir, const std::string& input, const std::string& output,
-                 const std::string& profile, bool json);
+                 const std::string& profile, bool json, const std::string& sealed = {});
 
 }  // namespace pact::cli
 

@@ -19,6 +19,7 @@
 #include "pact/kernels/cpu/gemm.hpp"
 #include "pact/plan/planner.hpp"
 #include "pact/runtime/torch_run.hpp"
+#include "pact/seal/sealed_kernels.hpp"
 #include "tools/pact/command.hpp"
 #include "tools/pact/commands.hpp"
 
@@ -186,6 +187,42 @@ int print_rejection(const plan::PlanAudit& audit, bool json) {
 }
 }  // namespace
 
+namespace {
+
+// The profile and evidence a run plans under: the named profile, and with --sealed the sealed kernels of a
+// binding file, admitted on this machine's GPU, installed as the process's sealed launcher and preferred
+// for the ops they bind (pact/seal/sealed_kernels.hpp).
+class RunBackend {
+ public:
+  RunBackend(const std::string& profile_name, const std::string& sealed)
+      : profile_(contract::builtin_profile(profile_name)) {
+    if (sealed.empty()) return;
+    if (profile_.policy.device != DeviceKind::cuda) {
+      throw_error(ErrorCode::invalid_argument, "pact run",
+                  fmt::format("--sealed runs sealed GPU kernels: give a cuda profile (--profile cuda-external), not "
+                              "'{}'",
+                              profile_name));
+    }
+    kernels_ = seal::load_sealed_kernels(sealed, cuda_provider());
+    profile_ = kernels_->profile(std::move(profile_));
+    resolver_.emplace(kernels_->resolver(base_));
+    installed_.emplace(kernels_);
+  }
+  const contract::BackendProfile& profile() const noexcept { return profile_; }
+  const contract::EvidenceResolver& resolver() const noexcept {
+    return resolver_ ? static_cast<const contract::EvidenceResolver&>(*resolver_) : base_;
+  }
+
+ private:
+  contract::BackendProfile profile_;
+  contract::DefaultEvidenceResolver base_;
+  std::shared_ptr<seal::SealedKernels> kernels_;
+  std::optional<seal::SealedEvidenceResolver> resolver_;
+  std::optional<seal::InstalledSealedKernels> installed_;
+};
+
+}  // namespace
+
 int run_torch(const std::string& dir, const std::string& profile_name, bool json, double tolerance,
               const RunTiming& timing, const PictureArgs& picture_args) {
   require_picture_destination(picture_args, "pact run");
@@ -200,7 +237,7 @@ int run_torch(const std::string& dir, const std::string& profile_name, bool json
     omp_set_num_threads(timing.threads);
     kernels::cpu::openblas_threads(timing.threads);
   }
-  const auto profile = contract::builtin_profile(profile_name);
+  const RunBackend backend(profile_name, timing.sealed);
   ir::TorchBundle bundle = ir::load_torch_export(dir);
   ir::require_weights(bundle.model, dir, "pact run");
   ir::SafetensorsFile inputs = ir::read_safetensors(dir + "/example_input.safetensors");
@@ -214,9 +251,8 @@ int run_torch(const std::string& dir, const std::string& profile_name, bool json
     }
     names.push_back(o.name);
   }
-  const contract::DefaultEvidenceResolver resolver;
   const auto start = std::chrono::steady_clock::now();
-  auto result = runtime::run_imported(std::move(bundle), std::move(inputs), profile, resolver,
+  auto result = runtime::run_imported(std::move(bundle), std::move(inputs), backend.profile(), backend.resolver(),
                                       {timing.repeat, timing.time_nodes, timing.fuse,
                                        plan::parse_layout(timing.layout).value_or(plan::Layout::automatic)});
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
@@ -354,17 +390,16 @@ std::optional<std::vector<std::int64_t>> row_argmax(const TensorView& v) {
 }  // namespace
 
 int run_torch_on(const std::string& dir, const std::string& input, const std::string& output,
-                 const std::string& profile_name, bool json) {
+                 const std::string& profile_name, bool json, const std::string& sealed) {
   if (!output.empty()) require_writable_destination(output, "pact run");
-  const auto profile = contract::builtin_profile(profile_name);
+  const RunBackend backend(profile_name, sealed);
   ir::TorchBundle bundle = ir::load_torch_export(dir);
   ir::require_weights(bundle.model, dir, "pact run");
   ir::SafetensorsFile inputs = ir::read_tensor_file(input);
   runtime::fit_inputs(bundle, inputs, input);
   std::vector<ir::TorchOutput> outs = bundle.model.outputs;
-  const contract::DefaultEvidenceResolver resolver;
   const auto start = std::chrono::steady_clock::now();
-  auto result = runtime::run_imported(std::move(bundle), std::move(inputs), profile, resolver);
+  auto result = runtime::run_imported(std::move(bundle), std::move(inputs), backend.profile(), backend.resolver());
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   if (!result.accepted) return print_rejection(result.audit, json);
   if (!output.empty()) {
@@ -463,6 +498,9 @@ const bool run_registered = register_command("run", [](CLI::App& app) {
                    "which convolutions run on channels-last activations, their weights re-packed at plan time: "
                    "auto (where it pays), nchw (none) or nhwc (every one it can); with the fusions only")
       ->check(CLI::IsMember({"auto", "nchw", "nhwc"}));
+  run_cmd->add_option("--sealed", a->timing.sealed,
+                      "a sealed-kernel binding file (pact.sealed-bindings.v1): admit its publication on this "
+                      "machine's GPU and run the ops it binds on it (with --profile cuda-external)");
   add_picture_options(run_cmd, a->picture);
   return std::vector<Runner>{
       {run_cmd, [a] {
@@ -475,7 +513,7 @@ const bool run_registered = register_command("run", [](CLI::App& app) {
            if (a->timing.repeat != 0 || a->timing.time_nodes || a->timing.audit)
              throw_error(ErrorCode::invalid_argument, "pact run",
                          "--repeat, --time-nodes and --audit report the example run; drop --input");
-           return run_torch_on(a->dir, a->input, a->output, a->profile, a->json);
+           return run_torch_on(a->dir, a->input, a->output, a->profile, a->json, a->timing.sealed);
          }
          return run_torch(a->dir, a->profile, a->json, a->tolerance, a->timing, a->picture);
        }}};
