@@ -108,7 +108,7 @@ constexpr ProviderRow kRows[] = {
      0,
      nullptr,
      DTypeSet{DType::f32},
-     DTypeSet{},
+     DTypeSet{DType::f32},
      {EK::runtimeGuard, EK::runtimeGuard, EK::runtimeGuard, EK::runtimeGuard},
      {"cuda.device_present", "cuda.device_present", "cuda.device_present", "cuda.device_present"},
      &kernels::cuda_handlers,

@@ -94,8 +94,14 @@ Tensor tensor_from_bytes(DType dtype, const Dims& shape, std::span<const std::by
 
 void append_tensor_bytes(const TensorView& v, std::vector<std::byte>& out) {
   if (v.numel() == 0) return;
-  std::optional<Tensor> packed;  // a strided view is written through one contiguous duplicate
-  if (!v.is_contiguous()) packed.emplace(v.duplicate());
+  // Bytes are read on the host: a device view (a model trained on the GPU) comes through one transfer, a
+  // strided host view through one contiguous duplicate.
+  std::optional<Tensor> packed;
+  if (v.device() == DeviceKind::cuda) {
+    packed.emplace(v.transfer_to(cpu_provider()));
+  } else if (!v.is_contiguous()) {
+    packed.emplace(v.duplicate());
+  }
   const TensorView src = packed ? packed->as_view() : v;
   visit_dtype(src.dtype(), [&](auto tag) {
     using T = decltype(tag);

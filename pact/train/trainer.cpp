@@ -84,6 +84,13 @@ TrainingSession::TrainingSession(Objective objective, ParameterPack parameters)
   }
   if (!(o.lr > 0) || !std::isfinite(o.lr))
     throw_error(ErrorCode::invalid_argument, "train", fmt::format("learning rate {} must be positive", o.lr));
+  if (session_.profile().policy.device == DeviceKind::cuda) device_ = cuda_provider();
+  for (auto& v : params_.values) v = placed(std::move(v));
+}
+
+Tensor TrainingSession::placed(Tensor t) const {
+  if (device_ == nullptr || t.device() == DeviceKind::cuda) return t;
+  return t.transfer_to(device_);
 }
 
 void TrainingSession::require_objective_nodes(const ir::Graph& graph) const {
@@ -170,8 +177,8 @@ TrainingSession::Outputs TrainingSession::run(Tensor x, Tensor target, bool trai
     Tensor rows = x.as_view().reshape(in->type.shape).duplicate();  // the views end before x is replaced
     x = std::move(rows);
   }
-  bindings.emplace(objective_.input, session_.constant(std::move(x)));
-  bindings.emplace(objective_.target, session_.constant(std::move(target)));
+  bindings.emplace(objective_.input, session_.constant(placed(std::move(x))));
+  bindings.emplace(objective_.target, session_.constant(placed(std::move(target))));
   // The plan's own kernels, through the one interpreter (Note [One interpreter]), recorded on the session's
   // tape in training mode.
   runtime::ExecutionOptions run_options;
@@ -197,7 +204,9 @@ void TrainingSession::take_back(std::vector<runtime::EagerTensor>& leaves) {
 
 namespace {
 double scalar_of(const runtime::EagerTensor& t) {
-  const double v = t.view().get(Dims{}).real;
+  const TensorView view = t.view();  // a loss on the device is read through one transfer
+  const double v =
+      view.device() == DeviceKind::cuda ? view.transfer_to(cpu_provider()).get(Dims{}).real : view.get(Dims{}).real;
   if (!std::isfinite(v)) throw_error(ErrorCode::non_finite, "train", fmt::format("the loss is {}", v));
   return v;
 }
@@ -343,6 +352,12 @@ StepResult TrainingSession::step_batch(Tensor x, Tensor target, OptimizerState s
     const bool trained = result.gradients[i] && params_.differentiable[i];
     views.push_back(trained ? std::optional<TensorView>(result.gradients[i]->as_view()) : std::nullopt);
   }
+  // Optimizer state resumed from a checkpoint arrives in host memory: it joins its parameter first.
+  for (auto* slots : {&state.sgd.velocity, &state.adam.m, &state.adam.v}) {
+    for (auto& t : *slots) {
+      if (t) t = placed(std::move(*t));
+    }
+  }
   const auto& updates = kernels.updates;
   const auto& o = objective_.options;
   const double lr = learning_rate(o.schedule, o.lr, steps_);
@@ -404,7 +419,8 @@ Tensor TrainingSession::predict(Tensor x) {
   std::optional<Tensor> logits;
   {
     Outputs out = run(std::move(x), std::move(target), false, leaves);
-    logits.emplace(out.logits.view().duplicate());
+    const TensorView v = out.logits.view();
+    logits.emplace(v.device() == DeviceKind::cuda ? v.transfer_to(cpu_provider()) : v.duplicate());
   }
   take_back(leaves);
   return std::move(*logits);

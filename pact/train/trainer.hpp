@@ -90,6 +90,10 @@ struct StepsResult {
 /// The features and targets of the update numbered `step` (the session's step count when it is asked).
 using BatchSource = std::function<std::pair<Tensor, Tensor>(std::int64_t step)>;
 
+/// Under a profile whose device is cuda (cuda-checked) the session trains on the GPU: the parameters move to
+/// the device when the session starts, each batch as it arrives, and optimizer state resumed from a
+/// checkpoint before its first update; losses come back as numbers and predictions as host tensors.
+/// parameters() and a step's gradients stay where the kernels wrote them (a checkpoint reads them back).
 class TrainingSession {
  public:
   TrainingSession(Objective objective, ParameterPack parameters);
@@ -162,6 +166,9 @@ class TrainingSession {
   };
   std::map<std::int64_t, StepKernels> step_kernels_;
   std::int64_t steps_ = 0;
+  std::shared_ptr<Provider> device_;  ///< where a cuda profile's values live; null on the host
+  /// `t` where this session's kernels read it (moved to the device under a cuda profile).
+  Tensor placed(Tensor t) const;
   Communicator* comm_ = nullptr;
   std::unique_ptr<GradientReducer> reducer_;
   std::unique_ptr<kernels::RankSum> batch_norm_ranks_;  ///< sync batch norm's sums over comm_'s ranks

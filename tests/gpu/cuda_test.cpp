@@ -22,6 +22,7 @@
 #include "pact/runtime/session.hpp"
 #include "pact/runtime/torch_run.hpp"
 #include "pact/train/optim.hpp"
+#include "pact/train/trainer.hpp"
 #include "pact/verify/oracle.hpp"
 #include "pact/verify/samples.hpp"
 
@@ -337,6 +338,92 @@ TEST(CudaPlan, TheDigitsMlpTrainsThroughTheCudaPlanAsOnTheCpu) {
   EXPECT_NEAR(gpu.loss, cpu.loss, 1e-5 * std::max(1.0, std::abs(cpu.loss)));
   expect_close(gpu.grads, cpu.grads, 1e-4, "the first step's gradient");
   expect_close(gpu.params, cpu.params, 1e-4, "the value after three Adam steps");
+}
+
+// `pact train --profile cuda-checked`: the TrainingSession places its parameters and each batch on the device,
+// and the char transformer (embedding, causal attention, views, layer norms, GELU MLP, cross entropy) and the
+// digits MLP follow the CPU's run step for step; predictions and the loss come back to the host.
+struct DeviceTraining {
+  std::vector<double> losses;
+  std::vector<std::vector<double>> params;
+  std::vector<double> logits;
+  std::string logits_provider;
+};
+
+DeviceTraining train_steps(const train::Objective& base, const char* profile, std::int64_t batch,
+                           const std::function<std::pair<Tensor, Tensor>(int)>& batch_of, int steps) {
+  train::Objective o = base;
+  o.options.profile = profile;
+  train::TrainingSession session(o, train::init_parameters(o.graph(batch), 11));
+  DeviceTraining r;
+  train::OptimizerState state;
+  for (int i = 0; i < steps; ++i) {
+    auto [x, y] = batch_of(i);
+    train::StepResult step = session.step_batch(std::move(x), std::move(y), std::move(state));
+    state = std::move(step.state);
+    r.losses.push_back(step.loss);
+  }
+  for (const auto& v : session.parameters().values) r.params.push_back(host_values_of(v.as_view()));
+  const Tensor logits = session.predict(batch_of(steps).first);
+  r.logits = host_values_of(logits.as_view());
+  r.logits_provider = std::string(logits.provider_name());
+  return r;
+}
+
+void expect_same_training(const DeviceTraining& gpu, const DeviceTraining& cpu) {
+  ASSERT_EQ(gpu.losses.size(), cpu.losses.size());
+  for (std::size_t i = 0; i < cpu.losses.size(); ++i)
+    EXPECT_NEAR(gpu.losses[i], cpu.losses[i], 1e-4 * std::max(1.0, std::abs(cpu.losses[i]))) << "step " << i;
+  expect_close(gpu.params, cpu.params, 5e-3, "the parameters after the steps");
+  EXPECT_EQ(gpu.logits_provider, "cpu");  // predictions come back to host memory
+  expect_close({gpu.logits}, {cpu.logits}, 1e-3, "the logits");
+}
+
+TEST(CudaTrain, TheCharTransformerTrainsOnTheDeviceAsOnTheCpu) {
+  PACT_GPU_OR_SKIP();
+  constexpr std::int64_t batch = 4, t = 16, vocab = 29;
+  train::Objective o;
+  o.graph = [](std::int64_t b) { return train::char_transformer(b, t, vocab, 32, 4); };
+  o.options.lr = 3e-3;
+  std::mt19937_64 rng(5);
+  std::vector<std::vector<std::int64_t>> tokens;
+  for (int i = 0; i < 5; ++i) {
+    std::vector<std::int64_t> w(static_cast<std::size_t>(batch * (t + 1)));
+    for (auto& v : w) v = static_cast<std::int64_t>(rng() % vocab);
+    tokens.push_back(std::move(w));
+  }
+  auto batch_of = [&](int i) {
+    std::vector<std::int64_t> x, y;
+    const auto& w = tokens[static_cast<std::size_t>(i)];
+    for (std::int64_t b = 0; b < batch; ++b) {
+      x.insert(x.end(), w.begin() + b * (t + 1), w.begin() + b * (t + 1) + t);
+      y.insert(y.end(), w.begin() + b * (t + 1) + 1, w.begin() + (b + 1) * (t + 1));
+    }
+    return std::pair{Tensor::from_values<std::int64_t>(Dims{batch, t}, x),
+                     Tensor::from_values<std::int64_t>(Dims{batch * t}, y)};
+  };
+  const DeviceTraining cpu = train_steps(o, "cpu-checked", batch, batch_of, 4);
+  const DeviceTraining gpu = train_steps(o, "cuda-checked", batch, batch_of, 4);
+  expect_same_training(gpu, cpu);
+  // Every kernel of the device plan is a cuda capsule.
+  o.options.profile = "cuda-checked";
+  train::TrainingSession device(o, train::init_parameters(o.graph(batch), 11));
+  for (const auto& k : device.audit(batch).kernels) EXPECT_EQ(k.capsule->provider, "cuda") << k.node;
+}
+
+TEST(CudaTrain, TheDigitsMlpTrainsThroughTheSessionAsOnTheCpu) {
+  PACT_GPU_OR_SKIP();
+  train::Objective o;
+  o.graph = [](std::int64_t b) { return train::digits_mlp(b, 32); };
+  auto batch_of = [&](int i) {
+    std::vector<float> x(16 * 64);
+    std::vector<std::int64_t> y(16);
+    std::mt19937_64 r(static_cast<std::uint64_t>(i) + 100);
+    for (auto& v : x) v = static_cast<float>(r() % 17) / 16.0f;
+    for (auto& v : y) v = static_cast<std::int64_t>(r() % 10);
+    return std::pair{Tensor::from_values<float>(Dims{16, 64}, x), Tensor::from_values<std::int64_t>(Dims{16}, y)};
+  };
+  expect_same_training(train_steps(o, "cuda-checked", 16, batch_of, 3), train_steps(o, "cpu-checked", 16, batch_of, 3));
 }
 
 // `pact run DIR --profile cuda-external`: an imported capture's weights move to the device once, its inputs

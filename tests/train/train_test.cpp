@@ -12,6 +12,7 @@
 #include <numeric>
 
 #include "../support/expect_error.hpp"
+#include "pact/train/checkpoint.hpp"
 #include "pact/train/data.hpp"
 #include "pact/train/fit.hpp"
 #include "pact/train/trainer.hpp"
@@ -221,6 +222,58 @@ std::vector<double> losses(Objective o, int steps, std::vector<std::vector<float
   }
   EXPECT_EQ(session.step_count(), steps);
   return out;
+}
+
+// Under a cuda profile the session holds its parameters on the device from the start. Without a GPU that is
+// the host-parity stub: the values are placed (and a checkpoint still reads them back through a transfer),
+// and the first step refuses typed, saying no device could be opened.
+TEST(TrainingSession, ACudaProfilePlacesTheParametersOnTheDevice) {
+  if (cuda_provider()->name() != "cuda-stub")
+    GTEST_SKIP() << "this machine has a CUDA device (the gpu tests train there)";
+  const Objective o = mlp_objective("cuda-checked");
+  const ParameterPack host = init_parameters(o.graph(16), 3);
+  TrainingSession session(o, init_parameters(o.graph(16), 3));  // the same seed: the same values
+  ASSERT_EQ(session.parameters().values.size(), host.values.size());
+  for (const auto& v : session.parameters().values) EXPECT_EQ(v.device(), DeviceKind::cuda);
+  const std::string path = (std::filesystem::temp_directory_path() / "pact-cuda-placed.safetensors").string();
+  save_checkpoint(path, session.parameters(), Json::object());
+  const Checkpoint back = load_checkpoint(path, &host);
+  std::filesystem::remove(path);
+  for (std::size_t i = 0; i < host.values.size(); ++i)
+    EXPECT_EQ(back.pack.values[i].as_view().to_doubles(), host.values[i].as_view().to_doubles()) << host.names[i];
+  const Split s = stratified_split(digits(), 0.8, 0);
+  std::vector<std::int64_t> rows(16);
+  std::iota(rows.begin(), rows.end(), 0);
+  auto [x, y] = gather(s.train, rows);
+  const Error e = [&] {
+    try {
+      session.step_batch(std::move(x), std::move(y), {});
+    } catch (const Error& err) {
+      return err;
+    }
+    return Error(ErrorCode::internal, "test", "the step ran without a device");
+  }();
+  EXPECT_EQ(e.code(), ErrorCode::no_device) << e.what();
+  EXPECT_TRUE(std::string(e.what()).find("stub") != std::string::npos) << e.what();
+}
+
+// The device's kernels cover the built-in training programs: planned under cuda-checked against the stub (no
+// GPU here), every kernel of the char transformer's and the digits MLP's training plans, their VJPs and Adam
+// updates included, is a cuda capsule. Only the device evidence is missing, which a GPU machine supplies.
+TEST(TrainingSession, TheCudaKernelsCoverTheBuiltInTrainingPrograms) {
+  contract::BackendProfile stub = contract::builtin_profile("cuda-checked");
+  stub.allow_cuda_stub = true;
+  const contract::DefaultEvidenceResolver resolver;
+  for (const ir::Graph& g : {char_transformer(2, 8, 11, 16, 2), digits_mlp(4, 8)}) {
+    auto r = plan::plan_graph(g, stub, resolver, contract::VjpMode::with_vjp, plan::TrainingUpdates{});
+    const plan::PlanAudit& audit = r.has_value() ? r->audit() : r.error().audit;
+    ASSERT_FALSE(audit.kernels.empty());
+    for (const auto& k : audit.kernels) {
+      ASSERT_NE(k.capsule, nullptr) << k.node << ": no cuda capsule";
+      EXPECT_EQ(k.capsule->provider, "cuda") << k.node;
+    }
+    for (const auto& f : audit.check.failures()) EXPECT_EQ(f.evidence.id, "cuda.device_present") << f.node;
+  }
 }
 
 TEST(TrainingSession, AStepMatchesTheSameProgramAppliedThroughTheEagerApi) {

@@ -188,15 +188,20 @@ Geometry strided(const TensorView& v) {
   return g;
 }
 
+// Copies view `v` (at device address `src`) in row-major order of its shape into contiguous `dst`.
+void copy_strided(std::string_view op, std::uint64_t dst, std::uint64_t src, const TensorView& v) {
+  Geometry g = strided(v);
+  std::int64_t n = v.numel();
+  int op_code = 0;  // the identity
+  if (n > 0) launch(op, "pact_unary_f32", grid_for(n), 1, 1, kThreads, {(void*)&dst, (void*)&src, &g, &n, &op_code});
+}
+
 std::uint64_t Operands::contiguous(const TensorView& v, std::string_view operand) {
   const std::uint64_t src = read(v, operand);
   if (v.is_contiguous()) return src;
   Tensor& copy = keep(device_empty(v.shape()));
   const std::uint64_t dst = write(copy);
-  Geometry g = strided(v);
-  std::int64_t n = v.numel();
-  int op_code = 0;
-  launch(op_, "pact_unary_f32", grid_for(n), 1, 1, kThreads, {(void*)&dst, (void*)&src, &g, &n, &op_code});
+  copy_strided(op_, dst, src, v);
   return dst;
 }
 
@@ -800,6 +805,32 @@ DeviceBinding bind_mut(Tensor& t) {
   return std::move(bound).value();
 }
 
+// A device-side index check: a zeroed mark that a kernel sets to ~i (atomicMax) for the first bad index i.
+// run() hands the kernel launch the mark's address; check() reads it back (a wait for the launch) and raises
+// index_out_of_range naming `operand`[i] as the CPU kernels do.
+class IndexMark {
+ public:
+  IndexMark() : mark_(Tensor::zeros(Dims{1}, DType::i64, cuda_provider())) {}
+  template <class Launch>
+  void run(Launch&& launch_with) {
+    const DeviceBinding bound = bind_mut(mark_);
+    launch_with(bound.unsafe_device_address());
+  }
+  void check(std::string_view op, std::string_view operand, std::int64_t bound) const {
+    const Tensor host = mark_.transfer_to(cpu_provider());
+    auto p = host.prepare_host<std::int64_t>();
+    if (!p) throw std::move(p).error().error;
+    const std::int64_t mark = std::get<PreparedContiguousRead<std::int64_t>>(p.value()).as_span()[0];
+    if (mark != 0) {
+      throw_error(ErrorCode::index_out_of_range, std::string(op),
+                  fmt::format("operand '{}'[{}] is outside [0, {})", operand, ~mark, bound));
+    }
+  }
+
+ private:
+  Tensor mark_;
+};
+
 // `losses_out`: the tensor the row losses go to (the result of reduction none), or null for a kept temporary.
 RowLosses cross_entropy_rows(Operands& ops, std::uint64_t x, std::uint64_t t, std::int64_t rows, std::int64_t classes,
                              std::int64_t ignore, Tensor* losses_out) {
@@ -808,23 +839,14 @@ RowLosses cross_entropy_rows(Operands& ops, std::uint64_t x, std::uint64_t t, st
   r.counted = &ops.keep(device_empty(Dims{rows}));
   r.losses_address = ops.write(*r.losses);
   r.counted_address = ops.write(*r.counted);
-  Tensor flag = Tensor::zeros(Dims{1}, DType::i64, cuda_provider());
-  {
-    const DeviceBinding bound = bind_mut(flag);
-    std::uint64_t bad_address = bound.unsafe_device_address();
+  IndexMark mark;
+  mark.run([&](std::uint64_t bad_address) {
     if (rows > 0)
       launch("cross_entropy", "pact_cross_entropy_rows_f32", static_cast<std::uint32_t>(rows), 1, 1, kThreads,
              {&r.losses_address, &r.counted_address, &x, &t, &classes, &ignore, &bad_address});
-  }
+  });
   // A target outside the classes is the caller's error, raised here as on the CPU (this waits for the rows).
-  const Tensor host = flag.transfer_to(cpu_provider());
-  auto p = host.prepare_host<std::int64_t>();
-  if (!p) throw std::move(p).error().error;
-  const std::int64_t mark = std::get<PreparedContiguousRead<std::int64_t>>(p.value()).as_span()[0];
-  if (mark != 0) {
-    throw_error(ErrorCode::index_out_of_range, "cross_entropy",
-                fmt::format("operand 'target'[{}] is outside [0, {})", ~mark, classes));
-  }
+  mark.check("cross_entropy", "target", classes);
   return r;
 }
 
@@ -1036,6 +1058,106 @@ GradList scaled_dot_product_attention_vjp(std::span<const TensorView> in, const 
   return r;
 }
 
+// ---- embedding ------------------------------------------------------------------------------------------------
+
+// A [rows, dim] table looked up at i64 indices of any shape: the result is the indices' shape plus dim. An
+// index outside the table is index_out_of_range naming it, checked on the device (this waits for the lookup).
+Tensor embedding_forward(std::span<const TensorView> in, const Attributes&, const KernelContext&) {
+  Operands ops("embedding");
+  std::int64_t rows = in[0].shape()[0], dim = in[0].shape()[1], n = in[1].numel();
+  std::uint64_t w = ops.contiguous(in[0], "weight"), idx = ops.read(in[1], "indices", DType::i64);
+  Dims shape = in[1].shape();
+  shape.push_back(dim);
+  Tensor out = device_empty(shape);
+  std::uint64_t o = ops.write(out);
+  IndexMark mark;
+  mark.run([&](std::uint64_t bad) {
+    if (n > 0 && dim > 0)
+      launch("embedding", "pact_embedding_f32", grid_for(n * kThreads), 1, 1, kThreads,
+             {&o, &w, &idx, &n, &rows, &dim, &bad});
+  });
+  mark.check("embedding", "indices", rows);
+  return out;
+}
+
+// The table's gradient (padding_idx's row zero); the indices get none.
+GradList embedding_vjp(std::span<const TensorView> in, const TensorView&, const TensorView& grad, const Attributes& a,
+                       const KernelContext&) {
+  Operands ops("embedding");
+  std::int64_t rows = in[0].shape()[0], dim = in[0].shape()[1], n = in[1].numel();
+  std::int64_t padding = a.get_int("embedding", "padding_idx", -1);
+  std::uint64_t g = ops.contiguous(grad, "grad_output"), idx = ops.read(in[1], "indices", DType::i64);
+  Tensor gw = device_empty(in[0].shape());
+  std::uint64_t o = ops.write(gw);
+  if (rows > 0 && dim > 0)
+    launch("embedding", "pact_embedding_grad_f32", grid_for(rows * kThreads), 1, 1, kThreads,
+           {&o, &g, &idx, &n, &rows, &dim, &padding});
+  GradList r;
+  r.emplace_back(std::move(gw));
+  r.emplace_back(std::nullopt);
+  return r;
+}
+
+// ---- views ------------------------------------------------------------------------------------------------------
+
+// A planned view node's result: the view (derive_view, as on the CPU) copied in row-major order into a new
+// contiguous tensor of `shape`.
+Tensor materialize(Operands& ops, const TensorView& v, const Dims& shape) {
+  const std::uint64_t src = ops.read(v, "x");
+  Tensor out = device_empty(shape);
+  copy_strided(ops.op(), ops.write(out), src, v);
+  return out;
+}
+
+Dims view_shape(ops::OpTag op, const TensorView& x, const Attributes& a) {
+  return ops::infer_type(op, std::vector<ops::TensorType>{{x.dtype(), x.shape()}}, a).shape;
+}
+
+#define PACT_CUDA_VIEW(opname)                                                                                    \
+  Tensor opname##_forward(std::span<const TensorView> in, const Attributes& a, const KernelContext&) {            \
+    Operands ops(#opname);                                                                                        \
+    return materialize(ops, derive_view(ops::OpTag::opname, in[0], a), view_shape(ops::OpTag::opname, in[0], a)); \
+  }
+PACT_CUDA_VIEW(reshape)
+PACT_CUDA_VIEW(flatten)
+PACT_CUDA_VIEW(transpose)
+PACT_CUDA_VIEW(permute)
+#undef PACT_CUDA_VIEW
+
+// reshape, flatten: the cotangent in the input's shape, the same row-major order.
+GradList reshape_vjp(std::span<const TensorView> in, const TensorView&, const TensorView& g, const Attributes&,
+                     const KernelContext&) {
+  Operands ops("reshape");
+  GradList r;
+  r.emplace_back(materialize(ops, g, in[0].shape()));
+  return r;
+}
+GradList flatten_vjp(std::span<const TensorView> in, const TensorView& y, const TensorView& g, const Attributes& a,
+                     const KernelContext& c) {
+  return reshape_vjp(in, y, g, a, c);
+}
+// transpose: its own inverse.
+GradList transpose_vjp(std::span<const TensorView> in, const TensorView&, const TensorView& g, const Attributes& a,
+                       const KernelContext&) {
+  Operands ops("transpose");
+  GradList r;
+  r.emplace_back(materialize(ops, derive_view(ops::OpTag::transpose, g, a), in[0].shape()));
+  return r;
+}
+// permute: the inverse permutation of the cotangent.
+GradList permute_vjp(std::span<const TensorView> in, const TensorView&, const TensorView& g, const Attributes& a,
+                     const KernelContext&) {
+  Operands ops("permute");
+  const auto dims = a.get_ints("permute", "dims");
+  const int rank = in[0].rank();
+  std::vector<std::int64_t> inverse(dims.size());
+  for (int i = 0; i < rank; ++i)
+    inverse[static_cast<std::size_t>(ops::normalize_dim("permute", dims[static_cast<std::size_t>(i)], rank))] = i;
+  GradList r;
+  r.emplace_back(materialize(ops, derive_view(ops::OpTag::permute, g, Attributes{{"dims", inverse}}), in[0].shape()));
+  return r;
+}
+
 // ---- updates: state operands written in place on the device ----
 
 // A state operand's device address (a contiguous f32 owner in the cuda provider).
@@ -1120,6 +1242,11 @@ const Handler kHandlers[] = {PACT_CUDA_HANDLER(matmul),
                              PACT_CUDA_HANDLER(rms_norm),
                              PACT_CUDA_HANDLER(cross_entropy),
                              PACT_CUDA_HANDLER(scaled_dot_product_attention),
+                             PACT_CUDA_HANDLER(embedding),
+                             PACT_CUDA_HANDLER(reshape),
+                             PACT_CUDA_HANDLER(flatten),
+                             PACT_CUDA_HANDLER(transpose),
+                             PACT_CUDA_HANDLER(permute),
                              PACT_CUDA_UPDATE_HANDLER(accumulate_grad),
                              PACT_CUDA_UPDATE_HANDLER(sgd),
                              PACT_CUDA_UPDATE_HANDLER(adam)};

@@ -469,6 +469,38 @@ extern "C" __global__ void pact_cross_entropy_rows_f32(float* losses, float* cou
   }
 }
 
+// Embedding lookup over a contiguous [rows, dim] table: out[i, d] = w[idx[i], d] for the n indices. An index
+// outside [0, rows) writes a zero row and marks *bad (zero before the launch) with ~i, the largest mark for the
+// first such index: the host raises index_out_of_range naming index ~*bad.
+extern "C" __global__ void pact_embedding_f32(float* out, const float* w, const std::int64_t* idx, std::int64_t n,
+                                              std::int64_t rows, std::int64_t dim, unsigned long long* bad) {
+  for (std::int64_t i = blockIdx.x; i < n; i += gridDim.x) {
+    const std::int64_t r = idx[i];
+    float* o = out + i * dim;
+    const bool valid = r >= 0 && r < rows;
+    if (!valid && threadIdx.x == 0) atomicMax(bad, ~static_cast<unsigned long long>(i));
+    for (std::int64_t d = threadIdx.x; d < dim; d += blockDim.x) o[d] = valid ? w[r * dim + d] : 0.0f;
+  }
+}
+
+// Embedding's weight gradient: gw[r, d] = the sum over the indices i with idx[i] == r, in index order, of
+// g[i, d]; zero for r == padding. One left fold per element, as the CPU's: independent of the launch.
+// O(rows x n) index reads: a table of many rows wants a sorted scatter instead.
+extern "C" __global__ void pact_embedding_grad_f32(float* gw, const float* g, const std::int64_t* idx, std::int64_t n,
+                                                   std::int64_t rows, std::int64_t dim, std::int64_t padding) {
+  for (std::int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    for (std::int64_t d = threadIdx.x; d < dim; d += blockDim.x) {
+      float s = 0.0f;
+      if (r != padding) {
+        for (std::int64_t i = 0; i < n; ++i) {
+          if (idx[i] == r) s += g[i * dim + d];
+        }
+      }
+      gw[r * dim + d] = s;
+    }
+  }
+}
+
 // Sums `n` values (one block, in a fixed order per thread then a fixed tree): out[0] = sum(v) / divisor, or
 // sum(v) / sum(w) when w is given (a mean over the counted rows; 0/0 is NaN as in PyTorch).
 extern "C" __global__ void pact_sum_f32(float* out, const float* v, const float* w, std::int64_t n) {
