@@ -2,8 +2,8 @@
 # The device checks of the CUDA path (issue 26 item 6), run on a machine with an NVIDIA GPU from the bundle
 # scripts/gpu-bundle.sh made on a build machine: nothing is built here. Under PACT_REQUIRE_GPU=1 a skipped
 # gpu test fails. Writes its report into REPORT (at most 8 files, one level): environment.txt,
-# cuda_gpu_tests.log, seal_gpu_tests.log, memcheck.log, gemm.jsonl, attention.jsonl, torch_peers.json,
-# summary.txt. Bounded to about 4 minutes by per-step timeouts.
+# cuda_gpu_tests.log, seal_gpu_tests.log, memcheck.log, gemm.jsonl, attention.jsonl, train_step.jsonl,
+# torch_peers.json, summary.txt. Bounded to about 4 minutes by per-step timeouts.
 #
 # usage: gpu-check.sh BUNDLE REPORT
 set -uo pipefail
@@ -38,8 +38,11 @@ timeout 60 "$bundle/pact_bench_gpu_gemm" 1024 2048 4096 > "$report/gemm.jsonl" 2
 echo "gemm benchmark: exit $?" >> "$report/summary.txt"
 timeout 60 "$bundle/pact_bench_gpu_attention" > "$report/attention.jsonl" 2>> "$report/summary.txt"
 echo "attention benchmark: exit $?" >> "$report/summary.txt"
-# PyTorch on the same GPU, the peers: f32 GEMM (TF32 off, PyTorch's default for matmul) and f32
-# scaled_dot_product_attention on the attention benchmark's shapes.
+timeout 60 "$bundle/pact_bench_gpu_train_step" > "$report/train_step.jsonl" 2>> "$report/summary.txt"
+echo "train step benchmark: exit $?" >> "$report/summary.txt"
+# PyTorch on the same GPU, the peers: f32 GEMM (TF32 off, PyTorch's default for matmul), f32
+# scaled_dot_product_attention on the attention benchmark's shapes, and an eager training step of the char
+# transformer at the train step benchmark's size (bench/train_step_vs_torch.py's model, on the GPU).
 timeout 90 python3 - > "$report/torch_peers.json" 2>> "$report/summary.txt" <<'PY'
 import json, torch
 import torch.nn.functional as F
@@ -63,7 +66,30 @@ attention = {}
 for causal in (False, True):
     ms = median_ms(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal))
     attention["b4 h16 s2048 d64 " + ("causal" if causal else "full")] = {"torch_ms": ms}
-print(json.dumps({"torch": torch.__version__, "gemm": gemm, "attention": attention}))
+class CharTransformer(torch.nn.Module):
+    def __init__(self, vocab, d, heads, ffn, t):
+        super().__init__()
+        self.tok = torch.nn.Embedding(vocab, d)
+        self.pos = torch.nn.Parameter(torch.zeros(t, d))
+        self.block = torch.nn.TransformerEncoderLayer(d, heads, ffn, dropout=0.0, activation="gelu",
+                                                      batch_first=True, norm_first=True)
+        self.lnf = torch.nn.LayerNorm(d)
+        self.head = torch.nn.Linear(d, vocab, bias=False)
+        self.register_buffer("mask", torch.triu(torch.full((t, t), float("-inf")), diagonal=1))
+    def forward(self, x):
+        h = self.tok(x) + self.pos
+        return self.head(self.lnf(self.block(h, src_mask=self.mask)))
+model = CharTransformer(96, 128, 4, 512, 64).cuda()
+opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+x = torch.randint(0, 96, (16, 64), device="cuda"); y = torch.randint(0, 96, (16 * 64,), device="cuda")
+def train_step():
+    opt.zero_grad()
+    loss = F.cross_entropy(model(x).reshape(-1, 96), y)
+    loss.backward()
+    opt.step()
+    return loss.item()  # read back, as Pact's step does
+step = {"char transformer step d128-h4-f512-s64-b16": {"torch_ms": median_ms(train_step, 30)}}
+print(json.dumps({"torch": torch.__version__, "gemm": gemm, "attention": attention, "train_step": step}))
 PY
 # Out-of-bounds accesses in the kernels (compute-sanitizer works on Firecracker machines, not under gVisor).
 if command -v compute-sanitizer > /dev/null; then
