@@ -10,6 +10,7 @@
 #include <optional>
 #include <thread>
 
+#include "pact/core/cuda_device.hpp"
 #include "pact/runtime/executor.hpp"
 
 namespace pact::runtime {
@@ -127,9 +128,11 @@ class Worker {
   std::thread thread_;
 };
 
-// The provider's event for one submission: signalled by the worker when the work retired.
+// The provider's event for one submission: signalled by the worker when the work retired. On the CUDA
+// provider it is a recorded CUDA event after the submission's last kernel, which proves its completion.
 struct Event {
   bool completed = false;
+  std::optional<Completion> device;
 };
 
 }  // namespace
@@ -138,6 +141,7 @@ struct ProviderContext {
   std::string name;
   bool synchronous = false;
   bool fake = false;
+  bool cuda = false;  ///< runs device plans; completion proven by a CUDA event (CudaDevice::fence)
   ExecutionCounters counters;
   std::atomic<bool> poisoned{false};
   std::atomic<std::uint64_t> sequence{0};
@@ -228,6 +232,17 @@ std::shared_ptr<ExecutionProvider> cpu_execution_provider() {
     auto ctx = std::make_shared<ProviderContext>();
     ctx->name = "cpu";
     ctx->synchronous = true;
+    return std::make_shared<ExecutionProvider>(std::move(ctx));
+  }();
+  return provider;
+}
+
+std::shared_ptr<ExecutionProvider> cuda_execution_provider() {
+  static const std::shared_ptr<ExecutionProvider> provider = [] {
+    auto ctx = std::make_shared<ProviderContext>();
+    ctx->name = "cuda";
+    ctx->synchronous = false;
+    ctx->cuda = true;
     return std::make_shared<ExecutionProvider>(std::move(ctx));
   }();
   return provider;
@@ -377,18 +392,32 @@ void run_admitted(Task& task, const Program& program, std::vector<DescriptorSlot
       panicked = true;
     }
   }
-  // Draining: the provider proves, or cannot prove, that its event completed.
-  record->event->completed = !(fault == Fault::unproven_completion || fault == Fault::panic_unproven);
+  // Draining: the provider proves, or cannot prove, that its event completed. The CUDA provider records an
+  // event after the work it enqueued (on this worker's thread, where the device's context is current) and
+  // waits for it; a driver failure there is completion unproven, and the device is poisoned.
+  std::string unproven_why = "the provider cannot prove its event completed";
+  if (ctx.cuda) {
+    try {
+      CudaDevice& device = *CudaDevice::get();  // admission required one
+      record->event->device.emplace(device.fence());
+      record->event->device->wait();
+      record->event->completed = true;
+    } catch (const Error& e) {
+      unproven_why = fmt::format("the CUDA event after the work cannot be proven complete: {}", e.what());
+    }
+  } else {
+    record->event->completed = !(fault == Fault::unproven_completion || fault == Fault::panic_unproven);
+  }
   if (!record->event->completed) {
     ctx.poisoned.store(true);
     ctx.counters.unproven.fetch_add(1);
     ctx.counters.records_retained.fetch_add(1);
     const bool after_panic = panicked || fault == Fault::panic_unproven;
-    CompletionUnproven out{{after_panic ? CompletionErrorKind::panic_unproven : CompletionErrorKind::event_unproven,
-                            after_panic ? "the worker panicked and the provider cannot prove its event completed"
-                                        : "the provider cannot prove its event completed"},
-                           {fmt::format("provider={}", ctx.name), fmt::format("submission={}", sequence),
-                            fmt::format("fault={}", fault_name(fault))}};
+    CompletionUnproven out{
+        {after_panic ? CompletionErrorKind::panic_unproven : CompletionErrorKind::event_unproven,
+         after_panic ? "the worker panicked and the provider cannot prove its event completed" : unproven_why},
+        {fmt::format("provider={}", ctx.name), fmt::format("submission={}", sequence),
+         fmt::format("fault={}", fault_name(fault))}};
     retain_permanently(std::move(record));  // bindings, event, package, results and context: never released
     task.publish(std::move(out));
     return;
@@ -448,6 +477,22 @@ Expected<ExecutionHandle, SubmitRejected> submit(ExecutionProvider& provider, st
   if (auto why = binding_problem(*program, views)) {
     views.clear();
     return reject(SubmitErrorKind::invalid_binding, *why);
+  }
+  if (ctx->cuda) {  // the device provider: a device to run on, and the package in its memory
+    if (CudaDevice::get() == nullptr) {
+      views.clear();
+      return reject(SubmitErrorKind::provider_refused,
+                    fmt::format("no CUDA device: {}; nothing was enqueued", CudaDevice::unavailable_reason()));
+    }
+    for (std::size_t i = 0; i < views.size(); ++i) {
+      if (views[i].device() != DeviceKind::cuda) {
+        const std::string why =
+            fmt::format("binding {} ('{}') is in {} storage; the cuda provider runs on device tensors", i,
+                        program->sources[i], views[i].provider_name());
+        views.clear();
+        return reject(SubmitErrorKind::invalid_binding, why);
+      }
+    }
   }
   views.clear();
   const Fault fault = ctx->next_fault();

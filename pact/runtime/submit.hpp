@@ -162,7 +162,7 @@ struct Task;
 struct ProviderContext;
 
 /// An execution provider: runs admitted work on its worker thread. The set is closed: the CPU provider
-/// (synchronous for scoped calls) and fake asynchronous providers for fault injection.
+/// (synchronous for scoped calls), the CUDA provider and fake asynchronous providers for fault injection.
 class ExecutionProvider {
  public:
   ~ExecutionProvider();
@@ -191,6 +191,11 @@ class ExecutionProvider {
 
 /// The process-wide CPU execution provider (one worker thread; synchronous for scoped calls).
 std::shared_ptr<ExecutionProvider> cpu_execution_provider();
+/// The process-wide CUDA execution provider (asynchronous; one worker thread): runs device plans (cuda
+/// capsules) on packages in device memory, and proves each submission's completion with a CUDA event
+/// recorded after its work. Without a device every submission is rejected before admission
+/// (provider_refused, saying why); a binding outside device memory is invalid_binding.
+std::shared_ptr<ExecutionProvider> cuda_execution_provider();
 /// A new asynchronous fake provider with its own worker, counters and fault plan.
 std::shared_ptr<ExecutionProvider> make_fake_execution_provider();
 

@@ -20,6 +20,7 @@
 #include "pact/plan/planner.hpp"
 #include "pact/runtime/executor.hpp"
 #include "pact/runtime/session.hpp"
+#include "pact/runtime/submit.hpp"
 #include "pact/runtime/torch_run.hpp"
 #include "pact/train/optim.hpp"
 #include "pact/train/trainer.hpp"
@@ -424,6 +425,53 @@ TEST(CudaTrain, TheDigitsMlpTrainsThroughTheSessionAsOnTheCpu) {
     return std::pair{Tensor::from_values<float>(Dims{16, 64}, x), Tensor::from_values<std::int64_t>(Dims{16}, y)};
   };
   expect_same_training(train_steps(o, "cuda-checked", 16, batch_of, 3), train_steps(o, "cpu-checked", 16, batch_of, 3));
+}
+
+// Detached submission on the device (seed 001 G3): a cuda-checked program over a package in device memory
+// completes, its completion proven by the CUDA event recorded after its work, and its retirement record is
+// released exactly once; a host package is refused before admission.
+TEST(CudaSubmit, ADevicePlanCompletesThroughItsEventAndReleasesItsRecordOnce) {
+  PACT_GPU_OR_SKIP();
+  ir::GraphBuilder b;
+  b.input("x", Dims{3, 5});
+  b.input("y", Dims{3, 5});
+  b.op("s", ops::OpTag::add, {"x", "y"});
+  b.op("r", ops::OpTag::relu, {"s"});
+  b.output("r");
+  auto planned = plan::plan_graph(b.build(), contract::builtin_profile("cuda-checked"),
+                                  contract::DefaultEvidenceResolver{}, contract::VjpMode::forward_only);
+  ASSERT_TRUE(planned.has_value()) << plan::render_audit_table(planned.error().audit);
+  const auto program = runtime::Program::make(std::move(planned).value());
+  auto package = [](std::shared_ptr<Provider> where) {
+    std::vector<Storage> owners;
+    std::vector<DescriptorSpec> specs;
+    for (std::uint32_t i = 0; i < 2; ++i) {
+      Tensor t = host_values(Dims{3, 5}, i == 0 ? -2.0f : 0.5f).transfer_to(where);
+      const CheckedLayout l = t.layout();
+      specs.push_back({AllocationSlot{i}, LayoutRequest{l.dtype(), l.shape(), l.strides(), l.byte_offset()}});
+      owners.push_back(std::move(t).into_storage());
+    }
+    auto g = AllocationGroup::make(std::move(owners), specs);
+    runtime::ExecutionInputs in{std::move(g).value(), {}};
+    for (std::uint32_t i = 0; i < 2; ++i) in.bindings.push_back(in.group.slot(i));
+    return in;
+  };
+  auto provider = runtime::cuda_execution_provider();
+  auto host = runtime::submit(*provider, program, package(cpu_provider()));
+  ASSERT_FALSE(host.has_value());
+  EXPECT_EQ(host.error().cause.kind, runtime::SubmitErrorKind::invalid_binding);
+  const std::uint64_t released = provider->counters().records_released.load();
+  auto handle = runtime::submit(*provider, program, package(cuda_provider()));
+  ASSERT_TRUE(handle.has_value()) << handle.error().cause.detail;
+  runtime::ExecutionOutcome outcome = std::move(handle).value().wait();
+  ASSERT_TRUE(std::holds_alternative<runtime::Completed>(outcome));
+  provider->drain();
+  EXPECT_EQ(provider->counters().records_released.load(), released + 1);
+  const TensorView r = std::get<TensorView>(std::get<runtime::Completed>(outcome).bundle.output(0));
+  const std::vector<double> got = host_values_of(r);
+  const std::vector<double> x = host_values_of(host_values(Dims{3, 5}, -2.0f).as_view());
+  const std::vector<double> y = host_values_of(host_values(Dims{3, 5}, 0.5f).as_view());
+  for (std::size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i], std::max(0.0, x[i] + y[i])) << i;
 }
 
 // `pact run DIR --profile cuda-external`: an imported capture's weights move to the device once, its inputs

@@ -9,6 +9,7 @@
 
 #include "../support/expect_error.hpp"
 #include "pact/core/accounting.hpp"
+#include "pact/core/cuda_device.hpp"
 #include "pact/runtime/retention.hpp"
 #include "pact/runtime/submit.hpp"
 
@@ -169,6 +170,25 @@ TEST(Submission, RejectionBeforeAdmissionReturnsTheExactInputs) {
   EXPECT_EQ(provider->counters().enqueues.load(), 0u);
   EXPECT_EQ(provider->counters().records_created.load(), 0u);
   EXPECT_EQ(provider->counters().rejected.load(), 4u);
+}
+
+// The CUDA execution provider without a device (this machine; tests/gpu runs it on one): every submission
+// is refused before admission, saying why, and the exact package comes back.
+TEST(Submission, TheCudaProviderRefusesWithoutADeviceAndReturnsTheInputs) {
+  if (CudaDevice::get() != nullptr) GTEST_SKIP() << "this machine has a CUDA device (tests/gpu submits there)";
+  auto provider = cuda_execution_provider();
+  EXPECT_FALSE(provider->synchronous());
+  EXPECT_EQ(provider->name(), "cuda");
+  ExecutionInputs in = mlp_inputs();
+  const auto slots = in.bindings;
+  auto r = submit(*provider, mlp_program(), std::move(in));
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().cause.kind, SubmitErrorKind::provider_refused);
+  EXPECT_NE(r.error().cause.detail.find("no CUDA device"), std::string::npos) << r.error().cause.detail;
+  EXPECT_EQ(r.error().inputs.bindings, slots);
+  EXPECT_EQ(r.error().inputs.group.live_allocations(), 2u);
+  EXPECT_EQ(provider->counters().admitted.load(), 0u);
+  EXPECT_EQ(provider->counters().records_created.load(), 0u);
 }
 
 TEST(Submission, FaultInjectionEndsInTheSeedOutcome) {
