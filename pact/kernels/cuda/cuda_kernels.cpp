@@ -1098,6 +1098,76 @@ GradList embedding_vjp(std::span<const TensorView> in, const TensorView&, const 
   return r;
 }
 
+// ---- reductions -------------------------------------------------------------------------------------------------
+
+// sum and mean over `dims` (all when empty), keepdim or not. The result, read as the input's shape with each
+// reduced dimension 1 (the same row-major order), is the input summed to that shape in index order; mean
+// then scales by 1 / the reduced count. The VJP broadcasts the cotangent back over the reduced dimensions.
+struct Reduced {
+  Dims kept;               ///< the input's shape with each reduced dimension 1
+  std::int64_t count = 1;  ///< elements summed into each result
+};
+Reduced reduced_shape(const char* op, const Dims& s, const Attributes& a) {
+  const auto dims = a.get_ints(op, "dims", std::vector<std::int64_t>{});
+  std::vector<bool> reduced(static_cast<std::size_t>(s.size()), dims.empty());
+  for (auto d : dims) reduced[static_cast<std::size_t>(ops::normalize_dim(op, d, s.size()))] = true;
+  Reduced r;
+  r.kept = s;
+  for (int d = 0; d < s.size(); ++d) {
+    if (!reduced[static_cast<std::size_t>(d)]) continue;
+    r.count *= s[d];
+    r.kept[d] = 1;
+  }
+  return r;
+}
+
+Tensor reduce_forward(ops::OpTag tag, std::span<const TensorView> in, const Attributes& a) {
+  const char* op = tag == ops::OpTag::sum ? "sum" : "mean";
+  Operands ops(op);
+  const std::uint64_t x = ops.contiguous(in[0], "x");
+  const Reduced r = reduced_shape(op, in[0].shape(), a);
+  Tensor out = device_empty(ops::infer_type(tag, std::vector<ops::TensorType>{{DType::f32, in[0].shape()}}, a).shape);
+  std::uint64_t o = ops.write(out);
+  sum_to_shape(ops, o, x, in[0].shape(), r.kept);
+  std::int64_t n = out.numel();
+  float factor = 1.0f / static_cast<float>(r.count);
+  if (tag == ops::OpTag::mean && n > 0) launch(op, "pact_scale_f32", grid_for(n), 1, 1, kThreads, {&o, &n, &factor});
+  return out;
+}
+
+GradList reduce_vjp(ops::OpTag tag, std::span<const TensorView> in, const TensorView& grad, const Attributes& a) {
+  const char* op = tag == ops::OpTag::sum ? "sum" : "mean";
+  Operands ops(op);
+  const Dims s = in[0].shape();
+  const Reduced r = reduced_shape(op, s, a);
+  Dims strides = contiguous_strides(r.kept);  // the cotangent read in the kept shape, 0 along reduced dims
+  for (int d = 0; d < s.size(); ++d) {
+    if (r.kept[d] == 1) strides[d] = 0;
+  }
+  const Elementwise g{ops.contiguous(grad, "grad_output"), s, strides};
+  Tensor gx = device_empty(s);
+  std::uint64_t o = ops.write(gx);
+  unary(ops, o, g, 0);
+  std::int64_t n = gx.numel();
+  float factor = 1.0f / static_cast<float>(r.count);
+  if (tag == ops::OpTag::mean && n > 0) launch(op, "pact_scale_f32", grid_for(n), 1, 1, kThreads, {&o, &n, &factor});
+  GradList result;
+  result.emplace_back(std::move(gx));
+  return result;
+}
+
+#define PACT_CUDA_REDUCE(opname)                                                                                     \
+  Tensor opname##_forward(std::span<const TensorView> in, const Attributes& a, const KernelContext&) {               \
+    return reduce_forward(ops::OpTag::opname, in, a);                                                                \
+  }                                                                                                                  \
+  GradList opname##_vjp(std::span<const TensorView> in, const TensorView&, const TensorView& g, const Attributes& a, \
+                        const KernelContext&) {                                                                      \
+    return reduce_vjp(ops::OpTag::opname, in, g, a);                                                                 \
+  }
+PACT_CUDA_REDUCE(sum)
+PACT_CUDA_REDUCE(mean)
+#undef PACT_CUDA_REDUCE
+
 // ---- views ------------------------------------------------------------------------------------------------------
 
 // A planned view node's result: the view (derive_view, as on the CPU) copied in row-major order into a new
@@ -1243,6 +1313,8 @@ const Handler kHandlers[] = {PACT_CUDA_HANDLER(matmul),
                              PACT_CUDA_HANDLER(cross_entropy),
                              PACT_CUDA_HANDLER(scaled_dot_product_attention),
                              PACT_CUDA_HANDLER(embedding),
+                             PACT_CUDA_HANDLER(sum),
+                             PACT_CUDA_HANDLER(mean),
                              PACT_CUDA_HANDLER(reshape),
                              PACT_CUDA_HANDLER(flatten),
                              PACT_CUDA_HANDLER(transpose),
