@@ -23,6 +23,16 @@ TomlFaults& binding_faults() {
   return faults;
 }
 
+// The binding file's TOML; a syntax error is parse_error naming the line and column.
+toml::table parse_toml(std::string_view text, std::string_view where) {
+  try {
+    return toml::parse(text, where);
+  } catch (const toml::parse_error& e) {
+    refuse(ErrorCode::parse_error, fmt::format("{}:{}:{}", where, e.source().begin.line, e.source().begin.column),
+           std::string(e.description()));
+  }
+}
+
 // The tensor bindings of an export: its bindings less the op's artifact resources and declared streams.
 std::set<std::string> tensor_bindings(const ManifestOp& op, const AotExport& e) {
   std::set<std::string> names(e.bindings.begin(), e.bindings.end());
@@ -35,13 +45,7 @@ std::set<std::string> tensor_bindings(const ManifestOp& op, const AotExport& e) 
 
 std::vector<SealedBinding> parse_sealed_bindings(std::string_view toml_text, std::string_view where,
                                                  const Manifest& manifest) {
-  toml::table doc;
-  try {
-    doc = toml::parse(toml_text, where);
-  } catch (const toml::parse_error& e) {
-    refuse(ErrorCode::parse_error, fmt::format("{}:{}:{}", where, e.source().begin.line, e.source().begin.column),
-           std::string(e.description()));
-  }
+  const toml::table doc = parse_toml(toml_text, where);
   const TomlTable top(doc, std::string(where), binding_faults());
   top.keys({"schema", "bind"}, {"publication", "manifest", "launch_profile"});
   if (*top.str("schema") != kSealedBindingsSchema)
@@ -106,13 +110,7 @@ std::vector<SealedBinding> parse_sealed_bindings(std::string_view toml_text, std
 }
 
 SealedDeployment parse_sealed_deployment(std::string_view toml_text, std::string_view where, const std::string& base) {
-  toml::table doc;
-  try {
-    doc = toml::parse(toml_text, where);
-  } catch (const toml::parse_error& e) {
-    refuse(ErrorCode::parse_error, fmt::format("{}:{}:{}", where, e.source().begin.line, e.source().begin.column),
-           std::string(e.description()));
-  }
+  const toml::table doc = parse_toml(toml_text, where);
   const TomlTable top(doc, std::string(where), binding_faults());
   top.keys({"schema", "bind", "publication", "manifest", "launch_profile"});
   auto path = [&](std::string_view key) {

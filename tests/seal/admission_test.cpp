@@ -562,6 +562,15 @@ struct TensorLaunch : Admission {
     auto bound = DeviceBinding::bind(std::move(prepared).value());
     return bound.value().unsafe_device_address();
   }
+  // The vector add's call over a, b (read) and out (written), each f32[n] as admitted.
+  SealedCall vadd_call(const Tensor& a, const Tensor& b, Tensor& out) const {
+    const std::int64_t n = a.numel();
+    SealedCall c;
+    c.reads.emplace("a", SealedRead{a.as_view(), f32(n)});
+    c.reads.emplace("b", SealedRead{b.as_view(), f32(n)});
+    c.writes.emplace("out", SealedWrite{out.as_view_mut(), f32(n)});
+    return c;
+  }
 };
 
 TEST_F(TensorLaunch, TheCallIsTheTensorsOwnGeometryAndTheLaunchCompletes) {
@@ -569,10 +578,7 @@ TEST_F(TensorLaunch, TheCallIsTheTensorsOwnGeometryAndTheLaunchCompletes) {
   rt.admit(publication, manifest, profile);
   Tensor a = device_tensor(1000), b = device_tensor(1000), out = device_tensor(1000);
   {
-    SealedCall c;
-    c.reads.emplace("a", SealedRead{a.as_view(), f32(1000)});
-    c.reads.emplace("b", SealedRead{b.as_view(), f32(1000)});
-    c.writes.emplace("out", SealedWrite{out.as_view_mut(), f32(1000)});
+    SealedCall c = vadd_call(a, b, out);
     EXPECT_EQ(rt.launch("add", std::move(c)), "vadd_run");
   }
   ASSERT_EQ(g.launches.size(), 1u);
@@ -672,10 +678,7 @@ TEST_F(TensorLaunch, DriverCallsMakeTheContextCurrentOnTheCallingThread) {
     EXPECT_EQ(current_context, nullptr);  // a new thread has no current context
     rt.launch("add", call(64), pointers());
     rt.synchronize();
-    SealedCall c;
-    c.reads.emplace("a", SealedRead{a.as_view(), f32(64)});
-    c.reads.emplace("b", SealedRead{b.as_view(), f32(64)});
-    c.writes.emplace("out", SealedWrite{out.as_view_mut(), f32(64)});
+    SealedCall c = vadd_call(a, b, out);
     rt.launch("add", std::move(c));
   });
   worker.join();
@@ -695,10 +698,7 @@ TEST_F(TensorLaunch, AnUnprovenCompletionRetainsAndNeverFrees) {
     SealedRuntime rt(driver);
     rt.admit(publication, manifest, profile);
     Tensor a = device_tensor(64), b = device_tensor(64), out = device_tensor(64);
-    SealedCall c;
-    c.reads.emplace("a", SealedRead{a.as_view(), f32(64)});
-    c.reads.emplace("b", SealedRead{b.as_view(), f32(64)});
-    c.writes.emplace("out", SealedWrite{out.as_view_mut(), f32(64)});
+    SealedCall c = vadd_call(a, b, out);
     g.sync_result = 700;  // CUDA_ERROR_ILLEGAL_ADDRESS: the wait cannot prove the launch finished
     EXPECT_EQ(code_of([&] { rt.launch("add", std::move(c)); }), ErrorCode::poisoned);
     EXPECT_TRUE(rt.poisoned());

@@ -244,10 +244,10 @@ TEST(TrainingSession, ACudaProfilePlacesTheParametersOnTheDevice) {
   const Split s = stratified_split(digits(), 0.8, 0);
   std::vector<std::int64_t> rows(16);
   std::iota(rows.begin(), rows.end(), 0);
-  auto [x, y] = gather(s.train, rows);
+  auto batch = gather(s.train, rows);  // a pair, not a structured binding: the lambda below captures it
   const Error e = [&] {
     try {
-      session.step_batch(std::move(x), std::move(y), {});
+      session.step_batch(std::move(batch.first), std::move(batch.second), {});
     } catch (const Error& err) {
       return err;
     }
