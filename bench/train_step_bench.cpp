@@ -11,6 +11,7 @@
 
 #include "bench_main.hpp"
 #include "pact/train/trainer.hpp"
+#include "transformer_step.hpp"
 
 namespace {
 
@@ -61,25 +62,10 @@ void step(benchmark::State& state, std::vector<std::int64_t> dims, std::int64_t 
   state.counters["items"] = 1;
 }
 
-// The char transformer at TransformerEncoderLayer size (issue 5): d_model 128, 4 heads, ffn 512, seq 64,
-// batch 16, vocabulary 96; inputs and next-character targets are fixed random tokens.
+// The char transformer at TransformerEncoderLayer size (bench/transformer_step.hpp).
 void transformer_step(benchmark::State& state) {
-  constexpr std::int64_t batch = 16, t = 64, vocab = 96, d = 128, heads = 4;
-  train::Objective o;
-  o.graph = [](std::int64_t b) { return train::char_transformer(b, t, vocab, d, heads); };
-  o.options.lr = 1e-3;
-  train::TrainingSession session(o, train::init_parameters(o.graph(batch), 0));
-  std::mt19937 rng(0);
-  std::vector<std::int64_t> xv(static_cast<std::size_t>(batch * t)), yv(xv.size());
-  for (auto& v : xv) v = static_cast<std::int64_t>(rng() % vocab);
-  for (auto& v : yv) v = static_cast<std::int64_t>(rng() % vocab);
-  train::OptimizerState optimizer;
-  for (auto _ : state) {
-    auto r = session.step_batch(Tensor::from_values<std::int64_t>(Dims{batch, t}, xv),
-                                Tensor::from_values<std::int64_t>(Dims{batch * t}, yv), std::move(optimizer));
-    optimizer = std::move(r.state);
-    benchmark::DoNotOptimize(r.loss);
-  }
+  bench::TransformerStep step("cpu-checked");
+  for (auto _ : state) benchmark::DoNotOptimize(step.step());
   state.counters["items"] = 1;
 }
 

@@ -9,11 +9,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <random>
 #include <vector>
 
+#include "bench/transformer_step.hpp"
 #include "pact/core/cuda_device.hpp"
-#include "pact/train/trainer.hpp"
 
 int main() {
   using namespace pact;
@@ -21,23 +20,8 @@ int main() {
     std::printf("{\"skipped\": \"no CUDA device: %s\"}\n", CudaDevice::unavailable_reason().c_str());
     return 0;
   }
-  constexpr std::int64_t batch = 16, t = 64, vocab = 96, d = 128, heads = 4;
-  train::Objective o;
-  o.graph = [](std::int64_t b) { return train::char_transformer(b, t, vocab, d, heads); };
-  o.options.lr = 1e-3;
-  o.options.profile = "cuda-checked";
-  train::TrainingSession session(o, train::init_parameters(o.graph(batch), 0));
-  std::mt19937 rng(0);
-  std::vector<std::int64_t> xv(static_cast<std::size_t>(batch * t)), yv(xv.size());
-  for (auto& v : xv) v = static_cast<std::int64_t>(rng() % vocab);
-  for (auto& v : yv) v = static_cast<std::int64_t>(rng() % vocab);
-  train::OptimizerState optimizer;
-  auto step = [&] {
-    auto r = session.step_batch(Tensor::from_values<std::int64_t>(Dims{batch, t}, xv),
-                                Tensor::from_values<std::int64_t>(Dims{batch * t}, yv), std::move(optimizer));
-    optimizer = std::move(r.state);
-    return r.loss;
-  };
+  bench::TransformerStep fixture("cuda-checked");
+  auto step = [&] { return fixture.step(); };
   for (int i = 0; i < 5; ++i) step();  // plan, pool and module warm-up
   std::vector<double> ms;
   double loss = 0;
