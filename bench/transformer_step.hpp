@@ -41,7 +41,8 @@ class TransformerStep {
     return train::init_parameters(objective(profile).graph(kBatch), 0);
   }
   train::TrainingSession session_;
-  std::vector<std::int64_t> x_ = std::vector<std::int64_t>(kBatch * kSeq), y_ = std::vector<std::int64_t>(kBatch * kSeq);
+  std::vector<std::int64_t> x_ = std::vector<std::int64_t>(kBatch * kSeq),
+                            y_ = std::vector<std::int64_t>(kBatch * kSeq);
   train::OptimizerState optimizer_;
 };
 

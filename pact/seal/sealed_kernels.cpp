@@ -83,6 +83,13 @@ std::vector<SealedBinding> parse_sealed_bindings(std::string_view toml_text, std
                          : info.max_arity < 0             ? " or more"
                                                           : fmt::format(" to {}", info.max_arity)));
     }
+    for (std::size_t k = 0; k < b.inputs.size(); ++k) {
+      const ops::InputRole role = info.input_role(k);
+      if (role == ops::InputRole::index || role == ops::InputRole::mask || role == ops::InputRole::any)
+        refuse(ErrorCode::unsupported, t.at("inputs"),
+               fmt::format("operand {} of '{}' is an index or mask: an entry has one dtype for every operand", k,
+                           op_name));
+    }
     std::set<std::string> named(b.inputs.begin(), b.inputs.end());
     if (named.size() != b.inputs.size() || !named.insert(b.output).second)
       refuse(ErrorCode::invalid_argument, t.path(), "an export binding is named twice");

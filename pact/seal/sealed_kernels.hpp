@@ -18,6 +18,7 @@
 ///   output = "out"          # the export binding of the result
 ///   dtype = "f32"           # the dtype of every operand and of the result: the only one the capsule accepts
 ///
+/// An op with an index or mask operand cannot be bound (an entry has one dtype for all its tensors).
 /// Every run export of the op must bind exactly the named tensors (the runtime picks among them by
 /// specialization at each call); an op is bound at most once, at most 64 entries. Every fault is a typed
 /// error naming the entry and field.

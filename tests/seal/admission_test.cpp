@@ -67,6 +67,9 @@ struct FakeDriver {
   std::vector<void*> launch_contexts;  ///< the context current on the launching thread, per launch
   std::vector<std::uint64_t> frees;
   std::vector<std::string> calls;  ///< "sync", "free", "unload" in the order they were made
+  /// The loaded modules, owned here: a poisoned runtime never unloads its modules (Note [Sealed
+  /// completion]), and the stand-in driver still owns them, as the real one would.
+  std::vector<std::unique_ptr<FakeModule>> modules;
 };
 FakeDriver g;
 thread_local void* current_context = nullptr;  // the driver's per-thread current context
@@ -149,11 +152,12 @@ CudaDriver fake_driver() {
     if (g.hide_kernels) m->functions.clear();
     if (!g.rename_first.empty()) m->functions[0].name = g.rename_first;
     ++g.loads;
-    *module = m.release();
+    *module = m.get();
+    g.modules.push_back(std::move(m));
     return 0;
   };
   d.module_unload = [](void* module) {
-    delete static_cast<FakeModule*>(module);
+    std::erase_if(g.modules, [&](const auto& m) { return m.get() == module; });
     ++g.unloads;
     g.calls.emplace_back("unload");
     return 0;
@@ -767,6 +771,7 @@ TEST_F(Admission, ABindingFileMapsOpsOntoTheManifestsExports) {
   fault("op = \"add\"", "op = \"vector_add\"", ErrorCode::unsupported, "'vector_add' is not an op of the op table");
   fault("op = \"add\"", "op = \"reshape\"", ErrorCode::unsupported, "'reshape' is not a kernel op");
   fault("op = \"add\"", "op = \"mul\"", ErrorCode::invalid_argument, "the manifest has no op 'mul'");
+  fault("op = \"add\"", "op = \"embedding\"", ErrorCode::unsupported, "operand 1 of 'embedding' is an index");
   fault("[\"a\", \"b\"]", "[\"a\", \"b\", \"c\"]", ErrorCode::invalid_argument, "3 operands; 'add' takes 2");
   fault("[\"a\", \"b\"]", "[\"a\", \"a\"]", ErrorCode::invalid_argument, "named twice");
   fault("[\"a\", \"b\"]", "[\"b\", \"c\"]", ErrorCode::invalid_argument,
