@@ -13,10 +13,10 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 build=${PACT_BUILD_DIR:-$root/build/release}
 out=${1:-$root/build/gpu-bundle}
 binaries=(tests/gpu/pact_cuda_gpu_tests tests/seal/pact_seal_gpu_tests bench/gpu/pact_bench_gpu_gemm
-          bench/gpu/pact_bench_gpu_attention bench/gpu/pact_bench_gpu_train_step)
+          bench/gpu/pact_bench_gpu_attention bench/gpu/pact_bench_gpu_train_step bin/pact)
 
 cmake --build "$build" --target pact_cuda_gpu_tests pact_seal_gpu_tests pact_bench_gpu_gemm pact_bench_gpu_attention \
-  pact_bench_gpu_train_step
+  pact_bench_gpu_train_step pact
 grep -q '^PACT_WITH_CUDA:BOOL=ON' "$build/CMakeCache.txt" || {
   echo "gpu-bundle: $build was configured without PACT_WITH_CUDA (nvcc not found): no kernels to check" >&2
   exit 1
@@ -41,6 +41,8 @@ cp -r "$root/examples/models" "$out/src/examples/"
 cp -r "$root/tests/fixtures/seal" "$out/src/tests/fixtures/"
 mkdir -p "$out/src/tests/fixtures/torch"
 cp -r "$root/tests/fixtures/torch/mlp" "$out/src/tests/fixtures/torch/"
+mkdir -p "$out/src/data"
+cp /usr/share/common-licenses/GPL-3 "$out/src/data/train.txt"  # the char transformer's text (pact train's default)
 cp "$root/scripts/gpu-check.sh" "$out/"
 { git -C "$root" rev-parse HEAD; git -C "$root" diff --quiet HEAD || echo "(with uncommitted changes)"; } > "$out/COMMIT" 2>/dev/null || echo unknown > "$out/COMMIT"
 # What travels is the compressed archive (OpenBLAS alone is 36 MiB unpacked, 4 compressed).

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The device checks of the CUDA path (issue 26 item 6), run on a machine with an NVIDIA GPU from the bundle
 # scripts/gpu-bundle.sh made on a build machine: nothing is built here. Under PACT_REQUIRE_GPU=1 a skipped
-# gpu test fails. Writes its report into REPORT (at most 8 files, one level): environment.txt,
-# cuda_gpu_tests.log, seal_gpu_tests.log, memcheck.log, gemm.jsonl, attention.jsonl, train_step.jsonl,
-# torch_peers.json, summary.txt. Bounded to about 4 minutes by per-step timeouts.
+# gpu test fails. Writes its report into REPORT (at most 8 files, one level: the device tool returns no
+# more): environment.txt, cuda_gpu_tests.log, seal_gpu_tests.log, memcheck.log, benchmarks.jsonl (GEMM,
+# attention and training step), torch_peers.json, train_cli.log (`pact train --profile cuda-checked` on the
+# digits MLP and the char transformer), summary.txt. Bounded to about 4 minutes by per-step timeouts.
 #
 # usage: gpu-check.sh BUNDLE REPORT
 set -uo pipefail
@@ -34,12 +35,29 @@ step() {  # step NAME TIMEOUT COMMAND...: runs, logs, records the exit status
 : > "$report/summary.txt"
 step cuda_gpu_tests 120 "$bundle/pact_cuda_gpu_tests"
 step seal_gpu_tests 60 "$bundle/pact_seal_gpu_tests"
-timeout 60 "$bundle/pact_bench_gpu_gemm" 1024 2048 4096 > "$report/gemm.jsonl" 2>> "$report/summary.txt"
+timeout 60 "$bundle/pact_bench_gpu_gemm" 1024 2048 4096 > "$report/benchmarks.jsonl" 2>> "$report/summary.txt"
 echo "gemm benchmark: exit $?" >> "$report/summary.txt"
-timeout 60 "$bundle/pact_bench_gpu_attention" > "$report/attention.jsonl" 2>> "$report/summary.txt"
+timeout 60 "$bundle/pact_bench_gpu_attention" >> "$report/benchmarks.jsonl" 2>> "$report/summary.txt"
 echo "attention benchmark: exit $?" >> "$report/summary.txt"
-timeout 60 "$bundle/pact_bench_gpu_train_step" > "$report/train_step.jsonl" 2>> "$report/summary.txt"
+timeout 60 "$bundle/pact_bench_gpu_train_step" >> "$report/benchmarks.jsonl" 2>> "$report/summary.txt"
 echo "train step benchmark: exit $?" >> "$report/summary.txt"
+# The CLI trains on the device (issue 26 item 4): the digits MLP to its accuracy goal, the char transformer
+# on the bundled text. Run directories go to a scratch folder; the log keeps what they print.
+scratch=$(mktemp -d)
+pact_cli() {  # the pact binary has no RUNPATH of its own: the bundle's libraries for it alone
+  LD_LIBRARY_PATH="$bundle/lib:$LD_LIBRARY_PATH" timeout 90 "$bundle/pact" "$@"
+}
+{
+  pact_cli train --profile cuda-checked --run-dir "$scratch/digits"
+  echo "digits: exit $?"
+  pact_cli train --model char-transformer --profile cuda-checked --steps 300 --data "$bundle/src/data/train.txt" \
+    --run-dir "$scratch/char"
+  echo "char transformer: exit $?"
+} > "$report/train_cli.log" 2>&1
+grep -E "^(digits|char transformer): exit" "$report/train_cli.log" >> "$report/summary.txt"
+grep -q "^digits: exit 0" "$report/train_cli.log" && grep -q "^char transformer: exit 0" "$report/train_cli.log" ||
+  status=1
+rm -rf "$scratch"
 # PyTorch on the same GPU, the peers: f32 GEMM (TF32 off, PyTorch's default for matmul), f32
 # scaled_dot_product_attention on the attention benchmark's shapes, and an eager training step of the char
 # transformer at the train step benchmark's size (bench/train_step_vs_torch.py's model, on the GPU).
