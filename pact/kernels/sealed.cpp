@@ -40,8 +40,8 @@ Tensor forward_of(std::span<const TensorView> inputs, const ops::Attributes& att
 
 template <std::size_t... I>
 constexpr std::array<Handler, sizeof...(I)> make_handlers(std::index_sequence<I...>) {
-  return {Handler{static_cast<ops::OpTag>(I), "sealed", DeviceKind::cuda, &forward_of<I>, nullptr, __FILE__,
-                  "pact::kernels::sealed_forward"}...};
+  return {Handler{static_cast<ops::OpTag>(I), "sealed", DeviceKind::cuda, &forward_of<I>, nullptr,
+                  "pact/kernels/sealed.cpp", "pact::kernels::sealed_forward"}...};
 }
 
 constexpr auto kHandlers = make_handlers(std::make_index_sequence<static_cast<std::size_t>(ops::kOpCount)>{});
