@@ -373,6 +373,8 @@ ImportedModel::ImportedModel(ir::TorchBundle&& bundle, const contract::BackendPr
     rewrites = plan::fold_batch_norms(graph, values);
     for (auto& r : plan::fuse_conv_residuals(graph)) rewrites.push_back(std::move(r));
     for (auto& r : plan::fuse_conv_activations(graph)) rewrites.push_back(std::move(r));
+    // The channels-last convolutions are CPU kernels: a device plan keeps NCHW unless told otherwise.
+    if (profile.policy.device == DeviceKind::cuda && layout == plan::Layout::automatic) layout = plan::Layout::nchw;
     for (auto& r : plan::choose_channels_last(graph, values, layout)) rewrites.push_back(std::move(r));
   }
   module_of_ = std::move(bundle.model.module_of);

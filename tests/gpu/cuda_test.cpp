@@ -427,6 +427,26 @@ TEST(CudaTrain, TheDigitsMlpTrainsThroughTheSessionAsOnTheCpu) {
   expect_same_training(train_steps(o, "cuda-checked", 16, batch_of, 3), train_steps(o, "cpu-checked", 16, batch_of, 3));
 }
 
+// The digits CNN: conv2d (im2col and the GEMM kernels, col2im for its input's gradient), batch norm in
+// training mode with its running statistics (batch_norm_stats), max pooling, flatten and linear on the device.
+TEST(CudaTrain, TheDigitsCnnTrainsThroughTheSessionAsOnTheCpu) {
+  PACT_GPU_OR_SKIP();
+  train::Objective o;
+  o.graph = [](std::int64_t b) { return train::digits_cnn(b); };
+  auto batch_of = [&](int i) {
+    std::vector<float> x(16 * 64);
+    std::vector<std::int64_t> y(16);
+    std::mt19937_64 r(static_cast<std::uint64_t>(i) + 300);
+    for (auto& v : x) v = static_cast<float>(r() % 17) / 16.0f;
+    for (auto& v : y) v = static_cast<std::int64_t>(r() % 10);
+    return std::pair{Tensor::from_values<float>(Dims{16, 64}, x), Tensor::from_values<std::int64_t>(Dims{16}, y)};
+  };
+  expect_same_training(train_steps(o, "cuda-checked", 16, batch_of, 3), train_steps(o, "cpu-checked", 16, batch_of, 3));
+  o.options.profile = "cuda-checked";
+  train::TrainingSession device(o, train::init_parameters(o.graph(16), 11));
+  for (const auto& k : device.audit(16).kernels) EXPECT_EQ(k.capsule->provider, "cuda") << k.node;
+}
+
 // Detached submission on the device (seed 001 G3): a cuda-checked program over a package in device memory
 // completes, its completion proven by the CUDA event recorded after its work, and its retirement record is
 // released exactly once; a host package is refused before admission.

@@ -264,7 +264,7 @@ TEST(TrainingSession, TheCudaKernelsCoverTheBuiltInTrainingPrograms) {
   contract::BackendProfile stub = contract::builtin_profile("cuda-checked");
   stub.allow_cuda_stub = true;
   const contract::DefaultEvidenceResolver resolver;
-  for (const ir::Graph& g : {char_transformer(2, 8, 11, 16, 2), digits_mlp(4, 8)}) {
+  for (const ir::Graph& g : {char_transformer(2, 8, 11, 16, 2), digits_mlp(4, 8), digits_cnn(4)}) {
     auto r = plan::plan_graph(g, stub, resolver, contract::VjpMode::with_vjp, plan::TrainingUpdates{});
     const plan::PlanAudit& audit = r.has_value() ? r->audit() : r.error().audit;
     ASSERT_FALSE(audit.kernels.empty());

@@ -16,6 +16,7 @@
 #include "pact/kernels/annotate.hpp"
 #include "pact/kernels/cpu/parallel.hpp"
 #include "pact/kernels/guards.hpp"
+#include "pact/kernels/spatial.hpp"
 #include "pact/ops/op_table.hpp"
 
 namespace pact::kernels::cpu {

@@ -22,6 +22,8 @@
 
 #include "pact/core/cuda_device.hpp"
 #include "pact/kernels/kernel.hpp"
+#include "pact/kernels/ranks.hpp"
+#include "pact/kernels/spatial.hpp"
 
 extern "C" const unsigned char pact_cuda_image[];
 extern "C" const unsigned long long pact_cuda_image_size;
@@ -1228,6 +1230,338 @@ GradList permute_vjp(std::span<const TensorView> in, const TensorView&, const Te
   return r;
 }
 
+// ---- convolution: im2col, then the GEMM kernels per image and group; col2im for the input's gradient ----
+//
+// The columns of `images` images are [images, C KH KW, OH OW] (kernels.cu's pact_im2col_f32): group grp's rows
+// are one [cg KH KW, OH OW] matrix, so each image's and group's product is one GEMM of the batch. The
+// batch is cut into chunks whose columns stay under 256 MiB (at least one image each).
+
+std::int64_t images_per_chunk(const ConvGeometry& g) {
+  const std::int64_t per_image = std::max<std::int64_t>(g.c * g.kh * g.kw * g.oh * g.ow * 4, 1);
+  const std::int64_t by_memory = (std::int64_t{256} << 20) / per_image;
+  const std::int64_t by_grid = 65535 / std::max<std::int64_t>(g.groups, 1);  // the GEMM's batch limit
+  return std::clamp<std::int64_t>(std::min(by_memory, by_grid), 1, std::max<std::int64_t>(g.n, 1));
+}
+
+void im2col(Operands& ops, std::uint64_t cols, std::uint64_t x, ConvGeometry g, std::int64_t n0, std::int64_t images) {
+  const std::int64_t total = images * g.c * g.kh * g.kw * g.oh * g.ow;
+  if (total > 0) launch(ops.op(), "pact_im2col_f32", grid_for(total), 1, 1, kThreads, {&cols, &x, &g, &n0, &images});
+}
+
+// One GEMM batch over `images` images and the groups: a's and b's strides per image and per group.
+Geometry image_group_batch(std::int64_t images, std::int64_t groups, std::int64_t a_image, std::int64_t a_group,
+                           std::int64_t b_image, std::int64_t b_group) {
+  Geometry batch;
+  batch.rank = 2;
+  batch.shape[0] = images;
+  batch.shape[1] = groups;
+  batch.stride0[0] = a_image;
+  batch.stride0[1] = a_group;
+  batch.stride1[0] = b_image;
+  batch.stride1[1] = b_group;
+  return batch;
+}
+
+// out (contiguous [N, O, OH, OW]) = the convolution of x by w (contiguous device operands), plus bias (0:
+// none).
+void convolve(Operands& ops, std::uint64_t out, std::uint64_t x, std::uint64_t w, std::uint64_t bias,
+              const ConvGeometry& g) {
+  const std::int64_t k = g.cg * g.kh * g.kw, l = g.oh * g.ow, chunk = images_per_chunk(g);
+  if (g.n * g.o * l == 0) return;
+  Tensor& cols = ops.keep(device_empty(Dims{chunk, g.c * g.kh * g.kw, l}));
+  const std::uint64_t ca = ops.write(cols);  // reused by every chunk: the stream orders its reads and writes
+  for (std::int64_t n0 = 0; n0 < g.n; n0 += chunk) {
+    const std::int64_t images = std::min(chunk, g.n - n0);
+    im2col(ops, ca, x, g, n0, images);
+    gemm(ops.op(), out + static_cast<std::uint64_t>(n0 * g.o * l) * 4, {w, k, 1}, {ca, l, 1}, 0, g.og, l, k,
+         image_group_batch(images, g.groups, 0, g.og * k, g.groups * k * l, k * l), false);
+  }
+  if (bias != 0) {
+    const Dims shape{g.n, g.o, g.oh, g.ow};
+    binary(ops, out, shape, contiguous_operand(out, shape), contiguous_operand(bias, Dims{g.o, 1, 1}), 0);
+  }
+}
+
+Tensor conv2d_forward(std::span<const TensorView> in, const Attributes& a, const KernelContext&) {
+  Operands ops("conv2d");
+  const ConvGeometry g = conv_geometry(in, a);
+  const std::uint64_t x = ops.contiguous(in[0], "input"), w = ops.contiguous(in[1], "weight");
+  const std::uint64_t b = in.size() == 3 ? ops.contiguous(in[2], "bias") : 0;
+  Tensor out = device_empty(Dims{g.n, g.o, g.oh, g.ow});
+  convolve(ops, ops.write(out), x, w, b, g);
+  return out;
+}
+
+// The weight's gradient sums, image by image in index order, gy[i, group] (og x OH OW) times the image's
+// columns transposed; the input's is col2im of w[group]^T gy[i, group]; the bias's sums gy over images and
+// pixels.
+GradList conv2d_vjp(std::span<const TensorView> in, const TensorView&, const TensorView& grad, const Attributes& a,
+                    const KernelContext& ctx) {
+  Operands ops("conv2d");
+  const ConvGeometry g = conv_geometry(in, a);
+  const std::int64_t k = g.cg * g.kh * g.kw, l = g.oh * g.ow, rows = g.c * g.kh * g.kw, chunk = images_per_chunk(g);
+  const std::uint64_t gy = ops.contiguous(grad, "grad_output");
+  const bool want_x = ctx.wants_grad(0), want_w = ctx.wants_grad(1);
+  const std::uint64_t x = want_w ? ops.contiguous(in[0], "input") : 0;
+  const std::uint64_t w = want_x ? ops.contiguous(in[1], "weight") : 0;
+  std::optional<Tensor> gx, gw;
+  std::uint64_t gxa = 0, gwa = 0;
+  if (want_x) {
+    gx = device_empty(in[0].shape());
+    gxa = ops.write(*gx);
+    if (l == 0) device().clear(gxa, static_cast<std::uint64_t>(gx->numel()) * 4);
+  }
+  if (want_w) {
+    gw = device_empty(in[1].shape());
+    gwa = ops.write(*gw);
+    if (g.n * l == 0) device().clear(gwa, static_cast<std::uint64_t>(gw->numel()) * 4);
+  }
+  if (g.n * l * g.o > 0 && (want_x || want_w)) {
+    Tensor& cols = ops.keep(device_empty(Dims{chunk, rows, l}));
+    const std::uint64_t ca = ops.write(cols);
+    for (std::int64_t n0 = 0; n0 < g.n; n0 += chunk) {
+      const std::int64_t images = std::min(chunk, g.n - n0);
+      const std::uint64_t gy0 = gy + static_cast<std::uint64_t>(n0 * g.o * l) * 4;
+      if (want_w) {
+        im2col(ops, ca, x, g, n0, images);
+        Geometry groups;
+        groups.rank = 1;
+        groups.shape[0] = g.groups;
+        groups.stride0[0] = g.og * l;
+        groups.stride1[0] = k * l;
+        for (std::int64_t i = 0; i < images; ++i)
+          gemm(ops.op(), gwa, {gy0 + static_cast<std::uint64_t>(i * g.o * l) * 4, l, 1},
+               {ca + static_cast<std::uint64_t>(i * rows * l) * 4, 1, l}, 0, g.og, k, l, groups, n0 + i > 0);
+      }
+      if (want_x) {  // the columns' gradient overwrites the columns: the weight's products above read them first
+        gemm(ops.op(), ca, {w, 1, k}, {gy0, l, 1}, 0, k, l, g.og,
+             image_group_batch(images, g.groups, 0, g.og * k, g.o * l, g.og * l), false);
+        std::int64_t n_first = n0, count = images;
+        std::uint64_t columns = ca;
+        ConvGeometry geo = g;
+        const std::int64_t total = images * g.c * g.h * g.w;
+        if (total > 0)
+          launch(ops.op(), "pact_col2im_f32", grid_for(total), 1, 1, kThreads,
+                 {&gxa, &columns, &geo, &n_first, &count});
+      }
+    }
+  }
+  GradList r;
+  r.emplace_back(std::move(gx));
+  r.emplace_back(std::move(gw));
+  if (in.size() == 3) {
+    if (!ctx.wants_grad(2)) {
+      r.emplace_back(std::nullopt);
+    } else {
+      Tensor gb = device_empty(Dims{g.o});
+      const std::uint64_t ba = ops.write(gb);
+      if (g.n * l == 0)
+        device().clear(ba, static_cast<std::uint64_t>(g.o) * 4);
+      else
+        sum_to_shape(ops, ba, gy, Dims{g.n, g.o, l}, Dims{g.o, 1});
+      r.emplace_back(std::move(gb));
+    }
+  }
+  return r;
+}
+
+// conv2d_activation (inference only): the convolution, plus the residual (a fourth input), then the
+// activation, each in place on the output: the unfused answer, as the CPU providers define it.
+Tensor conv2d_activation_forward(std::span<const TensorView> in, const Attributes& a, const KernelContext&) {
+  constexpr const char* op = "conv2d_activation";
+  Operands ops(op);
+  const std::string act = a.get_string(op, "activation");
+  const int code = act == "relu" ? 1 : act == "silu" ? 5 : act == "hardswish" ? 9 : act == "relu6" ? 10 : 0;
+  if (code == 0 && act != "none")
+    throw_error(ErrorCode::invalid_argument, op,
+                fmt::format("activation '{}' is not relu, relu6, silu or hardswish", act));
+  Attributes conv;  // conv2d's attributes: these without "activation"
+  for (const auto& [name, value] : a.values())
+    if (name != "activation") conv.set(name, value);
+  const auto conv_in = in.first(std::min<std::size_t>(in.size(), 3));
+  const ConvGeometry g = conv_geometry(conv_in, conv);
+  const std::uint64_t x = ops.contiguous(in[0], "input"), w = ops.contiguous(in[1], "weight");
+  const std::uint64_t b = in.size() >= 3 ? ops.contiguous(in[2], "bias") : 0;
+  const Dims shape{g.n, g.o, g.oh, g.ow};
+  Tensor out = device_empty(shape);
+  const std::uint64_t o = ops.write(out);
+  convolve(ops, o, x, w, b, g);
+  if (in.size() == 4)
+    binary(ops, o, shape, contiguous_operand(o, shape), contiguous_operand(ops.contiguous(in[3], "residual"), shape),
+           0);
+  if (code != 0) unary(ops, o, contiguous_operand(o, shape), code);
+  return out;
+}
+
+// ---- pooling: one thread per output (forward) or per input element (VJP, a gather) ----
+
+Tensor pool_forward(const char* op, int max, std::span<const TensorView> in, const Attributes& a) {
+  Operands ops(op);
+  PoolGeometry g = pool_geometry(op, in[0], a);
+  std::uint64_t x = ops.contiguous(in[0], "input");
+  Dims shape = in[0].shape();
+  shape[shape.size() - 2] = g.oh;
+  shape[shape.size() - 1] = g.ow;
+  Tensor out = device_empty(shape);
+  std::uint64_t o = ops.write(out);
+  const std::int64_t total = g.planes * g.oh * g.ow;
+  if (total > 0) launch(op, "pact_pool2d_f32", grid_for(total), 1, 1, kThreads, {&o, &x, &g, &max});
+  return out;
+}
+
+GradList pool_vjp(const char* op, int max, std::span<const TensorView> in, const TensorView& grad,
+                  const Attributes& a) {
+  Operands ops(op);
+  PoolGeometry g = pool_geometry(op, in[0], a);
+  std::uint64_t x = ops.contiguous(in[0], "input"), gy = ops.contiguous(grad, "grad_output");
+  Tensor gx = device_empty(in[0].shape());
+  std::uint64_t o = ops.write(gx);
+  const std::int64_t total = g.planes * g.h * g.w;
+  if (total > 0) launch(op, "pact_pool2d_grad_f32", grid_for(total), 1, 1, kThreads, {&o, &x, &gy, &g, &max});
+  GradList r;
+  r.emplace_back(std::move(gx));
+  return r;
+}
+
+Tensor max_pool2d_forward(std::span<const TensorView> in, const Attributes& a, const KernelContext&) {
+  return pool_forward("max_pool2d", 1, in, a);
+}
+GradList max_pool2d_vjp(std::span<const TensorView> in, const TensorView&, const TensorView& g, const Attributes& a,
+                        const KernelContext&) {
+  return pool_vjp("max_pool2d", 1, in, g, a);
+}
+Tensor avg_pool2d_forward(std::span<const TensorView> in, const Attributes& a, const KernelContext&) {
+  return pool_forward("avg_pool2d", 0, in, a);
+}
+GradList avg_pool2d_vjp(std::span<const TensorView> in, const TensorView&, const TensorView& g, const Attributes& a,
+                        const KernelContext&) {
+  return pool_vjp("avg_pool2d", 0, in, g, a);
+}
+
+// adaptive_avg_pool2d: planes of the input's last two dimensions into output_size (the shape rule's).
+struct AdaptiveForm {
+  Dims out_shape;
+  std::int64_t planes, h, w, oh, ow;
+};
+AdaptiveForm adaptive_form(const TensorView& x, const Attributes& a) {
+  AdaptiveForm f;
+  f.out_shape =
+      ops::infer_type(ops::OpTag::adaptive_avg_pool2d, std::vector<ops::TensorType>{{x.dtype(), x.shape()}}, a).shape;
+  const Dims s = x.shape();
+  const int r = s.size();
+  f.h = s[r - 2];
+  f.w = s[r - 1];
+  f.oh = f.out_shape[r - 2];
+  f.ow = f.out_shape[r - 1];
+  f.planes = f.h * f.w == 0 ? 0 : x.numel() / (f.h * f.w);
+  return f;
+}
+
+Tensor adaptive_avg_pool2d_forward(std::span<const TensorView> in, const Attributes& a, const KernelContext&) {
+  Operands ops("adaptive_avg_pool2d");
+  AdaptiveForm f = adaptive_form(in[0], a);
+  std::uint64_t x = ops.contiguous(in[0], "input");
+  Tensor out = device_empty(f.out_shape);
+  std::uint64_t o = ops.write(out);
+  if (out.numel() > 0)
+    launch(ops.op(), "pact_adaptive_pool_f32", grid_for(out.numel()), 1, 1, kThreads,
+           {&o, &x, &f.planes, &f.h, &f.w, &f.oh, &f.ow});
+  return out;
+}
+
+// Reads only the cotangent and the input's shape: the op saves nothing (Note [Op table]).
+GradList adaptive_avg_pool2d_vjp(std::span<const TensorView> in, const TensorView&, const TensorView& grad,
+                                 const Attributes& a, const KernelContext&) {
+  Operands ops("adaptive_avg_pool2d");
+  AdaptiveForm f = adaptive_form(in[0], a);
+  std::uint64_t gy = ops.contiguous(grad, "grad_output");
+  Tensor gx = device_empty(in[0].shape());
+  std::uint64_t o = ops.write(gx);
+  if (gx.numel() > 0)
+    launch(ops.op(), "pact_adaptive_pool_grad_f32", grid_for(gx.numel()), 1, 1, kThreads,
+           {&o, &gy, &f.planes, &f.h, &f.w, &f.oh, &f.ow});
+  GradList r;
+  r.emplace_back(std::move(gx));
+  return r;
+}
+
+// ---- batch norm: x [N, C, spatial...], statistics per channel (one block each) ----
+
+struct ChannelForm {
+  std::int64_t n, c, spatial;
+};
+ChannelForm channel_form(const TensorView& x) {
+  const Dims s = x.shape();
+  ChannelForm f{s[0], s[1], 0};
+  f.spatial = f.n * f.c == 0 ? 0 : x.numel() / (f.n * f.c);
+  return f;
+}
+
+// A data-parallel step sums the statistics over the ranks on the host (pact/kernels/ranks.hpp); the device
+// kernels compute one rank's, so they refuse such a step rather than normalize by the wrong batch.
+void refuse_rank_statistics(std::string_view op, bool training) {
+  if (training && batch_norm_ranks() != nullptr)
+    throw_error(ErrorCode::unsupported, std::string(op),
+                "synchronized batch statistics over data-parallel ranks are not implemented on the cuda provider");
+}
+
+// The per-channel mean and 1 / sqrt(var + eps) (kept by the operands): the batch's in training, the running
+// statistics' in evaluation.
+std::pair<std::uint64_t, std::uint64_t> channel_statistics(Operands& ops, std::uint64_t x,
+                                                           std::span<const TensorView> in, const ChannelForm& f,
+                                                           const Attributes& a, bool training) {
+  std::uint64_t rm = ops.contiguous(in[3], "running_mean"), rv = ops.contiguous(in[4], "running_var");
+  Tensor& mean = ops.keep(device_empty(Dims{f.c}));
+  Tensor& inv = ops.keep(device_empty(Dims{f.c}));
+  std::uint64_t ma = ops.write(mean), ia = ops.write(inv);
+  std::int64_t n = f.n, c = f.c, spatial = f.spatial;
+  float eps = static_cast<float>(a.get_float("batch_norm", "eps", 1e-5));
+  int train = training ? 1 : 0;
+  if (c > 0)
+    launch(ops.op(), "pact_batch_stats_f32", static_cast<std::uint32_t>(c), 1, 1, kThreads,
+           {&ma, &ia, &x, &rm, &rv, &n, &c, &spatial, &eps, &train});
+  return {ma, ia};
+}
+
+Tensor batch_norm_forward(std::span<const TensorView> in, const Attributes& a, const KernelContext& ctx) {
+  Operands ops("batch_norm");
+  refuse_rank_statistics(ops.op(), ctx.training);
+  ChannelForm f = channel_form(in[0]);
+  std::uint64_t x = ops.contiguous(in[0], "x"), w = ops.contiguous(in[1], "weight"), b = ops.contiguous(in[2], "bias");
+  auto [mean, inv] = channel_statistics(ops, x, in, f, a, ctx.training);
+  Tensor out = device_empty(in[0].shape());
+  std::uint64_t o = ops.write(out);
+  std::int64_t total = out.numel();
+  if (total > 0)
+    launch(ops.op(), "pact_batch_norm_apply_f32", grid_for(total), 1, 1, kThreads,
+           {&o, &x, &mean, &inv, &w, &b, &total, &f.c, &f.spatial});
+  return out;
+}
+
+// Reads x, the weight and the running statistics, never the bias: the op saves inputs 0, 1, 3 and 4.
+GradList batch_norm_vjp(std::span<const TensorView> in, const TensorView&, const TensorView& grad, const Attributes& a,
+                        const KernelContext& ctx) {
+  Operands ops("batch_norm");
+  refuse_rank_statistics(ops.op(), ctx.training);
+  ChannelForm f = channel_form(in[0]);
+  std::uint64_t x = ops.contiguous(in[0], "x"), w = ops.contiguous(in[1], "weight"),
+                g = ops.contiguous(grad, "grad_output");
+  auto [mean, inv] = channel_statistics(ops, x, in, f, a, ctx.training);
+  Tensor gx = device_empty(in[0].shape()), gw = device_empty(Dims{f.c}), gb = device_empty(Dims{f.c});
+  std::uint64_t gxa = ops.write(gx), gwa = ops.write(gw), gba = ops.write(gb);
+  int train = ctx.training ? 1 : 0;
+  if (f.c > 0)
+    launch(ops.op(), "pact_batch_norm_grad_f32", static_cast<std::uint32_t>(f.c), 1, 1, kThreads,
+           {&gxa, &gwa, &gba, &x, &g, &mean, &inv, &w, &f.n, &f.c, &f.spatial, &train});
+  GradList r;
+  r.emplace_back(std::move(gx));
+  r.emplace_back(std::move(gw));
+  r.emplace_back(std::move(gb));
+  r.emplace_back(std::nullopt);  // running statistics are buffers, not optimization variables
+  r.emplace_back(std::nullopt);
+  return r;
+}
+
 // ---- updates: state operands written in place on the device ----
 
 // A state operand's device address (a contiguous f32 owner in the cuda provider).
@@ -1281,6 +1615,22 @@ void adam_update(std::span<Tensor* const> state, std::span<const TensorView> rea
            {&w, &m, &v, &g, &n, &b1, &b2, &eps, &step, &inv, &l2, &decay});
 }
 
+// batch_norm_stats: the running statistics moved toward the batch's, as the CPU kernel (an empty batch leaves
+// them as they are).
+void batch_norm_stats_update(std::span<Tensor* const> state, std::span<const TensorView> read, const Attributes& a) {
+  constexpr const char* op = "batch_norm_stats";
+  Operands ops(op);
+  refuse_rank_statistics(op, true);
+  std::uint64_t mean = state_address(ops, *state[0], "running_mean"),
+                var = state_address(ops, *state[1], "running_var");
+  std::uint64_t x = ops.contiguous(read[0], "x");
+  ChannelForm f = channel_form(read[0]);
+  double momentum = a.get_float(op, "momentum", 0.1);
+  if (f.n * f.spatial == 0 || f.c == 0) return;
+  launch(op, "pact_batch_norm_stats_f32", static_cast<std::uint32_t>(f.c), 1, 1, kThreads,
+         {&mean, &var, &x, &f.n, &f.c, &f.spatial, &momentum});
+}
+
 #define PACT_CUDA_UPDATE_HANDLER(opname)                                                                  \
   Handler {                                                                                               \
     ops::OpTag::opname, "cuda", DeviceKind::cuda, nullptr, nullptr, "pact/kernels/cuda/cuda_kernels.cpp", \
@@ -1293,35 +1643,44 @@ void adam_update(std::span<Tensor* const> state, std::span<const TensorView> rea
         "pact/kernels/cuda/cuda_kernels.cpp", "pact::kernels::cuda::" #opname "_forward" \
   }
 
-const Handler kHandlers[] = {PACT_CUDA_HANDLER(matmul),
-                             PACT_CUDA_HANDLER(linear),
-                             PACT_CUDA_HANDLER(add),
-                             PACT_CUDA_HANDLER(sub),
-                             PACT_CUDA_HANDLER(mul),
-                             PACT_CUDA_HANDLER(div),
-                             PACT_CUDA_HANDLER(relu),
-                             PACT_CUDA_HANDLER(neg),
-                             PACT_CUDA_HANDLER(gelu),
-                             PACT_CUDA_HANDLER(silu),
-                             PACT_CUDA_HANDLER(tanh),
-                             PACT_CUDA_HANDLER(sigmoid),
-                             PACT_CUDA_HANDLER(exp),
-                             PACT_CUDA_HANDLER(softmax),
-                             PACT_CUDA_HANDLER(log_softmax),
-                             PACT_CUDA_HANDLER(layer_norm),
-                             PACT_CUDA_HANDLER(rms_norm),
-                             PACT_CUDA_HANDLER(cross_entropy),
-                             PACT_CUDA_HANDLER(scaled_dot_product_attention),
-                             PACT_CUDA_HANDLER(embedding),
-                             PACT_CUDA_HANDLER(sum),
-                             PACT_CUDA_HANDLER(mean),
-                             PACT_CUDA_HANDLER(reshape),
-                             PACT_CUDA_HANDLER(flatten),
-                             PACT_CUDA_HANDLER(transpose),
-                             PACT_CUDA_HANDLER(permute),
-                             PACT_CUDA_UPDATE_HANDLER(accumulate_grad),
-                             PACT_CUDA_UPDATE_HANDLER(sgd),
-                             PACT_CUDA_UPDATE_HANDLER(adam)};
+const Handler kHandlers[] = {
+    PACT_CUDA_HANDLER(matmul),
+    PACT_CUDA_HANDLER(linear),
+    PACT_CUDA_HANDLER(add),
+    PACT_CUDA_HANDLER(sub),
+    PACT_CUDA_HANDLER(mul),
+    PACT_CUDA_HANDLER(div),
+    PACT_CUDA_HANDLER(relu),
+    PACT_CUDA_HANDLER(neg),
+    PACT_CUDA_HANDLER(gelu),
+    PACT_CUDA_HANDLER(silu),
+    PACT_CUDA_HANDLER(tanh),
+    PACT_CUDA_HANDLER(sigmoid),
+    PACT_CUDA_HANDLER(exp),
+    PACT_CUDA_HANDLER(softmax),
+    PACT_CUDA_HANDLER(log_softmax),
+    PACT_CUDA_HANDLER(layer_norm),
+    PACT_CUDA_HANDLER(rms_norm),
+    PACT_CUDA_HANDLER(cross_entropy),
+    PACT_CUDA_HANDLER(scaled_dot_product_attention),
+    PACT_CUDA_HANDLER(embedding),
+    PACT_CUDA_HANDLER(sum),
+    PACT_CUDA_HANDLER(mean),
+    PACT_CUDA_HANDLER(reshape),
+    PACT_CUDA_HANDLER(flatten),
+    PACT_CUDA_HANDLER(transpose),
+    PACT_CUDA_HANDLER(permute),
+    PACT_CUDA_HANDLER(conv2d),
+    Handler{ops::OpTag::conv2d_activation, "cuda", DeviceKind::cuda, &conv2d_activation_forward, nullptr,
+            "pact/kernels/cuda/cuda_kernels.cpp", "pact::kernels::cuda::conv2d_activation_forward"},
+    PACT_CUDA_HANDLER(max_pool2d),
+    PACT_CUDA_HANDLER(avg_pool2d),
+    PACT_CUDA_HANDLER(adaptive_avg_pool2d),
+    PACT_CUDA_HANDLER(batch_norm),
+    PACT_CUDA_UPDATE_HANDLER(batch_norm_stats),
+    PACT_CUDA_UPDATE_HANDLER(accumulate_grad),
+    PACT_CUDA_UPDATE_HANDLER(sgd),
+    PACT_CUDA_UPDATE_HANDLER(adam)};
 
 }  // namespace cuda
 

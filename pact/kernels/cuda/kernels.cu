@@ -5,6 +5,12 @@
 
 #include <cstdint>
 
+#include "pact/kernels/window.hpp"
+
+using pact::kernels::avg_divisor;
+using pact::kernels::ConvGeometry;
+using pact::kernels::PoolGeometry;
+
 namespace {
 
 constexpr int kMaxRank = 8;  // pact/core/layout.hpp
@@ -76,7 +82,8 @@ extern "C" __global__ void pact_binary_f32(float* out, const float* a, const flo
 
 namespace {
 // The unary ops (pact/kernels/cpu/generic_kernels.inc's Unary, the same formulas in f32): 0 copy, 1 relu,
-// 2 neg, 3 gelu (erf), 4 gelu (tanh approximation), 5 silu, 6 tanh, 7 sigmoid, 8 exp.
+// 2 neg, 3 gelu (erf), 4 gelu (tanh approximation), 5 silu, 6 tanh, 7 sigmoid, 8 exp, 9 hardswish, 10 relu6
+// (clamp to [0, 6]; NaN propagates through both, by the order of the tests).
 __device__ inline float unary(int op, float x) {
   switch (op) {
     case 1:
@@ -95,6 +102,12 @@ __device__ inline float unary(int op, float x) {
       return 1.0f / (1.0f + expf(-x));
     case 8:
       return expf(x);
+    case 9: {
+      const float s = x + 3.0f;
+      return x * (s < 0.0f ? 0.0f : (s > 6.0f ? 6.0f : s)) / 6.0f;
+    }
+    case 10:
+      return x < 0.0f ? 0.0f : (x > 6.0f ? 6.0f : x);
     default:
       return x;
   }
@@ -126,6 +139,10 @@ __device__ inline float unary_slope(int op, float x, float y) {
       return y * (1.0f - y);
     case 8:
       return y;
+    case 9:  // PyTorch's hardswish_backward
+      return x < -3.0f ? 0.0f : (x > 3.0f ? 1.0f : (2.0f * x + 3.0f) / 6.0f);
+    case 10:
+      return x > 0.0f && x < 6.0f ? 1.0f : 0.0f;
     default:
       return 1.0f;
   }
@@ -713,5 +730,296 @@ extern "C" __global__ void pact_adam_f32(float* w, float* m, float* v, const flo
     m[i] = mi;
     v[i] = vi;
     w[i] = wi - step * mi / (sqrtf(vi) * inv_sqrt_bc2 + eps);
+  }
+}
+
+// ---- convolution: im2col, the GEMM kernels above, col2im ------------------------------------------------
+
+// cols[i, r, l] for the `images` images from n0: r = (channel kh + ki) kw + kj over every input channel (group
+// after group, so rows [grp cg kh kw, (grp + 1) cg kh kw) are group grp's), l = y ow + z; the input tap
+// x[n0 + i, channel, y sh - ph + ki dh, z sw - pw + kj dw], 0 outside the input.
+extern "C" __global__ void pact_im2col_f32(float* cols, const float* x, ConvGeometry g, std::int64_t n0,
+                                           std::int64_t images) {
+  const std::int64_t l_count = g.oh * g.ow, rows = g.c * g.kh * g.kw, total = images * rows * l_count;
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const std::int64_t l = i % l_count, r = (i / l_count) % rows, image = i / (l_count * rows);
+    const std::int64_t kj = r % g.kw, ki = (r / g.kw) % g.kh, ch = r / (g.kw * g.kh);
+    const std::int64_t iy = (l / g.ow) * g.sh - g.ph + ki * g.dh, ix = (l % g.ow) * g.sw - g.pw + kj * g.dw;
+    cols[i] = iy >= 0 && iy < g.h && ix >= 0 && ix < g.w ? x[(((n0 + image) * g.c + ch) * g.h + iy) * g.w + ix] : 0.0f;
+  }
+}
+
+// The adjoint of im2col: gx[n0 + i, channel, iy, ix] = the sum of every cols entry im2col read it into, in
+// (ki, kj) order: one gather per input element, no atomics, the same answer on every launch.
+extern "C" __global__ void pact_col2im_f32(float* gx, const float* cols, ConvGeometry g, std::int64_t n0,
+                                           std::int64_t images) {
+  const std::int64_t l_count = g.oh * g.ow, plane = g.h * g.w, total = images * g.c * plane;
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const std::int64_t ix = i % g.w, iy = (i / g.w) % g.h, ch = (i / plane) % g.c, image = i / (plane * g.c);
+    float acc = 0.0f;
+    for (std::int64_t ki = 0; ki < g.kh; ++ki) {
+      const std::int64_t ty = iy + g.ph - ki * g.dh;
+      if (ty < 0 || ty % g.sh != 0 || ty / g.sh >= g.oh) continue;
+      for (std::int64_t kj = 0; kj < g.kw; ++kj) {
+        const std::int64_t tx = ix + g.pw - kj * g.dw;
+        if (tx < 0 || tx % g.sw != 0 || tx / g.sw >= g.ow) continue;
+        const std::int64_t r = (ch * g.kh + ki) * g.kw + kj;
+        acc += cols[(image * g.c * g.kh * g.kw + r) * l_count + (ty / g.sh) * g.ow + tx / g.sw];
+      }
+    }
+    gx[(n0 * g.c) * plane + i] = acc;
+  }
+}
+
+// ---- pooling ------------------------------------------------------------------------------------------
+
+namespace {
+// The input offset of pooling window (y, z)'s max in plane p: the first tap greater than every earlier one,
+// or the first NaN (the CPU kernels' rule); -1 for a window with no tap inside the input.
+__device__ std::int64_t window_argmax(const float* x, const PoolGeometry& g, std::int64_t p, std::int64_t y,
+                                      std::int64_t z) {
+  std::int64_t arg = -1;
+  float best = -INFINITY;
+  for (std::int64_t i = 0; i < g.kh; ++i) {
+    const std::int64_t iy = y * g.sh - g.ph + i * g.dh;
+    if (iy < 0 || iy >= g.h) continue;
+    for (std::int64_t j = 0; j < g.kw; ++j) {
+      const std::int64_t ix = z * g.sw - g.pw + j * g.dw;
+      if (ix < 0 || ix >= g.w) continue;
+      const std::int64_t e = (p * g.h + iy) * g.w + ix;
+      const float v = x[e];
+      if (arg < 0 || v > best || (isnan(v) && !isnan(best))) {
+        best = v;
+        arg = e;
+      }
+    }
+  }
+  return arg;
+}
+// The taps of window (y, z) inside the input.
+__device__ std::int64_t window_taps(const PoolGeometry& g, std::int64_t y, std::int64_t z) {
+  std::int64_t rows = 0, cols = 0;
+  for (std::int64_t i = 0; i < g.kh; ++i) {
+    const std::int64_t iy = y * g.sh - g.ph + i * g.dh;
+    rows += iy >= 0 && iy < g.h ? 1 : 0;
+  }
+  for (std::int64_t j = 0; j < g.kw; ++j) {
+    const std::int64_t ix = z * g.sw - g.pw + j * g.dw;
+    cols += ix >= 0 && ix < g.w ? 1 : 0;
+  }
+  return rows * cols;
+}
+}  // namespace
+
+// max_pool2d (max != 0) or avg_pool2d over contiguous planes: one thread per output.
+extern "C" __global__ void pact_pool2d_f32(float* out, const float* x, PoolGeometry g, int max) {
+  const std::int64_t total = g.planes * g.oh * g.ow;
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const std::int64_t z = i % g.ow, y = (i / g.ow) % g.oh, p = i / (g.ow * g.oh);
+    if (max != 0) {
+      const std::int64_t arg = window_argmax(x, g, p, y, z);
+      out[i] = arg < 0 ? -INFINITY : x[arg];
+      continue;
+    }
+    float acc = 0.0f;
+    for (std::int64_t a = 0; a < g.kh; ++a) {
+      const std::int64_t iy = y * g.sh - g.ph + a * g.dh;
+      if (iy < 0 || iy >= g.h) continue;
+      for (std::int64_t b = 0; b < g.kw; ++b) {
+        const std::int64_t ix = z * g.sw - g.pw + b * g.dw;
+        if (ix >= 0 && ix < g.w) acc += x[(p * g.h + iy) * g.w + ix];
+      }
+    }
+    out[i] = acc / static_cast<float>(avg_divisor(g, y, z, window_taps(g, y, z)));
+  }
+}
+
+// The pooling VJP, one thread per input element: the sum over the windows that hold it (max: whose argmax it
+// is) of their cotangent (avg: divided by the window's divisor). A gather: no atomics, no launch-order
+// dependence.
+extern "C" __global__ void pact_pool2d_grad_f32(float* gx, const float* x, const float* gy, PoolGeometry g, int max) {
+  const std::int64_t total = g.planes * g.h * g.w;
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const std::int64_t ix = i % g.w, iy = (i / g.w) % g.h, p = i / (g.w * g.h);
+    float acc = 0.0f;
+    for (std::int64_t a = 0; a < g.kh; ++a) {
+      const std::int64_t ty = iy + g.ph - a * g.dh;
+      if (ty < 0 || ty % g.sh != 0 || ty / g.sh >= g.oh) continue;
+      const std::int64_t y = ty / g.sh;
+      for (std::int64_t b = 0; b < g.kw; ++b) {
+        const std::int64_t tx = ix + g.pw - b * g.dw;
+        if (tx < 0 || tx % g.sw != 0 || tx / g.sw >= g.ow) continue;
+        const std::int64_t z = tx / g.sw;
+        const float go = gy[(p * g.oh + y) * g.ow + z];
+        if (max != 0) {
+          if (window_argmax(x, g, p, y, z) == i) acc += go;
+        } else {
+          acc += go / static_cast<float>(avg_divisor(g, y, z, window_taps(g, y, z)));
+        }
+      }
+    }
+    gx[i] = acc;
+  }
+}
+
+namespace {
+// adaptive_avg_pool2d's window along one dimension: [floor(i n / o), ceil((i + 1) n / o)).
+__device__ inline std::int64_t adaptive_start(std::int64_t i, std::int64_t n, std::int64_t o) { return (i * n) / o; }
+__device__ inline std::int64_t adaptive_end(std::int64_t i, std::int64_t n, std::int64_t o) {
+  return ((i + 1) * n + o - 1) / o;
+}
+}  // namespace
+
+// adaptive_avg_pool2d over `planes` contiguous h x w planes into oh x ow: one thread per output.
+extern "C" __global__ void pact_adaptive_pool_f32(float* out, const float* x, std::int64_t planes, std::int64_t h,
+                                                  std::int64_t w, std::int64_t oh, std::int64_t ow) {
+  const std::int64_t total = planes * oh * ow;
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const std::int64_t z = i % ow, y = (i / ow) % oh, p = i / (ow * oh);
+    const std::int64_t y0 = adaptive_start(y, h, oh), y1 = adaptive_end(y, h, oh);
+    const std::int64_t x0 = adaptive_start(z, w, ow), x1 = adaptive_end(z, w, ow);
+    float acc = 0.0f;
+    for (std::int64_t a = y0; a < y1; ++a)
+      for (std::int64_t b = x0; b < x1; ++b) acc += x[(p * h + a) * w + b];
+    out[i] = acc / static_cast<float>((y1 - y0) * (x1 - x0));
+  }
+}
+
+// Its VJP, one thread per input element: the sum over the windows that hold it of their share.
+extern "C" __global__ void pact_adaptive_pool_grad_f32(float* gx, const float* gy, std::int64_t planes, std::int64_t h,
+                                                       std::int64_t w, std::int64_t oh, std::int64_t ow) {
+  const std::int64_t total = planes * h * w;
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const std::int64_t b = i % w, a = (i / w) % h, p = i / (w * h);
+    float acc = 0.0f;
+    // Window starts grow with the index: stop at the first window that starts past the element.
+    for (std::int64_t y = 0; y < oh && adaptive_start(y, h, oh) <= a; ++y) {
+      const std::int64_t y1 = adaptive_end(y, h, oh);
+      if (a >= y1) continue;
+      const std::int64_t rows = y1 - adaptive_start(y, h, oh);
+      for (std::int64_t z = 0; z < ow && adaptive_start(z, w, ow) <= b; ++z) {
+        const std::int64_t x1 = adaptive_end(z, w, ow);
+        if (b >= x1) continue;
+        acc += gy[(p * oh + y) * ow + z] / static_cast<float>(rows * (x1 - adaptive_start(z, w, ow)));
+      }
+    }
+    gx[i] = acc;
+  }
+}
+
+// ---- batch norm: x [n, c, spatial] contiguous, one block per channel for its statistics ------------------
+
+namespace {
+__device__ double block_sum_double(double v) {
+  __shared__ double partial[32];
+  __shared__ double result;
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  if (lane == 0) partial[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    double w = lane < static_cast<int>(blockDim.x >> 5) ? partial[lane] : 0.0;
+    for (int o = 16; o > 0; o >>= 1) w += __shfl_xor_sync(0xffffffffu, w, o);
+    if (lane == 0) result = w;
+  }
+  __syncthreads();
+  const double r = result;
+  __syncthreads();
+  return r;
+}
+}  // namespace
+
+// Per channel: mean[ch] and inv[ch] = 1 / sqrt(var + eps). Training: the batch's mean and biased variance
+// (two passes, the squares about the mean); evaluation: the running statistics.
+extern "C" __global__ void pact_batch_stats_f32(float* mean, float* inv, const float* x, const float* running_mean,
+                                                const float* running_var, std::int64_t n, std::int64_t c,
+                                                std::int64_t spatial, float eps, int training) {
+  const std::int64_t ch = blockIdx.x, count = n * spatial;
+  if (training == 0) {
+    if (threadIdx.x == 0) {
+      mean[ch] = running_mean[ch];
+      inv[ch] = 1.0f / sqrtf(running_var[ch] + eps);
+    }
+    return;
+  }
+  float s = 0.0f;
+  for (std::int64_t k = threadIdx.x; k < count; k += blockDim.x)
+    s += x[((k / spatial) * c + ch) * spatial + k % spatial];
+  const float m = block_reduce<false>(s) / static_cast<float>(count);
+  float v = 0.0f;
+  for (std::int64_t k = threadIdx.x; k < count; k += blockDim.x) {
+    const float d = x[((k / spatial) * c + ch) * spatial + k % spatial] - m;
+    v += d * d;
+  }
+  v = block_reduce<false>(v) / static_cast<float>(count);
+  if (threadIdx.x == 0) {
+    mean[ch] = m;
+    inv[ch] = 1.0f / sqrtf(v + eps);
+  }
+}
+
+// y = (x - mean[ch]) inv[ch] w[ch] + b[ch], elementwise.
+extern "C" __global__ void pact_batch_norm_apply_f32(float* y, const float* x, const float* mean, const float* inv,
+                                                     const float* w, const float* b, std::int64_t total, std::int64_t c,
+                                                     std::int64_t spatial) {
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const std::int64_t ch = (i / spatial) % c;
+    y[i] = (x[i] - mean[ch]) * inv[ch] * w[ch] + b[ch];
+  }
+}
+
+// batch_norm's VJP, one block per channel: gw[ch] = sum g xhat, gb[ch] = sum g, and gx (training: through the
+// batch statistics; evaluation: g w inv).
+extern "C" __global__ void pact_batch_norm_grad_f32(float* gx, float* gw, float* gb, const float* x, const float* g,
+                                                    const float* mean, const float* inv, const float* w, std::int64_t n,
+                                                    std::int64_t c, std::int64_t spatial, int training) {
+  const std::int64_t ch = blockIdx.x, count = n * spatial;
+  const float m = mean[ch], iv = inv[ch], wc = w[ch];
+  float sg = 0.0f, sgx = 0.0f;
+  for (std::int64_t k = threadIdx.x; k < count; k += blockDim.x) {
+    const std::int64_t e = ((k / spatial) * c + ch) * spatial + k % spatial;
+    sg += g[e];
+    sgx += g[e] * (x[e] - m) * iv;
+  }
+  sg = block_reduce<false>(sg);
+  sgx = block_reduce<false>(sgx);
+  if (threadIdx.x == 0) {
+    gw[ch] = sgx;
+    gb[ch] = sg;
+  }
+  const float cf = static_cast<float>(count);
+  for (std::int64_t k = threadIdx.x; k < count; k += blockDim.x) {
+    const std::int64_t e = ((k / spatial) * c + ch) * spatial + k % spatial;
+    const float xhat = (x[e] - m) * iv;
+    gx[e] = training != 0 ? wc * iv * (g[e] - sg / cf - xhat * sgx / cf) : g[e] * wc * iv;
+  }
+}
+
+// batch_norm_stats, in place, one block per channel: running = (1 - momentum) running + momentum batch
+// statistic, the batch mean and unbiased variance accumulated in double (a count of 1 divides by 1).
+extern "C" __global__ void pact_batch_norm_stats_f32(float* running_mean, float* running_var, const float* x,
+                                                     std::int64_t n, std::int64_t c, std::int64_t spatial,
+                                                     double momentum) {
+  const std::int64_t ch = blockIdx.x, count = n * spatial;
+  double s = 0.0;
+  for (std::int64_t k = threadIdx.x; k < count; k += blockDim.x)
+    s += static_cast<double>(x[((k / spatial) * c + ch) * spatial + k % spatial]);
+  const double m = block_sum_double(s) / static_cast<double>(count);
+  double v = 0.0;
+  for (std::int64_t k = threadIdx.x; k < count; k += blockDim.x) {
+    const double d = static_cast<double>(x[((k / spatial) * c + ch) * spatial + k % spatial]) - m;
+    v += d * d;
+  }
+  v = block_sum_double(v) / static_cast<double>(count > 1 ? count - 1 : 1);
+  if (threadIdx.x == 0) {
+    running_mean[ch] = static_cast<float>((1.0 - momentum) * static_cast<double>(running_mean[ch]) + momentum * m);
+    running_var[ch] = static_cast<float>((1.0 - momentum) * static_cast<double>(running_var[ch]) + momentum * v);
   }
 }
