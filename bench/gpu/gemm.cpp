@@ -1,12 +1,12 @@
-// Pact's own f32 GEMM (the cuda provider's matmul) against cuBLAS SGEMM on the same device, same stream,
-// same operands, in one run (issue 26 goal: >= 0.7x cuBLAS at 4096). cuBLAS is loaded with dlopen
-// (libcublas.so.13 from the CUDA installation), so the benchmark builds without linking the toolkit.
+// Pact's own f32 GEMM (the cuda provider's matmul) against cuBLAS SGEMM (the cublas provider's matmul: the
+// same handler code, its product through cublasSgemm) on the same device, same stream, same operands, in one
+// run (issue 26 goal: >= 0.7x cuBLAS at 4096). cuBLAS is loaded at run time (pact/kernels/cublas.hpp), so the
+// benchmark builds without linking the toolkit.
 // Prints one JSON line per size: {"n": N, "pact_tflops": ..., "cublas_tflops": ..., "ratio": ...,
 // "max_rel_diff": ...}. Not a test: scripts/gpu-check.sh runs it on a GPU machine.
 //
 // usage: pact_bench_gpu_gemm [N ...]   (default 1024 2048 4096)
 
-#include <dlfcn.h>
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -19,43 +19,13 @@
 #include <vector>
 
 #include "pact/core/cuda_device.hpp"
+#include "pact/kernels/cublas.hpp"
 #include "pact/kernels/kernel.hpp"
 #include "timing.hpp"
 
 namespace {
 
 using namespace pact;
-
-struct Cublas {
-  void* lib = nullptr;
-  int (*create)(void**) = nullptr;
-  int (*destroy)(void*) = nullptr;
-  int (*set_stream)(void*, void*) = nullptr;
-  int (*sgemm)(void*, int, int, int, int, int, const float*, const float*, int, const float*, int, const float*, float*,
-               int) = nullptr;
-};
-
-Cublas load_cublas() {
-  Cublas c;
-  for (const char* name : {"libcublas.so.13", "libcublas.so.12", "libcublas.so"}) {
-    c.lib = ::dlopen(name, RTLD_NOW | RTLD_LOCAL);
-    if (c.lib != nullptr) break;
-  }
-  if (c.lib == nullptr) return c;
-  c.create = reinterpret_cast<decltype(c.create)>(::dlsym(c.lib, "cublasCreate_v2"));
-  c.destroy = reinterpret_cast<decltype(c.destroy)>(::dlsym(c.lib, "cublasDestroy_v2"));
-  c.set_stream = reinterpret_cast<decltype(c.set_stream)>(::dlsym(c.lib, "cublasSetStream_v2"));
-  c.sgemm = reinterpret_cast<decltype(c.sgemm)>(::dlsym(c.lib, "cublasSgemm_v2"));
-  return c;
-}
-
-std::uint64_t address_of(const Tensor& t) {
-  auto prepared = t.prepare_device();
-  if (!prepared) throw std::move(prepared).error().error;
-  auto bound = DeviceBinding::bind(std::move(prepared).value());
-  if (!bound) throw std::move(bound).error().error;
-  return bound.value().unsafe_device_address();
-}
 
 }  // namespace
 
@@ -68,18 +38,12 @@ int main(int argc, char** argv) {
     std::printf("{\"skipped\": \"no CUDA device: %s\"}\n", CudaDevice::unavailable_reason().c_str());
     return 0;
   }
-  const Cublas cublas = load_cublas();
-  if (cublas.sgemm == nullptr) {
-    std::printf("{\"skipped\": \"cuBLAS not found (libcublas.so.13)\"}\n");
-    return 0;
-  }
-  void* handle = nullptr;
-  dev->make_current();
-  if (cublas.create(&handle) != 0 || cublas.set_stream(handle, dev->stream()) != 0) {
-    std::printf("{\"skipped\": \"cublasCreate failed\"}\n");
+  if (kernels::cublas() == nullptr) {
+    std::printf("{\"skipped\": \"%s\"}\n", kernels::cublas_unavailable_reason().c_str());
     return 0;
   }
   const kernels::Handler* matmul = kernels::find_handler(kernels::cuda_handlers(), ops::OpTag::matmul);
+  const kernels::Handler* cublas_matmul = kernels::find_handler(kernels::cublas_handlers(), ops::OpTag::matmul);
   std::mt19937 rng(1);
   std::normal_distribution<float> nd;
   std::fprintf(stderr, "device: %s\n", dev->description().c_str());
@@ -89,7 +53,6 @@ int main(int argc, char** argv) {
     for (auto& x : bv) x = nd(rng);
     const Tensor a = Tensor::from_values<float>(Dims{n, n}, std::span<const float>(av)).transfer_to(cuda_provider());
     const Tensor b = Tensor::from_values<float>(Dims{n, n}, std::span<const float>(bv)).transfer_to(cuda_provider());
-    Tensor c = Tensor::empty(Dims{n, n}, DType::f32, cuda_provider());
     std::vector<TensorView> in{a.as_view(), b.as_view()};
     std::optional<Tensor> ours;
     const int reps = n >= 4096 ? 10 : 20;
@@ -102,18 +65,10 @@ int main(int argc, char** argv) {
     }
     ::unsetenv("PACT_CUDA_GEMM");
     const double pact_ms = bench::median_ms(*dev, reps, [&] { ours.emplace(matmul->forward(in, {}, {})); });
-    const float alpha = 1.0f, beta = 0.0f;
-    const auto* pa = reinterpret_cast<const float*>(address_of(a));  // NOLINT(performance-no-int-to-ptr)
-    const auto* pb = reinterpret_cast<const float*>(address_of(b));  // NOLINT(performance-no-int-to-ptr)
-    auto* pc = reinterpret_cast<float*>(address_of(c));              // NOLINT(performance-no-int-to-ptr)
-    const int ni = static_cast<int>(n);
-    // Row-major C = A B is column-major C^T = B^T A^T.
-    const double cublas_ms = bench::median_ms(*dev, reps, [&] {
-      if (cublas.sgemm(handle, 0, 0, ni, ni, ni, &alpha, pb, ni, pa, ni, &beta, pc, ni) != 0)
-        throw std::runtime_error("cublasSgemm failed");
-    });
+    std::optional<Tensor> theirs;
+    const double cublas_ms = bench::median_ms(*dev, reps, [&] { theirs.emplace(cublas_matmul->forward(in, {}, {})); });
     const auto got = ours->transfer_to(cpu_provider()).to_doubles();
-    const auto want = c.transfer_to(cpu_provider()).to_doubles();
+    const auto want = theirs->transfer_to(cpu_provider()).to_doubles();
     double worst = 0, scale = 0;
     for (std::size_t i = 0; i < got.size(); ++i) {
       worst = std::max(worst, std::abs(got[i] - want[i]));
@@ -127,6 +82,5 @@ int main(int argc, char** argv) {
         cublas_ms / pact_ms, worst / std::max(scale, 1e-30), variants.c_str());
     std::fflush(stdout);
   }
-  cublas.destroy(handle);
   return 0;
 }

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "pact/contract/provider_table.hpp"
+#include "pact/kernels/cublas.hpp"
 #include "pact/kernels/guards.hpp"
 
 namespace pact::contract {
@@ -92,7 +93,7 @@ const std::vector<std::string>& declared_test_suites() {
 
 const std::vector<std::string>& declared_trusted_boundaries() {
   static const std::vector<std::string> boundaries = [] {
-    std::vector<std::string> b{"openblas.cblas_sgemm", "mpi.allreduce"};
+    std::vector<std::string> b{"openblas.cblas_sgemm", "mpi.allreduce", "cublas.sgemm"};
     if (kernels::libtorch_built()) b.push_back("libtorch.aten");
     return b;
   }();
@@ -111,6 +112,8 @@ EvidenceStatus DefaultEvidenceResolver::resolve(const Capsule&, const ContractDe
       if (e.id.rfind("cuda.", 0) == 0) {
         if (cuda_provider()->name() == "cuda-stub")
           return {false, "no CUDA device: the cuda-stub never satisfies CUDA evidence"};
+        if (e.id == "cuda.cublas_loaded" && kernels::cublas() == nullptr)
+          return {false, kernels::cublas_unavailable_reason()};
         return {true, ""};
       }
       if (kernels::find_guard(e.id) == nullptr) return {false, fmt::format("no guard '{}' is registered", e.id)};

@@ -78,6 +78,10 @@ std::span<const Handler> collective_handlers();
 /// tensors, launched on the CUDA device's stream. They refuse typed (no_device) without a device or in a
 /// build without the kernels (PACT_WITH_CUDA=OFF).
 std::span<const Handler> cuda_handlers();
+/// The cuBLAS provider's handlers (trustedExternal): matmul, linear and conv2d over device tensors, the cuda
+/// handlers' code with the matrix products through cuBLAS SGEMM (pact/kernels/cublas.hpp). They refuse
+/// typed without a device (no_device) or without cuBLAS (unsupported).
+std::span<const Handler> cublas_handlers();
 /// True when this build embeds the CUDA kernels (nvcc was found: PACT_WITH_CUDA).
 bool cuda_kernels_built() noexcept;
 /// "loaded on NVIDIA H200 (...)", or why the CUDA kernels cannot run here.

@@ -55,10 +55,9 @@ inline ConvGeometry conv_geometry(std::span<const TensorView> in, const ops::Att
 /// max_pool2d's or avg_pool2d's geometry over input x (`op` names which).
 inline PoolGeometry pool_geometry(std::string_view op, const TensorView& x, const ops::Attributes& a) {
   const bool max = op == "max_pool2d";
-  const Dims out =
-      ops::infer_type(max ? ops::OpTag::max_pool2d : ops::OpTag::avg_pool2d,
-                      std::vector<ops::TensorType>{{x.dtype(), x.shape()}}, a)
-          .shape;
+  const Dims out = ops::infer_type(max ? ops::OpTag::max_pool2d : ops::OpTag::avg_pool2d,
+                                   std::vector<ops::TensorType>{{x.dtype(), x.shape()}}, a)
+                       .shape;
   const Dims s = x.shape();
   const int r = s.size();
   PoolGeometry g{};
@@ -70,7 +69,8 @@ inline PoolGeometry pool_geometry(std::string_view op, const TensorView& x, cons
   std::tie(g.kh, g.kw) = window_pair(a, op, "kernel_size", std::nullopt);
   std::tie(g.sh, g.sw) = a.has("stride") ? window_pair(a, op, "stride", std::nullopt) : std::pair{g.kh, g.kw};
   std::tie(g.ph, g.pw) = window_pair(a, op, "padding", std::vector<std::int64_t>{0});
-  std::tie(g.dh, g.dw) = max ? window_pair(a, op, "dilation", std::vector<std::int64_t>{1}) : std::pair<std::int64_t, std::int64_t>{1, 1};
+  std::tie(g.dh, g.dw) =
+      max ? window_pair(a, op, "dilation", std::vector<std::int64_t>{1}) : std::pair<std::int64_t, std::int64_t>{1, 1};
   g.count_include_pad = !max && a.get_bool(op, "count_include_pad", true) ? 1 : 0;
   return g;
 }

@@ -75,8 +75,8 @@ TEST(Capsules, ModulesAreNonEmptyWhereTheyShouldBe) {
   const auto mods = maintained_modules();
   std::vector<std::string> names;
   for (const auto* m : mods) names.push_back(m->name);
-  EXPECT_EQ(names, (std::vector<std::string>{"reference", "native", "attention", "half", "blas", "cuda", "libtorch",
-                                             "mpi", "mpi_ordered"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"reference", "native", "attention", "half", "blas", "cublas", "cuda",
+                                             "libtorch", "mpi", "mpi_ordered"}));
 }
 
 TEST(Capsules, ModulesHoldTheirProvidersCapsules) {
@@ -105,6 +105,19 @@ TEST(Capsules, ModulesHoldTheirProvidersCapsules) {
     EXPECT_EQ(c.provider, "cuda");
     EXPECT_EQ(c.device, DeviceKind::cuda) << c.name;
   }
+  // cuBLAS's products are a trusted boundary; the device and the library's presence are runtime guards.
+  std::set<ops::OpTag> cublas_ops;
+  for (const auto& c : capsule_module("cublas").capsules) {
+    cublas_ops.insert(c.op);
+    EXPECT_EQ(c.provider, "cublas");
+    EXPECT_EQ(c.device, DeviceKind::cuda) << c.name;
+    EXPECT_EQ(c.trust, Trust::trustedExternal) << c.name;
+    EXPECT_EQ(c.descriptors[1].evidence.id, "cuda.cublas_loaded") << c.name;
+    EXPECT_EQ(c.descriptors[2].evidence.kind, EvidenceKind::trustedBoundary) << c.name;
+    EXPECT_EQ(c.descriptors[2].evidence.id, "cublas.sgemm") << c.name;
+    EXPECT_TRUE(c.vjp) << c.name;
+  }
+  EXPECT_EQ(cublas_ops, (std::set<ops::OpTag>{ops::OpTag::matmul, ops::OpTag::linear, ops::OpTag::conv2d}));
   // Capsules exist for kernel ops; the reference module covers every kernel op of the table.
   for (const auto& info : ops::op_table()) {
     if (!info.runtime_relevant()) continue;
@@ -235,6 +248,19 @@ TEST(Evidence, CudaEvidenceNeverResolvesOnTheStub) {
     for (const auto& d : c.descriptors) {
       if (d.evidence.kind == EvidenceKind::notApplicable) continue;
       auto s = DefaultEvidenceResolver{}.resolve(c, d);
+      EXPECT_FALSE(s.resolved) << c.name << " " << d.evidence.id;
+      EXPECT_TRUE(mentions(s.reason, "cuda-stub")) << s.reason;
+    }
+  }
+  // The cublas capsules' guards fail the same way (cuBLAS is never looked for without a device); their
+  // value evidence is the declared boundary, which admits them only where the guards pass.
+  for (const auto& c : capsule_module("cublas").capsules) {
+    for (const auto& d : c.descriptors) {
+      auto s = DefaultEvidenceResolver{}.resolve(c, d);
+      if (d.evidence.kind == EvidenceKind::trustedBoundary) {
+        EXPECT_TRUE(s.resolved) << c.name << " " << d.evidence.id << ": " << s.reason;
+        continue;
+      }
       EXPECT_FALSE(s.resolved) << c.name << " " << d.evidence.id;
       EXPECT_TRUE(mentions(s.reason, "cuda-stub")) << s.reason;
     }
@@ -624,9 +650,11 @@ TEST(Profiles, BuiltinProfiles) {
   EXPECT_EQ(uc.policy.device, DeviceKind::cuda);
   EXPECT_EQ(uc.policy.assurance, AssurancePolicy::checked);
   EXPECT_TRUE(has_module(uc, cuda_module()));
+  EXPECT_FALSE(has_module(uc, capsule_module("cublas")));  // trusted external: not under a checked policy
   BackendProfile ue = builtin_profile("cuda-external");
   EXPECT_EQ(ue.policy.assurance, AssurancePolicy::external);
-  EXPECT_TRUE(has_module(ue, cuda_module()));
+  EXPECT_TRUE(has_module(ue, cuda_module()) && has_module(ue, capsule_module("cublas")));
+  EXPECT_EQ(ue.policy.provider_preference, (std::vector<std::string>{"cublas", "cuda"}));
 }
 
 // ---- typed selection (the provider table's dtype column) ----------------------------------------------

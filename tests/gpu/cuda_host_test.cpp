@@ -2,6 +2,7 @@
 // provider (every transfer and duplicate a CUDA tensor makes, without a GPU), the cuda capsules binding
 // to the cuda handlers, and, on a machine without a device, each cuda handler refusing typed and saying why.
 
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 
 #include <vector>
@@ -9,6 +10,7 @@
 #include "pact/contract/provider_table.hpp"
 #include "pact/core/accounting.hpp"
 #include "pact/core/cuda_device.hpp"
+#include "pact/kernels/cublas.hpp"
 #include "pact/kernels/kernel.hpp"
 
 namespace pact {
@@ -66,19 +68,21 @@ TEST(DeviceCopies, AStridedDeviceDestinationKeepsTheBytesBetweenItsElements) {
 }
 
 TEST(CudaCapsules, BindToTheCudaHandlers) {
-  const auto& module = contract::capsule_module("cuda");
-  ASSERT_FALSE(module.capsules.empty());
-  for (const auto& c : module.capsules) {
-    const kernels::Handler* h = contract::find_capsule_handler(c);
-    ASSERT_NE(h, nullptr) << c.name;
-    EXPECT_EQ(h->provider, "cuda");
-    EXPECT_EQ(h->device, DeviceKind::cuda);
-    // kernel ops have a VJP exactly when the op table gives them one (conv2d_activation, an inference
-    // fusion, has none), update ops (accumulate_grad, sgd, adam, batch_norm_stats) an in-place function
-    if (h->update != nullptr)
-      EXPECT_EQ(h->forward, nullptr) << c.name;
-    else
-      EXPECT_EQ(h->vjp != nullptr, ops::op_info(h->op).has_vjp) << c.name;
+  for (const char* provider : {"cuda", "cublas"}) {
+    const auto& module = contract::capsule_module(provider);
+    ASSERT_FALSE(module.capsules.empty()) << provider;
+    for (const auto& c : module.capsules) {
+      const kernels::Handler* h = contract::find_capsule_handler(c);
+      ASSERT_NE(h, nullptr) << c.name;
+      EXPECT_EQ(h->provider, provider);
+      EXPECT_EQ(h->device, DeviceKind::cuda);
+      // kernel ops have a VJP exactly when the op table gives them one (conv2d_activation, an inference
+      // fusion, has none), update ops (accumulate_grad, sgd, adam, batch_norm_stats) an in-place function
+      if (h->update != nullptr)
+        EXPECT_EQ(h->forward, nullptr) << c.name;
+      else
+        EXPECT_EQ(h->vjp != nullptr, ops::op_info(h->op).has_vjp) << c.name;
+    }
   }
   EXPECT_EQ(kernels::cuda_kernels_built(), PACT_WITH_CUDA_KERNELS != 0);
 }
@@ -89,7 +93,9 @@ TEST(CudaCapsules, WithoutADeviceEachHandlerRefusesTypedAndSaysWhy) {
   EXPECT_FALSE(CudaDevice::unavailable_reason().empty());
   // The stub's tensors reach the handlers (device cuda) and are refused: no kernel runs on host memory.
   const Tensor x = counting(Dims{2, 3}).transfer_to(cuda_provider());
-  for (const auto& h : kernels::cuda_handlers()) {
+  std::vector<kernels::Handler> handlers(kernels::cuda_handlers().begin(), kernels::cuda_handlers().end());
+  handlers.insert(handlers.end(), kernels::cublas_handlers().begin(), kernels::cublas_handlers().end());
+  for (const auto& h : handlers) {
     std::vector<TensorView> in{x.as_view(), x.as_view()};
     Tensor state = counting(Dims{2, 3}).transfer_to(cuda_provider());
     Tensor* states[] = {&state, &state, &state};
@@ -104,6 +110,17 @@ TEST(CudaCapsules, WithoutADeviceEachHandlerRefusesTypedAndSaysWhy) {
       EXPECT_NE(std::string(e.what()).find("CUDA"), std::string::npos) << e.what();
     }
   }
+}
+
+// cuBLAS is looked for only once a device exists: without one it is never opened (a process that plans
+// for a GPU on a CPU machine does not map the library), and says why.
+TEST(CudaCapsules, CublasIsNeverOpenedWithoutADevice) {
+  if (cuda_provider()->name() == "cuda") GTEST_SKIP() << "this machine has a CUDA device (the gpu label tests it)";
+  EXPECT_EQ(kernels::cublas(), nullptr);
+  EXPECT_NE(kernels::cublas_unavailable_reason().find("no CUDA device"), std::string::npos)
+      << kernels::cublas_unavailable_reason();
+  for (const char* name : {"libcublas.so.13", "libcublas.so.12", "libcublas.so"})
+    EXPECT_EQ(::dlopen(name, RTLD_NOW | RTLD_NOLOAD), nullptr) << name << " is loaded";
 }
 
 }  // namespace

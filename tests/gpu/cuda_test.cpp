@@ -118,7 +118,10 @@ TEST(CudaOps, MatchReferenceOnTheSweepSamples) {
   PACT_GPU_OR_SKIP();
   std::mt19937 rng(2026);
   const auto samples = verify::provider_samples();
-  for (const auto& h : kernels::cuda_handlers()) {
+  // The cuda provider's kernels, and the cublas provider's (the same code, the products through cuBLAS).
+  std::vector<kernels::Handler> handlers(kernels::cuda_handlers().begin(), kernels::cuda_handlers().end());
+  handlers.insert(handlers.end(), kernels::cublas_handlers().begin(), kernels::cublas_handlers().end());
+  for (const auto& h : handlers) {
     int ran = 0;
     for (const auto& s : samples) {
       if (s.op != h.op) continue;
@@ -132,7 +135,7 @@ TEST(CudaOps, MatchReferenceOnTheSweepSamples) {
       for (const auto& p : problems) ADD_FAILURE() << verify::describe(s) << ": " << p;
     }
     EXPECT_GT(ran, 0) << ops::op_kind(h.op) << " has no sample";
-    std::printf("cuda.%s: %d samples\n", std::string(ops::op_kind(h.op)).c_str(), ran);
+    std::printf("%s.%s: %d samples\n", std::string(h.provider).c_str(), std::string(ops::op_kind(h.op)).c_str(), ran);
   }
 }
 

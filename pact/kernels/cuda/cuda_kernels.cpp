@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "pact/core/cuda_device.hpp"
+#include "pact/kernels/cublas.hpp"
 #include "pact/kernels/kernel.hpp"
 #include "pact/kernels/ranks.hpp"
 #include "pact/kernels/spatial.hpp"
@@ -106,13 +107,20 @@ std::uint32_t grid_for(std::int64_t n) {
   return static_cast<std::uint32_t>(std::clamp<std::int64_t>(blocks, 1, 65535LL * 32));
 }
 
+// Who computes a handler's matrix products: Pact's own GEMM kernels (the cuda provider) or cuBLAS (the
+// cublas provider, a trusted external boundary; the code around the products is the same).
+enum class GemmEngine { pact, cublas };
+
 // The operands of one kernel call: each view's device binding, kept until the launch is enqueued, and any
 // contiguous copy made for it (released after the launch: the release is stream-ordered after it).
 class Operands {
  public:
-  // Refuses (no_device, saying why) before any operand is read when the kernels cannot run here.
-  explicit Operands(std::string_view op) : op_(op) {
+  // Refuses (no_device, saying why) before any operand is read when the kernels cannot run here, and
+  // (unsupported) when the products are cuBLAS's and it cannot be loaded.
+  explicit Operands(std::string_view op, GemmEngine engine = GemmEngine::pact) : op_(op), engine_(engine) {
     if (module().module == nullptr) throw_error(ErrorCode::no_device, std::string(op), module().failure);
+    if (engine == GemmEngine::cublas && kernels::cublas() == nullptr)
+      throw_error(ErrorCode::unsupported, std::string(op), kernels::cublas_unavailable_reason());
   }
   // A view's device address; refuses a view outside the CUDA provider or of another dtype than f32.
   // A view's device address; refuses a view outside the CUDA provider or of another dtype than `dtype` (f32
@@ -154,9 +162,11 @@ class Operands {
     return temporaries_.back();
   }
   std::string_view op() const noexcept { return op_; }
+  GemmEngine engine() const noexcept { return engine_; }
 
  private:
   std::string_view op_;
+  GemmEngine engine_;
   // Declared before the bindings, so the bindings (borrows of these tensors) end first.
   std::deque<Tensor> temporaries_;
   std::vector<DeviceBinding> bindings_;
@@ -267,13 +277,97 @@ const char* gemm_kernel(const GemmOperand& a, const GemmOperand& b, std::int64_t
   return kVariants[0];
 }
 
+// ---- the products through cuBLAS (the cublas provider) ----
+
+// cuBLAS's view of a row-major rows x cols operand: column-major storage of its transpose (op N, ld = the
+// row stride) when its columns are unit-stride, or of itself (op T, ld = the column stride) when its rows
+// are; nullopt for any other strides.
+struct CublasOperand {
+  int op;
+  std::int64_t ld;
+};
+std::optional<CublasOperand> cublas_view(const GemmOperand& x, std::int64_t rows, std::int64_t cols) {
+  if (x.col_stride == 1 && x.row_stride >= std::max<std::int64_t>(cols, 1)) return CublasOperand{0, x.row_stride};
+  if (x.row_stride == 1 && x.col_stride >= std::max<std::int64_t>(rows, 1)) return CublasOperand{1, x.col_stride};
+  return std::nullopt;
+}
+
+// gemm's contract through cuBLAS. Row-major C = A B is column-major C^T = B^T A^T, so B is cuBLAS's first
+// operand. A batch whose operands advance by one stride each is one strided-batched call, any other
+// batch one call per product; bias rows are written into C first and the product added (beta 1).
+void cublas_gemm(std::string_view op, std::uint64_t c, GemmOperand a, GemmOperand b, std::uint64_t bias, std::int64_t m,
+                 std::int64_t n, std::int64_t k, const Geometry& batch, std::int64_t batches, bool accumulate) {
+  const std::optional<CublasOperand> av = cublas_view(a, m, k), bv = cublas_view(b, k, n);
+  constexpr std::int64_t kIntMax = 0x7fffffff;
+  if (!av || !bv || m > kIntMax || n > kIntMax || k > kIntMax || av->ld > kIntMax || bv->ld > kIntMax)
+    throw_error(ErrorCode::unsupported, std::string(op),
+                fmt::format("a {} x {} x {} product with strides ({}, {}) and ({}, {}) is not one cuBLAS takes", m, n,
+                            k, a.row_stride, a.col_stride, b.row_stride, b.col_stride));
+  if (bias != 0) {  // C = bias (or C + bias) row by row, then C += A B
+    Geometry g;
+    g.rank = 2;
+    g.shape[0] = batches * m, g.shape[1] = n;
+    g.stride0[0] = accumulate ? n : 0, g.stride0[1] = 1;  // binary: C's own strides; copy: the bias row
+    g.stride1[1] = 1;
+    std::int64_t count = batches * m * n;
+    int code = 0;
+    if (accumulate)
+      launch(op, "pact_binary_f32", grid_for(count), 1, 1, kThreads, {&c, &c, &bias, &g, &count, &code});
+    else
+      launch(op, "pact_unary_f32", grid_for(count), 1, 1, kThreads, {&c, &bias, &g, &count, &code});
+  }
+  std::vector<std::int64_t> a_off(static_cast<std::size_t>(batches)), b_off(a_off.size());
+  for (std::int64_t z = 0; z < batches; ++z) {  // as kernels.cu's offsets(): row-major over the batch shape
+    std::int64_t rest = z, oa = 0, ob = 0;
+    for (int d = batch.rank - 1; d >= 0; --d) {
+      const auto i = static_cast<std::size_t>(d);
+      oa += (rest % batch.shape[i]) * batch.stride0[i];
+      ob += (rest % batch.shape[i]) * batch.stride1[i];
+      rest /= batch.shape[i];
+    }
+    a_off[static_cast<std::size_t>(z)] = oa;
+    b_off[static_cast<std::size_t>(z)] = ob;
+  }
+  bool uniform = true;
+  for (std::size_t z = 1; z < a_off.size() && uniform; ++z)
+    uniform = a_off[z] - a_off[z - 1] == a_off[1] - a_off[0] && b_off[z] - b_off[z - 1] == b_off[1] - b_off[0];
+  const float one = 1.0f, beta = accumulate || bias != 0 ? 1.0f : 0.0f;
+  auto ptr = [](std::uint64_t address, std::int64_t elements) {
+    return reinterpret_cast<float*>(address +
+                                    static_cast<std::uint64_t>(elements) * 4);  // NOLINT(performance-no-int-to-ptr)
+  };
+  const Cublas& cb = *kernels::cublas();
+  std::lock_guard lock(cb.mutex);
+  device().make_current();
+  const int mi = static_cast<int>(m), ni = static_cast<int>(n), ki = static_cast<int>(k);
+  const int lda = static_cast<int>(bv->ld), ldb = static_cast<int>(av->ld);
+  auto checked = [&](int status) {
+    if (status == 0) return;
+    if (status == 13 || status == 14) device().poison();  // EXECUTION_FAILED, INTERNAL_ERROR: the stream is suspect
+    throw_error(ErrorCode::internal, std::string(op), fmt::format("cuBLAS SGEMM failed (status {})", status));
+  };
+  if (batches > 1 && uniform) {
+    checked(cb.sgemm_strided_batched(cb.handle, bv->op, av->op, ni, mi, ki, &one, ptr(b.address, b_off[0]), lda,
+                                     b_off[1] - b_off[0], ptr(a.address, a_off[0]), ldb, a_off[1] - a_off[0], &beta,
+                                     ptr(c, 0), ni, m * n, static_cast<int>(batches)));
+    return;
+  }
+  for (std::int64_t z = 0; z < batches; ++z) {
+    const auto i = static_cast<std::size_t>(z);
+    checked(cb.sgemm(cb.handle, bv->op, av->op, ni, mi, ki, &one, ptr(b.address, b_off[i]), lda,
+                     ptr(a.address, a_off[i]), ldb, &beta, ptr(c, z * m * n), ni));
+  }
+}
+
 // C[z] (+)= A[z] B[z] (+ bias) over `batch` (shape; stride0/stride1 = A's and B's matrix strides per batch
-// index); C contiguous, m x n per batch.
-void gemm(std::string_view op, std::uint64_t c, GemmOperand a, GemmOperand b, std::uint64_t bias, std::int64_t m,
+// index); C contiguous, m x n per batch: Pact's GEMM kernels, or cuBLAS for the cublas provider's handlers.
+void gemm(Operands& ops, std::uint64_t c, GemmOperand a, GemmOperand b, std::uint64_t bias, std::int64_t m,
           std::int64_t n, std::int64_t k, Geometry batch, bool accumulate) {
+  const std::string_view op = ops.op();
   std::int64_t batches = 1;
   for (int d = 0; d < batch.rank; ++d) batches *= batch.shape[static_cast<std::size_t>(d)];
   if (m == 0 || n == 0 || batches == 0) return;
+  if (ops.engine() == GemmEngine::cublas) return cublas_gemm(op, c, a, b, bias, m, n, k, batch, batches, accumulate);
   if (batches > 65535)
     throw_error(ErrorCode::unsupported, std::string(op),
                 fmt::format("{} batched products exceed the cuda GEMM's 65535", batches));
@@ -527,8 +621,8 @@ PACT_CUDA_UNARY(sigmoid)
 PACT_CUDA_UNARY(exp)
 #undef PACT_CUDA_UNARY
 
-Tensor matmul_forward(std::span<const TensorView> in, const Attributes&, const KernelContext&) {
-  Operands ops("matmul");
+Tensor matmul_forward_on(GemmEngine engine, std::span<const TensorView> in, const Attributes&, const KernelContext&) {
+  Operands ops("matmul", engine);
   const MatmulForm f = matmul_form(in[0].shape(), in[1].shape());
   const std::uint64_t a = ops.contiguous(in[0], "a"), b = ops.contiguous(in[1], "b");
   const Dims out_shape =
@@ -541,14 +635,14 @@ Tensor matmul_forward(std::span<const TensorView> in, const Attributes&, const K
     device().clear(o, static_cast<std::uint64_t>(out.numel()) * 4);
     return out;
   }
-  gemm("matmul", o, {a, f.k, 1}, {b, f.n, 1}, 0, f.m, f.n, f.k,
+  gemm(ops, o, {a, f.k, 1}, {b, f.n, 1}, 0, f.m, f.n, f.k,
        batch_geometry(f.batch, f.a_matrix, f.m * f.k, f.b_matrix, f.k * f.n), false);
   return out;
 }
 
-GradList matmul_vjp(std::span<const TensorView> in, const TensorView&, const TensorView& grad, const Attributes&,
-                    const KernelContext& ctx) {
-  Operands ops("matmul");
+GradList matmul_vjp_on(GemmEngine engine, std::span<const TensorView> in, const TensorView&, const TensorView& grad,
+                       const Attributes&, const KernelContext& ctx) {
+  Operands ops("matmul", engine);
   const MatmulForm f = matmul_form(in[0].shape(), in[1].shape());
   const std::uint64_t a = ops.contiguous(in[0], "a"), b = ops.contiguous(in[1], "b");
   const std::uint64_t g = ops.contiguous(grad, "grad_output");
@@ -574,10 +668,10 @@ GradList matmul_vjp(std::span<const TensorView> in, const TensorView&, const Ten
     if (f.n == 0 || f.m == 0 || (which == 0 ? f.k : f.n) == 0) {
       device().clear(target, static_cast<std::uint64_t>(staging ? staging->numel() : result.numel()) * 4);
     } else if (which == 0) {
-      gemm("matmul", target, {g, f.n, 1}, {b, 1, f.n}, 0, f.m, f.k, f.n,
+      gemm(ops, target, {g, f.n, 1}, {b, 1, f.n}, 0, f.m, f.k, f.n,
            batch_geometry(f.batch, g_form, f.m * f.n, f.b_matrix, f.k * f.n), false);
     } else {
-      gemm("matmul", target, {a, 1, f.k}, {g, f.n, 1}, 0, f.k, f.n, f.m,
+      gemm(ops, target, {a, 1, f.k}, {g, f.n, 1}, 0, f.k, f.n, f.m,
            batch_geometry(f.batch, f.a_matrix, f.m * f.k, g_form, f.m * f.n), false);
     }
     if (staging) sum_to_shape(ops, result_address, target, full, own);
@@ -586,8 +680,8 @@ GradList matmul_vjp(std::span<const TensorView> in, const TensorView&, const Ten
   return r;
 }
 
-Tensor linear_forward(std::span<const TensorView> in, const Attributes&, const KernelContext&) {
-  Operands ops("linear");
+Tensor linear_forward_on(GemmEngine engine, std::span<const TensorView> in, const Attributes&, const KernelContext&) {
+  Operands ops("linear", engine);
   const std::int64_t out_f = in[1].shape()[0], in_f = in[1].shape()[1];
   const std::int64_t rows = in_f == 0 ? in[0].numel() == 0 ? 0 : 1 : in[0].numel() / in_f;
   const std::uint64_t x = ops.contiguous(in[0], "x"), w = ops.contiguous(in[1], "weight");
@@ -611,13 +705,13 @@ Tensor linear_forward(std::span<const TensorView> in, const Attributes&, const K
     }
     return out;
   }
-  gemm("linear", o, {x, in_f, 1}, {w, 1, in_f}, bias, rows, out_f, in_f, no_batch(), false);
+  gemm(ops, o, {x, in_f, 1}, {w, 1, in_f}, bias, rows, out_f, in_f, no_batch(), false);
   return out;
 }
 
-GradList linear_vjp(std::span<const TensorView> in, const TensorView&, const TensorView& grad, const Attributes&,
-                    const KernelContext& ctx) {
-  Operands ops("linear");
+GradList linear_vjp_on(GemmEngine engine, std::span<const TensorView> in, const TensorView&, const TensorView& grad,
+                       const Attributes&, const KernelContext& ctx) {
+  Operands ops("linear", engine);
   const std::int64_t out_f = in[1].shape()[0], in_f = in[1].shape()[1];
   const std::int64_t rows = out_f == 0 ? 0 : grad.numel() / out_f;
   const std::uint64_t x = ops.contiguous(in[0], "x"), w = ops.contiguous(in[1], "weight");
@@ -638,10 +732,10 @@ GradList linear_vjp(std::span<const TensorView> in, const TensorView&, const Ten
     r.emplace_back(std::move(t));
   };
   product(0, in[0].shape(), out_f == 0, [&](std::uint64_t ta) {
-    gemm("linear", ta, {g, out_f, 1}, {w, in_f, 1}, 0, rows, in_f, out_f, no_batch(), false);  // G W
+    gemm(ops, ta, {g, out_f, 1}, {w, in_f, 1}, 0, rows, in_f, out_f, no_batch(), false);  // G W
   });
   product(1, in[1].shape(), rows == 0, [&](std::uint64_t ta) {
-    gemm("linear", ta, {g, 1, out_f}, {x, in_f, 1}, 0, out_f, in_f, rows, no_batch(), false);  // G^T X
+    gemm(ops, ta, {g, 1, out_f}, {x, in_f, 1}, 0, out_f, in_f, rows, no_batch(), false);  // G^T X
   });
   if (in.size() == 3) {
     product(2, in[2].shape(), rows == 0, [&](std::uint64_t ta) {
@@ -963,7 +1057,7 @@ std::uint64_t attention_probs(Operands& ops, AttentionForm& f, std::uint64_t q, 
   if (f.e == 0)
     device().clear(pa, static_cast<std::uint64_t>(n) * 4);
   else
-    gemm(ops.op(), pa, {q, f.e, 1}, {k, 1, f.e}, 0, f.l, f.s, f.e, flat_batch(f.batch, f.l * f.e, f.s * f.e), false);
+    gemm(ops, pa, {q, f.e, 1}, {k, 1, f.e}, 0, f.l, f.s, f.e, flat_batch(f.batch, f.l * f.e, f.s * f.e), false);
   launch(ops.op(), "pact_attention_scores_f32", grid_for(n), 1, 1, kThreads,
          {&pa, &f.mask, &f.mask_geometry, &f.mask_kind, &f.l, &f.s, &n, &f.scale, &f.causal});
   std::int64_t rows = f.batch * f.l, one = 1;
@@ -1000,7 +1094,7 @@ Tensor scaled_dot_product_attention_forward(std::span<const TensorView> in, cons
   }
   // Wider heads: through the probabilities, P V.
   const std::uint64_t p = attention_probs(ops, f, q, k);
-  gemm(op, o, {p, f.s, 1}, {v, f.ev, 1}, 0, f.l, f.ev, f.s, flat_batch(f.batch, f.l * f.s, f.s * f.ev), false);
+  gemm(ops, o, {p, f.s, 1}, {v, f.ev, 1}, 0, f.l, f.ev, f.s, flat_batch(f.batch, f.l * f.s, f.s * f.ev), false);
   return out;
 }
 
@@ -1021,7 +1115,7 @@ GradList scaled_dot_product_attention_vjp(std::span<const TensorView> in, const 
     if (f.ev == 0)
       device().clear(dpa, static_cast<std::uint64_t>(n) * 4);
     else
-      gemm(op, dpa, {g, f.ev, 1}, {v, 1, f.ev}, 0, f.l, f.s, f.ev, flat_batch(f.batch, f.l * f.ev, f.s * f.ev), false);
+      gemm(ops, dpa, {g, f.ev, 1}, {v, 1, f.ev}, 0, f.l, f.s, f.ev, flat_batch(f.batch, f.l * f.ev, f.s * f.ev), false);
     std::int64_t rows = f.batch * f.l, one = 1;
     int log_form = 0;
     std::uint64_t pp = p;
@@ -1048,13 +1142,13 @@ GradList scaled_dot_product_attention_vjp(std::span<const TensorView> in, const 
   };
   // dQ = dS K, dK = dS^T Q, dV = P^T G.
   product(0, in[0].shape(), [&](std::uint64_t ta) {
-    gemm(op, ta, {dpa, f.s, 1}, {k, f.e, 1}, 0, f.l, f.e, f.s, flat_batch(f.batch, f.l * f.s, f.s * f.e), false);
+    gemm(ops, ta, {dpa, f.s, 1}, {k, f.e, 1}, 0, f.l, f.e, f.s, flat_batch(f.batch, f.l * f.s, f.s * f.e), false);
   });
   product(1, in[1].shape(), [&](std::uint64_t ta) {
-    gemm(op, ta, {dpa, 1, f.s}, {q, f.e, 1}, 0, f.s, f.e, f.l, flat_batch(f.batch, f.l * f.s, f.l * f.e), false);
+    gemm(ops, ta, {dpa, 1, f.s}, {q, f.e, 1}, 0, f.s, f.e, f.l, flat_batch(f.batch, f.l * f.s, f.l * f.e), false);
   });
   product(2, in[2].shape(), [&](std::uint64_t ta) {
-    gemm(op, ta, {p, 1, f.s}, {g, f.ev, 1}, 0, f.s, f.ev, f.l, flat_batch(f.batch, f.l * f.s, f.l * f.ev), false);
+    gemm(ops, ta, {p, 1, f.s}, {g, f.ev, 1}, 0, f.s, f.ev, f.l, flat_batch(f.batch, f.l * f.s, f.l * f.ev), false);
   });
   if (in.size() == 4) r.emplace_back(std::nullopt);  // the mask is not differentiable
   return r;
@@ -1273,7 +1367,7 @@ void convolve(Operands& ops, std::uint64_t out, std::uint64_t x, std::uint64_t w
   for (std::int64_t n0 = 0; n0 < g.n; n0 += chunk) {
     const std::int64_t images = std::min(chunk, g.n - n0);
     im2col(ops, ca, x, g, n0, images);
-    gemm(ops.op(), out + static_cast<std::uint64_t>(n0 * g.o * l) * 4, {w, k, 1}, {ca, l, 1}, 0, g.og, l, k,
+    gemm(ops, out + static_cast<std::uint64_t>(n0 * g.o * l) * 4, {w, k, 1}, {ca, l, 1}, 0, g.og, l, k,
          image_group_batch(images, g.groups, 0, g.og * k, g.groups * k * l, k * l), false);
   }
   if (bias != 0) {
@@ -1282,8 +1376,8 @@ void convolve(Operands& ops, std::uint64_t out, std::uint64_t x, std::uint64_t w
   }
 }
 
-Tensor conv2d_forward(std::span<const TensorView> in, const Attributes& a, const KernelContext&) {
-  Operands ops("conv2d");
+Tensor conv2d_forward_on(GemmEngine engine, std::span<const TensorView> in, const Attributes& a, const KernelContext&) {
+  Operands ops("conv2d", engine);
   const ConvGeometry g = conv_geometry(in, a);
   const std::uint64_t x = ops.contiguous(in[0], "input"), w = ops.contiguous(in[1], "weight");
   const std::uint64_t b = in.size() == 3 ? ops.contiguous(in[2], "bias") : 0;
@@ -1295,9 +1389,9 @@ Tensor conv2d_forward(std::span<const TensorView> in, const Attributes& a, const
 // The weight's gradient sums, image by image in index order, gy[i, group] (og x OH OW) times the image's
 // columns transposed; the input's is col2im of w[group]^T gy[i, group]; the bias's sums gy over images and
 // pixels.
-GradList conv2d_vjp(std::span<const TensorView> in, const TensorView&, const TensorView& grad, const Attributes& a,
-                    const KernelContext& ctx) {
-  Operands ops("conv2d");
+GradList conv2d_vjp_on(GemmEngine engine, std::span<const TensorView> in, const TensorView&, const TensorView& grad,
+                       const Attributes& a, const KernelContext& ctx) {
+  Operands ops("conv2d", engine);
   const ConvGeometry g = conv_geometry(in, a);
   const std::int64_t k = g.cg * g.kh * g.kw, l = g.oh * g.ow, rows = g.c * g.kh * g.kw, chunk = images_per_chunk(g);
   const std::uint64_t gy = ops.contiguous(grad, "grad_output");
@@ -1330,11 +1424,11 @@ GradList conv2d_vjp(std::span<const TensorView> in, const TensorView&, const Ten
         groups.stride0[0] = g.og * l;
         groups.stride1[0] = k * l;
         for (std::int64_t i = 0; i < images; ++i)
-          gemm(ops.op(), gwa, {gy0 + static_cast<std::uint64_t>(i * g.o * l) * 4, l, 1},
+          gemm(ops, gwa, {gy0 + static_cast<std::uint64_t>(i * g.o * l) * 4, l, 1},
                {ca + static_cast<std::uint64_t>(i * rows * l) * 4, 1, l}, 0, g.og, k, l, groups, n0 + i > 0);
       }
       if (want_x) {  // the columns' gradient overwrites the columns: the weight's products above read them first
-        gemm(ops.op(), ca, {w, 1, k}, {gy0, l, 1}, 0, k, l, g.og,
+        gemm(ops, ca, {w, 1, k}, {gy0, l, 1}, 0, k, l, g.og,
              image_group_batch(images, g.groups, 0, g.og * k, g.o * l, g.og * l), false);
         std::int64_t n_first = n0, count = images;
         std::uint64_t columns = ca;
@@ -1364,6 +1458,28 @@ GradList conv2d_vjp(std::span<const TensorView> in, const TensorView&, const Ten
   }
   return r;
 }
+
+// The handlers of the GEMM ops for both providers: the same code, the products by Pact's kernels (cuda) or by
+// cuBLAS (cublas).
+#define PACT_CUDA_GEMM_OP(opname)                                                                                      \
+  Tensor opname##_forward(std::span<const TensorView> in, const Attributes& a, const KernelContext& c) {               \
+    return opname##_forward_on(GemmEngine::pact, in, a, c);                                                            \
+  }                                                                                                                    \
+  GradList opname##_vjp(std::span<const TensorView> in, const TensorView& y, const TensorView& g, const Attributes& a, \
+                        const KernelContext& c) {                                                                      \
+    return opname##_vjp_on(GemmEngine::pact, in, y, g, a, c);                                                          \
+  }                                                                                                                    \
+  Tensor cublas_##opname##_forward(std::span<const TensorView> in, const Attributes& a, const KernelContext& c) {      \
+    return opname##_forward_on(GemmEngine::cublas, in, a, c);                                                          \
+  }                                                                                                                    \
+  GradList cublas_##opname##_vjp(std::span<const TensorView> in, const TensorView& y, const TensorView& g,             \
+                                 const Attributes& a, const KernelContext& c) {                                        \
+    return opname##_vjp_on(GemmEngine::cublas, in, y, g, a, c);                                                        \
+  }
+PACT_CUDA_GEMM_OP(matmul)
+PACT_CUDA_GEMM_OP(linear)
+PACT_CUDA_GEMM_OP(conv2d)
+#undef PACT_CUDA_GEMM_OP
 
 // conv2d_activation (inference only): the convolution, plus the residual (a fourth input), then the
 // activation, each in place on the output: the unfused answer, as the CPU providers define it.
@@ -1682,9 +1798,21 @@ const Handler kHandlers[] = {
     PACT_CUDA_UPDATE_HANDLER(sgd),
     PACT_CUDA_UPDATE_HANDLER(adam)};
 
+#define PACT_CUBLAS_HANDLER(opname)                                                                     \
+  Handler {                                                                                             \
+    ops::OpTag::opname, "cublas", DeviceKind::cuda, &cublas_##opname##_forward, &cublas_##opname##_vjp, \
+        "pact/kernels/cuda/cuda_kernels.cpp", "pact::kernels::cuda::cublas_" #opname "_forward"         \
+  }
+
+// The cublas provider: the GEMM ops with their products through cuBLAS (pact/kernels/cublas.hpp).
+const Handler kCublasHandlers[] = {PACT_CUBLAS_HANDLER(matmul), PACT_CUBLAS_HANDLER(linear),
+                                   PACT_CUBLAS_HANDLER(conv2d)};
+
 }  // namespace cuda
 
 std::span<const Handler> cuda_handlers() { return cuda::kHandlers; }
+
+std::span<const Handler> cublas_handlers() { return cuda::kCublasHandlers; }
 
 bool cuda_kernels_built() noexcept { return pact_cuda_image_size != 0; }
 
