@@ -4,7 +4,7 @@
 # gpu test fails. Writes its report into REPORT (at most 8 files, one level: the device tool returns no
 # more): environment.txt, cuda_gpu_tests.log, seal_gpu_tests.log, memcheck.log, benchmarks.jsonl (GEMM,
 # attention and training step), torch_peers.json, train_cli.log (`pact train --profile cuda-checked` on the
-# digits MLP and the char transformer), summary.txt. Bounded to about 4 minutes by per-step timeouts.
+# digits MLP, the digits CNN and the char transformer), summary.txt. Bounded to about 4 minutes by per-step timeouts.
 #
 # usage: gpu-check.sh BUNDLE REPORT
 set -uo pipefail
@@ -50,13 +50,15 @@ pact_cli() {  # the pact binary has no RUNPATH of its own: the bundle's librarie
 {
   pact_cli train --profile cuda-checked --run-dir "$scratch/digits"
   echo "digits: exit $?"
+  pact_cli train --model cnn --profile cuda-checked --run-dir "$scratch/cnn"
+  echo "digits cnn: exit $?"
   pact_cli train --model char-transformer --profile cuda-checked --steps 300 --data "$bundle/src/data/train.txt" \
     --run-dir "$scratch/char"
   echo "char transformer: exit $?"
 } > "$report/train_cli.log" 2>&1
-grep -E "^(digits|char transformer): exit" "$report/train_cli.log" >> "$report/summary.txt"
-grep -q "^digits: exit 0" "$report/train_cli.log" && grep -q "^char transformer: exit 0" "$report/train_cli.log" ||
-  status=1
+grep -E "^(digits|digits cnn|char transformer): exit" "$report/train_cli.log" >> "$report/summary.txt"
+grep -q "^digits: exit 0" "$report/train_cli.log" && grep -q "^digits cnn: exit 0" "$report/train_cli.log" &&
+  grep -q "^char transformer: exit 0" "$report/train_cli.log" || status=1
 rm -rf "$scratch"
 # PyTorch on the same GPU, the peers: f32 GEMM (TF32 off, PyTorch's default for matmul), f32
 # scaled_dot_product_attention on the attention benchmark's shapes, and an eager training step of the char

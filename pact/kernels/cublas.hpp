@@ -22,9 +22,8 @@ struct Cublas {
   int (*sgemm)(void* handle, int transa, int transb, int m, int n, int k, const float* alpha, const float* a, int lda,
                const float* b, int ldb, const float* beta, float* c, int ldc) = nullptr;
   int (*sgemm_strided_batched)(void* handle, int transa, int transb, int m, int n, int k, const float* alpha,
-                               const float* a, int lda, long long stride_a, const float* b, int ldb,
-                               long long stride_b, const float* beta, float* c, int ldc, long long stride_c,
-                               int batch_count) = nullptr;
+                               const float* a, int lda, long long stride_a, const float* b, int ldb, long long stride_b,
+                               const float* beta, float* c, int ldc, long long stride_c, int batch_count) = nullptr;
   /// A handle serves one call at a time: every call through it holds this.
   mutable std::mutex mutex;
 };

@@ -494,26 +494,20 @@ std::string SealedRuntime::launch(const std::string& op_name, SealedCall call, R
   const ManifestOp* op = nullptr;
   const AotExport& e = select_export(op_name, data, role, op);
   // Every tensor binding of the export is given, and nothing else: artifact resources are the runtime's.
-  std::set<std::string> streams;
   for (const auto& l : e.device_plan.launches) {
-    if (l.stream != "default") streams.insert(l.stream);
-  }
-  std::set<std::string, std::less<>> expected;
-  for (const auto& b : e.bindings) {
-    const bool resource =
-        std::any_of(op->resources.begin(), op->resources.end(), [&](const ArtifactResource& r) { return r.name == b; });
-    if (resource) continue;
-    if (streams.count(b) != 0) {
+    if (l.stream != "default" && std::find(e.bindings.begin(), e.bindings.end(), l.stream) != e.bindings.end()) {
       throw_error(ErrorCode::invalid_argument, "seal.launch",
                   fmt::format("export '{}' launches on its declared stream '{}'; a launch over Pact tensors runs on "
                               "the default stream, ordered after Pact's own",
-                              e.name, b));
+                              e.name, l.stream));
     }
+  }
+  const std::set<std::string, std::less<>> expected = tensor_bindings(*op, e);
+  for (const auto& b : expected) {
     if (data.tensors.count(b) == 0) {
       throw_error(ErrorCode::invalid_argument, "seal.launch",
                   fmt::format("export '{}' binds tensor '{}', which the call does not give", e.name, b));
     }
-    expected.insert(b);
   }
   for (const auto& [name, geometry] : data.tensors) {
     if (expected.count(name) == 0) {

@@ -592,6 +592,13 @@ void require_capability_requirements(const Manifest& m, const Json& recorded) {
   }
 }
 
+std::set<std::string, std::less<>> tensor_bindings(const ManifestOp& op, const AotExport& e) {
+  std::set<std::string, std::less<>> names(e.bindings.begin(), e.bindings.end());
+  for (const auto& r : op.resources) names.erase(r.name);
+  for (const auto& l : e.device_plan.launches) names.erase(l.stream);
+  return names;
+}
+
 }  // namespace pact::seal
 
 #include "pact/seal/manifest_checks.inc"

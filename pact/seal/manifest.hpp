@@ -24,6 +24,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -115,6 +116,11 @@ struct Manifest {  // NOLINT(bugprone-exception-escape): a false positive of its
   /// Derived when parsed: sorted provider capability requirements and specialization requirements.
   Json capability_requirements;
 };
+
+/// The tensor bindings of export `e` of `op`: its bindings less the op's artifact resources (the runtime
+/// allocates those) and the streams its launches run on. What a plan binds Pact tensors to
+/// (pact/seal/sealed_kernels.hpp), and what a launch over Pact tensors must be given, each exactly once.
+std::set<std::string, std::less<>> tensor_bindings(const ManifestOp& op, const AotExport& e);
 
 /// A resource's size in bytes when each projected factor takes value(factor) (a constant factor is
 /// itself): per dimension ceil(product(factors) / divisor), times the dtype size. nullopt on 64-bit

@@ -33,14 +33,6 @@ toml::table parse_toml(std::string_view text, std::string_view where) {
   }
 }
 
-// The tensor bindings of an export: its bindings less the op's artifact resources and declared streams.
-std::set<std::string> tensor_bindings(const ManifestOp& op, const AotExport& e) {
-  std::set<std::string> names(e.bindings.begin(), e.bindings.end());
-  for (const auto& r : op.resources) names.erase(r.name);
-  for (const auto& l : e.device_plan.launches) names.erase(l.stream);
-  return names;
-}
-
 }  // namespace
 
 std::vector<SealedBinding> parse_sealed_bindings(std::string_view toml_text, std::string_view where,
@@ -90,7 +82,7 @@ std::vector<SealedBinding> parse_sealed_bindings(std::string_view toml_text, std
                fmt::format("operand {} of '{}' is an index or mask: an entry has one dtype for every operand", k,
                            op_name));
     }
-    std::set<std::string> named(b.inputs.begin(), b.inputs.end());
+    std::set<std::string, std::less<>> named(b.inputs.begin(), b.inputs.end());
     if (named.size() != b.inputs.size() || !named.insert(b.output).second)
       refuse(ErrorCode::invalid_argument, t.path(), "an export binding is named twice");
     const ManifestOp* op = nullptr;
@@ -103,7 +95,7 @@ std::vector<SealedBinding> parse_sealed_bindings(std::string_view toml_text, std
     for (const auto& e : op->exports) {
       if (e.role != Role::run) continue;
       any = true;
-      const std::set<std::string> tensors = tensor_bindings(*op, e);
+      const std::set<std::string, std::less<>> tensors = tensor_bindings(*op, e);
       if (tensors != named) {
         refuse(ErrorCode::invalid_argument, t.path(),
                fmt::format("run export '{}' binds the tensors [{}]; the entry names [{}]", e.name,
