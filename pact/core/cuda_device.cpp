@@ -52,9 +52,29 @@ CudaDevice::CudaDevice(const CudaDriver& driver) : driver_(driver) {
                              total >> 20, version / 1000, (version % 1000) / 10);
 }
 
+namespace {
+std::atomic<const CudaDriver*> g_driver_override{nullptr};
+std::atomic<bool> g_device_opened{false};
+}  // namespace
+
+void CudaDevice::open_with(const CudaDriver& driver) {
+  if (g_device_opened.load())
+    throw_error(ErrorCode::internal, "cuda.device", "open_with after the device was opened: call it first");
+  g_driver_override.store(&driver);
+}
+
 CudaDevice* CudaDevice::get() {
   static const Opened opened = [] {
+    g_device_opened.store(true);
     Opened o;
+    if (const CudaDriver* driver = g_driver_override.load()) {
+      try {
+        o.device = new CudaDevice(*driver);  // lives for the process
+      } catch (const Error& e) {
+        o.why = e.what();
+      }
+      return o;
+    }
     if (probe_cuda().devices < 1) {
       o.why = probe_cuda().summary;
       return o;

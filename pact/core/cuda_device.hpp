@@ -51,6 +51,10 @@ class CudaDevice {
   static CudaDevice* get();
   /// Why get() returned nullptr: the probe's summary or the driver's refusal. Empty when a device is open.
   static const std::string& unavailable_reason();
+  /// Opens the process's device through `driver` instead of the system's libcuda (the CUDA emulator of
+  /// tests/gpu/emulator, which runs the kernels' device code on the host). Only before the first get(),
+  /// from a test binary's start: `internal` afterwards. `driver` lives for the process.
+  static void open_with(const CudaDriver& driver);
 
   const CudaDriver& driver() const noexcept { return driver_; }
   /// The stream every Pact operation on this device is ordered on.

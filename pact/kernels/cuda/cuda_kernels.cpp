@@ -122,7 +122,6 @@ class Operands {
     if (engine == GemmEngine::cublas && kernels::cublas() == nullptr)
       throw_error(ErrorCode::unsupported, std::string(op), kernels::cublas_unavailable_reason());
   }
-  // A view's device address; refuses a view outside the CUDA provider or of another dtype than f32.
   // A view's device address; refuses a view outside the CUDA provider or of another dtype than `dtype` (f32
   // data; i64 class targets, contiguous; bool masks).
   std::uint64_t read(const TensorView& v, std::string_view operand, DType dtype = DType::f32) {
@@ -131,12 +130,13 @@ class Operands {
                   fmt::format("operand '{}' is in {} storage; the cuda kernels read device tensors", operand,
                               v.provider_name()));
     }
-    if (v.dtype() != dtype || (dtype == DType::i64 && !v.is_contiguous())) {
+    if (v.dtype() != dtype) {
       throw_error(ErrorCode::dtype_mismatch, std::string(op_),
-                  fmt::format("operand '{}' is {}{}; the cuda kernels read it as {}{}", operand,
-                              v.is_contiguous() ? "" : "strided ", dtype_name(v.dtype()),
-                              dtype == DType::i64 ? "contiguous " : "", dtype_name(dtype)));
+                  fmt::format("operand '{}' is {}; the cuda kernels read it as {}", operand, dtype_name(v.dtype()),
+                              dtype_name(dtype)));
     }
+    // Index operands are read contiguously: a strided one through a contiguous device copy (the provider's).
+    if (dtype == DType::i64 && !v.is_contiguous()) return read(keep(v.duplicate()).as_view(), operand, dtype);
     auto prepared = TensorView(v).prepare_device();
     if (!prepared) throw std::move(prepared).error().error;
     auto bound = DeviceBinding::bind(std::move(prepared).value());

@@ -1,0 +1,50 @@
+#pragma once
+// The CUDA emulator (tests only): the CUDA provider's device code (pact/kernels/cuda/kernels.cu) compiled
+// for the host and run by a stand-in driver, so CI holds every cuda kernel to the reference provider without
+// a GPU. It checks the kernels' arithmetic and indexing, and the host code's launches, grids and parameter
+// packing; not the hardware's memory model, timing or anything the real compiler alone decides (a real
+// device run, scripts/gpu-check.sh, still does that).
+//
+// A launch runs its blocks one after another; each block's threads run concurrently on host threads, so
+// __syncthreads is a barrier over the block and a warp shuffle a barrier over its 32 lanes. Device memory is
+// host memory: a device address is a host pointer. Everything is synchronous: the stream, events and the
+// pool are bookkeeping.
+
+#include <cstdint>
+#include <string_view>
+
+#include "pact/core/cuda_driver.hpp"
+
+namespace pact::emu {
+
+struct Dim3 {
+  unsigned x = 1, y = 1, z = 1;
+};
+
+// The launch's geometry, as the device code reads it (threadIdx and blockIdx per thread).
+extern thread_local Dim3 thread_index;
+extern thread_local Dim3 block_index;
+extern Dim3 block_dim;
+extern Dim3 grid_dim;
+
+void syncthreads();
+void syncwarp();
+float shfl_xor(float v, int lane_mask);
+double shfl_xor(double v, int lane_mask);
+float* dynamic_shared();
+
+// A kernel of the emulated module: calls the device function with cuLaunchKernel's params.
+using Thunk = void (*)(void** params);
+struct Kernel {
+  std::string_view name;
+  Thunk thunk;
+};
+// Every kernel of kernels.cu (device_code.cpp).
+const Kernel* find_kernel(std::string_view name);
+
+// The stand-in driver: the table the CUDA device opens (CudaDevice::open_with).
+const CudaDriver& driver();
+// Launches counted so far (a test shows the emulator ran the kernels).
+std::uint64_t launches();
+
+}  // namespace pact::emu
