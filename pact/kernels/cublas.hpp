@@ -33,5 +33,9 @@ struct Cublas {
 const Cublas* cublas();
 /// Why cublas() is null ("" when it is not).
 std::string cublas_unavailable_reason();
+/// Makes `table` (its entry points and handle) the process's cuBLAS instead of the library: the CUDA
+/// emulator's host SGEMM (tests/gpu/emulator). Only before the first cublas(): `internal` afterwards.
+/// `table` lives for the process.
+void use_cublas(const Cublas& table);
 
 }  // namespace pact::kernels

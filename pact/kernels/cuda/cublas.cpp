@@ -5,18 +5,23 @@
 #include <dlfcn.h>
 #include <fmt/format.h>
 
+#include <atomic>
 #include <memory>
 
 #include "pact/core/cuda_device.hpp"
+#include "pact/core/error.hpp"
 
 namespace pact::kernels {
 
 namespace {
 
 struct Loaded {
-  std::unique_ptr<Cublas> cublas;  // null when unavailable
+  std::unique_ptr<Cublas> owned;
+  const Cublas* cublas = nullptr;  // null when unavailable
   std::string failure;
 };
+std::atomic<const Cublas*> g_table{nullptr};
+std::atomic<bool> g_looked_up{false};
 
 template <class F>
 bool bind(void* library, const char* name, F& f) {
@@ -64,19 +69,33 @@ Loaded load() {
     r.failure = fmt::format("cublasSetStream failed (status {})", rc);
     return r;
   }
-  r.cublas = std::move(c);
+  r.owned = std::move(c);
+  r.cublas = r.owned.get();
   return r;
 }
 
 // Loaded once, kept for the process (the handle lives as long as the device's primary context).
 const Loaded& loaded() {
-  static const Loaded l = load();
+  static const Loaded l = [] {
+    g_looked_up.store(true);
+    if (const Cublas* table = g_table.load()) {
+      Loaded r;
+      r.cublas = table;
+      return r;
+    }
+    return load();
+  }();
   return l;
 }
 
 }  // namespace
 
-const Cublas* cublas() { return loaded().cublas.get(); }
+void use_cublas(const Cublas& table) {
+  if (g_looked_up.load()) throw_error(ErrorCode::internal, "cublas", "use_cublas after cuBLAS was looked for");
+  g_table.store(&table);
+}
+
+const Cublas* cublas() { return loaded().cublas; }
 
 std::string cublas_unavailable_reason() { return loaded().failure; }
 

@@ -4,11 +4,12 @@
 // table of its kernels. A kernel the host code asks for that is missing here fails its launch loudly
 // (CUDA_ERROR_NOT_FOUND), so the table cannot fall behind unnoticed.
 
+#include <math.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdint>
-#include <math.h>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -69,25 +70,42 @@ void thunk(void** params) {
 }
 
 #define PACT_EMU_KERNEL(name) \
-  Kernel { #name, &thunk<&::name> }
+  Kernel { #name, &thunk < &::name> }
 const Kernel kKernels[] = {
-    PACT_EMU_KERNEL(pact_binary_f32),          PACT_EMU_KERNEL(pact_unary_f32),
-    PACT_EMU_KERNEL(pact_unary_grad_f32),      PACT_EMU_KERNEL(pact_sum_to_shape_f32),
-    PACT_EMU_KERNEL(pact_norm_f32),            PACT_EMU_KERNEL(pact_norm_grad_f32),
-    PACT_EMU_KERNEL(pact_softmax_f32),         PACT_EMU_KERNEL(pact_softmax_grad_f32),
-    PACT_EMU_KERNEL(pact_cross_entropy_rows_f32), PACT_EMU_KERNEL(pact_embedding_f32),
-    PACT_EMU_KERNEL(pact_embedding_grad_f32),  PACT_EMU_KERNEL(pact_sum_f32),
-    PACT_EMU_KERNEL(pact_cross_entropy_grad_f32), PACT_EMU_KERNEL(pact_attention_f32),
-    PACT_EMU_KERNEL(pact_attention_scores_f32), PACT_EMU_KERNEL(pact_scale_f32),
-    PACT_EMU_KERNEL(pact_accumulate_f32),      PACT_EMU_KERNEL(pact_sgd_f32),
-    PACT_EMU_KERNEL(pact_adam_f32),            PACT_EMU_KERNEL(pact_im2col_f32),
-    PACT_EMU_KERNEL(pact_col2im_f32),          PACT_EMU_KERNEL(pact_pool2d_f32),
-    PACT_EMU_KERNEL(pact_pool2d_grad_f32),     PACT_EMU_KERNEL(pact_adaptive_pool_f32),
-    PACT_EMU_KERNEL(pact_adaptive_pool_grad_f32), PACT_EMU_KERNEL(pact_batch_stats_f32),
-    PACT_EMU_KERNEL(pact_batch_norm_apply_f32), PACT_EMU_KERNEL(pact_batch_norm_grad_f32),
-    PACT_EMU_KERNEL(pact_batch_norm_stats_f32), PACT_EMU_KERNEL(pact_gemm_f32),
-    PACT_EMU_KERNEL(pact_gemm_f32_vec8),       PACT_EMU_KERNEL(pact_gemm_f32_vec8_b1),
-    PACT_EMU_KERNEL(pact_gemm_f32_vec16_b1),   PACT_EMU_KERNEL(pact_gemm_f32_vec16),
+    PACT_EMU_KERNEL(pact_binary_f32),
+    PACT_EMU_KERNEL(pact_unary_f32),
+    PACT_EMU_KERNEL(pact_unary_grad_f32),
+    PACT_EMU_KERNEL(pact_sum_to_shape_f32),
+    PACT_EMU_KERNEL(pact_norm_f32),
+    PACT_EMU_KERNEL(pact_norm_grad_f32),
+    PACT_EMU_KERNEL(pact_softmax_f32),
+    PACT_EMU_KERNEL(pact_softmax_grad_f32),
+    PACT_EMU_KERNEL(pact_cross_entropy_rows_f32),
+    PACT_EMU_KERNEL(pact_embedding_f32),
+    PACT_EMU_KERNEL(pact_embedding_grad_f32),
+    PACT_EMU_KERNEL(pact_sum_f32),
+    PACT_EMU_KERNEL(pact_cross_entropy_grad_f32),
+    PACT_EMU_KERNEL(pact_attention_f32),
+    PACT_EMU_KERNEL(pact_attention_scores_f32),
+    PACT_EMU_KERNEL(pact_scale_f32),
+    PACT_EMU_KERNEL(pact_accumulate_f32),
+    PACT_EMU_KERNEL(pact_sgd_f32),
+    PACT_EMU_KERNEL(pact_adam_f32),
+    PACT_EMU_KERNEL(pact_im2col_f32),
+    PACT_EMU_KERNEL(pact_col2im_f32),
+    PACT_EMU_KERNEL(pact_pool2d_f32),
+    PACT_EMU_KERNEL(pact_pool2d_grad_f32),
+    PACT_EMU_KERNEL(pact_adaptive_pool_f32),
+    PACT_EMU_KERNEL(pact_adaptive_pool_grad_f32),
+    PACT_EMU_KERNEL(pact_batch_stats_f32),
+    PACT_EMU_KERNEL(pact_batch_norm_apply_f32),
+    PACT_EMU_KERNEL(pact_batch_norm_grad_f32),
+    PACT_EMU_KERNEL(pact_batch_norm_stats_f32),
+    PACT_EMU_KERNEL(pact_gemm_f32),
+    PACT_EMU_KERNEL(pact_gemm_f32_vec8),
+    PACT_EMU_KERNEL(pact_gemm_f32_vec8_b1),
+    PACT_EMU_KERNEL(pact_gemm_f32_vec16_b1),
+    PACT_EMU_KERNEL(pact_gemm_f32_vec16),
 };
 
 }  // namespace

@@ -2,17 +2,20 @@
 
 #include "tests/gpu/emulator/emulator.hpp"
 
+#include <setjmp.h>
+#include <ucontext.h>
+
+#include <algorithm>
 #include <atomic>
 #include <csetjmp>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <mutex>
-#include <setjmp.h>
-#include <ucontext.h>
 #include <vector>
 
 #include "pact/core/cuda_device.hpp"
+#include "pact/kernels/cublas.hpp"
 
 namespace pact::emu {
 
@@ -221,7 +224,9 @@ CudaDriver make_driver() {
   d.memcpy_htod = [](std::uint64_t dst, const void* src, std::size_t n) {
     return std::memcpy(at(dst), src, n), kCudaSuccess;
   };
-  d.memcpy_dtoh = [](void* dst, std::uint64_t src, std::size_t n) { return std::memcpy(dst, at(src), n), kCudaSuccess; };
+  d.memcpy_dtoh = [](void* dst, std::uint64_t src, std::size_t n) {
+    return std::memcpy(dst, at(src), n), kCudaSuccess;
+  };
   d.memcpy_htod_async = [](std::uint64_t dst, const void* src, std::size_t n, void*) {
     return std::memcpy(at(dst), src, n), kCudaSuccess;
   };
@@ -231,7 +236,9 @@ CudaDriver make_driver() {
   d.memcpy_dtod_async = [](std::uint64_t dst, std::uint64_t src, std::size_t n, void*) {
     return std::memmove(at(dst), at(src), n), kCudaSuccess;
   };
-  d.memset_d8 = [](std::uint64_t dst, unsigned char v, std::size_t n) { return std::memset(at(dst), v, n), kCudaSuccess; };
+  d.memset_d8 = [](std::uint64_t dst, unsigned char v, std::size_t n) {
+    return std::memset(at(dst), v, n), kCudaSuccess;
+  };
   d.memset_d8_async = [](std::uint64_t dst, unsigned char v, std::size_t n, void*) {
     return std::memset(at(dst), v, n), kCudaSuccess;
   };
@@ -276,8 +283,58 @@ const CudaDriver& driver() {
 std::uint64_t launches() { return g_launches.load(); }
 
 namespace {
-// The test binary's device is the emulator's, opened before any test asks for one.
-[[maybe_unused]] const bool g_installed = (CudaDevice::open_with(driver()), true);
+
+// cuBLAS SGEMM's contract on host memory (column-major, op 0 = N, 1 = T), with its argument checks
+// (CUBLAS_STATUS_INVALID_VALUE = 7), so the cublas provider's mapping of row-major products onto it is held
+// to the reference like every other handler.
+int sgemm(void*, int ta, int tb, int m, int n, int k, const float* alpha, const float* a, int lda, const float* b,
+          int ldb, const float* beta, float* c, int ldc) {
+  const bool bad_op = (ta != 0 && ta != 1) || (tb != 0 && tb != 1);
+  if (bad_op || m < 0 || n < 0 || k < 0 || lda < std::max(1, ta == 0 ? m : k) || ldb < std::max(1, tb == 0 ? k : n) ||
+      ldc < std::max(1, m))
+    return 7;
+  for (int j = 0; j < n; ++j)
+    for (int i = 0; i < m; ++i) {
+      float acc = 0.0f;
+      for (int p = 0; p < k; ++p) {
+        const float x = ta == 0 ? a[i + static_cast<std::int64_t>(p) * lda] : a[p + static_cast<std::int64_t>(i) * lda];
+        const float y = tb == 0 ? b[p + static_cast<std::int64_t>(j) * ldb] : b[j + static_cast<std::int64_t>(p) * ldb];
+        acc += x * y;
+      }
+      float& dst = c[i + static_cast<std::int64_t>(j) * ldc];
+      dst = *alpha * acc + (*beta == 0.0f ? 0.0f : *beta * dst);  // beta 0: C is not read, as cuBLAS's
+    }
+  return 0;
+}
+
+int sgemm_strided_batched(void* handle, int ta, int tb, int m, int n, int k, const float* alpha, const float* a,
+                          int lda, long long stride_a, const float* b, int ldb, long long stride_b, const float* beta,
+                          float* c, int ldc, long long stride_c, int batches) {
+  if (batches < 0) return 7;
+  for (int z = 0; z < batches; ++z) {
+    if (const int status = sgemm(handle, ta, tb, m, n, k, alpha, a + z * stride_a, lda, b + z * stride_b, ldb, beta,
+                                 c + z * stride_c, ldc);
+        status != 0)
+      return status;
+  }
+  return 0;
+}
+
+kernels::Cublas& emulated_cublas() {
+  static kernels::Cublas table;  // holds a mutex: filled in place
+  table.handle = &token_object;
+  table.create = [](void** h) { return *h = &token_object, 0; };
+  table.destroy = [](void*) { return 0; };
+  table.set_stream = [](void*, void*) { return 0; };
+  table.sgemm = sgemm;
+  table.sgemm_strided_batched = sgemm_strided_batched;
+  return table;
+}
+
+// The test binary's device and cuBLAS are the emulator's, installed before any test asks for either.
+[[maybe_unused]] const bool g_installed =
+    (CudaDevice::open_with(driver()), kernels::use_cublas(emulated_cublas()), true);
+
 }  // namespace
 
 }  // namespace pact::emu
