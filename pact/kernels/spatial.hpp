@@ -27,6 +27,14 @@ inline std::pair<std::int64_t, std::int64_t> window_pair(const ops::Attributes& 
   return v.size() == 1 ? std::pair{v[0], v[0]} : std::pair{v[0], v[1]};
 }
 
+/// conv2d's attributes: conv2d_activation's (or conv2d_nhwc's) without "activation".
+inline ops::Attributes conv_attributes(const ops::Attributes& a) {
+  ops::Attributes c;
+  for (const auto& [name, value] : a.values())
+    if (name != "activation") c.set(name, value);
+  return c;
+}
+
 /// conv2d's geometry over inputs (x, weight[, bias]); the shape rule refuses what it does not type.
 inline ConvGeometry conv_geometry(std::span<const TensorView> in, const ops::Attributes& a) {
   const Dims x = in[0].shape(), wt = in[1].shape();

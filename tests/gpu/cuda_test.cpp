@@ -437,18 +437,21 @@ TEST(CudaTrain, TheCharTransformerTrainsOnTheDeviceAsOnTheCpu) {
   for (const auto& k : device.audit(batch).kernels) EXPECT_EQ(k.capsule->provider, "cuda") << k.node;
 }
 
+// Batch `seed` of 16 random 8 x 8 images (pixel levels 0..16, scaled to [0, 1]) and their digit labels.
+std::pair<Tensor, Tensor> digits_batch(std::uint64_t seed) {
+  std::vector<float> x(16 * 64);
+  std::vector<std::int64_t> y(16);
+  std::mt19937_64 r(seed);
+  for (auto& v : x) v = static_cast<float>(r() % 17) / 16.0f;
+  for (auto& v : y) v = static_cast<std::int64_t>(r() % 10);
+  return std::pair{Tensor::from_values<float>(Dims{16, 64}, x), Tensor::from_values<std::int64_t>(Dims{16}, y)};
+}
+
 TEST(CudaTrain, TheDigitsMlpTrainsThroughTheSessionAsOnTheCpu) {
   PACT_GPU_OR_SKIP();
   train::Objective o;
   o.graph = [](std::int64_t b) { return train::digits_mlp(b, 32); };
-  auto batch_of = [&](int i) {
-    std::vector<float> x(16 * 64);
-    std::vector<std::int64_t> y(16);
-    std::mt19937_64 r(static_cast<std::uint64_t>(i) + 100);
-    for (auto& v : x) v = static_cast<float>(r() % 17) / 16.0f;
-    for (auto& v : y) v = static_cast<std::int64_t>(r() % 10);
-    return std::pair{Tensor::from_values<float>(Dims{16, 64}, x), Tensor::from_values<std::int64_t>(Dims{16}, y)};
-  };
+  auto batch_of = [](int i) { return digits_batch(static_cast<std::uint64_t>(i) + 100); };
   expect_same_training(train_steps(o, "cuda-checked", 16, batch_of, 3), train_steps(o, "cpu-checked", 16, batch_of, 3));
 }
 
@@ -461,14 +464,7 @@ TEST(CudaTrain, TheDigitsCnnTrainsThroughTheSessionAsOnTheCpu) {
   train::Objective o;
   o.graph = [](std::int64_t b) { return train::digits_cnn(b); };
   o.options.optimizer = "sgd";
-  auto batch_of = [&](int i) {
-    std::vector<float> x(16 * 64);
-    std::vector<std::int64_t> y(16);
-    std::mt19937_64 r(static_cast<std::uint64_t>(i) + 300);
-    for (auto& v : x) v = static_cast<float>(r() % 17) / 16.0f;
-    for (auto& v : y) v = static_cast<std::int64_t>(r() % 10);
-    return std::pair{Tensor::from_values<float>(Dims{16, 64}, x), Tensor::from_values<std::int64_t>(Dims{16}, y)};
-  };
+  auto batch_of = [](int i) { return digits_batch(static_cast<std::uint64_t>(i) + 300); };
   expect_same_training(train_steps(o, "cuda-checked", 16, batch_of, 3), train_steps(o, "cpu-checked", 16, batch_of, 3));
   o.options.profile = "cuda-checked";
   train::TrainingSession device(o, train::init_parameters(o.graph(16), 11));

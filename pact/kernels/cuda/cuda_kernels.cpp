@@ -1491,11 +1491,7 @@ Tensor conv2d_activation_forward(std::span<const TensorView> in, const Attribute
   if (code == 0 && act != "none")
     throw_error(ErrorCode::invalid_argument, op,
                 fmt::format("activation '{}' is not relu, relu6, silu or hardswish", act));
-  Attributes conv;  // conv2d's attributes: these without "activation"
-  for (const auto& [name, value] : a.values())
-    if (name != "activation") conv.set(name, value);
-  const auto conv_in = in.first(std::min<std::size_t>(in.size(), 3));
-  const ConvGeometry g = conv_geometry(conv_in, conv);
+  const ConvGeometry g = conv_geometry(in.first(std::min<std::size_t>(in.size(), 3)), conv_attributes(a));
   const std::uint64_t x = ops.contiguous(in[0], "input"), w = ops.contiguous(in[1], "weight");
   const std::uint64_t b = in.size() >= 3 ? ops.contiguous(in[2], "bias") : 0;
   const Dims shape{g.n, g.o, g.oh, g.ow};

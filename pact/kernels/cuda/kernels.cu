@@ -916,6 +916,10 @@ extern "C" __global__ void pact_adaptive_pool_grad_f32(float* gx, const float* g
 // ---- batch norm: x [n, c, spatial] contiguous, one block per channel for its statistics ------------------
 
 namespace {
+// The k-th element (over the batch and the spatial positions) of channel ch of a contiguous [n, c, spatial].
+__device__ inline std::int64_t channel_element(std::int64_t k, std::int64_t ch, std::int64_t c, std::int64_t spatial) {
+  return ((k / spatial) * c + ch) * spatial + k % spatial;
+}
 __device__ double block_sum_double(double v) {
   __shared__ double partial[32];
   __shared__ double result;
@@ -949,12 +953,11 @@ extern "C" __global__ void pact_batch_stats_f32(float* mean, float* inv, const f
     return;
   }
   float s = 0.0f;
-  for (std::int64_t k = threadIdx.x; k < count; k += blockDim.x)
-    s += x[((k / spatial) * c + ch) * spatial + k % spatial];
+  for (std::int64_t k = threadIdx.x; k < count; k += blockDim.x) s += x[channel_element(k, ch, c, spatial)];
   const float m = block_reduce<false>(s) / static_cast<float>(count);
   float v = 0.0f;
   for (std::int64_t k = threadIdx.x; k < count; k += blockDim.x) {
-    const float d = x[((k / spatial) * c + ch) * spatial + k % spatial] - m;
+    const float d = x[channel_element(k, ch, c, spatial)] - m;
     v += d * d;
   }
   v = block_reduce<false>(v) / static_cast<float>(count);
@@ -984,7 +987,7 @@ extern "C" __global__ void pact_batch_norm_grad_f32(float* gx, float* gw, float*
   const float m = mean[ch], iv = inv[ch], wc = w[ch];
   float sg = 0.0f, sgx = 0.0f;
   for (std::int64_t k = threadIdx.x; k < count; k += blockDim.x) {
-    const std::int64_t e = ((k / spatial) * c + ch) * spatial + k % spatial;
+    const std::int64_t e = channel_element(k, ch, c, spatial);
     sg += g[e];
     sgx += g[e] * (x[e] - m) * iv;
   }
@@ -996,7 +999,7 @@ extern "C" __global__ void pact_batch_norm_grad_f32(float* gx, float* gw, float*
   }
   const float cf = static_cast<float>(count);
   for (std::int64_t k = threadIdx.x; k < count; k += blockDim.x) {
-    const std::int64_t e = ((k / spatial) * c + ch) * spatial + k % spatial;
+    const std::int64_t e = channel_element(k, ch, c, spatial);
     const float xhat = (x[e] - m) * iv;
     gx[e] = training != 0 ? wc * iv * (g[e] - sg / cf - xhat * sgx / cf) : g[e] * wc * iv;
   }
@@ -1010,11 +1013,11 @@ extern "C" __global__ void pact_batch_norm_stats_f32(float* running_mean, float*
   const std::int64_t ch = blockIdx.x, count = n * spatial;
   double s = 0.0;
   for (std::int64_t k = threadIdx.x; k < count; k += blockDim.x)
-    s += static_cast<double>(x[((k / spatial) * c + ch) * spatial + k % spatial]);
+    s += static_cast<double>(x[channel_element(k, ch, c, spatial)]);
   const double m = block_sum_double(s) / static_cast<double>(count);
   double v = 0.0;
   for (std::int64_t k = threadIdx.x; k < count; k += blockDim.x) {
-    const double d = static_cast<double>(x[((k / spatial) * c + ch) * spatial + k % spatial]) - m;
+    const double d = static_cast<double>(x[channel_element(k, ch, c, spatial)]) - m;
     v += d * d;
   }
   v = block_sum_double(v) / static_cast<double>(count > 1 ? count - 1 : 1);
