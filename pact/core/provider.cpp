@@ -464,6 +464,17 @@ std::shared_ptr<Provider> cuda_provider() {
   }();
   return p;
 }
+std::shared_ptr<Provider> provider_for(DeviceKind device) {
+  switch (device) {
+    case DeviceKind::cpu:
+      return cpu_provider();
+    case DeviceKind::meta:
+      return meta_provider();
+    case DeviceKind::cuda:
+      return cuda_provider();
+  }
+  throw_error(ErrorCode::invalid_argument, "provider_for", "unknown device kind");
+}
 std::shared_ptr<Provider> make_fake_provider() { return std::make_shared<FakeProvider>(); }
 std::shared_ptr<Provider> make_fake_device_provider() { return std::make_shared<FakeDeviceProvider>(); }
 

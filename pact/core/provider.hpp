@@ -131,6 +131,8 @@ std::shared_ptr<Provider> meta_provider();
 /// behind an opaque handle, host access refuses exactly as it would on a device, and device bindings
 /// are opaque tokens.
 std::shared_ptr<Provider> cuda_provider();
+/// The process-wide provider of `device`'s memory: cpu_provider(), meta_provider() or cuda_provider().
+std::shared_ptr<Provider> provider_for(DeviceKind device);
 /// A new fake provider with its own counters: host-accessible and device-bindable.
 std::shared_ptr<Provider> make_fake_provider();
 /// A new fake device provider (tests): host memory that the core may not touch (host_copy_engine false,

@@ -380,6 +380,13 @@ Tensor TensorView::transfer_to(std::shared_ptr<Provider> provider) const {
                      AllocationReason::TransferDestination);
 }
 
+Tensor TensorView::to_host() const { return device() == DeviceKind::cpu ? duplicate() : transfer_to(cpu_provider()); }
+
+Tensor placed_on(Tensor t, DeviceKind device) {
+  if (t.device() == device) return t;
+  return t.transfer_to(provider_for(device));
+}
+
 std::vector<double> TensorView::to_doubles() const {
   const Tensor d = convert(DType::f64);
   auto prepared = d.prepare_host<double>();
@@ -469,6 +476,7 @@ Tensor TensorViewMut::duplicate() const { return as_view().duplicate(); }
 Tensor TensorViewMut::transfer_to(std::shared_ptr<Provider> provider) const {
   return as_view().transfer_to(std::move(provider));
 }
+Tensor TensorViewMut::to_host() const { return as_view().to_host(); }
 
 void TensorViewMut::set(const Dims& index, double value) {
   constexpr const char* op = "tensor.set";

@@ -32,7 +32,7 @@ namespace pact {
 #define PACT_READ_METHODS(X)                                                                   \
   X(dtype) X(shape) X(strides) X(byte_offset) X(rank) X(numel) X(nbytes) X(is_contiguous)      \
   X(device) X(provider_name) X(span_identity) X(get) X(slice) X(transpose) X(flip) X(reshape) X(prepare_host) \
-  X(prepare_device) X(duplicate) X(transfer_to) X(convert) X(reinterpret_view) X(to_string)
+  X(prepare_device) X(duplicate) X(transfer_to) X(to_host) X(convert) X(reinterpret_view) X(to_string)
 #define PACT_WRITE_METHODS(X) X(set) X(fill) X(copy_from) X(prepare_host_mut) X(prepare_device_mut) X(slice_mut)
 // clang-format on
 
@@ -382,6 +382,9 @@ class TensorView {
   /// A new contiguous owner on `provider`: one Transfer copy event and one TransferDestination
   /// allocation event.
   Tensor transfer_to(std::shared_ptr<Provider> provider) const;
+  /// A new contiguous owner in host memory with the same values, to read them on the host: a device view
+  /// through one transfer_to(cpu_provider()), a host view through one duplicate().
+  Tensor to_host() const;
   /// A new contiguous cpu owner holding every element converted to `to` (convert_element's rules):
   /// one OperationOutput allocation, no copy event. Converting to the same dtype is duplicate().
   Tensor convert(DType to) const;
@@ -447,6 +450,7 @@ class TensorViewMut {
   Expected<PreparedDevice, Returned<TensorView>> prepare_device() const { return as_view().prepare_device(); }
   Tensor duplicate() const;
   Tensor transfer_to(std::shared_ptr<Provider> provider) const;
+  Tensor to_host() const;
   Tensor convert(DType to) const;
   TensorView reinterpret_view(DType to) const { return as_view().reinterpret_view(to); }
   std::string to_string() const { return as_view().to_string(); }
@@ -539,6 +543,7 @@ class Tensor {
   Expected<PreparedDevice, Returned<TensorView>> prepare_device() const { return as_view().prepare_device(); }
   Tensor duplicate() const { return as_view().duplicate(); }
   Tensor transfer_to(std::shared_ptr<Provider> provider) const { return as_view().transfer_to(std::move(provider)); }
+  Tensor to_host() const { return as_view().to_host(); }
   Tensor convert(DType to) const { return as_view().convert(to); }
   std::vector<double> to_doubles() const { return as_view().to_doubles(); }
   TensorView reinterpret_view(DType to) const { return as_view().reinterpret_view(to); }
@@ -571,6 +576,10 @@ class Tensor {
   Storage storage_;
   CheckedLayout layout_;
 };
+
+/// `t` itself when it lives on `device`, else its transfer to provider_for(device): where a profile's values
+/// go (the weights and inputs of a model run under a cuda profile, a training session's parameters).
+Tensor placed_on(Tensor t, DeviceKind device);
 
 // ---- templates -------------------------------------------------------------------------------------
 

@@ -99,6 +99,7 @@ class TypedView {
   }
   TypedTensor<T, R> duplicate() const;
   TypedTensor<T, R> transfer_to(std::shared_ptr<Provider> provider) const;
+  TypedTensor<T, R> to_host() const;
   /// Element conversion to U (a new owner; see TensorView::convert).
   template <class U>
   TypedTensor<U, R> convert() const;
@@ -154,6 +155,7 @@ class TypedViewMut {
   TypedTensor<T, R> transfer_to(std::shared_ptr<Provider> provider) const {
     return as_view().transfer_to(std::move(provider));
   }
+  TypedTensor<T, R> to_host() const { return as_view().to_host(); }
   template <class U>
   TypedTensor<U, R> convert() const {
     return as_view().template convert<U>();
@@ -243,6 +245,7 @@ class TypedTensor {
   TypedTensor transfer_to(std::shared_ptr<Provider> provider) const {
     return as_view().transfer_to(std::move(provider));
   }
+  TypedTensor to_host() const { return as_view().to_host(); }
   template <class U>
   TypedTensor<U, R> convert() const {
     return as_view().template convert<U>();
@@ -294,6 +297,10 @@ TypedTensor<U, R> TypedView<T, R>::convert() const {
 template <class T, int R>
 TypedTensor<T, R> TypedView<T, R>::transfer_to(std::shared_ptr<Provider> provider) const {
   return TypedTensor<T, R>(view_.transfer_to(std::move(provider)));
+}
+template <class T, int R>
+TypedTensor<T, R> TypedView<T, R>::to_host() const {
+  return TypedTensor<T, R>(view_.to_host());
 }
 
 }  // namespace pact

@@ -97,11 +97,7 @@ void append_tensor_bytes(const TensorView& v, std::vector<std::byte>& out) {
   // Bytes are read on the host: a device view (a model trained on the GPU) comes through one transfer, a
   // strided host view through one contiguous duplicate.
   std::optional<Tensor> packed;
-  if (v.device() == DeviceKind::cuda) {
-    packed.emplace(v.transfer_to(cpu_provider()));
-  } else if (!v.is_contiguous()) {
-    packed.emplace(v.duplicate());
-  }
+  if (v.device() != DeviceKind::cpu || !v.is_contiguous()) packed.emplace(v.to_host());
   const TensorView src = packed ? packed->as_view() : v;
   visit_dtype(src.dtype(), [&](auto tag) {
     using T = decltype(tag);

@@ -273,8 +273,8 @@ Gradients Session::backward(const EagerTensor& root, std::span<const int> keep,
   Tensor ones = Tensor::empty(root.shape(), root.dtype());
   ones.fill(1.0);
   // The seed lives where the root does: a device root's VJPs read device cotangents.
-  if (root.view().device() == DeviceKind::cuda) ones = ones.transfer_to(cuda_provider());
-  return tape_.backward(root.node, std::move(ones), keep, accumulator(accumulate), on_final);
+  return tape_.backward(root.node, placed_on(std::move(ones), root.view().device()), keep, accumulator(accumulate),
+                        on_final);
 }
 
 }  // namespace pact::runtime

@@ -392,15 +392,13 @@ ImportedModel::ImportedModel(ir::TorchBundle&& bundle, const contract::BackendPr
   }
   audit_ = planned->audit();
   audit_.rewrites = std::move(rewrites);
-  if (profile.policy.device == DeviceKind::cuda) device_ = cuda_provider();
+  device_ = profile.policy.device;
   for (const auto& node : planned->graph().nodes) {
     if (node.op == ops::OpTag::input || ops::op_info(node.op).role != ops::OpRole::source) continue;
     auto it = values.find(node.id);
     if (it == values.end())
       throw_error(ErrorCode::invalid_argument, "torch.run", fmt::format("weight '{}' is missing", node.id));
-    Tensor weight = std::move(it->second);
-    if (device_ != nullptr && weight.device() != DeviceKind::cuda) weight = weight.transfer_to(device_);
-    weights_.emplace(node.id, EagerTensor{retain(std::move(weight)), -1});
+    weights_.emplace(node.id, EagerTensor{retain(placed_on(std::move(it->second), device_)), -1});
   }
   plan_.emplace(std::move(*planned));
 }
@@ -425,8 +423,9 @@ std::pair<ExecutionResult, std::map<std::string, EagerTensor>> ImportedModel::ru
                               v.shape().to_string(), dtype_name(src.type.dtype), src.type.shape.to_string()));
     }
     if (planned.graph().find(src.name) == nullptr) continue;
-    const bool moves = device_ != nullptr && v.device() != DeviceKind::cuda;
-    bindings.insert_or_assign(src.name, EagerTensor{moves ? retain(v.transfer_to(device_)) : it->second, -1});
+    // An input elsewhere is copied there; one already there is bound as given.
+    bindings.insert_or_assign(
+        src.name, EagerTensor{v.device() == device_ ? it->second : retain(v.transfer_to(provider_for(device_))), -1});
   }
   for (const auto& given : inputs) {
     if (std::none_of(inputs_.begin(), inputs_.end(), [&](const ir::TorchSource& s) { return s.name == given.first; }))
@@ -486,10 +485,7 @@ TorchRunResult run_imported(ir::TorchBundle&& bundle, ir::SafetensorsFile&& inpu
       result.nodes.push_back(std::move(t));
     }
   }
-  for (auto& [name, value] : outputs) {
-    const TensorView v = value.view();
-    result.outputs.emplace(name, v.device() == DeviceKind::cuda ? v.transfer_to(cpu_provider()) : v.duplicate());
-  }
+  for (auto& [name, value] : outputs) result.outputs.emplace(name, value.view().to_host());
   return result;
 }
 

@@ -114,7 +114,7 @@ class ImportedModel {
   std::map<std::string, std::string> module_of_;
   std::map<std::string, std::string> module_type_;
   std::map<std::string, EagerTensor> weights_;  ///< every source node but the user inputs, bound once
-  std::shared_ptr<Provider> device_;            ///< where a cuda profile's values live; null on the host
+  DeviceKind device_ = DeviceKind::cpu;         ///< where the profile's values live
 };
 
 /// Plans and runs `bundle` on `inputs` (safetensors tensors named by the user inputs); the audit lists the

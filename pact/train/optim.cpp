@@ -79,8 +79,7 @@ namespace {
 // An optimizer state tensor for `param`: zeros where the parameter lives (the device's memory for a
 // parameter on the CUDA provider, whose update kernels read their state there).
 Tensor state_like(const Tensor& param) {
-  return Tensor::zeros(param.shape(), param.dtype(),
-                       param.as_view().device() == DeviceKind::cuda ? cuda_provider() : cpu_provider());
+  return Tensor::zeros(param.shape(), param.dtype(), provider_for(param.device()));
 }
 }  // namespace
 

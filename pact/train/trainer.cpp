@@ -84,14 +84,10 @@ TrainingSession::TrainingSession(Objective objective, ParameterPack parameters)
   }
   if (!(o.lr > 0) || !std::isfinite(o.lr))
     throw_error(ErrorCode::invalid_argument, "train", fmt::format("learning rate {} must be positive", o.lr));
-  if (session_.profile().policy.device == DeviceKind::cuda) device_ = cuda_provider();
   for (auto& v : params_.values) v = placed(std::move(v));
 }
 
-Tensor TrainingSession::placed(Tensor t) const {
-  if (device_ == nullptr || t.device() == DeviceKind::cuda) return t;
-  return t.transfer_to(device_);
-}
+Tensor TrainingSession::placed(Tensor t) const { return placed_on(std::move(t), session_.profile().policy.device); }
 
 void TrainingSession::require_objective_nodes(const ir::Graph& graph) const {
   // The loss program's interface, checked before anything is planned (a missing name was a bare map::at).
@@ -204,9 +200,7 @@ void TrainingSession::take_back(std::vector<runtime::EagerTensor>& leaves) {
 
 namespace {
 double scalar_of(const runtime::EagerTensor& t) {
-  const TensorView view = t.view();  // a loss on the device is read through one transfer
-  const double v =
-      view.device() == DeviceKind::cuda ? view.transfer_to(cpu_provider()).get(Dims{}).real : view.get(Dims{}).real;
+  const double v = t.view().to_host().get(Dims{}).real;  // a loss on the device is read through one transfer
   if (!std::isfinite(v)) throw_error(ErrorCode::non_finite, "train", fmt::format("the loss is {}", v));
   return v;
 }
@@ -419,8 +413,7 @@ Tensor TrainingSession::predict(Tensor x) {
   std::optional<Tensor> logits;
   {
     Outputs out = run(std::move(x), std::move(target), false, leaves);
-    const TensorView v = out.logits.view();
-    logits.emplace(v.device() == DeviceKind::cuda ? v.transfer_to(cpu_provider()) : v.duplicate());
+    logits.emplace(out.logits.view().to_host());
   }
   take_back(leaves);
   return std::move(*logits);

@@ -166,7 +166,6 @@ class TrainingSession {
   };
   std::map<std::int64_t, StepKernels> step_kernels_;
   std::int64_t steps_ = 0;
-  std::shared_ptr<Provider> device_;  ///< where a cuda profile's values live; null on the host
   /// `t` where this session's kernels read it (moved to the device under a cuda profile).
   Tensor placed(Tensor t) const;
   Communicator* comm_ = nullptr;

@@ -885,7 +885,7 @@ bool narrowed_to(const Tensor& t, DType dtype) {
 // read device tensors only).
 Tensor placed_for(const kernels::Handler& h, const Tensor& t, DType dtype) {
   Tensor own = narrowed_to(t, dtype) ? t.as_view().convert(dtype) : t.duplicate();
-  return h.device == DeviceKind::cuda ? own.transfer_to(cuda_provider()) : std::move(own);
+  return placed_on(std::move(own), h.device);
 }
 
 std::vector<Tensor> placed_for(const kernels::Handler& h, const std::vector<Tensor>& host, DType dtype) {

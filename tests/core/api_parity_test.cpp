@@ -80,6 +80,7 @@ concept ReadFamily = requires(const V& v, const Dims& i) {
   v.reshape(Dims{-1});
   v.duplicate();
   v.transfer_to(cpu_provider());
+  v.to_host();
   v.to_string();
 };
 template <class V>
@@ -115,7 +116,7 @@ constexpr int kWriteMethods = 0 PACT_WRITE_METHODS(PACT_COUNT);
 #undef PACT_COUNT
 // ReadFamily probes 19 names; the Erased/TypedReadFamily concepts 4 more (prepare_host, prepare_device,
 // reinterpret_view, convert).
-static_assert(kReadMethods == 23, "PACT_READ_METHODS changed: update the ReadFamily concepts above");
+static_assert(kReadMethods == 24, "PACT_READ_METHODS changed: update the ReadFamily concepts above");
 // WriteFamily probes set, fill, slice_mut; copy_from, prepare_host_mut and prepare_device_mut are probed below.
 static_assert(kWriteMethods == 6, "PACT_WRITE_METHODS changed: update the WriteFamily concepts above");
 template <class V, class Src>

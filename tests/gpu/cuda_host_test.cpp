@@ -53,6 +53,39 @@ TEST(DeviceCopies, TransfersThroughADeviceCopyEngineKeepLogicalOrder) {
   EXPECT_EQ(rec.copies().size(), 17u);
 }
 
+TEST(DeviceCopies, ToHostAndPlacementCopyOnlyWhatIsElsewhere) {
+  const auto dev = make_fake_device_provider();
+  const Tensor h = counting(Dims{3, 4});
+  const Tensor d = h.transfer_to(dev);
+  const auto transposed = h.transpose(0, 1).duplicate().to_doubles();
+  const auto flipped = h.flip(1).duplicate().to_doubles();
+  AccountingRecorder rec;
+  // to_host: a device view through one transfer, a strided host view through one duplicate.
+  const Tensor back = d.transpose(0, 1).to_host();
+  EXPECT_EQ(back.device(), DeviceKind::cpu);
+  EXPECT_TRUE(back.as_view().is_contiguous());
+  EXPECT_EQ(back.to_doubles(), transposed);
+  const Tensor host = h.flip(1).to_host();
+  EXPECT_NE(host.as_view().span_identity(), h.as_view().span_identity());
+  EXPECT_EQ(host.to_doubles(), flipped);
+  ASSERT_EQ(rec.copies().size(), 2u);
+  EXPECT_EQ(rec.copies()[0].reason, CopyReason::Transfer);
+  EXPECT_EQ(rec.copies()[1].reason, CopyReason::ExplicitDuplicate);
+  // placed_on: a tensor already on the device kind is the same owner, no copy; one elsewhere moves once.
+  Tensor here = counting(Dims{2});
+  const auto identity = here.as_view().span_identity();
+  const Tensor same = placed_on(std::move(here), DeviceKind::cpu);
+  EXPECT_EQ(same.as_view().span_identity(), identity);
+  EXPECT_EQ(rec.copies().size(), 2u);
+  const Tensor moved = placed_on(h.duplicate(), DeviceKind::cuda);
+  EXPECT_EQ(moved.device(), DeviceKind::cuda);
+  EXPECT_EQ(moved.to_host().to_doubles(), h.to_doubles());
+  EXPECT_EQ(rec.copies()[3].reason, CopyReason::Transfer);
+  EXPECT_EQ(provider_for(DeviceKind::cuda), cuda_provider());
+  EXPECT_EQ(provider_for(DeviceKind::cpu), cpu_provider());
+  EXPECT_EQ(provider_for(DeviceKind::meta), meta_provider());
+}
+
 TEST(DeviceCopies, AStridedDeviceDestinationKeepsTheBytesBetweenItsElements) {
   const auto dev = make_fake_device_provider();
   Tensor d = counting(Dims{6, 4}).transfer_to(dev);
