@@ -7,11 +7,7 @@
 
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define PACT_HOST_DEVICE __host__ __device__
-#else
-#define PACT_HOST_DEVICE
-#endif
+#include "pact/kernels/host_device.hpp"
 
 namespace pact::kernels {
 

@@ -193,14 +193,19 @@ TEST(CudaOps, AttentionMatchesTheReferenceFusedAndThroughProbabilities) {
   using verify::sampling::N;
   const auto sdpa = ops::OpTag::scaled_dot_product_attention;
   const std::vector<verify::Sample> cases{
-      // query rows past one 32-row tile, keys past one 32-key tile, causal with L != S
+      // The fused kernel's three value widths (up to 32, 64, 128 columns); query rows past one 64-row tile,
+      // keys past one 32-key tile; causal with L < S and L > S; head widths whose float4 count is odd, even
+      // and not whole (13: zero-padded).
       {sdpa, {N(Dims{2, 45, 24}), N(Dims{2, 70, 24}), N(Dims{2, 70, 40})}, {{"is_causal", true}}},
       {sdpa, {N(Dims{2, 3, 33, 16}), N(Dims{2, 3, 33, 16}), N(Dims{2, 3, 33, 16})}, {{"scale", 0.3}}},
+      {sdpa, {N(Dims{1, 130, 20}), N(Dims{1, 75, 20}), N(Dims{1, 75, 100})}, {{"is_causal", true}}},
+      {sdpa, {N(Dims{2, 70, 13}), N(Dims{2, 50, 13}), N(Dims{2, 50, 7})}, {}},
       // a boolean mask broadcast over the batch, and an additive one
       {sdpa, {N(Dims{2, 40, 8}), N(Dims{2, 36, 8}), N(Dims{2, 36, 8}), M(Dims{40, 36})}, {}},
       {sdpa, {N(Dims{2, 40, 8}), N(Dims{2, 36, 8}), N(Dims{2, 36, 8}), N(Dims{2, 1, 36})}, {}},
-      // heads wider than the fused kernel's 256: through the probabilities
+      // through the probabilities: values wider than 128, and a head whose tiles pass the shared-memory limit
       {sdpa, {N(Dims{20, 264}), N(Dims{12, 264}), N(Dims{12, 260})}, {}},
+      {sdpa, {N(Dims{9, 420}), N(Dims{11, 420}), N(Dims{11, 8})}, {}},
   };
   std::mt19937 rng(5);
   const kernels::Handler* h = kernels::find_handler(kernels::cuda_handlers(), sdpa);

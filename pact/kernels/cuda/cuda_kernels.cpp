@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "pact/core/cuda_device.hpp"
+#include "pact/kernels/attention_tile.hpp"
 #include "pact/kernels/cublas.hpp"
 #include "pact/kernels/kernel.hpp"
 #include "pact/kernels/ranks.hpp"
@@ -998,6 +999,10 @@ GradList cross_entropy_vjp(std::span<const TensorView> in, const TensorView&, co
 
 // ---- scaled dot-product attention: fused forward, VJP through the probabilities ----
 
+// The fused forward's shared memory is opted into past the default 48 KiB up to sm_80's and sm_90's common
+// limit (a head width of about 200 floats); wider heads go through the probabilities.
+constexpr std::int64_t kFusedAttentionMaxShared = 163 * 1024;
+
 struct AttentionForm {
   std::int64_t batch = 1, l = 0, s = 0, e = 0, ev = 0;
   int causal = 0, mask_kind = 0;
@@ -1067,8 +1072,6 @@ std::uint64_t attention_probs(Operands& ops, AttentionForm& f, std::uint64_t q, 
   return pa;
 }
 
-constexpr std::int64_t kFusedAttentionMaxWidth = 256;  // kernels.cu's kAttnMaxEv
-
 Tensor scaled_dot_product_attention_forward(std::span<const TensorView> in, const Attributes& a, const KernelContext&) {
   constexpr const char* op = "scaled_dot_product_attention";
   Operands ops(op);
@@ -1084,12 +1087,18 @@ Tensor scaled_dot_product_attention_forward(std::span<const TensorView> in, cons
     device().clear(o, static_cast<std::uint64_t>(out.numel()) * 4);
     return out;
   }
-  if (f.e <= kFusedAttentionMaxWidth && f.ev <= kFusedAttentionMaxWidth && f.batch <= 65535) {
-    const auto shared = static_cast<std::uint32_t>((32 * (f.e + 1) * 2 + 32 * f.ev + 32 * 33) * 4);
-    launch(op, "pact_attention_f32", static_cast<std::uint32_t>((f.l + 31) / 32), static_cast<std::uint32_t>(f.batch),
-           1, 256,
+  // The fused kernel (pact/kernels/attention_tile.hpp) where its variant and its shared memory fit.
+  using kernels::AttentionTile;
+  static constexpr const char* kVariants[] = {"pact_attention_f32_v32", "pact_attention_f32_v64", "",
+                                              "pact_attention_f32_v128"};
+  const int chunks = kernels::attention_value_chunks(f.ev);
+  const std::int64_t shared = kernels::attention_shared_floats(f.e, f.ev) * 4;
+  if (chunks != 0 && shared <= kFusedAttentionMaxShared && f.batch <= 65535) {
+    launch(op, kVariants[chunks - 1],
+           static_cast<std::uint32_t>((f.l + AttentionTile::kRows - 1) / AttentionTile::kRows),
+           static_cast<std::uint32_t>(f.batch), 1, AttentionTile::kThreads,
            {&o, &q, &k, &v, &f.mask, &f.mask_geometry, &f.mask_kind, &f.l, &f.s, &f.e, &f.ev, &f.scale, &f.causal},
-           shared);
+           static_cast<std::uint32_t>(shared));
     return out;
   }
   // Wider heads: through the probabilities, P V.

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 
+#include "pact/kernels/attention_tile.hpp"
 #include "pact/kernels/window.hpp"
 
 using pact::kernels::avg_divisor;
@@ -553,112 +554,176 @@ extern "C" __global__ void pact_cross_entropy_grad_f32(float* gx, const float* x
 
 // ---- scaled dot-product attention ----------------------------------------------------------------------
 
-// Fused attention forward (FlashAttention's online softmax, f32): one block of 256 threads per 32 query rows
-// of one batch entry; key and value tiles of 32 rows pass through shared memory, and each query row keeps its
-// running max, its running sum and its output row (8 threads per row, Ev / 8 columns each, Ev <= 256) in
-// registers, so the L x S scores are never stored. Causal masking (key j <= query i) skips the key tiles past
-// the block's last row. mask_kind: 0 none, 1 additive f32, 2 bool (true attends); the mask is read through
+// Fused attention forward (FlashAttention-2's online softmax, f32 on CUDA cores; the tiling is
+// pact/kernels/attention_tile.hpp): one block of 128 threads per 64 query rows of one batch entry, keys 32 at
+// a time. The query tile stays in shared memory; each key tile and its value tile pass through it. Thread
+// (ty, tx) = (tid / 8, tid % 8) owns query rows ty + 16 r (r < 4): their scores against keys tx + 8 c
+// (c < 4) and their output columns 4 tx + 32 c + u (u < 4, c < kChunks), all in registers, so every shared
+// load is a float4 feeding 16 multiply-adds and the L x S scores are never stored. A row's eight threads
+// share one warp: its running max and sum reduce over them by shuffles, and its probabilities pass to the
+// P V product through shared memory. Causal masking (key j <= query i) skips the key tiles past the block's
+// last row. mask_kind: 0 none, 1 additive f32, 2 bool (true attends); the mask is read through
 // `mask_geometry` (stride0 over the flattened scores index (b * L + i) * S + j). A fully masked row is NaN,
-// as in PyTorch. Dynamic shared memory: (32 (E + 1) * 2 + 32 Ev + 32 * 33) floats.
+// as in PyTorch. Each score is one left fold over the head in index order.
 namespace {
-constexpr int kAttnRows = 32, kAttnKeys = 32, kAttnMaxEv = 256;
-}
+using pact::kernels::AttentionTile;
 
-extern "C" __global__ void __launch_bounds__(256)
-    pact_attention_f32(float* out, const float* q, const float* k, const float* v, const void* mask,
-                       Geometry mask_geometry, int mask_kind, std::int64_t l, std::int64_t s, std::int64_t e,
-                       std::int64_t ev, float scale, int causal) {
-  extern __shared__ __align__(16) float smem[];
-  const std::int64_t es = e + 1;  // padded row stride: the 8 keys a row's threads read sit in different banks
-  float* qs = smem;
-  float* ks = qs + kAttnRows * es;
-  float* vs = ks + kAttnKeys * es;
-  float* ps = vs + kAttnKeys * ev;
+template <int kChunks>
+__device__ __forceinline__ void attention_body(float* smem, float* out, const float* q, const float* k, const float* v,
+                                               const void* mask, const Geometry& mask_geometry, int mask_kind,
+                                               std::int64_t l, std::int64_t s, std::int64_t e, std::int64_t ev,
+                                               float scale, int causal) {
+  constexpr int kRows = AttentionTile::kRows, kKeys = AttentionTile::kKeys, kThreads = AttentionTile::kThreads;
+  constexpr int kPs = AttentionTile::kProbabilityStride, kVs = 32 * kChunks;
+  const int es = static_cast<int>(pact::kernels::attention_row_stride(e));
+  const int e4 = static_cast<int>((e + 3) / 4 * 4);  // the head in whole float4s (zero-padded)
+  float* qs = smem;                                  // [kRows][es]
+  float* ks = qs + kRows * es;                       // [kKeys][es]
+  float* vs = ks + kKeys * es;                       // [kKeys][kVs]
+  float* ps = vs + kKeys * kVs;                      // [kRows][kPs]
   const std::int64_t b = blockIdx.y;
-  const std::int64_t row0 = static_cast<std::int64_t>(blockIdx.x) * kAttnRows;
+  const std::int64_t row0 = static_cast<std::int64_t>(blockIdx.x) * kRows;
   q += b * l * e;
   k += b * s * e;
   v += b * s * ev;
   out += b * l * ev;
-  const int tid = threadIdx.x, r = tid / 8, lane = tid % 8;
-  const std::int64_t i = row0 + r;  // this thread's query row
-  for (std::int64_t x = tid; x < kAttnRows * e; x += blockDim.x) {
-    const std::int64_t rr = x / e, d = x % e;
-    qs[rr * es + d] = row0 + rr < l ? q[(row0 + rr) * e + d] : 0.0f;
+  const int tid = threadIdx.x, ty = tid / 8, tx = tid % 8, warp = tid / 32, lane = tid % 32;
+  for (int rr = warp; rr < kRows; rr += kThreads / 32) {
+    for (int d = lane; d < es; d += 32) qs[rr * es + d] = row0 + rr < l && d < e ? q[(row0 + rr) * e + d] : 0.0f;
   }
-  float acc[kAttnMaxEv / 8];
-  const int cols = static_cast<int>((ev + 7 - lane) / 8);  // columns lane, lane + 8, ... below ev
+  float o[4][4 * kChunks];
+  float m[4], sum[4];
 #pragma unroll
-  for (int c = 0; c < kAttnMaxEv / 8; ++c) acc[c] = 0.0f;
-  float m = -INFINITY, sum = 0.0f;
-  const std::int64_t last_row = min(row0 + kAttnRows, l) - 1;
+  for (int r = 0; r < 4; ++r) {
+    m[r] = -INFINITY;
+    sum[r] = 0.0f;
+#pragma unroll
+    for (int c = 0; c < 4 * kChunks; ++c) o[r][c] = 0.0f;
+  }
+  const std::int64_t last_row = min(row0 + kRows, l) - 1;
   const std::int64_t key_end = causal != 0 ? min(s, last_row + 1) : s;
-  for (std::int64_t j0 = 0; j0 < key_end; j0 += kAttnKeys) {
-    __syncthreads();  // the previous tile's keys and values are no longer read
-    for (std::int64_t x = tid; x < kAttnKeys * e; x += blockDim.x) {
-      const std::int64_t jj = x / e, d = x % e;
-      ks[jj * es + d] = j0 + jj < s ? k[(j0 + jj) * e + d] : 0.0f;
-    }
-    for (std::int64_t x = tid; x < kAttnKeys * ev; x += blockDim.x) {
-      const std::int64_t jj = x / ev, d = x % ev;
-      vs[jj * ev + d] = j0 + jj < s ? v[(j0 + jj) * ev + d] : 0.0f;
+  for (std::int64_t j0 = 0; j0 < key_end; j0 += kKeys) {
+    __syncthreads();  // the previous tile's keys, values and probabilities are no longer read
+    for (int jj = warp; jj < kKeys; jj += kThreads / 32) {
+      const bool key = j0 + jj < s;
+      for (int d = lane; d < es; d += 32) ks[jj * es + d] = key && d < e ? k[(j0 + jj) * e + d] : 0.0f;
+      for (int d = lane; d < kVs; d += 32) vs[jj * kVs + d] = key && d < ev ? v[(j0 + jj) * ev + d] : 0.0f;
     }
     __syncthreads();
-    // Scores of row i against keys j0 + lane + 8 t.
-    float sc[kAttnKeys / 8];
-    float tile_max = -INFINITY;
+    float sc[4][4];
 #pragma unroll
-    for (int t = 0; t < kAttnKeys / 8; ++t) {
-      const int jj = lane + 8 * t;
-      const std::int64_t j = j0 + jj;
-      float dot = 0.0f;
-      for (std::int64_t d = 0; d < e; ++d) dot = fmaf(qs[r * es + d], ks[jj * es + d], dot);
-      float x = dot * scale;
-      if (j >= s || i >= l || (causal != 0 && j > i)) {
-        x = -INFINITY;
-      } else if (mask_kind != 0) {
-        std::int64_t mo, unused;
-        offsets(mask_geometry, (b * l + i) * s + j, mo, unused);
-        if (mask_kind == 1)
-          x += static_cast<const float*>(mask)[mo];
-        else if (!static_cast<const bool*>(mask)[mo])
-          x = -INFINITY;
+    for (int r = 0; r < 4; ++r) {
+#pragma unroll
+      for (int c = 0; c < 4; ++c) sc[r][c] = 0.0f;
+    }
+    for (int d = 0; d < e4; d += 4) {
+      float4 qa[4], kb[4];
+#pragma unroll
+      for (int r = 0; r < 4; ++r) qa[r] = *reinterpret_cast<const float4*>(qs + (ty + 16 * r) * es + d);
+#pragma unroll
+      for (int c = 0; c < 4; ++c) kb[c] = *reinterpret_cast<const float4*>(ks + (tx + 8 * c) * es + d);
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+          float x = fmaf(qa[r].x, kb[c].x, sc[r][c]);
+          x = fmaf(qa[r].y, kb[c].y, x);
+          x = fmaf(qa[r].z, kb[c].z, x);
+          sc[r][c] = fmaf(qa[r].w, kb[c].w, x);
+        }
       }
-      sc[t] = x;
-      tile_max = fmaxf(tile_max, x);
     }
-    for (int o = 4; o > 0; o >>= 1) tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, o));
-    const float m_new = fmaxf(m, tile_max);
-    // Nothing attended yet (every score so far -inf): keep the sums at zero rather than exp(-inf + inf).
-    const float correction = m_new == -INFINITY ? 1.0f : expf(m - m_new);
-    float tile_sum = 0.0f;
 #pragma unroll
-    for (int t = 0; t < kAttnKeys / 8; ++t) {
-      const float p = m_new == -INFINITY ? 0.0f : expf(sc[t] - m_new);
-      ps[r * (kAttnKeys + 1) + lane + 8 * t] = p;
-      tile_sum += p;
+    for (int r = 0; r < 4; ++r) {
+      const std::int64_t i = row0 + ty + 16 * r;
+      float tile_max = -INFINITY;
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        const std::int64_t j = j0 + tx + 8 * c;
+        float x = sc[r][c] * scale;
+        if (j >= s || i >= l || (causal != 0 && j > i)) {
+          x = -INFINITY;
+        } else if (mask_kind != 0) {
+          std::int64_t mo, unused;
+          offsets(mask_geometry, (b * l + i) * s + j, mo, unused);
+          if (mask_kind == 1)
+            x += static_cast<const float*>(mask)[mo];
+          else if (!static_cast<const bool*>(mask)[mo])
+            x = -INFINITY;
+        }
+        sc[r][c] = x;
+        tile_max = fmaxf(tile_max, x);
+      }
+      for (int w = 4; w > 0; w >>= 1) tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, w));
+      const float m_new = fmaxf(m[r], tile_max);
+      // Nothing attended yet (every score so far -inf): keep the sums at zero rather than exp(-inf + inf).
+      const float correction = m_new == -INFINITY ? 1.0f : expf(m[r] - m_new);
+      float tile_sum = 0.0f;
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        const float p = m_new == -INFINITY ? 0.0f : expf(sc[r][c] - m_new);
+        ps[(ty + 16 * r) * kPs + tx + 8 * c] = p;
+        tile_sum += p;
+      }
+      for (int w = 4; w > 0; w >>= 1) tile_sum += __shfl_xor_sync(0xffffffffu, tile_sum, w);
+      sum[r] = sum[r] * correction + tile_sum;
+      m[r] = m_new;
+#pragma unroll
+      for (int c = 0; c < 4 * kChunks; ++c) o[r][c] *= correction;
     }
-    for (int o = 4; o > 0; o >>= 1) tile_sum += __shfl_xor_sync(0xffffffffu, tile_sum, o);
-    sum = sum * correction + tile_sum;
-    m = m_new;
-    __syncwarp();  // the row's probabilities, written by its 8 threads (one warp holds 4 whole rows)
+    __syncwarp();  // a row's probabilities, written by its eight threads (one warp holds four whole rows)
+    for (int jj = 0; jj < kKeys; jj += 4) {
+      float p[4][4];
 #pragma unroll
-    for (int c = 0; c < kAttnMaxEv / 8; ++c) {
-      if (c < cols) {
-        const int col = lane + 8 * c;
-        float o = acc[c] * correction;
-        for (int jj = 0; jj < kAttnKeys; ++jj) o = fmaf(ps[r * (kAttnKeys + 1) + jj], vs[jj * ev + col], o);
-        acc[c] = o;
+      for (int r = 0; r < 4; ++r) {
+        const float4 p4 = *reinterpret_cast<const float4*>(ps + (ty + 16 * r) * kPs + jj);
+        p[r][0] = p4.x;
+        p[r][1] = p4.y;
+        p[r][2] = p4.z;
+        p[r][3] = p4.w;
+      }
+#pragma unroll
+      for (int t = 0; t < 4; ++t) {
+#pragma unroll
+        for (int c = 0; c < kChunks; ++c) {
+          const float4 vb = *reinterpret_cast<const float4*>(vs + (jj + t) * kVs + 4 * tx + 32 * c);
+#pragma unroll
+          for (int r = 0; r < 4; ++r) {
+            o[r][4 * c] = fmaf(p[r][t], vb.x, o[r][4 * c]);
+            o[r][4 * c + 1] = fmaf(p[r][t], vb.y, o[r][4 * c + 1]);
+            o[r][4 * c + 2] = fmaf(p[r][t], vb.z, o[r][4 * c + 2]);
+            o[r][4 * c + 3] = fmaf(p[r][t], vb.w, o[r][4 * c + 3]);
+          }
+        }
       }
     }
   }
-  if (i < l) {
 #pragma unroll
-    for (int c = 0; c < kAttnMaxEv / 8; ++c) {
-      if (c < cols) out[i * ev + lane + 8 * c] = acc[c] / sum;  // 0 / 0 for a fully masked row: NaN
+  for (int r = 0; r < 4; ++r) {
+    const std::int64_t i = row0 + ty + 16 * r;
+    if (i >= l) continue;
+#pragma unroll
+    for (int c = 0; c < 4 * kChunks; ++c) {
+      const std::int64_t col = 4 * tx + 32 * (c / 4) + c % 4;
+      if (col < ev) out[i * ev + col] = o[r][c] / sum[r];  // 0 / 0 for a fully masked row: NaN
     }
   }
 }
+}  // namespace
+
+// The three variants by value width (attention_value_chunks): up to 32, 64 and 128 columns. Dynamic shared
+// memory: attention_shared_floats(e, ev) floats.
+#define PACT_ATTENTION_VARIANT(name, chunks)                                                                          \
+  extern "C" __global__ void __launch_bounds__(AttentionTile::kThreads)                                               \
+      name(float* out, const float* q, const float* k, const float* v, const void* mask, Geometry mask_geometry,      \
+           int mask_kind, std::int64_t l, std::int64_t s, std::int64_t e, std::int64_t ev, float scale, int causal) { \
+    extern __shared__ __align__(16) float smem[];                                                                     \
+    attention_body<chunks>(smem, out, q, k, v, mask, mask_geometry, mask_kind, l, s, e, ev, scale, causal);           \
+  }
+PACT_ATTENTION_VARIANT(pact_attention_f32_v32, 1)
+PACT_ATTENTION_VARIANT(pact_attention_f32_v64, 2)
+PACT_ATTENTION_VARIANT(pact_attention_f32_v128, 4)
+#undef PACT_ATTENTION_VARIANT
 
 // The attention VJP's probabilities: scores (b, i, j) of `p` (already Q K^T) scaled and masked in place, then
 // a row softmax (pact_softmax_f32) makes them P.
