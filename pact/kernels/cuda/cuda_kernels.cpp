@@ -1365,19 +1365,28 @@ Geometry image_group_batch(std::int64_t images, std::int64_t groups, std::int64_
   return batch;
 }
 
+// One input channel per group (depthwise, with or without a channel multiplier): kernels.cu's direct
+// pact_conv_depthwise_* kernels, not an im2col GEMM whose inner dimension would be only KH KW.
+bool depthwise(const ConvGeometry& g) { return g.cg == 1 && g.groups > 1; }
+
 // out (contiguous [N, O, OH, OW]) = the convolution of x by w (contiguous device operands), plus bias (0:
 // none).
 void convolve(Operands& ops, std::uint64_t out, std::uint64_t x, std::uint64_t w, std::uint64_t bias,
               const ConvGeometry& g) {
   const std::int64_t k = g.cg * g.kh * g.kw, l = g.oh * g.ow, chunk = images_per_chunk(g);
   if (g.n * g.o * l == 0) return;
-  Tensor& cols = ops.keep(device_empty(Dims{chunk, g.c * g.kh * g.kw, l}));
-  const std::uint64_t ca = ops.write(cols);  // reused by every chunk: the stream orders its reads and writes
-  for (std::int64_t n0 = 0; n0 < g.n; n0 += chunk) {
-    const std::int64_t images = std::min(chunk, g.n - n0);
-    im2col(ops, ca, x, g, n0, images);
-    gemm(ops, out + static_cast<std::uint64_t>(n0 * g.o * l) * 4, {w, k, 1}, {ca, l, 1}, 0, g.og, l, k,
-         image_group_batch(images, g.groups, 0, g.og * k, g.groups * k * l, k * l), false);
+  if (depthwise(g)) {
+    ConvGeometry geo = g;
+    launch(ops.op(), "pact_conv_depthwise_f32", grid_for(g.n * g.o * l), 1, 1, kThreads, {&out, &x, &w, &geo});
+  } else {
+    Tensor& cols = ops.keep(device_empty(Dims{chunk, g.c * g.kh * g.kw, l}));
+    const std::uint64_t ca = ops.write(cols);  // reused by every chunk: the stream orders its reads and writes
+    for (std::int64_t n0 = 0; n0 < g.n; n0 += chunk) {
+      const std::int64_t images = std::min(chunk, g.n - n0);
+      im2col(ops, ca, x, g, n0, images);
+      gemm(ops, out + static_cast<std::uint64_t>(n0 * g.o * l) * 4, {w, k, 1}, {ca, l, 1}, 0, g.og, l, k,
+           image_group_batch(images, g.groups, 0, g.og * k, g.groups * k * l, k * l), false);
+    }
   }
   if (bias != 0) {
     const Dims shape{g.n, g.o, g.oh, g.ow};
@@ -1412,14 +1421,25 @@ GradList conv2d_vjp_on(GemmEngine engine, std::span<const TensorView> in, const 
   if (want_x) {
     gx = device_empty(in[0].shape());
     gxa = ops.write(*gx);
-    if (l == 0) device().clear(gxa, static_cast<std::uint64_t>(gx->numel()) * 4);
+    if (l == 0 || g.o == 0) device().clear(gxa, static_cast<std::uint64_t>(gx->numel()) * 4);
   }
   if (want_w) {
     gw = device_empty(in[1].shape());
     gwa = ops.write(*gw);
     if (g.n * l == 0) device().clear(gwa, static_cast<std::uint64_t>(gw->numel()) * 4);
   }
-  if (g.n * l * g.o > 0 && (want_x || want_w)) {
+  if (g.n * l * g.o > 0 && depthwise(g)) {
+    ConvGeometry geo = g;
+    std::uint64_t cotangent = gy, input = x, weight = w;
+    if (want_w) {
+      launch(ops.op(), "pact_conv_depthwise_weight_grad_f32", static_cast<std::uint32_t>(g.o * g.kh * g.kw), 1, 1,
+             kThreads, {&gwa, &cotangent, &input, &geo});
+    }
+    if (want_x) {
+      launch(ops.op(), "pact_conv_depthwise_input_grad_f32", grid_for(g.n * g.c * g.h * g.w), 1, 1, kThreads,
+             {&gxa, &cotangent, &weight, &geo});
+    }
+  } else if (g.n * l * g.o > 0 && (want_x || want_w)) {
     Tensor& cols = ops.keep(device_empty(Dims{chunk, rows, l}));
     const std::uint64_t ca = ops.write(cols);
     for (std::int64_t n0 = 0; n0 < g.n; n0 += chunk) {

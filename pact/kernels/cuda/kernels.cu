@@ -838,6 +838,73 @@ extern "C" __global__ void pact_col2im_f32(float* gx, const float* cols, ConvGeo
   }
 }
 
+// One input channel per group (cg 1: depthwise convolutions, with or without a channel multiplier og), where
+// im2col's GEMM would have an inner dimension of only KH KW: direct kernels instead. Output channel o reads
+// input channel o / og. The forward takes one thread per output, its taps in (ki, kj) order.
+extern "C" __global__ void pact_conv_depthwise_f32(float* out, const float* x, const float* w, ConvGeometry g) {
+  const std::int64_t total = g.n * g.o * g.oh * g.ow;
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const std::int64_t z = i % g.ow, y = (i / g.ow) % g.oh, o = (i / (g.ow * g.oh)) % g.o, n = i / (g.ow * g.oh * g.o);
+    const float* plane = x + (n * g.c + o / g.og) * g.h * g.w;
+    const float* taps = w + o * g.kh * g.kw;
+    float acc = 0.0f;
+    for (std::int64_t ki = 0; ki < g.kh; ++ki) {
+      const std::int64_t iy = y * g.sh - g.ph + ki * g.dh;
+      if (iy < 0 || iy >= g.h) continue;
+      for (std::int64_t kj = 0; kj < g.kw; ++kj) {
+        const std::int64_t ix = z * g.sw - g.pw + kj * g.dw;
+        if (ix >= 0 && ix < g.w) acc = fmaf(plane[iy * g.w + ix], taps[ki * g.kw + kj], acc);
+      }
+    }
+    out[i] = acc;
+  }
+}
+
+// The input's gradient: one thread per input element gathers, over its channel's og outputs and the taps
+// (ki, kj) that read it, gy times the tap's weight.
+extern "C" __global__ void pact_conv_depthwise_input_grad_f32(float* gx, const float* gy, const float* w,
+                                                              ConvGeometry g) {
+  const std::int64_t plane = g.h * g.w, total = g.n * g.c * plane;
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const std::int64_t ix = i % g.w, iy = (i / g.w) % g.h, ch = (i / plane) % g.c, n = i / (plane * g.c);
+    float acc = 0.0f;
+    for (std::int64_t m = 0; m < g.og; ++m) {
+      const std::int64_t o = ch * g.og + m;
+      const float* gplane = gy + (n * g.o + o) * g.oh * g.ow;
+      const float* taps = w + o * g.kh * g.kw;
+      for (std::int64_t ki = 0; ki < g.kh; ++ki) {
+        const std::int64_t ty = iy + g.ph - ki * g.dh;
+        if (ty < 0 || ty % g.sh != 0 || ty / g.sh >= g.oh) continue;
+        for (std::int64_t kj = 0; kj < g.kw; ++kj) {
+          const std::int64_t tx = ix + g.pw - kj * g.dw;
+          if (tx < 0 || tx % g.sw != 0 || tx / g.sw >= g.ow) continue;
+          acc = fmaf(gplane[(ty / g.sh) * g.ow + tx / g.sw], taps[ki * g.kw + kj], acc);
+        }
+      }
+    }
+    gx[i] = acc;
+  }
+}
+
+// The weight's gradient: one block per weight (output channel o, tap ki kj) sums gy[n, o, y, z] times the
+// input it read over every image and output pixel (a block reduction; blockDim.x kThreads).
+extern "C" __global__ void pact_conv_depthwise_weight_grad_f32(float* gw, const float* gy, const float* x,
+                                                               ConvGeometry g) {
+  const std::int64_t taps = g.kh * g.kw, o = blockIdx.x / taps, kj = (blockIdx.x % taps) % g.kw,
+                     ki = (blockIdx.x % taps) / g.kw, ch = o / g.og, pixels = g.oh * g.ow;
+  float acc = 0.0f;
+  for (std::int64_t p = threadIdx.x; p < g.n * pixels; p += blockDim.x) {
+    const std::int64_t n = p / pixels, y = (p % pixels) / g.ow, z = p % g.ow;
+    const std::int64_t iy = y * g.sh - g.ph + ki * g.dh, ix = z * g.sw - g.pw + kj * g.dw;
+    if (iy >= 0 && iy < g.h && ix >= 0 && ix < g.w)
+      acc = fmaf(gy[(n * g.o + o) * pixels + p % pixels], x[((n * g.c + ch) * g.h + iy) * g.w + ix], acc);
+  }
+  acc = block_reduce<false>(acc);
+  if (threadIdx.x == 0) gw[blockIdx.x] = acc;
+}
+
 // ---- pooling ------------------------------------------------------------------------------------------
 
 namespace {
