@@ -5,6 +5,7 @@
 #include <array>
 #include <limits>
 #include <utility>
+#include <vector>
 
 #include "pact/core/cuda_probe.hpp"
 #include "pact/core/error.hpp"
@@ -157,11 +158,72 @@ void CudaDevice::release(std::uint64_t address) noexcept {
   }
 }
 
+// Note [Deferred checks]
+// An index operand's range is known only on the device. Reading each op's verdict back at the op would make
+// the host wait for the device at every embedding and cross entropy (three waits of a char-transformer
+// training step's seven), so the verdicts travel with the next wait the host makes anyway: a kernel sets its
+// mark, the marks are copied back with the next copy to the host (the loss, an output) or synchronize(), in
+// the same stream wait, and cleared behind it, and the first failed one raises there. The bad index never
+// reaches memory (the kernels skip it) and no value reaches the host before its checks are read. A mark is
+// taken and its kernel enqueued under checks_mutex_, and the marks are read and cleared under it, so on the
+// one stream every kernel that writes a mark runs after the clearing of that mark's previous use.
+namespace {
+constexpr std::size_t kMarks = 1024;
+}
+
+std::uint64_t CudaDevice::deferred_mark(std::string_view op, std::string_view operand, std::int64_t bound) {
+  require_healthy(op);
+  make_current();
+  if (marks_ == 0) {
+    marks_ = allocate(kMarks * sizeof(std::int64_t));
+    check(driver_.memset_d8_async(marks_, 0, kMarks * sizeof(std::int64_t), stream_), "cuda.checks");
+  }
+  if (pending_.size() == kMarks) {  // every mark in use: read them now
+    std::vector<std::int64_t> marks;
+    const std::vector<PendingCheck> checks = enqueue_mark_read(marks);
+    check(driver_.stream_synchronize(stream_), "cuda.checks");
+    raise_failed(checks, marks);
+  }
+  pending_.push_back(PendingCheck{std::string(op), std::string(operand), bound});
+  return marks_ + (pending_.size() - 1) * sizeof(std::int64_t);
+}
+
+std::vector<CudaDevice::PendingCheck> CudaDevice::enqueue_mark_read(std::vector<std::int64_t>& marks) {
+  std::vector<PendingCheck> checks;
+  checks.swap(pending_);
+  if (checks.empty()) return checks;
+  const std::size_t bytes = checks.size() * sizeof(std::int64_t);
+  marks.assign(checks.size(), 0);
+  check(driver_.memcpy_dtoh_async(marks.data(), marks_, bytes, stream_), "cuda.checks");
+  check(driver_.memset_d8_async(marks_, 0, bytes, stream_), "cuda.checks");
+  return checks;
+}
+
+void CudaDevice::raise_failed(const std::vector<PendingCheck>& checks, const std::vector<std::int64_t>& marks) {
+  for (std::size_t k = 0; k < checks.size(); ++k) {
+    if (marks[k] == 0) continue;
+    throw_error(ErrorCode::index_out_of_range, checks[k].op,
+                fmt::format("operand '{}'[{}] is outside [0, {})", checks[k].operand, ~marks[k], checks[k].bound));
+  }
+}
+
+std::size_t CudaDevice::pending_checks() const {
+  std::lock_guard lock(checks_mutex_);
+  return pending_.size();
+}
+
 void CudaDevice::copy_to_host(std::byte* dst, std::uint64_t src, std::uint64_t bytes) {
   require_healthy("cuda.copy_to_host");
   make_current();
-  check(driver_.memcpy_dtoh_async(dst, src, bytes, stream_), "cuda.copy_to_host");
+  std::vector<std::int64_t> marks;
+  std::vector<PendingCheck> checks;
+  {
+    std::lock_guard lock(checks_mutex_);
+    check(driver_.memcpy_dtoh_async(dst, src, bytes, stream_), "cuda.copy_to_host");
+    checks = enqueue_mark_read(marks);
+  }
   check(driver_.stream_synchronize(stream_), "cuda.copy_to_host");
+  raise_failed(checks, marks);
 }
 
 void CudaDevice::copy_from_host(std::uint64_t dst, const std::byte* src, std::uint64_t bytes) {
@@ -200,7 +262,14 @@ Completion CudaDevice::fence() {
 void CudaDevice::synchronize() {
   require_healthy("cuda.synchronize");
   make_current();
+  std::vector<std::int64_t> marks;
+  std::vector<PendingCheck> checks;
+  {
+    std::lock_guard lock(checks_mutex_);
+    checks = enqueue_mark_read(marks);
+  }
   check(driver_.stream_synchronize(stream_), "cuda.synchronize");
+  raise_failed(checks, marks);
 }
 
 void CudaDevice::launch(void* function, std::uint32_t grid_x, std::uint32_t grid_y, std::uint32_t grid_z,

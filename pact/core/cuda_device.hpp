@@ -18,6 +18,7 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "pact/core/cuda_driver.hpp"
 
@@ -91,8 +92,21 @@ class CudaDevice {
 
   /// Records an event after the work enqueued so far.
   Completion fence();
-  /// Waits until every operation enqueued on the stream has finished.
+  /// Waits until every operation enqueued on the stream has finished, then raises a failed deferred check.
   void synchronize();
+
+  /// A device-side index check whose verdict the host reads with its next wait (Note [Deferred checks] in
+  /// cuda_device.cpp): calls `launch` with the address of a zeroed i64 mark that its kernel sets to ~i
+  /// (atomicMax) for the first index i of `operand` outside [0, bound). The marks come back with the next
+  /// copy_to_host or synchronize(), in the same wait, and the first one set raises index_out_of_range there,
+  /// naming `op`, the operand and the index, as the CPU kernels do at the op.
+  template <class Launch>
+  void checked_launch(std::string_view op, std::string_view operand, std::int64_t bound, Launch&& launch) {
+    std::lock_guard lock(checks_mutex_);
+    launch(deferred_mark(op, operand, bound));
+  }
+  /// Deferred checks launched and not yet read (tests).
+  std::size_t pending_checks() const;
 
   /// Launches `function` (a CUfunction) on the stream. The parameters are cuLaunchKernel's.
   void launch(void* function, std::uint32_t grid_x, std::uint32_t grid_y, std::uint32_t grid_z, std::uint32_t block_x,
@@ -105,6 +119,16 @@ class CudaDevice {
 
  private:
   explicit CudaDevice(const CudaDriver& driver);
+  struct PendingCheck {
+    std::string op, operand;
+    std::int64_t bound;
+  };
+  /// The next mark's address, recorded as pending (checks_mutex_ held; a full set of marks is read first).
+  std::uint64_t deferred_mark(std::string_view op, std::string_view operand, std::int64_t bound);
+  /// Enqueues the pending marks' read-back into `marks` and their clearing (checks_mutex_ held); returns the
+  /// checks they answer. The caller waits on the stream, then calls raise_failed.
+  std::vector<PendingCheck> enqueue_mark_read(std::vector<std::int64_t>& marks);
+  static void raise_failed(const std::vector<PendingCheck>& checks, const std::vector<std::int64_t>& marks);
   const CudaDriver& driver_;
   void* context_ = nullptr;
   void* stream_ = nullptr;
@@ -113,6 +137,9 @@ class CudaDevice {
   std::string description_;
   mutable std::atomic<bool> poisoned_{false};
   std::atomic<std::uint64_t> retained_{0};
+  mutable std::mutex checks_mutex_;
+  std::vector<PendingCheck> pending_;  ///< mark k answers pending_[k]
+  std::uint64_t marks_ = 0;            ///< the device's marks (kMarks i64), zeroed; allocated on first use
 };
 
 }  // namespace pact

@@ -184,6 +184,14 @@ TrainingSession::Outputs TrainingSession::run(Tensor x, Tensor target, bool trai
   return {result.outputs.at(objective_.logits), result.outputs.at(objective_.loss), std::move(result.running_stats)};
 }
 
+TrainingSession::Lent::~Lent() {
+  if (leaves.empty()) return;  // returned already
+  try {
+    session.take_back(leaves);
+  } catch (const Error&) {  // a parameter still shared: the error that ended the run is the one reported
+  }
+}
+
 void TrainingSession::take_back(std::vector<runtime::EagerTensor>& leaves) {
   session_.tape().clear();
   for (std::size_t i = 0; i < leaves.size(); ++i) {
@@ -292,7 +300,8 @@ StepResult TrainingSession::step_batch(Tensor x, Tensor target, OptimizerState s
     require_agreement(*comm_, fmt::format("training plan at batch {}", batch),
                       plan::render_audit_json(plans_.at(batch).audit()).dump());
   const StepKernels& kernels = step_kernels_.at(batch);
-  std::vector<runtime::EagerTensor> leaves;
+  Lent lent(*this);
+  std::vector<runtime::EagerTensor>& leaves = lent.leaves;
   StepResult result;
   std::map<std::string, Tensor> running;  // new running statistics, by source id (the plan's kernels)
   {
@@ -390,7 +399,8 @@ StepsResult TrainingSession::steps(std::int64_t n, const BatchSource& next, Opti
 }
 
 double TrainingSession::loss(Tensor x, Tensor target) {
-  std::vector<runtime::EagerTensor> leaves;
+  Lent lent(*this);
+  std::vector<runtime::EagerTensor>& leaves = lent.leaves;
   double l = 0;
   {
     Outputs out = run(std::move(x), std::move(target), false, leaves);
@@ -409,7 +419,8 @@ Tensor TrainingSession::predict(Tensor x) {
                 fmt::format("the loss program has no '{}' input", objective_.target));
   }
   Tensor target = Tensor::zeros(target_node->type.shape, target_node->type.dtype);
-  std::vector<runtime::EagerTensor> leaves;
+  Lent lent(*this);
+  std::vector<runtime::EagerTensor>& leaves = lent.leaves;
   std::optional<Tensor> logits;
   {
     Outputs out = run(std::move(x), std::move(target), false, leaves);

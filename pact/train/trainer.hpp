@@ -150,6 +150,17 @@ class TrainingSession {
   Outputs run(Tensor x, Tensor target, bool training, std::vector<runtime::EagerTensor>& leaves);
   const plan::AcceptedGraphPlan& plan_for(std::int64_t batch);
   void take_back(std::vector<runtime::EagerTensor>& leaves);
+  /// The parameters one run lends to the tape as leaves: take_back() returns them after the run, and the
+  /// destructor does when an error ends the run early (a bad index or a non-finite loss raised as the loss is
+  /// read), so a failed step never loses the session's parameters.
+  struct Lent {
+    TrainingSession& session;
+    std::vector<runtime::EagerTensor> leaves;
+    explicit Lent(TrainingSession& s) : session(s) {}
+    Lent(const Lent&) = delete;
+    Lent& operator=(const Lent&) = delete;
+    ~Lent();
+  };
 
   /// invalid_argument naming what is missing unless `graph` has the objective's input and target sources
   /// and its logits and loss outputs.

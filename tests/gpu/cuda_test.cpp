@@ -27,6 +27,9 @@
 #include "pact/train/trainer.hpp"
 #include "pact/verify/oracle.hpp"
 #include "pact/verify/samples.hpp"
+#if defined(PACT_CUDA_EMULATED)
+#include "tests/gpu/emulator/emulator.hpp"
+#endif
 
 namespace pact {
 namespace {
@@ -577,13 +580,27 @@ TEST(CudaOps, BadInputIsATypedError) {
   const Tensor t =
       Tensor::from_values<std::int64_t>(Dims{3}, std::span<const std::int64_t>(bad)).transfer_to(cuda_provider());
   std::vector<TensorView> in{x.as_view(), t.as_view()};
+  // The target's range is checked on the device and the verdict read with the next wait (Note [Deferred
+  // checks]): the op returns without waiting, reading its result raises, and the check is then spent.
+  const Tensor loss = kernels::run_forward(*ce, in, {});
+  EXPECT_EQ(CudaDevice::get()->pending_checks(), 1u);
   try {
-    (void)kernels::run_forward(*ce, in, {});
+    (void)loss.to_host();
     FAIL() << "a target outside the classes was accepted";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::index_out_of_range);
+    EXPECT_NE(std::string(e.what()).find("[cross_entropy]"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("'target'[1]"), std::string::npos) << e.what();
   }
+  EXPECT_EQ(CudaDevice::get()->pending_checks(), 0u);
+  EXPECT_EQ(x.to_host().to_doubles(), host_values(Dims{3, 5}, 0.0f).to_doubles());  // spent: the next read is clean
+  // In range, the same op's result reads back.
+  const std::vector<std::int64_t> good{1, 4, 0};
+  const Tensor tg =
+      Tensor::from_values<std::int64_t>(Dims{3}, std::span<const std::int64_t>(good)).transfer_to(cuda_provider());
+  const Tensor uniform = Tensor::zeros(Dims{3, 5}, DType::f32).transfer_to(cuda_provider());
+  std::vector<TensorView> fine{uniform.as_view(), tg.as_view()};
+  EXPECT_NEAR(kernels::run_forward(*ce, fine, {}).to_host().get(Dims{}).real, std::log(5.0), 1e-6);  // uniform logits
   // A host operand never reaches a device kernel.
   const Tensor hx = host_values(Dims{3, 5}, 0.0f);
   std::vector<TensorView> mixed{hx.as_view(), hx.as_view()};
@@ -596,6 +613,85 @@ TEST(CudaOps, BadInputIsATypedError) {
   }
   EXPECT_FALSE(CudaDevice::get()->poisoned());
 }
+
+// The char transformer of CudaTrain.TheCharTransformerTrainsOnTheDeviceAsOnTheCpu under cuda-checked, and
+// a batch of its tokens (`bad_at` >= 0: that token is outside the vocabulary).
+constexpr std::int64_t kCharBatch = 4, kCharT = 16, kCharVocab = 29;
+train::Objective char_objective() {
+  train::Objective o;
+  o.graph = [](std::int64_t b) { return train::char_transformer(b, kCharT, kCharVocab, 32, 4); };
+  o.options.profile = "cuda-checked";
+  return o;
+}
+std::pair<Tensor, Tensor> char_batch(std::mt19937_64& rng, std::int64_t bad_at = -1) {
+  std::vector<std::int64_t> x(kCharBatch * kCharT), y(kCharBatch * kCharT);
+  for (auto& v : x) v = static_cast<std::int64_t>(rng() % kCharVocab);
+  for (auto& v : y) v = static_cast<std::int64_t>(rng() % kCharVocab);
+  if (bad_at >= 0) x[static_cast<std::size_t>(bad_at)] = kCharVocab;
+  return std::pair{Tensor::from_values<std::int64_t>(Dims{kCharBatch, kCharT}, x),
+                   Tensor::from_values<std::int64_t>(Dims{kCharBatch * kCharT}, y)};
+}
+
+// A token outside the vocabulary fails the step with a typed error when its loss is read (the embedding's
+// index check travels with that read, Note [Deferred checks]), before the backward pass and the update: the
+// parameters stay as they were, and the next batch trains.
+TEST(CudaTrain, ABadTokenFailsTheStepAndKeepsTheParameters) {
+  PACT_GPU_OR_SKIP();
+  const train::Objective o = char_objective();
+  train::TrainingSession session(o, train::init_parameters(o.graph(kCharBatch), 11));
+  std::mt19937_64 rng(3);
+  auto values = [&] {
+    std::vector<std::vector<double>> v;
+    for (const auto& p : session.parameters().values) v.push_back(host_values_of(p.as_view()));
+    return v;
+  };
+  const auto before = values();
+  auto [x, y] = char_batch(rng, 37);
+  try {
+    (void)session.step_batch(std::move(x), std::move(y), {});
+    FAIL() << "a token outside the vocabulary was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::index_out_of_range);
+    EXPECT_NE(std::string(e.what()).find("'indices'[37]"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(CudaDevice::get()->pending_checks(), 0u);
+  ASSERT_EQ(values(), before);
+  auto [gx, gy] = char_batch(rng);
+  EXPECT_TRUE(std::isfinite(session.step_batch(std::move(gx), std::move(gy), {}).loss));
+  EXPECT_NE(values(), before);
+}
+
+#if defined(PACT_CUDA_EMULATED)
+// What a device training step asks of the driver, counted by the emulator's stand-in. The host waits for
+// the device four times a step: the batch's two transfers, the backward seed's, and the loss, which brings
+// the step's deferred index checks back in the same wait (before them, each embedding and cross entropy
+// waited for its own check: seven waits a step).
+TEST(CudaTrain, AStepWaitsForTheDeviceOnlyForItsTransfersAndItsLoss) {
+  const train::Objective o = char_objective();
+  train::TrainingSession session(o, train::init_parameters(o.graph(kCharBatch), 11));
+  train::OptimizerState state;
+  std::mt19937_64 rng(5);
+  std::vector<emu::Tally> steps;
+  for (int i = 0; i < 4; ++i) {
+    auto [x, y] = char_batch(rng);
+    const emu::Tally before = emu::tally();
+    train::StepResult step = session.step_batch(std::move(x), std::move(y), std::move(state));
+    state = std::move(step.state);
+    const emu::Tally after = emu::tally();
+    steps.push_back(emu::Tally{after.launches - before.launches, after.waits - before.waits,
+                               after.allocations - before.allocations, after.to_host - before.to_host,
+                               after.to_device - before.to_device});
+  }
+  for (std::size_t i = 1; i < steps.size(); ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(steps[i].waits, 4u);
+    EXPECT_EQ(steps[i].to_device, 3u);
+    EXPECT_EQ(steps[i].to_host, 2u);  // the loss and the marks
+    EXPECT_EQ(steps[i].launches, steps[1].launches);
+    EXPECT_GT(steps[i].launches, 50u);
+  }
+}
+#endif
 
 }  // namespace
 }  // namespace pact

@@ -489,6 +489,35 @@ TEST(TrainingSession, BadInputIsTyped) {
   EXPECT_EQ(code_of([&] { TrainingSession(o, init_parameters(o.graph(4), 0)); }), ErrorCode::invalid_argument);
 }
 
+// A step that fails (a non-finite loss, a target outside the classes) returns the parameters it lent to the
+// tape: the session keeps them unchanged and trains on.
+TEST(TrainingSession, AFailedStepKeepsTheParameters) {
+  Objective o = mlp_objective();
+  TrainingSession session(o, init_parameters(o.graph(4), 0));
+  auto values = [&] {
+    std::vector<std::vector<double>> v;
+    for (const auto& p : session.parameters().values) v.push_back(p.to_doubles());
+    return v;
+  };
+  const auto before = values();
+  std::vector<float> nan(4 * 64, std::nanf(""));
+  EXPECT_EQ(code_of([&] {
+              session.step_batch(Tensor::from_values<float>(Dims{4, 64}, nan), Tensor::zeros(Dims{4}, DType::i64), {});
+            }),
+            ErrorCode::non_finite);
+  const std::vector<std::int64_t> bad{0, 1, 99, 2};
+  EXPECT_EQ(
+      code_of([&] {
+        session.step_batch(Tensor::zeros(Dims{4, 64}, DType::f32), Tensor::from_values<std::int64_t>(Dims{4}, bad), {});
+      }),
+      ErrorCode::index_out_of_range);
+  ASSERT_EQ(values(), before);
+  const StepResult r =
+      session.step_batch(Tensor::full(Dims{4, 64}, DType::f32, 0.5), Tensor::zeros(Dims{4}, DType::i64), {});
+  EXPECT_TRUE(std::isfinite(r.loss));
+  EXPECT_NE(values(), before);
+}
+
 TEST(TrainingSession, BatchNormUpdatesRunningStatisticsAsPyTorch) {
   // x [8, 64] viewed as [8, 4, 16]: batch norm over 4 channels with 16 positions each.
   Objective o;

@@ -893,41 +893,6 @@ struct RowLosses {
   std::uint64_t losses_address = 0, counted_address = 0;
 };
 
-// The write binding of a tensor no Operands holds (its borrow ends with the binding).
-DeviceBinding bind_mut(Tensor& t) {
-  auto prepared = t.as_view_mut().prepare_device_mut();
-  if (!prepared) throw std::move(prepared).error().error;
-  auto bound = DeviceBinding::bind(std::move(prepared).value());
-  if (!bound) throw std::move(bound).error().error;
-  return std::move(bound).value();
-}
-
-// A device-side index check: a zeroed mark that a kernel sets to ~i (atomicMax) for the first bad index i.
-// run() hands the kernel launch the mark's address; check() reads it back (a wait for the launch) and raises
-// index_out_of_range naming `operand`[i] as the CPU kernels do.
-class IndexMark {
- public:
-  IndexMark() : mark_(Tensor::zeros(Dims{1}, DType::i64, cuda_provider())) {}
-  template <class Launch>
-  void run(Launch&& launch_with) {
-    const DeviceBinding bound = bind_mut(mark_);
-    launch_with(bound.unsafe_device_address());
-  }
-  void check(std::string_view op, std::string_view operand, std::int64_t bound) const {
-    const Tensor host = mark_.transfer_to(cpu_provider());
-    auto p = host.prepare_host<std::int64_t>();
-    if (!p) throw std::move(p).error().error;
-    const std::int64_t mark = std::get<PreparedContiguousRead<std::int64_t>>(p.value()).as_span()[0];
-    if (mark != 0) {
-      throw_error(ErrorCode::index_out_of_range, std::string(op),
-                  fmt::format("operand '{}'[{}] is outside [0, {})", operand, ~mark, bound));
-    }
-  }
-
- private:
-  Tensor mark_;
-};
-
 // `losses_out`: the tensor the row losses go to (the result of reduction none), or null for a kept temporary.
 RowLosses cross_entropy_rows(Operands& ops, std::uint64_t x, std::uint64_t t, std::int64_t rows, std::int64_t classes,
                              std::int64_t ignore, Tensor* losses_out) {
@@ -936,14 +901,12 @@ RowLosses cross_entropy_rows(Operands& ops, std::uint64_t x, std::uint64_t t, st
   r.counted = &ops.keep(device_empty(Dims{rows}));
   r.losses_address = ops.write(*r.losses);
   r.counted_address = ops.write(*r.counted);
-  IndexMark mark;
-  mark.run([&](std::uint64_t bad_address) {
+  // A target outside the classes is the caller's error, raised with the next wait (a deferred check).
+  device().checked_launch("cross_entropy", "target", classes, [&](std::uint64_t bad_address) {
     if (rows > 0)
       launch("cross_entropy", "pact_cross_entropy_rows_f32", static_cast<std::uint32_t>(rows), 1, 1, kThreads,
              {&r.losses_address, &r.counted_address, &x, &t, &classes, &ignore, &bad_address});
   });
-  // A target outside the classes is the caller's error, raised here as on the CPU (this waits for the rows).
-  mark.check("cross_entropy", "target", classes);
   return r;
 }
 
@@ -1175,13 +1138,11 @@ Tensor embedding_forward(std::span<const TensorView> in, const Attributes&, cons
   shape.push_back(dim);
   Tensor out = device_empty(shape);
   std::uint64_t o = ops.write(out);
-  IndexMark mark;
-  mark.run([&](std::uint64_t bad) {
+  device().checked_launch("embedding", "indices", rows, [&](std::uint64_t bad) {
     if (n > 0 && dim > 0)
       launch("embedding", "pact_embedding_f32", grid_for(n * kThreads), 1, 1, kThreads,
              {&o, &w, &idx, &n, &rows, &dim, &bad});
   });
-  mark.check("embedding", "indices", rows);
   return out;
 }
 

@@ -60,7 +60,7 @@ struct Block {
 };
 Block g_block;
 std::mutex g_launch_mutex;  // one launch at a time, as on the one stream
-std::atomic<std::uint64_t> g_launches{0};
+std::atomic<std::uint64_t> g_launches{0}, g_waits{0}, g_allocations{0}, g_to_host{0}, g_to_device{0};
 constexpr std::size_t kStack = 128 * 1024;  // a kernel thread's frames are small
 
 void arrive(Wait kind) {
@@ -179,6 +179,7 @@ int launch(void* function, unsigned gx, unsigned gy, unsigned gz, unsigned bx, u
 
 // Device memory is host memory, 256-byte aligned as cuMemAlloc's.
 int allocate(std::uint64_t* pointer, std::size_t bytes) {
+  ++g_allocations;
   void* p = std::aligned_alloc(256, ((bytes + 255) / 256) * 256 + 256);
   if (p == nullptr) return kCudaErrorOutOfMemory;
   *pointer = reinterpret_cast<std::uint64_t>(p);  // NOLINT(cppcoreguidelines-pro-type-reinterpret-cast)
@@ -216,28 +217,28 @@ CudaDriver make_driver() {
   d.mem_pool_set_attribute = [](void*, int, void*) { return kCudaSuccess; };
   d.stream_create = [](void** stream, unsigned) { return *stream = &token_object, kCudaSuccess; };
   d.stream_destroy = [](void*) { return kCudaSuccess; };
-  d.stream_synchronize = [](void*) { return kCudaSuccess; };
+  d.stream_synchronize = [](void*) { return ++g_waits, kCudaSuccess; };
   d.mem_alloc = allocate;
-  d.mem_free = release;
+  d.mem_free = [](std::uint64_t p) { return ++g_waits, release(p); };
   d.mem_alloc_async = [](std::uint64_t* p, std::size_t bytes, void*) { return allocate(p, bytes); };
   d.mem_free_async = [](std::uint64_t p, void*) { return release(p); };
   d.memcpy_htod = [](std::uint64_t dst, const void* src, std::size_t n) {
-    return std::memcpy(at(dst), src, n), kCudaSuccess;
+    return ++g_waits, ++g_to_device, std::memcpy(at(dst), src, n), kCudaSuccess;
   };
   d.memcpy_dtoh = [](void* dst, std::uint64_t src, std::size_t n) {
-    return std::memcpy(dst, at(src), n), kCudaSuccess;
+    return ++g_waits, ++g_to_host, std::memcpy(dst, at(src), n), kCudaSuccess;
   };
   d.memcpy_htod_async = [](std::uint64_t dst, const void* src, std::size_t n, void*) {
-    return std::memcpy(at(dst), src, n), kCudaSuccess;
+    return ++g_to_device, std::memcpy(at(dst), src, n), kCudaSuccess;
   };
   d.memcpy_dtoh_async = [](void* dst, std::uint64_t src, std::size_t n, void*) {
-    return std::memcpy(dst, at(src), n), kCudaSuccess;
+    return ++g_to_host, std::memcpy(dst, at(src), n), kCudaSuccess;
   };
   d.memcpy_dtod_async = [](std::uint64_t dst, std::uint64_t src, std::size_t n, void*) {
     return std::memmove(at(dst), at(src), n), kCudaSuccess;
   };
   d.memset_d8 = [](std::uint64_t dst, unsigned char v, std::size_t n) {
-    return std::memset(at(dst), v, n), kCudaSuccess;
+    return ++g_waits, std::memset(at(dst), v, n), kCudaSuccess;
   };
   d.memset_d8_async = [](std::uint64_t dst, unsigned char v, std::size_t n, void*) {
     return std::memset(at(dst), v, n), kCudaSuccess;
@@ -245,7 +246,7 @@ CudaDriver make_driver() {
   d.event_create = [](void** e, unsigned) { return *e = &token_object, kCudaSuccess; };
   d.event_record = [](void*, void*) { return kCudaSuccess; };
   d.event_query = [](void*) { return kCudaSuccess; };
-  d.event_synchronize = [](void*) { return kCudaSuccess; };
+  d.event_synchronize = [](void*) { return ++g_waits, kCudaSuccess; };
   d.event_elapsed_time = [](float* ms, void*, void*) { return *ms = 0.0f, kCudaSuccess; };
   d.event_destroy = [](void*) { return kCudaSuccess; };
   d.module_load_data = [](void** module, const void*) { return *module = &token_object, kCudaSuccess; };
@@ -280,7 +281,9 @@ const CudaDriver& driver() {
   return d;
 }
 
-std::uint64_t launches() { return g_launches.load(); }
+Tally tally() {
+  return Tally{g_launches.load(), g_waits.load(), g_allocations.load(), g_to_host.load(), g_to_device.load()};
+}
 
 namespace {
 

@@ -44,7 +44,15 @@ const Kernel* find_kernel(std::string_view name);
 
 // The stand-in driver: the table the CUDA device opens (CudaDevice::open_with).
 const CudaDriver& driver();
-// Launches counted so far (a test shows the emulator ran the kernels).
-std::uint64_t launches();
+// What the host code has asked of the driver so far, so a test can bound what a step costs on a device.
+struct Tally {
+  std::uint64_t launches = 0;
+  // The host waits for the device: stream and event synchronisation, and the synchronous copies and fills
+  // (cuMemcpyHtoD, cuMemcpyDtoH, cuMemsetD8) and frees (cuMemFree), which wait on a device too.
+  std::uint64_t waits = 0;
+  std::uint64_t allocations = 0;             // cuMemAlloc and cuMemAllocAsync
+  std::uint64_t to_host = 0, to_device = 0;  // copies, synchronous or not
+};
+Tally tally();
 
 }  // namespace pact::emu
