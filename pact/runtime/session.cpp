@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <set>
 
 #include "pact/core/accounting.hpp"
@@ -270,10 +271,21 @@ Gradients Session::backward(const EagerTensor& root, std::span<const int> keep,
                             std::span<const contract::BoundKernel* const> accumulate, const Tape::OnFinal& on_final) {
   if (structure_only_) require_structure_only_capability("backward_grads", "Session::backward");
   if (!root.tracked()) throw_error(ErrorCode::invalid_argument, "session.backward", "the value is not on the tape");
-  Tensor ones = Tensor::empty(root.shape(), root.dtype());
-  ones.fill(1.0);
   // The seed lives where the root does: a device root's VJPs read device cotangents.
-  return tape_.backward(root.node, placed_on(std::move(ones), root.view().device()), keep, accumulator(accumulate),
+  const DeviceKind device = root.view().device();
+  const ops::TensorType type{root.dtype(), root.shape()};
+  auto ones = [&] {
+    Tensor t = Tensor::empty(type.shape, type.dtype);
+    t.fill(1.0);
+    return t;
+  };
+  auto device_seed = [&] {
+    auto it = std::find_if(device_seeds_.begin(), device_seeds_.end(),
+                           [&](const auto& s) { return s.first == type && s.second.device() == device; });
+    if (it == device_seeds_.end()) it = device_seeds_.insert(it, {type, placed_on(ones(), device)});
+    return it->second.duplicate();  // a copy on the device: the tape may accumulate into its seed
+  };
+  return tape_.backward(root.node, device == DeviceKind::cpu ? ones() : device_seed(), keep, accumulator(accumulate),
                         on_final);
 }
 

@@ -156,6 +156,9 @@ class Session {
   bool structure_only_ = false;
   StructureObserver* observer_ = nullptr;
   std::string module_;
+  /// backward's ones cotangent, per dtype and shape, for roots off the host: made once (one transfer, a wait)
+  /// and duplicated on the device after, so a training step does not wait for its seed.
+  std::vector<std::pair<ops::TensorType, Tensor>> device_seeds_;
   Tape tape_;
 };
 
