@@ -12,8 +12,10 @@ bundle=$(cd "${1:?usage: gpu-check.sh BUNDLE REPORT}" && pwd)
 report=${2:?usage: gpu-check.sh BUNDLE REPORT}
 mkdir -p "$report"
 export PACT_REQUIRE_GPU=1 PACT_SOURCE_DIR="$bundle/src"
-# cuBLAS for the benchmark's peer comes from the machine's CUDA installation.
-export LD_LIBRARY_PATH="/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+# cuBLAS and cuDNN (the cublas and cudnn providers, loaded at run time) come from the machine's CUDA
+# installation, or else cuDNN from PyTorch's wheel (nvidia/cudnn/lib), where pip installs carry it.
+cudnn_wheel=$(python3 -c 'import nvidia.cudnn, os; print(os.path.join(list(nvidia.cudnn.__path__)[0], "lib"))' 2>/dev/null)
+export LD_LIBRARY_PATH="/usr/local/cuda/lib64:/usr/local/cuda/lib${cudnn_wheel:+:$cudnn_wheel}:${LD_LIBRARY_PATH:-}"
 {
   echo "bundle commit: $(cat "$bundle/COMMIT")"
   date -u
@@ -21,6 +23,7 @@ export LD_LIBRARY_PATH="/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
   nvcc --version 2>&1 | tail -1
   uname -r
   ldd --version 2>&1 | head -1
+  echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
 } > "$report/environment.txt"
 
 status=0

@@ -100,6 +100,23 @@ constexpr ProviderRow kRows[] = {
      HandlerSelection::all,
      {},
      false},
+    // cuDNN: conv2d with its convolutions through cuDNN (trusted boundary cudnn.convolution), preferred under
+    // cuda-external; present only once cuDNN loads on a device (cuda.cudnn_loaded, a runtime guard).
+    {"cudnn",
+     "cudnn",
+     DeviceKind::cuda,
+     Trust::trustedExternal,
+     NumericalPolicy::implementationDefined,
+     0,
+     nullptr,
+     DTypeSet{DType::f32},
+     DTypeSet{},
+     {EK::runtimeGuard, EK::runtimeGuard, EK::trustedBoundary, EK::trustedBoundary},
+     {"cuda.device_present", "cuda.cudnn_loaded", "cudnn.convolution", "cudnn.convolution"},
+     &kernels::cudnn_handlers,
+     HandlerSelection::all,
+     {},
+     false},
     // cuBLAS: the cuda handlers' code with its products through cublasSgemm (trusted boundary cublas.sgemm),
     // preferred under cuda-external for the GEMM ops; present only once cuBLAS loads on a device
     // (cuda.cublas_loaded, a runtime guard the resolver checks).

@@ -82,6 +82,10 @@ std::span<const Handler> cuda_handlers();
 /// handlers' code with the matrix products through cuBLAS SGEMM (pact/kernels/cublas.hpp). They refuse
 /// typed without a device (no_device) or without cuBLAS (unsupported).
 std::span<const Handler> cublas_handlers();
+/// The cuDNN provider's handler (trustedExternal): conv2d over device tensors with its convolution, the
+/// input's and the filter's gradients by cuDNN (pact/kernels/cudnn.hpp), the bias by Pact's kernels. It
+/// refuses typed without a device (no_device) or without cuDNN (unsupported).
+std::span<const Handler> cudnn_handlers();
 /// True when this build embeds the CUDA kernels (nvcc was found: PACT_WITH_CUDA).
 bool cuda_kernels_built() noexcept;
 /// "loaded on NVIDIA H200 (...)", or why the CUDA kernels cannot run here.

@@ -75,8 +75,8 @@ TEST(Capsules, ModulesAreNonEmptyWhereTheyShouldBe) {
   const auto mods = maintained_modules();
   std::vector<std::string> names;
   for (const auto* m : mods) names.push_back(m->name);
-  EXPECT_EQ(names, (std::vector<std::string>{"reference", "native", "attention", "half", "blas", "cublas", "cuda",
-                                             "libtorch", "mpi", "mpi_ordered"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"reference", "native", "attention", "half", "blas", "cudnn", "cublas",
+                                             "cuda", "libtorch", "mpi", "mpi_ordered"}));
 }
 
 TEST(Capsules, ModulesHoldTheirProvidersCapsules) {
@@ -118,6 +118,18 @@ TEST(Capsules, ModulesHoldTheirProvidersCapsules) {
     EXPECT_TRUE(c.vjp) << c.name;
   }
   EXPECT_EQ(cublas_ops, (std::set<ops::OpTag>{ops::OpTag::matmul, ops::OpTag::linear, ops::OpTag::conv2d}));
+  // cuDNN's convolutions likewise: conv2d alone, with its VJP.
+  ASSERT_EQ(capsule_module("cudnn").capsules.size(), 1u);
+  for (const auto& c : capsule_module("cudnn").capsules) {
+    EXPECT_EQ(c.op, ops::OpTag::conv2d);
+    EXPECT_EQ(c.provider, "cudnn");
+    EXPECT_EQ(c.device, DeviceKind::cuda) << c.name;
+    EXPECT_EQ(c.trust, Trust::trustedExternal) << c.name;
+    EXPECT_EQ(c.descriptors[1].evidence.id, "cuda.cudnn_loaded") << c.name;
+    EXPECT_EQ(c.descriptors[2].evidence.kind, EvidenceKind::trustedBoundary) << c.name;
+    EXPECT_EQ(c.descriptors[2].evidence.id, "cudnn.convolution") << c.name;
+    EXPECT_TRUE(c.vjp) << c.name;
+  }
   // Capsules exist for kernel ops; the reference module covers every kernel op of the table.
   for (const auto& info : ops::op_table()) {
     if (!info.runtime_relevant()) continue;
@@ -254,15 +266,17 @@ TEST(Evidence, CudaEvidenceNeverResolvesOnTheStub) {
   }
   // The cublas capsules' guards fail the same way (cuBLAS is never looked for without a device); their
   // value evidence is the declared boundary, which admits them only where the guards pass.
-  for (const auto& c : capsule_module("cublas").capsules) {
-    for (const auto& d : c.descriptors) {
-      auto s = DefaultEvidenceResolver{}.resolve(c, d);
-      if (d.evidence.kind == EvidenceKind::trustedBoundary) {
-        EXPECT_TRUE(s.resolved) << c.name << " " << d.evidence.id << ": " << s.reason;
-        continue;
+  for (const char* module : {"cublas", "cudnn"}) {
+    for (const auto& c : capsule_module(module).capsules) {
+      for (const auto& d : c.descriptors) {
+        auto s = DefaultEvidenceResolver{}.resolve(c, d);
+        if (d.evidence.kind == EvidenceKind::trustedBoundary) {
+          EXPECT_TRUE(s.resolved) << c.name << " " << d.evidence.id << ": " << s.reason;
+          continue;
+        }
+        EXPECT_FALSE(s.resolved) << c.name << " " << d.evidence.id;
+        EXPECT_TRUE(mentions(s.reason, "cuda-stub")) << s.reason;
       }
-      EXPECT_FALSE(s.resolved) << c.name << " " << d.evidence.id;
-      EXPECT_TRUE(mentions(s.reason, "cuda-stub")) << s.reason;
     }
   }
   // Any cuda.* guard id, even on a CPU capsule.
@@ -653,8 +667,10 @@ TEST(Profiles, BuiltinProfiles) {
   EXPECT_FALSE(has_module(uc, capsule_module("cublas")));  // trusted external: not under a checked policy
   BackendProfile ue = builtin_profile("cuda-external");
   EXPECT_EQ(ue.policy.assurance, AssurancePolicy::external);
-  EXPECT_TRUE(has_module(ue, cuda_module()) && has_module(ue, capsule_module("cublas")));
-  EXPECT_EQ(ue.policy.provider_preference, (std::vector<std::string>{"cublas", "cuda"}));
+  EXPECT_TRUE(has_module(ue, cuda_module()) && has_module(ue, capsule_module("cublas")) &&
+              has_module(ue, capsule_module("cudnn")));
+  EXPECT_FALSE(has_module(uc, capsule_module("cudnn")));
+  EXPECT_EQ(ue.policy.provider_preference, (std::vector<std::string>{"cudnn", "cublas", "cuda"}));
 }
 
 // ---- typed selection (the provider table's dtype column) ----------------------------------------------

@@ -11,6 +11,7 @@
 #include "pact/core/accounting.hpp"
 #include "pact/core/cuda_device.hpp"
 #include "pact/kernels/cublas.hpp"
+#include "pact/kernels/cudnn.hpp"
 #include "pact/kernels/kernel.hpp"
 
 namespace pact {
@@ -101,7 +102,7 @@ TEST(DeviceCopies, AStridedDeviceDestinationKeepsTheBytesBetweenItsElements) {
 }
 
 TEST(CudaCapsules, BindToTheCudaHandlers) {
-  for (const char* provider : {"cuda", "cublas"}) {
+  for (const char* provider : {"cuda", "cublas", "cudnn"}) {
     const auto& module = contract::capsule_module(provider);
     ASSERT_FALSE(module.capsules.empty()) << provider;
     for (const auto& c : module.capsules) {
@@ -128,6 +129,7 @@ TEST(CudaCapsules, WithoutADeviceEachHandlerRefusesTypedAndSaysWhy) {
   const Tensor x = counting(Dims{2, 3}).transfer_to(cuda_provider());
   std::vector<kernels::Handler> handlers(kernels::cuda_handlers().begin(), kernels::cuda_handlers().end());
   handlers.insert(handlers.end(), kernels::cublas_handlers().begin(), kernels::cublas_handlers().end());
+  handlers.insert(handlers.end(), kernels::cudnn_handlers().begin(), kernels::cudnn_handlers().end());
   for (const auto& h : handlers) {
     std::vector<TensorView> in{x.as_view(), x.as_view()};
     Tensor state = counting(Dims{2, 3}).transfer_to(cuda_provider());
@@ -145,14 +147,18 @@ TEST(CudaCapsules, WithoutADeviceEachHandlerRefusesTypedAndSaysWhy) {
   }
 }
 
-// cuBLAS is looked for only once a device exists: without one it is never opened (a process that plans
-// for a GPU on a CPU machine does not map the library), and says why.
-TEST(CudaCapsules, CublasIsNeverOpenedWithoutADevice) {
+// cuBLAS and cuDNN are looked for only once a device exists: without one they are never opened (a process
+// that plans for a GPU on a CPU machine does not map the libraries), and say why.
+TEST(CudaCapsules, CublasAndCudnnAreNeverOpenedWithoutADevice) {
   if (cuda_provider()->name() == "cuda") GTEST_SKIP() << "this machine has a CUDA device (the gpu label tests it)";
   EXPECT_EQ(kernels::cublas(), nullptr);
   EXPECT_NE(kernels::cublas_unavailable_reason().find("no CUDA device"), std::string::npos)
       << kernels::cublas_unavailable_reason();
-  for (const char* name : {"libcublas.so.13", "libcublas.so.12", "libcublas.so"})
+  EXPECT_EQ(kernels::cudnn(), nullptr);
+  EXPECT_NE(kernels::cudnn_unavailable_reason().find("no CUDA device"), std::string::npos)
+      << kernels::cudnn_unavailable_reason();
+  for (const char* name :
+       {"libcublas.so.13", "libcublas.so.12", "libcublas.so", "libcudnn.so.9", "libcudnn.so.8", "libcudnn.so"})
     EXPECT_EQ(::dlopen(name, RTLD_NOW | RTLD_NOLOAD), nullptr) << name << " is loaded";
 }
 

@@ -17,6 +17,7 @@
 #include "pact/core/cuda_device.hpp"
 #include "pact/ir/graph.hpp"
 #include "pact/kernels/cublas.hpp"
+#include "pact/kernels/cudnn.hpp"
 #include "pact/kernels/kernel.hpp"
 #include "pact/plan/planner.hpp"
 #include "pact/runtime/executor.hpp"
@@ -138,6 +139,8 @@ TEST(CudaOps, MatchReferenceOnTheSweepSamples) {
   std::vector<kernels::Handler> handlers(kernels::cuda_handlers().begin(), kernels::cuda_handlers().end());
   if (kernels::cublas() != nullptr)
     handlers.insert(handlers.end(), kernels::cublas_handlers().begin(), kernels::cublas_handlers().end());
+  if (kernels::cudnn() != nullptr)
+    handlers.insert(handlers.end(), kernels::cudnn_handlers().begin(), kernels::cudnn_handlers().end());
   for (const auto& h : handlers) {
     int ran = 0;
     for (const auto& s : samples) {
@@ -154,6 +157,9 @@ TEST(CudaOps, MatchReferenceOnTheSweepSamples) {
     EXPECT_GT(ran, 0) << ops::op_kind(h.op) << " has no sample";
     std::printf("%s.%s: %d samples\n", std::string(h.provider).c_str(), std::string(ops::op_kind(h.op)).c_str(), ran);
   }
+#if defined(PACT_CUDA_EMULATED)
+  EXPECT_EQ(emu::cudnn_descriptors_alive(), 0) << "the cudnn provider left descriptors behind";
+#endif
 }
 
 // The cublas provider's handlers are in the sweep above only where cuBLAS loads: this says so (and fails under
@@ -162,6 +168,14 @@ TEST(CublasOps, CublasLoadsOnTheDevice) {
   PACT_GPU_OR_SKIP();
   PACT_CUBLAS_OR_SKIP();
   EXPECT_TRUE(kernels::cublas_unavailable_reason().empty());
+}
+
+// Likewise cuDNN for the cudnn provider. cuDNN is not part of every CUDA installation (PyTorch's wheels carry
+// their own), so its absence skips with the reason even under PACT_REQUIRE_GPU=1.
+TEST(CudnnOps, CudnnLoadsOnTheDevice) {
+  PACT_GPU_OR_SKIP();
+  if (kernels::cudnn() == nullptr) GTEST_SKIP() << "no cuDNN: " << kernels::cudnn_unavailable_reason();
+  EXPECT_TRUE(kernels::cudnn_unavailable_reason().empty());
 }
 
 TEST(CudaOps, EveryGemmKernelMatchesTheReference) {
@@ -613,6 +627,33 @@ TEST(CudaOps, BadInputIsATypedError) {
   }
   EXPECT_FALSE(CudaDevice::get()->poisoned());
 }
+
+#if defined(PACT_CUDA_EMULATED)
+// A library call that fails after the handler has bound its result is a typed error naming the call, and the
+// process goes on: the result is owned by the handler's Operands (Operands::output), so its binding ends
+// before it dies. (Owned by a local declared after them, the unwinding destroyed the result first and seed
+// 001's check stopped the process.) The descriptors are destroyed on that path too.
+TEST(CudnnOps, AFailedCallIsATypedErrorAndTheNextOneRuns) {
+  const kernels::Handler& h = kernels::cudnn_handlers()[0];
+  const Tensor x = host_values(Dims{1, 2, 5, 5}, -1.0f).transfer_to(cuda_provider());
+  const Tensor w = host_values(Dims{3, 2, 3, 3}, 0.5f).transfer_to(cuda_provider());
+  const std::vector<TensorView> in{x.as_view(), w.as_view()};
+  emu::fail_next_cudnn_call(3000);  // CUDNN_STATUS_NOT_SUPPORTED
+  try {
+    (void)kernels::run_forward(h, in, {});
+    FAIL() << "a failed cuDNN call was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::internal);
+    EXPECT_NE(std::string(e.what()).find("cudnnConvolutionForward failed (cuDNN status 3000)"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_FALSE(CudaDevice::get()->poisoned());
+  EXPECT_EQ(emu::cudnn_descriptors_alive(), 0);
+  const kernels::Handler* own = kernels::find_handler(kernels::cuda_handlers(), ops::OpTag::conv2d);
+  EXPECT_EQ(host_values_of(kernels::run_forward(h, in, {}).as_view()),
+            host_values_of(kernels::run_forward(*own, in, {}).as_view()));
+}
+#endif
 
 // The char transformer of CudaTrain.TheCharTransformerTrainsOnTheDeviceAsOnTheCpu under cuda-checked, and
 // a batch of its tokens (`bad_at` >= 0: that token is outside the vocabulary).

@@ -23,6 +23,7 @@
 #include "pact/core/cuda_device.hpp"
 #include "pact/kernels/attention_tile.hpp"
 #include "pact/kernels/cublas.hpp"
+#include "pact/kernels/cudnn.hpp"
 #include "pact/kernels/kernel.hpp"
 #include "pact/kernels/ranks.hpp"
 #include "pact/kernels/spatial.hpp"
@@ -108,9 +109,10 @@ std::uint32_t grid_for(std::int64_t n) {
   return static_cast<std::uint32_t>(std::clamp<std::int64_t>(blocks, 1, 65535LL * 32));
 }
 
-// Who computes a handler's matrix products: Pact's own GEMM kernels (the cuda provider) or cuBLAS (the
-// cublas provider, a trusted external boundary; the code around the products is the same).
-enum class GemmEngine { pact, cublas };
+// Who computes a handler's matrix products: Pact's own GEMM kernels (the cuda provider), cuBLAS (the cublas
+// provider, a trusted external boundary; the code around the products is the same), or, for conv2d, cuDNN's
+// convolutions (the cudnn provider, which serves conv2d alone).
+enum class GemmEngine { pact, cublas, cudnn };
 
 // The operands of one kernel call: each view's device binding, kept until the launch is enqueued, and any
 // contiguous copy made for it (released after the launch: the release is stream-ordered after it).
@@ -122,6 +124,8 @@ class Operands {
     if (module().module == nullptr) throw_error(ErrorCode::no_device, std::string(op), module().failure);
     if (engine == GemmEngine::cublas && kernels::cublas() == nullptr)
       throw_error(ErrorCode::unsupported, std::string(op), kernels::cublas_unavailable_reason());
+    if (engine == GemmEngine::cudnn && kernels::cudnn() == nullptr)
+      throw_error(ErrorCode::unsupported, std::string(op), kernels::cudnn_unavailable_reason());
   }
   // A view's device address; refuses a view outside the CUDA provider or of another dtype than `dtype` (f32
   // data; i64 class targets, contiguous; bool masks).
@@ -157,6 +161,10 @@ class Operands {
     bindings_.push_back(std::move(bound).value());
     return bindings_.back().unsafe_device_address();
   }
+  // A handler's result tensor, owned here until the handler moves it out (`return std::move(out)`): a result
+  // owned by a local declared after the Operands would die before its binding when an error unwinds the
+  // handler, which seed 001 treats as a fatal use of freed memory; owned here, the binding ends first.
+  Tensor& output(const Dims& shape, DType dtype = DType::f32);
   // Keeps a temporary device tensor (a staging product, a flag) alive as long as the bindings made of it.
   Tensor& keep(Tensor t) {
     temporaries_.push_back(std::move(t));
@@ -176,6 +184,8 @@ class Operands {
 Tensor device_empty(const Dims& shape, DType dtype = DType::f32) {
   return Tensor::empty(shape, dtype, cuda_provider(), AllocationReason::OperationOutput);
 }
+
+Tensor& Operands::output(const Dims& shape, DType dtype) { return keep(device_empty(shape, dtype)); }
 
 void launch(std::string_view op, const char* kernel, std::uint32_t grid_x, std::uint32_t grid_y, std::uint32_t grid_z,
             std::uint32_t block, std::vector<void*> params, std::uint32_t shared_bytes = 0) {
@@ -484,25 +494,25 @@ Tensor binary_forward(const char* op, int code, std::span<const TensorView> in) 
   Operands ops(op);
   const Dims shape = ops::broadcast_shapes(op, in[0].shape(), in[1].shape());
   const Elementwise a = view_operand(ops, in[0], "a"), b = view_operand(ops, in[1], "b");
-  Tensor out = device_empty(shape);
+  Tensor& out = ops.output(shape);
   binary(ops, ops.write(out), shape, a, b, code);
-  return out;
+  return std::move(out);
 }
 
 // The gradient of a broadcast operand: `full` (the output's shape, contiguous) summed to `target`'s shape,
 // negated when asked, into a new tensor.
 Tensor reduced_gradient(Operands& ops, std::uint64_t full, const Dims& out_shape, const Dims& target, bool negate) {
-  Tensor result = device_empty(target);
+  Tensor& result = ops.output(target);
   const std::uint64_t r = ops.write(result);
   if (!negate) {
     sum_to_shape(ops, r, full, out_shape, target);
-    return result;
+    return std::move(result);
   }
   Tensor& summed = ops.keep(device_empty(target));
   const std::uint64_t sa = ops.write(summed);
   sum_to_shape(ops, sa, full, out_shape, target);
   unary(ops, r, contiguous_operand(sa, target), 2);
-  return result;
+  return std::move(result);
 }
 
 // add (0), mul (1), sub (2), div (3): the VJP of each operand over the broadcast output shape. Reads only
@@ -565,9 +575,9 @@ Tensor unary_forward(ops::OpTag tag, std::span<const TensorView> in, const Attri
   const std::string op(ops::op_kind(tag));
   Operands ops(op);
   const Elementwise x = view_operand(ops, in[0], "x");
-  Tensor out = device_empty(in[0].shape());
+  Tensor& out = ops.output(in[0].shape());
   unary(ops, ops.write(out), x, unary_code(tag, a));
-  return out;
+  return std::move(out);
 }
 
 GradList unary_vjp(ops::OpTag tag, std::span<const TensorView> in, const TensorView& y, const TensorView& grad,
@@ -581,7 +591,7 @@ GradList unary_vjp(ops::OpTag tag, std::span<const TensorView> in, const TensorV
   std::uint64_t x = info.saves_input(0) ? ops.contiguous(in[0], "x") : g;
   std::uint64_t yy = info.saves_output() ? ops.contiguous(y, "output") : x;
   if (!info.saves_input(0)) x = yy;
-  Tensor gx = device_empty(in[0].shape());
+  Tensor& gx = ops.output(in[0].shape());
   std::uint64_t o = ops.write(gx);
   std::int64_t n = gx.numel();
   int code = unary_code(tag, a);
@@ -630,15 +640,15 @@ Tensor matmul_forward_on(GemmEngine engine, std::span<const TensorView> in, cons
       ops::infer_type(ops::OpTag::matmul,
                       std::vector<ops::TensorType>{{DType::f32, in[0].shape()}, {DType::f32, in[1].shape()}}, {})
           .shape;
-  Tensor out = device_empty(out_shape);
+  Tensor& out = ops.output(out_shape);
   const std::uint64_t o = ops.write(out);
   if (f.k == 0) {
     device().clear(o, static_cast<std::uint64_t>(out.numel()) * 4);
-    return out;
+    return std::move(out);
   }
   gemm(ops, o, {a, f.k, 1}, {b, f.n, 1}, 0, f.m, f.n, f.k,
        batch_geometry(f.batch, f.a_matrix, f.m * f.k, f.b_matrix, f.k * f.n), false);
-  return out;
+  return std::move(out);
 }
 
 GradList matmul_vjp_on(GemmEngine engine, std::span<const TensorView> in, const TensorView&, const TensorView& grad,
@@ -657,7 +667,7 @@ GradList matmul_vjp_on(GemmEngine engine, std::span<const TensorView> in, const 
     }
     const Dims& own = which == 0 ? f.a_matrix : f.b_matrix;
     const Dims full = which == 0 ? with_matrix(f.batch, f.m, f.k) : with_matrix(f.batch, f.k, f.n);
-    Tensor result = device_empty(in[static_cast<std::size_t>(which)].shape());
+    Tensor& result = ops.output(in[static_cast<std::size_t>(which)].shape());
     const std::uint64_t result_address = ops.write(result);
     const Tensor* staging = nullptr;
     std::uint64_t target = result_address;
@@ -689,7 +699,7 @@ Tensor linear_forward_on(GemmEngine engine, std::span<const TensorView> in, cons
   const std::uint64_t bias = in.size() == 3 ? ops.contiguous(in[2], "bias") : 0;
   Dims out_shape = in[0].shape();
   out_shape[out_shape.size() - 1] = out_f;
-  Tensor out = device_empty(out_shape);
+  Tensor& out = ops.output(out_shape);
   const std::uint64_t o = ops.write(out);
   if (in_f == 0) {
     // y = bias broadcast (or zeros): x W^T is empty
@@ -704,10 +714,10 @@ Tensor linear_forward_on(GemmEngine engine, std::span<const TensorView> in, cons
       launch("linear", "pact_binary_f32", grid_for(n), 1, 1, kThreads,
              {(void*)&o, (void*)&o, (void*)&bias, &g, &n, &op_code});
     }
-    return out;
+    return std::move(out);
   }
   gemm(ops, o, {x, in_f, 1}, {w, 1, in_f}, bias, rows, out_f, in_f, no_batch(), false);
-  return out;
+  return std::move(out);
 }
 
 GradList linear_vjp_on(GemmEngine engine, std::span<const TensorView> in, const TensorView&, const TensorView& grad,
@@ -724,7 +734,7 @@ GradList linear_vjp_on(GemmEngine engine, std::span<const TensorView> in, const 
       r.emplace_back(std::nullopt);
       return;
     }
-    Tensor t = device_empty(shape);
+    Tensor& t = ops.output(shape);
     const std::uint64_t ta = ops.write(t);
     if (empty)
       device().clear(ta, static_cast<std::uint64_t>(t.numel()) * 4);
@@ -764,13 +774,13 @@ Tensor softmax_like_forward(const char* op, int log_form, std::span<const Tensor
   Operands ops(op);
   AxisSplit s = split_softmax(op, in[0], a);
   std::uint64_t x = ops.contiguous(in[0], "x");
-  Tensor out = device_empty(in[0].shape());
+  Tensor& out = ops.output(in[0].shape());
   std::uint64_t o = ops.write(out);
   const std::int64_t rows = s.outer * s.inner;
   if (rows > 0 && s.axis > 0)
     launch(op, "pact_softmax_f32", static_cast<std::uint32_t>(rows), 1, 1, kThreads,
            {&o, &x, &s.outer, &s.axis, &s.inner, &log_form});
-  return out;
+  return std::move(out);
 }
 
 GradList softmax_like_vjp(const char* op, int log_form, std::span<const TensorView> in, const TensorView& y,
@@ -778,7 +788,7 @@ GradList softmax_like_vjp(const char* op, int log_form, std::span<const TensorVi
   Operands ops(op);
   AxisSplit s = split_softmax(op, in[0], a);
   std::uint64_t yy = ops.contiguous(y, "output"), g = ops.contiguous(grad, "grad_output");
-  Tensor gx = device_empty(in[0].shape());
+  Tensor& gx = ops.output(in[0].shape());
   std::uint64_t o = ops.write(gx);
   const std::int64_t rows = s.outer * s.inner;
   if (rows > 0 && s.axis > 0)
@@ -822,11 +832,11 @@ Tensor norm_forward(const char* op, int rms, std::span<const TensorView> in, con
                                 : nullptr;  // NOLINT(performance-no-int-to-ptr)
   const void* b = in.size() > 2 ? reinterpret_cast<const void*>(ops.contiguous(in[2], "bias"))
                                 : nullptr;  // NOLINT(performance-no-int-to-ptr)
-  Tensor out = device_empty(in[0].shape());
+  Tensor& out = ops.output(in[0].shape());
   std::uint64_t o = ops.write(out);
   if (rows > 0 && width > 0)
     launch(op, "pact_norm_f32", static_cast<std::uint32_t>(rows), 1, 1, kThreads, {&o, &x, &w, &b, &width, &eps, &rms});
-  return out;
+  return std::move(out);
 }
 
 GradList norm_vjp(const char* op, int rms, std::span<const TensorView> in, const TensorView& grad, const Attributes& a,
@@ -838,7 +848,7 @@ GradList norm_vjp(const char* op, int rms, std::span<const TensorView> in, const
   std::uint64_t x = ops.contiguous(in[0], "x"), g = ops.contiguous(grad, "grad_output");
   const void* w = in.size() > 1 ? reinterpret_cast<const void*>(ops.contiguous(in[1], "weight"))
                                 : nullptr;  // NOLINT(performance-no-int-to-ptr)
-  Tensor gx = device_empty(in[0].shape());
+  Tensor& gx = ops.output(in[0].shape());
   std::uint64_t o = ops.write(gx);
   Tensor& gxhat = ops.keep(device_empty(in[0].shape()));
   std::uint64_t h = ops.write(gxhat);
@@ -853,7 +863,7 @@ GradList norm_vjp(const char* op, int rms, std::span<const TensorView> in, const
       r.emplace_back(std::nullopt);
       continue;
     }
-    Tensor gp = device_empty(in[i].shape());
+    Tensor& gp = ops.output(in[i].shape());
     std::uint64_t pa = ops.write(gp);
     if (rows == 0)
       device().clear(pa, static_cast<std::uint64_t>(gp.numel()) * 4);
@@ -919,18 +929,18 @@ Tensor cross_entropy_forward(std::span<const TensorView> in, const Attributes& a
   const std::uint64_t x = ops.contiguous(in[0], "logits"), t = ops.read(in[1], "target", DType::i64);
   if (red == Reduction::none) {
     // [rows] losses, or one loss of a single row of logits (a scalar)
-    Tensor out = device_empty(in[0].rank() == 2 ? Dims{rows} : Dims{});
+    Tensor& out = ops.output(in[0].rank() == 2 ? Dims{rows} : Dims{});
     (void)cross_entropy_rows(ops, x, t, rows, classes, ignore, &out);
-    return out;
+    return std::move(out);
   }
   RowLosses rl = cross_entropy_rows(ops, x, t, rows, classes, ignore, nullptr);
-  Tensor out = device_empty(Dims{});
+  Tensor& out = ops.output(Dims{});
   const std::uint64_t o = ops.write(out);
   const std::uint64_t weights = red == Reduction::mean ? rl.counted_address : 0;
   const void* w = weights == 0 ? nullptr : reinterpret_cast<const void*>(weights);  // NOLINT(performance-no-int-to-ptr)
   std::int64_t n = rows;
   launch("cross_entropy", "pact_sum_f32", 1, 1, 1, 1024, {(void*)&o, &rl.losses_address, &w, &n});
-  return out;
+  return std::move(out);
 }
 
 GradList cross_entropy_vjp(std::span<const TensorView> in, const TensorView&, const TensorView& grad,
@@ -947,7 +957,7 @@ GradList cross_entropy_vjp(std::span<const TensorView> in, const TensorView&, co
   std::int64_t n = rows;
   const void* no_weights = nullptr;
   launch("cross_entropy", "pact_sum_f32", 1, 1, 1, 1024, {&count_address, &rl.counted_address, &no_weights, &n});
-  Tensor gx = device_empty(in[0].shape());
+  Tensor& gx = ops.output(in[0].shape());
   const std::uint64_t o = ops.write(gx);
   int mode = red == Reduction::none ? 0 : red == Reduction::sum ? 1 : 2;
   std::int64_t cls = classes, ign = ignore;
@@ -1043,12 +1053,12 @@ Tensor scaled_dot_product_attention_forward(std::span<const TensorView> in, cons
                 v = ops.contiguous(in[2], "value");
   Dims out_shape = in[0].shape();
   out_shape[out_shape.size() - 1] = f.ev;
-  Tensor out = device_empty(out_shape);
+  Tensor& out = ops.output(out_shape);
   std::uint64_t o = ops.write(out);
-  if (out.numel() == 0) return out;
+  if (out.numel() == 0) return std::move(out);
   if (f.s == 0) {  // no keys: each output is an empty sum, 0 (as the reference)
     device().clear(o, static_cast<std::uint64_t>(out.numel()) * 4);
-    return out;
+    return std::move(out);
   }
   // The fused kernel (pact/kernels/attention_tile.hpp) where its variant and its shared memory fit.
   using kernels::AttentionTile;
@@ -1062,12 +1072,12 @@ Tensor scaled_dot_product_attention_forward(std::span<const TensorView> in, cons
            static_cast<std::uint32_t>(f.batch), 1, AttentionTile::kThreads,
            {&o, &q, &k, &v, &f.mask, &f.mask_geometry, &f.mask_kind, &f.l, &f.s, &f.e, &f.ev, &f.scale, &f.causal},
            static_cast<std::uint32_t>(shared));
-    return out;
+    return std::move(out);
   }
   // Wider heads: through the probabilities, P V.
   const std::uint64_t p = attention_probs(ops, f, q, k);
   gemm(ops, o, {p, f.s, 1}, {v, f.ev, 1}, 0, f.l, f.ev, f.s, flat_batch(f.batch, f.l * f.s, f.s * f.ev), false);
-  return out;
+  return std::move(out);
 }
 
 GradList scaled_dot_product_attention_vjp(std::span<const TensorView> in, const TensorView&, const TensorView& grad,
@@ -1102,7 +1112,7 @@ GradList scaled_dot_product_attention_vjp(std::span<const TensorView> in, const 
       r.emplace_back(std::nullopt);
       return;
     }
-    Tensor t = device_empty(shape);
+    Tensor& t = ops.output(shape);
     const std::uint64_t ta = ops.write(t);
     if (t.numel() > 0) {
       if (n == 0)
@@ -1136,14 +1146,14 @@ Tensor embedding_forward(std::span<const TensorView> in, const Attributes&, cons
   std::uint64_t w = ops.contiguous(in[0], "weight"), idx = ops.read(in[1], "indices", DType::i64);
   Dims shape = in[1].shape();
   shape.push_back(dim);
-  Tensor out = device_empty(shape);
+  Tensor& out = ops.output(shape);
   std::uint64_t o = ops.write(out);
   device().checked_launch("embedding", "indices", rows, [&](std::uint64_t bad) {
     if (n > 0 && dim > 0)
       launch("embedding", "pact_embedding_f32", grid_for(n * kThreads), 1, 1, kThreads,
              {&o, &w, &idx, &n, &rows, &dim, &bad});
   });
-  return out;
+  return std::move(out);
 }
 
 // The table's gradient (padding_idx's row zero); the indices get none.
@@ -1153,7 +1163,7 @@ GradList embedding_vjp(std::span<const TensorView> in, const TensorView&, const 
   std::int64_t rows = in[0].shape()[0], dim = in[0].shape()[1], n = in[1].numel();
   std::int64_t padding = a.get_int("embedding", "padding_idx", -1);
   std::uint64_t g = ops.contiguous(grad, "grad_output"), idx = ops.read(in[1], "indices", DType::i64);
-  Tensor gw = device_empty(in[0].shape());
+  Tensor& gw = ops.output(in[0].shape());
   std::uint64_t o = ops.write(gw);
   if (rows > 0 && dim > 0)
     launch("embedding", "pact_embedding_grad_f32", grid_for(rows * kThreads), 1, 1, kThreads,
@@ -1192,13 +1202,13 @@ Tensor reduce_forward(ops::OpTag tag, std::span<const TensorView> in, const Attr
   Operands ops(op);
   const std::uint64_t x = ops.contiguous(in[0], "x");
   const Reduced r = reduced_shape(op, in[0].shape(), a);
-  Tensor out = device_empty(ops::infer_type(tag, std::vector<ops::TensorType>{{DType::f32, in[0].shape()}}, a).shape);
+  Tensor& out = ops.output(ops::infer_type(tag, std::vector<ops::TensorType>{{DType::f32, in[0].shape()}}, a).shape);
   std::uint64_t o = ops.write(out);
   sum_to_shape(ops, o, x, in[0].shape(), r.kept);
   std::int64_t n = out.numel();
   float factor = 1.0f / static_cast<float>(r.count);
   if (tag == ops::OpTag::mean && n > 0) launch(op, "pact_scale_f32", grid_for(n), 1, 1, kThreads, {&o, &n, &factor});
-  return out;
+  return std::move(out);
 }
 
 GradList reduce_vjp(ops::OpTag tag, std::span<const TensorView> in, const TensorView& grad, const Attributes& a) {
@@ -1211,7 +1221,7 @@ GradList reduce_vjp(ops::OpTag tag, std::span<const TensorView> in, const Tensor
     if (r.kept[d] == 1) strides[d] = 0;
   }
   const Elementwise g{ops.contiguous(grad, "grad_output"), s, strides};
-  Tensor gx = device_empty(s);
+  Tensor& gx = ops.output(s);
   std::uint64_t o = ops.write(gx);
   unary(ops, o, g, 0);
   std::int64_t n = gx.numel();
@@ -1240,9 +1250,9 @@ PACT_CUDA_REDUCE(mean)
 // contiguous tensor of `shape`.
 Tensor materialize(Operands& ops, const TensorView& v, const Dims& shape) {
   const std::uint64_t src = ops.read(v, "x");
-  Tensor out = device_empty(shape);
+  Tensor& out = ops.output(shape);
   copy_strided(ops.op(), ops.write(out), src, v);
-  return out;
+  return std::move(out);
 }
 
 Dims view_shape(ops::OpTag op, const TensorView& x, const Attributes& a) {
@@ -1326,6 +1336,140 @@ Geometry image_group_batch(std::int64_t images, std::int64_t groups, std::int64_
   return batch;
 }
 
+// out += bias[o] over every image and pixel (0: no bias).
+void add_bias(Operands& ops, std::uint64_t out, std::uint64_t bias, const ConvGeometry& g) {
+  if (bias == 0) return;
+  const Dims shape{g.n, g.o, g.oh, g.ow};
+  binary(ops, out, shape, contiguous_operand(out, shape), contiguous_operand(bias, Dims{g.o, 1, 1}), 0);
+}
+
+// ---- cuDNN's convolutions (the cudnn provider; pact/kernels/cudnn.hpp) --------------------------------------
+//
+// One convolution's descriptors (NCHW float input, output and filter; cross-correlation with the geometry's
+// padding, stride, dilation and groups, FMA math so no TF32 rounding enters), made and destroyed around each
+// call; each call picks the heuristics' best deterministic algorithm (else the best) and gives it the
+// workspace it asks for from the device pool.
+class CudnnConvolution {
+ public:
+  CudnnConvolution(std::string_view op, const ConvGeometry& g) : op_(op), dnn_(*kernels::cudnn()), lock_(dnn_.mutex) {
+    constexpr std::int64_t kIntMax = 0x7fffffff;
+    for (std::int64_t v : {g.n, g.c, g.h, g.w, g.o, g.cg, g.kh, g.kw, g.oh, g.ow, g.ph, g.pw, g.sh, g.sw, g.dh, g.dw})
+      if (v > kIntMax)
+        throw_error(ErrorCode::unsupported, std::string(op), "a convolution dimension past cuDNN's int range");
+    auto i = [](std::int64_t v) { return static_cast<int>(v); };
+    device().make_current();
+    check(dnn_.create_tensor(&x), "cudnnCreateTensorDescriptor");
+    check(dnn_.create_tensor(&y), "cudnnCreateTensorDescriptor");
+    check(dnn_.create_filter(&w), "cudnnCreateFilterDescriptor");
+    check(dnn_.create_convolution(&conv), "cudnnCreateConvolutionDescriptor");
+    check(dnn_.set_tensor_4d(x, kernels::kCudnnNchw, kernels::kCudnnFloat, i(g.n), i(g.c), i(g.h), i(g.w)),
+          "cudnnSetTensor4dDescriptor");
+    check(dnn_.set_tensor_4d(y, kernels::kCudnnNchw, kernels::kCudnnFloat, i(g.n), i(g.o), i(g.oh), i(g.ow)),
+          "cudnnSetTensor4dDescriptor");
+    check(dnn_.set_filter_4d(w, kernels::kCudnnFloat, kernels::kCudnnNchw, i(g.o), i(g.cg), i(g.kh), i(g.kw)),
+          "cudnnSetFilter4dDescriptor");
+    check(dnn_.set_convolution_2d(conv, i(g.ph), i(g.pw), i(g.sh), i(g.sw), i(g.dh), i(g.dw),
+                                  kernels::kCudnnCrossCorrelation, kernels::kCudnnFloat),
+          "cudnnSetConvolution2dDescriptor");
+    check(dnn_.set_group_count(conv, i(g.groups)), "cudnnSetConvolutionGroupCount");
+    check(dnn_.set_math_type(conv, kernels::kCudnnFmaMath), "cudnnSetConvolutionMathType");
+  }
+  ~CudnnConvolution() {
+    if (conv != nullptr) dnn_.destroy_convolution(conv);
+    if (w != nullptr) dnn_.destroy_filter(w);
+    if (y != nullptr) dnn_.destroy_tensor(y);
+    if (x != nullptr) dnn_.destroy_tensor(x);
+  }
+  CudnnConvolution(const CudnnConvolution&) = delete;
+  CudnnConvolution& operator=(const CudnnConvolution&) = delete;
+
+  // Status 0 or a typed error naming the call; a failed execution leaves the stream suspect.
+  void check(int status, const char* call) const {
+    if (status == 0) return;
+    if (status == 4000 || status == 5000) device().poison();  // CUDNN_STATUS_INTERNAL_ERROR, _EXECUTION_FAILED
+    throw_error(ErrorCode::internal, std::string(op_), fmt::format("{} failed (cuDNN status {})", call, status));
+  }
+  // The heuristics' (`find`: requested, returned, results) best deterministic algorithm, else their best.
+  template <class Find>
+  kernels::CudnnAlgorithm pick(const char* call, Find&& find) const {
+    std::array<kernels::CudnnAlgorithm, 8> found{};
+    int returned = 0;
+    check(find(static_cast<int>(found.size()), &returned, found.data()), call);
+    returned = std::clamp(returned, 0, static_cast<int>(found.size()));
+    for (bool deterministic : {true, false}) {
+      for (int k = 0; k < returned; ++k) {
+        const auto& f = found[static_cast<std::size_t>(k)];
+        if (f.status == 0 && (!deterministic || f.determinism == kernels::kCudnnDeterministic)) return f;
+      }
+    }
+    throw_error(ErrorCode::unsupported, std::string(op_), fmt::format("{} offered no usable algorithm", call));
+  }
+  // A workspace of `bytes` from the device pool, kept by `ops` until the call is enqueued (0: none).
+  static std::uint64_t workspace(Operands& ops, std::size_t bytes) {
+    if (bytes == 0) return 0;
+    Tensor& ws = ops.keep(device_empty(Dims{static_cast<std::int64_t>((bytes + 3) / 4)}));
+    return ops.write(ws);
+  }
+  const kernels::Cudnn& dnn() const noexcept { return dnn_; }
+
+  void* x = nullptr;
+  void* y = nullptr;
+  void* w = nullptr;
+  void* conv = nullptr;
+
+ private:
+  std::string_view op_;
+  const kernels::Cudnn& dnn_;
+  std::lock_guard<std::mutex> lock_;  // the handle serves one call at a time
+};
+
+void* device_pointer(std::uint64_t address) {
+  return reinterpret_cast<void*>(address);  // NOLINT(performance-no-int-to-ptr)
+}
+
+// out = x convolved with w by cuDNN (every output element written).
+void cudnn_convolve(Operands& ops, std::uint64_t out, std::uint64_t x, std::uint64_t w, const ConvGeometry& g) {
+  CudnnConvolution cd(ops.op(), g);
+  const auto& d = cd.dnn();
+  const kernels::CudnnAlgorithm algo =
+      cd.pick("cudnnGetConvolutionForwardAlgorithm_v7", [&](int requested, int* returned, kernels::CudnnAlgorithm* r) {
+        return d.forward_algorithms(d.handle, cd.x, cd.w, cd.conv, cd.y, requested, returned, r);
+      });
+  const std::uint64_t ws = CudnnConvolution::workspace(ops, algo.memory);
+  const float one = 1.0f, zero = 0.0f;
+  cd.check(d.forward(d.handle, &one, cd.x, device_pointer(x), cd.w, device_pointer(w), cd.conv, algo.algo,
+                     device_pointer(ws), algo.memory, &zero, cd.y, device_pointer(out)),
+           "cudnnConvolutionForward");
+}
+
+// gx = the input's gradient of gy (backward data), gw = the filter's (backward filter); 0 for one not wanted.
+void cudnn_convolution_grads(Operands& ops, std::uint64_t gx, std::uint64_t gw, std::uint64_t gy, std::uint64_t x,
+                             std::uint64_t w, const ConvGeometry& g) {
+  CudnnConvolution cd(ops.op(), g);
+  const auto& d = cd.dnn();
+  const float one = 1.0f, zero = 0.0f;
+  if (gx != 0) {
+    const kernels::CudnnAlgorithm algo = cd.pick(
+        "cudnnGetConvolutionBackwardDataAlgorithm_v7", [&](int requested, int* returned, kernels::CudnnAlgorithm* r) {
+          return d.backward_data_algorithms(d.handle, cd.w, cd.y, cd.conv, cd.x, requested, returned, r);
+        });
+    const std::uint64_t ws = CudnnConvolution::workspace(ops, algo.memory);
+    cd.check(d.backward_data(d.handle, &one, cd.w, device_pointer(w), cd.y, device_pointer(gy), cd.conv, algo.algo,
+                             device_pointer(ws), algo.memory, &zero, cd.x, device_pointer(gx)),
+             "cudnnConvolutionBackwardData");
+  }
+  if (gw != 0) {
+    const kernels::CudnnAlgorithm algo = cd.pick(
+        "cudnnGetConvolutionBackwardFilterAlgorithm_v7", [&](int requested, int* returned, kernels::CudnnAlgorithm* r) {
+          return d.backward_filter_algorithms(d.handle, cd.x, cd.y, cd.conv, cd.w, requested, returned, r);
+        });
+    const std::uint64_t ws = CudnnConvolution::workspace(ops, algo.memory);
+    cd.check(d.backward_filter(d.handle, &one, cd.x, device_pointer(x), cd.y, device_pointer(gy), cd.conv, algo.algo,
+                               device_pointer(ws), algo.memory, &zero, cd.w, device_pointer(gw)),
+             "cudnnConvolutionBackwardFilter");
+  }
+}
+
 // One input channel per group (depthwise, with or without a channel multiplier): kernels.cu's direct
 // pact_conv_depthwise_* kernels, not an im2col GEMM whose inner dimension would be only KH KW.
 bool depthwise(const ConvGeometry& g) { return g.cg == 1 && g.groups > 1; }
@@ -1336,7 +1480,11 @@ void convolve(Operands& ops, std::uint64_t out, std::uint64_t x, std::uint64_t w
               const ConvGeometry& g) {
   const std::int64_t k = g.cg * g.kh * g.kw, l = g.oh * g.ow, chunk = images_per_chunk(g);
   if (g.n * g.o * l == 0) return;
-  if (depthwise(g)) {
+  if (k == 0) {  // no taps: only the bias
+    device().clear(out, static_cast<std::uint64_t>(g.n * g.o * l) * 4);
+  } else if (ops.engine() == GemmEngine::cudnn) {
+    cudnn_convolve(ops, out, x, w, g);
+  } else if (depthwise(g)) {
     ConvGeometry geo = g;
     launch(ops.op(), "pact_conv_depthwise_f32", grid_for(g.n * g.o * l), 1, 1, kThreads, {&out, &x, &w, &geo});
   } else {
@@ -1349,10 +1497,7 @@ void convolve(Operands& ops, std::uint64_t out, std::uint64_t x, std::uint64_t w
            image_group_batch(images, g.groups, 0, g.og * k, g.groups * k * l, k * l), false);
     }
   }
-  if (bias != 0) {
-    const Dims shape{g.n, g.o, g.oh, g.ow};
-    binary(ops, out, shape, contiguous_operand(out, shape), contiguous_operand(bias, Dims{g.o, 1, 1}), 0);
-  }
+  add_bias(ops, out, bias, g);
 }
 
 Tensor conv2d_forward_on(GemmEngine engine, std::span<const TensorView> in, const Attributes& a, const KernelContext&) {
@@ -1360,9 +1505,9 @@ Tensor conv2d_forward_on(GemmEngine engine, std::span<const TensorView> in, cons
   const ConvGeometry g = conv_geometry(in, a);
   const std::uint64_t x = ops.contiguous(in[0], "input"), w = ops.contiguous(in[1], "weight");
   const std::uint64_t b = in.size() == 3 ? ops.contiguous(in[2], "bias") : 0;
-  Tensor out = device_empty(Dims{g.n, g.o, g.oh, g.ow});
+  Tensor& out = ops.output(Dims{g.n, g.o, g.oh, g.ow});
   convolve(ops, ops.write(out), x, w, b, g);
-  return out;
+  return std::move(out);
 }
 
 // The weight's gradient sums, image by image in index order, gy[i, group] (og x OH OW) times the image's
@@ -1377,19 +1522,22 @@ GradList conv2d_vjp_on(GemmEngine engine, std::span<const TensorView> in, const 
   const bool want_x = ctx.wants_grad(0), want_w = ctx.wants_grad(1);
   const std::uint64_t x = want_w ? ops.contiguous(in[0], "input") : 0;
   const std::uint64_t w = want_x ? ops.contiguous(in[1], "weight") : 0;
-  std::optional<Tensor> gx, gw;
+  Tensor* gx = nullptr;
+  Tensor* gw = nullptr;
   std::uint64_t gxa = 0, gwa = 0;
   if (want_x) {
-    gx = device_empty(in[0].shape());
+    gx = &ops.output(in[0].shape());
     gxa = ops.write(*gx);
     if (l == 0 || g.o == 0) device().clear(gxa, static_cast<std::uint64_t>(gx->numel()) * 4);
   }
   if (want_w) {
-    gw = device_empty(in[1].shape());
+    gw = &ops.output(in[1].shape());
     gwa = ops.write(*gw);
     if (g.n * l == 0) device().clear(gwa, static_cast<std::uint64_t>(gw->numel()) * 4);
   }
-  if (g.n * l * g.o > 0 && depthwise(g)) {
+  if (g.n * l * g.o > 0 && k > 0 && ops.engine() == GemmEngine::cudnn) {
+    cudnn_convolution_grads(ops, want_x ? gxa : 0, want_w ? gwa : 0, gy, x, w, g);
+  } else if (g.n * l * g.o > 0 && depthwise(g)) {
     ConvGeometry geo = g;
     std::uint64_t cotangent = gy, input = x, weight = w;
     if (want_w) {
@@ -1431,13 +1579,13 @@ GradList conv2d_vjp_on(GemmEngine engine, std::span<const TensorView> in, const 
     }
   }
   GradList r;
-  r.emplace_back(std::move(gx));
-  r.emplace_back(std::move(gw));
+  r.push_back(gx != nullptr ? std::optional<Tensor>(std::move(*gx)) : std::nullopt);
+  r.push_back(gw != nullptr ? std::optional<Tensor>(std::move(*gw)) : std::nullopt);
   if (in.size() == 3) {
     if (!ctx.wants_grad(2)) {
       r.emplace_back(std::nullopt);
     } else {
-      Tensor gb = device_empty(Dims{g.o});
+      Tensor& gb = ops.output(Dims{g.o});
       const std::uint64_t ba = ops.write(gb);
       if (g.n * l == 0)
         device().clear(ba, static_cast<std::uint64_t>(g.o) * 4);
@@ -1471,6 +1619,15 @@ PACT_CUDA_GEMM_OP(linear)
 PACT_CUDA_GEMM_OP(conv2d)
 #undef PACT_CUDA_GEMM_OP
 
+// conv2d with its convolutions by cuDNN (the cudnn provider); the bias and its gradient as above.
+Tensor cudnn_conv2d_forward(std::span<const TensorView> in, const Attributes& a, const KernelContext& c) {
+  return conv2d_forward_on(GemmEngine::cudnn, in, a, c);
+}
+GradList cudnn_conv2d_vjp(std::span<const TensorView> in, const TensorView& y, const TensorView& g, const Attributes& a,
+                          const KernelContext& c) {
+  return conv2d_vjp_on(GemmEngine::cudnn, in, y, g, a, c);
+}
+
 // conv2d_activation (inference only): the convolution, plus the residual (a fourth input), then the
 // activation, each in place on the output: the unfused answer, as the CPU providers define it.
 Tensor conv2d_activation_forward(std::span<const TensorView> in, const Attributes& a, const KernelContext&) {
@@ -1485,14 +1642,14 @@ Tensor conv2d_activation_forward(std::span<const TensorView> in, const Attribute
   const std::uint64_t x = ops.contiguous(in[0], "input"), w = ops.contiguous(in[1], "weight");
   const std::uint64_t b = in.size() >= 3 ? ops.contiguous(in[2], "bias") : 0;
   const Dims shape{g.n, g.o, g.oh, g.ow};
-  Tensor out = device_empty(shape);
+  Tensor& out = ops.output(shape);
   const std::uint64_t o = ops.write(out);
   convolve(ops, o, x, w, b, g);
   if (in.size() == 4)
     binary(ops, o, shape, contiguous_operand(o, shape), contiguous_operand(ops.contiguous(in[3], "residual"), shape),
            0);
   if (code != 0) unary(ops, o, contiguous_operand(o, shape), code);
-  return out;
+  return std::move(out);
 }
 
 // ---- pooling: one thread per output (forward) or per input element (VJP, a gather) ----
@@ -1504,11 +1661,11 @@ Tensor pool_forward(const char* op, int max, std::span<const TensorView> in, con
   Dims shape = in[0].shape();
   shape[shape.size() - 2] = g.oh;
   shape[shape.size() - 1] = g.ow;
-  Tensor out = device_empty(shape);
+  Tensor& out = ops.output(shape);
   std::uint64_t o = ops.write(out);
   const std::int64_t total = g.planes * g.oh * g.ow;
   if (total > 0) launch(op, "pact_pool2d_f32", grid_for(total), 1, 1, kThreads, {&o, &x, &g, &max});
-  return out;
+  return std::move(out);
 }
 
 GradList pool_vjp(const char* op, int max, std::span<const TensorView> in, const TensorView& grad,
@@ -1516,7 +1673,7 @@ GradList pool_vjp(const char* op, int max, std::span<const TensorView> in, const
   Operands ops(op);
   PoolGeometry g = pool_geometry(op, in[0], a);
   std::uint64_t x = ops.contiguous(in[0], "input"), gy = ops.contiguous(grad, "grad_output");
-  Tensor gx = device_empty(in[0].shape());
+  Tensor& gx = ops.output(in[0].shape());
   std::uint64_t o = ops.write(gx);
   const std::int64_t total = g.planes * g.h * g.w;
   if (total > 0) launch(op, "pact_pool2d_grad_f32", grid_for(total), 1, 1, kThreads, {&o, &x, &gy, &g, &max});
@@ -1563,12 +1720,12 @@ Tensor adaptive_avg_pool2d_forward(std::span<const TensorView> in, const Attribu
   Operands ops("adaptive_avg_pool2d");
   AdaptiveForm f = adaptive_form(in[0], a);
   std::uint64_t x = ops.contiguous(in[0], "input");
-  Tensor out = device_empty(f.out_shape);
+  Tensor& out = ops.output(f.out_shape);
   std::uint64_t o = ops.write(out);
   if (out.numel() > 0)
     launch(ops.op(), "pact_adaptive_pool_f32", grid_for(out.numel()), 1, 1, kThreads,
            {&o, &x, &f.planes, &f.h, &f.w, &f.oh, &f.ow});
-  return out;
+  return std::move(out);
 }
 
 // Reads only the cotangent and the input's shape: the op saves nothing (Note [Op table]).
@@ -1577,7 +1734,7 @@ GradList adaptive_avg_pool2d_vjp(std::span<const TensorView> in, const TensorVie
   Operands ops("adaptive_avg_pool2d");
   AdaptiveForm f = adaptive_form(in[0], a);
   std::uint64_t gy = ops.contiguous(grad, "grad_output");
-  Tensor gx = device_empty(in[0].shape());
+  Tensor& gx = ops.output(in[0].shape());
   std::uint64_t o = ops.write(gx);
   if (gx.numel() > 0)
     launch(ops.op(), "pact_adaptive_pool_grad_f32", grid_for(gx.numel()), 1, 1, kThreads,
@@ -1631,13 +1788,13 @@ Tensor batch_norm_forward(std::span<const TensorView> in, const Attributes& a, c
   ChannelForm f = channel_form(in[0]);
   std::uint64_t x = ops.contiguous(in[0], "x"), w = ops.contiguous(in[1], "weight"), b = ops.contiguous(in[2], "bias");
   auto [mean, inv] = channel_statistics(ops, x, in, f, a, ctx.training);
-  Tensor out = device_empty(in[0].shape());
+  Tensor& out = ops.output(in[0].shape());
   std::uint64_t o = ops.write(out);
   std::int64_t total = out.numel();
   if (total > 0)
     launch(ops.op(), "pact_batch_norm_apply_f32", grid_for(total), 1, 1, kThreads,
            {&o, &x, &mean, &inv, &w, &b, &total, &f.c, &f.spatial});
-  return out;
+  return std::move(out);
 }
 
 // Reads x, the weight and the running statistics, never the bias: the op saves inputs 0, 1, 3 and 4.
@@ -1649,7 +1806,9 @@ GradList batch_norm_vjp(std::span<const TensorView> in, const TensorView&, const
   std::uint64_t x = ops.contiguous(in[0], "x"), w = ops.contiguous(in[1], "weight"),
                 g = ops.contiguous(grad, "grad_output");
   auto [mean, inv] = channel_statistics(ops, x, in, f, a, ctx.training);
-  Tensor gx = device_empty(in[0].shape()), gw = device_empty(Dims{f.c}), gb = device_empty(Dims{f.c});
+  Tensor& gx = ops.output(in[0].shape());
+  Tensor& gw = ops.output(Dims{f.c});
+  Tensor& gb = ops.output(Dims{f.c});
   std::uint64_t gxa = ops.write(gx), gwa = ops.write(gw), gba = ops.write(gb);
   int train = ctx.training ? 1 : 0;
   if (f.c > 0)
@@ -1794,11 +1953,18 @@ const Handler kHandlers[] = {
 const Handler kCublasHandlers[] = {PACT_CUBLAS_HANDLER(matmul), PACT_CUBLAS_HANDLER(linear),
                                    PACT_CUBLAS_HANDLER(conv2d)};
 
+// The cudnn provider: conv2d through cuDNN (pact/kernels/cudnn.hpp).
+const Handler kCudnnHandlers[] = {Handler{ops::OpTag::conv2d, "cudnn", DeviceKind::cuda, &cudnn_conv2d_forward,
+                                          &cudnn_conv2d_vjp, "pact/kernels/cuda/cuda_kernels.cpp",
+                                          "pact::kernels::cuda::cudnn_conv2d_forward"}};
+
 }  // namespace cuda
 
 std::span<const Handler> cuda_handlers() { return cuda::kHandlers; }
 
 std::span<const Handler> cublas_handlers() { return cuda::kCublasHandlers; }
+
+std::span<const Handler> cudnn_handlers() { return cuda::kCudnnHandlers; }
 
 bool cuda_kernels_built() noexcept { return pact_cuda_image_size != 0; }
 

@@ -16,6 +16,7 @@
 
 #include "pact/core/cuda_device.hpp"
 #include "pact/kernels/cublas.hpp"
+#include "pact/kernels/cudnn.hpp"
 
 namespace pact::emu {
 
@@ -334,10 +335,216 @@ kernels::Cublas& emulated_cublas() {
   return table;
 }
 
-// The test binary's device and cuBLAS are the emulator's, installed before any test asks for either.
-[[maybe_unused]] const bool g_installed =
-    (CudaDevice::open_with(driver()), kernels::use_cublas(emulated_cublas()), true);
+// cuDNN's descriptor-based convolution on host memory, with the argument checks the cudnn provider must pass
+// (CUDNN_STATUS_BAD_PARAM = 2000): NCHW float tensors and filters, cross-correlation in float, FMA math (the
+// provider's rule: no TF32), shapes that agree with the convolution, and the algorithm and workspace the
+// heuristics offered. The heuristics offer a non-deterministic algorithm first, then a deterministic one that
+// needs a workspace, then one that fails; the provider must take the deterministic one.
+constexpr int kBadParam = 2000, kDeterministicAlgo = 7;
+constexpr std::size_t kDeterministicWorkspace = 96;
+
+struct TensorDesc {
+  int n = 0, c = 0, h = 0, w = 0;
+  bool set = false;
+};
+struct FilterDesc {
+  int k = 0, c = 0, h = 0, w = 0;
+  bool set = false;
+};
+struct ConvDesc {
+  int ph = 0, pw = 0, sh = 0, sw = 0, dh = 0, dw = 0, groups = 1, math = 0;
+  bool set = false;
+};
+std::atomic<std::int64_t> g_cudnn_descriptors{0};
+
+template <class D>
+int create(void** desc) {
+  *desc = new D();
+  ++g_cudnn_descriptors;
+  return 0;
+}
+template <class D>
+int destroy(void* desc) {
+  delete static_cast<D*>(desc);
+  --g_cudnn_descriptors;
+  return 0;
+}
+
+// The output extent of one spatial dimension, as cuDNN's convolution computes it.
+int extent(int in, int pad, int kernel, int stride, int dilation) {
+  return (in + 2 * pad - dilation * (kernel - 1) - 1) / stride + 1;
+}
+
+// True when x, w, y and the convolution are set and agree (groups divide the channels, y's extents follow).
+bool consistent(void* xd, void* wd, void* cd, void* yd) {
+  const auto& x = *static_cast<TensorDesc*>(xd);
+  const auto& w = *static_cast<FilterDesc*>(wd);
+  const auto& c = *static_cast<ConvDesc*>(cd);
+  const auto& y = *static_cast<TensorDesc*>(yd);
+  return x.set && w.set && c.set && y.set && c.math == kernels::kCudnnFmaMath && x.c == w.c * c.groups &&
+         w.k % c.groups == 0 && y.n == x.n && y.c == w.k && y.h == extent(x.h, c.ph, w.h, c.sh, c.dh) &&
+         y.w == extent(x.w, c.pw, w.w, c.sw, c.dw);
+}
+
+int algorithms(void* xd, void* wd, void* cd, void* yd, int requested, int* returned, kernels::CudnnAlgorithm* results) {
+  if (!consistent(xd, wd, cd, yd) || requested < 3) return kBadParam;
+  results[0] = kernels::CudnnAlgorithm{1, 0, 0.1f, 512, 0, kernels::kCudnnFmaMath, {0, 0, 0}};
+  results[1] = kernels::CudnnAlgorithm{
+      kDeterministicAlgo,     0,        0.2f, kDeterministicWorkspace, kernels::kCudnnDeterministic,
+      kernels::kCudnnFmaMath, {0, 0, 0}};
+  results[2] = kernels::CudnnAlgorithm{3, 3000, -1.0f, 0, kernels::kCudnnDeterministic, 0, {0, 0, 0}};
+  *returned = 3;
+  return 0;
+}
+
+// Visits every (image, output channel, y, x, input channel of the group, tap) pair of the convolution with
+// the offsets of the input element and the weight it multiplies into the output element.
+template <class F>
+void each_tap(void* xd, void* wd, void* cd, void* yd, F&& f) {
+  const auto& x = *static_cast<TensorDesc*>(xd);
+  const auto& w = *static_cast<FilterDesc*>(wd);
+  const auto& c = *static_cast<ConvDesc*>(cd);
+  const auto& y = *static_cast<TensorDesc*>(yd);
+  const int og = w.k / c.groups;
+  for (int n = 0; n < y.n; ++n)
+    for (int o = 0; o < y.c; ++o)
+      for (int oy = 0; oy < y.h; ++oy)
+        for (int ox = 0; ox < y.w; ++ox)
+          for (int ci = 0; ci < w.c; ++ci)
+            for (int ky = 0; ky < w.h; ++ky)
+              for (int kx = 0; kx < w.w; ++kx) {
+                const int iy = oy * c.sh - c.ph + ky * c.dh, ix = ox * c.sw - c.pw + kx * c.dw;
+                if (iy < 0 || iy >= x.h || ix < 0 || ix >= x.w) continue;
+                const std::int64_t xo =
+                    ((static_cast<std::int64_t>(n) * x.c + (o / og) * w.c + ci) * x.h + iy) * x.w + ix;
+                const std::int64_t wo = ((static_cast<std::int64_t>(o) * w.c + ci) * w.h + ky) * w.w + kx;
+                const std::int64_t yo = ((static_cast<std::int64_t>(n) * y.c + o) * y.h + oy) * y.w + ox;
+                f(xo, wo, yo);
+              }
+}
+
+// dst = alpha * acc + beta * dst over `count` elements (beta 0: dst is not read).
+void blend(float* dst, const std::vector<double>& acc, const void* alpha, const void* beta) {
+  const float a = *static_cast<const float*>(alpha), b = *static_cast<const float*>(beta);
+  for (std::size_t i = 0; i < acc.size(); ++i)
+    dst[i] = a * static_cast<float>(acc[i]) + (b == 0.0f ? 0.0f : b * dst[i]);
+}
+
+std::atomic<int> g_cudnn_failure{0};
+
+// The offered algorithm and its workspace; a failure a test asked for (fail_next_cudnn_call) comes first.
+int offered(int algo, const void* workspace, std::size_t bytes) {
+  if (const int status = g_cudnn_failure.exchange(0); status != 0) return status;
+  return algo == kDeterministicAlgo && workspace != nullptr && bytes >= kDeterministicWorkspace ? 0 : kBadParam;
+}
+
+std::int64_t count(void* desc) {
+  const auto& t = *static_cast<TensorDesc*>(desc);
+  return static_cast<std::int64_t>(t.n) * t.c * t.h * t.w;
+}
+std::int64_t filter_count(void* desc) {
+  const auto& f = *static_cast<FilterDesc*>(desc);
+  return static_cast<std::int64_t>(f.k) * f.c * f.h * f.w;
+}
+
+kernels::Cudnn& emulated_cudnn() {
+  static kernels::Cudnn table;  // holds a mutex: filled in place
+  table.handle = &token_object;
+  table.create = [](void** h) { return *h = &token_object, 0; };
+  table.destroy = [](void*) { return 0; };
+  table.set_stream = [](void*, void*) { return 0; };
+  table.create_tensor = create<TensorDesc>;
+  table.destroy_tensor = destroy<TensorDesc>;
+  table.create_filter = create<FilterDesc>;
+  table.destroy_filter = destroy<FilterDesc>;
+  table.create_convolution = create<ConvDesc>;
+  table.destroy_convolution = destroy<ConvDesc>;
+  table.set_tensor_4d = [](void* d, int format, int dtype, int n, int c, int h, int w) {
+    if (format != kernels::kCudnnNchw || dtype != kernels::kCudnnFloat || n < 1 || c < 1 || h < 1 || w < 1)
+      return kBadParam;
+    *static_cast<TensorDesc*>(d) = TensorDesc{n, c, h, w, true};
+    return 0;
+  };
+  table.set_filter_4d = [](void* d, int dtype, int format, int k, int c, int h, int w) {
+    if (format != kernels::kCudnnNchw || dtype != kernels::kCudnnFloat || k < 1 || c < 1 || h < 1 || w < 1)
+      return kBadParam;
+    *static_cast<FilterDesc*>(d) = FilterDesc{k, c, h, w, true};
+    return 0;
+  };
+  table.set_convolution_2d = [](void* d, int ph, int pw, int sh, int sw, int dh, int dw, int mode, int compute) {
+    if (mode != kernels::kCudnnCrossCorrelation || compute != kernels::kCudnnFloat || ph < 0 || pw < 0 || sh < 1 ||
+        sw < 1 || dh < 1 || dw < 1)
+      return kBadParam;
+    auto& c = *static_cast<ConvDesc*>(d);
+    c.ph = ph, c.pw = pw, c.sh = sh, c.sw = sw, c.dh = dh, c.dw = dw, c.set = true;
+    return 0;
+  };
+  table.set_group_count = [](void* d, int groups) {
+    if (groups < 1) return kBadParam;
+    static_cast<ConvDesc*>(d)->groups = groups;
+    return 0;
+  };
+  table.set_math_type = [](void* d, int math) { return static_cast<ConvDesc*>(d)->math = math, 0; };
+  table.forward_algorithms = [](void*, void* x, void* w, void* c, void* y, int requested, int* returned,
+                                kernels::CudnnAlgorithm* r) { return algorithms(x, w, c, y, requested, returned, r); };
+  table.backward_data_algorithms = [](void*, void* w, void* dy, void* c, void* dx, int requested, int* returned,
+                                      kernels::CudnnAlgorithm* r) {
+    return algorithms(dx, w, c, dy, requested, returned, r);
+  };
+  table.backward_filter_algorithms = [](void*, void* x, void* dy, void* c, void* dw, int requested, int* returned,
+                                        kernels::CudnnAlgorithm* r) {
+    return algorithms(x, dw, c, dy, requested, returned, r);
+  };
+  table.forward = [](void*, const void* alpha, void* xd, const void* x, void* wd, const void* w, void* cd, int algo,
+                     void* ws, std::size_t ws_bytes, const void* beta, void* yd, void* y) {
+    if (!consistent(xd, wd, cd, yd)) return kBadParam;
+    if (const int status = offered(algo, ws, ws_bytes); status != 0) return status;
+    std::vector<double> acc(static_cast<std::size_t>(count(yd)), 0.0);
+    const auto* xv = static_cast<const float*>(x);
+    const auto* wv = static_cast<const float*>(w);
+    each_tap(xd, wd, cd, yd, [&](std::int64_t xo, std::int64_t wo, std::int64_t yo) {
+      acc[static_cast<std::size_t>(yo)] += static_cast<double>(xv[xo]) * wv[wo];
+    });
+    blend(static_cast<float*>(y), acc, alpha, beta);
+    return 0;
+  };
+  table.backward_data = [](void*, const void* alpha, void* wd, const void* w, void* dyd, const void* dy, void* cd,
+                           int algo, void* ws, std::size_t ws_bytes, const void* beta, void* dxd, void* dx) {
+    if (!consistent(dxd, wd, cd, dyd)) return kBadParam;
+    if (const int status = offered(algo, ws, ws_bytes); status != 0) return status;
+    std::vector<double> acc(static_cast<std::size_t>(count(dxd)), 0.0);
+    const auto* wv = static_cast<const float*>(w);
+    const auto* gv = static_cast<const float*>(dy);
+    each_tap(dxd, wd, cd, dyd, [&](std::int64_t xo, std::int64_t wo, std::int64_t yo) {
+      acc[static_cast<std::size_t>(xo)] += static_cast<double>(gv[yo]) * wv[wo];
+    });
+    blend(static_cast<float*>(dx), acc, alpha, beta);
+    return 0;
+  };
+  table.backward_filter = [](void*, const void* alpha, void* xd, const void* x, void* dyd, const void* dy, void* cd,
+                             int algo, void* ws, std::size_t ws_bytes, const void* beta, void* dwd, void* dw) {
+    if (!consistent(xd, dwd, cd, dyd)) return kBadParam;
+    if (const int status = offered(algo, ws, ws_bytes); status != 0) return status;
+    std::vector<double> acc(static_cast<std::size_t>(filter_count(dwd)), 0.0);
+    const auto* xv = static_cast<const float*>(x);
+    const auto* gv = static_cast<const float*>(dy);
+    each_tap(xd, dwd, cd, dyd, [&](std::int64_t xo, std::int64_t wo, std::int64_t yo) {
+      acc[static_cast<std::size_t>(wo)] += static_cast<double>(gv[yo]) * xv[xo];
+    });
+    blend(static_cast<float*>(dw), acc, alpha, beta);
+    return 0;
+  };
+  return table;
+}
+
+// The test binary's device, cuBLAS and cuDNN are the emulator's, installed before any test asks for them.
+[[maybe_unused]] const bool g_installed = (CudaDevice::open_with(driver()), kernels::use_cublas(emulated_cublas()),
+                                           kernels::use_cudnn(emulated_cudnn()), true);
 
 }  // namespace
+
+std::int64_t cudnn_descriptors_alive() { return g_cudnn_descriptors.load(); }
+
+void fail_next_cudnn_call(int status) { g_cudnn_failure.store(status); }
 
 }  // namespace pact::emu

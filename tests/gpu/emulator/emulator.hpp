@@ -54,5 +54,9 @@ struct Tally {
   std::uint64_t to_host = 0, to_device = 0;  // copies, synchronous or not
 };
 Tally tally();
+// cuDNN descriptors the emulated cuDNN has made and not destroyed (the cudnn provider destroys its own).
+std::int64_t cudnn_descriptors_alive();
+// The next cuDNN convolution call (forward or either gradient) returns `status` instead of running.
+void fail_next_cudnn_call(int status);
 
 }  // namespace pact::emu
