@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The device checks of the CUDA path (issue 26 item 6), run on a machine with an NVIDIA GPU from the bundle
-# scripts/gpu-bundle.sh made on a build machine: nothing is built here. Under PACT_REQUIRE_GPU=1 a skipped
-# gpu test fails. Writes its report into REPORT (at most 8 files, one level: the device tool returns no
+# scripts/gpu-bundle.sh made on a build machine: nothing is built here. Under PACT_REQUIRE_GPU=1 a gpu test
+# that would skip for want of a device fails (cuDNN's absence alone is a skip with its reason: not every CUDA
+# installation has it). Writes its report into REPORT (at most 8 files, one level: the device tool returns no
 # more): environment.txt, cuda_gpu_tests.log, seal_gpu_tests.log, memcheck.log, benchmarks.jsonl (GEMM,
-# attention and training step), torch_peers.json, train_cli.log (`pact train --profile cuda-checked` on the
+# attention, training step and convolution), torch_peers.json, train_cli.log (`pact train --profile cuda-checked` on the
 # digits MLP, the digits CNN and the char transformer), summary.txt. Bounded to about 4 minutes by per-step timeouts.
 #
 # usage: gpu-check.sh BUNDLE REPORT
@@ -43,6 +44,7 @@ echo "gemm benchmark: exit $?" >> "$report/summary.txt"
 timeout 60 "$bundle/pact_bench_gpu_attention" >> "$report/benchmarks.jsonl" 2>> "$report/summary.txt"
 echo "attention benchmark: exit $?" >> "$report/summary.txt"
 timeout 60 "$bundle/pact_bench_gpu_train_step" >> "$report/benchmarks.jsonl" 2>> "$report/summary.txt"
+timeout 60 "$bundle/pact_bench_gpu_conv" >> "$report/benchmarks.jsonl" 2>> "$report/summary.txt"
 echo "train step benchmark: exit $?" >> "$report/summary.txt"
 # The CLI trains on the device (issue 26 item 4): the digits MLP to its accuracy goal, the char transformer
 # on the bundled text. Run directories go to a scratch folder; the log keeps what they print.
@@ -112,7 +114,20 @@ def train_step():
     opt.step()
     return loss.item()  # read back, as Pact's step does
 step = {"char transformer step d128-h4-f512-s64-b16": {"torch_ms": median_ms(train_step, 30)}}
-print(json.dumps({"torch": torch.__version__, "gemm": gemm, "attention": attention, "train_step": step}))
+# conv2d on pact_bench_gpu_conv's shapes, forward and backward (the input's and the weight's gradients), cuDNN
+# with TF32 off and its default heuristics (benchmark mode off), as Pact's cudnn provider runs it.
+torch.backends.cudnn.allow_tf32 = False
+conv = {}
+for name, xs, ws, groups, pad in (("resnet 3x3 n32 c64 56x56", (32, 64, 56, 56), (64, 64, 3, 3), 1, 1),
+                                  ("depthwise 3x3 n32 c128 56x56", (32, 128, 56, 56), (128, 1, 3, 3), 128, 1),
+                                  ("pointwise 1x1 n32 c128-256 28x28", (32, 128, 28, 28), (256, 128, 1, 1), 1, 0)):
+    cx = torch.randn(*xs, device="cuda", requires_grad=True); cw = torch.randn(*ws, device="cuda", requires_grad=True)
+    fwd = median_ms(lambda: F.conv2d(cx, cw, padding=pad, groups=groups))
+    cy = F.conv2d(cx, cw, padding=pad, groups=groups); cg = torch.randn_like(cy)
+    bwd = median_ms(lambda: torch.autograd.grad(cy, (cx, cw), cg, retain_graph=True))
+    conv[name] = {"torch_forward_ms": fwd, "torch_backward_ms": bwd}
+print(json.dumps({"torch": torch.__version__, "gemm": gemm, "attention": attention, "train_step": step,
+                  "conv": conv}))
 PY
 # Out-of-bounds accesses in the kernels (compute-sanitizer works on Firecracker machines, not under gVisor).
 if command -v compute-sanitizer > /dev/null; then
