@@ -22,15 +22,7 @@
 namespace {
 
 using namespace pact;
-
-Tensor device_normal(const Dims& shape, std::mt19937& rng) {
-  std::normal_distribution<float> nd;
-  std::int64_t n = 1;
-  for (auto d : shape) n *= d;
-  std::vector<float> v(static_cast<std::size_t>(n));
-  for (auto& x : v) x = nd(rng);
-  return Tensor::from_values<float>(shape, std::span<const float>(v)).transfer_to(cuda_provider());
-}
+using bench::device_normal;
 
 struct Case {
   const char* name;

@@ -45,14 +45,9 @@ int main(int argc, char** argv) {
   const kernels::Handler* matmul = kernels::find_handler(kernels::cuda_handlers(), ops::OpTag::matmul);
   const kernels::Handler* cublas_matmul = kernels::find_handler(kernels::cublas_handlers(), ops::OpTag::matmul);
   std::mt19937 rng(1);
-  std::normal_distribution<float> nd;
   std::fprintf(stderr, "device: %s\n", dev->description().c_str());
   for (const std::int64_t n : sizes) {
-    std::vector<float> av(static_cast<std::size_t>(n * n)), bv(static_cast<std::size_t>(n * n));
-    for (auto& x : av) x = nd(rng);
-    for (auto& x : bv) x = nd(rng);
-    const Tensor a = Tensor::from_values<float>(Dims{n, n}, std::span<const float>(av)).transfer_to(cuda_provider());
-    const Tensor b = Tensor::from_values<float>(Dims{n, n}, std::span<const float>(bv)).transfer_to(cuda_provider());
+    const Tensor a = bench::device_normal(Dims{n, n}, rng), b = bench::device_normal(Dims{n, n}, rng);
     std::vector<TensorView> in{a.as_view(), b.as_view()};
     std::optional<Tensor> ours;
     const int reps = n >= 4096 ? 10 : 20;

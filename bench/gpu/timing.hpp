@@ -1,13 +1,25 @@
 #pragma once
 // The GPU benchmarks' timer: the median of `reps` runs of f, each timed by CUDA events recorded on the
-// device's stream, after three warm-ups.
+// device's stream, after three warm-ups; and their inputs, normal values on the device.
 
 #include <algorithm>
+#include <random>
+#include <span>
 #include <vector>
 
 #include "pact/core/cuda_device.hpp"
+#include "pact/core/tensor.hpp"
 
 namespace pact::bench {
+
+inline Tensor device_normal(const Dims& shape, std::mt19937& rng) {
+  std::normal_distribution<float> nd;
+  std::int64_t n = 1;
+  for (auto d : shape) n *= d;
+  std::vector<float> v(static_cast<std::size_t>(n));
+  for (auto& x : v) x = nd(rng);
+  return Tensor::from_values<float>(shape, std::span<const float>(v)).transfer_to(cuda_provider());
+}
 
 template <class F>
 double median_ms(CudaDevice& dev, int reps, F&& f) {

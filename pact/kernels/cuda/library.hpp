@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 
+#include "pact/core/cuda_device.hpp"
 #include "pact/core/error.hpp"
 
 namespace pact::kernels::cuda {
@@ -42,6 +43,43 @@ struct LoadedLibrary {
   const Table* table = nullptr;
   std::string failure;
 };
+
+/// Loads a library whose table has `library`, `handle`, `create` and `set_stream` (cuBLAS's, cuDNN's): the
+/// first of `names` that opens, its entry points (`bind(table, library)`: the name of the first one missing,
+/// or null), then one handle on the CUDA device's primary context, bound to its one stream. `what` names
+/// the library in the failure ("cuBLAS"). Only once a device exists: without one nothing is opened.
+template <class Table, class Bind>
+LoadedLibrary<Table> load_library(const char* what, std::initializer_list<const char*> names, Bind&& bind) {
+  LoadedLibrary<Table> r;
+  CudaDevice* device = CudaDevice::get();
+  if (device == nullptr) {
+    r.failure = fmt::format("no CUDA device: {}", CudaDevice::unavailable_reason());
+    return r;
+  }
+  auto t = std::make_unique<Table>();
+  std::string tried;
+  t->library = open_library(names, tried);
+  if (t->library == nullptr) {
+    r.failure = fmt::format("{} not found ({})", what, tried);
+    return r;
+  }
+  if (const char* missing = bind(*t, t->library)) {
+    r.failure = fmt::format("{} lacks {}", what, missing);
+    return r;
+  }
+  device->make_current();
+  if (const int rc = t->create(&t->handle); rc != 0) {
+    r.failure = fmt::format("{}'s handle could not be made (status {}) on {}", what, rc, device->description());
+    return r;
+  }
+  if (const int rc = t->set_stream(t->handle, device->stream()); rc != 0) {
+    r.failure = fmt::format("{}'s handle could not be bound to Pact's stream (status {})", what, rc);
+    return r;
+  }
+  r.owned = std::move(t);
+  r.table = r.owned.get();
+  return r;
+}
 
 /// The process's table of one library: a stand-in a test installed first (use(), the CUDA emulator's), else
 /// what `load` makes, looked for once and kept for the process (its handle lives as long as the device's
