@@ -655,6 +655,31 @@ TEST(CudnnOps, AFailedCallIsATypedErrorAndTheNextOneRuns) {
 }
 #endif
 
+#if defined(PACT_CUDA_EMULATED)
+// The same for a VJP whose second product fails after its first gradient is made: the gradients are owned by
+// a list declared before the Operands, so the unwinding ends the bindings first. (Declared after them, the
+// list died first and seed 001's check stopped the process.)
+TEST(CublasOps, AProductFailingMidwayThroughAVjpIsATypedError) {
+  const kernels::Handler* linear = kernels::find_handler(kernels::cublas_handlers(), ops::OpTag::linear);
+  ASSERT_NE(linear, nullptr);
+  const Tensor x = host_values(Dims{4, 6}, -1.0f).transfer_to(cuda_provider());
+  const Tensor w = host_values(Dims{3, 6}, 0.5f).transfer_to(cuda_provider());
+  const std::vector<TensorView> in{x.as_view(), w.as_view()};
+  const Tensor y = kernels::run_forward(*linear, in, {});
+  const Tensor g = host_values(Dims{4, 3}, 0.25f).transfer_to(cuda_provider());
+  emu::fail_cublas_call(1, 7);  // the second SGEMM: CUBLAS_STATUS_INVALID_VALUE
+  try {
+    (void)kernels::run_vjp(*linear, in, y.as_view(), g.as_view(), {}, {});
+    FAIL() << "a failed cuBLAS call was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::internal);
+    EXPECT_NE(std::string(e.what()).find("cuBLAS SGEMM failed (status 7)"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(CudaDevice::get()->poisoned());
+  EXPECT_EQ(kernels::run_vjp(*linear, in, y.as_view(), g.as_view(), {}, {}).size(), 2u);
+}
+#endif
+
 // The char transformer of CudaTrain.TheCharTransformerTrainsOnTheDeviceAsOnTheCpu under cuda-checked, and
 // a batch of its tokens (`bad_at` >= 0: that token is outside the vocabulary).
 constexpr std::int64_t kCharBatch = 4, kCharT = 16, kCharVocab = 29;

@@ -519,6 +519,7 @@ Tensor reduced_gradient(Operands& ops, std::uint64_t full, const Dims& out_shape
 // what the op table saves (add, sub: the cotangent; mul, div: both operands), never the forward output.
 GradList binary_vjp(const char* op, int code, std::span<const TensorView> in, const TensorView& grad,
                     const KernelContext& ctx) {
+  GradList r;
   Operands ops(op);
   const Dims shape = grad.shape();
   const Elementwise g = contiguous_operand(ops.contiguous(grad, "grad_output"), shape);
@@ -528,7 +529,6 @@ GradList binary_vjp(const char* op, int code, std::span<const TensorView> in, co
     binary(ops, ta, shape, x, y, c);
     return contiguous_operand(ta, shape);
   };
-  GradList r;
   for (std::size_t i = 0; i < 2; ++i) {
     if (!ctx.wants_grad(i)) {
       r.emplace_back(std::nullopt);
@@ -583,6 +583,7 @@ Tensor unary_forward(ops::OpTag tag, std::span<const TensorView> in, const Attri
 GradList unary_vjp(ops::OpTag tag, std::span<const TensorView> in, const TensorView& y, const TensorView& grad,
                    const Attributes& a) {
   const std::string op(ops::op_kind(tag));
+  GradList r;
   Operands ops(op);
   // Only what the op table saves is real (Note [Op table]); the slope reads nothing else: relu, tanh,
   // sigmoid and exp read the output, gelu and silu the input, neg neither.
@@ -596,7 +597,6 @@ GradList unary_vjp(ops::OpTag tag, std::span<const TensorView> in, const TensorV
   std::int64_t n = gx.numel();
   int code = unary_code(tag, a);
   if (n > 0) launch(op, "pact_unary_grad_f32", grid_for(n), 1, 1, kThreads, {&o, &x, &yy, &g, &n, &code});
-  GradList r;
   r.emplace_back(std::move(gx));
   return r;
 }
@@ -653,12 +653,12 @@ Tensor matmul_forward_on(GemmEngine engine, std::span<const TensorView> in, cons
 
 GradList matmul_vjp_on(GemmEngine engine, std::span<const TensorView> in, const TensorView&, const TensorView& grad,
                        const Attributes&, const KernelContext& ctx) {
+  GradList r;
   Operands ops("matmul", engine);
   const MatmulForm f = matmul_form(in[0].shape(), in[1].shape());
   const std::uint64_t a = ops.contiguous(in[0], "a"), b = ops.contiguous(in[1], "b");
   const std::uint64_t g = ops.contiguous(grad, "grad_output");
   const Dims g_form = with_matrix(f.batch, f.m, f.n);
-  GradList r;
   // dA[z] = G[z] B[z]^T over the broadcast batch, then summed over the batch dimensions A broadcasts.
   for (int which = 0; which < 2; ++which) {
     if (!ctx.wants_grad(static_cast<std::size_t>(which))) {
@@ -722,12 +722,12 @@ Tensor linear_forward_on(GemmEngine engine, std::span<const TensorView> in, cons
 
 GradList linear_vjp_on(GemmEngine engine, std::span<const TensorView> in, const TensorView&, const TensorView& grad,
                        const Attributes&, const KernelContext& ctx) {
+  GradList r;
   Operands ops("linear", engine);
   const std::int64_t out_f = in[1].shape()[0], in_f = in[1].shape()[1];
   const std::int64_t rows = out_f == 0 ? 0 : grad.numel() / out_f;
   const std::uint64_t x = ops.contiguous(in[0], "x"), w = ops.contiguous(in[1], "weight");
   const std::uint64_t g = ops.contiguous(grad, "grad_output");
-  GradList r;
   // Each wanted gradient: zeros when its product is empty (no output features, or no rows), else `compute`.
   auto product = [&](std::size_t which, const Dims& shape, bool empty, auto&& compute) {
     if (!ctx.wants_grad(which)) {
@@ -785,6 +785,7 @@ Tensor softmax_like_forward(const char* op, int log_form, std::span<const Tensor
 
 GradList softmax_like_vjp(const char* op, int log_form, std::span<const TensorView> in, const TensorView& y,
                           const TensorView& grad, const Attributes& a) {
+  GradList r;
   Operands ops(op);
   AxisSplit s = split_softmax(op, in[0], a);
   std::uint64_t yy = ops.contiguous(y, "output"), g = ops.contiguous(grad, "grad_output");
@@ -794,7 +795,6 @@ GradList softmax_like_vjp(const char* op, int log_form, std::span<const TensorVi
   if (rows > 0 && s.axis > 0)
     launch(op, "pact_softmax_grad_f32", static_cast<std::uint32_t>(rows), 1, 1, kThreads,
            {&o, &yy, &g, &s.outer, &s.axis, &s.inner, &log_form});
-  GradList r;
   r.emplace_back(std::move(gx));
   return r;
 }
@@ -841,6 +841,7 @@ Tensor norm_forward(const char* op, int rms, std::span<const TensorView> in, con
 
 GradList norm_vjp(const char* op, int rms, std::span<const TensorView> in, const TensorView& grad, const Attributes& a,
                   const KernelContext& ctx) {
+  GradList r;
   Operands ops(op);
   std::int64_t width = norm_width(op, a);
   const std::int64_t rows = width == 0 ? 0 : in[0].numel() / width;
@@ -855,7 +856,6 @@ GradList norm_vjp(const char* op, int rms, std::span<const TensorView> in, const
   if (rows > 0 && width > 0)
     launch(op, "pact_norm_grad_f32", static_cast<std::uint32_t>(rows), 1, 1, kThreads,
            {&o, &h, &x, &w, &g, &width, &eps, &rms});
-  GradList r;
   r.emplace_back(std::move(gx));
   // The weight's gradient sums g * xhat over the rows, the bias's sums g.
   for (std::size_t i = 1; i < in.size(); ++i) {
@@ -945,6 +945,7 @@ Tensor cross_entropy_forward(std::span<const TensorView> in, const Attributes& a
 
 GradList cross_entropy_vjp(std::span<const TensorView> in, const TensorView&, const TensorView& grad,
                            const Attributes& a, const KernelContext&) {
+  GradList r;
   Operands ops("cross_entropy");
   const std::int64_t classes = in[0].shape()[in[0].rank() - 1];
   const std::int64_t rows = in[0].rank() == 2 ? in[0].shape()[0] : 1;
@@ -964,7 +965,6 @@ GradList cross_entropy_vjp(std::span<const TensorView> in, const TensorView&, co
   if (rows > 0 && classes > 0)
     launch("cross_entropy", "pact_cross_entropy_grad_f32", static_cast<std::uint32_t>(rows), 1, 1, kThreads,
            {(void*)&o, (void*)&x, (void*)&t, (void*)&g, &count_address, &cls, &ign, &mode});
-  GradList r;
   r.emplace_back(std::move(gx));
   r.emplace_back(std::nullopt);  // class indices are not differentiable
   return r;
@@ -1083,6 +1083,7 @@ Tensor scaled_dot_product_attention_forward(std::span<const TensorView> in, cons
 GradList scaled_dot_product_attention_vjp(std::span<const TensorView> in, const TensorView&, const TensorView& grad,
                                           const Attributes& a, const KernelContext& ctx) {
   constexpr const char* op = "scaled_dot_product_attention";
+  GradList r;
   Operands ops(op);
   AttentionForm f = attention_form(ops, in, a);
   std::uint64_t q = ops.contiguous(in[0], "query"), k = ops.contiguous(in[1], "key"),
@@ -1106,7 +1107,6 @@ GradList scaled_dot_product_attention_vjp(std::span<const TensorView> in, const 
     std::int64_t count = n;
     launch(op, "pact_scale_f32", grid_for(n), 1, 1, kThreads, {&dpa, &count, &f.scale});
   }
-  GradList r;
   auto product = [&](std::size_t which, const Dims& shape, auto&& compute) {
     if (!ctx.wants_grad(which)) {
       r.emplace_back(std::nullopt);
@@ -1159,6 +1159,7 @@ Tensor embedding_forward(std::span<const TensorView> in, const Attributes&, cons
 // The table's gradient (padding_idx's row zero); the indices get none.
 GradList embedding_vjp(std::span<const TensorView> in, const TensorView&, const TensorView& grad, const Attributes& a,
                        const KernelContext&) {
+  GradList r;
   Operands ops("embedding");
   std::int64_t rows = in[0].shape()[0], dim = in[0].shape()[1], n = in[1].numel();
   std::int64_t padding = a.get_int("embedding", "padding_idx", -1);
@@ -1168,7 +1169,6 @@ GradList embedding_vjp(std::span<const TensorView> in, const TensorView&, const 
   if (rows > 0 && dim > 0)
     launch("embedding", "pact_embedding_grad_f32", grid_for(rows * kThreads), 1, 1, kThreads,
            {&o, &g, &idx, &n, &rows, &dim, &padding});
-  GradList r;
   r.emplace_back(std::move(gw));
   r.emplace_back(std::nullopt);
   return r;
@@ -1273,8 +1273,8 @@ PACT_CUDA_VIEW(permute)
 // reshape, flatten: the cotangent in the input's shape, the same row-major order.
 GradList reshape_vjp(std::span<const TensorView> in, const TensorView&, const TensorView& g, const Attributes&,
                      const KernelContext&) {
-  Operands ops("reshape");
   GradList r;
+  Operands ops("reshape");
   r.emplace_back(materialize(ops, g, in[0].shape()));
   return r;
 }
@@ -1285,21 +1285,21 @@ GradList flatten_vjp(std::span<const TensorView> in, const TensorView& y, const 
 // transpose: its own inverse.
 GradList transpose_vjp(std::span<const TensorView> in, const TensorView&, const TensorView& g, const Attributes& a,
                        const KernelContext&) {
-  Operands ops("transpose");
   GradList r;
+  Operands ops("transpose");
   r.emplace_back(materialize(ops, derive_view(ops::OpTag::transpose, g, a), in[0].shape()));
   return r;
 }
 // permute: the inverse permutation of the cotangent.
 GradList permute_vjp(std::span<const TensorView> in, const TensorView&, const TensorView& g, const Attributes& a,
                      const KernelContext&) {
+  GradList r;
   Operands ops("permute");
   const auto dims = a.get_ints("permute", "dims");
   const int rank = in[0].rank();
   std::vector<std::int64_t> inverse(dims.size());
   for (int i = 0; i < rank; ++i)
     inverse[static_cast<std::size_t>(ops::normalize_dim("permute", dims[static_cast<std::size_t>(i)], rank))] = i;
-  GradList r;
   r.emplace_back(materialize(ops, derive_view(ops::OpTag::permute, g, Attributes{{"dims", inverse}}), in[0].shape()));
   return r;
 }
@@ -1515,6 +1515,7 @@ Tensor conv2d_forward_on(GemmEngine engine, std::span<const TensorView> in, cons
 // pixels.
 GradList conv2d_vjp_on(GemmEngine engine, std::span<const TensorView> in, const TensorView&, const TensorView& grad,
                        const Attributes& a, const KernelContext& ctx) {
+  GradList r;
   Operands ops("conv2d", engine);
   const ConvGeometry g = conv_geometry(in, a);
   const std::int64_t k = g.cg * g.kh * g.kw, l = g.oh * g.ow, rows = g.c * g.kh * g.kw, chunk = images_per_chunk(g);
@@ -1578,7 +1579,6 @@ GradList conv2d_vjp_on(GemmEngine engine, std::span<const TensorView> in, const 
       }
     }
   }
-  GradList r;
   r.push_back(gx != nullptr ? std::optional<Tensor>(std::move(*gx)) : std::nullopt);
   r.push_back(gw != nullptr ? std::optional<Tensor>(std::move(*gw)) : std::nullopt);
   if (in.size() == 3) {
@@ -1670,6 +1670,7 @@ Tensor pool_forward(const char* op, int max, std::span<const TensorView> in, con
 
 GradList pool_vjp(const char* op, int max, std::span<const TensorView> in, const TensorView& grad,
                   const Attributes& a) {
+  GradList r;
   Operands ops(op);
   PoolGeometry g = pool_geometry(op, in[0], a);
   std::uint64_t x = ops.contiguous(in[0], "input"), gy = ops.contiguous(grad, "grad_output");
@@ -1677,7 +1678,6 @@ GradList pool_vjp(const char* op, int max, std::span<const TensorView> in, const
   std::uint64_t o = ops.write(gx);
   const std::int64_t total = g.planes * g.h * g.w;
   if (total > 0) launch(op, "pact_pool2d_grad_f32", grid_for(total), 1, 1, kThreads, {&o, &x, &gy, &g, &max});
-  GradList r;
   r.emplace_back(std::move(gx));
   return r;
 }
@@ -1731,6 +1731,7 @@ Tensor adaptive_avg_pool2d_forward(std::span<const TensorView> in, const Attribu
 // Reads only the cotangent and the input's shape: the op saves nothing (Note [Op table]).
 GradList adaptive_avg_pool2d_vjp(std::span<const TensorView> in, const TensorView&, const TensorView& grad,
                                  const Attributes& a, const KernelContext&) {
+  GradList r;
   Operands ops("adaptive_avg_pool2d");
   AdaptiveForm f = adaptive_form(in[0], a);
   std::uint64_t gy = ops.contiguous(grad, "grad_output");
@@ -1739,7 +1740,6 @@ GradList adaptive_avg_pool2d_vjp(std::span<const TensorView> in, const TensorVie
   if (gx.numel() > 0)
     launch(ops.op(), "pact_adaptive_pool_grad_f32", grid_for(gx.numel()), 1, 1, kThreads,
            {&o, &gy, &f.planes, &f.h, &f.w, &f.oh, &f.ow});
-  GradList r;
   r.emplace_back(std::move(gx));
   return r;
 }
@@ -1800,6 +1800,7 @@ Tensor batch_norm_forward(std::span<const TensorView> in, const Attributes& a, c
 // Reads x, the weight and the running statistics, never the bias: the op saves inputs 0, 1, 3 and 4.
 GradList batch_norm_vjp(std::span<const TensorView> in, const TensorView&, const TensorView& grad, const Attributes& a,
                         const KernelContext& ctx) {
+  GradList r;
   Operands ops("batch_norm");
   refuse_rank_statistics(ops.op(), ctx.training);
   ChannelForm f = channel_form(in[0]);
@@ -1814,7 +1815,6 @@ GradList batch_norm_vjp(std::span<const TensorView> in, const TensorView&, const
   if (f.c > 0)
     launch(ops.op(), "pact_batch_norm_grad_f32", static_cast<std::uint32_t>(f.c), 1, 1, kThreads,
            {&gxa, &gwa, &gba, &x, &g, &mean, &inv, &w, &f.n, &f.c, &f.spatial, &train});
-  GradList r;
   r.emplace_back(std::move(gx));
   r.emplace_back(std::move(gw));
   r.emplace_back(std::move(gb));

@@ -291,8 +291,11 @@ namespace {
 // cuBLAS SGEMM's contract on host memory (column-major, op 0 = N, 1 = T), with its argument checks
 // (CUBLAS_STATUS_INVALID_VALUE = 7), so the cublas provider's mapping of row-major products onto it is held
 // to the reference like every other handler.
+std::atomic<int> g_cublas_skip{0}, g_cublas_failure{0};
+
 int sgemm(void*, int ta, int tb, int m, int n, int k, const float* alpha, const float* a, int lda, const float* b,
           int ldb, const float* beta, float* c, int ldc) {
+  if (g_cublas_failure.load() != 0 && g_cublas_skip.fetch_sub(1) == 0) return g_cublas_failure.exchange(0);
   const bool bad_op = (ta != 0 && ta != 1) || (tb != 0 && tb != 1);
   if (bad_op || m < 0 || n < 0 || k < 0 || lda < std::max(1, ta == 0 ? m : k) || ldb < std::max(1, tb == 0 ? k : n) ||
       ldc < std::max(1, m))
@@ -546,5 +549,10 @@ kernels::Cudnn& emulated_cudnn() {
 std::int64_t cudnn_descriptors_alive() { return g_cudnn_descriptors.load(); }
 
 void fail_next_cudnn_call(int status) { g_cudnn_failure.store(status); }
+
+void fail_cublas_call(int skip, int status) {
+  g_cublas_skip.store(skip);
+  g_cublas_failure.store(status);
+}
 
 }  // namespace pact::emu

@@ -58,5 +58,7 @@ Tally tally();
 std::int64_t cudnn_descriptors_alive();
 // The next cuDNN convolution call (forward or either gradient) returns `status` instead of running.
 void fail_next_cudnn_call(int status);
+// The cuBLAS SGEMM call after the next `skip` ones returns `status` instead of running.
+void fail_cublas_call(int skip, int status);
 
 }  // namespace pact::emu
