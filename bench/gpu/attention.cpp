@@ -25,11 +25,8 @@ using bench::device_normal;
 }  // namespace
 
 int main() {
-  CudaDevice* dev = CudaDevice::get();
-  if (dev == nullptr) {
-    std::printf("{\"skipped\": \"no CUDA device: %s\"}\n", CudaDevice::unavailable_reason().c_str());
-    return 0;
-  }
+  CudaDevice* dev = bench::device_or_skip();
+  if (dev == nullptr) return 0;
   const kernels::Handler* sdpa =
       kernels::find_handler(kernels::cuda_handlers(), ops::OpTag::scaled_dot_product_attention);
   std::mt19937 rng(3);

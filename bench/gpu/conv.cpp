@@ -33,11 +33,8 @@ struct Case {
 }  // namespace
 
 int main() {
-  CudaDevice* dev = CudaDevice::get();
-  if (dev == nullptr) {
-    std::printf("{\"skipped\": \"no CUDA device: %s\"}\n", CudaDevice::unavailable_reason().c_str());
-    return 0;
-  }
+  CudaDevice* dev = bench::device_or_skip();
+  if (dev == nullptr) return 0;
   // The shapes of gpu-check.sh's PyTorch peers: a ResNet 3 x 3 layer, a MobileNet depthwise layer and a
   // pointwise one, batch 32.
   const std::vector<Case> cases{

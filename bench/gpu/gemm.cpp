@@ -33,11 +33,8 @@ int main(int argc, char** argv) {
   std::vector<std::int64_t> sizes;
   for (int i = 1; i < argc; ++i) sizes.push_back(std::stoll(argv[i]));
   if (sizes.empty()) sizes = {1024, 2048, 4096};
-  CudaDevice* dev = CudaDevice::get();
-  if (dev == nullptr) {
-    std::printf("{\"skipped\": \"no CUDA device: %s\"}\n", CudaDevice::unavailable_reason().c_str());
-    return 0;
-  }
+  CudaDevice* dev = bench::device_or_skip();
+  if (dev == nullptr) return 0;
   if (kernels::cublas() == nullptr) {
     std::printf("{\"skipped\": \"%s\"}\n", kernels::cublas_unavailable_reason().c_str());
     return 0;

@@ -3,6 +3,7 @@
 // device's stream, after three warm-ups; and their inputs, normal values on the device.
 
 #include <algorithm>
+#include <cstdio>
 #include <random>
 #include <span>
 #include <vector>
@@ -11,6 +12,13 @@
 #include "pact/core/tensor.hpp"
 
 namespace pact::bench {
+
+/// The device, or null after printing the benchmark's one JSON line that says why it skipped.
+inline CudaDevice* device_or_skip() {
+  CudaDevice* dev = CudaDevice::get();
+  if (dev == nullptr) std::printf("{\"skipped\": \"no CUDA device: %s\"}\n", CudaDevice::unavailable_reason().c_str());
+  return dev;
+}
 
 inline Tensor device_normal(const Dims& shape, std::mt19937& rng) {
   std::normal_distribution<float> nd;

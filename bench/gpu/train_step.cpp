@@ -11,15 +11,13 @@
 #include <cstdio>
 #include <vector>
 
+#include "bench/gpu/timing.hpp"
 #include "bench/transformer_step.hpp"
 #include "pact/core/cuda_device.hpp"
 
 int main() {
   using namespace pact;
-  if (CudaDevice::get() == nullptr) {
-    std::printf("{\"skipped\": \"no CUDA device: %s\"}\n", CudaDevice::unavailable_reason().c_str());
-    return 0;
-  }
+  if (bench::device_or_skip() == nullptr) return 0;
   bench::TransformerStep fixture("cuda-checked");
   auto step = [&] { return fixture.step(); };
   for (int i = 0; i < 5; ++i) step();  // plan, pool and module warm-up

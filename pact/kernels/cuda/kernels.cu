@@ -36,6 +36,14 @@ __device__ inline void offsets(const Geometry& g, std::int64_t i, std::int64_t& 
   }
 }
 
+// The output position that tap `tap` of a window (stride, padding, dilation) reads input position `in` into,
+// or -1 when no window reads it there: the adjoint index of im2col and pooling, one axis at a time.
+__device__ inline std::int64_t tap_output(std::int64_t in, std::int64_t tap, std::int64_t pad, std::int64_t dilation,
+                                          std::int64_t stride, std::int64_t out_size) {
+  const std::int64_t t = in + pad - tap * dilation;
+  return t < 0 || t % stride != 0 || t / stride >= out_size ? -1 : t / stride;
+}
+
 __device__ inline float warp_sum(float v) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;
@@ -825,13 +833,13 @@ extern "C" __global__ void pact_col2im_f32(float* gx, const float* cols, ConvGeo
     const std::int64_t ix = i % g.w, iy = (i / g.w) % g.h, ch = (i / plane) % g.c, image = i / (plane * g.c);
     float acc = 0.0f;
     for (std::int64_t ki = 0; ki < g.kh; ++ki) {
-      const std::int64_t ty = iy + g.ph - ki * g.dh;
-      if (ty < 0 || ty % g.sh != 0 || ty / g.sh >= g.oh) continue;
+      const std::int64_t y = tap_output(iy, ki, g.ph, g.dh, g.sh, g.oh);
+      if (y < 0) continue;
       for (std::int64_t kj = 0; kj < g.kw; ++kj) {
-        const std::int64_t tx = ix + g.pw - kj * g.dw;
-        if (tx < 0 || tx % g.sw != 0 || tx / g.sw >= g.ow) continue;
+        const std::int64_t z = tap_output(ix, kj, g.pw, g.dw, g.sw, g.ow);
+        if (z < 0) continue;
         const std::int64_t r = (ch * g.kh + ki) * g.kw + kj;
-        acc += cols[(image * g.c * g.kh * g.kw + r) * l_count + (ty / g.sh) * g.ow + tx / g.sw];
+        acc += cols[(image * g.c * g.kh * g.kw + r) * l_count + y * g.ow + z];
       }
     }
     gx[(n0 * g.c) * plane + i] = acc;
@@ -875,12 +883,12 @@ extern "C" __global__ void pact_conv_depthwise_input_grad_f32(float* gx, const f
       const float* gplane = gy + (n * g.o + o) * g.oh * g.ow;
       const float* taps = w + o * g.kh * g.kw;
       for (std::int64_t ki = 0; ki < g.kh; ++ki) {
-        const std::int64_t ty = iy + g.ph - ki * g.dh;
-        if (ty < 0 || ty % g.sh != 0 || ty / g.sh >= g.oh) continue;
+        const std::int64_t y = tap_output(iy, ki, g.ph, g.dh, g.sh, g.oh);
+        if (y < 0) continue;
         for (std::int64_t kj = 0; kj < g.kw; ++kj) {
-          const std::int64_t tx = ix + g.pw - kj * g.dw;
-          if (tx < 0 || tx % g.sw != 0 || tx / g.sw >= g.ow) continue;
-          acc = fmaf(gplane[(ty / g.sh) * g.ow + tx / g.sw], taps[ki * g.kw + kj], acc);
+          const std::int64_t z = tap_output(ix, kj, g.pw, g.dw, g.sw, g.ow);
+          if (z < 0) continue;
+          acc = fmaf(gplane[y * g.ow + z], taps[ki * g.kw + kj], acc);
         }
       }
     }
@@ -979,13 +987,11 @@ extern "C" __global__ void pact_pool2d_grad_f32(float* gx, const float* x, const
     const std::int64_t ix = i % g.w, iy = (i / g.w) % g.h, p = i / (g.w * g.h);
     float acc = 0.0f;
     for (std::int64_t a = 0; a < g.kh; ++a) {
-      const std::int64_t ty = iy + g.ph - a * g.dh;
-      if (ty < 0 || ty % g.sh != 0 || ty / g.sh >= g.oh) continue;
-      const std::int64_t y = ty / g.sh;
+      const std::int64_t y = tap_output(iy, a, g.ph, g.dh, g.sh, g.oh);
+      if (y < 0) continue;
       for (std::int64_t b = 0; b < g.kw; ++b) {
-        const std::int64_t tx = ix + g.pw - b * g.dw;
-        if (tx < 0 || tx % g.sw != 0 || tx / g.sw >= g.ow) continue;
-        const std::int64_t z = tx / g.sw;
+        const std::int64_t z = tap_output(ix, b, g.pw, g.dw, g.sw, g.ow);
+        if (z < 0) continue;
         const float go = gy[(p * g.oh + y) * g.ow + z];
         if (max != 0) {
           if (window_argmax(x, g, p, y, z) == i) acc += go;
