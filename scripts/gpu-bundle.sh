@@ -13,10 +13,10 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 build=${PACT_BUILD_DIR:-$root/build/release}
 out=${1:-$root/build/gpu-bundle}
 binaries=(tests/gpu/pact_cuda_gpu_tests tests/seal/pact_seal_gpu_tests bench/gpu/pact_bench_gpu_gemm
-          bench/gpu/pact_bench_gpu_attention bench/gpu/pact_bench_gpu_train_step bench/gpu/pact_bench_gpu_conv bin/pact)
+          bench/gpu/pact_bench_gpu_attention bench/gpu/pact_bench_gpu_train_step bench/gpu/pact_bench_gpu_layers bin/pact)
 
 cmake --build "$build" --target pact_cuda_gpu_tests pact_seal_gpu_tests pact_bench_gpu_gemm pact_bench_gpu_attention \
-  pact_bench_gpu_train_step pact_bench_gpu_conv pact
+  pact_bench_gpu_train_step pact_bench_gpu_layers pact
 grep -q '^PACT_WITH_CUDA:BOOL=ON' "$build/CMakeCache.txt" || {
   echo "gpu-bundle: $build was configured without PACT_WITH_CUDA (nvcc not found): no kernels to check" >&2
   exit 1

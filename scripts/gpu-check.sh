@@ -4,8 +4,8 @@
 # that would skip for want of a device fails (cuDNN's absence alone is a skip with its reason: not every CUDA
 # installation has it). Writes its report into REPORT (at most 8 files, one level: the device tool returns no
 # more): environment.txt, cuda_gpu_tests.log, seal_gpu_tests.log, memcheck.log, benchmarks.jsonl (GEMM,
-# attention, training step and convolution), torch_peers.json, train_cli.log (`pact train --profile cuda-checked` on the
-# digits MLP, the digits CNN and the char transformer), summary.txt. Bounded to about 4 minutes by per-step timeouts.
+# attention, training step, convolution and linear layers), torch_peers.json, train_cli.log (`pact train
+# --profile cuda-checked` on the digits MLP, the digits CNN and the char transformer), summary.txt. Bounded to about 4 minutes by per-step timeouts.
 #
 # usage: gpu-check.sh BUNDLE REPORT
 set -uo pipefail
@@ -44,8 +44,9 @@ echo "gemm benchmark: exit $?" >> "$report/summary.txt"
 timeout 60 "$bundle/pact_bench_gpu_attention" >> "$report/benchmarks.jsonl" 2>> "$report/summary.txt"
 echo "attention benchmark: exit $?" >> "$report/summary.txt"
 timeout 60 "$bundle/pact_bench_gpu_train_step" >> "$report/benchmarks.jsonl" 2>> "$report/summary.txt"
-timeout 60 "$bundle/pact_bench_gpu_conv" >> "$report/benchmarks.jsonl" 2>> "$report/summary.txt"
 echo "train step benchmark: exit $?" >> "$report/summary.txt"
+timeout 60 "$bundle/pact_bench_gpu_layers" >> "$report/benchmarks.jsonl" 2>> "$report/summary.txt"
+echo "layers benchmark: exit $?" >> "$report/summary.txt"
 # The CLI trains on the device (issue 26 item 4): the digits MLP to its accuracy goal, the char transformer
 # on the bundled text. Run directories go to a scratch folder; the log keeps what they print.
 scratch=$(mktemp -d)
@@ -114,7 +115,7 @@ def train_step():
     opt.step()
     return loss.item()  # read back, as Pact's step does
 step = {"char transformer step d128-h4-f512-s64-b16": {"torch_ms": median_ms(train_step, 30)}}
-# conv2d on pact_bench_gpu_conv's shapes, forward and backward (the input's and the weight's gradients), cuDNN
+# conv2d on pact_bench_gpu_layers' shapes, forward and backward (the input's and the weight's gradients), cuDNN
 # with TF32 off and its default heuristics (benchmark mode off), as Pact's cudnn provider runs it.
 torch.backends.cudnn.allow_tf32 = False
 conv = {}
@@ -126,8 +127,20 @@ for name, xs, ws, groups, pad in (("resnet 3x3 n32 c64 56x56", (32, 64, 56, 56),
     cy = F.conv2d(cx, cw, padding=pad, groups=groups); cg = torch.randn_like(cy)
     bwd = median_ms(lambda: torch.autograd.grad(cy, (cx, cw), cg, retain_graph=True))
     conv[name] = {"torch_forward_ms": fwd, "torch_backward_ms": bwd}
+# linear with a bias on pact_bench_gpu_layers' shapes (cuBLASLt's bias epilogue where PyTorch takes it),
+# forward and backward (the input's, the weight's and the bias's gradients), TF32 off.
+linear = {}
+for name, rows, fin, fout in (("linear 8192x1024 to 4096 bias", 8192, 1024, 4096),
+                              ("linear 8192x4096 to 1024 bias", 8192, 4096, 1024)):
+    lx = torch.randn(rows, fin, device="cuda", requires_grad=True)
+    lw = torch.randn(fout, fin, device="cuda", requires_grad=True)
+    lb = torch.randn(fout, device="cuda", requires_grad=True)
+    fwd = median_ms(lambda: F.linear(lx, lw, lb))
+    ly = F.linear(lx, lw, lb); lg = torch.randn_like(ly)
+    bwd = median_ms(lambda: torch.autograd.grad(ly, (lx, lw, lb), lg, retain_graph=True))
+    linear[name] = {"torch_forward_ms": fwd, "torch_backward_ms": bwd}
 print(json.dumps({"torch": torch.__version__, "gemm": gemm, "attention": attention, "train_step": step,
-                  "conv": conv}))
+                  "conv": conv, "linear": linear}))
 PY
 # Out-of-bounds accesses in the kernels (compute-sanitizer works on Firecracker machines, not under gVisor).
 if command -v compute-sanitizer > /dev/null; then

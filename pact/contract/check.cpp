@@ -7,6 +7,7 @@
 
 #include "pact/contract/provider_table.hpp"
 #include "pact/kernels/cublas.hpp"
+#include "pact/kernels/cublaslt.hpp"
 #include "pact/kernels/cudnn.hpp"
 #include "pact/kernels/guards.hpp"
 
@@ -94,7 +95,8 @@ const std::vector<std::string>& declared_test_suites() {
 
 const std::vector<std::string>& declared_trusted_boundaries() {
   static const std::vector<std::string> boundaries = [] {
-    std::vector<std::string> b{"openblas.cblas_sgemm", "mpi.allreduce", "cublas.sgemm", "cudnn.convolution"};
+    std::vector<std::string> b{"openblas.cblas_sgemm", "mpi.allreduce", "cublas.sgemm", "cublaslt.matmul",
+                               "cudnn.convolution"};
     if (kernels::libtorch_built()) b.push_back("libtorch.aten");
     return b;
   }();
@@ -115,6 +117,8 @@ EvidenceStatus DefaultEvidenceResolver::resolve(const Capsule&, const ContractDe
           return {false, "no CUDA device: the cuda-stub never satisfies CUDA evidence"};
         if (e.id == "cuda.cublas_loaded" && kernels::cublas() == nullptr)
           return {false, kernels::cublas_unavailable_reason()};
+        if (e.id == "cuda.cublaslt_loaded" && kernels::cublaslt() == nullptr)
+          return {false, kernels::cublaslt_unavailable_reason()};
         if (e.id == "cuda.cudnn_loaded" && kernels::cudnn() == nullptr)
           return {false, kernels::cudnn_unavailable_reason()};
         return {true, ""};

@@ -117,6 +117,24 @@ constexpr ProviderRow kRows[] = {
      HandlerSelection::all,
      {},
      false},
+    // cuBLASLt: linear with its product, its bias and its bias's gradient through cublasLtMatmul and its
+    // epilogues (trusted boundary cublaslt.matmul), preferred under cuda-external for linear; present only once
+    // cuBLASLt loads on a device (cuda.cublaslt_loaded, a runtime guard).
+    {"cublaslt",
+     "cublaslt",
+     DeviceKind::cuda,
+     Trust::trustedExternal,
+     NumericalPolicy::implementationDefined,
+     0,
+     nullptr,
+     DTypeSet{DType::f32},
+     DTypeSet{},
+     {EK::runtimeGuard, EK::runtimeGuard, EK::trustedBoundary, EK::trustedBoundary},
+     {"cuda.device_present", "cuda.cublaslt_loaded", "cublaslt.matmul", "cublaslt.matmul"},
+     &kernels::cublaslt_handlers,
+     HandlerSelection::all,
+     {},
+     false},
     // cuBLAS: the cuda handlers' code with its products through cublasSgemm (trusted boundary cublas.sgemm),
     // preferred under cuda-external for the GEMM ops; present only once cuBLAS loads on a device
     // (cuda.cublas_loaded, a runtime guard the resolver checks).

@@ -82,6 +82,11 @@ std::span<const Handler> cuda_handlers();
 /// handlers' code with the matrix products through cuBLAS SGEMM (pact/kernels/cublas.hpp). They refuse
 /// typed without a device (no_device) or without cuBLAS (unsupported).
 std::span<const Handler> cublas_handlers();
+/// The cuBLASLt provider's handler (trustedExternal): linear over device tensors with its product through
+/// cuBLASLt (pact/kernels/cublaslt.hpp), the bias added in the product's epilogue and its gradient reduced in
+/// the weight gradient's (Pact's kernels where cuBLASLt offers no such epilogue). It refuses typed without a
+/// device (no_device) or without cuBLASLt (unsupported).
+std::span<const Handler> cublaslt_handlers();
 /// The cuDNN provider's handler (trustedExternal): conv2d over device tensors with its convolution, the
 /// input's and the filter's gradients by cuDNN (pact/kernels/cudnn.hpp), the bias by Pact's kernels. It
 /// refuses typed without a device (no_device) or without cuDNN (unsupported).

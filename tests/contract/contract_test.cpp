@@ -75,8 +75,8 @@ TEST(Capsules, ModulesAreNonEmptyWhereTheyShouldBe) {
   const auto mods = maintained_modules();
   std::vector<std::string> names;
   for (const auto* m : mods) names.push_back(m->name);
-  EXPECT_EQ(names, (std::vector<std::string>{"reference", "native", "attention", "half", "blas", "cudnn", "cublas",
-                                             "cuda", "libtorch", "mpi", "mpi_ordered"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"reference", "native", "attention", "half", "blas", "cudnn", "cublaslt",
+                                             "cublas", "cuda", "libtorch", "mpi", "mpi_ordered"}));
 }
 
 TEST(Capsules, ModulesHoldTheirProvidersCapsules) {
@@ -128,6 +128,18 @@ TEST(Capsules, ModulesHoldTheirProvidersCapsules) {
     EXPECT_EQ(c.descriptors[1].evidence.id, "cuda.cudnn_loaded") << c.name;
     EXPECT_EQ(c.descriptors[2].evidence.kind, EvidenceKind::trustedBoundary) << c.name;
     EXPECT_EQ(c.descriptors[2].evidence.id, "cudnn.convolution") << c.name;
+    EXPECT_TRUE(c.vjp) << c.name;
+  }
+  // cuBLASLt's: linear alone (its bias and the bias's gradient in the product's epilogues), with its VJP.
+  ASSERT_EQ(capsule_module("cublaslt").capsules.size(), 1u);
+  for (const auto& c : capsule_module("cublaslt").capsules) {
+    EXPECT_EQ(c.op, ops::OpTag::linear);
+    EXPECT_EQ(c.provider, "cublaslt");
+    EXPECT_EQ(c.device, DeviceKind::cuda) << c.name;
+    EXPECT_EQ(c.trust, Trust::trustedExternal) << c.name;
+    EXPECT_EQ(c.descriptors[1].evidence.id, "cuda.cublaslt_loaded") << c.name;
+    EXPECT_EQ(c.descriptors[2].evidence.kind, EvidenceKind::trustedBoundary) << c.name;
+    EXPECT_EQ(c.descriptors[2].evidence.id, "cublaslt.matmul") << c.name;
     EXPECT_TRUE(c.vjp) << c.name;
   }
   // Capsules exist for kernel ops; the reference module covers every kernel op of the table.
@@ -266,7 +278,7 @@ TEST(Evidence, CudaEvidenceNeverResolvesOnTheStub) {
   }
   // The cublas capsules' guards fail the same way (cuBLAS is never looked for without a device); their
   // value evidence is the declared boundary, which admits them only where the guards pass.
-  for (const char* module : {"cublas", "cudnn"}) {
+  for (const char* module : {"cublas", "cublaslt", "cudnn"}) {
     for (const auto& c : capsule_module(module).capsules) {
       for (const auto& d : c.descriptors) {
         auto s = DefaultEvidenceResolver{}.resolve(c, d);
@@ -668,9 +680,9 @@ TEST(Profiles, BuiltinProfiles) {
   BackendProfile ue = builtin_profile("cuda-external");
   EXPECT_EQ(ue.policy.assurance, AssurancePolicy::external);
   EXPECT_TRUE(has_module(ue, cuda_module()) && has_module(ue, capsule_module("cublas")) &&
-              has_module(ue, capsule_module("cudnn")));
-  EXPECT_FALSE(has_module(uc, capsule_module("cudnn")));
-  EXPECT_EQ(ue.policy.provider_preference, (std::vector<std::string>{"cudnn", "cublas", "cuda"}));
+              has_module(ue, capsule_module("cublaslt")) && has_module(ue, capsule_module("cudnn")));
+  EXPECT_FALSE(has_module(uc, capsule_module("cudnn")) || has_module(uc, capsule_module("cublaslt")));
+  EXPECT_EQ(ue.policy.provider_preference, (std::vector<std::string>{"cudnn", "cublaslt", "cublas", "cuda"}));
 }
 
 // ---- typed selection (the provider table's dtype column) ----------------------------------------------

@@ -11,6 +11,7 @@
 #include "pact/core/accounting.hpp"
 #include "pact/core/cuda_device.hpp"
 #include "pact/kernels/cublas.hpp"
+#include "pact/kernels/cublaslt.hpp"
 #include "pact/kernels/cudnn.hpp"
 #include "pact/kernels/kernel.hpp"
 
@@ -102,7 +103,7 @@ TEST(DeviceCopies, AStridedDeviceDestinationKeepsTheBytesBetweenItsElements) {
 }
 
 TEST(CudaCapsules, BindToTheCudaHandlers) {
-  for (const char* provider : {"cuda", "cublas", "cudnn"}) {
+  for (const char* provider : {"cuda", "cublas", "cublaslt", "cudnn"}) {
     const auto& module = contract::capsule_module(provider);
     ASSERT_FALSE(module.capsules.empty()) << provider;
     for (const auto& c : module.capsules) {
@@ -129,6 +130,7 @@ TEST(CudaCapsules, WithoutADeviceEachHandlerRefusesTypedAndSaysWhy) {
   const Tensor x = counting(Dims{2, 3}).transfer_to(cuda_provider());
   std::vector<kernels::Handler> handlers(kernels::cuda_handlers().begin(), kernels::cuda_handlers().end());
   handlers.insert(handlers.end(), kernels::cublas_handlers().begin(), kernels::cublas_handlers().end());
+  handlers.insert(handlers.end(), kernels::cublaslt_handlers().begin(), kernels::cublaslt_handlers().end());
   handlers.insert(handlers.end(), kernels::cudnn_handlers().begin(), kernels::cudnn_handlers().end());
   for (const auto& h : handlers) {
     std::vector<TensorView> in{x.as_view(), x.as_view()};
@@ -147,18 +149,21 @@ TEST(CudaCapsules, WithoutADeviceEachHandlerRefusesTypedAndSaysWhy) {
   }
 }
 
-// cuBLAS and cuDNN are looked for only once a device exists: without one they are never opened (a process
-// that plans for a GPU on a CPU machine does not map the libraries), and say why.
-TEST(CudaCapsules, CublasAndCudnnAreNeverOpenedWithoutADevice) {
+// cuBLAS, cuBLASLt and cuDNN are looked for only once a device exists: without one they are never opened (a
+// process that plans for a GPU on a CPU machine does not map the libraries), and say why.
+TEST(CudaCapsules, TheCudaLibrariesAreNeverOpenedWithoutADevice) {
   if (cuda_provider()->name() == "cuda") GTEST_SKIP() << "this machine has a CUDA device (the gpu label tests it)";
   EXPECT_EQ(kernels::cublas(), nullptr);
   EXPECT_NE(kernels::cublas_unavailable_reason().find("no CUDA device"), std::string::npos)
       << kernels::cublas_unavailable_reason();
+  EXPECT_EQ(kernels::cublaslt(), nullptr);
+  EXPECT_NE(kernels::cublaslt_unavailable_reason().find("no CUDA device"), std::string::npos)
+      << kernels::cublaslt_unavailable_reason();
   EXPECT_EQ(kernels::cudnn(), nullptr);
   EXPECT_NE(kernels::cudnn_unavailable_reason().find("no CUDA device"), std::string::npos)
       << kernels::cudnn_unavailable_reason();
-  for (const char* name :
-       {"libcublas.so.13", "libcublas.so.12", "libcublas.so", "libcudnn.so.9", "libcudnn.so.8", "libcudnn.so"})
+  for (const char* name : {"libcublas.so.13", "libcublas.so.12", "libcublas.so", "libcublasLt.so.13",
+                           "libcublasLt.so.12", "libcublasLt.so", "libcudnn.so.9", "libcudnn.so.8", "libcudnn.so"})
     EXPECT_EQ(::dlopen(name, RTLD_NOW | RTLD_NOLOAD), nullptr) << name << " is loaded";
 }
 

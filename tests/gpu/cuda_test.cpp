@@ -17,6 +17,7 @@
 #include "pact/core/cuda_device.hpp"
 #include "pact/ir/graph.hpp"
 #include "pact/kernels/cublas.hpp"
+#include "pact/kernels/cublaslt.hpp"
 #include "pact/kernels/cudnn.hpp"
 #include "pact/kernels/kernel.hpp"
 #include "pact/plan/planner.hpp"
@@ -139,6 +140,8 @@ TEST(CudaOps, MatchReferenceOnTheSweepSamples) {
   std::vector<kernels::Handler> handlers(kernels::cuda_handlers().begin(), kernels::cuda_handlers().end());
   if (kernels::cublas() != nullptr)
     handlers.insert(handlers.end(), kernels::cublas_handlers().begin(), kernels::cublas_handlers().end());
+  if (kernels::cublaslt() != nullptr)
+    handlers.insert(handlers.end(), kernels::cublaslt_handlers().begin(), kernels::cublaslt_handlers().end());
   if (kernels::cudnn() != nullptr)
     handlers.insert(handlers.end(), kernels::cudnn_handlers().begin(), kernels::cudnn_handlers().end());
   for (const auto& h : handlers) {
@@ -159,6 +162,7 @@ TEST(CudaOps, MatchReferenceOnTheSweepSamples) {
   }
 #if defined(PACT_CUDA_EMULATED)
   EXPECT_EQ(emu::cudnn_descriptors_alive(), 0) << "the cudnn provider left descriptors behind";
+  EXPECT_EQ(emu::cublaslt_descriptors_alive(), 0) << "the cublaslt provider left descriptors behind";
 #endif
 }
 
@@ -168,6 +172,17 @@ TEST(CublasOps, CublasLoadsOnTheDevice) {
   PACT_GPU_OR_SKIP();
   PACT_CUBLAS_OR_SKIP();
   EXPECT_TRUE(kernels::cublas_unavailable_reason().empty());
+}
+
+// Likewise cuBLASLt for the cublaslt provider; it ships with cuBLAS (which loads it), so a GPU machine has it.
+TEST(CublasLtOps, CublasLtLoadsOnTheDevice) {
+  PACT_GPU_OR_SKIP();
+  if (kernels::cublaslt() == nullptr) {
+    const std::string why = "no cuBLASLt: " + kernels::cublaslt_unavailable_reason();
+    if (gpu_required()) FAIL() << "PACT_REQUIRE_GPU=1 but " << why;
+    GTEST_SKIP() << why;
+  }
+  EXPECT_TRUE(kernels::cublaslt_unavailable_reason().empty());
 }
 
 // Likewise cuDNN for the cudnn provider. cuDNN is not part of every CUDA installation (PyTorch's wheels carry
@@ -550,11 +565,11 @@ TEST(CudaRun, AnImportedMlpRunsUnderCudaExternalAsOnTheCpu) {
     return runtime::run_imported(ir::load_torch_export(dir), ir::read_safetensors(dir + "/example_input.safetensors"),
                                  contract::builtin_profile(profile), resolver);
   };
-  PACT_CUBLAS_OR_SKIP();  // cuda-external's GEMMs are the cublas provider's
+  PACT_CUBLAS_OR_SKIP();  // cuda-external's GEMMs are the cublas and cublaslt providers'
   const runtime::TorchRunResult gpu = run_under("cuda-external"), cpu = run_under("cpu-checked");
   ASSERT_TRUE(gpu.accepted) << plan::render_audit_table(gpu.audit);
   for (const auto& k : gpu.audit.kernels)
-    EXPECT_EQ(k.capsule->provider, k.op == ops::OpTag::linear ? "cublas" : "cuda") << k.node;
+    EXPECT_EQ(k.capsule->provider, k.op == ops::OpTag::linear ? "cublaslt" : "cuda") << k.node;
   const ir::SafetensorsFile expected = ir::read_safetensors(dir + "/expected_output.safetensors");
   ASSERT_FALSE(gpu.outputs.empty());
   for (const auto& [name, value] : gpu.outputs) {
@@ -677,6 +692,109 @@ TEST(CublasOps, AProductFailingMidwayThroughAVjpIsATypedError) {
   }
   EXPECT_FALSE(CudaDevice::get()->poisoned());
   EXPECT_EQ(kernels::run_vjp(*linear, in, y.as_view(), g.as_view(), {}, {}).size(), 2u);
+}
+#endif
+
+#if defined(PACT_CUDA_EMULATED)
+// linear through the cublaslt provider, its result and gradients against the cuda provider's, with the
+// launches of Pact's own kernels it made.
+struct LinearRun {
+  std::vector<double> y, gx, gw, gb;
+  std::uint64_t forward_launches = 0, vjp_launches = 0;
+};
+LinearRun run_linear(const kernels::Handler& h, const TensorView& x, const TensorView& w, const TensorView& b,
+                     const TensorView& g) {
+  const std::vector<TensorView> in{x, w, b};
+  LinearRun r;
+  const std::uint64_t start = emu::tally().launches;
+  const Tensor y = kernels::run_forward(h, in, {});
+  const std::uint64_t middle = emu::tally().launches;
+  auto grads = kernels::run_vjp(h, in, y.as_view(), g, {}, {});
+  r.forward_launches = middle - start;
+  r.vjp_launches = emu::tally().launches - middle;
+  r.y = host_values_of(y.as_view());
+  r.gx = host_values_of(grads.at(0)->as_view());
+  r.gw = host_values_of(grads.at(1)->as_view());
+  r.gb = host_values_of(grads.at(2)->as_view());
+  return r;
+}
+
+void expect_near(const std::vector<double>& got, const std::vector<double>& want, const char* what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (std::size_t i = 0; i < got.size(); ++i)
+    EXPECT_NEAR(got[i], want[i], 1e-4 * (1 + std::abs(want[i]))) << what << i;
+}
+
+// The bias is added in the product's epilogue and its gradient reduced in the weight gradient's (BGRADB): no
+// kernel of Pact's runs for either. Where cuBLASLt offers no algorithm with an epilogue (it has none for some
+// types and layouts), Pact's kernels add the bias and reduce its gradient instead, to the same values.
+TEST(CublasLtOps, TheBiasAndItsGradientComeFromTheEpiloguesOrFromPactsKernels) {
+  const kernels::Handler& lt = kernels::cublaslt_handlers()[0];
+  const kernels::Handler* own = kernels::find_handler(kernels::cuda_handlers(), ops::OpTag::linear);
+  ASSERT_NE(own, nullptr);
+  const Tensor x = host_values(Dims{2, 5, 6}, -1.0f).transfer_to(cuda_provider());
+  const Tensor w = host_values(Dims{3, 6}, -0.5f).transfer_to(cuda_provider());
+  const Tensor b = host_values(Dims{3}, 2.0f).transfer_to(cuda_provider());
+  const Tensor g = host_values(Dims{2, 5, 3}, 0.25f).transfer_to(cuda_provider());
+  const LinearRun want = run_linear(*own, x.as_view(), w.as_view(), b.as_view(), g.as_view());
+  const LinearRun fused = run_linear(lt, x.as_view(), w.as_view(), b.as_view(), g.as_view());
+  emu::cublaslt_refuse_epilogues(true);
+  struct Restore {
+    ~Restore() { emu::cublaslt_refuse_epilogues(false); }
+  } restore;
+  const LinearRun unfused = run_linear(lt, x.as_view(), w.as_view(), b.as_view(), g.as_view());
+  for (const LinearRun* r : {&fused, &unfused}) {
+    expect_near(r->y, want.y, "y");
+    expect_near(r->gx, want.gx, "gx");
+    expect_near(r->gw, want.gw, "gw");
+    expect_near(r->gb, want.gb, "gb");
+  }
+  EXPECT_EQ(fused.forward_launches, 0u);  // the bias in the epilogue
+  EXPECT_EQ(fused.vjp_launches, 0u);      // the bias's gradient in the weight gradient's epilogue
+  EXPECT_GT(unfused.forward_launches, 0u);
+  EXPECT_GT(unfused.vjp_launches, 0u);
+  EXPECT_EQ(emu::cublaslt_descriptors_alive(), 0);
+}
+
+// cuBLASLt's heuristics may assume 256-byte aligned operands unless told otherwise; a view that starts inside
+// its storage is not, and the provider says how aligned each operand is (the emulator holds it to that).
+TEST(CublasLtOps, AViewInsideItsStorageIsProvidedForAsItIsAligned) {
+  const kernels::Handler& lt = kernels::cublaslt_handlers()[0];
+  const kernels::Handler* own = kernels::find_handler(kernels::cuda_handlers(), ops::OpTag::linear);
+  ASSERT_NE(own, nullptr);
+  const Tensor big = host_values(Dims{7, 6}, -1.0f).transfer_to(cuda_provider());
+  const TensorView x = big.slice(0, 1, 6);  // 24 bytes into its storage
+  const Tensor w = host_values(Dims{4, 6}, 0.5f).transfer_to(cuda_provider());
+  const Tensor b = host_values(Dims{4}, 1.0f).transfer_to(cuda_provider());
+  const Tensor g = host_values(Dims{5, 4}, -0.25f).transfer_to(cuda_provider());
+  const LinearRun want = run_linear(*own, x, w.as_view(), b.as_view(), g.as_view());
+  const LinearRun got = run_linear(lt, x, w.as_view(), b.as_view(), g.as_view());
+  expect_near(got.y, want.y, "y");
+  expect_near(got.gx, want.gx, "gx");
+  expect_near(got.gw, want.gw, "gw");
+  expect_near(got.gb, want.gb, "gb");
+}
+
+// A failed cuBLASLt call is a typed error naming it; its descriptors are destroyed and the next call runs.
+TEST(CublasLtOps, AFailedMatmulIsATypedErrorAndLeavesNoDescriptors) {
+  const kernels::Handler& lt = kernels::cublaslt_handlers()[0];
+  const Tensor x = host_values(Dims{4, 6}, -1.0f).transfer_to(cuda_provider());
+  const Tensor w = host_values(Dims{3, 6}, 0.5f).transfer_to(cuda_provider());
+  const std::vector<TensorView> in{x.as_view(), w.as_view()};
+  emu::fail_next_cublaslt_matmul(7);  // CUBLAS_STATUS_INVALID_VALUE
+  try {
+    (void)kernels::run_forward(lt, in, {});
+    FAIL() << "a failed cuBLASLt call was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::internal);
+    EXPECT_NE(std::string(e.what()).find("cublasLtMatmul failed (cuBLASLt status 7)"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(CudaDevice::get()->poisoned());
+  EXPECT_EQ(emu::cublaslt_descriptors_alive(), 0);
+  const kernels::Handler* own = kernels::find_handler(kernels::cuda_handlers(), ops::OpTag::linear);
+  const std::vector<double> got = host_values_of(kernels::run_forward(lt, in, {}).as_view());
+  const std::vector<double> want = host_values_of(kernels::run_forward(*own, in, {}).as_view());
+  expect_near(got, want, "y");
 }
 #endif
 

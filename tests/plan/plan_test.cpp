@@ -242,24 +242,25 @@ TEST(Cuda, CudaProfilesRefuseWithoutADevice) {
     ASSERT_FALSE(r.has_value());
     const PlanAudit& a = r.error().audit;
     ASSERT_EQ(a.kernels.size(), kernel_nodes(g).size());
-    // cuda-external prefers the cudnn provider for conv2d and the cublas provider (trusted external, cuBLAS
-    // SGEMM) for the other GEMM ops.
+    // cuda-external prefers the cudnn provider for conv2d, the cublaslt provider for linear and the cublas
+    // provider (trusted external, cuBLAS SGEMM) for matmul.
     const bool external = std::string_view(name) == "cuda-external";
     for (const auto& k : a.kernels) {
       ASSERT_NE(k.capsule, nullptr) << k.node;
-      const bool gemm = k.op == ops::OpTag::linear || k.op == ops::OpTag::matmul;
       EXPECT_EQ(k.capsule->provider, !external                    ? "cuda"
                                      : k.op == ops::OpTag::conv2d ? "cudnn"
-                                     : gemm                       ? "cublas"
+                                     : k.op == ops::OpTag::linear ? "cublaslt"
+                                     : k.op == ops::OpTag::matmul ? "cublas"
                                                                   : "cuda")
           << k.node;
     }
     const auto failures = a.check.failures();
     ASSERT_FALSE(failures.empty());
     for (const auto& f : failures) {
-      // cuBLAS is never looked for without a device: its guard fails on the stub, as the device's does.
+      // The libraries are never looked for without a device: their guards fail on the stub, as the device's does.
       EXPECT_TRUE(f.evidence.id == "cuda.device_present" ||
-                  (external && (f.evidence.id == "cuda.cublas_loaded" || f.evidence.id == "cuda.cudnn_loaded")))
+                  (external && (f.evidence.id == "cuda.cublas_loaded" || f.evidence.id == "cuda.cublaslt_loaded" ||
+                                f.evidence.id == "cuda.cudnn_loaded")))
           << f.node << ": " << f.evidence.id;
       EXPECT_TRUE(mentions(f.reason, "cuda-stub")) << f.reason;
     }

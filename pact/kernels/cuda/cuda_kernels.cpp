@@ -23,6 +23,7 @@
 #include "pact/core/cuda_device.hpp"
 #include "pact/kernels/attention_tile.hpp"
 #include "pact/kernels/cublas.hpp"
+#include "pact/kernels/cublaslt.hpp"
 #include "pact/kernels/cudnn.hpp"
 #include "pact/kernels/kernel.hpp"
 #include "pact/kernels/ranks.hpp"
@@ -110,20 +111,23 @@ std::uint32_t grid_for(std::int64_t n) {
 }
 
 // Who computes a handler's matrix products: Pact's own GEMM kernels (the cuda provider), cuBLAS (the cublas
-// provider, a trusted external boundary; the code around the products is the same), or, for conv2d, cuDNN's
-// convolutions (the cudnn provider, which serves conv2d alone).
-enum class GemmEngine { pact, cublas, cudnn };
+// provider, a trusted external boundary; the code around the products is the same), cuBLASLt with its bias
+// epilogues (the cublaslt provider, which serves linear alone), or, for conv2d, cuDNN's convolutions (the
+// cudnn provider, which serves conv2d alone).
+enum class GemmEngine { pact, cublas, cublaslt, cudnn };
 
 // The operands of one kernel call: each view's device binding, kept until the launch is enqueued, and any
 // contiguous copy made for it (released after the launch: the release is stream-ordered after it).
 class Operands {
  public:
   // Refuses (no_device, saying why) before any operand is read when the kernels cannot run here, and
-  // (unsupported) when the products are cuBLAS's and it cannot be loaded.
+  // (unsupported) when the products are a library's (cuBLAS, cuBLASLt, cuDNN) that cannot be loaded.
   explicit Operands(std::string_view op, GemmEngine engine = GemmEngine::pact) : op_(op), engine_(engine) {
     if (module().module == nullptr) throw_error(ErrorCode::no_device, std::string(op), module().failure);
     if (engine == GemmEngine::cublas && kernels::cublas() == nullptr)
       throw_error(ErrorCode::unsupported, std::string(op), kernels::cublas_unavailable_reason());
+    if (engine == GemmEngine::cublaslt && kernels::cublaslt() == nullptr)
+      throw_error(ErrorCode::unsupported, std::string(op), kernels::cublaslt_unavailable_reason());
     if (engine == GemmEngine::cudnn && kernels::cudnn() == nullptr)
       throw_error(ErrorCode::unsupported, std::string(op), kernels::cudnn_unavailable_reason());
   }
@@ -288,6 +292,10 @@ const char* gemm_kernel(const GemmOperand& a, const GemmOperand& b, std::int64_t
   return kVariants[0];
 }
 
+void* device_pointer(std::uint64_t address) {
+  return reinterpret_cast<void*>(address);  // NOLINT(performance-no-int-to-ptr)
+}
+
 // ---- the products through cuBLAS (the cublas provider) ----
 
 // cuBLAS's view of a row-major rows x cols operand: column-major storage of its transpose (op N, ld = the
@@ -303,6 +311,22 @@ std::optional<CublasOperand> cublas_view(const GemmOperand& x, std::int64_t rows
   return std::nullopt;
 }
 
+// C (rows x n, contiguous) = the bias row in every row, or C + it (`accumulate`).
+void add_bias_rows(std::string_view op, std::uint64_t c, std::uint64_t bias, std::int64_t rows, std::int64_t n,
+                   bool accumulate) {
+  Geometry g;
+  g.rank = 2;
+  g.shape[0] = rows, g.shape[1] = n;
+  g.stride0[0] = accumulate ? n : 0, g.stride0[1] = 1;  // binary: C's own strides; copy: the bias row
+  g.stride1[1] = 1;
+  std::int64_t count = rows * n;
+  int code = 0;
+  if (accumulate)
+    launch(op, "pact_binary_f32", grid_for(count), 1, 1, kThreads, {&c, &c, &bias, &g, &count, &code});
+  else
+    launch(op, "pact_unary_f32", grid_for(count), 1, 1, kThreads, {&c, &bias, &g, &count, &code});
+}
+
 // gemm's contract through cuBLAS. Row-major C = A B is column-major C^T = B^T A^T, so B is cuBLAS's first
 // operand. A batch whose operands advance by one stride each is one strided-batched call, any other
 // batch one call per product; bias rows are written into C first and the product added (beta 1).
@@ -314,19 +338,7 @@ void cublas_gemm(std::string_view op, std::uint64_t c, GemmOperand a, GemmOperan
     throw_error(ErrorCode::unsupported, std::string(op),
                 fmt::format("a {} x {} x {} product with strides ({}, {}) and ({}, {}) is not one cuBLAS takes", m, n,
                             k, a.row_stride, a.col_stride, b.row_stride, b.col_stride));
-  if (bias != 0) {  // C = bias (or C + bias) row by row, then C += A B
-    Geometry g;
-    g.rank = 2;
-    g.shape[0] = batches * m, g.shape[1] = n;
-    g.stride0[0] = accumulate ? n : 0, g.stride0[1] = 1;  // binary: C's own strides; copy: the bias row
-    g.stride1[1] = 1;
-    std::int64_t count = batches * m * n;
-    int code = 0;
-    if (accumulate)
-      launch(op, "pact_binary_f32", grid_for(count), 1, 1, kThreads, {&c, &c, &bias, &g, &count, &code});
-    else
-      launch(op, "pact_unary_f32", grid_for(count), 1, 1, kThreads, {&c, &bias, &g, &count, &code});
-  }
+  if (bias != 0) add_bias_rows(op, c, bias, batches * m, n, accumulate);  // then C += A B
   std::vector<std::int64_t> a_off(static_cast<std::size_t>(batches)), b_off(a_off.size());
   for (std::int64_t z = 0; z < batches; ++z) {  // as kernels.cu's offsets(): row-major over the batch shape
     std::int64_t rest = z, oa = 0, ob = 0;
@@ -370,6 +382,123 @@ void cublas_gemm(std::string_view op, std::uint64_t c, GemmOperand a, GemmOperan
   }
 }
 
+// ---- the products through cuBLASLt (the cublaslt provider: linear, with its epilogues) ----
+
+// The largest power of two (up to 256) that divides a device address: what cuBLASLt's heuristics may assume
+// of that operand (their default is 256, which a view at an offset does not have).
+std::uint32_t address_alignment(std::uint64_t address) {
+  std::uint32_t a = 256;
+  while (a > 1 && address % a != 0) a /= 2;
+  return a;
+}
+
+// One cuBLASLt product's descriptors (the matmul, A's, B's and D's layouts, the preference), destroyed with
+// it; the handle is held for the call.
+class LtProduct {
+ public:
+  explicit LtProduct(std::string_view op) : op_(op), lt_(*kernels::cublaslt()), lock_(lt_.mutex) {
+    device().make_current();
+  }
+  ~LtProduct() {
+    if (pref != nullptr) lt_.destroy_preference(pref);
+    for (void* l : {d, b, a})
+      if (l != nullptr) lt_.destroy_layout(l);
+    if (desc != nullptr) lt_.destroy_matmul(desc);
+  }
+  LtProduct(const LtProduct&) = delete;
+  LtProduct& operator=(const LtProduct&) = delete;
+
+  // Status 0 or a typed error naming the call; a failed execution leaves the stream suspect.
+  void check(int status, const char* call) const {
+    if (status == 0) return;
+    if (status == 13 || status == 14) device().poison();  // EXECUTION_FAILED, INTERNAL_ERROR
+    throw_error(ErrorCode::internal, std::string(op_), fmt::format("{} failed (cuBLASLt status {})", call, status));
+  }
+  const kernels::CublasLt& lt() const noexcept { return lt_; }
+
+  void* desc = nullptr;
+  void* a = nullptr;
+  void* b = nullptr;
+  void* d = nullptr;
+  void* pref = nullptr;
+
+ private:
+  std::string_view op_;
+  const kernels::CublasLt& lt_;
+  std::lock_guard<std::mutex> lock_;
+};
+
+// Row-major C (m x n, contiguous) = A B (+ C when `accumulate`) through cuBLASLt, then `epilogue`:
+// kLtEpilogueBias adds `vector` (n floats) to every row of C; kLtEpilogueBgradB writes A's row sums (m floats)
+// to `vector`. As for cuBLAS, row-major C = A B is column-major C^T = B^T A^T: B is cuBLASLt's A, A its B,
+// so C's columns are D's rows (the bias's length) and A's rows D's columns (BGRADB's, summed over k). False
+// when cuBLASLt offers no algorithm for the epilogue (the caller does the epilogue's work instead); a
+// product it offers none for without one is `unsupported`.
+bool cublaslt_gemm(Operands& ops, std::uint64_t c, GemmOperand a, GemmOperand b, std::int64_t m, std::int64_t n,
+                   std::int64_t k, std::uint32_t epilogue, std::uint64_t vector, bool accumulate) {
+  const std::string_view op = ops.op();
+  const std::optional<CublasOperand> av = cublas_view(a, m, k), bv = cublas_view(b, k, n);
+  if (!av || !bv)
+    throw_error(ErrorCode::unsupported, std::string(op),
+                fmt::format("a {} x {} x {} product with strides ({}, {}) and ({}, {}) is not one cuBLASLt takes", m, n,
+                            k, a.row_stride, a.col_stride, b.row_stride, b.col_stride));
+  auto u = [](std::int64_t v) { return static_cast<std::uint64_t>(v); };
+  LtProduct p(op);
+  const kernels::CublasLt& lt = p.lt();
+  p.check(lt.create_matmul(&p.desc, kernels::kLtComputeF32, kernels::kLtR32F), "cublasLtMatmulDescCreate");
+  const std::int32_t trans_a = bv->op, trans_b = av->op;
+  p.check(lt.set_matmul_attribute(p.desc, kernels::kLtDescTransA, &trans_a, sizeof trans_a),
+          "cublasLtMatmulDescSetAttribute(TRANSA)");
+  p.check(lt.set_matmul_attribute(p.desc, kernels::kLtDescTransB, &trans_b, sizeof trans_b),
+          "cublasLtMatmulDescSetAttribute(TRANSB)");
+  p.check(lt.set_matmul_attribute(p.desc, kernels::kLtDescEpilogue, &epilogue, sizeof epilogue),
+          "cublasLtMatmulDescSetAttribute(EPILOGUE)");
+  if (epilogue != kernels::kLtEpilogueDefault) {
+    const void* pointer = device_pointer(vector);
+    p.check(lt.set_matmul_attribute(p.desc, kernels::kLtDescBiasPointer, &pointer, sizeof pointer),
+            "cublasLtMatmulDescSetAttribute(BIAS_POINTER)");
+  }
+  // The stored matrices: cuBLASLt's A is B^T (n x k) as stored, N, or B itself (k x n), T; its B likewise.
+  p.check(lt.create_layout(&p.a, kernels::kLtR32F, bv->op == 0 ? u(n) : u(k), bv->op == 0 ? u(k) : u(n), bv->ld),
+          "cublasLtMatrixLayoutCreate(A)");
+  p.check(lt.create_layout(&p.b, kernels::kLtR32F, av->op == 0 ? u(k) : u(m), av->op == 0 ? u(m) : u(k), av->ld),
+          "cublasLtMatrixLayoutCreate(B)");
+  p.check(lt.create_layout(&p.d, kernels::kLtR32F, u(n), u(m), n), "cublasLtMatrixLayoutCreate(D)");
+  p.check(lt.create_preference(&p.pref), "cublasLtMatmulPreferenceCreate");
+  const std::uint64_t max_workspace = kernels::kLtMaxWorkspace;
+  p.check(lt.set_preference_attribute(p.pref, kernels::kLtPrefMaxWorkspace, &max_workspace, sizeof max_workspace),
+          "cublasLtMatmulPreferenceSetAttribute(MAX_WORKSPACE_BYTES)");
+  for (auto [attribute, address] :
+       {std::pair{kernels::kLtPrefAlignmentA, b.address}, std::pair{kernels::kLtPrefAlignmentB, a.address},
+        std::pair{kernels::kLtPrefAlignmentC, c}, std::pair{kernels::kLtPrefAlignmentD, c}}) {
+    const std::uint32_t alignment = address_alignment(address);
+    p.check(lt.set_preference_attribute(p.pref, attribute, &alignment, sizeof alignment),
+            "cublasLtMatmulPreferenceSetAttribute(MIN_ALIGNMENT)");
+  }
+  kernels::CublasLtHeuristic best;
+  int returned = 0;
+  const int status = lt.heuristics(lt.handle, p.desc, p.a, p.b, p.d, p.d, p.pref, 1, &best, &returned);
+  if (status == kernels::kLtStatusNotSupported || (status == 0 && (returned < 1 || best.state != 0))) {
+    if (epilogue != kernels::kLtEpilogueDefault) return false;
+    throw_error(ErrorCode::unsupported, std::string(op),
+                fmt::format("cuBLASLt offers no algorithm for a {} x {} x {} f32 product", m, n, k));
+  }
+  p.check(status, "cublasLtMatmulAlgoGetHeuristic");
+  if (best.workspace > max_workspace)
+    throw_error(ErrorCode::internal, std::string(op),
+                fmt::format("cuBLASLt's algorithm wants {} bytes of workspace, past the {} offered", best.workspace,
+                            max_workspace));
+  std::uint64_t workspace = 0;
+  if (best.workspace > 0)
+    workspace = ops.write(ops.keep(device_empty(Dims{static_cast<std::int64_t>((best.workspace + 3) / 4)})));
+  const float one = 1.0f, beta = accumulate ? 1.0f : 0.0f;
+  p.check(lt.matmul(lt.handle, p.desc, &one, device_pointer(b.address), p.a, device_pointer(a.address), p.b, &beta,
+                    device_pointer(c), p.d, device_pointer(c), p.d, best.algo, device_pointer(workspace),
+                    best.workspace, device().stream()),
+          "cublasLtMatmul");
+  return true;
+}
+
 // C[z] (+)= A[z] B[z] (+ bias) over `batch` (shape; stride0/stride1 = A's and B's matrix strides per batch
 // index); C contiguous, m x n per batch: Pact's GEMM kernels, or cuBLAS for the cublas provider's handlers.
 void gemm(Operands& ops, std::uint64_t c, GemmOperand a, GemmOperand b, std::uint64_t bias, std::int64_t m,
@@ -379,6 +508,19 @@ void gemm(Operands& ops, std::uint64_t c, GemmOperand a, GemmOperand b, std::uin
   for (int d = 0; d < batch.rank; ++d) batches *= batch.shape[static_cast<std::size_t>(d)];
   if (m == 0 || n == 0 || batches == 0) return;
   if (ops.engine() == GemmEngine::cublas) return cublas_gemm(op, c, a, b, bias, m, n, k, batch, batches, accumulate);
+  if (ops.engine() == GemmEngine::cublaslt) {
+    if (batches != 1)
+      throw_error(ErrorCode::internal, std::string(op), "the cublaslt provider's products are single, not batched");
+    if (k == 0) {  // no product: C = bias rows, zeros, or C as it is
+      if (!accumulate) device().clear(c, static_cast<std::uint64_t>(m * n) * 4);
+      if (bias != 0) add_bias_rows(op, c, bias, m, n, true);
+      return;
+    }
+    if (bias != 0 && cublaslt_gemm(ops, c, a, b, m, n, k, kernels::kLtEpilogueBias, bias, accumulate)) return;
+    if (bias != 0) add_bias_rows(op, c, bias, m, n, accumulate);  // no bias epilogue offered: C = bias, then +=
+    cublaslt_gemm(ops, c, a, b, m, n, k, kernels::kLtEpilogueDefault, 0, accumulate || bias != 0);
+    return;
+  }
   if (batches > 65535)
     throw_error(ErrorCode::unsupported, std::string(op),
                 fmt::format("{} batched products exceed the cuda GEMM's 65535", batches));
@@ -745,10 +887,24 @@ GradList linear_vjp_on(GemmEngine engine, std::span<const TensorView> in, const 
   product(0, in[0].shape(), out_f == 0, [&](std::uint64_t ta) {
     gemm(ops, ta, {g, out_f, 1}, {w, in_f, 1}, 0, rows, in_f, out_f, no_batch(), false);  // G W
   });
+  // Through cuBLASLt, the bias's gradient (G's column sums: G^T's row sums) comes from the weight's product,
+  // in its epilogue (BGRADB), where cuBLASLt offers that.
+  const bool fuse = engine == GemmEngine::cublaslt && in.size() == 3 && ctx.wants_grad(1) && ctx.wants_grad(2) &&
+                    rows > 0 && out_f > 0 && in_f > 0;
+  Tensor* bias_grad = fuse ? &ops.output(in[2].shape()) : nullptr;
+  const std::uint64_t bias_grad_address = fuse ? ops.write(*bias_grad) : 0;
+  bool bias_fused = false;
   product(1, in[1].shape(), rows == 0, [&](std::uint64_t ta) {
-    gemm(ops, ta, {g, 1, out_f}, {x, in_f, 1}, 0, out_f, in_f, rows, no_batch(), false);  // G^T X
+    const GemmOperand gt{g, 1, out_f}, xm{x, in_f, 1};  // G^T X
+    if (fuse)
+      bias_fused =
+          cublaslt_gemm(ops, ta, gt, xm, out_f, in_f, rows, kernels::kLtEpilogueBgradB, bias_grad_address, false);
+    if (!bias_fused) gemm(ops, ta, gt, xm, 0, out_f, in_f, rows, no_batch(), false);
   });
-  if (in.size() == 3) {
+  if (fuse) {
+    if (!bias_fused) sum_to_shape(ops, bias_grad_address, g, Dims{rows, out_f}, Dims{out_f});
+    r.emplace_back(std::move(*bias_grad));
+  } else if (in.size() == 3) {
     product(2, in[2].shape(), rows == 0, [&](std::uint64_t ta) {
       sum_to_shape(ops, ta, g, Dims{rows, out_f}, Dims{out_f});
     });
@@ -1423,10 +1579,6 @@ class CudnnConvolution {
   std::lock_guard<std::mutex> lock_;  // the handle serves one call at a time
 };
 
-void* device_pointer(std::uint64_t address) {
-  return reinterpret_cast<void*>(address);  // NOLINT(performance-no-int-to-ptr)
-}
-
 // out = x convolved with w by cuDNN (every output element written).
 void cudnn_convolve(Operands& ops, std::uint64_t out, std::uint64_t x, std::uint64_t w, const ConvGeometry& g) {
   CudnnConvolution cd(ops.op(), g);
@@ -1618,6 +1770,16 @@ PACT_CUDA_GEMM_OP(matmul)
 PACT_CUDA_GEMM_OP(linear)
 PACT_CUDA_GEMM_OP(conv2d)
 #undef PACT_CUDA_GEMM_OP
+
+// linear through cuBLASLt (the cublaslt provider): the bias in the product's epilogue, its gradient in the
+// weight gradient's.
+Tensor cublaslt_linear_forward(std::span<const TensorView> in, const Attributes& a, const KernelContext& c) {
+  return linear_forward_on(GemmEngine::cublaslt, in, a, c);
+}
+GradList cublaslt_linear_vjp(std::span<const TensorView> in, const TensorView& y, const TensorView& g,
+                             const Attributes& a, const KernelContext& c) {
+  return linear_vjp_on(GemmEngine::cublaslt, in, y, g, a, c);
+}
 
 // conv2d with its convolutions by cuDNN (the cudnn provider); the bias and its gradient as above.
 Tensor cudnn_conv2d_forward(std::span<const TensorView> in, const Attributes& a, const KernelContext& c) {
@@ -1953,6 +2115,11 @@ const Handler kHandlers[] = {
 const Handler kCublasHandlers[] = {PACT_CUBLAS_HANDLER(matmul), PACT_CUBLAS_HANDLER(linear),
                                    PACT_CUBLAS_HANDLER(conv2d)};
 
+// The cublaslt provider: linear through cuBLASLt (pact/kernels/cublaslt.hpp).
+const Handler kCublasLtHandlers[] = {Handler{ops::OpTag::linear, "cublaslt", DeviceKind::cuda, &cublaslt_linear_forward,
+                                             &cublaslt_linear_vjp, "pact/kernels/cuda/cuda_kernels.cpp",
+                                             "pact::kernels::cuda::cublaslt_linear_forward"}};
+
 // The cudnn provider: conv2d through cuDNN (pact/kernels/cudnn.hpp).
 const Handler kCudnnHandlers[] = {Handler{ops::OpTag::conv2d, "cudnn", DeviceKind::cuda, &cudnn_conv2d_forward,
                                           &cudnn_conv2d_vjp, "pact/kernels/cuda/cuda_kernels.cpp",
@@ -1963,6 +2130,8 @@ const Handler kCudnnHandlers[] = {Handler{ops::OpTag::conv2d, "cudnn", DeviceKin
 std::span<const Handler> cuda_handlers() { return cuda::kHandlers; }
 
 std::span<const Handler> cublas_handlers() { return cuda::kCublasHandlers; }
+
+std::span<const Handler> cublaslt_handlers() { return cuda::kCublasLtHandlers; }
 
 std::span<const Handler> cudnn_handlers() { return cuda::kCudnnHandlers; }
 

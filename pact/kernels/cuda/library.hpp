@@ -1,5 +1,5 @@
 #pragma once
-// A CUDA library opened at run time (cuBLAS, cuDNN: pact/kernels/cublas.hpp, pact/kernels/cudnn.hpp): the
+// A CUDA library opened at run time (cuBLAS, cuBLASLt, cuDNN: pact/kernels/cublas.hpp, cublaslt.hpp, cudnn.hpp): the
 // first of its sonames that dlopen finds, and its entry points by name, so nothing links the toolkit.
 
 #include <dlfcn.h>
@@ -44,9 +44,10 @@ struct LoadedLibrary {
   std::string failure;
 };
 
-/// Loads a library whose table has `library`, `handle`, `create` and `set_stream` (cuBLAS's, cuDNN's): the
+/// Loads a library whose table has `library`, `handle` and `create` (cuBLAS's, cuBLASLt's, cuDNN's): the
 /// first of `names` that opens, its entry points (`bind(table, library)`: the name of the first one missing,
-/// or null), then one handle on the CUDA device's primary context, bound to its one stream. `what` names
+/// or null), then one handle on the CUDA device's primary context, bound to its one stream where the table
+/// has `set_stream`. `what` names
 /// the library in the failure ("cuBLAS"). Only once a device exists: without one nothing is opened.
 template <class Table, class Bind>
 LoadedLibrary<Table> load_library(const char* what, std::initializer_list<const char*> names, Bind&& bind) {
@@ -72,9 +73,11 @@ LoadedLibrary<Table> load_library(const char* what, std::initializer_list<const 
     r.failure = fmt::format("{}'s handle could not be made (status {}) on {}", what, rc, device->description());
     return r;
   }
-  if (const int rc = t->set_stream(t->handle, device->stream()); rc != 0) {
-    r.failure = fmt::format("{}'s handle could not be bound to Pact's stream (status {})", what, rc);
-    return r;
+  if constexpr (requires { t->set_stream; }) {  // a cuBLASLt handle has no stream: each call names it
+    if (const int rc = t->set_stream(t->handle, device->stream()); rc != 0) {
+      r.failure = fmt::format("{}'s handle could not be bound to Pact's stream (status {})", what, rc);
+      return r;
+    }
   }
   r.owned = std::move(t);
   r.table = r.owned.get();

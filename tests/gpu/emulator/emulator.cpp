@@ -16,6 +16,7 @@
 
 #include "pact/core/cuda_device.hpp"
 #include "pact/kernels/cublas.hpp"
+#include "pact/kernels/cublaslt.hpp"
 #include "pact/kernels/cudnn.hpp"
 
 namespace pact::emu {
@@ -338,6 +339,189 @@ kernels::Cublas& emulated_cublas() {
   return table;
 }
 
+// cuBLASLt's matmul on host memory (column-major; D = alpha op(A) op(B) + beta C, then the epilogue), with
+// the argument checks the cublaslt provider must pass (CUBLAS_STATUS_INVALID_VALUE = 7): plain f32 compute
+// and scale (no TF32), f32 layouts that agree with the operations, an epilogue of DEFAULT, BIAS or BGRADB with
+// its vector set, the algorithm and workspace the heuristics offered, Pact's stream, and addresses as aligned
+// as the preference said (256 bytes unless it said less: an algorithm may assume what it was told).
+constexpr int kLtInvalid = 7;
+constexpr std::uint64_t kLtAlgo = 0x1a57, kLtWorkspace = 4096;
+
+struct LtLayout {
+  int dtype = -1;
+  std::uint64_t rows = 0, cols = 0;
+  std::int64_t ld = 0;
+};
+struct LtMatmul {
+  int compute = 0, scale = 0;
+  std::int32_t trans_a = 0, trans_b = 0;
+  std::uint32_t epilogue = kernels::kLtEpilogueDefault;
+  void* vector = nullptr;
+};
+struct LtPreference {
+  std::uint64_t max_workspace = 0;
+  std::uint32_t alignment[4] = {256, 256, 256, 256};  // A, B, C, D
+};
+std::atomic<std::int64_t> g_lt_descriptors{0};
+std::atomic<int> g_lt_failure{0};
+std::atomic<bool> g_lt_refuse_epilogues{false};
+
+template <class D>
+int lt_destroy(void* desc) {
+  delete static_cast<D*>(desc);
+  --g_lt_descriptors;
+  return 0;
+}
+
+// The product's extents (m x n over k) when the descriptors agree; false otherwise.
+bool lt_extents(const LtMatmul& mm, const LtLayout& a, const LtLayout& b, const LtLayout& c, const LtLayout& d,
+                std::uint64_t& m, std::uint64_t& n, std::uint64_t& k) {
+  if (mm.compute != kernels::kLtComputeF32 || mm.scale != kernels::kLtR32F) return false;
+  for (const LtLayout* l : {&a, &b, &c, &d})
+    if (l->dtype != kernels::kLtR32F || l->ld < std::max<std::int64_t>(1, static_cast<std::int64_t>(l->rows)))
+      return false;
+  if ((mm.trans_a != 0 && mm.trans_a != 1) || (mm.trans_b != 0 && mm.trans_b != 1)) return false;
+  m = mm.trans_a == 0 ? a.rows : a.cols;
+  k = mm.trans_a == 0 ? a.cols : a.rows;
+  n = mm.trans_b == 0 ? b.cols : b.rows;
+  const std::uint64_t kb = mm.trans_b == 0 ? b.rows : b.cols;
+  const bool epilogue_ok =
+      mm.epilogue == kernels::kLtEpilogueDefault ||
+      ((mm.epilogue == kernels::kLtEpilogueBias || mm.epilogue == kernels::kLtEpilogueBgradB) && mm.vector != nullptr);
+  return kb == k && c.rows == m && c.cols == n && d.rows == m && d.cols == n && c.ld == d.ld && epilogue_ok;
+}
+
+int lt_heuristics(void*, void* desc, void* ad, void* bd, void* cd, void* dd, void* pref, int requested,
+                  kernels::CublasLtHeuristic* results, int* returned) {
+  const auto& mm = *static_cast<LtMatmul*>(desc);
+  const auto& p = *static_cast<LtPreference*>(pref);
+  std::uint64_t m = 0, n = 0, k = 0;
+  if (!lt_extents(mm, *static_cast<LtLayout*>(ad), *static_cast<LtLayout*>(bd), *static_cast<LtLayout*>(cd),
+                  *static_cast<LtLayout*>(dd), m, n, k) ||
+      requested < 1)
+    return kLtInvalid;
+  *returned = 0;
+  if (g_lt_refuse_epilogues.load() && mm.epilogue != kernels::kLtEpilogueDefault) return kernels::kLtStatusNotSupported;
+  kernels::CublasLtHeuristic h;
+  h.algo[0] = kLtAlgo;
+  h.algo[1] = mm.epilogue;
+  for (int i = 0; i < 4; ++i) h.algo[2 + i] = p.alignment[i];
+  h.workspace = p.max_workspace >= kLtWorkspace ? kLtWorkspace : 0;
+  h.algo[6] = h.workspace;
+  results[0] = h;
+  *returned = 1;
+  return 0;
+}
+
+int lt_matmul(void*, void* desc, const void* alpha, const void* a, void* ad, const void* b, void* bd, const void* beta,
+              const void* c, void* cd, void* d, void* dd, const std::uint64_t* algo, void* workspace,
+              std::size_t workspace_bytes, void* stream) {
+  if (const int status = g_lt_failure.exchange(0); status != 0) return status;
+  const auto& mm = *static_cast<LtMatmul*>(desc);
+  const auto& al = *static_cast<LtLayout*>(ad);
+  const auto& bl = *static_cast<LtLayout*>(bd);
+  const auto& dl = *static_cast<LtLayout*>(dd);
+  std::uint64_t m = 0, n = 0, k = 0;
+  if (!lt_extents(mm, al, bl, *static_cast<LtLayout*>(cd), dl, m, n, k)) return kLtInvalid;
+  // The offered algorithm for this epilogue, its workspace, Pact's stream, and the alignments it assumes.
+  if (algo[0] != kLtAlgo || algo[1] != mm.epilogue || stream != CudaDevice::get()->stream()) return kLtInvalid;
+  if (workspace_bytes < algo[6] || (algo[6] > 0 && workspace == nullptr)) return kLtInvalid;
+  const void* pointers[4] = {a, b, c, d};
+  for (int i = 0; i < 4; ++i)
+    if (reinterpret_cast<std::uintptr_t>(pointers[i]) % algo[2 + i] != 0) return kLtInvalid;
+  const auto* av = static_cast<const float*>(a);
+  const auto* bv = static_cast<const float*>(b);
+  const auto* cv = static_cast<const float*>(c);
+  auto* dv = static_cast<float*>(d);
+  const float alpha_v = *static_cast<const float*>(alpha), be = *static_cast<const float*>(beta);
+  auto op_a = [&](std::uint64_t i, std::uint64_t p) {
+    return mm.trans_a == 0 ? av[i + p * static_cast<std::uint64_t>(al.ld)]
+                           : av[p + i * static_cast<std::uint64_t>(al.ld)];
+  };
+  auto op_b = [&](std::uint64_t p, std::uint64_t j) {
+    return mm.trans_b == 0 ? bv[p + j * static_cast<std::uint64_t>(bl.ld)]
+                           : bv[j + p * static_cast<std::uint64_t>(bl.ld)];
+  };
+  const auto ld = static_cast<std::uint64_t>(dl.ld);
+  auto* vector = static_cast<float*>(mm.vector);
+  std::vector<float> out(static_cast<std::size_t>(m * n));
+  for (std::uint64_t j = 0; j < n; ++j)
+    for (std::uint64_t i = 0; i < m; ++i) {
+      double acc = 0;
+      for (std::uint64_t p = 0; p < k; ++p) acc += static_cast<double>(op_a(i, p)) * op_b(p, j);
+      float v = alpha_v * static_cast<float>(acc) + (be == 0.0f ? 0.0f : be * cv[i + j * ld]);  // beta 0: C unread
+      if (mm.epilogue == kernels::kLtEpilogueBias) v += vector[i];
+      out[static_cast<std::size_t>(i + j * m)] = v;
+    }
+  if (mm.epilogue == kernels::kLtEpilogueBgradB) {
+    for (std::uint64_t j = 0; j < n; ++j) {
+      double sum = 0;
+      for (std::uint64_t p = 0; p < k; ++p) sum += op_b(p, j);
+      vector[j] = static_cast<float>(sum);
+    }
+  }
+  for (std::uint64_t j = 0; j < n; ++j)
+    for (std::uint64_t i = 0; i < m; ++i) dv[i + j * ld] = out[static_cast<std::size_t>(i + j * m)];
+  return 0;
+}
+
+kernels::CublasLt& emulated_cublaslt() {
+  static kernels::CublasLt table;  // holds a mutex: filled in place
+  table.handle = &token_object;
+  table.create = [](void** h) { return *h = &token_object, 0; };
+  table.destroy = [](void*) { return 0; };
+  table.create_matmul = [](void** desc, int compute, int scale) {
+    *desc = new LtMatmul{compute, scale};
+    ++g_lt_descriptors;
+    return 0;
+  };
+  table.set_matmul_attribute = [](void* desc, int attribute, const void* value, std::size_t bytes) {
+    auto& mm = *static_cast<LtMatmul*>(desc);
+    auto take = [&](auto& field) {
+      if (bytes != sizeof field) return kLtInvalid;
+      std::memcpy(&field, value, bytes);
+      return 0;
+    };
+    switch (attribute) {
+      case kernels::kLtDescTransA:
+        return take(mm.trans_a);
+      case kernels::kLtDescTransB:
+        return take(mm.trans_b);
+      case kernels::kLtDescEpilogue:
+        return take(mm.epilogue);
+      case kernels::kLtDescBiasPointer:
+        return take(mm.vector);
+      default:
+        return kLtInvalid;
+    }
+  };
+  table.destroy_matmul = lt_destroy<LtMatmul>;
+  table.create_layout = [](void** layout, int dtype, std::uint64_t rows, std::uint64_t cols, std::int64_t ld) {
+    *layout = new LtLayout{dtype, rows, cols, ld};
+    ++g_lt_descriptors;
+    return 0;
+  };
+  table.destroy_layout = lt_destroy<LtLayout>;
+  table.create_preference = [](void** pref) {
+    *pref = new LtPreference;
+    ++g_lt_descriptors;
+    return 0;
+  };
+  table.set_preference_attribute = [](void* pref, int attribute, const void* value, std::size_t bytes) {
+    auto& p = *static_cast<LtPreference*>(pref);
+    if (attribute == kernels::kLtPrefMaxWorkspace && bytes == sizeof p.max_workspace)
+      return std::memcpy(&p.max_workspace, value, bytes), 0;
+    if (attribute >= kernels::kLtPrefAlignmentA && attribute <= kernels::kLtPrefAlignmentD &&
+        bytes == sizeof(std::uint32_t))
+      return std::memcpy(&p.alignment[attribute - kernels::kLtPrefAlignmentA], value, bytes), 0;
+    return kLtInvalid;
+  };
+  table.destroy_preference = lt_destroy<LtPreference>;
+  table.heuristics = lt_heuristics;
+  table.matmul = lt_matmul;
+  return table;
+}
+
 // cuDNN's descriptor-based convolution on host memory, with the argument checks the cudnn provider must pass
 // (CUDNN_STATUS_BAD_PARAM = 2000): NCHW float tensors and filters, cross-correlation in float, FMA math (the
 // provider's rule: no TF32), shapes that agree with the convolution, and the algorithm and workspace the
@@ -540,15 +724,22 @@ kernels::Cudnn& emulated_cudnn() {
   return table;
 }
 
-// The test binary's device, cuBLAS and cuDNN are the emulator's, installed before any test asks for them.
-[[maybe_unused]] const bool g_installed = (CudaDevice::open_with(driver()), kernels::use_cublas(emulated_cublas()),
-                                           kernels::use_cudnn(emulated_cudnn()), true);
+// The test binary's device, cuBLAS, cuBLASLt and cuDNN are the emulator's, installed before any test asks for them.
+[[maybe_unused]] const bool g_installed =
+    (CudaDevice::open_with(driver()), kernels::use_cublas(emulated_cublas()),
+     kernels::use_cublaslt(emulated_cublaslt()), kernels::use_cudnn(emulated_cudnn()), true);
 
 }  // namespace
 
 std::int64_t cudnn_descriptors_alive() { return g_cudnn_descriptors.load(); }
 
 void fail_next_cudnn_call(int status) { g_cudnn_failure.store(status); }
+
+std::int64_t cublaslt_descriptors_alive() { return g_lt_descriptors.load(); }
+
+void fail_next_cublaslt_matmul(int status) { g_lt_failure.store(status); }
+
+void cublaslt_refuse_epilogues(bool refuse) { g_lt_refuse_epilogues.store(refuse); }
 
 void fail_cublas_call(int skip, int status) {
   g_cublas_skip.store(skip);

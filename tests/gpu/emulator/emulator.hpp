@@ -58,6 +58,13 @@ Tally tally();
 std::int64_t cudnn_descriptors_alive();
 // The next cuDNN convolution call (forward or either gradient) returns `status` instead of running.
 void fail_next_cudnn_call(int status);
+// cuBLASLt descriptors (matmul, layout, preference) the emulated cuBLASLt has made and not destroyed.
+std::int64_t cublaslt_descriptors_alive();
+// The next cublasLtMatmul returns `status` instead of running.
+void fail_next_cublaslt_matmul(int status);
+// While set, the emulated heuristics offer no algorithm for an epilogue (CUBLAS_STATUS_NOT_SUPPORTED), as
+// cuBLASLt does where it has none for the types or the layout.
+void cublaslt_refuse_epilogues(bool refuse);
 // The cuBLAS SGEMM call after the next `skip` ones returns `status` instead of running.
 void fail_cublas_call(int skip, int status);
 
