@@ -727,7 +727,8 @@ void expect_near(const std::vector<double>& got, const std::vector<double>& want
 
 // The bias is added in the product's epilogue and its gradient reduced in the weight gradient's (BGRADB): no
 // kernel of Pact's runs for either. Where cuBLASLt offers no algorithm with an epilogue (it has none for some
-// types and layouts), Pact's kernels add the bias and reduce its gradient instead, to the same values.
+// types and layouts), or refuses the one it offered, Pact's kernels add the bias and reduce its gradient
+// instead, to the same values.
 TEST(CublasLtOps, TheBiasAndItsGradientComeFromTheEpiloguesOrFromPactsKernels) {
   const kernels::Handler& lt = kernels::cublaslt_handlers()[0];
   const kernels::Handler* own = kernels::find_handler(kernels::cuda_handlers(), ops::OpTag::linear);
@@ -738,12 +739,14 @@ TEST(CublasLtOps, TheBiasAndItsGradientComeFromTheEpiloguesOrFromPactsKernels) {
   const Tensor g = host_values(Dims{2, 5, 3}, 0.25f).transfer_to(cuda_provider());
   const LinearRun want = run_linear(*own, x.as_view(), w.as_view(), b.as_view(), g.as_view());
   const LinearRun fused = run_linear(lt, x.as_view(), w.as_view(), b.as_view(), g.as_view());
-  emu::cublaslt_refuse_epilogues(true);
   struct Restore {
-    ~Restore() { emu::cublaslt_refuse_epilogues(false); }
+    ~Restore() { emu::cublaslt_refuse_epilogues(emu::EpilogueRefusal::none); }
   } restore;
-  const LinearRun unfused = run_linear(lt, x.as_view(), w.as_view(), b.as_view(), g.as_view());
-  for (const LinearRun* r : {&fused, &unfused}) {
+  emu::cublaslt_refuse_epilogues(emu::EpilogueRefusal::heuristics);
+  const LinearRun unoffered = run_linear(lt, x.as_view(), w.as_view(), b.as_view(), g.as_view());
+  emu::cublaslt_refuse_epilogues(emu::EpilogueRefusal::matmul);
+  const LinearRun refused = run_linear(lt, x.as_view(), w.as_view(), b.as_view(), g.as_view());
+  for (const LinearRun* r : {&fused, &unoffered, &refused}) {
     expect_near(r->y, want.y, "y");
     expect_near(r->gx, want.gx, "gx");
     expect_near(r->gw, want.gw, "gw");
@@ -751,9 +754,12 @@ TEST(CublasLtOps, TheBiasAndItsGradientComeFromTheEpiloguesOrFromPactsKernels) {
   }
   EXPECT_EQ(fused.forward_launches, 0u);  // the bias in the epilogue
   EXPECT_EQ(fused.vjp_launches, 0u);      // the bias's gradient in the weight gradient's epilogue
-  EXPECT_GT(unfused.forward_launches, 0u);
-  EXPECT_GT(unfused.vjp_launches, 0u);
+  for (const LinearRun* r : {&unoffered, &refused}) {
+    EXPECT_GT(r->forward_launches, 0u);
+    EXPECT_GT(r->vjp_launches, 0u);
+  }
   EXPECT_EQ(emu::cublaslt_descriptors_alive(), 0);
+  EXPECT_FALSE(CudaDevice::get()->poisoned());
 }
 
 // cuBLASLt's heuristics may assume 256-byte aligned operands unless told otherwise; a view that starts inside

@@ -432,8 +432,9 @@ class LtProduct {
 // kLtEpilogueBias adds `vector` (n floats) to every row of C; kLtEpilogueBgradB writes A's row sums (m floats)
 // to `vector`. As for cuBLAS, row-major C = A B is column-major C^T = B^T A^T: B is cuBLASLt's A, A its B,
 // so C's columns are D's rows (the bias's length) and A's rows D's columns (BGRADB's, summed over k). False
-// when cuBLASLt offers no algorithm for the epilogue (the caller does the epilogue's work instead); a
-// product it offers none for without one is `unsupported`.
+// when cuBLASLt offers no algorithm for the epilogue, or refuses the one it offered (CUBLAS_STATUS_NOT_SUPPORTED
+// from the call: nothing ran); the caller does the epilogue's work instead. A product it offers none for
+// without an epilogue is `unsupported`.
 bool cublaslt_gemm(Operands& ops, std::uint64_t c, GemmOperand a, GemmOperand b, std::int64_t m, std::int64_t n,
                    std::int64_t k, std::uint32_t epilogue, std::uint64_t vector, bool accumulate) {
   const std::string_view op = ops.op();
@@ -492,10 +493,12 @@ bool cublaslt_gemm(Operands& ops, std::uint64_t c, GemmOperand a, GemmOperand b,
   if (best.workspace > 0)
     workspace = ops.write(ops.keep(device_empty(Dims{static_cast<std::int64_t>((best.workspace + 3) / 4)})));
   const float one = 1.0f, beta = accumulate ? 1.0f : 0.0f;
-  p.check(lt.matmul(lt.handle, p.desc, &one, device_pointer(b.address), p.a, device_pointer(a.address), p.b, &beta,
-                    device_pointer(c), p.d, device_pointer(c), p.d, best.algo, device_pointer(workspace),
-                    best.workspace, device().stream()),
-          "cublasLtMatmul");
+  const int ran = lt.matmul(lt.handle, p.desc, &one, device_pointer(b.address), p.a, device_pointer(a.address), p.b,
+                            &beta, device_pointer(c), p.d, device_pointer(c), p.d, best.algo, device_pointer(workspace),
+                            best.workspace, device().stream());
+  // An epilogue the heuristics offered and the call then refuses: nothing ran, the caller does its work.
+  if (ran == kernels::kLtStatusNotSupported && epilogue != kernels::kLtEpilogueDefault) return false;
+  p.check(ran, "cublasLtMatmul");
   return true;
 }
 

@@ -364,7 +364,7 @@ struct LtPreference {
 };
 std::atomic<std::int64_t> g_lt_descriptors{0};
 std::atomic<int> g_lt_failure{0};
-std::atomic<bool> g_lt_refuse_epilogues{false};
+std::atomic<int> g_lt_refuse_epilogues{0};  // 1: the heuristics refuse them, 2: the matmul does
 
 template <class D>
 int lt_destroy(void* desc) {
@@ -401,7 +401,8 @@ int lt_heuristics(void*, void* desc, void* ad, void* bd, void* cd, void* dd, voi
       requested < 1)
     return kLtInvalid;
   *returned = 0;
-  if (g_lt_refuse_epilogues.load() && mm.epilogue != kernels::kLtEpilogueDefault) return kernels::kLtStatusNotSupported;
+  if (g_lt_refuse_epilogues.load() == 1 && mm.epilogue != kernels::kLtEpilogueDefault)
+    return kernels::kLtStatusNotSupported;
   kernels::CublasLtHeuristic h;
   h.algo[0] = kLtAlgo;
   h.algo[1] = mm.epilogue;
@@ -426,6 +427,8 @@ int lt_matmul(void*, void* desc, const void* alpha, const void* a, void* ad, con
   // The offered algorithm for this epilogue, its workspace, Pact's stream, and the alignments it assumes.
   if (algo[0] != kLtAlgo || algo[1] != mm.epilogue || stream != CudaDevice::get()->stream()) return kLtInvalid;
   if (workspace_bytes < algo[6] || (algo[6] > 0 && workspace == nullptr)) return kLtInvalid;
+  if (g_lt_refuse_epilogues.load() == 2 && mm.epilogue != kernels::kLtEpilogueDefault)
+    return kernels::kLtStatusNotSupported;
   const void* pointers[4] = {a, b, c, d};
   for (int i = 0; i < 4; ++i)
     if (reinterpret_cast<std::uintptr_t>(pointers[i]) % algo[2 + i] != 0) return kLtInvalid;
@@ -739,7 +742,7 @@ std::int64_t cublaslt_descriptors_alive() { return g_lt_descriptors.load(); }
 
 void fail_next_cublaslt_matmul(int status) { g_lt_failure.store(status); }
 
-void cublaslt_refuse_epilogues(bool refuse) { g_lt_refuse_epilogues.store(refuse); }
+void cublaslt_refuse_epilogues(EpilogueRefusal refusal) { g_lt_refuse_epilogues.store(static_cast<int>(refusal)); }
 
 void fail_cublas_call(int skip, int status) {
   g_cublas_skip.store(skip);

@@ -62,9 +62,11 @@ void fail_next_cudnn_call(int status);
 std::int64_t cublaslt_descriptors_alive();
 // The next cublasLtMatmul returns `status` instead of running.
 void fail_next_cublaslt_matmul(int status);
-// While set, the emulated heuristics offer no algorithm for an epilogue (CUBLAS_STATUS_NOT_SUPPORTED), as
-// cuBLASLt does where it has none for the types or the layout.
-void cublaslt_refuse_epilogues(bool refuse);
+// Whether the emulated cuBLASLt refuses epilogues (CUBLAS_STATUS_NOT_SUPPORTED), as cuBLASLt does where it has
+// none for the types or the layout: not at all, in the heuristics (no algorithm offered), or in the matmul
+// call after the heuristics offered one.
+enum class EpilogueRefusal { none, heuristics, matmul };
+void cublaslt_refuse_epilogues(EpilogueRefusal refusal);
 // The cuBLAS SGEMM call after the next `skip` ones returns `status` instead of running.
 void fail_cublas_call(int skip, int status);
 
