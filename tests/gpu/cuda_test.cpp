@@ -246,6 +246,20 @@ TEST(CudaOps, AttentionMatchesTheReferenceFusedAndThroughProbabilities) {
     for (const auto& p : verify::sweep_problems(*h, reference_of(sdpa), s, rng))
       ADD_FAILURE() << verify::describe(s) << ": " << p;
   }
+  // Through the probabilities, P is made a chunk of query rows at a time (Note [Attention in chunks]): whole
+  // batch entries per chunk by default. Forced small: 16 KiB holds three of the 33 x 33 heads' six entries;
+  // 1 KiB holds 3 rows of the causal case's 45 and 7 of the masked cases' 40 (the last chunk of an entry
+  // shorter); 256 bytes 5 rows of the wide heads' 20 and 9.
+  const std::pair<const char*, std::vector<std::size_t>> chunked[] = {
+      {"16384", {1}}, {"1024", {0, 4, 5}}, {"256", {6, 7}}};
+  for (const auto& [chunk_bytes, which] : chunked) {
+    ::setenv("PACT_CUDA_ATTENTION_CHUNK_BYTES", chunk_bytes, 1);
+    for (std::size_t i : which) {
+      for (const auto& p : verify::sweep_problems(*h, reference_of(sdpa), cases[i], rng))
+        ADD_FAILURE() << "chunks of " << chunk_bytes << " bytes, " << verify::describe(cases[i]) << ": " << p;
+    }
+  }
+  ::unsetenv("PACT_CUDA_ATTENTION_CHUNK_BYTES");
 }
 
 // The op table's saves column on the device (as tests/kernels/saves_test.cpp on the CPU): the tape hands a

@@ -1185,23 +1185,71 @@ Geometry flat_batch(std::int64_t batch, std::int64_t a_matrix, std::int64_t b_ma
   return g;
 }
 
-// P = softmax(scale Q K^T + mask) per batch entry, [batch, L, S], kept by the operands.
-std::uint64_t attention_probs(Operands& ops, AttentionForm& f, std::uint64_t q, std::uint64_t k) {
-  Tensor& p = ops.keep(device_empty(Dims{f.batch, f.l, f.s}));
-  std::uint64_t pa = ops.write(p);
-  std::int64_t n = f.batch * f.l * f.s;
-  if (n == 0) return pa;
+// Note [Attention in chunks]
+// Where attention goes through its probabilities (the VJP; the forward for heads the fused kernel does not
+// take), P and dP are made a chunk of query rows at a time into buffers of at most attention_chunk_bytes()
+// each, so their memory does not grow with batch x L x S (4 GiB per buffer for 64 heads at sequence 4096):
+// whole batch entries where one entry's [L, S] fits, else rows of one entry. Each chunk's dQ rows are its
+// own; dK and dV sum over the row chunks of an entry (the first writes, the rest accumulate).
+struct AttentionChunk {
+  std::int64_t b0 = 0, nb = 0, l0 = 0, nl = 0;  // batch entries [b0, b0 + nb), query rows [l0, l0 + nl)
+  // Element offsets of the chunk's first query row in a [batch, L, width] operand, and of its first batch
+  // entry in a [batch, S, width] one.
+  std::int64_t rows_at(const AttentionForm& f, std::int64_t width) const { return (b0 * f.l + l0) * width; }
+  std::int64_t keys_at(const AttentionForm& f, std::int64_t width) const { return b0 * f.s * width; }
+};
+
+// 512 MiB, or PACT_CUDA_ATTENTION_CHUNK_BYTES (a whole number of bytes, at least one row: tests force small
+// chunks with it).
+std::int64_t attention_chunk_bytes() {
+  const char* v = std::getenv("PACT_CUDA_ATTENTION_CHUNK_BYTES");
+  if (v == nullptr || *v == '\0') return std::int64_t{512} << 20;
+  char* end = nullptr;
+  const long long bytes = std::strtoll(v, &end, 10);
+  if (*end != '\0' || bytes < 1)
+    throw_error(ErrorCode::invalid_argument, "scaled_dot_product_attention",
+                fmt::format("PACT_CUDA_ATTENTION_CHUNK_BYTES={} is not a positive whole number of bytes", v));
+  return bytes;
+}
+
+// The chunks of Note [Attention in chunks], in order, and the most query rows one holds.
+std::vector<AttentionChunk> attention_chunks(const AttentionForm& f, std::int64_t& most_rows) {
+  const std::int64_t budget = attention_chunk_bytes(), row_bytes = std::max<std::int64_t>(f.s, 1) * 4;
+  std::vector<AttentionChunk> chunks;
+  most_rows = 0;
+  if (row_bytes * f.l <= budget) {
+    const std::int64_t per = std::max<std::int64_t>(1, budget / std::max<std::int64_t>(row_bytes * f.l, 1));
+    for (std::int64_t b0 = 0; b0 < f.batch; b0 += per) chunks.push_back({b0, std::min(per, f.batch - b0), 0, f.l});
+  } else {
+    const std::int64_t per = std::max<std::int64_t>(1, budget / row_bytes);
+    for (std::int64_t b0 = 0; b0 < f.batch; ++b0)
+      for (std::int64_t l0 = 0; l0 < f.l; l0 += per) chunks.push_back({b0, 1, l0, std::min(per, f.l - l0)});
+  }
+  for (const auto& c : chunks) most_rows = std::max(most_rows, c.nb * c.nl);
+  return chunks;
+}
+
+std::uint64_t at_element(std::uint64_t address, std::int64_t element) {
+  return address + static_cast<std::uint64_t>(element) * 4;
+}
+
+// P = softmax(scale Q K^T + mask) for chunk c's rows, [nb, nl, S], into p.
+void attention_probs(Operands& ops, AttentionForm& f, const AttentionChunk& c, std::uint64_t p, std::uint64_t q,
+                     std::uint64_t k) {
+  std::int64_t n = c.nb * c.nl * f.s;
+  if (n == 0) return;
   if (f.e == 0)
-    device().clear(pa, static_cast<std::uint64_t>(n) * 4);
+    device().clear(p, static_cast<std::uint64_t>(n) * 4);
   else
-    gemm(ops, pa, {q, f.e, 1}, {k, 1, f.e}, 0, f.l, f.s, f.e, flat_batch(f.batch, f.l * f.e, f.s * f.e), false);
+    gemm(ops, p, {at_element(q, c.rows_at(f, f.e)), f.e, 1}, {at_element(k, c.keys_at(f, f.e)), 1, f.e}, 0, c.nl, f.s,
+         f.e, flat_batch(c.nb, f.l * f.e, f.s * f.e), false);
+  std::int64_t first = c.rows_at(f, f.s);
   launch(ops.op(), "pact_attention_scores_f32", grid_for(n), 1, 1, kThreads,
-         {&pa, &f.mask, &f.mask_geometry, &f.mask_kind, &f.l, &f.s, &n, &f.scale, &f.causal});
-  std::int64_t rows = f.batch * f.l, one = 1;
+         {&p, &f.mask, &f.mask_geometry, &f.mask_kind, &f.l, &f.s, &n, &first, &f.scale, &f.causal});
+  std::int64_t rows = c.nb * c.nl, one = 1;
   int log_form = 0;
   launch(ops.op(), "pact_softmax_f32", static_cast<std::uint32_t>(rows), 1, 1, kThreads,
-         {&pa, &pa, &rows, &f.s, &one, &log_form});
-  return pa;
+         {&p, &p, &rows, &f.s, &one, &log_form});
 }
 
 Tensor scaled_dot_product_attention_forward(std::span<const TensorView> in, const Attributes& a, const KernelContext&) {
@@ -1233,9 +1281,15 @@ Tensor scaled_dot_product_attention_forward(std::span<const TensorView> in, cons
            static_cast<std::uint32_t>(shared));
     return std::move(out);
   }
-  // Wider heads: through the probabilities, P V.
-  const std::uint64_t p = attention_probs(ops, f, q, k);
-  gemm(ops, o, {p, f.s, 1}, {v, f.ev, 1}, 0, f.l, f.ev, f.s, flat_batch(f.batch, f.l * f.s, f.s * f.ev), false);
+  // Wider heads: through the probabilities, O = P V, a chunk of rows at a time (Note [Attention in chunks]).
+  std::int64_t most_rows = 0;
+  const std::vector<AttentionChunk> row_chunks = attention_chunks(f, most_rows);
+  const std::uint64_t p = ops.write(ops.keep(device_empty(Dims{most_rows * f.s})));
+  for (const AttentionChunk& c : row_chunks) {
+    attention_probs(ops, f, c, p, q, k);
+    gemm(ops, at_element(o, c.rows_at(f, f.ev)), {p, f.s, 1}, {at_element(v, c.keys_at(f, f.ev)), f.ev, 1}, 0, c.nl,
+         f.ev, f.s, flat_batch(c.nb, c.nl * f.s, f.s * f.ev), false);
+  }
   return std::move(out);
 }
 
@@ -1248,50 +1302,56 @@ GradList scaled_dot_product_attention_vjp(std::span<const TensorView> in, const 
   std::uint64_t q = ops.contiguous(in[0], "query"), k = ops.contiguous(in[1], "key"),
                 v = ops.contiguous(in[2], "value");
   std::uint64_t g = ops.contiguous(grad, "grad_output");
-  const std::uint64_t p = attention_probs(ops, f, q, k);
-  const std::int64_t n = f.batch * f.l * f.s;
-  // dP = G V^T, then dS = P (dP - rowsum(dP P)) * scale, in place.
-  Tensor& dp = ops.keep(device_empty(Dims{f.batch, f.l, f.s}));
-  std::uint64_t dpa = ops.write(dp);
-  if (n > 0) {
-    if (f.ev == 0)
-      device().clear(dpa, static_cast<std::uint64_t>(n) * 4);
-    else
-      gemm(ops, dpa, {g, f.ev, 1}, {v, 1, f.ev}, 0, f.l, f.s, f.ev, flat_batch(f.batch, f.l * f.ev, f.s * f.ev), false);
-    std::int64_t rows = f.batch * f.l, one = 1;
-    int log_form = 0;
-    std::uint64_t pp = p;
-    launch(op, "pact_softmax_grad_f32", static_cast<std::uint32_t>(rows), 1, 1, kThreads,
-           {&dpa, &pp, &dpa, &rows, &f.s, &one, &log_form});
-    std::int64_t count = n;
-    launch(op, "pact_scale_f32", grid_for(n), 1, 1, kThreads, {&dpa, &count, &f.scale});
-  }
-  auto product = [&](std::size_t which, const Dims& shape, auto&& compute) {
+  // The wanted gradients (0: not wanted, or empty); all zeros where there are no scores.
+  const bool no_scores = f.batch * f.l * f.s == 0;
+  std::uint64_t grads[3] = {0, 0, 0};
+  for (std::size_t which = 0; which < 3; ++which) {
     if (!ctx.wants_grad(which)) {
       r.emplace_back(std::nullopt);
-      return;
+      continue;
     }
-    Tensor& t = ops.output(shape);
+    Tensor& t = ops.output(in[which].shape());
     const std::uint64_t ta = ops.write(t);
-    if (t.numel() > 0) {
-      if (n == 0)
-        device().clear(ta, static_cast<std::uint64_t>(t.numel()) * 4);
-      else
-        compute(ta);
-    }
+    if (t.numel() > 0 && no_scores) device().clear(ta, static_cast<std::uint64_t>(t.numel()) * 4);
+    if (t.numel() > 0 && !no_scores) grads[which] = ta;
     r.emplace_back(std::move(t));
-  };
-  // dQ = dS K, dK = dS^T Q, dV = P^T G.
-  product(0, in[0].shape(), [&](std::uint64_t ta) {
-    gemm(ops, ta, {dpa, f.s, 1}, {k, f.e, 1}, 0, f.l, f.e, f.s, flat_batch(f.batch, f.l * f.s, f.s * f.e), false);
-  });
-  product(1, in[1].shape(), [&](std::uint64_t ta) {
-    gemm(ops, ta, {dpa, 1, f.s}, {q, f.e, 1}, 0, f.s, f.e, f.l, flat_batch(f.batch, f.l * f.s, f.l * f.e), false);
-  });
-  product(2, in[2].shape(), [&](std::uint64_t ta) {
-    gemm(ops, ta, {p, 1, f.s}, {g, f.ev, 1}, 0, f.s, f.ev, f.l, flat_batch(f.batch, f.l * f.s, f.l * f.ev), false);
-  });
+  }
   if (in.size() == 4) r.emplace_back(std::nullopt);  // the mask is not differentiable
+  if (no_scores || (grads[0] == 0 && grads[1] == 0 && grads[2] == 0)) return r;
+  // Per chunk of query rows (Note [Attention in chunks]): P; dV += P^T G; dP = G V^T, then dS = P (dP -
+  // rowsum(dP P)) * scale in place; dQ = dS K; dK += dS^T Q.
+  std::int64_t most_rows = 0;
+  const std::vector<AttentionChunk> row_chunks = attention_chunks(f, most_rows);
+  const std::uint64_t p = ops.write(ops.keep(device_empty(Dims{most_rows * f.s})));
+  const bool wants_ds = grads[0] != 0 || grads[1] != 0;
+  const std::uint64_t ds = wants_ds ? ops.write(ops.keep(device_empty(Dims{most_rows * f.s}))) : 0;
+  for (const AttentionChunk& c : row_chunks) {
+    const bool accumulate = c.l0 > 0;  // a later row chunk of the same entry adds to its dK and dV
+    const std::uint64_t gc = at_element(g, c.rows_at(f, f.ev)), qc = at_element(q, c.rows_at(f, f.e));
+    attention_probs(ops, f, c, p, q, k);
+    if (grads[2] != 0)
+      gemm(ops, at_element(grads[2], c.keys_at(f, f.ev)), {p, 1, f.s}, {gc, f.ev, 1}, 0, f.s, f.ev, c.nl,
+           flat_batch(c.nb, c.nl * f.s, f.l * f.ev), accumulate);
+    if (!wants_ds) continue;
+    std::int64_t n = c.nb * c.nl * f.s;
+    if (f.ev == 0)
+      device().clear(ds, static_cast<std::uint64_t>(n) * 4);
+    else
+      gemm(ops, ds, {gc, f.ev, 1}, {at_element(v, c.keys_at(f, f.ev)), 1, f.ev}, 0, c.nl, f.s, f.ev,
+           flat_batch(c.nb, f.l * f.ev, f.s * f.ev), false);
+    std::int64_t rows = c.nb * c.nl, one = 1;
+    int log_form = 0;
+    std::uint64_t pp = p, dsa = ds;
+    launch(op, "pact_softmax_grad_f32", static_cast<std::uint32_t>(rows), 1, 1, kThreads,
+           {&dsa, &pp, &dsa, &rows, &f.s, &one, &log_form});
+    launch(op, "pact_scale_f32", grid_for(n), 1, 1, kThreads, {&dsa, &n, &f.scale});
+    if (grads[0] != 0)
+      gemm(ops, at_element(grads[0], c.rows_at(f, f.e)), {ds, f.s, 1}, {at_element(k, c.keys_at(f, f.e)), f.e, 1}, 0,
+           c.nl, f.e, f.s, flat_batch(c.nb, c.nl * f.s, f.s * f.e), false);
+    if (grads[1] != 0)
+      gemm(ops, at_element(grads[1], c.keys_at(f, f.e)), {ds, 1, f.s}, {qc, f.e, 1}, 0, f.s, f.e, c.nl,
+           flat_batch(c.nb, c.nl * f.s, f.l * f.e), accumulate);
+  }
   return r;
 }
 

@@ -733,20 +733,22 @@ PACT_ATTENTION_VARIANT(pact_attention_f32_v64, 2)
 PACT_ATTENTION_VARIANT(pact_attention_f32_v128, 4)
 #undef PACT_ATTENTION_VARIANT
 
-// The attention VJP's probabilities: scores (b, i, j) of `p` (already Q K^T) scaled and masked in place, then
-// a row softmax (pact_softmax_f32) makes them P.
+// The probabilities of the attention VJP (and of the forward for wide heads), a chunk of rows at a time: the
+// n scores of `p` (already Q K^T), the whole [batch..., L, S]'s from index `first` on, scaled and masked in
+// place; then a row softmax (pact_softmax_f32) makes them P.
 extern "C" __global__ void pact_attention_scores_f32(float* p, const void* mask, Geometry mask_geometry, int mask_kind,
-                                                     std::int64_t l, std::int64_t s, std::int64_t n, float scale,
-                                                     int causal) {
+                                                     std::int64_t l, std::int64_t s, std::int64_t n, std::int64_t first,
+                                                     float scale, int causal) {
   for (std::int64_t x = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; x < n;
        x += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-    const std::int64_t j = x % s, i = (x / s) % l;
+    const std::int64_t at = first + x;  // the score's index in the whole [batch..., L, S]
+    const std::int64_t j = at % s, i = (at / s) % l;
     float y = p[x] * scale;
     if (causal != 0 && j > i) {
       y = -INFINITY;
     } else if (mask_kind != 0) {
       std::int64_t mo, unused;
-      offsets(mask_geometry, x, mo, unused);
+      offsets(mask_geometry, at, mo, unused);
       if (mask_kind == 1)
         y += static_cast<const float*>(mask)[mo];
       else if (!static_cast<const bool*>(mask)[mo])
