@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "../support/expect_error.hpp"
@@ -118,29 +119,22 @@ TEST(Capsules, ModulesHoldTheirProvidersCapsules) {
     EXPECT_TRUE(c.vjp) << c.name;
   }
   EXPECT_EQ(cublas_ops, (std::set<ops::OpTag>{ops::OpTag::matmul, ops::OpTag::linear, ops::OpTag::conv2d}));
-  // cuDNN's convolutions likewise: conv2d alone, with its VJP.
-  ASSERT_EQ(capsule_module("cudnn").capsules.size(), 1u);
-  for (const auto& c : capsule_module("cudnn").capsules) {
-    EXPECT_EQ(c.op, ops::OpTag::conv2d);
-    EXPECT_EQ(c.provider, "cudnn");
-    EXPECT_EQ(c.device, DeviceKind::cuda) << c.name;
-    EXPECT_EQ(c.trust, Trust::trustedExternal) << c.name;
-    EXPECT_EQ(c.descriptors[1].evidence.id, "cuda.cudnn_loaded") << c.name;
-    EXPECT_EQ(c.descriptors[2].evidence.kind, EvidenceKind::trustedBoundary) << c.name;
-    EXPECT_EQ(c.descriptors[2].evidence.id, "cudnn.convolution") << c.name;
-    EXPECT_TRUE(c.vjp) << c.name;
-  }
-  // cuBLASLt's: linear alone (its bias and the bias's gradient in the product's epilogues), with its VJP.
-  ASSERT_EQ(capsule_module("cublaslt").capsules.size(), 1u);
-  for (const auto& c : capsule_module("cublaslt").capsules) {
-    EXPECT_EQ(c.op, ops::OpTag::linear);
-    EXPECT_EQ(c.provider, "cublaslt");
-    EXPECT_EQ(c.device, DeviceKind::cuda) << c.name;
-    EXPECT_EQ(c.trust, Trust::trustedExternal) << c.name;
-    EXPECT_EQ(c.descriptors[1].evidence.id, "cuda.cublaslt_loaded") << c.name;
-    EXPECT_EQ(c.descriptors[2].evidence.kind, EvidenceKind::trustedBoundary) << c.name;
-    EXPECT_EQ(c.descriptors[2].evidence.id, "cublaslt.matmul") << c.name;
-    EXPECT_TRUE(c.vjp) << c.name;
+  // cuDNN's convolutions likewise: conv2d alone, with its VJP; and cuBLASLt's: linear alone (its bias and the
+  // bias's gradient in the products' epilogues).
+  for (auto [module, op, guard, boundary] :
+       {std::tuple{"cudnn", ops::OpTag::conv2d, "cuda.cudnn_loaded", "cudnn.convolution"},
+        std::tuple{"cublaslt", ops::OpTag::linear, "cuda.cublaslt_loaded", "cublaslt.matmul"}}) {
+    ASSERT_EQ(capsule_module(module).capsules.size(), 1u) << module;
+    for (const auto& c : capsule_module(module).capsules) {
+      EXPECT_EQ(c.op, op) << c.name;
+      EXPECT_EQ(c.provider, module);
+      EXPECT_EQ(c.device, DeviceKind::cuda) << c.name;
+      EXPECT_EQ(c.trust, Trust::trustedExternal) << c.name;
+      EXPECT_EQ(c.descriptors[1].evidence.id, guard) << c.name;
+      EXPECT_EQ(c.descriptors[2].evidence.kind, EvidenceKind::trustedBoundary) << c.name;
+      EXPECT_EQ(c.descriptors[2].evidence.id, boundary) << c.name;
+      EXPECT_TRUE(c.vjp) << c.name;
+    }
   }
   // Capsules exist for kernel ops; the reference module covers every kernel op of the table.
   for (const auto& info : ops::op_table()) {
