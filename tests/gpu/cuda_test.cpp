@@ -259,6 +259,21 @@ TEST(CudaOps, AttentionMatchesTheReferenceFusedAndThroughProbabilities) {
         ADD_FAILURE() << "chunks of " << chunk_bytes << " bytes, " << verify::describe(cases[i]) << ": " << p;
     }
   }
+  // A bound that is not a positive whole number of bytes is refused, naming it.
+  for (const char* bad : {"0", "-5", "64k", "lots"}) {
+    ::setenv("PACT_CUDA_ATTENTION_CHUNK_BYTES", bad, 1);
+    const Tensor q = host_values(Dims{1, 4, 3}, 0.0f).transfer_to(cuda_provider());
+    const Tensor big_v = host_values(Dims{1, 4, 300}, 0.0f).transfer_to(cuda_provider());  // through P
+    const std::vector<TensorView> in{q.as_view(), q.as_view(), big_v.as_view()};
+    try {
+      (void)kernels::run_forward(*h, in, {});
+      ADD_FAILURE() << "PACT_CUDA_ATTENTION_CHUNK_BYTES=" << bad << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::invalid_argument) << e.what();
+      EXPECT_NE(std::string(e.what()).find(std::string("PACT_CUDA_ATTENTION_CHUNK_BYTES=") + bad), std::string::npos)
+          << e.what();
+    }
+  }
   ::unsetenv("PACT_CUDA_ATTENTION_CHUNK_BYTES");
 }
 
