@@ -53,6 +53,8 @@ scratch=$(mktemp -d)
 pact_cli() {  # the pact binary has no RUNPATH of its own: the bundle's libraries for it alone
   LD_LIBRARY_PATH="$bundle/lib:$LD_LIBRARY_PATH" timeout 90 "$bundle/pact" "$@"
 }
+# What Pact found here: the device, its kernels, and whether cuBLAS, cuBLASLt and cuDNN loaded.
+pact_cli env 2>&1 | grep -E "^cuda" >> "$report/environment.txt"
 {
   pact_cli train --profile cuda-checked --run-dir "$scratch/digits"
   echo "digits: exit $?"

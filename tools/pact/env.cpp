@@ -1,10 +1,12 @@
 // `pact env [--json]`: what Pact detected about this machine (CPU model, cores, caches, the ISA level the
-// kernels run at and why) and, per SIMD family, the level each one serves at.
+// kernels run at and why; the CUDA driver, device, kernels and libraries) and, per SIMD family, the level each
+// one serves at.
 
 #include <fmt/format.h>
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "pact/core/cpu.hpp"
 #include "pact/core/cuda_device.hpp"
@@ -12,6 +14,9 @@
 #include "pact/core/json.hpp"
 #include "pact/core/simd_dispatch.hpp"
 #include "pact/kernels/cpu/gemm.hpp"
+#include "pact/kernels/cublas.hpp"
+#include "pact/kernels/cublaslt.hpp"
+#include "pact/kernels/cudnn.hpp"
 #include "pact/kernels/kernel.hpp"
 #include "tools/pact/command.hpp"
 
@@ -19,9 +24,23 @@ namespace pact::cli {
 
 namespace {
 
+// The CUDA libraries the cublas, cublaslt and cudnn providers load at run time: "loaded", or why not (they are
+// looked for only once a device exists).
+struct CudaLibrary {
+  const char* name;
+  std::string status;
+};
+std::vector<CudaLibrary> cuda_libraries() {
+  auto status = [](bool loaded, const std::string& why) { return loaded ? std::string("loaded") : why; };
+  return {{"cuBLAS", status(kernels::cublas() != nullptr, kernels::cublas_unavailable_reason())},
+          {"cuBLASLt", status(kernels::cublaslt() != nullptr, kernels::cublaslt_unavailable_reason())},
+          {"cuDNN", status(kernels::cudnn() != nullptr, kernels::cudnn_unavailable_reason())}};
+}
+
 Json env_json() {
   const CpuFacts& f = cpu_facts();
-  Json families = Json::object();
+  Json families = Json::object(), libraries = Json::object();
+  for (const auto& l : cuda_libraries()) libraries[l.name] = l.status;
   for (const auto& fam : simd::families()) families[std::string(fam.name)] = isa_name(fam.serves(active_isa()));
   return Json{
       {"schema", "pact.env.v1"},
@@ -47,7 +66,8 @@ Json env_json() {
         {"devices", probe_cuda().devices},
         {"summary", probe_cuda().summary},
         {"device", CudaDevice::get() != nullptr ? CudaDevice::get()->description() : ""},
-        {"kernels_built", kernels::cuda_kernels_built()}}}};
+        {"kernels_built", kernels::cuda_kernels_built()},
+        {"libraries", libraries}}}};
 }
 
 const bool registered = register_command("env", [](CLI::App& app) {
@@ -69,6 +89,7 @@ const bool registered = register_command("env", [](CLI::App& app) {
                                              : "none (" + CudaDevice::unavailable_reason() + ")");
          fmt::print("cuda kernels: {}\n",
                     kernels::cuda_kernels_built() ? kernels::cuda_kernels_status() : "not built (PACT_WITH_CUDA=OFF)");
+         for (const auto& l : cuda_libraries()) fmt::print("cuda library {}: {}\n", l.name, l.status);
          for (const auto& fam : simd::families())
            fmt::print("  {:<22} {}\n", fam.name, isa_name(fam.serves(active_isa())));
          return 0;
