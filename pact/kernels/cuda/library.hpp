@@ -1,6 +1,7 @@
 #pragma once
-// A CUDA library opened at run time (cuBLAS, cuBLASLt, cuDNN: pact/kernels/cublas.hpp, cublaslt.hpp, cudnn.hpp): the
-// first of its sonames that dlopen finds, and its entry points by name, so nothing links the toolkit.
+// A CUDA library opened at run time (cuBLAS, cuBLASLt, cuDNN: pact/kernels/cublas.hpp, cublaslt.hpp and
+// cudnn.hpp): the first of its sonames that dlopen finds, and its entry points by name, so nothing links the
+// toolkit.
 
 #include <dlfcn.h>
 #include <fmt/format.h>
@@ -47,8 +48,8 @@ struct LoadedLibrary {
 /// Loads a library whose table has `library`, `handle` and `create` (cuBLAS's, cuBLASLt's, cuDNN's): the
 /// first of `names` that opens, its entry points (`bind(table, library)`: the name of the first one missing,
 /// or null), then one handle on the CUDA device's primary context, bound to its one stream where the table
-/// has `set_stream`. `what` names
-/// the library in the failure ("cuBLAS"). Only once a device exists: without one nothing is opened.
+/// has `set_stream`. `what` names the library in the failure ("cuBLAS"). Only once a device exists: without
+/// one nothing is opened.
 template <class Table, class Bind>
 LoadedLibrary<Table> load_library(const char* what, std::initializer_list<const char*> names, Bind&& bind) {
   LoadedLibrary<Table> r;
